@@ -1,0 +1,38 @@
+"""One module per family: the batch builders. Each turns token ids into a `Batch` that says who may attend to whom
+and what is predicted.
+
+Every family module provides the same five things, so that training and the Mask Explorer share one code path:
+
+- `Settings`: a frozen dataclass of the objective's settings. Paper defaults are the field defaults; every field is a
+  toggle the UI exposes; `__post_init__` raises `ValueError` on impossible values.
+- `CHOICES`: the names of the anatomy choices the family accepts (CONTRACT.md), e.g. `("masked",)`.
+- `sample_choices(token_ids, generator, cfg) -> dict`: draw the random structural decisions as in training
+  (masked positions, spans, the factorization order, the UniLM mode, ...).
+- `validate_choices(n, choices) -> dict`: check user-given choices for an n-token input and normalise them;
+  raise `ValueError` with an actionable message (not a permutation, overlapping spans, out of range, ...).
+- `build_example(token_ids, choices, generator, cfg) -> Example`: build one example from fixed choices. Any remaining
+  randomness (80/10/10 fates, random replacements) comes from `generator`.
+- `make_batch(token_ids, generator, cfg) -> Batch`: `sample_choices` then `build_example` for each row, then `collate`.
+  `token_ids` is a (B, T) LongTensor or a list of 1-D LongTensors; `cfg` is a `BatchConfig`.
+
+`gpt` and `gpt2` share `causal_lm`.
+"""
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+
+# family name -> module name inside this package
+FAMILY_MODULES = {
+    "gpt": "causal_lm", "gpt2": "causal_lm", "bert": "bert", "roberta": "roberta", "albert": "albert",
+    "spanbert": "spanbert", "electra": "electra", "xlnet": "xlnet", "mpnet": "mpnet", "unilm": "unilm",
+    "mass": "mass", "glm": "glm", "t5": "t5",
+}
+
+
+def objective_module(family: str) -> ModuleType:
+    """The batch-builder module of `family`; ValueError for a family without one."""
+    if family not in FAMILY_MODULES:
+        known = ", ".join(sorted(FAMILY_MODULES))
+        raise ValueError(f"No batch builder for family {family!r}: choose one of {known}.")
+    return importlib.import_module(f"{__name__}.{FAMILY_MODULES[family]}")

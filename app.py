@@ -1,0 +1,32 @@
+"""Launch the Pretraining Lab: `python app.py [--host 127.0.0.1] [--port 7860] [--home DIR]`.
+
+Binds loopback unless told otherwise and never opens a public share link.
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+
+from app.main import build_app, launch_kwargs
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description="Serve the Pretraining Lab (a Gradio app).")
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default: loopback only)")
+    parser.add_argument("--port", type=int, default=7860, help="port to serve on (default: 7860)")
+    parser.add_argument("--home", default=None,
+                        help="lab home for corpora, tokenizers and runs (default: $PRETRAINING_LAB_HOME or "
+                             "~/.pretraining-lab)")
+    return parser.parse_args(argv)
+
+
+def main(argv=None) -> None:
+    args = parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    demo = build_app(args.home)
+    demo.queue(default_concurrency_limit=4)
+    demo.launch(server_name=args.host, server_port=args.port, share=False, **launch_kwargs())
+
+
+if __name__ == "__main__":
+    main()

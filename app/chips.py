@@ -1,0 +1,45 @@
+"""HTML token chips for the Tokenizer Lab: one coloured chip per token, its id on hover, markers visible."""
+from __future__ import annotations
+
+import html
+
+PALETTE = ("#dbeafe", "#dcfce7", "#fef9c3", "#fce7f3", "#e0e7ff", "#ffedd5", "#ccfbf1", "#f3e8ff")
+
+
+def _visible(text: str) -> str:
+    """Make invisible characters visible: spaces as ␣, newlines as ⏎, tabs as ⇥."""
+    return text.replace(" ", "␣").replace("\n", "⏎").replace("\t", "⇥")
+
+
+def chips_html(title: str, pieces, *, subtitle: str = "") -> str:
+    """A titled row of chips. Each piece has .text, .display, .id, .is_unknown, .is_special."""
+    chips = []
+    for index, piece in enumerate(pieces):
+        classes = ["tok-chip"]
+        if piece.is_unknown:
+            classes.append("tok-unk")
+        if piece.is_special:
+            classes.append("tok-special")
+        color = PALETTE[index % len(PALETTE)]
+        tooltip = f"id {piece.id} · {piece.text!r} · covers {piece.display!r} [{piece.start}:{piece.end}]"
+        if piece.is_unknown:
+            tooltip += " · UNKNOWN"
+        chips.append(f'<span class="{" ".join(classes)}" style="background:{color}" title="{html.escape(tooltip)}">'
+                     f'{html.escape(_visible(piece.text))}</span>')
+    unknown = sum(1 for p in pieces if p.is_unknown)
+    summary = f"{len(pieces)} tokens" + (f", <b class='tok-unk-count'>{unknown} unknown</b>" if unknown else "")
+    return (f'<div class="tok-row"><div class="tok-title"><b>{html.escape(title)}</b> '
+            f'<span class="tok-sub">{html.escape(subtitle)} · {summary}</span></div>'
+            f'<div class="tok-chips">{"".join(chips)}</div></div>')
+
+
+def pieces_html(words: list[list[str]], step: int, total: int) -> str:
+    """The merge replay: each pre-token as a group of pieces after `step` of `total` merges."""
+    groups = []
+    for word in words:
+        inner = "".join(f'<span class="tok-chip" style="background:{PALETTE[i % len(PALETTE)]}">'
+                        f"{html.escape(_visible(p))}</span>" for i, p in enumerate(word))
+        groups.append(f'<span class="merge-word">{inner}</span>')
+    count = sum(len(w) for w in words)
+    return (f'<div class="tok-row"><div class="tok-title">after <b>{step}</b> of {total} merges · '
+            f'{count} pieces</div><div class="tok-chips">{"".join(groups)}</div></div>')

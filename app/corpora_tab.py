@@ -1,0 +1,86 @@
+"""Corpora tab: the built-in corpora, uploads (.txt, .md, .jsonl, .csv) and a card for each corpus.
+
+Uploads are validated and written atomically by `lab_models.api.import_corpus`; a bad file gets a message in the page.
+"""
+from __future__ import annotations
+
+import pandas as pd
+import gradio as gr
+
+from lab_models import api
+
+from .errors import user_errors
+
+
+class CorporaView:
+    def __init__(self, home):
+        self.home = home
+
+    def choices(self) -> list[str]:
+        return api.list_corpora(home=self.home)
+
+    def card(self, name):
+        """The corpus card: a table of facts, the language mix and a sample."""
+        if not name:
+            raise ValueError("Choose a corpus.")
+        card = api.corpus_card(api.load_corpus(name, home=self.home))
+        facts = {k: card[k] for k in ("name", "source", "documents", "train_documents", "validation_documents",
+                                      "lines", "words", "characters", "bytes") if k in card}
+        mix = ", ".join(f"{k} {v:.0%}" for k, v in card.get("language_mix", {}).items())
+        table = pd.DataFrame({"field": list(facts) + ["language mix"],
+                              "value": [str(v) for v in facts.values()] + [mix]})
+        sample = "\n\n".join(f"> {s}" for s in card.get("sample", []))
+        return table, f"**Sample**\n\n{sample}"
+
+    def inspect(self, file_path):
+        """After an upload: which text columns the file has (for .csv / .jsonl)."""
+        if not file_path:
+            return gr.update(choices=[], value=None, visible=False), ""
+        info = api.inspect_file(file_path)
+        columns = info.get("columns") or []
+        note = f"Detected a **{info['format']}** file of {info['bytes']:,} bytes."
+        if columns:
+            note += " Pick the column that holds the text."
+        return gr.update(choices=columns, value=info.get("suggested_column"), visible=bool(columns)), note
+
+    def import_file(self, file_path, name, column):
+        if not file_path:
+            raise ValueError("Upload a .txt, .md, .jsonl or .csv file first.")
+        corpus = api.import_corpus(file_path, name=(name or None), text_column=(column or None), home=self.home)
+        table, sample = self.card(corpus.name)
+        return (f"Imported **{corpus.name}**: {len(corpus.train)} training and {len(corpus.validation)} "
+                f"validation documents.", gr.update(choices=self.choices(), value=corpus.name), table, sample)
+
+    def refresh(self, current=None):
+        choices = self.choices()
+        return gr.update(choices=choices, value=current if current in choices else (choices[0] if choices else None))
+
+
+def build(home, corpus_choices: list[str]):
+    """Lay out the tab; return (the corpus dropdown, the import event) so other tabs can follow new corpora."""
+    view = CorporaView(home)
+    descriptions = "\n".join(f"- **{name}**: {text}" for name, text in api.BUILTIN_CORPORA.items())
+    gr.Markdown(f"Built-in corpora (nothing is downloaded):\n{descriptions}\n\nOr upload your own text below.")
+    with gr.Row():
+        with gr.Column(scale=1):
+            corpus = gr.Dropdown(corpus_choices, value=corpus_choices[0] if corpus_choices else None,
+                                 label="Corpus")
+            show = gr.Button("Show corpus card")
+            gr.Markdown("### Upload a corpus")
+            upload = gr.File(label="A .txt, .md, .jsonl or .csv file", file_types=[".txt", ".md", ".jsonl", ".csv"],
+                             type="filepath")
+            upload_note = gr.Markdown()
+            column = gr.Dropdown([], label="Text column", visible=False, allow_custom_value=False)
+            name = gr.Textbox(label="Name (optional; letters, digits, - _ .)", placeholder="my-corpus")
+            import_button = gr.Button("Import corpus", variant="primary")
+            import_status = gr.Markdown()
+        with gr.Column(scale=2):
+            card = gr.Dataframe(label="Corpus card", interactive=False)
+            sample = gr.Markdown()
+
+    show.click(user_errors(view.card), corpus, [card, sample], api_name="corpus_card")
+    corpus.change(user_errors(view.card), corpus, [card, sample], api_name="corpus_card_on_change")
+    upload.change(user_errors(view.inspect), upload, [column, upload_note], api_name="inspect_upload")
+    imported = import_button.click(user_errors(view.import_file), [upload, name, column],
+                                   [import_status, corpus, card, sample], api_name="import_corpus")
+    return corpus, imported, view

@@ -1,0 +1,48 @@
+"""Builds the Pretraining Lab page: a header with the compute device, then one tab per view that works.
+
+`build_app(home)` returns the `gr.Blocks`; `app.py` launches it. Tabs: Corpora, Tokenizer Lab, Mask Explorer.
+"""
+from __future__ import annotations
+
+import html
+from pathlib import Path
+
+import gradio as gr
+
+from lab_models import api
+
+from . import corpora_tab, mask_explorer_tab, tokenizer_tab
+
+ASSETS = Path(__file__).resolve().parent.parent / "assets"
+TITLE = "Pretraining Lab"
+
+
+def header_html() -> str:
+    return (f'<div class="lab-header"><h1>🧪 {TITLE}</h1>'
+            f'<span class="lab-device" id="lab-device">compute device: {html.escape(api.device_label())}</span></div>'
+            '<p>One backbone, many batch builders: the pretraining families differ mostly in <b>which position may '
+            'attend to which</b> and <b>what is predicted</b>.</p>')
+
+
+def build_app(home=None) -> gr.Blocks:
+    """The whole page, bound to one lab home (default: $PRETRAINING_LAB_HOME or ~/.pretraining-lab)."""
+    home = api.lab_home(home)
+    corpus_choices = api.list_corpora(home=home)
+    with gr.Blocks(title=TITLE) as demo:
+        gr.HTML(header_html())
+        with gr.Tabs():
+            with gr.Tab("Mask Explorer", id="mask-explorer"):
+                draw, explorer_inputs, explorer_outputs, explorer_handler = mask_explorer_tab.build(home)
+            with gr.Tab("Tokenizer Lab", id="tokenizer-lab"):
+                tokenizer_components = tokenizer_tab.build(home, corpus_choices)
+            with gr.Tab("Corpora", id="corpora"):
+                corpus_dropdown, imported, corpora_view = corpora_tab.build(home, corpus_choices)
+        imported.then(corpora_view.refresh, tokenizer_components["corpus"], tokenizer_components["corpus"],
+                      api_name="refresh_tokenizer_corpora")
+        demo.load(explorer_handler, explorer_inputs, explorer_outputs, api_name="explore_masks_on_load")
+    return demo
+
+
+def launch_kwargs() -> dict:
+    """Arguments for `Blocks.launch` that style the page (Gradio 6 takes css/theme at launch)."""
+    return {"css": (ASSETS / "lab.css").read_text(encoding="utf-8"), "theme": gr.themes.Soft()}

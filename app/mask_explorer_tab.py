@@ -1,0 +1,169 @@
+"""Mask Explorer tab: who may attend to whom, and what is predicted, for several families side by side.
+
+Every heatmap is drawn from `api.anatomy`, which runs the family's real batch builder; nothing here decides a mask.
+"""
+from __future__ import annotations
+
+import re
+
+import gradio as gr
+
+from lab_models import api
+
+from .errors import user_errors
+from .figures import anatomy_figure, anatomy_table, stream_density
+
+MAX_FAMILIES = 4
+DEFAULT_SENTENCE = "the quick brown fox jumps over the lazy dog"
+DEFAULT_FAMILIES = ["bert", "unilm", "xlnet", "glm"]
+EXPLORER_TOKENIZER_CORPUS = "stdlib-docs"
+EXPLORER_TOKENIZER_VOCAB = 4000
+MLM_FAMILIES = {"bert", "roberta", "albert", "spanbert", "electra"}
+
+
+def parse_positions(text: str) -> list[int] | None:
+    """"1, 4" -> [1, 4]; blank -> None (sample as in training)."""
+    if not text or not text.strip():
+        return None
+    try:
+        return [int(part) for part in re.split(r"[,\s]+", text.strip()) if part]
+    except ValueError:
+        raise ValueError(f"Positions must be whole numbers separated by commas, e.g. 1, 4; got {text!r}.") from None
+
+
+def parse_spans(text: str) -> list[tuple[int, int]] | None:
+    """"1:3, 5:6" -> [(1, 3), (5, 6)] (0-based, end excluded); blank -> None (sample as in training)."""
+    if not text or not text.strip():
+        return None
+    spans = []
+    for part in [p for p in re.split(r"[,;\s]+", text.strip()) if p]:
+        match = re.fullmatch(r"(-?\d+)\s*[:\-]\s*(-?\d+)", part)
+        if not match:
+            raise ValueError(f"Write spans as start:end (0-based, end excluded), e.g. 1:3, 5:6; could not read "
+                             f"{part!r}.")
+        spans.append((int(match.group(1)), int(match.group(2))))
+    return spans
+
+
+def family_choices(family: str, accepted: tuple[str, ...], *, masked, mode, src_len, order, num_predict, spans,
+                   shuffle) -> dict:
+    """The user's controls translated into the `api.anatomy` choices that `family` accepts."""
+    choices: dict = {}
+    if "masked" in accepted:
+        positions = parse_positions(masked)
+        if positions is None and family == "spanbert" and spans:
+            positions = sorted({i for start, end in parse_spans(spans) for i in range(start, end)})
+        if positions is not None:
+            choices["masked"] = positions
+    if "mode" in accepted and mode:
+        choices["mode"] = mode
+        if mode == "seq2seq" and src_len:
+            choices["src_len"] = int(src_len)
+    if "order" in accepted and parse_positions(order) is not None:
+        choices["order"] = parse_positions(order)
+    if "num_predict" in accepted and num_predict:
+        choices["num_predict"] = int(num_predict)
+    parsed_spans = parse_spans(spans)
+    if "spans" in accepted and parsed_spans is not None:
+        choices["spans"] = parsed_spans
+    if "span" in accepted and parsed_spans is not None:
+        choices["span"] = parsed_spans[0]
+    if "shuffle" in accepted and shuffle is not None:
+        choices["shuffle"] = bool(shuffle)
+    return choices
+
+
+class MaskExplorer:
+    def __init__(self, home):
+        self.home = home
+        self.specs = {spec.name: spec for spec in api.families() if spec.has_anatomy}
+
+    def tokens(self, text: str, tokenizer_kind: str) -> list[str]:
+        if tokenizer_kind in (None, "", "whitespace"):
+            return api.split_for_explorer(text)
+        corpus = api.load_corpus(EXPLORER_TOKENIZER_CORPUS, home=self.home)
+        result = api.cached_tokenizer(tokenizer_kind, corpus.train, EXPLORER_TOKENIZER_VOCAB,
+                                      corpus_fingerprint=corpus.fingerprint, home=self.home)
+        return api.split_for_explorer(text, result.path)
+
+    def explore(self, text, tokenizer_kind, families, seed, masked, mode, src_len, order, num_predict, spans,
+                shuffle):
+        families = list(families or [])
+        if not families:
+            raise ValueError("Tick at least one family to draw.")
+        if len(families) > MAX_FAMILIES:
+            raise ValueError(f"Pick at most {MAX_FAMILIES} families to compare side by side.")
+        unknown = [f for f in families if f not in self.specs]
+        if unknown:
+            raise ValueError(f"Unknown family {unknown[0]!r}: choose from {', '.join(self.specs)}.")
+        tokens = self.tokens(text, tokenizer_kind)
+        outputs = []
+        for family in families:
+            spec = self.specs[family]
+            choices = family_choices(family, spec.anatomy_choices, masked=masked, mode=mode, src_len=src_len,
+                                     order=order, num_predict=num_predict, spans=spans, shuffle=shuffle)
+            try:
+                anatomy = api.anatomy(family, tokens, seed=int(seed or 0), **choices)
+            except ValueError as error:
+                raise ValueError(f"{spec.title}: {error}") from error
+            densities = " · ".join(f"{s}: {stream_density(m):.2f}" for s, m in anatomy.attention.items())
+            used = ", ".join(f"{k}={v}" for k, v in anatomy.choices.items()) or "none"
+            header = (f"### {spec.title} <small>({spec.kind})</small>\n{anatomy.rule}\n\n"
+                      f"**Density** (fraction of allowed pairs): {densities}  \n**Choices used:** {used}")
+            outputs += [gr.update(value=header, visible=True), gr.update(value=anatomy_figure(anatomy), visible=True),
+                        gr.update(value=anatomy_table(anatomy), visible=True)]
+        for _ in range(MAX_FAMILIES - len(families)):
+            outputs += [gr.update(visible=False)] * 3
+        return outputs
+
+    @staticmethod
+    def resample(seed):
+        return int(seed or 0) + 1
+
+
+def build(home) -> None:
+    explorer = MaskExplorer(home)
+    names = [(spec.title, name) for name, spec in explorer.specs.items()]
+    gr.Markdown("Type a sentence, pick families, and see **which position may attend to which** and **what is "
+                "predicted**, drawn from the same code that builds training batches. Hover a cell: "
+                "*x3 may attend x1*. Rows attend, columns are attended.")
+    with gr.Row():
+        text = gr.Textbox(DEFAULT_SENTENCE, label="Sentence", scale=3)
+        tokenizer = gr.Dropdown([("whitespace", "whitespace")] + [(v, k) for k, v in api.TOKENIZER_KINDS.items()],
+                                value="whitespace", label="Split with", scale=1)
+    families = gr.CheckboxGroup(names, value=DEFAULT_FAMILIES, label=f"Families (up to {MAX_FAMILIES})")
+    with gr.Accordion("Choices (blank = sampled as in training)", open=True):
+        with gr.Row():
+            seed = gr.Number(0, precision=0, label="Seed", minimum=0)
+            resample = gr.Button("Resample (seed + 1)")
+        with gr.Row():
+            masked = gr.Textbox(label="BERT / RoBERTa / ALBERT / ELECTRA / SpanBERT: masked positions",
+                                placeholder="e.g. 1, 4")
+            spans = gr.Textbox(label="GLM / T5 / MASS / SpanBERT: spans start:end (end excluded)",
+                               placeholder="e.g. 1:3, 5:6")
+            shuffle = gr.Checkbox(True, label="GLM: shuffle Part B")
+        with gr.Row():
+            mode = gr.Radio(["bidirectional", "left_to_right", "right_to_left", "seq2seq"], value=None,
+                            label="UniLM mode (none = sampled from the mix)")
+            src_len = gr.Number(None, precision=0, label="UniLM seq2seq: source length", minimum=1)
+        with gr.Row():
+            order = gr.Textbox(label="XLNet / MPNet: factorization order", placeholder="e.g. 3 0 5 1 4 2 (blank = random)")
+            num_predict = gr.Number(None, precision=0, label="XLNet / MPNet: predicted positions (K)", minimum=1)
+    draw = gr.Button("Draw", variant="primary")
+    slots = []
+    with gr.Row():
+        for _ in range(MAX_FAMILIES // 2):
+            with gr.Column():
+                slots.append((gr.Markdown(visible=False), gr.Plot(visible=False), gr.Dataframe(visible=False)))
+    with gr.Row():
+        for _ in range(MAX_FAMILIES - MAX_FAMILIES // 2):
+            with gr.Column():
+                slots.append((gr.Markdown(visible=False), gr.Plot(visible=False), gr.Dataframe(visible=False)))
+    outputs = [component for slot in slots for component in slot]
+    inputs = [text, tokenizer, families, seed, masked, mode, src_len, order, num_predict, spans, shuffle]
+    handler = user_errors(explorer.explore)
+    draw.click(handler, inputs, outputs, api_name="explore_masks")
+    text.submit(handler, inputs, outputs, api_name="explore_masks_on_submit")
+    resample.click(explorer.resample, seed, seed, api_name="resample_seed").then(
+        handler, inputs, outputs, api_name="explore_masks_after_resample")
+    return draw, inputs, outputs, handler

@@ -1,0 +1,139 @@
+"""Tokenizer Lab tab: train BPE, byte-level BPE, WordPiece and Unigram on one corpus and watch them split the same text.
+
+Handlers are plain methods of `TokenizerLab`; the trained tokenizers live in the lab home's on-disk cache (keyed by
+corpus fingerprint, kind, vocabulary size), so every endpoint is stateless and `gradio_client` can drive it.
+"""
+from __future__ import annotations
+
+import pandas as pd
+import gradio as gr
+
+from lab_models import api
+
+from .chips import chips_html, pieces_html
+from .errors import user_errors
+from .figures import overlap_figure, token_length_figure
+
+DEFAULT_TEXT = ("The tokenizer splits unbelievably long words, numbers like 3.14159 and 2026, "
+                "code such as `def f(x): return x**2`, emoji 🙂🚀 and Chinese 小猫看见一个红球。")
+DEFAULT_VOCAB = 2000
+BPE_KINDS = ("bpe", "byte_bpe")
+
+
+class TokenizerLab:
+    """The tab's handlers, bound to one lab home."""
+
+    def __init__(self, home):
+        self.home = home
+
+    def _trained(self, corpus_name: str, vocab_size, kind: str, progress=None):
+        if not corpus_name:
+            raise ValueError("Choose a corpus first.")
+        if vocab_size is None:
+            raise ValueError("Enter a vocabulary size, for example 2000.")
+        if float(vocab_size) != int(vocab_size):
+            raise ValueError(f"The vocabulary size must be a whole number, got {vocab_size}.")
+        corpus = api.load_corpus(corpus_name, home=self.home)
+        return api.cached_tokenizer(kind, corpus.train, int(vocab_size), corpus_fingerprint=corpus.fingerprint,
+                                    home=self.home, progress=progress)
+
+    @staticmethod
+    def _kinds(kinds) -> list[str]:
+        kinds = list(kinds or [])
+        if not kinds:
+            raise ValueError("Tick at least one tokenizer kind.")
+        unknown = [k for k in kinds if k not in api.TOKENIZER_KINDS]
+        if unknown:
+            raise ValueError(f"Unknown tokenizer kind {unknown[0]!r}: choose from {', '.join(api.TOKENIZER_KINDS)}.")
+        return kinds
+
+    def train(self, corpus_name, vocab_size, kinds, text, progress=gr.Progress()):
+        """Train (or load from cache) every ticked kind; return status, stats, charts, chips and the files."""
+        kinds = self._kinds(kinds)
+        results, stats, histograms = {}, [], {}
+        corpus = api.load_corpus(corpus_name, home=self.home) if corpus_name else None
+        for index, kind in enumerate(kinds):
+            progress(index / len(kinds), desc=f"Training {api.TOKENIZER_KINDS[kind]} ({index + 1}/{len(kinds)})")
+            result = self._trained(corpus_name, vocab_size, kind)
+            results[kind] = result
+            row = api.tokenizer_stats(result.tokenizer, corpus.validation or corpus.train[:200],
+                                      train_seconds=result.train_seconds, kind=kind)
+            row["cached"] = result.from_cache
+            stats.append(row)
+            histograms[kind] = api.token_length_histogram(result.tokenizer)
+        progress(1.0, desc="Done")
+        table = pd.DataFrame(stats)
+        overlap = api.vocab_overlap({k: r.tokenizer for k, r in results.items()}) if len(results) > 1 else None
+        status = (f"Trained {len(results)} tokenizer(s) on **{corpus_name}** at vocabulary size {int(vocab_size)}. "
+                  f"Statistics are measured on the corpus's validation split.")
+        chips = self._chips(results, text) if text and text.strip() else ""
+        files = [str(r.path) for r in results.values()]
+        return (status, table, token_length_figure(histograms),
+                overlap_figure(overlap) if overlap is not None else None, chips, files)
+
+    def _chips(self, results, text: str) -> str:
+        rows = []
+        for kind, result in results.items():
+            pieces = api.tokenize_for_display(result.tokenizer, text)
+            rows.append(chips_html(api.TOKENIZER_KINDS[kind], pieces, subtitle=f"vocab {result.vocab_size}"))
+        return "".join(rows)
+
+    def tokenize(self, corpus_name, vocab_size, kinds, text):
+        """The same text split by every ticked kind, as coloured chips (id on hover)."""
+        kinds = self._kinds(kinds)
+        if not text or not text.strip():
+            raise ValueError("Type some text to tokenize.")
+        return self._chips({k: self._trained(corpus_name, vocab_size, k) for k in kinds}, text)
+
+    def replay(self, corpus_name, vocab_size, kind, text, n_merges):
+        """The first `n_merges` merges of a BPE tokenizer applied to `text`, and the slider's new maximum."""
+        if kind not in BPE_KINDS:
+            raise ValueError("Merge replay needs a BPE tokenizer: choose bpe or byte_bpe.")
+        if not text or not text.strip():
+            raise ValueError("Type a word or sentence to replay the merges on.")
+        result = self._trained(corpus_name, vocab_size, kind)
+        total = api.merge_count(result.tokenizer)
+        step = max(0, min(int(n_merges or 0), total))
+        words = api.merge_replay(result.tokenizer, text, step)
+        return pieces_html(words, step, total), gr.update(maximum=total, value=step)
+
+
+def build(home, corpus_choices: list[str]) -> dict:
+    """Lay out the tab inside the current Blocks; return the components other tabs may update."""
+    lab = TokenizerLab(home)
+    gr.Markdown("Train four tokenizer algorithms on the same corpus, then watch them split the same text. "
+                "Trained tokenizers are cached in the lab home, so training twice is instant.")
+    with gr.Row():
+        corpus = gr.Dropdown(corpus_choices, value=corpus_choices[0] if corpus_choices else None, label="Corpus",
+                             scale=2)
+        vocab_size = gr.Number(DEFAULT_VOCAB, precision=0, label="Vocabulary size", minimum=1, scale=1)
+        kinds = gr.CheckboxGroup([(label, kind) for kind, label in api.TOKENIZER_KINDS.items()],
+                                 value=list(api.TOKENIZER_KINDS), label="Tokenizer kinds", scale=3)
+    train_button = gr.Button("Train tokenizers", variant="primary")
+    status = gr.Markdown()
+    text = gr.Textbox(DEFAULT_TEXT, lines=2, label="Text to tokenize (English, Chinese, emoji, numbers and code)")
+    tokenize_button = gr.Button("Tokenize")
+    chips = gr.HTML(label="Side by side")
+    with gr.Accordion("BPE merge replay: watch the pieces join", open=True):
+        with gr.Row():
+            replay_kind = gr.Radio([("BPE (GPT)", "bpe"), ("Byte-level BPE (GPT-2)", "byte_bpe")], value="bpe",
+                                   label="Tokenizer")
+            replay_text = gr.Textbox("unbelievably tokenization", label="Word or sentence", scale=2)
+        merges = gr.Slider(0, DEFAULT_VOCAB, value=0, step=1, label="Number of merges applied")
+        replay_view = gr.HTML()
+    with gr.Accordion("Statistics", open=True):
+        stats = gr.Dataframe(label="Per tokenizer (measured on the validation split)", interactive=False)
+        with gr.Row():
+            length_plot = gr.Plot(label="Token length distribution")
+            overlap_plot = gr.Plot(label="Vocabulary overlap")
+    files = gr.File(label="Download tokenizer.json", file_count="multiple", interactive=False)
+
+    train_button.click(user_errors(lab.train), [corpus, vocab_size, kinds, text],
+                       [status, stats, length_plot, overlap_plot, chips, files], api_name="train_tokenizers")
+    tokenize_button.click(user_errors(lab.tokenize), [corpus, vocab_size, kinds, text], chips,
+                          api_name="tokenize_text")
+    replay_inputs = [corpus, vocab_size, replay_kind, replay_text, merges]
+    merges.release(user_errors(lab.replay), replay_inputs, [replay_view, merges], api_name="merge_replay")
+    replay_kind.change(user_errors(lab.replay), replay_inputs, [replay_view, merges], api_name="merge_replay_kind")
+    replay_text.submit(user_errors(lab.replay), replay_inputs, [replay_view, merges], api_name="merge_replay_text")
+    return {"corpus": corpus}

@@ -1,0 +1,102 @@
+"""The family registry: one `FamilySpec` per pretraining family the lab knows, with its paper and default objectives.
+
+This is data, not behaviour: the batch builders live in `objectives/`, the models (later) in `nn/`. The UI builds every
+family-dependent control from these records, so a family added here appears in the page without UI code.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from .objectives import FAMILY_MODULES, objective_module
+
+
+@dataclass(frozen=True)
+class ObjectiveSpec:
+    """One objective the user can toggle: its name, default weight and default settings."""
+
+    name: str
+    weight: float
+    settings: dict
+
+
+@dataclass(frozen=True)
+class FamilySpec:
+    name: str  # lower case, e.g. "bert"
+    title: str  # e.g. "BERT"
+    kind: str  # decoder | encoder | encoder-decoder | two-stream | rnn
+    objectives: tuple[ObjectiveSpec, ...]
+    tokenizer: str  # default tokenizer kind: bpe | byte_bpe | wordpiece | unigram
+    paper: str  # the citation
+    has_anatomy: bool = True  # a batch builder the Mask Explorer can draw
+    anatomy_choices: tuple[str, ...] = ()
+
+
+# name -> (title, kind, tokenizer, paper, objective names with weights)
+_FAMILIES: dict[str, tuple[str, str, str, str, tuple[tuple[str, float], ...]]] = {
+    "gpt": ("GPT", "decoder", "bpe",
+            "Radford, Narasimhan, Salimans, Sutskever (2018). Improving Language Understanding by Generative Pre-Training.",
+            (("clm", 1.0),)),
+    "gpt2": ("GPT-2", "decoder", "byte_bpe",
+             "Radford, Wu, Child, Luan, Amodei, Sutskever (2019). Language Models are Unsupervised Multitask Learners.",
+             (("clm", 1.0),)),
+    "bert": ("BERT", "encoder", "wordpiece",
+             "Devlin, Chang, Lee, Toutanova (2019). BERT: Pre-training of Deep Bidirectional Transformers for Language "
+             "Understanding. NAACL.", (("mlm", 1.0), ("nsp", 1.0))),
+    "roberta": ("RoBERTa", "encoder", "byte_bpe",
+                "Liu et al. (2019). RoBERTa: A Robustly Optimized BERT Pretraining Approach. arXiv:1907.11692.",
+                (("mlm", 1.0),)),
+    "albert": ("ALBERT", "encoder", "unigram",
+               "Lan et al. (2020). ALBERT: A Lite BERT for Self-supervised Learning of Language Representations. ICLR.",
+               (("mlm", 1.0), ("sop", 1.0))),
+    "spanbert": ("SpanBERT", "encoder", "wordpiece",
+                 "Joshi et al. (2020). SpanBERT: Improving Pre-training by Representing and Predicting Spans. TACL.",
+                 (("mlm", 1.0), ("sbo", 1.0))),
+    "electra": ("ELECTRA", "encoder", "wordpiece",
+                "Clark, Luong, Le, Manning (2020). ELECTRA: Pre-training Text Encoders as Discriminators Rather Than "
+                "Generators. ICLR.", (("mlm", 1.0), ("rtd", 50.0))),
+    "xlnet": ("XLNet", "two-stream", "unigram",
+              "Yang et al. (2019). XLNet: Generalized Autoregressive Pretraining for Language Understanding. NeurIPS.",
+              (("plm", 1.0),)),
+    "mpnet": ("MPNet", "two-stream", "wordpiece",
+              "Song, Tan, Qin, Lu, Liu (2020). MPNet: Masked and Permuted Pre-training for Language Understanding. "
+              "NeurIPS.", (("mplm", 1.0),)),
+    "unilm": ("UniLM", "encoder", "wordpiece",
+              "Dong et al. (2019). Unified Language Model Pre-training for Natural Language Understanding and "
+              "Generation. NeurIPS.", (("cloze", 1.0),)),
+    "mass": ("MASS", "encoder-decoder", "byte_bpe",
+             "Song, Tan, Qin, Lu, Liu (2019). MASS: Masked Sequence to Sequence Pre-training for Language Generation. "
+             "ICML.", (("seq2seq", 1.0),)),
+    "glm": ("GLM", "decoder", "unigram",
+            "Du et al. (2022). GLM: General Language Model Pretraining with Autoregressive Blank Infilling. ACL.",
+            (("blank_infilling", 1.0),)),
+    "t5": ("T5", "encoder-decoder", "unigram",
+           "Raffel et al. (2020). Exploring the Limits of Transfer Learning with a Unified Text-to-Text Transformer. "
+           "JMLR.", (("span_corruption", 1.0),)),
+}
+
+
+def _settings_dict(settings) -> dict:
+    out = {}
+    for f in dataclasses.fields(settings):
+        value = getattr(settings, f.name)
+        out[f.name] = dataclasses.asdict(value) if dataclasses.is_dataclass(value) else value
+    return out
+
+
+def family_spec(name: str) -> FamilySpec:
+    if name not in _FAMILIES:
+        raise ValueError(f"Unknown family {name!r}: choose one of {', '.join(_FAMILIES)}.")
+    title, kind, tokenizer, paper, objectives = _FAMILIES[name]
+    module = objective_module(name) if name in FAMILY_MODULES else None
+    settings = _settings_dict(module.Settings()) if module is not None else {}
+    return FamilySpec(
+        name=name, title=title, kind=kind, tokenizer=tokenizer, paper=paper,
+        objectives=tuple(ObjectiveSpec(obj, weight, settings) for obj, weight in objectives),
+        has_anatomy=module is not None,
+        anatomy_choices=tuple(module.CHOICES) if module is not None else (),
+    )
+
+
+def all_families() -> list[FamilySpec]:
+    return [family_spec(name) for name in _FAMILIES]

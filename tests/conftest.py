@@ -1,0 +1,35 @@
+"""Shared fixtures: an isolated lab home per test session, and a running app for the app tests."""
+from __future__ import annotations
+
+import os
+import socket
+
+import pytest
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def lab_home_dir(tmp_path_factory):
+    """One lab home for the whole test session, so cached corpora and tokenizers are reused across tests."""
+    home = tmp_path_factory.mktemp("lab-home")
+    os.environ["PRETRAINING_LAB_HOME"] = str(home)
+    return home
+
+
+@pytest.fixture(scope="session")
+def running_app(lab_home_dir):
+    """The real app, launched on a free loopback port without blocking; yields its URL."""
+    from app.main import build_app, launch_kwargs
+
+    demo = build_app(lab_home_dir)
+    demo.queue()
+    port = free_port()
+    demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True,
+                **launch_kwargs())
+    yield f"http://127.0.0.1:{port}/", demo
+    demo.close()

@@ -1,0 +1,86 @@
+"""App tests through `gradio_client`: the page's endpoints, driven as a program would drive them."""
+from __future__ import annotations
+
+import pytest
+from gradio_client import Client
+
+import app as app_script  # noqa: F401  (the package `app/`; the launcher is tested through its parser below)
+
+
+@pytest.fixture(scope="module")
+def client(running_app):
+    url, _ = running_app
+    return Client(url, verbose=False)
+
+
+def test_launcher_binds_loopback_and_never_shares_by_default():
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.spec_from_file_location("launcher", Path(__file__).resolve().parent.parent / "app.py")
+    launcher = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(launcher)
+    args = launcher.parse_args([])
+    assert (args.host, args.port) == ("127.0.0.1", 7860)
+    assert launcher.parse_args(["--host", "0.0.0.0", "--port", "9000"]).port == 9000
+
+
+def test_every_event_has_an_api_name(running_app):
+    _, demo = running_app
+    names = [fn.api_name for fn in demo.fns.values()]
+    assert names and all(isinstance(n, str) and n for n in names), names
+    for expected in ("train_tokenizers", "tokenize_text", "merge_replay", "explore_masks", "import_corpus",
+                     "corpus_card"):
+        assert expected in names
+
+
+def test_header_shows_the_compute_device(running_app):
+    import httpx
+
+    url, _ = running_app
+    page = httpx.get(url, timeout=30).text
+    assert "compute device" in page and "CPU" in page
+
+
+def test_train_tokenizers_then_tokenize_and_replay(client):
+    status, table, length_plot, overlap_plot, chips, files = client.predict(
+        "synthetic", 300, ["bpe", "byte_bpe", "wordpiece", "unigram"], "the small cat 小猫 🙂 3.14",
+        api_name="/train_tokenizers")
+    assert "Trained 4 tokenizer(s)" in status
+    kinds = [row[0] for row in table["data"]]
+    assert kinds == ["bpe", "byte_bpe", "wordpiece", "unigram"]
+    assert len(files) == 4 and all(str(f["path"] if isinstance(f, dict) else f).endswith("tokenizer.json")
+                                   for f in files)
+    assert chips.count('class="tok-row"') == 4 and "id " in chips
+
+    chips_again = client.predict("synthetic", 300, ["wordpiece"], "the cat", api_name="/tokenize_text")
+    assert chips_again.count('class="tok-row"') == 1
+
+    html_zero, _ = client.predict("synthetic", 300, "bpe", "the cat", 0, api_name="/merge_replay")
+    html_all, slider = client.predict("synthetic", 300, "bpe", "the cat", 100000, api_name="/merge_replay")
+    assert "after <b>0</b>" in html_zero
+    assert html_all.count("tok-chip") < html_zero.count("tok-chip")
+
+
+@pytest.mark.parametrize("vocab_size, kinds, text, message", [
+    (0, ["bpe"], "x", "ocabulary"),
+    (300, [], "x", "at least one tokenizer kind"),
+    (300, ["bpe"], "   ", "Type some text"),
+])
+def test_tokenizer_bad_input_gives_a_clear_error(client, vocab_size, kinds, text, message):
+    with pytest.raises(Exception, match=message):
+        client.predict("synthetic", vocab_size, kinds, text, api_name="/tokenize_text")
+
+
+def test_explore_masks_draws_each_family(client):
+    result = client.predict("the quick brown fox jumps over the lazy dog", "whitespace",
+                            ["bert", "xlnet", "glm", "t5"], 0, "1, 4", None, None, "", None, "1:3, 5:6", False,
+                            api_name="/explore_masks")
+    headers = [result[i] for i in range(0, 12, 3)]
+    assert any("BERT" in str(h) for h in headers) and any("GLM" in str(h) for h in headers)
+
+
+def test_explore_masks_bad_spans_error(client):
+    with pytest.raises(Exception, match="Write spans as start:end"):
+        client.predict("a b c d", "whitespace", ["glm"], 0, "", None, None, "", None, "oops", True,
+                       api_name="/explore_masks")

@@ -1,0 +1,111 @@
+"""One real-browser test: headless Chromium loads the page, opens the Tokenizer Lab, trains the tokenizers, and
+saves screenshots to artifacts/ (Mask Explorer on load, Tokenizer Lab after training).
+
+It skips only when Debian's chromium / chromedriver are not installed (.ci/run installs them), and says so.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from .conftest import free_port
+
+REPO = Path(__file__).resolve().parent.parent
+ARTIFACTS = REPO / "artifacts"
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+CHROMEDRIVER = shutil.which("chromedriver")
+
+pytestmark = pytest.mark.skipif(
+    CHROMIUM is None or CHROMEDRIVER is None,
+    reason="Debian's chromium and chromium-driver are not installed (apt-get install chromium chromium-driver); "
+           ".ci/run installs them",
+)
+
+
+@pytest.fixture(scope="module")
+def served_app(tmp_path_factory):
+    home = tmp_path_factory.mktemp("browser-home")
+    port = free_port()
+    env = dict(os.environ, PRETRAINING_LAB_HOME=str(home))
+    process = subprocess.Popen([sys.executable, "app.py", "--port", str(port)], cwd=REPO, env=env,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}/"
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        if process.poll() is not None:
+            output = process.stdout.read().decode(errors="replace")
+            pytest.fail(f"python app.py exited early:\n{output}")
+        try:
+            if httpx.get(url, timeout=2).status_code == 200:
+                break
+        except httpx.HTTPError:
+            time.sleep(0.5)
+    else:
+        process.kill()
+        pytest.fail("python app.py did not start serving within 120 s")
+    yield url
+    process.terminate()
+    try:
+        process.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        process.kill()
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory):
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                 "--disable-dev-shm-usage", "--window-size=1400,1800",
+                 f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}"):
+        options.add_argument(flag)
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    yield driver
+    driver.quit()
+
+
+def _wait_for_text(driver, text: str, timeout: float) -> None:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if text in driver.find_element("tag name", "body").text:
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"{text!r} did not appear within {timeout} s")
+
+
+def _click_button(driver, label: str) -> None:
+    for element in driver.find_elements("xpath", f"//button[normalize-space()='{label}']"):
+        if element.is_displayed():
+            element.click()
+            return
+    raise AssertionError(f"no visible button labelled {label!r}")
+
+
+def test_page_loads_then_tokenizer_lab_trains(served_app, browser):
+    ARTIFACTS.mkdir(exist_ok=True)
+    browser.get(served_app)
+    _wait_for_text(browser, "Pretraining Lab", 60)
+    _wait_for_text(browser, "compute device", 10)
+    _wait_for_text(browser, "Density", 90)  # the Mask Explorer draws on load
+    browser.save_screenshot(str(ARTIFACTS / "browser-mask-explorer.png"))
+
+    _click_button(browser, "Tokenizer Lab")
+    _wait_for_text(browser, "Train tokenizers", 20)
+    _click_button(browser, "Train tokenizers")
+    _wait_for_text(browser, "Trained 4 tokenizer(s)", 240)
+    time.sleep(1.0)  # let the plots render before the screenshot
+    browser.save_screenshot(str(ARTIFACTS / "browser-tokenizer-lab.png"))
+    body = browser.find_element("tag name", "body").text
+    assert "Byte-level BPE (GPT-2)" in body and "WordPiece (BERT)" in body
+    assert (ARTIFACTS / "browser-tokenizer-lab.png").stat().st_size > 10_000

@@ -1,0 +1,168 @@
+"""T5: span corruption for an encoder-decoder.
+
+Raffel, Shazeer, Roberts, Lee, Narang, Matena, Zhou, Li, Liu (2020). Exploring the Limits of Transfer Learning with a
+Unified Text-to-Text Transformer. JMLR 21(140):1-67. arXiv:1910.10683. Reference code:
+google-research/text-to-text-transfer-transformer, t5/data/preprocessors.py (`span_corruption`,
+`random_spans_noise_mask`, `noise_span_to_unique_sentinel`, `nonnoise_span_to_unique_sentinel`).
+
+Choosing the noise (`random_spans_noise_mask`, 15% noise, mean span length 3):
+    num_noise_tokens = round(n * 0.15), clipped to [1, n - 1]
+    num_noise_spans  = round(num_noise_tokens / 3), at least 1
+    the noise tokens and the non-noise tokens are each split into num_noise_spans random positive segments (all
+    splits equally likely), and the segments alternate, starting with non-noise.
+For n = 512 this is always 77 noise tokens in 26 spans (mean span length 2.96).
+
+Encoder input: the text with each noise span replaced by one sentinel <extra_id_0>, <extra_id_1>, ... (in text order).
+Targets: each span's sentinel followed by its tokens, then one final sentinel, as in the paper's Figure 2. Decoder
+inputs: the targets shifted right behind a start token. Encoder attention is full, decoder attention causal, cross
+attention all True.
+
+Worked example (the paper's Figure 2; spans (2, 4) "for inviting" and (8, 9) "last";
+`api.anatomy("t5", tokens, spans=[(2, 4), (8, 9)])`; no randomness):
+
+    tokens             Thank you for inviting me to your party last week .
+    encoder inputs     Thank you <extra_id_0> me to your party <extra_id_1> week .
+    encoder positions  0     1   2            3  4  5    6     7            8    9
+    decoder inputs     [BOS]         <extra_id_0> for inviting <extra_id_1> last
+    targets            <extra_id_0>  for          inviting <extra_id_1> last <extra_id_2>
+    decoder positions  0 1 2 3 4 5
+
+    encoder (10 x 10): all 1     decoder (6 x 6): causal     cross (6 x 10): all 1
+                                 1 0 0 0 0 0
+                                 1 1 0 0 0 0
+                                 1 1 1 0 0 0
+                                 1 1 1 1 0 0
+                                 1 1 1 1 1 0
+                                 1 1 1 1 1 1
+
+Settings: `final_token="sentinel"` (default, the paper's Figure 2: targets end with the next unused sentinel) or
+"eos" (the code: targets end with EOS; the code's pipeline also appends EOS to the encoder input, which the lab
+leaves out because it adds no framing).
+
+Deviations, stated:
+- The decoder's start token is vocab.bos_id ([BOS]); T5 starts the decoder with the pad token (id 0).
+- Learned absolute positions (arange on both sides); T5 uses relative position buckets (a learned scalar bias per
+  head and bucket), no absolute positions at all.
+- Sentinels are vocab.sentinel_ids in order (<extra_id_0> first); T5's SentencePiece vocabulary counts them down from
+  the end of the vocabulary, which is the same tokens.
+- If num_noise_spans would exceed the number of non-noise tokens (only for extreme settings, e.g. density 0.9), it is
+  lowered so every segment stays positive; the reference would build an invalid segmentation there.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from ..batch import Batch, Example, collate
+from .common import BatchConfig
+from .glm import check_spans
+
+CHOICES: tuple[str, ...] = ("spans",)
+RULE = ("encoder: bidirectional over the text with each noise span replaced by a sentinel; decoder: causal over "
+        "sentinel + span, ...; cross: every decoder row sees the encoder")
+FINAL_TOKENS = ("sentinel", "eos")
+
+
+@dataclass(frozen=True)
+class Settings:
+    """T5's span-corruption settings; defaults are the paper's (15% noise, mean span length 3)."""
+
+    noise_density: float = 0.15
+    mean_noise_span_length: float = 3.0
+    final_token: str = "sentinel"  # "sentinel": the paper's Figure 2; "eos": the reference code
+
+    def __post_init__(self):
+        density, mean = self.noise_density, self.mean_noise_span_length
+        if isinstance(density, bool) or not isinstance(density, (int, float)) or not 0.0 < density < 1.0:
+            raise ValueError(f"noise_density must be in (0, 1), got {density!r}")
+        if isinstance(mean, bool) or not isinstance(mean, (int, float)) or not mean >= 1.0:
+            raise ValueError(f"mean_noise_span_length must be a number >= 1, got {mean!r}")
+        if self.final_token not in FINAL_TOKENS:
+            raise ValueError(f"final_token must be one of {', '.join(FINAL_TOKENS)}, got {self.final_token!r}")
+
+
+def noise_counts(n: int, density: float, mean_span_length: float) -> tuple[int, int]:
+    """(num_noise_tokens, num_noise_spans) as in `random_spans_noise_mask`. n=512: (77, 26); n=11: (2, 1)."""
+    if n < 2:
+        raise ValueError(f"T5 span corruption needs at least 2 tokens (one noise, one kept), got {n}.")
+    num_noise = min(max(round(n * density), 1), n - 1)
+    num_spans = max(round(num_noise / mean_span_length), 1)
+    return num_noise, min(num_spans, num_noise, n - num_noise)
+
+
+def random_segmentation(num_items: int, num_segments: int, generator: torch.Generator) -> torch.Tensor:
+    """Split num_items into num_segments positive lengths, every split equally likely (T5's `_random_segmentation`)."""
+    cuts = torch.randperm(num_items - 1, generator=generator)[:num_segments - 1].sort().values + 1  # (S-1,)
+    bounds = torch.cat([torch.tensor([0]), cuts, torch.tensor([num_items])])  # (S+1,)
+    return bounds.diff()  # (S,)
+
+
+def sample_choices(token_ids: torch.Tensor, generator: torch.Generator, cfg: BatchConfig) -> dict:
+    settings: Settings = cfg.settings
+    n = token_ids.numel()
+    num_noise, num_spans = noise_counts(n, settings.noise_density, settings.mean_noise_span_length)
+    noise_lengths = random_segmentation(num_noise, num_spans, generator)  # (S,)
+    kept_lengths = random_segmentation(n - num_noise, num_spans, generator)  # (S,)
+    interleaved = torch.stack([kept_lengths, noise_lengths], dim=1).reshape(-1)  # (2S,): kept, noise, kept, ...
+    ends = torch.cumsum(interleaved, 0)  # (2S,)
+    starts = ends - interleaved
+    return {"spans": list(zip(starts[1::2].tolist(), ends[1::2].tolist()))}
+
+
+def validate_choices(n: int, choices: dict) -> dict:
+    """Check `spans` (at least one, non-empty, in range, non-overlapping); they are sorted into text order."""
+    unknown = sorted(set(choices) - set(CHOICES))
+    if unknown:
+        raise ValueError(f"T5 takes the choice spans; got {', '.join(unknown)}")
+    return {"spans": sorted(check_spans(n, choices["spans"]))} if "spans" in choices else {}
+
+
+def build_example(token_ids: torch.Tensor, choices: dict, generator: torch.Generator, cfg: BatchConfig) -> Example:
+    settings: Settings = cfg.settings
+    vocab = cfg.vocab
+    n = token_ids.numel()
+    spans = sorted(check_spans(n, choices["spans"]))
+    k = len(spans)
+    needed = k + (1 if settings.final_token == "sentinel" else 0)
+    if len(vocab.sentinel_ids) < needed:
+        raise ValueError(f"T5 needs {needed} sentinel tokens for {k} noise spans, but the vocabulary has only "
+                         f"{len(vocab.sentinel_ids)}: use fewer spans or a vocabulary with more <extra_id_k>.")
+    sentinels = torch.tensor(vocab.sentinel_ids[:needed], dtype=torch.long)  # (needed,)
+
+    # Encoder: every noise span collapses into its sentinel.
+    starts = torch.tensor([s for s, _ in spans], dtype=torch.long)  # (k,)
+    ends = torch.tensor([e for _, e in spans], dtype=torch.long)  # (k,)
+    cover = torch.zeros(n + 1, dtype=torch.long)
+    cover.index_add_(0, starts, torch.ones(k, dtype=torch.long))
+    cover.index_add_(0, ends, -torch.ones(k, dtype=torch.long))
+    is_noise = torch.cumsum(cover, 0)[:n] > 0  # (n,)
+    is_start = torch.zeros(n, dtype=torch.bool)
+    is_start[starts] = True
+    span_index = torch.cumsum(is_start.long(), 0) - 1  # (n,): which span a noise token belongs to
+    encoder_ids = torch.where(is_start, sentinels[span_index.clamp(min=0)], token_ids)[~is_noise | is_start]  # (E,)
+
+    # Targets: sentinel_i + span_i for each span, then the final sentinel (or EOS).
+    pieces = []
+    for i, (start, end) in enumerate(spans):
+        pieces += [sentinels[i:i + 1], token_ids[start:end]]
+    pieces.append(sentinels[k:k + 1] if settings.final_token == "sentinel" else torch.tensor([vocab.eos_id]))
+    targets = torch.cat(pieces)  # (S,)
+    decoder_ids = torch.cat([torch.tensor([vocab.bos_id]), targets[:-1]])  # (S,): shifted right
+    e, s = encoder_ids.numel(), targets.numel()
+    return Example(
+        input_ids=encoder_ids,
+        attention={"encoder": torch.ones(e, e, dtype=torch.bool),  # (E, E)
+                   "decoder": torch.ones(s, s, dtype=torch.bool).tril(),  # (S, S) causal
+                   "cross": torch.ones(s, e, dtype=torch.bool)},  # (S, E)
+        position_ids=torch.arange(e),  # (E,)
+        targets=targets,  # (S,): aligned with the decoder inputs
+        decoder_input_ids=decoder_ids,
+        decoder_position_ids=torch.arange(s),  # (S,)
+    )
+
+
+def make_batch(token_ids, generator: torch.Generator, cfg: BatchConfig) -> Batch:
+    rows = list(token_ids)
+    return collate([build_example(row, sample_choices(row, generator, cfg), generator, cfg) for row in rows],
+                   pad_id=cfg.vocab.pad_id)

@@ -1,0 +1,197 @@
+"""XLNet: the permutation language model with two-stream attention.
+
+Yang, Dai, Yang, Carbonell, Salakhutdinov, Le (2019). XLNet: Generalized Autoregressive Pretraining for Language
+Understanding. NeurIPS 2019. arXiv:1906.08237.
+
+The text is not corrupted. A factorization order z (a permutation of range(n)) is drawn, and token z_t is predicted
+from the tokens z_<t. With rank(j) = the index of j in z:
+
+- content stream: i may attend j iff rank(j) <= rank(i) (it sees its own token; it is the "memory" the others read);
+- query stream:   i may attend j iff rank(j) <  rank(i) (it knows its position, never its own token).
+
+Partial prediction (paper §2.3): only the last `num_predict` positions of the order are targets, num_predict =
+max(1, round(n / K)) with K = 6, so every target sees all the context and no context token sees a target.
+
+Every row of both n x n matrices follows the rule literally, also the rows of non-target positions; the query row of
+rank 0 is therefore empty. The model reads the query stream only at target rows (`targets != IGNORE_INDEX`): it must
+not use an empty row (an all-False row makes SDPA return NaN, so compute the query stream only for target rows, or
+unblock empty non-target rows before calling SDPA). The query stream starts from a learned vector w plus the position
+of `query_slots[r]`, never from the token there (that would be the target).
+
+Worked example (the paper's "New York is a city" idea; order = [3, 2, 5, 4, 0, 1], num_predict = 2, no randomness):
+
+    inputs      New  York  is   a    big  city
+    positions   0    1     2    3    4    5
+    rank        4    5     1    0    3    2        (order 3, 2, 5, 4, 0, 1: "a" first, "York" last)
+    targets     New  York  -    -    -    -       (the last 2 of the order)
+    query_slots 0 1 2 3 4 5
+
+    content (i sees j iff rank j <= rank i)     query (i sees j iff rank j < rank i)
+    New   1 0 1 1 1 1                           New   0 0 1 1 1 1
+    York  1 1 1 1 1 1                           York  1 0 1 1 1 1
+    is    0 0 1 1 0 0                           is    0 0 0 1 0 0
+    a     0 0 0 1 0 0                           a     0 0 0 0 0 0   <- rank 0: empty, carries no target
+    big   0 0 1 1 1 1                           big   0 0 1 1 0 1
+    city  0 0 1 1 0 1                           city  0 0 1 1 0 0
+
+"York" is predicted from New, is, a, big, city (its query row) and never from itself; "New" sees the context but not
+"York", which comes later in the order: log p(New | is a big city) + log p(York | New, is a big city).
+
+Settings:
+- `two_stream=False` is the "leak" demonstration: one stream "self" equal to the content mask, with the same targets.
+  Every target then attends its own token, so the model can copy it and the loss collapses to ~0 while learning
+  nothing. This is exactly why the paper introduces the query stream.
+- `bidirectional_context=True` follows the official code (`_local_perm` in zihangdai/xlnet data_utils.py): all context
+  (non-target) tokens share the lowest rank, so they see each other bidirectionally and still never see a target;
+  targets keep their ranks. This is the official implementation's deviation from the paper's rule. Its query rows of
+  context positions are then all empty (they carry no target; the official code fills them with the context).
+
+Deviations from the paper, stated:
+- Transformer-XL relative positions and segment recurrence (memory) are replaced by learned absolute positions
+  (`positions = arange(n)`); there is no memory across segments.
+- Targets are the last num_predict positions of a token-level order (the paper's §2.3). The official code instead picks
+  targets by span-based masking (`_sample_mask`) inside permutation blocks; that is not implemented.
+- No [SEP]/[CLS] framing and no two-segment input (the lab's objectives add no framing).
+"""
+from __future__ import annotations
+
+import operator
+from dataclasses import dataclass
+
+import torch
+
+from ..batch import IGNORE_INDEX, Batch, Example, collate
+from .common import BatchConfig
+
+CHOICES: tuple[str, ...] = ("order", "num_predict")
+RULE = ("content: i sees j iff rank(j) ≤ rank(i); query: i sees j iff rank(j) < rank(i); "
+        "only the last num_predict positions of the order are predicted, from the query stream")
+
+
+@dataclass(frozen=True)
+class Settings:
+    """XLNet's objective settings; defaults are the paper's."""
+
+    k: float = 6  # K: about 1/K of the tokens are predicted (§2.3; the pretraining hyperparameters use K = 6)
+    two_stream: bool = True  # False: one "self" stream = content mask; each target sees itself (the leak demo)
+    bidirectional_context: bool = False  # True: the official code's `_local_perm` (context shares the lowest rank)
+
+    def __post_init__(self):
+        if isinstance(self.k, bool) or not isinstance(self.k, (int, float)) or not self.k >= 1:
+            raise ValueError(f"k (predict about n/k tokens) must be a number >= 1, got {self.k!r}")
+        for name in ("two_stream", "bidirectional_context"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}")
+
+
+def default_num_predict(n: int, k: float) -> int:
+    """max(1, round(n / k)) capped at n - 1 (at least one context token). For n=6, k=6: 1; n=512: 85."""
+    return min(n - 1, max(1, round(n / k)))
+
+
+def as_int_list(value, name: str) -> list[int]:
+    """A list/tuple/1-D tensor of integers as a plain list of ints; ValueError otherwise."""
+    if isinstance(value, torch.Tensor):
+        if value.dim() != 1 or value.is_floating_point() or value.dtype == torch.bool:
+            raise ValueError(f"{name} must be a flat list of integers, got a tensor of shape {tuple(value.shape)}")
+        return value.tolist()
+    if hasattr(value, "tolist") and not isinstance(value, (list, tuple)):  # e.g. a NumPy array
+        value = value.tolist()
+    if not isinstance(value, (list, tuple)):
+        raise ValueError(f"{name} must be a list of integers, got {value!r}")
+    try:
+        return [operator.index(v) for v in value]
+    except TypeError:
+        raise ValueError(f"{name} must be a list of integers, got {list(value)!r}") from None
+
+
+def check_length(n: int, family: str = "XLNet") -> None:
+    if n < 2:
+        raise ValueError(f"{family} needs at least 2 tokens (one to predict, one to predict it from), got {n}.")
+
+
+def check_order(n: int, order) -> torch.Tensor:
+    values = as_int_list(order, "order")
+    if len(values) != n:
+        raise ValueError(f"order must list each of the {n} token indices once; it has {len(values)} entries.")
+    if sorted(values) != list(range(n)):
+        raise ValueError(f"order must be a permutation of range({n}) (each index 0..{n - 1} exactly once), "
+                         f"got {list(values)}")
+    return torch.tensor(values, dtype=torch.long)
+
+
+def check_num_predict(n: int, num_predict) -> int:
+    if isinstance(num_predict, torch.Tensor) and num_predict.numel() == 1 and not num_predict.is_floating_point():
+        num_predict = int(num_predict)
+    try:
+        if isinstance(num_predict, bool):
+            raise TypeError
+        num_predict = operator.index(num_predict)
+    except TypeError:
+        raise ValueError(f"num_predict must be an integer, got {num_predict!r}") from None
+    if not 1 <= num_predict <= n - 1:
+        raise ValueError(f"num_predict must be between 1 and {n - 1} for {n} tokens (at least one token must stay "
+                         f"as context), got {num_predict}")
+    return num_predict
+
+
+def sample_choices(token_ids: torch.Tensor, generator: torch.Generator, cfg: BatchConfig) -> dict:
+    """A uniformly random factorization order and the default number of predicted positions."""
+    n = token_ids.numel()
+    check_length(n)
+    order = torch.randperm(n, generator=generator)  # (n,)
+    return {"order": order, "num_predict": default_num_predict(n, cfg.settings.k)}
+
+
+def validate_choices(n: int, choices: dict) -> dict:
+    """Check `order` (a permutation of range(n)) and `num_predict` (1..n-1); either may be left out."""
+    check_length(n)
+    unknown = sorted(set(choices) - set(CHOICES))
+    if unknown:
+        raise ValueError(f"XLNet takes the choices {', '.join(CHOICES)}; got {', '.join(unknown)}")
+    out = {}
+    if "order" in choices:
+        out["order"] = check_order(n, choices["order"])
+    if "num_predict" in choices:
+        out["num_predict"] = check_num_predict(n, choices["num_predict"])
+    return out
+
+
+def permutation_streams(rank: torch.Tensor, is_target: torch.Tensor, bidirectional_context: bool
+                        ) -> tuple[torch.Tensor, torch.Tensor]:
+    """(content, query), each (n, n) bool, from the ranks. With `bidirectional_context`, every context position gets
+    rank -1 (below all targets), as in the official `_local_perm`."""
+    if bidirectional_context:
+        rank = torch.where(is_target, rank, torch.full_like(rank, -1))  # (n,)
+    content = rank.unsqueeze(0) <= rank.unsqueeze(1)  # (n, n): [i, j] = rank j <= rank i
+    query = rank.unsqueeze(0) < rank.unsqueeze(1)  # (n, n): [i, j] = rank j < rank i
+    return content, query
+
+
+def build_example(token_ids: torch.Tensor, choices: dict, generator: torch.Generator, cfg: BatchConfig) -> Example:
+    settings: Settings = cfg.settings
+    n = token_ids.numel()
+    check_length(n)
+    order = check_order(n, choices["order"])  # (n,)
+    num_predict = check_num_predict(n, choices["num_predict"])
+    rank = torch.empty(n, dtype=torch.long)
+    rank[order] = torch.arange(n)  # (n,): rank[j] = step at which j is predicted
+    is_target = rank >= n - num_predict  # (n,): the last num_predict of the order
+    content, query = permutation_streams(rank, is_target, settings.bidirectional_context)
+    targets = torch.where(is_target, token_ids, torch.full_like(token_ids, IGNORE_INDEX))  # (n,)
+    if not settings.two_stream:
+        return Example(input_ids=token_ids.clone(), attention={"self": content}, position_ids=torch.arange(n),
+                       targets=targets)
+    return Example(
+        input_ids=token_ids.clone(),  # (n,): no corruption
+        attention={"content": content, "query": query},  # (n, n) each
+        position_ids=torch.arange(n),  # (n,)
+        targets=targets,  # (n,)
+        query_slots=torch.arange(n),  # (n,): query row i sits at position i
+    )
+
+
+def make_batch(token_ids, generator: torch.Generator, cfg: BatchConfig) -> Batch:
+    rows = list(token_ids)
+    return collate([build_example(row, sample_choices(row, generator, cfg), generator, cfg) for row in rows],
+                   pad_id=cfg.vocab.pad_id)

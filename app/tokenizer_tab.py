@@ -31,8 +31,8 @@ class TokenizerLab:
             raise ValueError("Choose a corpus first.")
         if vocab_size is None:
             raise ValueError("Enter a vocabulary size, for example 2000.")
-        if float(vocab_size) != int(vocab_size):
-            raise ValueError(f"The vocabulary size must be a whole number, got {vocab_size}.")
+        if float(vocab_size) != int(vocab_size) or vocab_size <= 0:
+            raise ValueError(f"The vocabulary size must be a positive whole number such as 2000, got {vocab_size}.")
         corpus = api.load_corpus(corpus_name, home=self.home)
         return api.cached_tokenizer(kind, corpus.train, int(vocab_size), corpus_fingerprint=corpus.fingerprint,
                                     home=self.home, progress=progress)
@@ -48,13 +48,23 @@ class TokenizerLab:
         return kinds
 
     def train(self, corpus_name, vocab_size, kinds, text, progress=gr.Progress()):
-        """Train (or load from cache) every ticked kind; return status, stats, charts, chips and the files."""
+        """Train (or load from cache) every ticked kind; return status, stats, charts, chips and the files.
+
+        Each kind is trained on its own: one that cannot reach the vocabulary size is reported in the status while
+        the others still train. Only when every kind fails is it an error.
+        """
         kinds = self._kinds(kinds)
-        results, stats, histograms = {}, [], {}
-        corpus = api.load_corpus(corpus_name, home=self.home) if corpus_name else None
+        if not corpus_name:
+            raise ValueError("Choose a corpus first.")
+        corpus = api.load_corpus(corpus_name, home=self.home)
+        results, stats, histograms, failures = {}, [], {}, {}
         for index, kind in enumerate(kinds):
             progress(index / len(kinds), desc=f"Training {api.TOKENIZER_KINDS[kind]} ({index + 1}/{len(kinds)})")
-            result = self._trained(corpus_name, vocab_size, kind)
+            try:
+                result = self._trained(corpus_name, vocab_size, kind)
+            except ValueError as error:
+                failures[kind] = str(error)
+                continue
             results[kind] = result
             row = api.tokenizer_stats(result.tokenizer, corpus.validation or corpus.train[:200],
                                       train_seconds=result.train_seconds, kind=kind)
@@ -62,10 +72,14 @@ class TokenizerLab:
             stats.append(row)
             histograms[kind] = api.token_length_histogram(result.tokenizer)
         progress(1.0, desc="Done")
+        if not results:
+            raise ValueError(" ".join(f"{api.TOKENIZER_KINDS[k]}: {m}" for k, m in failures.items()))
         table = pd.DataFrame(stats)
         overlap = api.vocab_overlap({k: r.tokenizer for k, r in results.items()}) if len(results) > 1 else None
         status = (f"Trained {len(results)} tokenizer(s) on **{corpus_name}** at vocabulary size {int(vocab_size)}. "
                   f"Statistics are measured on the corpus's validation split.")
+        for kind, message in failures.items():
+            status += f"\n\n⚠️ **{api.TOKENIZER_KINDS[kind]}** was not trained: {message}"
         chips = self._chips(results, text) if text and text.strip() else ""
         files = [str(r.path) for r in results.values()]
         return (status, table, token_length_figure(histograms),
@@ -106,7 +120,7 @@ def build(home, corpus_choices: list[str]) -> dict:
     with gr.Row():
         corpus = gr.Dropdown(corpus_choices, value=corpus_choices[0] if corpus_choices else None, label="Corpus",
                              scale=2)
-        vocab_size = gr.Number(DEFAULT_VOCAB, precision=0, label="Vocabulary size", minimum=1, scale=1)
+        vocab_size = gr.Number(DEFAULT_VOCAB, precision=0, label="Vocabulary size", scale=1)
         kinds = gr.CheckboxGroup([(label, kind) for kind, label in api.TOKENIZER_KINDS.items()],
                                  value=list(api.TOKENIZER_KINDS), label="Tokenizer kinds", scale=3)
     train_button = gr.Button("Train tokenizers", variant="primary")

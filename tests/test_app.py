@@ -44,7 +44,7 @@ def test_header_shows_the_compute_device(running_app):
 
 def test_train_tokenizers_then_tokenize_and_replay(client):
     status, table, length_plot, overlap_plot, chips, files = client.predict(
-        "synthetic", 300, ["bpe", "byte_bpe", "wordpiece", "unigram"], "the small cat 小猫 🙂 3.14",
+        "synthetic", 500, ["bpe", "byte_bpe", "wordpiece", "unigram"], "the small cat 小猫 🙂 3.14",
         api_name="/train_tokenizers")
     assert "Trained 4 tokenizer(s)" in status
     kinds = [row[0] for row in table["data"]]
@@ -53,19 +53,27 @@ def test_train_tokenizers_then_tokenize_and_replay(client):
                                    for f in files)
     assert chips.count('class="tok-row"') == 4 and "id " in chips
 
-    chips_again = client.predict("synthetic", 300, ["wordpiece"], "the cat", api_name="/tokenize_text")
+    chips_again = client.predict("synthetic", 500, ["wordpiece"], "the cat", api_name="/tokenize_text")
     assert chips_again.count('class="tok-row"') == 1
 
-    html_zero, _ = client.predict("synthetic", 300, "bpe", "the cat", 0, api_name="/merge_replay")
-    html_all, slider = client.predict("synthetic", 300, "bpe", "the cat", 100000, api_name="/merge_replay")
-    assert "after <b>0</b>" in html_zero
-    assert html_all.count("tok-chip") < html_zero.count("tok-chip")
+    from lab_models import api
+
+    corpus = api.load_corpus("synthetic")
+    bpe = api.cached_tokenizer("bpe", corpus.train, 500, corpus_fingerprint=corpus.fingerprint)
+    assert bpe.from_cache  # trained by the endpoint above, into the same lab home
+    total = api.merge_count(bpe.tokenizer)
+    html_zero, _ = client.predict("synthetic", 500, "bpe", "the cat", 0, api_name="/merge_replay")
+    html_all, step = client.predict("synthetic", 500, "bpe", "the cat", total, api_name="/merge_replay")
+    assert "after <b>0</b>" in html_zero and f"after <b>{total}</b> of {total} merges" in html_all
+    # with every merge applied the replay shows exactly the tokenizer's own pieces
+    real = bpe.tokenizer.encode("the cat").tokens
+    assert html_all.count('class="tok-chip"') == len(real) < html_zero.count('class="tok-chip"')
 
 
 @pytest.mark.parametrize("vocab_size, kinds, text, message", [
     (0, ["bpe"], "x", "ocabulary"),
-    (300, [], "x", "at least one tokenizer kind"),
-    (300, ["bpe"], "   ", "Type some text"),
+    (500, [], "x", "at least one tokenizer kind"),
+    (500, ["bpe"], "   ", "Type some text"),
 ])
 def test_tokenizer_bad_input_gives_a_clear_error(client, vocab_size, kinds, text, message):
     with pytest.raises(Exception, match=message):

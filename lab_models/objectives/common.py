@@ -14,6 +14,7 @@ BERT's `create_pretraining_data.py`).
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Sequence
 
@@ -53,12 +54,17 @@ class VocabInfo:
         if not self.random_ids:
             raise ValueError("the vocabulary has no ordinary tokens to draw random replacements from")
 
+    @functools.cached_property
+    def _word_start_table(self) -> torch.Tensor:
+        """`word_start` as a (size,) bool tensor, built once: converting the tuple costs milliseconds per call."""
+        return torch.tensor(self.word_start, dtype=torch.bool)
+
     def starts_word(self, token_ids: torch.Tensor) -> torch.Tensor:
         """(T,) bool: which tokens begin a word. The first token always does."""
         if self.word_start is None:
             starts = torch.ones(token_ids.shape, dtype=torch.bool)
         else:
-            starts = torch.tensor(self.word_start, dtype=torch.bool)[token_ids]
+            starts = self._word_start_table[token_ids]  # a fresh tensor: advanced indexing copies
         if starts.numel():
             starts[0] = True
         return starts
@@ -153,7 +159,7 @@ def corrupt(token_ids: torch.Tensor, groups: Sequence[torch.Tensor], rates: Corr
     Random replacements are drawn per position from `vocab.random_ids`.
     """
     out = token_ids.clone()
-    random_pool = torch.tensor(vocab.random_ids, dtype=torch.long)
+    pool = vocab.random_ids  # indexed in Python: building a tensor of a 30k vocabulary per call costs milliseconds
     for group in groups:
         if group.numel() == 0:
             continue
@@ -161,6 +167,6 @@ def corrupt(token_ids: torch.Tensor, groups: Sequence[torch.Tensor], rates: Corr
         if fate < rates.mask:
             out[group] = vocab.mask_id
         elif fate < rates.mask + rates.random:
-            picks = torch.randint(len(random_pool), (group.numel(),), generator=generator)
-            out[group] = random_pool[picks]
+            picks = torch.randint(len(pool), (group.numel(),), generator=generator)
+            out[group] = torch.tensor([pool[i] for i in picks.tolist()], dtype=out.dtype)
     return out

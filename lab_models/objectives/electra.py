@@ -1,0 +1,151 @@
+"""ELECTRA: replaced token detection. A small generator (an MLM) fills masked slots; the discriminator labels every
+token of the result as original or replaced.
+
+Paper: Kevin Clark, Minh-Thang Luong, Quoc V. Le, Christopher D. Manning (2020). ELECTRA: Pre-training Text Encoders
+as Discriminators Rather Than Generators. ICLR 2020. arXiv:2003.10555.
+
+Who may attend to whom: everyone to everyone, in both the generator and the discriminator (bidirectional). What is
+predicted: the generator predicts the original token at each masked position (the batch's `targets`); the
+discriminator predicts, at **every** position, whether its input token differs from the original (`is_replaced`,
+built by `discriminator_targets` once the generator has sampled). The loss is L_MLM + λ L_Disc with λ = 50.
+
+The batch built here is the generator's: `count_to_mask(n, 0.15)` positions picked uniformly; each becomes [MASK] with
+probability 0.85 and stays unchanged with probability 0.15, never a random token: the released code's choice
+(`pretrain_helpers.mask`); the paper itself only says the selected positions are replaced by [MASK]. `extras`
+carries `original_ids` (T,) and `masked` (T,) bool, the two inputs `discriminator_targets` needs besides the
+generator's samples.
+
+Tiny worked example: `build_anatomy("electra", "the chef cooked the meal and we ate it".split(), seed=1)` (a golden
+test in tests/test_objectives_bert_family.py). Nine tokens, one picked (round(1.35) = 1): "meal" became [MASK].
+
+    inputs     the chef cooked the [MASK] and we ate it
+    positions  0   1    2      3   4      5   6  7   8
+    targets    -   -    -      -   meal   -   -  -   -
+    masked     0   0    0      0   1      0   0  0   0
+    attention  all ones, 9 x 9 (every row: 1 1 1 1 1 1 1 1 1)
+
+Then, if the generator samples "dish" at position 4, `discriminator_targets` gives the discriminator
+"the chef cooked the dish and we ate it" with is_replaced = 0 0 0 0 1 0 0 0 0; had it sampled "meal", every label
+would be 0 (a sample equal to the original counts as original, as in the paper).
+
+Deviations from the paper, stated:
+- No [CLS]/[SEP] framing and a single segment (`segment_ids` all 0): ELECTRA's data builder packs one or two
+  sentence runs with segment ids but no NSP; packing belongs to the data pipeline.
+- Sampling from the generator, the generator's size (`generator_size_fraction`) and λ (`disc_weight`) are carried in
+  the settings for the model and its loss; this module only builds batches.
+"""
+from __future__ import annotations
+
+import math
+import numbers
+from dataclasses import dataclass
+
+import torch
+
+from .. import masks
+from ..batch import Batch, Example, collate
+from .bert import (as_ids, as_rows, check_masking, corrupt_tokens, mlm_targets, reject_unknown, sample_masked,
+                   validate_masked)
+from .common import BatchConfig, CorruptionRates
+
+CHOICES: tuple[str, ...] = ("masked",)
+RULE = ("bidirectional: every x_i may attend every x_j; the generator predicts each masked x_i, the discriminator "
+        "labels every token original/replaced")
+
+
+@dataclass(frozen=True)
+class Settings:
+    """ELECTRA's objective settings; the defaults are the paper's and its released code's."""
+
+    mask_rate: float = 0.15  # fraction of tokens masked for the generator
+    mask_token_rate: float = 0.85  # the released code: 85% [MASK] ...
+    random_token_rate: float = 0.0  # ... 0% random, 15% unchanged
+    disc_weight: float = 50.0  # λ in L_MLM + λ L_Disc
+    generator_size_fraction: float = 0.25  # generator hidden size / discriminator hidden size (1/4 to 1/2 work best)
+
+    def __post_init__(self):
+        check_masking(self)
+        weight = self.disc_weight
+        if isinstance(weight, bool) or not isinstance(weight, numbers.Real) or not math.isfinite(weight) or weight < 0:
+            raise ValueError(f"disc_weight must be a finite number >= 0, got {weight!r}")
+        size = self.generator_size_fraction
+        if isinstance(size, bool) or not isinstance(size, numbers.Real) or not 0 < size <= 1:
+            raise ValueError(f"generator_size_fraction must be in (0, 1] (a fraction of the discriminator's width), "
+                             f"got {size!r}")
+
+    @property
+    def rates(self) -> CorruptionRates:
+        return CorruptionRates(mask=self.mask_token_rate, random=self.random_token_rate)
+
+
+def discriminator_targets(original_ids: torch.Tensor, generator_input_ids: torch.Tensor, masked: torch.Tensor,
+                          sampled_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The discriminator's input and labels: sampled tokens put at the masked positions of the generator's input;
+    is_replaced = 1 exactly where the result differs from the original (a sample equal to the original counts as
+    original), 0 elsewhere.
+
+    Shapes: `original_ids`, `generator_input_ids` and `masked` (bool) share one shape, (T,) or (B, T). `sampled_ids` is
+    either that shape too (read only where masked) or 1-D with one id per masked position in row-major order (what
+    `x[masked]` gives). Returns (discriminator_input_ids, is_replaced), both long, of the input shape.
+
+    >>> original = torch.tensor([5, 6, 7, 8])
+    >>> generator_input = torch.tensor([5, 1, 1, 8])          # positions 1 and 2 masked ([MASK] = 1)
+    >>> masked = torch.tensor([False, True, True, False])
+    >>> inputs, is_replaced = discriminator_targets(original, generator_input, masked, torch.tensor([9, 7]))
+    >>> inputs.tolist(), is_replaced.tolist()                 # 9 replaced 6; 7 equals the original 7
+    ([5, 9, 7, 8], [0, 1, 0, 0])
+    """
+    if masked.dtype != torch.bool:
+        raise ValueError(f"masked must be a bool tensor, got dtype {masked.dtype}")
+    if original_ids.shape != generator_input_ids.shape or original_ids.shape != masked.shape:
+        raise ValueError(f"original_ids, generator_input_ids and masked must share one shape, got "
+                         f"{tuple(original_ids.shape)}, {tuple(generator_input_ids.shape)}, {tuple(masked.shape)}")
+    discriminator_input = generator_input_ids.clone().long()  # (B, T) or (T,)
+    if sampled_ids.shape == original_ids.shape:
+        discriminator_input[masked] = sampled_ids[masked].long()
+    elif sampled_ids.dim() == 1 and sampled_ids.numel() == int(masked.sum()):
+        discriminator_input[masked] = sampled_ids.long()
+    else:
+        raise ValueError(f"sampled_ids must have the input's shape {tuple(original_ids.shape)} or one id per masked "
+                         f"position ({int(masked.sum())}), got shape {tuple(sampled_ids.shape)}")
+    is_replaced = (masked & (discriminator_input != original_ids)).long()  # (B, T) or (T,)
+    return discriminator_input, is_replaced
+
+
+def sample_choices(token_ids: torch.Tensor, generator: torch.Generator, cfg: BatchConfig) -> dict:
+    """`masked`: count_to_mask(n, mask_rate) positions drawn uniformly."""
+    ids = as_ids(token_ids)
+    return {"masked": sample_masked(ids.numel(), cfg.settings.mask_rate, generator)}
+
+
+def validate_choices(n: int, choices: dict) -> dict:
+    if n <= 0:
+        raise ValueError("the input is empty: give at least one token")
+    reject_unknown(choices, CHOICES, "electra")
+    return {"masked": validate_masked(n, choices["masked"])} if "masked" in choices else {}
+
+
+def build_example(token_ids: torch.Tensor, choices: dict, generator: torch.Generator, cfg: BatchConfig) -> Example:
+    """The generator's input: `choices["masked"]` become [MASK] (85%) or stay (15%). A missing `masked` is drawn."""
+    settings: Settings = cfg.settings
+    ids = as_ids(token_ids)
+    n = ids.numel()
+    if "masked" not in choices:
+        choices = {**sample_choices(ids, generator, cfg), **choices}
+    positions = validate_masked(n, choices["masked"])  # (k,)
+    is_masked = torch.zeros(n, dtype=torch.bool)  # (T,)
+    is_masked[positions] = True
+    return Example(
+        input_ids=corrupt_tokens(ids, positions, settings.rates, cfg.vocab, generator),  # (T,)
+        attention={"self": masks.materialize(masks.bidirectional, n)},  # (T, T)
+        position_ids=torch.arange(n),  # (T,)
+        targets=mlm_targets(ids, positions),  # (T,)
+        segment_ids=torch.zeros(n, dtype=torch.long),  # (T,)
+        extras={"original_ids": ids.clone(), "masked": is_masked},
+    )
+
+
+def make_batch(token_ids, generator: torch.Generator, cfg: BatchConfig) -> Batch:
+    rows = as_rows(token_ids)
+    examples = [build_example(row, sample_choices(row, generator, cfg), generator, cfg) for row in rows]
+    return collate(examples, pad_id=cfg.vocab.pad_id)

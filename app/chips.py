@@ -24,8 +24,13 @@ def chips_html(title: str, pieces, *, subtitle: str = "") -> str:
         tooltip = f"id {piece.id} · {piece.text!r} · covers {piece.display!r} [{piece.start}:{piece.end}]"
         if piece.is_unknown:
             tooltip += " · UNKNOWN"
+        covered = piece.display.strip()
+        # Byte-level pieces (e.g. "çĮ") and unknowns do not show what they stand for: print the covered text below.
+        surface = ""
+        if covered and covered not in piece.text and any(ord(ch) > 127 for ch in covered):
+            surface = f'<span class="tok-surface">{html.escape(covered)}</span>'
         chips.append(f'<span class="{" ".join(classes)}" style="background:{color}" title="{html.escape(tooltip)}">'
-                     f'{html.escape(_visible(piece.text))}</span>')
+                     f'{html.escape(_visible(piece.text))}{surface}</span>')
     unknown = sum(1 for p in pieces if p.is_unknown)
     summary = f"{len(pieces)} tokens" + (f", <b class='tok-unk-count'>{unknown} unknown</b>" if unknown else "")
     return (f'<div class="tok-row"><div class="tok-title"><b>{html.escape(title)}</b> '

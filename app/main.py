@@ -18,7 +18,7 @@ TITLE = "Pretraining Lab"
 
 
 def header_html() -> str:
-    return (f'<div class="lab-header"><h1>🧪 {TITLE}</h1>'
+    return (f'<div class="lab-header"><h1>{TITLE}</h1>'
             f'<span class="lab-device" id="lab-device">compute device: {html.escape(api.device_label())}</span></div>'
             '<p>One backbone, many batch builders: the pretraining families differ mostly in <b>which position may '
             'attend to which</b> and <b>what is predicted</b>.</p>')

@@ -134,7 +134,7 @@ def build(home) -> None:
     families = gr.CheckboxGroup(names, value=DEFAULT_FAMILIES, label=f"Families (up to {MAX_FAMILIES})")
     with gr.Accordion("Choices (blank = sampled as in training)", open=True):
         with gr.Row():
-            seed = gr.Number(0, precision=0, label="Seed", minimum=0)
+            seed = gr.Number(0, precision=0, label="Seed")
             resample = gr.Button("Resample (seed + 1)")
         with gr.Row():
             masked = gr.Textbox(label="BERT / RoBERTa / ALBERT / ELECTRA / SpanBERT: masked positions",
@@ -145,10 +145,10 @@ def build(home) -> None:
         with gr.Row():
             mode = gr.Radio(["bidirectional", "left_to_right", "right_to_left", "seq2seq"], value=None,
                             label="UniLM mode (none = sampled from the mix)")
-            src_len = gr.Number(None, precision=0, label="UniLM seq2seq: source length", minimum=1)
+            src_len = gr.Number(None, precision=0, label="UniLM seq2seq: source length (0 = sampled)")
         with gr.Row():
             order = gr.Textbox(label="XLNet / MPNet: factorization order", placeholder="e.g. 3 0 5 1 4 2 (blank = random)")
-            num_predict = gr.Number(None, precision=0, label="XLNet / MPNet: predicted positions (K)", minimum=1)
+            num_predict = gr.Number(None, precision=0, label="XLNet / MPNet: predicted positions (0 = about n/6)")
     draw = gr.Button("Draw", variant="primary")
     slots = []
     with gr.Row():

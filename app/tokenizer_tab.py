@@ -74,7 +74,7 @@ class TokenizerLab:
         progress(1.0, desc="Done")
         if not results:
             raise ValueError(" ".join(f"{api.TOKENIZER_KINDS[k]}: {m}" for k, m in failures.items()))
-        table = pd.DataFrame(stats)
+        table = pd.DataFrame(stats).round(4)
         overlap = api.vocab_overlap({k: r.tokenizer for k, r in results.items()}) if len(results) > 1 else None
         status = (f"Trained {len(results)} tokenizer(s) on **{corpus_name}** at vocabulary size {int(vocab_size)}. "
                   f"Statistics are measured on the corpus's validation split.")

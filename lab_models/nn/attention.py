@@ -1,0 +1,133 @@
+"""Multi-head attention under an arbitrary boolean mask, for every stream the lab has.
+
+One module serves three uses, always with the same weights `qkv` (a fused (3H, H) projection):
+- self-attention: q, k, v all from x, one fused matmul;
+- cross-attention (decoder -> encoder memory): q from x, k and v from `context`;
+- two-stream attention (XLNet, MPNet): the query stream g reads the content stream h, so q comes from g and k, v
+  from h, with the very same projection the content stream uses. Slicing the fused weight gives those separate
+  Q and KV projections without a second set of parameters.
+
+The mask: a (B, Tq, Tk) bool tensor, **True = may attend**, built once per batch by the caller. `prepare_mask` turns
+it once into an `AttentionMask` that every layer shares: (B, 1, Tq, Tk), broadcast over heads.
+
+Empty rows. A query row with no allowed key makes softmax 0/0 = NaN. XLNet's query stream has one by rule (the
+position with rank 0 in the order has nothing before it; it carries no target). `prepare_mask` finds such rows
+once, lets them attend the first key so the arithmetic stays finite, and the attention output of those rows is
+set to exactly zero after the output projection: "attends nothing, adds nothing" to the residual stream.
+
+Worked example (one sequence, 3 tokens, causal; the second query row of the cross mask is empty):
+
+>>> import torch
+>>> causal = torch.ones(3, 3).tril().bool().unsqueeze(0)          # (1, 3, 3)
+>>> prepare_mask(causal).empty_rows is None
+True
+>>> m = prepare_mask(torch.tensor([[[True, False], [False, False]]]))
+>>> m.allowed[0, 0].int().tolist(), m.empty_rows[0].flatten().tolist()
+([[1, 0], [1, 0]], [False, True])
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .config import ModelConfig
+
+
+@dataclass
+class AttentionMask:
+    """A boolean mask prepared once per batch and shared by every layer."""
+
+    allowed: torch.Tensor  # (B, 1, Tq, Tk) bool, True = may attend; empty rows repaired to attend key 0
+    empty_rows: torch.Tensor | None  # (B, Tq, 1) bool, True where the original row was empty; None if there are none
+
+    @property
+    def shape(self) -> tuple[int, int, int]:
+        """(B, Tq, Tk) of the original mask."""
+        B, _, Tq, Tk = self.allowed.shape
+        return B, Tq, Tk
+
+
+def prepare_mask(mask: torch.Tensor | AttentionMask, n_queries: int | None = None,
+                 n_keys: int | None = None, batch_size: int | None = None) -> AttentionMask:
+    """Validate a (B, Tq, Tk) bool mask, repair its empty rows, add the head axis. Idempotent on an AttentionMask."""
+    if isinstance(mask, AttentionMask):
+        _check_mask_shape(mask.shape, n_queries, n_keys, batch_size)
+        return mask
+    if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool or mask.dim() != 3:
+        got = f"a {mask.dtype} tensor of shape {tuple(mask.shape)}" if isinstance(mask, torch.Tensor) else repr(mask)
+        raise ValueError(f"an attention mask must be a (batch, queries, keys) bool tensor (True = may attend), "
+                         f"got {got}")
+    _check_mask_shape(tuple(mask.shape), n_queries, n_keys, batch_size)
+    if mask.shape[2] == 0:
+        raise ValueError("an attention mask needs at least one key")
+    empty = ~mask.any(dim=-1, keepdim=True)  # (B, Tq, 1)
+    if not bool(empty.any()):  # the common case: nothing to repair
+        return AttentionMask(allowed=mask.unsqueeze(1), empty_rows=None)  # (B, 1, Tq, Tk)
+    first_key = torch.zeros_like(mask)
+    first_key[:, :, 0] = True
+    repaired = mask | (empty & first_key)  # (B, Tq, Tk): empty rows now attend key 0 only
+    return AttentionMask(allowed=repaired.unsqueeze(1), empty_rows=empty)
+
+
+def _check_mask_shape(shape, n_queries, n_keys, batch_size) -> None:
+    B, Tq, Tk = shape
+    for what, got, want in (("batch size", B, batch_size), ("query length", Tq, n_queries), ("key length", Tk, n_keys)):
+        if want is not None and got != want:
+            raise ValueError(f"attention mask of shape {tuple(shape)} does not fit the inputs: its {what} is {got}, "
+                             f"expected {want}")
+
+
+class MultiHeadAttention(nn.Module):
+    """Scaled dot-product attention with n_heads heads and a fused QKV projection."""
+
+    def __init__(self, config: ModelConfig):
+        super().__init__()
+        self.n_heads = config.n_heads
+        self.d_model = config.d_model
+        self.impl = config.attention_impl
+        self.attention_dropout = config.attention_dropout
+        self.qkv = nn.Linear(config.d_model, 3 * config.d_model)  # rows: [W_q; W_k; W_v]
+        self.proj = nn.Linear(config.d_model, config.d_model)  # the output projection W_o
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | AttentionMask, context: torch.Tensor | None = None,
+                return_weights: bool = False):
+        """x (B, Tq, H) attends `context` (B, Tk, H), or itself when context is None, under mask (B, Tq, Tk).
+
+        Returns y (B, Tq, H); with return_weights=True, (y, probabilities (B, nh, Tq, Tk)); asking for the weights
+        always takes the eager path, whatever config.attention_impl says.
+        """
+        B, Tq, H = x.shape
+        if context is None:
+            q, k, v = self.qkv(x).split(H, dim=2)  # 3 x (B, Tq, H)
+        else:
+            w_q, w_kv = self.qkv.weight.split([H, 2 * H], dim=0)  # (H, H), (2H, H)
+            b_q, b_kv = self.qkv.bias.split([H, 2 * H], dim=0)  # (H,), (2H,)
+            q = F.linear(x, w_q, b_q)  # (B, Tq, H)
+            k, v = F.linear(context, w_kv, b_kv).split(H, dim=2)  # 2 x (B, Tk, H)
+        Tk = k.shape[1]
+        mask = prepare_mask(mask, n_queries=Tq, n_keys=Tk, batch_size=B)
+        hs = H // self.n_heads
+        q = q.view(B, Tq, self.n_heads, hs).transpose(1, 2)  # (B, nh, Tq, hs)
+        k = k.view(B, Tk, self.n_heads, hs).transpose(1, 2)  # (B, nh, Tk, hs)
+        v = v.view(B, Tk, self.n_heads, hs).transpose(1, 2)  # (B, nh, Tk, hs)
+        dropout_p = self.attention_dropout if self.training else 0.0
+
+        weights = None
+        if self.impl == "sdpa" and not return_weights:
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask.allowed, dropout_p=dropout_p)  # (B, nh, Tq, hs)
+        else:
+            scores = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hs))  # (B, nh, Tq, Tk)
+            scores = scores.masked_fill(~mask.allowed, float("-inf"))  # no row is all -inf after prepare_mask
+            weights = F.softmax(scores, dim=-1)  # (B, nh, Tq, Tk)
+            y = F.dropout(weights, p=dropout_p, training=self.training) @ v  # (B, nh, Tq, hs)
+        y = y.transpose(1, 2).contiguous().view(B, Tq, H)  # (B, Tq, H): heads side by side again
+        y = self.proj(y)  # (B, Tq, H)
+        if mask.empty_rows is not None:
+            y = y.masked_fill(mask.empty_rows, 0.0)  # rows that may attend nothing add nothing
+            if weights is not None:
+                weights = weights.masked_fill(mask.empty_rows.unsqueeze(1), 0.0)  # (B, nh, Tq, Tk)
+        return (y, weights) if return_weights else y

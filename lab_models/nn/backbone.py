@@ -1,0 +1,394 @@
+"""The one Transformer backbone every family runs on.
+
+Families differ in the attention mask they pass and in what they predict; the backbone never asks which family it
+is. It reads a `Batch`'s tensors (see lab_models/batch.py) through four entry points:
+
+    forward(input_ids, attention_mask, position_ids, segment_ids)             one stream: GPT, BERT, UniLM, GLM, ...
+    forward_two_stream(input_ids, content_mask, query_mask, position_ids,
+                       query_slots, segment_ids)                               content + query streams: XLNet, MPNet
+    encode(...) / decode(decoder_input_ids, decoder_mask, cross_mask,
+                         decoder_position_ids, memory)                         encoder-decoder: MASS, T5
+    lm_logits(hidden, positions)                                               hidden -> vocabulary, tied, sparse
+
+Layout, top to bottom:
+
+    token ids --Embedding(V, E)--+ positions (+ 2nd position row) (+ segments) --[LN]--dropout--[Linear(E, H)]--> x
+    x --Block x n_layers (or one Block applied n_layers times)--> [final LN] --> hidden (B, T, H)
+    hidden --[dense, GeLU, LN: H -> E]--> tied Embedding(V, E)^T + bias --> logits
+
+Pieces in [brackets] exist only for some configs: the embedding LayerNorm for post-LN (BERT), the E -> H projection
+for factorized embeddings (ALBERT), the final LayerNorm for pre-LN (GPT-2), the LM transform when
+`lm_transform` or `embedding_size` is set.
+
+Deviations, stated where they happen:
+- Positions are learned absolute embeddings for every family, including XLNet (Transformer-XL relative positions in the
+  paper) and T5 (relative position buckets in the paper).
+- The embedding LayerNorm exists exactly for post-LN models. BERT has one; GPT-1 (also post-LN) does not; GPT-2
+  (pre-LN) does not. Keeping it for all post-LN models makes their first block see normalised inputs.
+- Pre-LN models scale the residual output projections' init by 1/sqrt(2 * n_layers) (GPT-2 §2.3); post-LN models
+  use plain N(0, 0.02) (BERT).
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .attention import AttentionMask, MultiHeadAttention, prepare_mask
+from .config import ModelConfig
+
+
+def init_weights(module: nn.Module) -> None:
+    """GPT-2 / BERT init: N(0, 0.02) weights, zero biases, LayerNorm weight 1 and bias 0. Use with `module.apply`."""
+    if isinstance(module, nn.Linear):
+        nn.init.normal_(module.weight, mean=0.0, std=0.02)
+        if module.bias is not None:
+            nn.init.zeros_(module.bias)
+    elif isinstance(module, nn.Embedding):
+        nn.init.normal_(module.weight, mean=0.0, std=0.02)
+    elif isinstance(module, nn.LayerNorm):
+        nn.init.ones_(module.weight)
+        nn.init.zeros_(module.bias)
+
+
+def _value_range(t: torch.Tensor) -> tuple[int, int]:
+    """(min, max) of an integer tensor, read back in one device sync."""
+    lo, hi = torch.stack(torch.aminmax(t)).tolist()
+    return lo, hi
+
+
+class FeedForward(nn.Module):
+    """Position-wise MLP: H -> d_ff -> H with GeLU (BERT, GPT-2)."""
+
+    def __init__(self, config: ModelConfig):
+        super().__init__()
+        self.up = nn.Linear(config.d_model, config.d_ff)
+        self.proj = nn.Linear(config.d_ff, config.d_model)  # named like attention's output projection: residual init
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.proj(F.gelu(self.up(x)))  # (B, T, d_ff) -> (B, T, H)
+
+
+class Block(nn.Module):
+    """One Transformer layer: self-attention, optional cross-attention (decoder), feed-forward; each a residual
+    branch with dropout. norm="pre": x + f(LN(x)) (GPT-2). norm="post": LN(x + f(x)) (BERT, GPT-1)."""
+
+    def __init__(self, config: ModelConfig, cross_attention: bool = False):
+        super().__init__()
+        self.pre_norm = config.norm == "pre"
+        self.ln_attn = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
+        self.attn = MultiHeadAttention(config)
+        self.ln_cross = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps) if cross_attention else None
+        self.cross_attn = MultiHeadAttention(config) if cross_attention else None
+        self.ln_ff = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
+        self.ff = FeedForward(config)
+        self.drop = nn.Dropout(config.dropout)
+
+    def forward(self, x: torch.Tensor, mask: AttentionMask, n_context: int | None = None,
+                memory: torch.Tensor | None = None, cross_mask: AttentionMask | None = None,
+                return_weights: bool = False):
+        """x (B, Tq, H) -> (B, Tq, H) [and the self-attention probabilities (B, nh, Tq, Tk) with return_weights].
+
+        n_context: self-attention keys and values come from the first n_context rows of x only (None = all rows).
+        That is the two-stream layout: x = [content stream h; query stream g], and both streams read h.
+        memory, cross_mask: the encoder output (B, Tm, H) and the (B, Tq, Tm) mask, for decoder blocks.
+        """
+        # 1. self-attention
+        a = self.ln_attn(x) if self.pre_norm else x  # (B, Tq, H)
+        context = None if n_context is None else a[:, :n_context]  # (B, Tk, H)
+        out = self.attn(a, mask, context=context, return_weights=return_weights)
+        out, weights = out if return_weights else (out, None)
+        x = self._add(x, out, self.ln_attn)
+        # 2. cross-attention: queries from the decoder, keys and values from the encoder's memory
+        if self.cross_attn is not None:
+            if memory is None or cross_mask is None:
+                raise ValueError("a decoder block needs the encoder memory and a cross-attention mask")
+            a = self.ln_cross(x) if self.pre_norm else x
+            x = self._add(x, self.cross_attn(a, cross_mask, context=memory), self.ln_cross)
+        # 3. feed-forward
+        a = self.ln_ff(x) if self.pre_norm else x
+        x = self._add(x, self.ff(a), self.ln_ff)
+        return (x, weights) if return_weights else x
+
+    def _add(self, x: torch.Tensor, out: torch.Tensor, norm: nn.LayerNorm) -> torch.Tensor:
+        x = x + self.drop(out)  # the residual connection
+        return x if self.pre_norm else norm(x)
+
+
+class Embeddings(nn.Module):
+    """Token vectors + learned absolute positions (+ a second position row) (+ segments), in E dims, then
+    [LayerNorm] -> dropout -> [projection E -> H]."""
+
+    def __init__(self, config: ModelConfig):
+        super().__init__()
+        E = config.embedding_width
+        self.token = nn.Embedding(config.vocab_size, E)
+        # row 0: the position in the sequence; row 1 (GLM): the position inside a blank-infilling span
+        self.positions = nn.ModuleList(nn.Embedding(config.max_positions, E) for _ in range(config.n_position_rows))
+        self.segment = nn.Embedding(config.n_segments, E) if config.n_segments else None
+        self.norm = nn.LayerNorm(E, eps=config.layer_norm_eps) if config.norm == "post" else nn.Identity()
+        self.drop = nn.Dropout(config.dropout)
+        self.project = nn.Identity() if config.embedding_size is None else nn.Linear(E, config.d_model)  # ALBERT
+
+    def forward(self, token_vectors: torch.Tensor, position_ids: torch.Tensor,
+                segment_ids: torch.Tensor | None) -> torch.Tensor:
+        """token_vectors (B, T, E), position_ids (B, rows, T), segment_ids (B, T) or None -> (B, T, H)."""
+        x = token_vectors  # (B, T, E)
+        for row, table in enumerate(self.positions):
+            x = x + table(position_ids[:, row])  # (B, T, E)
+        if self.segment is not None:
+            if segment_ids is None:
+                segment_ids = torch.zeros_like(position_ids[:, 0])  # like BERT's default token_type_ids = 0
+            x = x + self.segment(segment_ids)  # (B, T, E)
+        return self.project(self.drop(self.norm(x)))  # (B, T, H)
+
+
+class Backbone(nn.Module):
+    """Embeddings, a stack of blocks, and the tied LM projection. See the module docstring."""
+
+    def __init__(self, config: ModelConfig):
+        super().__init__()
+        if not isinstance(config, ModelConfig):
+            raise ValueError(f"Backbone needs a ModelConfig, got {type(config).__name__}")
+        self.config = config
+        H, E = config.d_model, config.embedding_width
+        self.embeddings = Embeddings(config)
+        # XLNet's w: where every query-stream row starts (before its position is added)
+        self.query_start = nn.Parameter(torch.empty(E)) if config.query_stream == "learned" else None
+        # share_layers (ALBERT): one Block whose weights every layer reuses
+        self.blocks = nn.ModuleList(Block(config) for _ in range(1 if config.share_layers else config.n_layers))
+        self.ln_f = nn.LayerNorm(H, eps=config.layer_norm_eps) if config.norm == "pre" else nn.Identity()
+        self.decoder_blocks = self.ln_dec = None
+        if config.decoder_layers:
+            n_decoder_blocks = 1 if config.share_layers else config.decoder_layers
+            self.decoder_blocks = nn.ModuleList(Block(config, cross_attention=True) for _ in range(n_decoder_blocks))
+            self.ln_dec = nn.LayerNorm(H, eps=config.layer_norm_eps) if config.norm == "pre" else nn.Identity()
+        # The LM head: [dense + GeLU + LayerNorm, H -> E] then the (tied) V x E matrix and a bias.
+        self.lm_transform = None
+        if config.lm_transform or config.embedding_size is not None:
+            self.lm_transform = nn.Sequential(nn.Linear(H, E), nn.GELU(), nn.LayerNorm(E, eps=config.layer_norm_eps))
+        # Tied: lm_logits reads embeddings.token.weight directly, so the state dict holds the matrix once.
+        self.lm_out = None if config.tie_embeddings else nn.Linear(E, config.vocab_size, bias=False)
+        self.lm_bias = nn.Parameter(torch.zeros(config.vocab_size))
+
+        self.apply(init_weights)
+        if self.query_start is not None:
+            nn.init.normal_(self.query_start, mean=0.0, std=0.02)
+        if config.norm == "pre":  # GPT-2: scale the init of the projections that write into the residual stream
+            for name, p in self.named_parameters():
+                if name.endswith("proj.weight"):
+                    nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * config.n_layers))
+
+    # ---- one stream -------------------------------------------------------------------------------------------
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, position_ids: torch.Tensor,
+                segment_ids: torch.Tensor | None = None, return_attention: bool = False):
+        """input_ids (B, T), attention_mask (B, T, T) bool (True = may attend), position_ids (B, T) or (B, 2, T)
+        -> hidden (B, T, H). With return_attention=True: (hidden, [probabilities (B, nh, T, T) per layer]), computed
+        on the eager path."""
+        B, T = self._check_ids("input_ids", input_ids)
+        x = self._embed(self.embeddings.token(input_ids), position_ids, segment_ids, B, T)  # (B, T, H)
+        mask = prepare_mask(self._check_mask("attention_mask", attention_mask, B, T, T))  # once for all layers
+        maps = []
+        for block in self._stack(self.blocks, self.config.n_layers):
+            if return_attention:
+                x, weights = block(x, mask, return_weights=True)
+                maps.append(weights)
+            else:
+                x = block(x, mask)  # (B, T, H)
+        x = self.ln_f(x)
+        return (x, maps) if return_attention else x
+
+    # ---- two streams (XLNet, MPNet) ---------------------------------------------------------------------------
+
+    def forward_two_stream(self, input_ids: torch.Tensor, content_mask: torch.Tensor, query_mask: torch.Tensor,
+                           position_ids: torch.Tensor, query_slots: torch.Tensor,
+                           segment_ids: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """The content stream h (B, T, H) and the query stream g (B, Q, H).
+
+        content_mask (B, T, T): what h at i may read (XLNet: rank(j) <= rank(i), itself included).
+        query_mask (B, Q, T): what query row r may read of h (XLNet: rank(j) < rank(slot r), never its own token).
+        query_slots (B, Q): the input position each query row sits at; it takes that position's position id (and
+        segment). It starts from the learned vector w (config.query_stream="learned", XLNet) or from the embedding of
+        the token at the slot (query_stream="token", MPNet, whose slots hold [MASK] tokens).
+
+        Every layer runs the SAME block on both streams: h' = Block(h reads h), g' = Block(g reads h). The two travel as
+        one tensor [h; g] (B, T+Q, H) under one stacked mask (B, T+Q, T), so each layer makes one attention call and one
+        feed-forward call, and the keys/values of h are computed once for both streams.
+        """
+        if self.config.query_stream is None:
+            raise ValueError("this model has no query stream: build it with query_stream='learned' (XLNet) or "
+                             "'token' (MPNet)")
+        B, T = self._check_ids("input_ids", input_ids)
+        slots = self._check_slots(query_slots, B, T)  # (B, Q)
+        Q = slots.shape[1]
+        self._check_mask("content_mask", content_mask, B, T, T)
+        self._check_mask("query_mask", query_mask, B, Q, T)
+        position_ids = self._check_positions(position_ids, B, T)  # (B, rows, T)
+        segment_ids = self._check_segments(segment_ids, B, T)
+
+        h = self._embed(self.embeddings.token(input_ids), position_ids, segment_ids, B, T)  # (B, T, H)
+        rows = position_ids.shape[1]
+        slot_positions = position_ids.gather(2, slots.unsqueeze(1).expand(-1, rows, -1))  # (B, rows, Q)
+        slot_segments = None if segment_ids is None else segment_ids.gather(1, slots)  # (B, Q)
+        if self.query_start is not None:
+            start = self.query_start.expand(B, Q, -1)  # (B, Q, E): w, the same for every row
+        else:
+            start = self.embeddings.token(input_ids.gather(1, slots))  # (B, Q, E): the slot's own token
+        g = self._embed(start, slot_positions, slot_segments, B, Q)  # (B, Q, H)
+
+        x = torch.cat([h, g], dim=1)  # (B, T+Q, H): rows [0, T) content, [T, T+Q) query
+        mask = prepare_mask(torch.cat([content_mask, query_mask], dim=1))  # (B, T+Q, T), keys are h only
+        for block in self._stack(self.blocks, self.config.n_layers):
+            x = block(x, mask, n_context=T)  # (B, T+Q, H)
+        x = self.ln_f(x)
+        return x[:, :T], x[:, T:]  # (B, T, H), (B, Q, H)
+
+    # ---- encoder-decoder (MASS, T5) ---------------------------------------------------------------------------
+
+    def encode(self, input_ids: torch.Tensor, encoder_mask: torch.Tensor, position_ids: torch.Tensor,
+               segment_ids: torch.Tensor | None = None) -> torch.Tensor:
+        """The encoder side: the same as `forward`. Returns memory (B, T, H)."""
+        return self.forward(input_ids, encoder_mask, position_ids, segment_ids)
+
+    def decode(self, decoder_input_ids: torch.Tensor, decoder_mask: torch.Tensor, cross_mask: torch.Tensor,
+               decoder_position_ids: torch.Tensor, memory: torch.Tensor) -> torch.Tensor:
+        """decoder_input_ids (B, S), decoder_mask (B, S, S) (causal, from the batch), cross_mask (B, S, T),
+        decoder_position_ids (B, S), memory (B, T, H) from `encode` -> (B, S, H). The decoder shares the encoder's
+        embeddings (and the tied output matrix)."""
+        if self.decoder_blocks is None:
+            raise ValueError("this model has no decoder: build it with decoder_layers > 0")
+        B, S = self._check_ids("decoder_input_ids", decoder_input_ids)
+        if not isinstance(memory, torch.Tensor) or memory.dim() != 3 or memory.shape[0] != B \
+                or memory.shape[2] != self.config.d_model:
+            got = tuple(memory.shape) if isinstance(memory, torch.Tensor) else repr(memory)
+            raise ValueError(f"memory must be the encoder output of shape ({B}, T, {self.config.d_model}), got {got}")
+        T = memory.shape[1]
+        y = self._embed(self.embeddings.token(decoder_input_ids), decoder_position_ids, None, B, S)  # (B, S, H)
+        self_mask = prepare_mask(self._check_mask("decoder_mask", decoder_mask, B, S, S))
+        cross = prepare_mask(self._check_mask("cross_mask", cross_mask, B, S, T))
+        for block in self._stack(self.decoder_blocks, self.config.decoder_layers):
+            y = block(y, self_mask, memory=memory, cross_mask=cross)  # (B, S, H)
+        return self.ln_dec(y)
+
+    # ---- the vocabulary projection ----------------------------------------------------------------------------
+
+    def lm_logits(self, hidden: torch.Tensor, positions: torch.Tensor | None = None) -> torch.Tensor:
+        """hidden (..., H) -> logits (..., V), through the output matrix (the token embedding when tied).
+
+        positions: project only some rows (the vocabulary projection is the expensive part). Either a bool mask of
+        shape hidden.shape[:-1] (e.g. targets != IGNORE_INDEX) or a 1-D tensor of indices into the flattened rows
+        hidden.reshape(-1, H). The result is then (N, V), in row-major order of the selected rows.
+        """
+        if positions is not None:
+            hidden = self._gather_rows(hidden, positions)  # (N, H)
+        x = hidden if self.lm_transform is None else self.lm_transform(hidden)  # (..., E)
+        weight = self.embeddings.token.weight if self.lm_out is None else self.lm_out.weight  # (V, E)
+        return F.linear(x, weight, self.lm_bias)  # (..., V)
+
+    def num_parameters(self, exclude_embeddings: bool = False) -> int:
+        """The number of distinct parameters (a shared block or a tied matrix counts once). With exclude_embeddings,
+        the token, position and segment tables are left out (nanoGPT's "non-embedding" count)."""
+        total = sum(p.numel() for p in self.parameters())
+        if exclude_embeddings:
+            tables = [self.embeddings.token, *self.embeddings.positions]
+            if self.embeddings.segment is not None:
+                tables.append(self.embeddings.segment)
+            total -= sum(t.weight.numel() for t in tables)
+        return total
+
+    # ---- helpers ----------------------------------------------------------------------------------------------
+
+    @staticmethod
+    def _stack(blocks: nn.ModuleList, n_layers: int) -> list[nn.Module]:
+        """The blocks in application order: n_layers distinct blocks, or one shared block n_layers times."""
+        return list(blocks) if len(blocks) == n_layers else [blocks[0]] * n_layers
+
+    def _embed(self, token_vectors: torch.Tensor, position_ids: torch.Tensor, segment_ids: torch.Tensor | None,
+               B: int, T: int) -> torch.Tensor:
+        position_ids = self._check_positions(position_ids, B, T)  # (B, rows, T)
+        segment_ids = self._check_segments(segment_ids, B, T)
+        return self.embeddings(token_vectors, position_ids, segment_ids)  # (B, T, H)
+
+    def _check_ids(self, name: str, ids: torch.Tensor) -> tuple[int, int]:
+        if not isinstance(ids, torch.Tensor) or ids.dim() != 2 or ids.dtype != torch.long:
+            got = f"{ids.dtype} of shape {tuple(ids.shape)}" if isinstance(ids, torch.Tensor) else repr(ids)
+            raise ValueError(f"{name} must be a (batch, length) long tensor, got {got}")
+        B, T = ids.shape
+        if B == 0 or T == 0:
+            raise ValueError(f"{name} is empty (shape {(B, T)})")
+        if T > self.config.max_positions:
+            raise ValueError(f"{name} has length {T} but the model has {self.config.max_positions} positions")
+        lo, hi = _value_range(ids)
+        if lo < 0 or hi >= self.config.vocab_size:
+            raise ValueError(f"{name} holds ids in [{lo}, {hi}] but the vocabulary has {self.config.vocab_size} ids")
+        return B, T
+
+    def _check_positions(self, position_ids: torch.Tensor, B: int, T: int) -> torch.Tensor:
+        """(B, T) or (B, 2, T) as the config says -> (B, rows, T)."""
+        rows = self.config.n_position_rows
+        want = (B, T) if rows == 1 else (B, rows, T)
+        if not isinstance(position_ids, torch.Tensor) or position_ids.dtype != torch.long:
+            raise ValueError(f"position_ids must be a long tensor of shape {want}")
+        if position_ids.dim() == 3 and tuple(position_ids.shape) == (B, rows, T):
+            pass
+        elif rows == 1 and tuple(position_ids.shape) == (B, T):
+            position_ids = position_ids.unsqueeze(1)  # (B, 1, T)
+        else:
+            raise ValueError(f"position_ids must have shape {want} (n_position_rows={rows}), "
+                             f"got {tuple(position_ids.shape)}")
+        lo, hi = _value_range(position_ids)
+        if lo < 0 or hi >= self.config.max_positions:
+            raise ValueError(f"position ids lie in [{lo}, {hi}] but the model has {self.config.max_positions} "
+                             f"positions (0..{self.config.max_positions - 1})")
+        return position_ids
+
+    def _check_segments(self, segment_ids: torch.Tensor | None, B: int, T: int) -> torch.Tensor | None:
+        """A model without segment embeddings ignores segment_ids (as GPT-2 has no token types)."""
+        if segment_ids is None or self.config.n_segments == 0:
+            return None
+        if not isinstance(segment_ids, torch.Tensor) or segment_ids.dtype != torch.long \
+                or tuple(segment_ids.shape) != (B, T):
+            raise ValueError(f"segment_ids must be a long tensor of shape {(B, T)}")
+        lo, hi = _value_range(segment_ids)
+        if lo < 0 or hi >= self.config.n_segments:
+            raise ValueError(f"segment ids lie in [{lo}, {hi}] but the model has {self.config.n_segments} segments")
+        return segment_ids
+
+    @staticmethod
+    def _check_mask(name: str, mask: torch.Tensor, B: int, Tq: int, Tk: int) -> torch.Tensor:
+        if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool or tuple(mask.shape) != (B, Tq, Tk):
+            got = repr(mask) if not isinstance(mask, torch.Tensor) else f"{mask.dtype} of shape {tuple(mask.shape)}"
+            raise ValueError(f"{name} must be a bool tensor of shape {(B, Tq, Tk)} (True = may attend), got {got}")
+        return mask
+
+    @staticmethod
+    def _check_slots(query_slots: torch.Tensor, B: int, T: int) -> torch.Tensor:
+        if not isinstance(query_slots, torch.Tensor) or query_slots.dtype != torch.long or query_slots.dim() != 2 \
+                or query_slots.shape[0] != B or query_slots.shape[1] == 0:
+            raise ValueError(f"query_slots must be a long tensor of shape ({B}, Q) with Q >= 1")
+        lo, hi = _value_range(query_slots)
+        if lo < 0 or hi >= T:
+            raise ValueError(f"query_slots lie in [{lo}, {hi}] but the input has positions 0..{T - 1}")
+        return query_slots
+
+    @staticmethod
+    def _gather_rows(hidden: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        """The rows of hidden (..., H) picked by a bool mask (...) or flat indices (N,) -> (N, H)."""
+        if not isinstance(positions, torch.Tensor):
+            raise ValueError("positions must be a bool mask or a 1-D long tensor of row indices")
+        if positions.dtype == torch.bool:
+            if positions.shape != hidden.shape[:-1]:
+                raise ValueError(f"a positions mask must have shape {tuple(hidden.shape[:-1])}, "
+                                 f"got {tuple(positions.shape)}")
+            return hidden[positions]  # (N, H)
+        flat = hidden.reshape(-1, hidden.shape[-1])  # (B*T, H)
+        if positions.dtype != torch.long or positions.dim() != 1:
+            raise ValueError(f"positions must be a bool mask or a 1-D long tensor, got {positions.dtype} "
+                             f"of shape {tuple(positions.shape)}")
+        lo, hi = _value_range(positions) if positions.numel() else (0, -1)
+        if lo < 0 or hi >= flat.shape[0]:
+            raise ValueError(f"position indices must lie in [0, {flat.shape[0]}) (rows of the flattened hidden states)")
+        return flat[positions]  # (N, H)

@@ -1,0 +1,139 @@
+"""`ModelConfig`: every number and switch the backbone is built from, and the four size presets.
+
+The config describes *structure* (how wide, how deep, which embeddings exist), never a family: ALBERT is
+`embedding_size=128, share_layers=True`, GLM is `n_position_rows=2`, T5 is `decoder_layers=...`, and the backbone
+builds from those facts without knowing the family's name.
+
+Worked example:
+
+>>> cfg = preset_config("tiny", vocab_size=1000, norm="post")
+>>> cfg.d_model, cfg.n_layers, cfg.head_size, cfg.norm
+(64, 2, 32, 'post')
+>>> ModelConfig.from_dict(cfg.to_dict()) == cfg
+True
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+NORMS = ("pre", "post")
+ATTENTION_IMPLS = ("sdpa", "eager")
+QUERY_STREAMS = (None, "learned", "token")
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    vocab_size: int
+    d_model: int = 256
+    n_layers: int = 4
+    n_heads: int = 4
+    d_ff: int = 1024
+    max_positions: int = 256
+    dropout: float = 0.1  # on embeddings and on each residual branch (after the attention and feed-forward outputs)
+    # On the attention probabilities. 0 by default: on CPU, dropout_p > 0 inside F.scaled_dot_product_attention sends
+    # it down its slow math path, so regularisation comes from `dropout`, applied after attention instead.
+    attention_dropout: float = 0.0
+    norm: str = "pre"  # "post": LayerNorm after each residual add (GPT-1, BERT); "pre": before each sublayer (GPT-2)
+    layer_norm_eps: float = 1e-5  # BERT uses 1e-12 and GPT-2 1e-5; the difference does not matter at these sizes
+    # ALBERT's factorized embeddings: tokens (and positions, segments) live in E dims and are projected to d_model,
+    # so the V x H embedding matrix becomes V x E + E x H. None = no factorization (E = d_model, no projection).
+    embedding_size: int | None = None
+    share_layers: bool = False  # ALBERT: one block reused n_layers times (and one decoder block, decoder_layers times)
+    n_position_rows: int = 1  # 2 = GLM's 2-D positions: position_ids is (B, 2, T), a second learned table is added
+    n_segments: int = 0  # segment (token type) embeddings: 2 for BERT's sentence A/B; 0 = none
+    decoder_layers: int = 0  # > 0: an encoder-decoder (MASS, T5): causal self-attention + cross-attention blocks
+    attention_impl: str = "sdpa"  # "eager" computes softmax(QK^T / sqrt(hs)) by hand; the same numbers, slower
+    tie_embeddings: bool = True  # the output projection reuses the token embedding matrix (Press & Wolf 2017)
+    # BERT's MLM transform (dense + GeLU + LayerNorm) before the vocabulary projection. Always built when
+    # embedding_size is set, because that transform is also the way back from d_model to E (ALBERT).
+    lm_transform: bool = False
+    # Where a second (query) stream starts, for forward_two_stream: "learned" = XLNet's trainable vector w plus the
+    # slot's position; "token" = the embedding of the token at the slot plus its position (MPNet's [MASK] slots).
+    # None = one-stream model (no w parameter exists, so DDP sees no unused parameter).
+    query_stream: str | None = None
+
+    def __post_init__(self):
+        for name in ("vocab_size", "d_model", "n_layers", "n_heads", "d_ff", "max_positions"):
+            _require_int(name, getattr(self, name), minimum=1)
+        if self.d_model % self.n_heads:
+            raise ValueError(f"d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads}): "
+                             f"each head gets d_model / n_heads dimensions")
+        for name in ("dropout", "attention_dropout"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value < 1.0:
+                raise ValueError(f"{name} must be a probability in [0, 1), got {value!r}")
+        if isinstance(self.layer_norm_eps, bool) or not isinstance(self.layer_norm_eps, (int, float)) \
+                or not self.layer_norm_eps > 0:
+            raise ValueError(f"layer_norm_eps must be a positive number, got {self.layer_norm_eps!r}")
+        if self.norm not in NORMS:
+            raise ValueError(f"unknown norm {self.norm!r}: choose 'pre' (GPT-2) or 'post' (BERT, GPT-1)")
+        if self.embedding_size is not None:
+            _require_int("embedding_size", self.embedding_size, minimum=1)
+        if self.n_position_rows not in (1, 2) or isinstance(self.n_position_rows, bool):
+            raise ValueError(f"n_position_rows must be 1 or 2 (GLM's 2-D positions), got {self.n_position_rows!r}")
+        _require_int("n_segments", self.n_segments, minimum=0)
+        _require_int("decoder_layers", self.decoder_layers, minimum=0)
+        if self.attention_impl not in ATTENTION_IMPLS:
+            raise ValueError(f"unknown attention_impl {self.attention_impl!r}: choose 'sdpa' or 'eager'")
+        for name in ("share_layers", "tie_embeddings", "lm_transform"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}")
+        if self.query_stream not in QUERY_STREAMS:
+            raise ValueError(f"unknown query_stream {self.query_stream!r}: choose None, 'learned' (XLNet) "
+                             f"or 'token' (MPNet)")
+
+    @property
+    def head_size(self) -> int:
+        return self.d_model // self.n_heads
+
+    @property
+    def embedding_width(self) -> int:
+        """E: the width of the token/position/segment tables (d_model unless factorized)."""
+        return self.d_model if self.embedding_size is None else self.embedding_size
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-able dict (plain ints, floats, strings, bools, None)."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]) -> "ModelConfig":
+        """The inverse of `to_dict`. Unknown keys raise ValueError (a typo should not be silently dropped)."""
+        if not isinstance(values, dict):
+            raise ValueError(f"a model config must be a dict, got {type(values).__name__}")
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise ValueError(f"unknown model config keys: {', '.join(unknown)}")
+        if "vocab_size" not in values:
+            raise ValueError("a model config needs vocab_size")
+        return cls(**values)
+
+
+def _require_int(name: str, value, minimum: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+
+
+# name -> the sizes. The other fields keep their defaults unless overridden.
+PRESETS: dict[str, dict[str, int]] = {
+    # Trains 50 steps on a CPU in seconds: for tests and smoke runs.
+    "tiny": dict(d_model=64, n_layers=2, n_heads=2, d_ff=256, max_positions=128),
+    # The CPU demo size: learns something visible in minutes.
+    "small": dict(d_model=256, n_layers=4, n_heads=4, d_ff=1024, max_positions=256),
+    # GPU sizes.
+    "medium": dict(d_model=512, n_layers=8, n_heads=8, d_ff=2048, max_positions=512),
+    "base": dict(d_model=768, n_layers=12, n_heads=12, d_ff=3072, max_positions=512),  # BERT-base / GPT-2 small
+}
+
+
+def preset_config(name: str, vocab_size: int, **overrides) -> ModelConfig:
+    """The preset's sizes with `overrides` applied, e.g. `preset_config("small", 8000, norm="post", n_segments=2)`."""
+    if name not in PRESETS:
+        raise ValueError(f"unknown preset {name!r}: choose one of {', '.join(PRESETS)}")
+    known = {f.name for f in dataclasses.fields(ModelConfig)}
+    unknown = sorted(set(overrides) - known)
+    if unknown:
+        raise ValueError(f"unknown model config keys: {', '.join(unknown)}")
+    return ModelConfig(vocab_size=vocab_size, **{**PRESETS[name], **overrides})

@@ -24,17 +24,25 @@ def _labels(tokens: list[str], prefix: str = "x") -> list[str]:
     return [f"{prefix}{i} {tok}" for i, tok in enumerate(tokens)]
 
 
+def _with_targets(rows: list[str], targets: list) -> list[str]:
+    """Append "→ target" to the rows that predict something."""
+    return [f"{row} → {target}" if target is not None else row for row, target in zip(rows, targets)]
+
+
 def stream_axes(anatomy, stream: str) -> tuple[list[str], list[str]]:
-    """Row and column labels of one attention stream, e.g. ("x3 cat", ...)."""
+    """Row and column labels of one attention stream, e.g. ("x3 cat", ...); predicting rows end in "→ target"."""
     inputs = _labels(anatomy.inputs)
     if stream == "query":
         slots = anatomy.query_slots if anatomy.query_slots is not None else list(range(len(anatomy.inputs)))
         # A query row knows its position but not its token: label it by the slot it sits at.
         rows = [f"q{i} @x{s}" for i, s in enumerate(slots)]
-        return rows, inputs
+        return _with_targets(rows, [anatomy.targets[s] for s in slots]), inputs
     if stream in ("decoder", "cross"):
         decoder = _labels(anatomy.decoder_inputs or [], prefix="y")
-        return decoder, (decoder if stream == "decoder" else inputs)
+        rows = _with_targets(decoder, anatomy.targets) if stream == "decoder" else decoder
+        return rows, (decoder if stream == "decoder" else inputs)
+    if stream == "self":
+        return _with_targets(inputs, anatomy.targets), inputs
     return inputs, inputs
 
 
@@ -44,30 +52,38 @@ def stream_density(matrix) -> float:
 
 
 def anatomy_figure(anatomy, *, height_per_token: int = 16) -> go.Figure:
-    """One heatmap per attention stream, side by side. Hover reads "x3 cat may attend x1 sat"."""
+    """One heatmap per attention stream, stacked top to bottom. Hover reads "x3 cat may attend x1 sat"."""
     streams = list(anatomy.attention)
     titles = [f"{STREAM_TITLES.get(s, s)} · density {stream_density(anatomy.attention[s]):.2f}" for s in streams]
-    fig = make_subplots(rows=1, cols=len(streams), subplot_titles=titles, horizontal_spacing=0.12)
     longest = 1
-    for col, stream in enumerate(streams, start=1):
-        matrix = anatomy.attention[stream].to("cpu").numpy().astype(np.int8)  # (rows, cols)
+    for stream in streams:
         rows, cols = stream_axes(anatomy, stream)
         longest = max(longest, len(rows), len(cols))
-        verdict = np.where(matrix == 1, "may attend", "may NOT attend")
-        hover = [[f"{html.escape(r)} {verdict[i, j]} {html.escape(c)}" for j, c in enumerate(cols)]
-                 for i, r in enumerate(rows)]
+    size = min(900, max(300, 120 + height_per_token * longest))  # pixels per stream
+    gap = 170  # pixels between stacked streams: rotated key labels, the axis title and the next title
+    height = size * len(streams) + gap * (len(streams) - 1) + 40
+    # Streams are stacked vertically: side by side, two 64-token heatmaps in half a page are unreadable.
+    fig = make_subplots(rows=len(streams), cols=1, subplot_titles=titles,
+                        vertical_spacing=gap / height if len(streams) > 1 else 0.0)
+    for row_index, stream in enumerate(streams, start=1):
+        matrix = anatomy.attention[stream].to("cpu").numpy().astype(np.int8)  # (rows, cols)
+        rows, cols = stream_axes(anatomy, stream)
+        # Hover text as one numpy string array: plotly validates numpy arrays far faster than nested lists.
+        row_labels = np.array([html.escape(r) for r in rows], dtype=object)[:, None]  # (rows, 1)
+        col_labels = np.array([html.escape(c) for c in cols], dtype=object)[None, :]  # (1, cols)
+        verdict = np.where(matrix == 1, " may attend ", " may NOT attend ").astype(object)  # (rows, cols)
+        hover = (row_labels + verdict + col_labels).astype(str)  # (rows, cols)
         fig.add_trace(
-            go.Heatmap(z=matrix, x=list(range(len(cols))), y=list(range(len(rows))), text=hover,
+            go.Heatmap(z=matrix, x=np.arange(len(cols)), y=np.arange(len(rows)), text=hover,
                        hovertemplate="%{text}<extra></extra>", zmin=0, zmax=1, showscale=False,
                        colorscale=[[0.0, BLOCKED_COLOR], [0.5, BLOCKED_COLOR], [0.5, ALLOWED_COLOR],
                                    [1.0, ALLOWED_COLOR]], xgap=1, ygap=1),
-            row=1, col=col)
-        fig.update_xaxes(tickvals=list(range(len(cols))), ticktext=cols, tickangle=-60, row=1, col=col,
+            row=row_index, col=1)
+        fig.update_xaxes(tickvals=list(range(len(cols))), ticktext=cols, tickangle=-60, row=row_index, col=1,
                          title_text="key j (attended)", side="bottom")
-        fig.update_yaxes(tickvals=list(range(len(rows))), ticktext=rows, autorange="reversed", row=1, col=col,
-                         title_text="query i (attending)" if col == 1 else None)
-    size = min(900, max(320, 120 + height_per_token * longest))
-    fig.update_layout(height=size + 60, margin=dict(l=20, r=20, t=60, b=20), plot_bgcolor="white",
+        fig.update_yaxes(tickvals=list(range(len(rows))), ticktext=rows, autorange="reversed", row=row_index,
+                         col=1, title_text="query i (attending)")
+    fig.update_layout(height=height, margin=dict(l=20, r=20, t=50, b=20), plot_bgcolor="white",
                       font=dict(size=11))
     return fig
 

@@ -132,7 +132,8 @@ def build(home) -> None:
         tokenizer = gr.Dropdown([("whitespace", "whitespace")] + [(v, k) for k, v in api.TOKENIZER_KINDS.items()],
                                 value="whitespace", label="Split with", scale=1)
     families = gr.CheckboxGroup(names, value=DEFAULT_FAMILIES, label=f"Families (up to {MAX_FAMILIES})")
-    with gr.Accordion("Choices (blank = sampled as in training)", open=True):
+    with gr.Accordion("Choices: masked positions, spans, order, UniLM mode, seed (blank = sampled as in training)",
+                      open=False):
         with gr.Row():
             seed = gr.Number(0, precision=0, label="Seed")
             resample = gr.Button("Resample (seed + 1)")

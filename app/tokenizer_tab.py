@@ -99,6 +99,13 @@ class TokenizerLab:
             raise ValueError("Type some text to tokenize.")
         return self._chips({k: self._trained(corpus_name, vocab_size, k) for k in kinds}, text)
 
+    def replay_start(self, corpus_name, vocab_size, kind, text, n_merges):
+        """The replay at 0 merges, if that BPE kind is trained at this size; nothing otherwise."""
+        try:
+            return self.replay(corpus_name, vocab_size, kind, text, 0)
+        except ValueError:
+            return gr.update(), gr.update()
+
     def replay(self, corpus_name, vocab_size, kind, text, n_merges):
         """The first `n_merges` merges of a BPE tokenizer applied to `text`, and the slider's new maximum."""
         if kind not in BPE_KINDS:
@@ -142,11 +149,14 @@ def build(home, corpus_choices: list[str]) -> dict:
             overlap_plot = gr.Plot(label="Vocabulary overlap")
     files = gr.File(label="Download tokenizer.json", file_count="multiple", interactive=False)
 
-    train_button.click(user_errors(lab.train), [corpus, vocab_size, kinds, text],
-                       [status, stats, length_plot, overlap_plot, chips, files], api_name="train_tokenizers")
+    replay_inputs = [corpus, vocab_size, replay_kind, replay_text, merges]
+    trained = train_button.click(user_errors(lab.train), [corpus, vocab_size, kinds, text],
+                                 [status, stats, length_plot, overlap_plot, chips, files], api_name="train_tokenizers")
+    # After training, show the replay at 0 merges so the slider knows how many merges there are.
+    trained.success(user_errors(lab.replay_start), replay_inputs, [replay_view, merges],
+                    api_name="merge_replay_after_training")
     tokenize_button.click(user_errors(lab.tokenize), [corpus, vocab_size, kinds, text], chips,
                           api_name="tokenize_text")
-    replay_inputs = [corpus, vocab_size, replay_kind, replay_text, merges]
     merges.release(user_errors(lab.replay), replay_inputs, [replay_view, merges], api_name="merge_replay")
     replay_kind.change(user_errors(lab.replay), replay_inputs, [replay_view, merges], api_name="merge_replay_kind")
     replay_text.submit(user_errors(lab.replay), replay_inputs, [replay_view, merges], api_name="merge_replay_text")

@@ -92,3 +92,27 @@ def test_explore_masks_bad_spans_error(client):
     with pytest.raises(Exception, match="Write spans as start:end"):
         client.predict("a b c d", "whitespace", ["glm"], 0, "", None, None, "", None, "oops", True,
                        api_name="/explore_masks")
+
+
+def test_upload_corpus_through_the_page(client, tmp_path):
+    from gradio_client import handle_file
+
+    good = tmp_path / "notes.csv"
+    good.write_text("id,body\n1,The first note is about cats.\n2,The second note is about dogs.\n"
+                    "3,A third note about birds and trees.\n", encoding="utf-8")
+    column_update, note = client.predict(handle_file(str(good)), api_name="/inspect_upload")
+    assert "csv" in note
+    status, corpus_choice, card, sample = client.predict(handle_file(str(good)), "my-notes", "body",
+                                                         api_name="/import_corpus")
+    assert "Imported **my-notes**" in status
+    fields = dict((row[0], row[1]) for row in card["data"])
+    assert fields["name"] == "my-notes" and int(fields["documents"]) == 3
+
+    binary = tmp_path / "blob.txt"
+    binary.write_bytes(b"\x00\x01\x02binary\x00" * 50)
+    with pytest.raises(Exception, match="(?i)binary"):
+        client.predict(handle_file(str(binary)), "blob", None, api_name="/import_corpus")
+    empty = tmp_path / "empty.txt"
+    empty.write_text("   \n", encoding="utf-8")
+    with pytest.raises(Exception, match="(?i)empty"):
+        client.predict(handle_file(str(empty)), "", None, api_name="/import_corpus")

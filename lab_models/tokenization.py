@@ -21,6 +21,8 @@ Decisions and deviations from the papers, stated once here:
   and there is no post-processor: offsets keep the leading space of a `Ġ` token.
 * `wordpiece` is trained with the BPE-style `WordPieceTrainer` of `tokenizers` (BERT's original WordPiece trainer, which
   picks merges by likelihood, was never released). A word with a character outside the vocabulary becomes one `[UNK]`.
+* `unigram` prunes its seed vocabulary faster than SentencePiece (keeps 50% of the pieces per EM round instead of
+  75%): half the training time, about 1.5% more tokens per text.
 * `unigram` uses the `tokenizers` unigram trainer, not SentencePiece itself: no character-coverage cut-off (every
   character seen in training is kept) and no byte fallback, so unseen characters become `<unk>`.
 * No kind adds framing tokens when encoding (no `[CLS] ... [SEP]` post-processor): the objectives insert their own
@@ -90,7 +92,10 @@ END_OF_WORD_SUFFIX = "</w>"  # GPT-1 style BPE: the last symbol of each word car
 CONTINUATION_PREFIX = "##"  # WordPiece: every piece that does not start a word carries this prefix.
 METASPACE = "\u2581"  # "▁", SentencePiece's visible space.
 
-CACHE_FORMAT_VERSION = 1  # Bump when the pipeline of any kind changes, so old cached tokenizers are not reused.
+# SentencePiece keeps 75% of the pieces per pruning round; keeping 50% halves Unigram's training time on 1 MB
+# (2.2 s -> 1.1 s at vocabulary 2000, benchmarks/bench_tokenizers.py) for ~1.5% more tokens on the same text.
+UNIGRAM_SHRINKING_FACTOR = 0.5
+CACHE_FORMAT_VERSION = 2  # Bump when the pipeline of any kind changes, so old cached tokenizers are not reused.
 TOKENIZER_OPTIONS: dict[str, bool] = {"lowercase": False}  # option name -> default
 
 ProgressCallback = Callable[[float, str], None]
@@ -233,7 +238,8 @@ def _trainer(kind: str, vocab_size: int):
             show_progress=False,
         )
     return trainers.UnigramTrainer(
-        vocab_size=vocab_size, special_tokens=specials, unk_token="<unk>", max_piece_length=16, show_progress=False
+        vocab_size=vocab_size, special_tokens=specials, unk_token="<unk>", max_piece_length=16, show_progress=False,
+        shrinking_factor=UNIGRAM_SHRINKING_FACTOR,
     )
 
 

@@ -53,6 +53,7 @@ from ..batch import IGNORE_INDEX, Batch, Example, collate
 from .bert import (as_ids, as_rows, check_fraction, check_masking, check_positive_int, corrupt_tokens, mlm_targets,
                    reject_unknown, sample_split, validate_masked, validate_split)
 from .common import BatchConfig, CorruptionRates, count_to_mask
+from .losses import LossOutput, mlm_with_sentence_objective
 from .spanbert import shortest_word
 
 CHOICES: tuple[str, ...] = ("masked",)
@@ -215,3 +216,9 @@ def make_batch(token_ids, generator: torch.Generator, cfg: BatchConfig) -> Batch
     rows = as_rows(token_ids)
     examples = [build_example(row, sample_choices(row, generator, cfg), generator, cfg) for row in rows]
     return collate(examples, pad_id=cfg.vocab.pad_id)
+
+
+def loss(model, batch: Batch) -> LossOutput:
+    """mlm: cross-entropy at the masked n-gram positions (sparse vocabulary head, through the H -> E transform);
+    sop: pooler + 2-way classifier on the first position against extras["sop_label"] (0 = in order, 1 = swapped)."""
+    return mlm_with_sentence_objective(model, batch, "mlm", sentence=("sop", "sop_label"))

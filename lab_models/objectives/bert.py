@@ -56,6 +56,7 @@ import torch
 from .. import masks
 from ..batch import IGNORE_INDEX, Batch, Example, collate
 from .common import BatchConfig, CorruptionRates, VocabInfo, count_to_mask, sample_positions
+from .losses import LossOutput, mlm_with_sentence_objective
 
 CHOICES: tuple[str, ...] = ("masked",)
 RULE = "bidirectional: every x_i may attend every x_j; each picked x_i predicts its original token"
@@ -347,3 +348,9 @@ def make_batch(token_ids, generator: torch.Generator, cfg: BatchConfig) -> Batch
         ids, choices = _training_choices(rows, i, generator, cfg)
         examples.append(build_example(ids, choices, generator, cfg))
     return collate(examples, pad_id=cfg.vocab.pad_id)
+
+
+def loss(model, batch: Batch) -> LossOutput:
+    """mlm: cross-entropy at the picked positions only (sparse vocabulary head); nsp: BERT's pooler + 2-way
+    classifier on the first position against extras["nsp_label"] (0 = IsNext, 1 = NotNext; IGNORE rows skipped)."""
+    return mlm_with_sentence_objective(model, batch, "mlm", sentence=("nsp", "nsp_label"))

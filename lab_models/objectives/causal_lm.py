@@ -24,6 +24,7 @@ import torch
 from .. import masks
 from ..batch import IGNORE_INDEX, Batch, Example, collate
 from .common import BatchConfig
+from .losses import LossOutput, combine, run_backbone, sparse_token_loss
 
 CHOICES: tuple[str, ...] = ()
 RULE = "causal: x_i may attend x_j iff j ≤ i; x_i predicts x_(i+1)"
@@ -60,3 +61,11 @@ def make_batch(token_ids, generator: torch.Generator, cfg: BatchConfig) -> Batch
     rows = list(token_ids)
     return collate([build_example(row, sample_choices(row, generator, cfg), generator, cfg) for row in rows],
                    pad_id=cfg.vocab.pad_id)
+
+
+def loss(model, batch: Batch) -> LossOutput:
+    """clm: cross-entropy of the next-token logits against `targets` (row i predicts token i+1), projected to the
+    vocabulary only at rows with a target (padding and each row's last position have none)."""
+    hidden = run_backbone(model.backbone, batch)  # (B, T, H)
+    clm, target_ids, target_nll, _ = sparse_token_loss(model.backbone, hidden, batch.targets)
+    return combine(model.objective_weights, {"clm": clm}, target_ids, target_nll)

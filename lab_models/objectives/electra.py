@@ -31,8 +31,9 @@ would be 0 (a sample equal to the original counts as original, as in the paper).
 Deviations from the paper, stated:
 - No [CLS]/[SEP] framing and a single segment (`segment_ids` all 0): ELECTRA's data builder packs one or two
   sentence runs with segment ids but no NSP; packing belongs to the data pipeline.
-- Sampling from the generator, the generator's size (`generator_size_fraction`) and λ (`disc_weight`) are carried in
-  the settings for the model and its loss; this module only builds batches.
+- The generator's size (`generator_size_fraction`) is read by lab_models/models.py; λ is the `rtd` objective weight
+  (`disc_weight` is its default when no weight is given). `loss` below samples the generator's replacements with a
+  torch.Generator seeded from a hash of the batch (the paper does not say how its sampling is seeded).
 """
 from __future__ import annotations
 
@@ -43,10 +44,14 @@ from dataclasses import dataclass
 import torch
 
 from .. import masks
+import torch.nn.functional as F
+
 from ..batch import Batch, Example, collate
 from .bert import (as_ids, as_rows, check_masking, corrupt_tokens, mlm_targets, reject_unknown, sample_masked,
                    validate_masked)
 from .common import BatchConfig, CorruptionRates
+from .losses import (LossOutput, combine, content_seed, masked_mean, require_extra, run_backbone,
+                     sparse_token_loss)
 
 CHOICES: tuple[str, ...] = ("masked",)
 RULE = ("bidirectional: every x_i may attend every x_j; the generator predicts each masked x_i, the discriminator "
@@ -149,3 +154,46 @@ def make_batch(token_ids, generator: torch.Generator, cfg: BatchConfig) -> Batch
     rows = as_rows(token_ids)
     examples = [build_example(row, sample_choices(row, generator, cfg), generator, cfg) for row in rows]
     return collate(examples, pad_id=cfg.vocab.pad_id)
+
+
+def sample_replacements(logits: torch.Tensor, seed: int) -> torch.Tensor:
+    """One token per row of the generator's logits (N, V), drawn from softmax(logits) (temperature 1, as the released
+    code) with a generator seeded by `seed`. No gradient flows through the draw. (N,) long."""
+    if logits.shape[0] == 0:
+        return torch.zeros(0, dtype=torch.long, device=logits.device)
+    probs = torch.softmax(logits.detach().float(), dim=-1)  # (N, V)
+    draw = torch.Generator(device=logits.device).manual_seed(seed)
+    return torch.multinomial(probs, 1, generator=draw).squeeze(1)  # (N,)
+
+
+def loss(model, batch: Batch) -> LossOutput:
+    """L = w_mlm * L_MLM + λ * L_Disc (λ = the rtd weight, 50 by default).
+
+    1. The generator (`model.generator`) reads the masked input; L_MLM is its cross-entropy at the masked positions
+       (sparse vocabulary head). It runs without gradient when mlm is off (it still has to sample).
+    2. At each masked position a replacement is sampled from its softmax (seeded from the batch's content, so a
+       run is reproducible), and `discriminator_targets` writes the discriminator's input and is_replaced labels.
+    3. The discriminator (`model.backbone` + `model.heads["rtd"]`) scores every token; L_Disc is the binary
+       cross-entropy averaged over the real (non-padding) tokens, as the released code weights it by the input mask.
+    """
+    weights = model.objective_weights
+    masked = require_extra(batch, "masked", "electra")  # (B, T) bool
+    original = require_extra(batch, "original_ids", "electra")  # (B, T) long
+    generator = model.generator
+    with torch.set_grad_enabled(torch.is_grad_enabled() and weights["mlm"] > 0):
+        generator_hidden = run_backbone(generator, batch)  # (B, T, H_g)
+        mlm, target_ids, target_nll, generator_logits = sparse_token_loss(generator, generator_hidden,
+                                                                          batch.targets, positions=masked)
+    parts = {}
+    if weights["mlm"] > 0:
+        parts["mlm"] = mlm
+    if weights["rtd"] > 0:
+        seed = content_seed(batch.input_ids, batch.targets, salt="electra/sample")
+        sampled = sample_replacements(generator_logits, seed)  # (N,), row-major over masked
+        disc_input, is_replaced = discriminator_targets(original, batch.input_ids, masked, sampled)  # (B, T) each
+        hidden = run_backbone(model.backbone, batch, input_ids=disc_input)  # (B, T, H)
+        logits = model.heads["rtd"](hidden)  # (B, T)
+        real = batch.input_ids != model.vocab.pad_id  # (B, T)
+        bce = F.binary_cross_entropy_with_logits(logits.float(), is_replaced.float(), reduction="none")  # (B, T)
+        parts["rtd"] = masked_mean(bce[real], real.sum())
+    return combine(weights, parts, target_ids, target_nll)

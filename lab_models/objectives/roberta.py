@@ -40,6 +40,7 @@ from ..batch import Batch, Example, collate
 from .bert import (as_ids, as_rows, check_masking, check_positive_int, content_generator, corrupt_tokens,
                    mlm_targets, reject_unknown, sample_masked, validate_masked)
 from .common import BatchConfig, CorruptionRates
+from .losses import LossOutput, mlm_with_sentence_objective
 
 CHOICES: tuple[str, ...] = ("masked",)
 RULE = "bidirectional: every x_i may attend every x_j; each picked x_i predicts its original token"
@@ -104,3 +105,8 @@ def make_batch(token_ids, generator: torch.Generator, cfg: BatchConfig) -> Batch
     rows = as_rows(token_ids)
     examples = [build_example(row, sample_choices(row, generator, cfg), generator, cfg) for row in rows]
     return collate(examples, pad_id=cfg.vocab.pad_id)
+
+
+def loss(model, batch: Batch) -> LossOutput:
+    """mlm: cross-entropy at the picked positions only (sparse vocabulary head). No sentence-level objective."""
+    return mlm_with_sentence_objective(model, batch, "mlm")

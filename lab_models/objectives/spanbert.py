@@ -49,7 +49,8 @@ Deviations from the paper, stated:
 - The span start is uniform over word starts, as the paper says; the released code draws a uniform token and moves
   it to its word's start (longer words start spans more often).
 - Where the budget runs out, the released code cuts the last span mid-word; we stop at the last whole word that fits.
-- The SBO loss itself (a 2-layer FFN over [x_(s-1); x_(e+1); p_(i-s+1)]) belongs to the model.
+- The SBO loss (`loss` below) runs the 2-layer FFN over [x_(s-1); x_(e+1); p_(i-s+1)] (`nn.SpanBoundaryHead`, built
+  in lab_models/models.py) and the tied output matrix, as the released code.
 """
 from __future__ import annotations
 
@@ -63,6 +64,7 @@ from ..batch import IGNORE_INDEX, Batch, Example, collate
 from .bert import (IS_NEXT, as_ids, as_rows, check_fraction, check_masking, check_positive_int, draw_pair,
                    mlm_targets, reject_unknown, sample_split, validate_masked, validate_split)
 from .common import BatchConfig, CorruptionRates, corrupt, count_to_mask
+from .losses import (LossOutput, combine, masked_mean, require_extra, token_and_sentence_parts)
 
 CHOICES: tuple[str, ...] = ("masked",)
 RULE = ("bidirectional: every x_i may attend every x_j; each masked x_i in span s..e is predicted from itself (MLM) "
@@ -253,3 +255,30 @@ def make_batch(token_ids, generator: torch.Generator, cfg: BatchConfig) -> Batch
         for key in SBO_KEYS:
             batch.extras[key][b, example.input_ids.numel():] = IGNORE_INDEX
     return batch
+
+
+def loss(model, batch: Batch) -> LossOutput:
+    """mlm: cross-entropy at the masked positions (sparse vocabulary head). sbo: each token with an SBO target is
+    represented from its span's boundary tokens and its 1-based relative position (`model.heads["sbo"]`, the
+    2-layer MLP), projected with the tied token embedding matrix (and the head's own bias), and scored against the
+    original token `targets[i]`; only the rows with an SBO target go through the head. nsp (only with settings.nsp):
+    as BERT's."""
+    weights = model.objective_weights
+    hidden, parts, target_ids, target_nll = token_and_sentence_parts(model, batch, "mlm", ("nsp", "nsp_label"))
+    if weights.get("sbo", 0.0) > 0:
+        left, right, relative = (require_extra(batch, key, "spanbert") for key in SBO_KEYS)  # (B, T) each
+        has_target = relative != IGNORE_INDEX  # (B, T)
+        # Compact each row's SBO rows to the front (stable: row-major order kept), so that the head's MLP runs on
+        # N = max targets per row columns instead of all T. At least one column, so the head is always in the graph.
+        n_columns = max(1, int(has_target.sum(dim=1).max()))
+        columns = torch.argsort((~has_target).to(torch.int8), dim=1, stable=True)[:, :n_columns]  # (B, N)
+        rel = relative.gather(1, columns)  # (B, N)
+        head = model.heads["sbo"]
+        y = head(hidden, left.gather(1, columns), right.gather(1, columns), rel)  # (B, N, H)
+        rows = rel != IGNORE_INDEX  # (B, N)
+        sbo_targets = batch.targets.gather(1, columns)[rows]  # (M,) the original tokens
+        logits = head.logits(model.backbone, y[rows])  # (M, V)
+        nll = torch.nn.functional.cross_entropy(logits.float(), sbo_targets, ignore_index=IGNORE_INDEX,
+                                                reduction="none")  # (M,)
+        parts["sbo"] = masked_mean(nll, (sbo_targets != IGNORE_INDEX).sum())
+    return combine(weights, parts, target_ids, target_nll)

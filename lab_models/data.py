@@ -1,0 +1,160 @@
+"""The data pipeline: corpus -> tokenizer -> one packed token stream -> rows -> a family's batches.
+
+    corpus.train --cached_tokenizer(kind, vocab_size)--> tokenizer --prepare_tokenizer--> + lab specials, VocabInfo
+    documents --encode--> d1 [EOS] d2 [EOS] d3 [EOS] ...          (one stream per split)
+    stream --B windows of seq_len tokens--> (B, T) rows --objective.make_batch(rows, generator, cfg)--> Batch
+
+Packing follows RoBERTa's FULL-SENTENCES format (Liu et al. 2019, section 4.2): documents are concatenated into one
+stream, inputs may cross document boundaries, and a separator ([EOS] here) marks each boundary, so no token is wasted
+on padding. Deviations, stated:
+- A training row is a window of `seq_len` tokens starting at a uniformly random offset of the stream (as nanoGPT
+  does), not the next run of whole sentences: rows may begin and end mid-sentence. Random offsets give a small corpus
+  many different rows; every draw comes from the step's generator, so the batch of step s is always the same.
+- Rows carry no [CLS]/[SEP] framing; the objectives insert what they need (see the family modules).
+- Validation rows are fixed: the validation stream cut into consecutive non-overlapping rows, the first
+  `eval_batches * batch_size` of them, corrupted by generators with fixed seeds. A validation split shorter than one
+  row becomes one shorter row; a corpus with no validation split (one document) is evaluated on its first training
+  rows, and `PackedBatches.validation_note` says so.
+
+Vocabulary size: the tokenizer is asked for the requested size; if the corpus cannot support it (the tokenizer's
+ValueError "supports at most ~N"), `build_tokenizer` retries with N (the "~" means N can move by a few tokens between
+trainings, so it retries a few times with the new figure) and reports the lowered size in `TokenizerChoice.note`.
+"""
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass
+from types import ModuleType
+
+import torch
+from tokenizers import Tokenizer
+
+from lab_models.batch import Batch
+from lab_models.corpora import Corpus
+from lab_models.objectives.common import BatchConfig
+from lab_models.tokenization import cached_tokenizer
+
+logger = logging.getLogger(__name__)
+
+_SUPPORTS_AT_MOST = re.compile(r"supports at most ~(\d+)")
+_MAX_VOCAB_RETRIES = 4
+
+
+@dataclass(frozen=True)
+class TokenizerChoice:
+    """The trained (not yet prepared) tokenizer and how its size was decided."""
+
+    tokenizer: Tokenizer
+    kind: str
+    requested_vocab_size: int
+    vocab_size: int  # what the tokenizer was trained to (before the lab's special tokens are added)
+    note: str  # "" or why the size differs from the request
+    cache_key: str
+
+
+def build_tokenizer(corpus: Corpus, kind: str, vocab_size: int, *, home=None) -> TokenizerChoice:
+    """Train (or load from the lab home's cache) a `kind` tokenizer of `vocab_size` on `corpus.train`, lowering the
+    size to what the corpus supports when it is too large.
+
+    Example: wordpiece at 8000 on the synthetic corpus -> vocab_size ~822 and a note "lowered from 8000 ...".
+    """
+    texts = list(corpus.train) or list(corpus.validation)
+    size = vocab_size
+    for _ in range(_MAX_VOCAB_RETRIES):
+        try:
+            result = cached_tokenizer(kind, texts, size, corpus_fingerprint=corpus.fingerprint, home=home)
+        except ValueError as error:
+            match = _SUPPORTS_AT_MOST.search(str(error))
+            if match is None:
+                raise
+            supported = int(match.group(1))
+            size = supported if supported < size else size - max(1, size // 100)
+            logger.info("corpus %s supports about %d %s tokens; retrying with %d", corpus.name, supported, kind, size)
+            continue
+        note = "" if size == vocab_size else (
+            f"vocabulary size lowered from {vocab_size} to {size}: the {corpus.name} corpus supports no more {kind} "
+            f"tokens")
+        if note:
+            logger.warning(note)
+        return TokenizerChoice(result.tokenizer, kind, vocab_size, result.vocab_size, note, result.cache_key)
+    raise ValueError(f"could not train a {kind} tokenizer near {vocab_size} tokens on corpus {corpus.name}; "
+                     f"choose a smaller --vocab-size")
+
+
+def encode_stream(tokenizer: Tokenizer, documents, eos_id: int) -> torch.Tensor:
+    """One (N,) long stream: every document's ids followed by [EOS].
+
+    Example: documents "a b" and "c" -> [id(a), id(b), EOS, id(c), EOS].
+    """
+    documents = list(documents)
+    if not documents:
+        return torch.empty(0, dtype=torch.long)
+    encodings = tokenizer.encode_batch(documents, add_special_tokens=False)
+    total = sum(len(encoding.ids) + 1 for encoding in encodings)
+    stream = torch.empty(total, dtype=torch.long)
+    at = 0
+    for encoding in encodings:
+        n = len(encoding.ids)
+        stream[at:at + n] = torch.tensor(encoding.ids, dtype=torch.long)
+        stream[at + n] = eos_id
+        at += n + 1
+    return stream
+
+
+class PackedBatches:
+    """The batch source the engine draws from: random windows of the train stream for training, fixed rows of the
+    validation stream for evaluation, each turned into a Batch by the family's `make_batch`.
+
+    The engine hands in the generator (seeded from (seed, step, rank)), so this class holds no random state.
+    """
+
+    def __init__(self, train_stream: torch.Tensor, validation_stream: torch.Tensor, *, seq_len: int,
+                 batch_size: int, objective: ModuleType, batch_config: BatchConfig, eval_batches: int = 4):
+        if seq_len < 2:
+            raise ValueError(f"seq_len must be at least 2, got {seq_len}")
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+        if train_stream.numel() < seq_len:
+            raise ValueError(f"the training split has only {train_stream.numel()} tokens, fewer than one row of "
+                             f"seq_len={seq_len}; lower --seq-len or use a bigger corpus")
+        self.train_stream = train_stream
+        self.seq_len = seq_len
+        self.batch_size = batch_size
+        self.objective = objective
+        self.batch_config = batch_config
+        self.eval_batches = eval_batches
+        self.validation_note = ""
+        if validation_stream.numel() < 2:
+            self.validation_note = "the corpus has no validation split: evaluating on the first training rows"
+            validation_stream = train_stream
+        self.validation_rows = self._validation_rows(validation_stream, eval_batches * batch_size)
+
+    def _validation_rows(self, stream: torch.Tensor, limit: int) -> list[torch.Tensor]:
+        n_rows = min(limit, stream.numel() // self.seq_len)
+        if n_rows == 0:
+            return [stream.clone()]
+        return list(stream[: n_rows * self.seq_len].view(n_rows, self.seq_len))
+
+    @property
+    def tokens_per_batch(self) -> int:
+        return self.batch_size * self.seq_len
+
+    def train_rows(self, generator: torch.Generator) -> torch.Tensor:
+        """(B, T) long: `batch_size` windows of `seq_len` tokens at offsets drawn from `generator`."""
+        high = self.train_stream.numel() - self.seq_len + 1
+        starts = torch.randint(high, (self.batch_size,), generator=generator)  # (B,)
+        return self.train_stream[starts[:, None] + torch.arange(self.seq_len)]  # (B, T)
+
+    def train_batch(self, generator: torch.Generator) -> Batch:
+        """The batch of one training step; the same generator state always gives the same batch."""
+        rows = self.train_rows(generator)
+        return self.objective.make_batch(rows, generator, self.batch_config)
+
+    def validation_batches(self, generators) -> list[Batch]:
+        """The fixed validation batches: rows in order, `batch_size` at a time; `generators(i)` seeds batch i."""
+        batches = []
+        for i, start in enumerate(range(0, len(self.validation_rows), self.batch_size)):
+            rows = self.validation_rows[start:start + self.batch_size]
+            batches.append(self.objective.make_batch(rows, generators(i), self.batch_config))
+        return batches

@@ -1,0 +1,429 @@
+"""The training loop: model-agnostic, deterministic from a seed, and a generator of events.
+
+The loop knows nothing about families. It needs a model with `loss(batch) -> LossOutput` (total, parts, target_ids,
+target_nll; see lab_models/models.py) and a batch source with `train_batch(generator) -> Batch` and
+`validation_batches(generators) -> list[Batch]` (lab_models/data.py's `PackedBatches`). It yields events; the caller
+(lab_models/train.py) turns them into metrics.jsonl rows, status.json and checkpoints, and may stop between events:
+
+    trainer = Trainer(model, batches, EngineConfig(steps=50, lr=1e-3, ...), device=device, byte_lengths=table)
+    for event in trainer.run(should_stop=lambda: flag):
+        StepEvent -> a metrics row (and a checkpoint when event.checkpoint_due)
+        EvalEvent -> a validation row; StopEvent -> checkpoint and exit
+
+What it does, following nanoGPT's loop and BERT/GPT-2 practice:
+- AdamW (Loshchilov & Hutter 2019) with decoupled weight decay on matrices only: parameters with 2 or more
+  dimensions (linear weights, embedding tables) decay; biases and LayerNorm gains (1-D) do not (BERT excludes
+  "bias" and "LayerNorm.weight"; nanoGPT uses the same dim >= 2 rule). Fused AdamW on CUDA.
+- Learning rate: linear warmup over `warmup_steps`, then cosine decay to `min_lr_ratio * lr` at the last step
+  (`schedule="cosine"`), or constant after warmup (`schedule="constant"`). BERT decays linearly; cosine is GPT-3's.
+- Gradient clipping at global norm `grad_clip` (1.0, as BERT and GPT-2). bf16 autocast on CUDA only.
+- Evaluation every `eval_every` steps and at the last step, on fixed validation batches: the mean total loss and
+  parts, the NLL of the main token targets per token (perplexity = exp of it, meaningful for causal LMs), and
+  bits per byte = sum(target_nll) / ln 2 / sum(UTF-8 bytes of the target tokens), comparable across tokenizers.
+
+Determinism. Steps are numbered from 1. The batch of step s on rank r is built with a torch.Generator seeded from
+derive_seed(seed, "batch", s, r), and the global RNG (dropout, ELECTRA's sampling) is reseeded from
+derive_seed(seed, "dropout", s, r) before the step. Nothing else is random, so a run restored from a checkpoint of
+step k (weights and AdamW state, bit-exact through safetensors) repeats steps k+1.. exactly on the CPU. On CUDA, bf16
+and non-deterministic kernels make resumes close rather than identical.
+
+Distributed. With `torch.distributed` initialised and world size > 1, the model is wrapped in
+DistributedDataParallel (through a small module whose forward calls `model.loss`, so DDP's hooks run).
+`find_unused_parameters` is the caller's choice (train.py probes one batch: True only if some trainable parameter
+got no gradient; DDP then costs one extra graph traversal per step). Each rank draws its own
+batches (the rank is in the seed); logged losses, evaluation sums and the stop flag are reduced across ranks, so
+every rank stops at the same step.
+
+Events are emitted every `log_every` steps, at checkpoint steps, at the last step and on a stop; each emission reads
+the loss back from the device (one sync). A NaN/inf loss anywhere in the interval raises `NonFiniteLossError` at the
+next emission, before any checkpoint of the bad weights can be written.
+"""
+from __future__ import annotations
+
+import hashlib
+import logging
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Iterator, Protocol
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from lab_models.batch import Batch
+
+logger = logging.getLogger(__name__)
+
+SCHEDULES = ("cosine", "constant")
+LN2 = math.log(2.0)
+
+
+class NonFiniteLossError(RuntimeError):
+    """The training loss became NaN or infinite."""
+
+
+class BatchSource(Protocol):
+    def train_batch(self, generator: torch.Generator) -> Batch: ...
+
+    def validation_batches(self, generators: Callable[[int], torch.Generator]) -> list[Batch]: ...
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    steps: int
+    lr: float = 1e-3
+    schedule: str = "cosine"
+    warmup_steps: int = 0
+    min_lr_ratio: float = 0.1  # cosine decays to this fraction of lr at the last step
+    weight_decay: float = 0.01  # BERT's value
+    betas: tuple[float, float] = (0.9, 0.98)  # RoBERTa's beta2 = 0.98: steadier than 0.999 at large lr / small batch
+    eps: float = 1e-8
+    grad_clip: float = 1.0  # 0 turns clipping off (the norm is still logged)
+    eval_every: int = 0  # 0 = evaluate only at the last step
+    log_every: int = 1
+    checkpoint_every: int = 0  # 0 = no periodic checkpoints (the caller still gets StopEvent and the end)
+    seed: int = 0
+
+    def __post_init__(self):
+        for name in ("steps", "log_every"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive whole number, got {value!r}")
+        for name in ("warmup_steps", "eval_every", "checkpoint_every", "seed"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(f"{name} must be a whole number >= 0, got {value!r}")
+        if not (isinstance(self.lr, (int, float)) and math.isfinite(self.lr) and self.lr > 0):
+            raise ValueError(f"lr must be a positive number such as 3e-4, got {self.lr!r}")
+        if self.schedule not in SCHEDULES:
+            raise ValueError(f"unknown schedule {self.schedule!r}: choose one of {', '.join(SCHEDULES)}")
+        if not 0.0 <= self.min_lr_ratio <= 1.0:
+            raise ValueError(f"min_lr_ratio must be in [0, 1], got {self.min_lr_ratio!r}")
+        if not (math.isfinite(self.weight_decay) and self.weight_decay >= 0):
+            raise ValueError(f"weight_decay must be >= 0, got {self.weight_decay!r}")
+        if not (math.isfinite(self.grad_clip) and self.grad_clip >= 0):
+            raise ValueError(f"grad_clip must be >= 0 (0 = off), got {self.grad_clip!r}")
+
+
+def learning_rate(step: int, config: EngineConfig) -> float:
+    """The learning rate of step `step` (1-based).
+
+    >>> cfg = EngineConfig(steps=10, lr=1.0, warmup_steps=2, min_lr_ratio=0.0)
+    >>> [round(learning_rate(s, cfg), 3) for s in (1, 2, 6, 10)]
+    [0.5, 1.0, 0.5, 0.0]
+    """
+    warmup = config.warmup_steps
+    if warmup and step <= warmup:
+        return config.lr * step / warmup
+    if config.schedule == "constant":
+        return config.lr
+    progress = min(1.0, (step - warmup) / max(1, config.steps - warmup))
+    ratio = config.min_lr_ratio + (1.0 - config.min_lr_ratio) * 0.5 * (1.0 + math.cos(math.pi * progress))
+    return config.lr * ratio
+
+
+def derive_seed(*parts) -> int:
+    """A 63-bit seed from any parts, stable across runs, processes and machines.
+
+    >>> derive_seed(0, "batch", 1, 0) == derive_seed(0, "batch", 1, 0) != derive_seed(0, "batch", 2, 0)
+    True
+    """
+    digest = hashlib.blake2b("|".join(map(repr, parts)).encode("utf-8"), digest_size=8).digest()
+    return int.from_bytes(digest, "little") & (2**63 - 1)
+
+
+def generator_for(*parts) -> torch.Generator:
+    return torch.Generator().manual_seed(derive_seed(*parts))
+
+
+def bits_per_byte(nll_nats: float, n_bytes: float) -> float:
+    """Total NLL in nats over the UTF-8 bytes it predicted, in bits per byte (nan when there are no bytes).
+
+    >>> round(bits_per_byte(3 * math.log(2), 4), 3)   # 3 bits of surprise spread over 4 bytes
+    0.75
+    """
+    return nll_nats / LN2 / n_bytes if n_bytes > 0 else float("nan")
+
+
+def parameter_groups(model: nn.Module, weight_decay: float) -> list[dict]:
+    """AdamW groups: matrices decay, vectors (biases, LayerNorm gains) do not. Shared (tied) parameters once."""
+    decay, no_decay = [], []
+    for param in model.parameters():  # parameters() yields a tied tensor once
+        if param.requires_grad:
+            (decay if param.dim() >= 2 else no_decay).append(param)
+    return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+
+
+def count_tokens(batch: Batch) -> int:
+    """Input tokens a batch feeds the model (encoder plus decoder side)."""
+    n = batch.input_ids.numel()
+    if batch.decoder_input_ids is not None:
+        n += batch.decoder_input_ids.numel()
+    return n
+
+
+@dataclass(frozen=True)
+class StepEvent:
+    step: int
+    loss: float  # mean total loss over the steps since the last event (and over ranks)
+    losses: dict[str, float]  # objective -> mean unweighted loss, likewise
+    lr: float
+    grad_norm: float  # before clipping, of the last step
+    tokens_per_s: float
+    elapsed_s: float  # wall time since the run began, across resumes
+    tokens_seen: int  # input tokens trained on so far, all ranks
+    checkpoint_due: bool = False
+
+
+@dataclass(frozen=True)
+class EvalEvent:
+    step: int
+    loss: float
+    losses: dict[str, float]
+    nll_per_token: float  # mean NLL (nats) of the main token targets
+    perplexity: float  # exp(nll_per_token): perplexity for causal LMs
+    bits_per_byte: float
+    targets: int  # how many target tokens were scored
+    bytes: int  # their UTF-8 bytes
+    elapsed_s: float
+
+
+@dataclass(frozen=True)
+class StopEvent:
+    step: int  # the last completed step
+    reason: str = "stop requested"
+
+
+Event = StepEvent | EvalEvent | StopEvent
+
+
+class _LossForward(nn.Module):
+    """Routes DDP's forward to `model.loss`, so that DistributedDataParallel's hooks see the computation."""
+
+    def __init__(self, model: nn.Module):
+        super().__init__()
+        self.model = model
+
+    def forward(self, batch: Batch):
+        return self.model.loss(batch)
+
+
+@dataclass
+class _Interval:
+    """Sums since the last emitted event (kept on the device; read back once per event)."""
+
+    steps: int = 0
+    total: torch.Tensor | None = None
+    parts: dict[str, torch.Tensor] = field(default_factory=dict)
+    finite: torch.Tensor | None = None
+    tokens: int = 0
+    seconds: float = 0.0
+
+
+def _distributed(world_size: int) -> bool:
+    return world_size > 1 and dist.is_available() and dist.is_initialized()
+
+
+class Trainer:
+    """Owns the optimizer, the step counter and the DDP wrapper; `run` yields events until the last step."""
+
+    def __init__(self, model: nn.Module, batches: BatchSource, config: EngineConfig, *,
+                 device: torch.device | str = "cpu", byte_lengths: torch.Tensor | None = None,
+                 rank: int = 0, world_size: int = 1, find_unused_parameters: bool = True):
+        self.model = model
+        self.batches = batches
+        self.config = config
+        self.device = torch.device(device)
+        self.rank = rank
+        self.world_size = world_size
+        self.byte_lengths = None if byte_lengths is None else byte_lengths.to(self.device)
+        self.step = 0  # completed steps
+        self.elapsed_before = 0.0  # seconds spent in earlier processes (restored from a checkpoint)
+        self.tokens_seen = 0
+        self._validation: list[Batch] | None = None
+        self._part_names: list[str] | None = None
+        self.model.to(self.device)
+        fused = self.device.type == "cuda"
+        self.optimizer = torch.optim.AdamW(parameter_groups(model, config.weight_decay), lr=config.lr,
+                                           betas=tuple(config.betas), eps=config.eps,
+                                           **({"fused": True} if fused else {}))
+        self.forward = _LossForward(model)
+        if _distributed(world_size):
+            from torch.nn.parallel import DistributedDataParallel
+
+            import inspect
+
+            device_ids = [self.device.index] if self.device.type == "cuda" else None
+            # the model's buffers are constants (no running statistics): nothing to sync on each forward. torch 2.13
+            # renamed broadcast_buffers to forward_sync_buffers; the old name still works but warns.
+            no_buffer_sync = ({"forward_sync_buffers": False}
+                              if "forward_sync_buffers" in inspect.signature(DistributedDataParallel).parameters
+                              else {"broadcast_buffers": False})
+            self.forward = DistributedDataParallel(self.forward, device_ids=device_ids,
+                                                   find_unused_parameters=find_unused_parameters, **no_buffer_sync)
+        self._autocast = self.device.type == "cuda"
+
+    # -------------------------------------------------------------------------------- state
+    def state(self) -> dict:
+        """The JSON-able part of a checkpoint (weights and AdamW state are saved by runs.save_checkpoint)."""
+        return {"step": self.step, "elapsed_s": self.elapsed_before + self._elapsed_here(),
+                "tokens_seen": self.tokens_seen, "lr": learning_rate(max(1, self.step), self.config),
+                "schedule": {"name": self.config.schedule, "warmup_steps": self.config.warmup_steps,
+                             "total_steps": self.config.steps, "min_lr_ratio": self.config.min_lr_ratio,
+                             "next_step": self.step + 1}}
+
+    def restore(self, state: dict) -> None:
+        """Continue after a checkpoint whose weights and optimizer state are already loaded."""
+        self.step = int(state["step"])
+        self.elapsed_before = float(state.get("elapsed_s", 0.0))
+        self.tokens_seen = int(state.get("tokens_seen", 0))
+
+    def _elapsed_here(self) -> float:
+        started = getattr(self, "_started", None)
+        return 0.0 if started is None else time.perf_counter() - started
+
+    # -------------------------------------------------------------------------------- one step
+    def _autocast_context(self):
+        return torch.autocast(device_type="cuda", dtype=torch.bfloat16, enabled=self._autocast)
+
+    def train_step(self, step: int):
+        """Run step `step` (1-based): returns its LossOutput (on the device) and the grad norm tensor."""
+        torch.manual_seed(derive_seed(self.config.seed, "dropout", step, self.rank))
+        batch = self.batches.train_batch(generator_for(self.config.seed, "batch", step, self.rank))
+        tokens = count_tokens(batch)
+        batch = batch.to(self.device)
+        lr = learning_rate(step, self.config)
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        self.model.train()
+        with self._autocast_context():
+            out = self.forward(batch)
+        out.total.backward()
+        max_norm = self.config.grad_clip if self.config.grad_clip > 0 else float("inf")
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), max_norm)
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        return out, grad_norm, tokens * self.world_size, lr
+
+    # -------------------------------------------------------------------------------- reductions
+    def _all_reduce(self, values: torch.Tensor, op=None) -> torch.Tensor:
+        if _distributed(self.world_size):
+            dist.all_reduce(values, op=op or dist.ReduceOp.SUM)
+        return values
+
+    def _stop_agreed(self, local: bool) -> bool:
+        if not _distributed(self.world_size):
+            return local
+        flag = torch.tensor([1.0 if local else 0.0], device=self._collective_device())
+        dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+        return bool(flag.item() > 0)
+
+    def _collective_device(self) -> torch.device:
+        backend = dist.get_backend() if _distributed(self.world_size) else "gloo"
+        return self.device if backend == "nccl" else torch.device("cpu")
+
+    def _emit_step(self, interval: _Interval, lr: float, grad_norm: torch.Tensor, checkpoint_due: bool) -> StepEvent:
+        names = self._part_names or []
+        zero = torch.zeros((), device=self.device)
+        stacked = torch.stack([interval.total.float(), *[interval.parts.get(n, zero).float() for n in names],
+                               (~interval.finite).float()])
+        stacked = self._all_reduce(stacked.to(self._collective_device())).cpu()
+        if stacked[-1].item() > 0:
+            raise NonFiniteLossError(f"the training loss became NaN or infinite between steps "
+                                     f"{self.step - interval.steps + 1} and {self.step}; lower --lr or check the data")
+        scale = 1.0 / (interval.steps * self.world_size)
+        values = (stacked[:-1] * scale).tolist()
+        seconds = max(interval.seconds, 1e-9)
+        return StepEvent(step=self.step, loss=values[0], losses=dict(zip(names, values[1:])), lr=lr,
+                         grad_norm=float(grad_norm), tokens_per_s=interval.tokens / seconds,
+                         elapsed_s=self.elapsed_before + self._elapsed_here(), tokens_seen=self.tokens_seen,
+                         checkpoint_due=checkpoint_due)
+
+    # -------------------------------------------------------------------------------- evaluation
+    def validation_batches(self) -> list[Batch]:
+        """The fixed validation batches (built once, with the same seeds in every process)."""
+        if self._validation is None:
+            self._validation = self.batches.validation_batches(
+                lambda i: generator_for(self.config.seed, "validation", i))
+        return self._validation
+
+    @torch.no_grad()
+    def evaluate(self) -> EvalEvent:
+        """Loss, perplexity and bits per byte on the validation batches (sharded over ranks, sums reduced)."""
+        batches = self.validation_batches()
+        names = self._part_names
+        sums = {"total": 0.0, "batches": 0.0, "nll": 0.0, "targets": 0.0, "bytes": 0.0}
+        part_sums: dict[str, float] = {}
+        self.model.eval()
+        try:
+            for i in range(self.rank, len(batches), self.world_size):
+                torch.manual_seed(derive_seed(self.config.seed, "validation-rng", i))
+                batch = batches[i].to(self.device)
+                with self._autocast_context():
+                    out = self.model.loss(batch)
+                sums["total"] += float(out.total)
+                sums["batches"] += 1
+                for name, value in out.parts.items():
+                    part_sums[name] = part_sums.get(name, 0.0) + float(value)
+                nll = out.target_nll.float()
+                sums["nll"] += float(nll.sum())
+                sums["targets"] += nll.numel()
+                if self.byte_lengths is not None and out.target_ids.numel():
+                    sums["bytes"] += float(self.byte_lengths[out.target_ids.long()].sum())
+        finally:
+            self.model.train()
+        names = names or sorted(part_sums)
+        vector = torch.tensor([sums["total"], sums["batches"], sums["nll"], sums["targets"], sums["bytes"],
+                               *[part_sums.get(n, 0.0) for n in names]], dtype=torch.float64)
+        if _distributed(self.world_size):
+            moved = vector.to(self._collective_device())
+            dist.all_reduce(moved)
+            vector = moved.cpu()
+        total, n_batches, nll, targets, n_bytes, *parts = vector.tolist()
+        n_batches = max(n_batches, 1.0)
+        per_token = nll / targets if targets else float("nan")
+        return EvalEvent(step=self.step, loss=total / n_batches,
+                         losses={n: v / n_batches for n, v in zip(names, parts)}, nll_per_token=per_token,
+                         perplexity=math.exp(per_token) if per_token < 700 else float("inf"),
+                         bits_per_byte=bits_per_byte(nll, n_bytes), targets=int(targets), bytes=int(n_bytes),
+                         elapsed_s=self.elapsed_before + self._elapsed_here())
+
+    # -------------------------------------------------------------------------------- the loop
+    def run(self, should_stop: Callable[[], bool] = lambda: False) -> Iterator[Event]:
+        """Train from step `self.step + 1` to `config.steps`, yielding events; ends early with a StopEvent when
+        `should_stop()` turns true (checked after every step, agreed across ranks)."""
+        cfg = self.config
+        self._started = time.perf_counter()
+        interval = _Interval()
+        while self.step < cfg.steps:
+            resumed = time.perf_counter()
+            step = self.step + 1
+            out, grad_norm, tokens, lr = self.train_step(step)
+            self.step = step
+            self.tokens_seen += tokens
+            if self._part_names is None:
+                self._part_names = sorted(out.parts)
+            total = out.total.detach().float()
+            interval.total = total if interval.total is None else interval.total + total
+            for name, value in out.parts.items():
+                value = value.detach().float()
+                interval.parts[name] = value if name not in interval.parts else interval.parts[name] + value
+            finite = torch.isfinite(total)
+            interval.finite = finite if interval.finite is None else interval.finite & finite
+            interval.steps += 1
+            interval.tokens += tokens
+            stop = self._stop_agreed(bool(should_stop()))
+            last = step == cfg.steps
+            checkpoint_due = bool(cfg.checkpoint_every) and step % cfg.checkpoint_every == 0
+            evaluate = last or (cfg.eval_every and step % cfg.eval_every == 0)
+            interval.seconds += time.perf_counter() - resumed
+            if last or stop or checkpoint_due or evaluate or step % cfg.log_every == 0:
+                event = self._emit_step(interval, lr, grad_norm, checkpoint_due)
+                interval = _Interval()
+                yield event
+            if evaluate and not stop:
+                yield self.evaluate()
+            if stop and not last:
+                yield StopEvent(step=self.step)
+                return

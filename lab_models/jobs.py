@@ -1,0 +1,798 @@
+"""The training job manager: a lock-protected queue that runs `python -m lab_models.train` in worker processes.
+
+What it is
+----------
+One `JobManager` per app (the app creates it and hands it to the Train tab; it is never a module global). It owns the
+runs in `<lab home>/runs/<run_id>/` that it starts, and it reads every run folder there, whoever made it (the
+read-only part is `RunStore`, which anything may create: it starts and changes nothing).
+
+* `start(...)` creates the run folder, writes `status.json` {"state": "queued"} and `job.json` (the request, so the
+  run can be resumed after a restart) atomically, and appends the job to a FIFO queue. It returns the run id
+  `f"{family}-{preset}-{YYYYmmdd-HHMMSS}-{4 hex}"`.
+* A supervisor thread launches queued jobs: at most `max_concurrent_per_device` run at a time on each device (cpu,
+  cuda, mps; "auto" counts as the device it resolves to), in the order they were queued. A job for a free device does
+  not wait behind jobs for a busy one. Each job is a subprocess in its own session (so a signal reaches the trainer
+  and everything it started, e.g. torchrun workers), with stdout and stderr appended to `<run_dir>/worker.log`.
+  Training therefore never runs in the server process, and the page stays responsive.
+* `stop(run_id)`: a queued job leaves the queue ("stopped"); a running one gets SIGTERM, which makes the trainer
+  finish its step, checkpoint and exit "stopped". After `stop_timeout_s` it gets SIGKILL (its last checkpoint stays).
+* `resume(run_id)`: queues a stopped or failed run again, with `--resume` when it has a checkpoint.
+* A worker that exits non-zero without having written "failed" (killed by the OOM killer, a bad argument, an import
+  error) is marked "failed" with the last lines of `worker.log`. A crashed run is reported; the app stays up.
+
+Decisions a user should know about
+----------------------------------
+* On start-up, runs that a previous server left "queued" or "running" are marked "stopped" with the message
+  "interrupted: ..." (and `"interrupted": true`), so they can be resumed; nothing a user made is deleted. A trainer
+  that is in fact still alive (the previous server was killed, its worker was not) is adopted instead: it keeps its
+  device slot, can be stopped, and is marked when it ends.
+* `close()` (the app calls it at exit) stops the supervisor and, by default, stops the running trainers cleanly (each
+  writes a checkpoint and ends "stopped", resumable), waiting up to `stop_timeout_s`, then kills what is left; queued
+  jobs are marked "stopped (interrupted)". Training does not outlive the server that started it, and no zombie
+  processes are left behind. Pass `stop_runs=False` to leave the workers running (a later server adopts them).
+* One server per lab home: two servers on the same home would each think the other's queued runs were interrupted.
+* The queue lives in memory. Only the run folders are persistent; they are the truth for every finished run.
+
+Follows the usual "job queue + worker process" pattern of experiment runners (e.g. Slurm-style FIFO per resource,
+SIGTERM-then-SIGKILL preemption with checkpointing); it deviates by keeping the scheduler in-process and per device.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import re
+import secrets
+import shlex
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .home import atomic_write_json, lab_home
+
+logger = logging.getLogger(__name__)
+
+PRESETS = ("tiny", "small", "medium", "base")
+DEVICES = ("auto", "cpu", "cuda", "mps")
+ACTIVE_STATES = ("queued", "running")
+TERMINAL_STATES = ("finished", "stopped", "failed")
+STATUS_FILE = "status.json"
+JOB_FILE = "job.json"
+CONFIG_FILE = "config.json"
+METRICS_FILE = "metrics.jsonl"
+LOG_FILE = "worker.log"
+CHECKPOINT_DIR = "checkpoint"
+LOG_TAIL_LINES = 20
+_RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+_SETTING_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]*$")
+_PACKAGE_ROOT = Path(__file__).resolve().parent.parent
+
+
+def default_trainer_command() -> list[str]:
+    """The command prefix that runs the trainer: this Python, `-m lab_models.train`."""
+    return [sys.executable, "-m", "lab_models.train"]
+
+
+def format_value(value) -> str:
+    """A setting value as the CLI reads it: True -> "true", 0.2 -> "0.2", 3 -> "3", "x" -> "x"."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return repr(float(value)) if not value.is_integer() else repr(value)
+    return str(value)
+
+
+def resolve_device_key(device: str) -> str:
+    """The device a job occupies: "auto" resolves to cuda, mps or cpu; an unavailable device stays as named."""
+    if device != "auto":
+        return device
+    try:
+        from .device import select_device
+
+        return select_device("auto").type
+    except Exception:  # noqa: BLE001 - a broken torch must not stop the queue; cpu is the safe guess
+        return "cpu"
+
+
+def read_json(path: Path) -> dict:
+    """A JSON object from `path`, or {} when it is missing or unreadable (files are written atomically)."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def log_tail(path: Path, lines: int = LOG_TAIL_LINES, max_chars: int = 4000) -> str:
+    """The last `lines` non-empty lines of a log file ('' when there is none)."""
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(0, os.SEEK_END)
+            size = handle.tell()
+            handle.seek(max(0, size - 64_000))
+            text = handle.read().decode("utf-8", errors="replace")
+    except OSError:
+        return ""
+    kept = [line.rstrip() for line in text.splitlines() if line.strip() and not line.startswith("=== ")]
+    return "\n".join(kept[-lines:])[-max_chars:]
+
+
+def _signal_name(code: int) -> str:
+    try:
+        return signal.Signals(-code).name
+    except ValueError:
+        return f"signal {-code}"
+
+
+def _process_alive(pid: int | None, run_dir: Path) -> bool:
+    """True when `pid` is a live (not zombie) process whose command line names `run_dir` (so not a reused pid)."""
+    if not pid or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except (ProcessLookupError, PermissionError, OSError):
+        return False
+    proc = Path(f"/proc/{pid}")
+    try:
+        stat = (proc / "stat").read_text()
+        if stat.rsplit(")", 1)[-1].split()[0] == "Z":
+            return False
+        return str(run_dir) in (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return False  # cannot verify (no /proc): do not adopt a process we cannot identify
+
+
+@dataclass
+class Job:
+    """One queued or running training job (in memory; the run folder is the persistent record)."""
+
+    run_id: str
+    run_dir: Path
+    args: list[str]  # the trainer's arguments (after the command prefix)
+    device_key: str
+    queued_at: float
+    process: subprocess.Popen | None = None
+    pid: int | None = None  # set for a running job (and for an adopted one, which has no Popen)
+    adopted: bool = False
+    started_at: float | None = None
+    stop_requested_at: float | None = None
+    killed: bool = False
+    extra: dict = field(default_factory=dict)
+
+
+class RunStore:
+    """Read-only view of the run folders in <home>/runs: status, metrics (cached), one summary row per run.
+
+    Safe to create anywhere (it starts nothing and changes nothing); `JobManager` adds the queue on top.
+    """
+
+    def __init__(self, home=None):
+        self.home = lab_home(home)
+        self.runs_dir = self.home / "runs"
+        self._metrics_lock = threading.Lock()
+        self._metrics_cache: dict[str, tuple[int, int, list[dict]]] = {}  # run_id -> (inode, offset, rows)
+
+    def status(self, run_id: str) -> dict:
+        """status.json of the run (with defaults for missing fields); ValueError for an unknown run."""
+        run_dir = self.run_dir(run_id)
+        status = read_json(run_dir / STATUS_FILE)
+        if not status and not (run_dir / CONFIG_FILE).exists():
+            raise ValueError(f"Run {run_id} has no status.json yet; is it a run folder?")
+        status.setdefault("state", "unknown")
+        status.setdefault("step", 0)
+        status.setdefault("total_steps", None)
+        status.setdefault("message", "")
+        status["interrupted"] = bool(status.get("interrupted"))
+        status.setdefault("queue_position", None)
+        status.setdefault("stopping", False)
+        status["run_id"] = run_dir.name
+        if status["state"] in ACTIVE_STATES and not self._managed(run_dir.name) and not _process_alive(
+                status.get("pid"), run_dir):
+            # nobody is running it: a CLI run that was killed, or the queue of a server that is gone
+            status.update(state="stopped", interrupted=True,
+                          message=f"interrupted: status.json says {status['state']} but no trainer is running it")
+        return status
+
+    def _managed(self, run_id: str) -> bool:
+        """Whether a job manager here is queueing or running `run_id` (never, for a read-only store)."""
+        return False
+
+    def run_ids(self) -> list[str]:
+        """Every run folder under <home>/runs, newest first."""
+        if not self.runs_dir.exists():
+            return []
+        dirs = [d for d in self.runs_dir.iterdir()
+                if d.is_dir() and _RUN_ID.match(d.name) and ((d / STATUS_FILE).exists() or (d / CONFIG_FILE).exists())]
+        return [d.name for d in sorted(dirs, key=self._created, reverse=True)]
+
+    def run_dir(self, run_id: str) -> Path:
+        """The folder of an existing run; ValueError for a malformed or unknown id."""
+        if not isinstance(run_id, str) or not run_id.strip():
+            raise ValueError("Choose a run first.")
+        run_id = run_id.strip()
+        if not _RUN_ID.match(run_id):
+            raise ValueError(f"{run_id!r} is not a run id (run ids look like bert-tiny-20260101-120000-ab12).")
+        run_dir = self.runs_dir / run_id
+        if not run_dir.is_dir():
+            raise ValueError(f"Unknown run {run_id!r}: no folder {run_dir}.")
+        return run_dir
+
+    def has_checkpoint(self, run_id: str) -> bool:
+        """Whether the run has a complete checkpoint to resume from (`lab_models.runs.has_checkpoint`)."""
+        run_dir = self.run_dir(run_id)
+        try:
+            from .runs import has_checkpoint
+        except ImportError:  # the run-folder module is not there: any file under checkpoint/ will do
+            checkpoint = run_dir / CHECKPOINT_DIR
+            return checkpoint.is_dir() and any(checkpoint.iterdir())
+        return has_checkpoint(run_dir)
+
+    def metrics(self, run_id: str) -> list[dict]:
+        """Every row of metrics.jsonl (read incrementally and cached; a half-written last line is skipped)."""
+        path = self.run_dir(run_id) / METRICS_FILE
+        try:
+            info = path.stat()
+        except OSError:
+            return []
+        with self._metrics_lock:
+            inode, offset, rows = self._metrics_cache.get(run_id, (info.st_ino, 0, []))
+            if inode != info.st_ino or info.st_size < offset:
+                offset, rows = 0, []
+            if info.st_size > offset:
+                with open(path, "rb") as handle:
+                    handle.seek(offset)
+                    chunk = handle.read(info.st_size - offset)
+                end = chunk.rfind(b"\n") + 1  # only complete lines
+                rows = rows + [row for row in (self._parse_row(line) for line in chunk[:end].splitlines())
+                               if row is not None]
+                offset += end
+            self._metrics_cache[run_id] = (info.st_ino, offset, rows)
+            return list(rows)
+
+    def summary(self, run_id: str) -> dict:
+        """One row for the runs table: identity, state, progress, last losses, speed and ETA."""
+        run_dir = self.run_dir(run_id)
+        status = self.status(run_id)
+        request = read_json(run_dir / JOB_FILE)
+        config = read_json(run_dir / CONFIG_FILE)
+        rows = self.metrics(run_id)
+        train = [r for r in rows if r.get("split", "train") == "train"]
+        val = [r for r in rows if r.get("split") == "val"]
+        last, last_val = (train[-1] if train else {}), (val[-1] if val else {})
+        total = status.get("total_steps") or request.get("steps") or _config_steps(config)
+        step = max(int(status.get("step") or 0), int(last.get("step") or 0)) if (status or last) else 0
+        return {
+            "run_id": run_id,
+            "family": request.get("family") or config.get("family"),
+            "preset": request.get("preset") or config.get("preset") or _nested(config, "train", "preset"),
+            "corpus": request.get("corpus") or config.get("corpus") or _nested(config, "train", "corpus"),
+            "device": request.get("device") or config.get("device") or _nested(config, "train", "device"),
+            "state": status.get("state"),
+            "queue_position": status.get("queue_position"),
+            "stopping": status.get("stopping", False),
+            "interrupted": bool(status.get("interrupted")),
+            "message": status.get("message", ""),
+            "step": step,
+            "total_steps": total,
+            "loss": _number(last.get("loss")),
+            "losses": {k: _number(v) for k, v in (last.get("losses") or {}).items()},
+            "val_loss": _number(last_val.get("loss")),
+            "val_bits_per_byte": _number(last_val.get("bits_per_byte")),
+            "val_perplexity": _number(last_val.get("perplexity")),
+            "tokens_per_s": _number(last.get("tokens_per_s")),
+            "eta_s": _eta(train, step, total) if status.get("state") == "running" else None,
+            "created": self._created(run_dir),
+            "updated": status.get("updated"),
+        }
+
+    def list_runs(self) -> list[dict]:
+        """`summary` of every run folder, newest first."""
+        out = []
+        for run_id in self.run_ids():
+            try:
+                out.append(self.summary(run_id))
+            except ValueError:  # a folder removed while listing
+                continue
+        return out
+
+    @staticmethod
+    def _parse_row(line: bytes) -> dict | None:
+        try:
+            row = json.loads(line)
+        except ValueError:
+            return None
+        return row if isinstance(row, dict) else None
+
+    @staticmethod
+    def _created(run_dir: Path) -> float:
+        created = read_json(run_dir / JOB_FILE).get("created")
+        if isinstance(created, (int, float)):
+            return float(created)
+        try:
+            return run_dir.stat().st_mtime
+        except OSError:
+            return 0.0
+
+    # ------------------------------------------------------------------ arguments
+    @staticmethod
+    def _validated_request(family, preset, corpus, steps, seed, device, objectives, settings, tokenizer,
+                           extra_args) -> dict:
+        if not isinstance(family, str) or not re.fullmatch(r"[a-z][a-z0-9_]*", family or ""):
+            raise ValueError(f"family must be a family name such as 'bert', got {family!r}.")
+        if preset not in PRESETS:
+            raise ValueError(f"Unknown preset {preset!r}: choose one of {', '.join(PRESETS)}.")
+        if corpus is not None and (not isinstance(corpus, str) or not corpus.strip()):
+            raise ValueError(f"corpus must be a corpus name or path, got {corpus!r}.")
+        if steps is not None:
+            if isinstance(steps, bool) or not isinstance(steps, (int, float)) or steps != int(steps) or steps < 1:
+                raise ValueError(f"steps must be a whole number >= 1 (or blank for the preset's default), got {steps!r}.")
+            steps = int(steps)
+        if isinstance(seed, bool) or not isinstance(seed, (int, float)) or seed != int(seed) or seed < 0:
+            raise ValueError(f"seed must be a whole number >= 0, got {seed!r}.")
+        if device not in DEVICES:
+            raise ValueError(f"Unknown device {device!r}: choose one of {', '.join(DEVICES)}.")
+        weights = {}
+        for name, weight in dict(objectives or {}).items():
+            if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+                raise ValueError(f"Objective names are words such as 'mlm', got {name!r}.")
+            try:
+                weight = float(weight)
+            except (TypeError, ValueError):
+                raise ValueError(f"The weight of objective {name!r} must be a number, got {weight!r}.") from None
+            if not math.isfinite(weight) or weight < 0:
+                raise ValueError(f"The weight of objective {name!r} must be a finite number >= 0, got {weight!r}.")
+            weights[name] = weight
+        values = {}
+        for key, value in dict(settings or {}).items():
+            if not isinstance(key, str) or not _SETTING_KEY.match(key):
+                raise ValueError(f"Setting names are words such as 'mask_rate', got {key!r}.")
+            text = format_value(value)
+            if not text or "\n" in text:
+                raise ValueError(f"The value of setting {key!r} must be one line of text, got {value!r}.")
+            values[key] = text
+        if tokenizer is not None and (not isinstance(tokenizer, str) or not tokenizer.strip()):
+            raise ValueError(f"tokenizer must be a tokenizer kind such as 'wordpiece', got {tokenizer!r}.")
+        extra = [str(a) for a in extra_args]
+        if any("\n" in a for a in extra):
+            raise ValueError("Extra trainer arguments must not contain line breaks.")
+        return {"family": family, "preset": preset, "corpus": corpus.strip() if corpus else None, "steps": steps,
+                "seed": int(seed), "device": device, "objectives": weights, "settings": values,
+                "tokenizer": tokenizer.strip() if tokenizer else None, "extra_args": extra}
+
+    def trainer_args(self, request: Mapping, run_dir: Path) -> list[str]:
+        """The CLI arguments of a request (CONTRACT.md §2): --family ... --out <run_dir> --home <home> ..."""
+        args = ["--family", request["family"], "--out", str(run_dir), "--home", str(self.home),
+                "--preset", request.get("preset") or "tiny"]
+        if request.get("corpus"):
+            args += ["--corpus", request["corpus"]]
+        if request.get("steps"):
+            args += ["--steps", str(int(request["steps"]))]
+        args += ["--seed", str(int(request.get("seed") or 0)), "--device", request.get("device") or "auto"]
+        for name, weight in (request.get("objectives") or {}).items():
+            args += ["--objective", f"{name}={format_value(float(weight))}"]
+        for key, value in (request.get("settings") or {}).items():
+            args += ["--set", f"{key}={value}"]
+        if request.get("tokenizer"):
+            args += ["--tokenizer", request["tokenizer"]]
+        return args + list(request.get("extra_args") or [])
+
+    def preview_command(self, family: str, preset: str = "tiny", corpus: str | None = None, steps: int | None = None,
+                        seed: int = 0, device: str = "auto", objectives: Mapping[str, float] | None = None,
+                        settings: Mapping[str, object] | None = None, tokenizer: str | None = None,
+                        extra_args: Sequence[str] = (), run_dir: str = "RUN_DIR") -> str:
+        """The shell command `start` would run for these arguments (validated the same way), for display."""
+        request = self._validated_request(family, preset, corpus, steps, seed, device, objectives, settings,
+                                          tokenizer, extra_args)
+        return shlex.join(["python", "-m", "lab_models.train"] + self.trainer_args(request, Path(run_dir)))
+
+
+class JobManager(RunStore):
+    """Queue, launch, stop and resume training runs; see the module docstring. Thread-safe."""
+
+    def __init__(self, home=None, max_concurrent_per_device: int = 1, *, trainer_command: Sequence[str] | None = None,
+                 stop_timeout_s: float = 60.0, poll_interval_s: float = 0.25, env: Mapping[str, str] | None = None,
+                 recover: bool = True):
+        if isinstance(max_concurrent_per_device, bool) or not isinstance(max_concurrent_per_device, int) \
+                or max_concurrent_per_device < 1:
+            raise ValueError(f"max_concurrent_per_device must be a whole number >= 1, got {max_concurrent_per_device!r}.")
+        super().__init__(home)
+        self.max_concurrent_per_device = max_concurrent_per_device
+        self.trainer_command = list(trainer_command) if trainer_command else default_trainer_command()
+        self.stop_timeout_s = float(stop_timeout_s)
+        self.poll_interval_s = float(poll_interval_s)
+        self.env = dict(env or {})
+        self._lock = threading.RLock()
+        self._wake = threading.Condition(self._lock)
+        self._queue: list[Job] = []
+        self._running: dict[str, Job] = {}
+        self._closed = False
+        if recover:
+            self._recover()
+        self._thread = threading.Thread(target=self._supervise, name="lab-job-manager", daemon=True)
+        self._thread.start()
+
+    # ------------------------------------------------------------------ public
+    def start(self, family: str, preset: str = "tiny", corpus: str | None = None, steps: int | None = None,
+              seed: int = 0, device: str = "auto", objectives: Mapping[str, float] | None = None,
+              settings: Mapping[str, object] | None = None, tokenizer: str | None = None,
+              extra_args: Sequence[str] = ()) -> str:
+        """Create the run folder, write status "queued" and queue the job; return the run id."""
+        request = self._validated_request(family, preset, corpus, steps, seed, device, objectives, settings,
+                                          tokenizer, extra_args)
+        with self._lock:
+            if self._closed:
+                raise ValueError("The job manager is shut down; restart the app to train.")
+            run_id, run_dir = self._new_run_dir(request["family"], request["preset"])
+            now = time.time()
+            request.update(run_id=run_id, created=now)
+            atomic_write_json(run_dir / JOB_FILE, request)
+            self._write_status(run_dir, {"state": "queued", "step": 0, "total_steps": request["steps"],
+                                         "message": "queued", "pid": None})
+            job = Job(run_id, run_dir, self.trainer_args(request, run_dir), resolve_device_key(request["device"]),
+                      queued_at=now)
+            self._queue.append(job)
+            logger.info("queued %s on %s", run_id, job.device_key)
+            self._wake.notify_all()
+        return run_id
+
+    def stop(self, run_id: str) -> dict:
+        """Stop a queued (removed from the queue) or running (SIGTERM, then SIGKILL) run; return its status."""
+        run_dir = self.run_dir(run_id)
+        with self._lock:
+            for job in self._queue:
+                if job.run_id == run_id:
+                    self._queue.remove(job)
+                    self._write_status(run_dir, {"state": "stopped", "message": "stopped before it started"})
+                    self._wake.notify_all()
+                    return self.status(run_id)
+            job = self._running.get(run_id)
+            if job is not None:
+                if job.stop_requested_at is None:
+                    job.stop_requested_at = time.time()
+                    self._signal(job, signal.SIGTERM)
+                    logger.info("asked %s to stop", run_id)
+                return self.status(run_id)
+            state = read_json(run_dir / STATUS_FILE).get("state")
+        raise ValueError(f"Run {run_id} is not running or queued (it is {state or 'unknown'}); nothing to stop.")
+
+    def resume(self, run_id: str) -> dict:
+        """Queue a stopped or failed run again (with --resume when it has a checkpoint); return its status."""
+        run_dir = self.run_dir(run_id)
+        self._wait_for_exit(run_id)
+        with self._lock:
+            if self._closed:
+                raise ValueError("The job manager is shut down; restart the app to train.")
+            if self._find(run_id) is not None:
+                raise ValueError(f"Run {run_id} is already queued or running.")
+            state = self.status(run_id)["state"]  # a "running" whose trainer is gone reads "stopped" here
+            if state == "finished":
+                raise ValueError(f"Run {run_id} has already finished all its steps; start a new run to train more.")
+            if state in ACTIVE_STATES:
+                raise ValueError(f"Run {run_id} is {state} in another server; wait for it or stop it there.")
+            request = self._request_of(run_dir)
+            args = self.trainer_args(request, run_dir)
+            if self.has_checkpoint(run_id):
+                args.append("--resume")
+            job = Job(run_id, run_dir, args, resolve_device_key(request.get("device", "auto")), queued_at=time.time())
+            self._write_status(run_dir, {"state": "queued", "message": "queued to resume", "pid": None,
+                                         "interrupted": False})
+            self._queue.append(job)
+            logger.info("queued %s to resume", run_id)
+            self._wake.notify_all()
+        return self.status(run_id)
+
+    def _wait_for_exit(self, run_id: str, timeout: float = 15.0) -> None:
+        """A trainer that has written its final state may still be exiting: give it a moment before a resume."""
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            with self._lock:
+                job = self._running.get(run_id)
+                if job is None or read_json(job.run_dir / STATUS_FILE).get("state") not in TERMINAL_STATES:
+                    return
+            time.sleep(0.05)
+
+    def status(self, run_id: str) -> dict:
+        """status.json of the run, with the live queue position (1 = next) and whether a stop is under way."""
+        with self._lock:  # read the file and the queue together, so a launch or an exit is seen whole
+            status = super().status(run_id)
+            position = self._position(run_id)
+            job = self._running.get(run_id)
+        if position is not None:
+            status["state"] = "queued"
+        status["queue_position"] = position
+        status["stopping"] = bool(job is not None and job.stop_requested_at is not None)
+        return status
+
+    def _managed(self, run_id: str) -> bool:
+        with self._lock:
+            return self._find(run_id) is not None
+
+    def queue_position(self, run_id: str) -> int | None:
+        """1 for the next job to start on its device, 2 for the one after, ...; None when not queued."""
+        self.run_dir(run_id)
+        with self._lock:
+            return self._position(run_id)
+
+    def command(self, run_id: str) -> list[str]:
+        """The full command line the run's worker runs (or would run)."""
+        with self._lock:
+            job = self._find(run_id)
+            if job is not None:
+                return self.trainer_command + job.args
+        return self.trainer_command + self.trainer_args(self._request_of(self.run_dir(run_id)), self.run_dir(run_id))
+
+    def close(self, stop_runs: bool = True, timeout: float | None = None) -> None:
+        """Stop the supervisor; by default stop the running trainers cleanly and mark queued jobs interrupted."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            self._wake.notify_all()
+        self._thread.join(timeout=10)
+        timeout = self.stop_timeout_s if timeout is None else float(timeout)
+        with self._lock:
+            for job in self._queue:
+                self._write_status(job.run_dir, {"state": "stopped", "interrupted": True, "pid": None,
+                                                 "message": "interrupted: the server shut down before this run "
+                                                            "started; press Resume to run it"})
+            self._queue.clear()
+            running = list(self._running.values())
+            if not stop_runs:
+                for job in running:  # reap nothing: the workers go on, a later server adopts them
+                    logger.info("leaving %s running (pid %s)", job.run_id, job.pid)
+                self._running.clear()
+                return
+            for job in running:
+                if job.stop_requested_at is None:
+                    job.stop_requested_at = time.time()
+                    self._signal(job, signal.SIGTERM)
+        deadline = time.time() + timeout
+        while True:
+            with self._lock:
+                self._reap()
+                if not self._running:
+                    break
+                if time.time() > deadline:
+                    for job in self._running.values():
+                        if not job.killed:
+                            job.killed = True
+                            self._signal(job, signal.SIGKILL)
+            time.sleep(0.05)
+            if time.time() > deadline + 10:  # SIGKILL did not take: give up on waiting
+                break
+
+    def _request_of(self, run_dir: Path) -> dict:
+        request = read_json(run_dir / JOB_FILE)
+        if request.get("family"):
+            return request
+        config = read_json(run_dir / CONFIG_FILE)  # a run made by the CLI directly: resume it from its config
+        if not config.get("family"):
+            raise ValueError(f"Run {run_dir.name} has neither job.json nor config.json with a family; cannot resume.")
+        train = config.get("train") if isinstance(config.get("train"), dict) else {}
+        return {"family": config["family"], "preset": config.get("preset") or train.get("preset") or "tiny",
+                "corpus": config.get("corpus") or train.get("corpus"), "steps": None,
+                "seed": config.get("seed") or train.get("seed") or 0,
+                "device": config.get("device") if config.get("device") in DEVICES else "auto"}
+
+    # ------------------------------------------------------------------ internals (call with the lock held)
+    def _new_run_dir(self, family: str, preset: str) -> tuple[str, Path]:
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        for _ in range(100):
+            run_id = f"{family}-{preset}-{stamp}-{secrets.token_hex(2)}"
+            run_dir = self.runs_dir / run_id
+            try:
+                run_dir.mkdir(parents=True)
+            except FileExistsError:
+                continue
+            return run_id, run_dir
+        raise ValueError("Could not create a fresh run folder; is the lab home writable?")
+
+    @staticmethod
+    def _write_status(run_dir: Path, changes: Mapping) -> dict:
+        status = read_json(run_dir / STATUS_FILE)
+        status.update(changes)
+        status["updated"] = time.time()
+        atomic_write_json(run_dir / STATUS_FILE, status)
+        return status
+
+    def _find(self, run_id: str) -> Job | None:
+        if run_id in self._running:
+            return self._running[run_id]
+        return next((job for job in self._queue if job.run_id == run_id), None)
+
+    def _position(self, run_id: str) -> int | None:
+        job = next((j for j in self._queue if j.run_id == run_id), None)
+        if job is None:
+            return None
+        same_device = [j for j in self._queue if j.device_key == job.device_key]
+        return same_device.index(job) + 1
+
+    def _signal(self, job: Job, sig: signal.Signals) -> None:
+        """Send `sig` to the job's whole process group (its own session), or to the process where groups do not exist."""
+        pid = job.pid
+        if not pid:
+            return
+        try:
+            if hasattr(os, "killpg"):
+                os.killpg(os.getpgid(pid), sig)
+            elif job.process is not None:
+                job.process.terminate() if sig == signal.SIGTERM else job.process.kill()
+        except (ProcessLookupError, PermissionError, OSError):
+            pass  # it has already gone; the supervisor reaps it
+
+    def _supervise(self) -> None:
+        while True:
+            with self._wake:
+                if self._closed:
+                    return
+                try:
+                    self._reap()
+                    self._escalate()
+                    self._launch_ready()
+                except Exception:  # noqa: BLE001 - the supervisor must survive anything a run does
+                    logger.exception("job supervisor error")
+                self._wake.wait(self.poll_interval_s)
+
+    def _launch_ready(self) -> None:
+        busy: dict[str, int] = {}
+        for job in self._running.values():
+            busy[job.device_key] = busy.get(job.device_key, 0) + 1
+        for job in list(self._queue):
+            if busy.get(job.device_key, 0) >= self.max_concurrent_per_device:
+                continue
+            self._queue.remove(job)
+            if self._launch(job):
+                busy[job.device_key] = busy.get(job.device_key, 0) + 1
+
+    def _launch(self, job: Job) -> bool:
+        command = self.trainer_command + job.args
+        self._write_status(job.run_dir, {"state": "running", "message": "starting the trainer", "pid": None})
+        env = dict(os.environ)
+        env.update(self.env)
+        env["PYTHONUNBUFFERED"] = "1"
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(_PACKAGE_ROOT), env.get("PYTHONPATH", "")) if p)
+        try:
+            with open(job.run_dir / LOG_FILE, "ab") as log:
+                log.write(f"=== {time.strftime('%Y-%m-%d %H:%M:%S')} {shlex.join(command)}\n".encode())
+                log.flush()
+                job.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
+                                               stdin=subprocess.DEVNULL, env=env, start_new_session=True,
+                                               close_fds=True)
+        except OSError as error:
+            logger.error("could not launch %s: %s", job.run_id, error)
+            self._write_status(job.run_dir, {"state": "failed", "pid": None,
+                                             "message": f"could not start the trainer: {error}"})
+            return False
+        job.pid = job.process.pid
+        job.started_at = time.time()
+        self._running[job.run_id] = job
+        logger.info("started %s (pid %d): %s", job.run_id, job.pid, shlex.join(command))
+        return True
+
+    def _escalate(self) -> None:
+        now = time.time()
+        for job in self._running.values():
+            if job.stop_requested_at is not None and not job.killed and now - job.stop_requested_at > \
+                    self.stop_timeout_s:
+                logger.warning("%s did not stop within %.0f s: killing it", job.run_id, self.stop_timeout_s)
+                job.killed = True
+                self._signal(job, signal.SIGKILL)
+
+    def _reap(self) -> None:
+        for run_id, job in list(self._running.items()):
+            if job.process is not None:
+                code = job.process.poll()
+                if code is None:
+                    continue
+            elif _process_alive(job.pid, job.run_dir):
+                continue
+            else:
+                code = None  # an adopted worker: its exit code is not ours to read
+            del self._running[run_id]
+            self._finalize(job, code)
+
+    def _finalize(self, job: Job, code: int | None) -> None:
+        """Make status.json tell the truth after a worker has exited.
+
+        A final state the trainer wrote itself (finished / stopped / failed) is kept. Otherwise: a stop we asked for
+        is "stopped"; an adopted worker that vanished is "stopped (interrupted)"; anything else is "failed" with the
+        end of worker.log.
+        """
+        state = read_json(job.run_dir / STATUS_FILE).get("state")
+        if state in TERMINAL_STATES:
+            if code not in (0, None) and state != "failed":
+                logger.warning("%s wrote %s but its worker exited with %s", job.run_id, state, code)
+            logger.info("%s ended: %s", job.run_id, state)
+            return
+        resumable = " Resume continues from its last checkpoint." if self.has_checkpoint(job.run_id) else ""
+        if job.stop_requested_at is not None:
+            how = (f"stopped: killed after it did not stop within {self.stop_timeout_s:g} s." if job.killed
+                   else "stopped.")
+            self._write_status(job.run_dir, {"state": "stopped", "message": how + resumable, "pid": None})
+            return
+        if code is None:
+            self._write_status(job.run_dir, {"state": "stopped", "interrupted": True, "pid": None,
+                                             "message": "interrupted: the trainer ended without a final state."
+                                                        + resumable})
+            return
+        tail = log_tail(job.run_dir / LOG_FILE)
+        last_line = tail.splitlines()[-1] if tail else "no output"
+        if code < 0:
+            why = f"was killed by {_signal_name(code)}" + (" (out of memory?)" if code == -signal.SIGKILL else "")
+        elif code == 0:
+            why = "exited without reporting that it finished"
+        else:
+            why = f"exited with code {code}"
+        logger.warning("%s failed: the trainer %s", job.run_id, why)
+        self._write_status(job.run_dir, {"state": "failed", "pid": None, "message": f"the trainer {why}: {last_line}",
+                                         "log_tail": tail})
+
+    def _recover(self) -> None:
+        """Adopt live workers of a previous server; mark its other queued/running runs 'stopped (interrupted)'."""
+        if not self.runs_dir.exists():
+            return
+        for run_dir in self.runs_dir.iterdir():
+            status = read_json(run_dir / STATUS_FILE)
+            state = status.get("state")
+            if state not in ACTIVE_STATES:
+                continue
+            pid = status.get("pid")
+            if state == "running" and isinstance(pid, int) and _process_alive(pid, run_dir):
+                request = read_json(run_dir / JOB_FILE)
+                job = Job(run_dir.name, run_dir, [], resolve_device_key(request.get("device", "auto")),
+                          queued_at=time.time(), pid=pid, adopted=True, started_at=time.time())
+                self._running[job.run_id] = job
+                logger.info("adopted the live trainer of %s (pid %d)", job.run_id, pid)
+                continue
+            when = "started" if state == "queued" else "finished"
+            self._write_status(run_dir, {"state": "stopped", "interrupted": True, "pid": None,
+                                         "message": f"interrupted: the server stopped before this run {when}; "
+                                                    "press Resume to continue"
+                                                    + (" from its last checkpoint" if state == "running" else "")})
+            logger.info("marked %s interrupted (was %s)", run_dir.name, state)
+
+
+def _number(value) -> float | None:
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        return None
+    return value if math.isfinite(value) else None
+
+
+def _nested(mapping: Mapping, *keys):
+    for key in keys:
+        if not isinstance(mapping, Mapping):
+            return None
+        mapping = mapping.get(key)
+    return mapping
+
+
+def _config_steps(config: Mapping) -> int | None:
+    for value in (config.get("steps"), config.get("total_steps"), _nested(config, "train", "steps"),
+                  _nested(config, "train", "total_steps")):
+        if isinstance(value, int) and value > 0:
+            return value
+    return None
+
+
+def _eta(train_rows: list[dict], step: int, total: int | None) -> float | None:
+    """Seconds left, from the pace over the last logged steps (robust to a resume that restarts elapsed_s)."""
+    if not total:
+        return None
+    if step >= total:
+        return 0.0
+    points = [(r.get("step"), r.get("elapsed_s")) for r in train_rows[-20:]]
+    points = [(float(s), float(e)) for s, e in points if isinstance(s, (int, float)) and isinstance(e, (int, float))]
+    rate = None
+    if len(points) >= 2 and points[-1][0] > points[0][0] and points[-1][1] > points[0][1]:
+        rate = (points[-1][0] - points[0][0]) / (points[-1][1] - points[0][1])
+    elif points and points[-1][0] > 0 and points[-1][1] > 0:
+        rate = points[-1][0] / points[-1][1]
+    return (total - step) / rate if rate else None

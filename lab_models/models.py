@@ -1,0 +1,451 @@
+"""The trainable models of the lab: one `FamilyModel` per family, built from the one `Backbone`, plus the family's heads.
+
+A family is (a model structure) + (a batch builder) + (a loss). The batch builders live in `objectives/<family>.py`,
+the losses next to them (`objectives/<family>.py: loss(model, batch) -> LossOutput`); this module decides the
+*structure*: which `ModelConfig` fields a family sets on top of a size preset, which heads it adds, and which
+parameters it shares.
+
+    family_model_config("bert", "tiny", vocab_size)   -> ModelConfig (the preset's sizes + BERT's structure)
+    build_model("bert", config, settings, vocab, {"mlm": 1.0, "nsp": 1.0}, seed=0) -> FamilyModel
+    model.loss(batch)                                  -> LossOutput(total, parts, target_ids, target_nll)
+
+Per family (the papers and their released code; every deviation is listed below):
+
+    family    norm  segments  structure                                               heads (objective)
+    gpt       post  -         tied LM head, no MLM transform                          -            (clm)
+    gpt2      pre   -         tied LM head, final LayerNorm                           -            (clm)
+    bert      post  2         MLM transform (dense, GeLU, LN) + tied decoder + bias   pooler+2-way (nsp)
+    roberta   post  -         BERT's, one segment (no token types)                    -            (mlm)
+    albert    post  2         factorized embeddings E, one block shared by all layers pooler+2-way (sop)
+    spanbert  post  2 if nsp  BERT's                                                  SBO MLP + tied decoder (sbo)
+    electra   post  2         discriminator at the preset; generator of a fraction    dense+GeLU+1 logit (rtd)
+                              of its width, sharing token/position/segment embeddings
+    unilm     post  2 (or 6)  BERT's; one model for all four attention modes          pooler+2-way (optional nsp)
+
+Choices, per family:
+- GPT (Radford et al. 2018) is post-LN: LayerNorm after each residual add, no final LayerNorm. GPT-2 (Radford et al.
+  2019, §2.3) moves it before each sublayer and adds one after the last block. Both tie the output matrix to the token
+  embedding and have no transform before it.
+- BERT (Devlin et al. 2019): post-LN, 2 segment (token type) embeddings, and the MLM head of the released code
+  (`cls/predictions/transform`: dense H -> H, GeLU, LayerNorm, then the tied embedding matrix and an output bias).
+  NSP reads the first position through BERT's pooler (dense + tanh) and a 2-way classifier
+  (`SequenceClassificationHead(pool="first")`). LayerNorm eps 1e-12 as in the released configs.
+- RoBERTa (Liu et al. 2019): BERT's structure without segment embeddings (one stream; fairseq's RoBERTa has no token
+  types), and its LM head (dense, GeLU, LayerNorm, tied decoder, bias). LayerNorm eps 1e-5 (fairseq's default).
+- ALBERT (Lan et al. 2020): factorized embeddings, E = 128 for base and medium (the paper uses 128 at every size);
+  for the smaller presets E = d_model / 4, at least 16 (tiny: 16, small: 64), so that V x E + E x H stays smaller
+  than V x H as in the paper. All layers share one block (attention and feed-forward, the paper's default
+  "all-shared"). 2 segments for SOP. The MLM head projects H -> E (dense, GeLU, LayerNorm) before the tied V x E
+  matrix, as the released code. SOP uses the pooler + 2-way classifier.
+- SpanBERT (Joshi et al. 2020): BERT's structure. Segment embeddings only when the settings turn NSP back on
+  (`nsp=True`); the paper trains single sequences. The SBO head is `nn.SpanBoundaryHead` (the 2-layer GeLU+LayerNorm
+  MLP over [x_(s-1); x_(e+1); p_(i-s+1)]), followed, as in the released `BertPairTargetPredictionHead`, by the **tied**
+  token embedding matrix and an SBO-only output bias (no MLM transform in between). Its relative-position table has
+  `settings.sbo_max_tokens` rows (15), the builder's bound.
+- ELECTRA (Clark et al. 2020): the discriminator is the preset model (post-LN, 2 segments as BERT's configs); the
+  generator has `generator_size_fraction` (default 1/4) of its width: d_model, d_ff and the number of heads scaled
+  (at least 1 head, d_model divisible by the heads; the released code keeps 64-dim heads, which at the lab's
+  presets gives the same head count), the same depth. The two share the token, position and segment embeddings and
+  the embedding LayerNorm ("we share the embeddings", §3.2; the released code's shared "electra/embeddings" scope),
+  so the generator reads E = the discriminator's width and projects E -> its own width (`embedding_size`), and its
+  MLM head goes back to E (dense, GeLU, LayerNorm) before the tied matrix: the released `generator_predictions`.
+  The discriminator head is the released `discriminator_predictions`: dense H -> H, GeLU, then one logit per token
+  (`TokenClassificationHead(n_labels=1)`). The discriminator is the model to keep; `model.backbone` is it.
+- UniLM (Dong et al. 2019): BERT's structure; all four modes share every parameter, the mask comes with the batch.
+  2 segments, or 6 when `settings.lm_segment_ids` writes the released code's per-mode segment ids (0/1, 2, 3, 4/5).
+
+Objectives and weights: `objective_weights` maps objective names to weights (defaults: lab_models/families.py).
+A weight of 0 switches an objective off: it is not computed, its head is not built, and parameters that only it
+would train are frozen (requires_grad=False), so that every trainable parameter gets a gradient every step (DDP
+needs no `find_unused_parameters`). An objective whose batch-builder switch is off (`bert: nsp=False`,
+`albert: sop=False`) gets weight 0 whatever was asked. Two optional objectives exist beyond families.py's list:
+`nsp` for SpanBERT (on by default when `settings.nsp` is on: the paper's two-sequence baseline trains it) and for
+UniLM (on by default when `settings.nsp` is on, the default: UniLM §2.2 trains NSP with the bidirectional LM).
+
+Deviations, stated:
+- BERT-family inputs carry no [CLS]/[SEP] framing from the objectives; the pooled "first" position is whatever token
+  the data pipeline put first (BERT's [CLS] when it frames).
+- The post-LN families get an embedding LayerNorm (BERT has one; GPT-1 does not): a Backbone rule, see
+  nn/backbone.py. Positions are learned absolute embeddings everywhere.
+- ELECTRA's λ is the `rtd` objective weight (default 50, the paper's). `settings.disc_weight` is used only when no
+  `rtd` weight is given; when both are given and differ, the weight wins and a warning is logged.
+- ELECTRA samples the generator's replacement with a torch.Generator seeded from a hash of the batch (its inputs and
+  targets), so training is reproducible across runs, resumes and ranks without state to checkpoint. The discriminator
+  never sees a gradient through the sample (it is a token id).
+- The discriminator's LM output bias exists (the Backbone always builds one) but is frozen: the discriminator has no
+  LM head.
+- SpanBERT with factorized embeddings (only if you override `embedding_size`): its SBO head then gets its own H -> E
+  projection before the tied matrix (the released code has E = H and none).
+- ALBERT keeps dropout 0.1 (ALBERT v1, the paper's main setting; the v2 checkpoints use 0).
+"""
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+import numbers
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .batch import Batch, IGNORE_INDEX
+from .families import family_spec
+from .nn import Backbone, ModelConfig, SequenceClassificationHead, SpanBoundaryHead, TokenClassificationHead
+from .nn.config import PRESETS, preset_config
+from .objectives import objective_module
+from .objectives.common import VocabInfo
+from .objectives.losses import LossOutput, output_matrix, run_backbone
+
+logger = logging.getLogger(__name__)
+
+__all__ = [
+    "TRAINED_FAMILIES", "LossOutput", "FamilyModel", "family_model_config", "build_model",
+    "resolve_objective_weights", "electra_generator_config", "albert_embedding_size",
+    "SpanBoundaryPredictionHead", "ReplacedTokenDetectionHead",
+]
+
+TRAINED_FAMILIES = ("gpt", "gpt2", "bert", "roberta", "albert", "spanbert", "electra", "unilm")
+
+# the objective whose token predictions give LossOutput.target_ids / target_nll (bits per byte, perplexity)
+MAIN_OBJECTIVE = {"gpt": "clm", "gpt2": "clm", "bert": "mlm", "roberta": "mlm", "albert": "mlm", "spanbert": "mlm",
+                  "electra": "mlm", "unilm": "cloze"}
+
+# objectives a family supports beyond families.py's list: name -> the Settings switch that must be on (and that turns
+# the objective on by default)
+OPTIONAL_OBJECTIVES = {"spanbert": {"nsp": "nsp"}, "unilm": {"nsp": "nsp"}}
+
+# objectives that need a batch-builder switch: (family, objective) -> the Settings field
+REQUIRED_SWITCH = {("bert", "nsp"): "nsp", ("albert", "sop"): "sop", ("spanbert", "nsp"): "nsp",
+                   ("unilm", "nsp"): "nsp"}
+
+ALBERT_EMBEDDING_SIZE = 128  # the paper's E at every size
+
+
+def _check_family(family) -> str:
+    if family not in TRAINED_FAMILIES:
+        raise ValueError(f"no trainable model for family {family!r} yet: choose one of {', '.join(TRAINED_FAMILIES)}")
+    return family
+
+
+def _default_settings(family: str, settings):
+    """`settings`, checked to be the family's Settings; None gives the paper defaults."""
+    module = objective_module(family)
+    if settings is None:
+        return module.Settings()
+    if not isinstance(settings, module.Settings):
+        raise ValueError(f"{family} needs the settings object of lab_models.objectives.{module.__name__.split('.')[-1]}"
+                         f".Settings, got {type(settings).__name__}")
+    return settings
+
+
+# ---------------------------------------------------------------------------------------------- model configs
+
+
+def albert_embedding_size(d_model: int) -> int:
+    """ALBERT's E for a width H: 128 (the paper) once H >= 512, else H / 4 but at least 16.
+
+    >>> [albert_embedding_size(h) for h in (64, 256, 512, 768)]
+    [16, 64, 128, 128]
+    """
+    return min(ALBERT_EMBEDDING_SIZE, max(16, d_model // 4))
+
+
+def segments_needed(family: str, settings) -> int:
+    """How many segment embeddings the family's batches need (0 = its segment ids are all 0 or absent)."""
+    if family in ("bert", "electra"):
+        return 2  # BERT's token types; ELECTRA's released configs keep BERT's two even without NSP
+    if family == "albert":
+        return 2
+    if family == "spanbert":
+        return 2 if settings.nsp else 0
+    if family == "unilm":
+        return 6 if settings.lm_segment_ids else 2
+    return 0  # gpt, gpt2, roberta: one stream
+
+
+def family_model_config(family: str, preset: str, vocab_size: int, *, settings=None, **overrides) -> ModelConfig:
+    """The preset's sizes with the family's structure; `overrides` (ModelConfig fields) win over both.
+
+    `settings` (the family's objective Settings; default: the paper's) decides what depends on the batch builder:
+    SpanBERT's segments (only with nsp) and UniLM's 6 per-mode segment ids. For ELECTRA this is the
+    discriminator's config; the generator's comes from `electra_generator_config` at `build_model`.
+
+    >>> cfg = family_model_config("albert", "tiny", 1000)
+    >>> cfg.norm, cfg.embedding_size, cfg.share_layers, cfg.n_segments
+    ('post', 16, True, 2)
+    """
+    family = _check_family(family)
+    if preset not in PRESETS:
+        raise ValueError(f"unknown preset {preset!r}: choose one of {', '.join(PRESETS)}")
+    settings = _default_settings(family, settings)
+    d_model = overrides.get("d_model", PRESETS[preset]["d_model"])
+    structure: dict = {"norm": "post", "n_segments": segments_needed(family, settings)}
+    if family == "gpt2":
+        structure["norm"] = "pre"
+    if family in ("bert", "roberta", "spanbert", "unilm"):
+        structure["lm_transform"] = True  # BERT's cls/predictions/transform
+    if family in ("bert", "albert", "spanbert", "electra", "unilm"):
+        structure["layer_norm_eps"] = 1e-12  # the released BERT/ALBERT/ELECTRA configs
+    if family == "albert":
+        if isinstance(d_model, bool) or not isinstance(d_model, int) or d_model < 1:
+            raise ValueError(f"d_model must be an integer >= 1, got {d_model!r}")
+        structure.update(embedding_size=albert_embedding_size(d_model), share_layers=True)
+    return preset_config(preset, vocab_size, **{**structure, **overrides})
+
+
+def electra_generator_config(discriminator: ModelConfig, fraction: float) -> ModelConfig:
+    """ELECTRA's generator: `fraction` of the discriminator's width (d_model, d_ff, heads), the same depth, reading
+    the discriminator's E-wide shared embeddings through a projection, with an MLM transform back to E.
+
+    >>> d = family_model_config("electra", "base", 30522)
+    >>> g = electra_generator_config(d, 0.25)
+    >>> g.d_model, g.n_heads, g.d_ff, g.embedding_size, g.n_layers
+    (192, 3, 768, 768, 12)
+    """
+    if isinstance(fraction, bool) or not isinstance(fraction, numbers.Real) or not 0 < fraction <= 1:
+        raise ValueError(f"generator_size_fraction must be in (0, 1], got {fraction!r}")
+    width = max(1, round(discriminator.d_model * fraction))
+    heads = max(1, min(width, round(discriminator.n_heads * fraction)))
+    while width % heads:  # each head needs an equal share of the width
+        heads -= 1
+    E = discriminator.embedding_width  # the shared tables' width
+    return dataclasses.replace(
+        discriminator, d_model=width, n_heads=heads, d_ff=max(1, round(discriminator.d_ff * fraction)),
+        embedding_size=None if width == E else E,  # the released code projects only when the widths differ
+        lm_transform=True,  # generator_predictions: dense to E, GeLU, LayerNorm, tied matrix, bias
+        share_layers=False,
+    )
+
+
+# ---------------------------------------------------------------------------------------------- objective weights
+
+
+def resolve_objective_weights(family: str, settings, objective_weights: dict | None) -> dict[str, float]:
+    """Every objective of the family with its weight: the given ones, the defaults for the rest (families.py, and
+    for the optional objectives 1.0 when their settings switch is on). Objectives whose batch-builder switch is off
+    get 0. ValueError for an unknown name, a weight that is not a finite number >= 0, or no positive weight."""
+    family = _check_family(family)
+    settings = _default_settings(family, settings)
+    if objective_weights is None:
+        objective_weights = {}
+    if not isinstance(objective_weights, dict):
+        raise ValueError(f"objective_weights must be a dict of objective name -> weight, got "
+                         f"{type(objective_weights).__name__}")
+    defaults = {spec.name: float(spec.weight) for spec in family_spec(family).objectives}
+    for name, switch in OPTIONAL_OBJECTIVES.get(family, {}).items():
+        defaults[name] = 1.0 if getattr(settings, switch) else 0.0
+    if family == "electra" and "rtd" not in objective_weights:
+        defaults["rtd"] = float(settings.disc_weight)
+    unknown = sorted(set(objective_weights) - set(defaults))
+    if unknown:
+        raise ValueError(f"{family} has no objective {', '.join(map(repr, unknown))}: its objectives are "
+                         f"{', '.join(defaults)}")
+    weights = dict(defaults)
+    for name, value in objective_weights.items():
+        if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) or value < 0:
+            raise ValueError(f"the weight of objective {name!r} must be a finite number >= 0, got {value!r}")
+        weights[name] = float(value)
+    for name in list(weights):
+        switch = REQUIRED_SWITCH.get((family, name))
+        if switch is not None and not getattr(settings, switch) and weights[name] > 0:
+            if name in objective_weights:
+                logger.info("%s: objective %s is off because settings.%s is False", family, name, switch)
+            weights[name] = 0.0
+    if family == "electra" and "rtd" in objective_weights and weights["rtd"] != float(settings.disc_weight):
+        logger.warning("electra: λ is the rtd objective weight %g; settings.disc_weight=%g is not used",
+                       weights["rtd"], settings.disc_weight)
+    if not any(w > 0 for w in weights.values()):
+        raise ValueError(f"every objective of {family} has weight 0: give at least one of {', '.join(weights)} a "
+                         f"positive weight")
+    return weights
+
+
+# ---------------------------------------------------------------------------------------------- heads
+
+
+class SpanBoundaryPredictionHead(nn.Module):
+    """SpanBERT's pair-target prediction: `SpanBoundaryHead` (H-vectors from the boundaries and the relative
+    position), then the backbone's tied (V, E) matrix and an output bias of its own (the released
+    `BertPairTargetPredictionHead`). `to_embedding` (H -> E) exists only when the embeddings are factorized."""
+
+    def __init__(self, config: ModelConfig, max_relative_position: int):
+        super().__init__()
+        self.boundary = SpanBoundaryHead(config.d_model, max_relative_position, config.layer_norm_eps)
+        self.to_embedding = None
+        if config.embedding_width != config.d_model:
+            self.to_embedding = nn.Linear(config.d_model, config.embedding_width)
+            nn.init.normal_(self.to_embedding.weight, std=0.02)
+            nn.init.zeros_(self.to_embedding.bias)
+        self.bias = nn.Parameter(torch.zeros(config.vocab_size))
+
+    def forward(self, hidden: torch.Tensor, left: torch.Tensor, right: torch.Tensor,
+                relative_position: torch.Tensor) -> torch.Tensor:
+        """(B, T, H) and (B, N) indices -> (B, N, H) span representations y (zeros where there is no target)."""
+        return self.boundary(hidden, left, right, relative_position)
+
+    def logits(self, backbone: Backbone, y: torch.Tensor) -> torch.Tensor:
+        """y (..., H) -> (..., V) through the backbone's output matrix (tied to the token embedding)."""
+        x = y if self.to_embedding is None else self.to_embedding(y)  # (..., E)
+        return F.linear(x, output_matrix(backbone), self.bias)
+
+
+class ReplacedTokenDetectionHead(nn.Module):
+    """ELECTRA's discriminator head (the released `discriminator_predictions`): dense H -> H, GeLU, one logit per
+    token ("was this token replaced?")."""
+
+    def __init__(self, d_model: int):
+        super().__init__()
+        self.dense = nn.Linear(d_model, d_model)
+        self.classifier = TokenClassificationHead(d_model, n_labels=1)
+        nn.init.normal_(self.dense.weight, std=0.02)
+        nn.init.zeros_(self.dense.bias)
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        """hidden (B, T, H) -> logits (B, T)."""
+        return self.classifier(F.gelu(self.dense(hidden))).squeeze(-1)
+
+
+def _borrow(owner: nn.Module, name: str, module: nn.Module | None) -> None:
+    """Make `owner.<name>` read `module` without registering it as a child of `owner`.
+
+    ELECTRA's generator uses the discriminator's embedding tables. Registering them twice would put each tensor in
+    the state dict under two names (safetensors' save_file refuses shared tensors, and a strict load would miss one).
+    Borrowed, each parameter has one name (under the discriminator), `parameters()` lists it once, `.to(device)` moves
+    it once, and the generator still reads it as `owner.<name>`.
+    """
+    owner._modules.pop(name, None)
+    object.__setattr__(owner, name, module)
+
+
+# ---------------------------------------------------------------------------------------------- the model
+
+
+class FamilyModel(nn.Module):
+    """One family's model: the backbone (ELECTRA: the discriminator), its heads, and (ELECTRA) the generator.
+
+    `model(batch)` and `model.loss(batch)` return the family's `LossOutput` (objectives/<family>.py: `loss`).
+    Attributes: family, model_config, settings, vocab, objective_weights (resolved: every objective, 0 = off),
+    backbone, heads (nn.ModuleDict by objective name: nsp, sop, sbo, rtd), generator and generator_config (ELECTRA).
+    """
+
+    def __init__(self, family: str, model_config: ModelConfig, settings, vocab: VocabInfo,
+                 objective_weights: dict[str, float]):
+        super().__init__()
+        self.family = family
+        self.model_config = model_config
+        self.settings = settings
+        self.vocab = vocab
+        self.objective_weights = dict(objective_weights)
+        self.backbone = Backbone(model_config)
+        self.heads = nn.ModuleDict()
+        self.generator: Backbone | None = None
+        self.generator_config: ModelConfig | None = None
+        w = self.objective_weights
+        H = model_config.d_model
+        for name in ("nsp", "sop"):
+            if w.get(name, 0.0) > 0:  # BERT's pooler + classifier on the first position
+                self.heads[name] = SequenceClassificationHead(H, 2, pool="first", dropout=model_config.dropout)
+        if w.get("sbo", 0.0) > 0:
+            self.heads["sbo"] = SpanBoundaryPredictionHead(model_config, settings.sbo_max_tokens)
+            if settings.sbo_skip_edge_spans:  # no span reaches the row edge: the "outside" vector is never read
+                self.heads["sbo"].boundary.outside.requires_grad_(False)
+        if family == "electra":
+            self._build_electra()
+        main = MAIN_OBJECTIVE[family]
+        if w[main] == 0 and family != "electra":  # nothing reaches the LM head: freeze it
+            for module in (self.backbone.lm_transform, self.backbone.lm_out):
+                if module is not None:
+                    module.requires_grad_(False)
+            self.backbone.lm_bias.requires_grad_(False)
+
+    def _build_electra(self) -> None:
+        w = self.objective_weights
+        self.generator_config = electra_generator_config(self.model_config, self.settings.generator_size_fraction)
+        self.generator = Backbone(self.generator_config)
+        shared = ("token", "positions", "segment", "norm")  # the released code's shared "electra/embeddings" scope
+        for name in shared:
+            _borrow(self.generator.embeddings, name, getattr(self.backbone.embeddings, name))
+        self.backbone.lm_bias.requires_grad_(False)  # the discriminator has no LM head
+        if w["rtd"] > 0:
+            self.heads["rtd"] = ReplacedTokenDetectionHead(self.model_config.d_model)
+        else:  # only the generator's MLM trains: freeze what only the discriminator would use
+            prefixes = tuple(f"embeddings.{name}" for name in shared)
+            for name, p in self.backbone.named_parameters():
+                if not name.startswith(prefixes):
+                    p.requires_grad_(False)
+        if w["mlm"] == 0:  # the generator still samples, without gradient; its own parameters stay as they are
+            self.generator.requires_grad_(False)
+
+    # ---- the interface ------------------------------------------------------------------------------------------
+
+    def forward(self, batch: Batch) -> LossOutput:
+        """The family's loss on `batch` (so that DDP's forward hooks run: call the wrapped model with the batch)."""
+        if not isinstance(batch, Batch):
+            raise ValueError(f"a FamilyModel takes a Batch (from the family's make_batch), got {type(batch).__name__}")
+        return objective_module(self.family).loss(self, batch)
+
+    def loss(self, batch: Batch) -> LossOutput:
+        """The weighted sum of the enabled objectives, their parts, and the main token objective's per-target NLL."""
+        return self(batch)
+
+    def num_parameters(self, trainable_only: bool = False) -> int:
+        """Distinct parameters: tied and shared tensors (ALBERT's block, ELECTRA's embeddings) count once."""
+        return sum(p.numel() for p in self.parameters() if p.requires_grad or not trainable_only)
+
+    # ---- helpers for evaluation, generation and tests -----------------------------------------------------------
+
+    @property
+    def lm_backbone(self) -> Backbone:
+        """The backbone whose LM head makes the family's token predictions (ELECTRA: the generator)."""
+        return self.generator if self.generator is not None else self.backbone
+
+    def hidden_states(self, batch: Batch) -> torch.Tensor:
+        """The main backbone's hidden states for `batch` (ELECTRA: the discriminator on the batch's inputs)."""
+        return run_backbone(self.backbone, batch)  # (B, T, H)
+
+    def target_logits(self, batch: Batch, positions: torch.Tensor | None = None) -> torch.Tensor:
+        """The vocabulary logits of the main token objective at `positions` ((B, T) bool; default: where
+        batch.targets != IGNORE_INDEX): (N, V) in row-major order. Row i of the batch predicts targets[b, i]
+        (a causal LM's row i predicts token i+1)."""
+        backbone = self.lm_backbone
+        hidden = run_backbone(backbone, batch)  # (B, T, H)
+        if positions is None:
+            positions = batch.targets != IGNORE_INDEX
+        return backbone.lm_logits(hidden, positions)  # (N, V)
+
+
+def build_model(family: str, model_config: ModelConfig, settings, vocab: VocabInfo,
+                objective_weights: dict[str, float] | None = None, *, seed: int | None = None) -> FamilyModel:
+    """The family's model, checked against its batch builder's settings and vocabulary.
+
+    settings: the family's objective Settings (None = the paper's). objective_weights: name -> weight, missing names
+    take their defaults (see `resolve_objective_weights`). seed: initialise from torch.manual_seed(seed) inside a
+    forked RNG (the global generator is left as it was); None draws from the global generator.
+    """
+    family = _check_family(family)
+    if not isinstance(model_config, ModelConfig):
+        raise ValueError(f"model_config must be a ModelConfig (see family_model_config), got "
+                         f"{type(model_config).__name__}")
+    settings = _default_settings(family, settings)
+    if not isinstance(vocab, VocabInfo):
+        raise ValueError(f"vocab must be a VocabInfo, got {type(vocab).__name__}")
+    if vocab.size > model_config.vocab_size:
+        raise ValueError(f"the vocabulary has {vocab.size} ids but the model only {model_config.vocab_size}: set "
+                         f"vocab_size >= {vocab.size}")
+    if model_config.decoder_layers or model_config.query_stream is not None or model_config.n_position_rows != 1:
+        raise ValueError(f"{family} is a one-stream model: decoder_layers must be 0, query_stream None and "
+                         f"n_position_rows 1")
+    needed = segments_needed(family, settings)
+    if needed and model_config.n_segments < needed:
+        raise ValueError(f"{family}'s batches carry segment ids 0..{needed - 1} but the model has "
+                         f"n_segments={model_config.n_segments}: build the config with family_model_config(..., "
+                         f"settings=...) or set n_segments={needed}")
+    weights = resolve_objective_weights(family, settings, objective_weights)
+    if seed is None:
+        return FamilyModel(family, model_config, settings, vocab, weights)
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise ValueError(f"seed must be an integer or None, got {seed!r}")
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return FamilyModel(family, model_config, settings, vocab, weights)

@@ -27,6 +27,9 @@ Deviations, stated where they happen:
   (pre-LN) does not. Keeping it for all post-LN models makes their first block see normalised inputs.
 - Pre-LN models scale the residual output projections' init by 1/sqrt(2 * n_layers) (GPT-2 §2.3); post-LN models
   use plain N(0, 0.02) (BERT).
+- Dropout (on the embeddings and after each residual branch) is `nn/dropout.py`'s: the same function as
+  `nn.Dropout`, with its CPU mask drawn from uniform numbers (cheaper than `bernoulli_`), so for a given seed the CPU
+  drops other elements than `nn.Dropout` would.
 """
 from __future__ import annotations
 
@@ -38,6 +41,7 @@ from torch import nn
 
 from .attention import AttentionMask, MultiHeadAttention, prepare_mask
 from .config import ModelConfig
+from .dropout import Dropout
 
 
 def init_weights(module: nn.Module) -> None:
@@ -84,7 +88,7 @@ class Block(nn.Module):
         self.cross_attn = MultiHeadAttention(config) if cross_attention else None
         self.ln_ff = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
         self.ff = FeedForward(config)
-        self.drop = nn.Dropout(config.dropout)
+        self.drop = Dropout(config.dropout)
 
     def forward(self, x: torch.Tensor, mask: AttentionMask, n_context: int | None = None,
                 memory: torch.Tensor | None = None, cross_mask: AttentionMask | None = None,
@@ -129,7 +133,7 @@ class Embeddings(nn.Module):
         self.positions = nn.ModuleList(nn.Embedding(config.max_positions, E) for _ in range(config.n_position_rows))
         self.segment = nn.Embedding(config.n_segments, E) if config.n_segments else None
         self.norm = nn.LayerNorm(E, eps=config.layer_norm_eps) if config.norm == "post" else nn.Identity()
-        self.drop = nn.Dropout(config.dropout)
+        self.drop = Dropout(config.dropout)
         self.project = nn.Identity() if config.embedding_size is None else nn.Linear(E, config.d_model)  # ALBERT
 
     def forward(self, token_vectors: torch.Tensor, position_ids: torch.Tensor,

@@ -27,6 +27,7 @@ from torch import nn
 
 from ..batch import IGNORE_INDEX
 from .backbone import init_weights
+from .dropout import Dropout
 
 POOLINGS = ("first", "last", "mean")
 
@@ -46,7 +47,7 @@ class SequenceClassificationHead(nn.Module):
             raise ValueError(f"d_model and n_classes must be >= 1, got {d_model} and {n_classes}")
         self.pool = pool
         self.dense = nn.Linear(d_model, d_model)
-        self.drop = nn.Dropout(dropout)
+        self.drop = Dropout(dropout)
         self.out = nn.Linear(d_model, n_classes)
         self.apply(init_weights)
 
@@ -76,7 +77,7 @@ class TokenClassificationHead(nn.Module):
         super().__init__()
         if n_labels < 1 or d_model < 1:
             raise ValueError(f"d_model and n_labels must be >= 1, got {d_model} and {n_labels}")
-        self.drop = nn.Dropout(dropout)
+        self.drop = Dropout(dropout)
         self.out = nn.Linear(d_model, n_labels)
         self.apply(init_weights)
 

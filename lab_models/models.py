@@ -21,6 +21,16 @@ Per family (the papers and their released code; every deviation is listed below)
     electra   post  2         discriminator at the preset; generator of a fraction    dense+GeLU+1 logit (rtd)
                               of its width, sharing token/position/segment embeddings
     unilm     post  2 (or 6)  BERT's; one model for all four attention modes          pooler+2-way (optional nsp)
+    xlnet     post  -         two streams sharing every weight, query starts at w;    -            (plm)
+                              tied LM head + bias, no transform
+    mpnet     post  -         two streams sharing every weight, query starts at its   -            (mplm)
+                              [MASK] slot; RoBERTa's LM head (transform + tied + bias)
+    mass      post  -         encoder-decoder, n_layers each, shared embeddings;      -            (seq2seq)
+                              tied LM head + bias, no transform
+    glm       pre   -         one stream, 2-D positions (a second position table);    -            (blank_infilling)
+                              tied LM head + bias, final LayerNorm
+    t5        pre   -         encoder-decoder, n_layers each, shared embeddings;      -            (span_corruption)
+                              tied LM head + bias, final LayerNorm on both sides
 
 Choices, per family:
 - GPT (Radford et al. 2018) is post-LN: LayerNorm after each residual add, no final LayerNorm. GPT-2 (Radford et al.
@@ -53,6 +63,27 @@ Choices, per family:
   (`TokenClassificationHead(n_labels=1)`). The discriminator is the model to keep; `model.backbone` is it.
 - UniLM (Dong et al. 2019): BERT's structure; all four modes share every parameter, the mask comes with the batch.
   2 segments, or 6 when `settings.lm_segment_ids` writes the released code's per-mode segment ids (0/1, 2, 3, 4/5).
+- XLNet (Yang et al. 2019): post-LN blocks (the released code's `post-attention` LayerNorm), LayerNorm eps 1e-12 as in
+  the released configs, GeLU. The content stream h and the query stream g run through the *same* blocks
+  (`Backbone.forward_two_stream`, `config.query_stream="learned"`): g starts from the learned vector w (the
+  released `mask_emb`) plus the position of its slot, and reads h under the query mask. The LM head is the released
+  `lm_loss`: the tied embedding matrix and a bias, no transform. The loss reads g at the target rows only. With
+  `settings.two_stream=False` the model has no query stream and no w (`query_stream=None`) and predicts from the
+  content stream: the leak demonstration (objectives/xlnet.py).
+- MPNet (Song et al. 2020): BERT/RoBERTa's structure (post-LN, embedding LayerNorm, RoBERTa's LM head: dense, GeLU,
+  LayerNorm, tied matrix, bias), LayerNorm eps 1e-5 as in the released mpnet-base config. Two streams sharing every
+  weight; in the default "mpnet" input mode the query stream starts from the embedding of its [MASK] slot at the
+  predicted token's position (`query_stream="token"`, the reference feeds the masked tokens twice). "xlnet" mode starts
+  it from a learned w (`query_stream="learned"`; see objectives/mpnet.py), "mlm" mode has one stream (`None`).
+- MASS (Song et al. 2019): the encoder-decoder of XLM, which MASS's code builds on: post-LN, an embedding LayerNorm,
+  LayerNorm eps 1e-12, GeLU, encoder and decoder of `n_layers` each (the paper: 6 and 6), one token/position table
+  shared by the encoder, the decoder and the output projection (XLM's `pred_layer`: tied matrix + bias).
+- GLM (Du et al. 2022): one stream with the Part A/B mask from the batch; Megatron's pre-LN blocks with a final
+  LayerNorm, GeLU, eps 1e-5; 2-D positions (`n_position_rows=2`: row 1 the Part A index, row 2 the index inside a
+  span, each with its own learned table, summed with the token vector). The output layer is the tied embedding
+  matrix ("a single linear layer for the output token prediction"), plus the backbone's bias.
+- T5 (Raffel et al. 2020): pre-LN encoder-decoder with a final LayerNorm on each side, `n_layers` each (T5-base: 12
+  and 12), LayerNorm eps 1e-6, one token table shared by the encoder, the decoder and the tied output projection.
 
 Objectives and weights: `objective_weights` maps objective names to weights (defaults: lab_models/families.py).
 A weight of 0 switches an objective off: it is not computed, its head is not built, and parameters that only it
@@ -77,6 +108,17 @@ Deviations, stated:
 - SpanBERT with factorized embeddings (only if you override `embedding_size`): its SBO head then gets its own H -> E
   projection before the tied matrix (the released code has E = H and none).
 - ALBERT keeps dropout 0.1 (ALBERT v1, the paper's main setting; the v2 checkpoints use 0).
+- XLNet: learned absolute positions instead of Transformer-XL's relative positional encodings (and no segment
+  recurrence, no relative segment encodings): the query stream's start is w plus the absolute position embedding of
+  its slot. An embedding LayerNorm (a Backbone rule for post-LN) that XLNet does not have.
+- MPNet and T5: learned absolute positions instead of relative position buckets (nn/backbone.py).
+- T5: LayerNorm (with mean and bias) instead of T5's RMS norm without bias; biases in every linear layer; GeLU in the
+  feed-forward instead of T5 v1.0's ReLU; no d_model^-0.5 rescaling of the decoder output before the tied projection
+  (T5 needs it because its embeddings start at std 1.0; the lab's start at 0.02). The lab's decoder starts with [BOS],
+  not with the pad token (objectives/t5.py).
+- MASS: no language embeddings (one language), learned positions (XLM's default too).
+- GLM: the output bias exists (the Backbone always builds one); Megatron's has none.
+- Encoder-decoder models share the *positions* table between encoder and decoder, as XLM (MASS) does; T5 has none.
 """
 from __future__ import annotations
 
@@ -101,15 +143,22 @@ logger = logging.getLogger(__name__)
 
 __all__ = [
     "TRAINED_FAMILIES", "LossOutput", "FamilyModel", "family_model_config", "build_model",
-    "resolve_objective_weights", "electra_generator_config", "albert_embedding_size",
+    "resolve_objective_weights", "electra_generator_config", "albert_embedding_size", "stream_structure",
     "SpanBoundaryPredictionHead", "ReplacedTokenDetectionHead",
 ]
 
-TRAINED_FAMILIES = ("gpt", "gpt2", "bert", "roberta", "albert", "spanbert", "electra", "unilm")
+TRAINED_FAMILIES = ("gpt", "gpt2", "bert", "roberta", "albert", "spanbert", "electra", "unilm", "xlnet", "mpnet",
+                    "mass", "glm", "t5")
 
 # the objective whose token predictions give LossOutput.target_ids / target_nll (bits per byte, perplexity)
 MAIN_OBJECTIVE = {"gpt": "clm", "gpt2": "clm", "bert": "mlm", "roberta": "mlm", "albert": "mlm", "spanbert": "mlm",
-                  "electra": "mlm", "unilm": "cloze"}
+                  "electra": "mlm", "unilm": "cloze", "xlnet": "plm", "mpnet": "mplm", "mass": "seq2seq",
+                  "glm": "blank_infilling", "t5": "span_corruption"}
+
+ENCODER_DECODER_FAMILIES = ("mass", "t5")
+
+# the released configs' LayerNorm eps (XLNet, XLM for MASS, mpnet-base, Megatron for GLM, T5); BERT's are set below
+LAYER_NORM_EPS = {"xlnet": 1e-12, "mpnet": 1e-5, "mass": 1e-12, "glm": 1e-5, "t5": 1e-6}
 
 # objectives a family supports beyond families.py's list: name -> the Settings switch that must be on (and that turns
 # the objective on by default)
@@ -161,7 +210,25 @@ def segments_needed(family: str, settings) -> int:
         return 2 if settings.nsp else 0
     if family == "unilm":
         return 6 if settings.lm_segment_ids else 2
-    return 0  # gpt, gpt2, roberta: one stream
+    return 0  # gpt, gpt2, roberta, xlnet, mpnet, mass, glm, t5: no segment embeddings
+
+
+def stream_structure(family: str, settings) -> dict:
+    """The backbone modes the family's batches need: `query_stream` (None, "learned" or "token"), `n_position_rows`
+    (1, or 2 for GLM) and `encoder_decoder` (decoder blocks, MASS and T5).
+
+    >>> from lab_models.objectives import xlnet
+    >>> stream_structure("xlnet", xlnet.Settings())["query_stream"], stream_structure("xlnet",
+    ...     xlnet.Settings(two_stream=False))["query_stream"]
+    ('learned', None)
+    """
+    query_stream = None
+    if family == "xlnet" and settings.two_stream:
+        query_stream = "learned"  # XLNet's w
+    if family == "mpnet":
+        query_stream = {"mpnet": "token", "xlnet": "learned", "mlm": None}[settings.input_mode]
+    return {"query_stream": query_stream, "n_position_rows": 2 if family == "glm" else 1,
+            "encoder_decoder": family in ENCODER_DECODER_FAMILIES}
 
 
 def family_model_config(family: str, preset: str, vocab_size: int, *, settings=None, **overrides) -> ModelConfig:
@@ -191,6 +258,16 @@ def family_model_config(family: str, preset: str, vocab_size: int, *, settings=N
         if isinstance(d_model, bool) or not isinstance(d_model, int) or d_model < 1:
             raise ValueError(f"d_model must be an integer >= 1, got {d_model!r}")
         structure.update(embedding_size=albert_embedding_size(d_model), share_layers=True)
+    streams = stream_structure(family, settings)
+    structure.update(query_stream=streams["query_stream"], n_position_rows=streams["n_position_rows"])
+    if streams["encoder_decoder"]:  # as deep a decoder as the encoder (MASS 6 + 6, T5-base 12 + 12)
+        structure["decoder_layers"] = overrides.get("n_layers", PRESETS[preset]["n_layers"])
+    if family in ("glm", "t5"):
+        structure["norm"] = "pre"  # Megatron's (GLM) and T5's pre-LN blocks, with a final LayerNorm
+    if family in LAYER_NORM_EPS:
+        structure["layer_norm_eps"] = LAYER_NORM_EPS[family]
+    if family == "mpnet":
+        structure["lm_transform"] = True  # RoBERTa's LM head
     return preset_config(preset, vocab_size, **{**structure, **overrides})
 
 
@@ -401,18 +478,29 @@ class FamilyModel(nn.Module):
         return self.generator if self.generator is not None else self.backbone
 
     def hidden_states(self, batch: Batch) -> torch.Tensor:
-        """The main backbone's hidden states for `batch` (ELECTRA: the discriminator on the batch's inputs)."""
+        """The main backbone's hidden states for `batch` (ELECTRA: the discriminator on the batch's inputs). For the
+        two-stream and encoder-decoder families: `prediction_states`."""
+        if hasattr(objective_module(self.family), "prediction_states"):
+            return self.prediction_states(batch)
         return run_backbone(self.backbone, batch)  # (B, T, H)
 
+    def prediction_states(self, batch: Batch) -> torch.Tensor:
+        """The hidden states that predict `batch.targets`, aligned with them: (B, L, H) with L = targets.shape[1].
+        One stream: the LM backbone's output. Two streams (XLNet, MPNet): the query stream placed at the positions
+        it predicts (zeros where there is no target). Encoder-decoder (MASS, T5): the decoder's output."""
+        module = objective_module(self.family)
+        if hasattr(module, "prediction_states"):
+            return module.prediction_states(self, batch)
+        return run_backbone(self.lm_backbone, batch)  # (B, T, H)
+
     def target_logits(self, batch: Batch, positions: torch.Tensor | None = None) -> torch.Tensor:
-        """The vocabulary logits of the main token objective at `positions` ((B, T) bool; default: where
-        batch.targets != IGNORE_INDEX): (N, V) in row-major order. Row i of the batch predicts targets[b, i]
-        (a causal LM's row i predicts token i+1)."""
-        backbone = self.lm_backbone
-        hidden = run_backbone(backbone, batch)  # (B, T, H)
+        """The vocabulary logits of the main token objective at `positions` (a bool mask shaped like batch.targets;
+        default: where batch.targets != IGNORE_INDEX): (N, V) in row-major order. Row i predicts targets[b, i] (a
+        causal LM's row i predicts token i+1; an encoder-decoder's decoder row i predicts targets[b, i])."""
+        hidden = self.prediction_states(batch)  # (B, L, H)
         if positions is None:
             positions = batch.targets != IGNORE_INDEX
-        return backbone.lm_logits(hidden, positions)  # (N, V)
+        return self.lm_backbone.lm_logits(hidden, positions)  # (N, V)
 
 
 def build_model(family: str, model_config: ModelConfig, settings, vocab: VocabInfo,
@@ -433,9 +521,16 @@ def build_model(family: str, model_config: ModelConfig, settings, vocab: VocabIn
     if vocab.size > model_config.vocab_size:
         raise ValueError(f"the vocabulary has {vocab.size} ids but the model only {model_config.vocab_size}: set "
                          f"vocab_size >= {vocab.size}")
-    if model_config.decoder_layers or model_config.query_stream is not None or model_config.n_position_rows != 1:
-        raise ValueError(f"{family} is a one-stream model: decoder_layers must be 0, query_stream None and "
-                         f"n_position_rows 1")
+    streams = stream_structure(family, settings)
+    has = {"query_stream": model_config.query_stream, "n_position_rows": model_config.n_position_rows,
+           "encoder_decoder": model_config.decoder_layers > 0}
+    if has != streams:
+        wanted = (f"query_stream={streams['query_stream']!r}, n_position_rows={streams['n_position_rows']} and "
+                  f"decoder_layers {'> 0' if streams['encoder_decoder'] else '= 0'}")
+        raise ValueError(f"{family} with these settings needs {wanted}, but the model config has "
+                         f"query_stream={model_config.query_stream!r}, n_position_rows={model_config.n_position_rows} "
+                         f"and decoder_layers={model_config.decoder_layers}: build the config with "
+                         f"family_model_config(..., settings=...)")
     needed = segments_needed(family, settings)
     if needed and model_config.n_segments < needed:
         raise ValueError(f"{family}'s batches carry segment ids 0..{needed - 1} but the model has "

@@ -308,7 +308,8 @@ class _OneLineParser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     p = _OneLineParser(prog="python -m lab_models.train", description="Train one pretraining family headlessly.")
-    p.add_argument("--family", help="gpt, gpt2, bert, roberta, albert, spanbert, electra or unilm")
+    p.add_argument("--family", help="gpt, gpt2, bert, roberta, albert, spanbert, electra, unilm, xlnet, mpnet, "
+                                    "mass, glm or t5")
     p.add_argument("--out", required=True, help="the run folder")
     p.add_argument("--preset", default="tiny", help="tiny | small | medium | base (default tiny)")
     p.add_argument("--corpus", help="a built-in or imported corpus name, or a path (default: per preset)")
@@ -346,6 +347,36 @@ def _corpus_reference(name_or_path: str, corpus: Corpus) -> str:
     if corpus.source == "path":
         return str(Path(name_or_path).expanduser().resolve())
     return name_or_path
+
+
+def fit_row_length(family: str, settings, seq_len: int, max_positions: int, model_overrides: dict) -> dict:
+    """Check that a row of `seq_len` tokens fits the family's batches; returns `model_overrides`, with max_positions
+    raised where the batch builder lengthens rows.
+
+    - GLM adds a [MASK] and an [S] per span (Parts A and B) and MPNet one [MASK] slot per predicted token, so their
+      inputs are longer than seq_len (their position ids stay below seq_len). The backbone accepts no input longer
+      than max_positions, so max_positions is raised to fit (config.json records it under train.model), unless
+      --model max_positions was given: then too small is an error.
+    - T5 needs one sentinel per noise span (+1); the lab's tokenizers have vocab.NUM_LAB_SENTINELS.
+    """
+    module = objective_module(family)
+    longest = module.max_length(seq_len, settings) if hasattr(module, "max_length") else seq_len
+    if longest > max_positions:
+        if "max_positions" in model_overrides:
+            raise ValueError(f"{family} turns a {seq_len}-token row into up to {longest} inputs, more than "
+                             f"max_positions={max_positions}: pass --model max_positions={longest} or lower --seq-len")
+        logger.info("%s: max_positions raised from %d to %d (rows of %d tokens become up to %d inputs)", family,
+                    max_positions, longest, seq_len, longest)
+        model_overrides = {**model_overrides, "max_positions": longest}
+    if hasattr(module, "sentinels_needed"):
+        from lab_models.vocab import NUM_LAB_SENTINELS
+
+        needed = module.sentinels_needed(seq_len, settings)
+        if needed > NUM_LAB_SENTINELS:
+            raise ValueError(f"{family} corrupts a {seq_len}-token row with {needed} sentinels, but the lab's "
+                             f"tokenizers have {NUM_LAB_SENTINELS}: lower --seq-len or raise "
+                             f"mean_noise_span_length (--set mean_noise_span_length=...)")
+    return model_overrides
 
 
 def config_from_args(args) -> tuple[TrainConfig, Corpus]:
@@ -405,6 +436,7 @@ def config_from_args(args) -> tuple[TrainConfig, Corpus]:
     if seq_len > probe.max_positions:
         raise ValueError(f"--seq-len {seq_len} is longer than the model's {probe.max_positions} positions; lower it "
                          f"or pass --model max_positions={seq_len}")
+    model_overrides = fit_row_length(family, settings, seq_len, probe.max_positions, model_overrides)
     home = args.home
     corpus_name = args.corpus or defaults["corpus"]
     corpus = load_corpus(corpus_name, home=lab_home(home))

@@ -50,6 +50,10 @@ Deviations, stated:
   the document-level and sentence-level multi-task objectives (gMASK, sMASK) are not built here.
 - No [CLS] at the start and no <eos> (the lab adds no framing); the reference never masks its leading [CLS].
 - No segment ids: GLM has no segment embeddings, the 2-D positions tell Part A from Part B.
+
+The loss (`loss(model, batch)`, objective "blank_infilling"): one forward pass of the one stream with both position
+rows (the model has `n_position_rows=2`: a second learned position table is added for row 2), then cross-entropy at
+the Part B rows (sparse tied head). Part A carries no loss.
 """
 from __future__ import annotations
 
@@ -61,6 +65,7 @@ import torch
 from .. import masks
 from ..batch import IGNORE_INDEX, Batch, Example, collate
 from .common import BatchConfig
+from .losses import LossOutput, combine, run_backbone, sparse_token_loss
 
 CHOICES: tuple[str, ...] = ("spans", "shuffle")
 RULE = ("Part A (text with [MASK]s) sees all of Part A, never Part B; Part B ([S] + span) sees Part A and Part B "
@@ -224,3 +229,17 @@ def make_batch(token_ids, generator: torch.Generator, cfg: BatchConfig) -> Batch
     rows = list(token_ids)
     return collate([build_example(row, sample_choices(row, generator, cfg), generator, cfg) for row in rows],
                    pad_id=cfg.vocab.pad_id)
+
+
+def max_length(n: int, settings: Settings) -> int:
+    """The longest input an n-token row can become. k spans turn n tokens into n + 2k inputs (each span keeps one
+    [MASK] in Part A and gains an [S] in Part B); k is at most int(mask_ratio * n) (each span covers >= 1 token) and
+    at most ceil(n / 2) (spans need a gap between them). n=64 (defaults): 82."""
+    return n + 2 * min(max(1, int(settings.mask_ratio * n)), (n + 1) // 2)
+
+
+def loss(model, batch: Batch) -> LossOutput:
+    """blank_infilling: -log p(span tokens and [E] | Part A, the Part B tokens before them), at Part B's rows."""
+    hidden = run_backbone(model.backbone, batch)  # (B, T, H)
+    part, target_ids, target_nll, _ = sparse_token_loss(model.backbone, hidden, batch.targets)
+    return combine(model.objective_weights, {"blank_infilling": part}, target_ids, target_nll)

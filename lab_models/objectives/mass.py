@@ -48,6 +48,11 @@ only says the start u is random, so the defaults are 0 and u is uniform over 0 .
 Deviations, stated: learned absolute positions (arange on the encoder side); no language embeddings; no sentence-start
 or end tokens around the text; one fragment per sentence (the reference's `restricted_mask_sent` can split the
 fragment into several segments with --lambda_span; its default is one).
+
+The loss (`loss(model, batch)`, objective "seq2seq"): the backbone's encoder-decoder mode. The encoder reads the
+corrupted text under the "encoder" mask; the decoder reads the decoder inputs at their positions under the causal
+"decoder" mask and the encoder output under the "cross" mask; cross-entropy of the decoder states against the fragment
+(sparse tied head, rows with a target only). T5 uses the same `decoder_states`.
 """
 from __future__ import annotations
 
@@ -58,6 +63,7 @@ import torch
 
 from ..batch import Batch, Example, collate
 from .common import BatchConfig, CorruptionRates, VocabInfo
+from .losses import LossOutput, combine, sparse_token_loss
 
 CHOICES: tuple[str, ...] = ("span",)
 RULE = ("encoder: bidirectional over the text with the fragment masked; decoder: causal over the fragment, "
@@ -173,3 +179,41 @@ def make_batch(token_ids, generator: torch.Generator, cfg: BatchConfig) -> Batch
     rows = list(token_ids)
     return collate([build_example(row, sample_choices(row, generator, cfg), generator, cfg) for row in rows],
                    pad_id=cfg.vocab.pad_id)
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# The encoder-decoder loss (T5 uses these too).
+
+ENCODER_DECODER_STREAMS = ("encoder", "decoder", "cross")
+
+
+def decoder_states(model, batch: Batch) -> torch.Tensor:
+    """Encode `input_ids`, then decode `decoder_input_ids` against the encoder output: (B, S, H), aligned with
+    `batch.targets`."""
+    missing = [k for k in ENCODER_DECODER_STREAMS if k not in batch.attention]
+    if missing or batch.decoder_input_ids is None or batch.decoder_position_ids is None:
+        raise ValueError(f"an encoder-decoder loss needs the streams encoder, decoder and cross and the decoder "
+                         f"inputs, but the batch has {sorted(batch.attention)}: was it built by another family's "
+                         f"batch builder?")
+    backbone = model.backbone
+    memory = backbone.encode(batch.input_ids, batch.attention["encoder"], batch.position_ids,
+                             batch.segment_ids)  # (B, T, H)
+    return backbone.decode(batch.decoder_input_ids, batch.attention["decoder"], batch.attention["cross"],
+                           batch.decoder_position_ids, memory)  # (B, S, H)
+
+
+def prediction_states(model, batch: Batch) -> torch.Tensor:
+    """The decoder states (B, S, H): row k predicts targets[:, k]."""
+    return decoder_states(model, batch)
+
+
+def sequence_to_sequence_loss(model, batch: Batch, objective: str) -> LossOutput:
+    """Cross-entropy of the decoder states against `batch.targets`, as the objective `objective`."""
+    hidden = decoder_states(model, batch)  # (B, S, H)
+    part, target_ids, target_nll, _ = sparse_token_loss(model.backbone, hidden, batch.targets)
+    return combine(model.objective_weights, {objective: part}, target_ids, target_nll)
+
+
+def loss(model, batch: Batch) -> LossOutput:
+    """seq2seq: -log p(x_u .. x_{v-1} | the text with x_u .. x_{v-1} masked), left to right in the decoder."""
+    return sequence_to_sequence_loss(model, batch, "seq2seq")

@@ -70,6 +70,15 @@ Deviations, stated:
 - Token-level permutation; the reference can permute whole words / n-grams (`--mask-whole-words`, `span_perm`).
 - num_predict is at least 1 (the reference, when round(0.15 n) == 0, predicts everything with loss weight 0).
 - No <s> prepended (the lab adds no framing).
+- "xlnet" mode: the query stream starts from the learned vector w at the predicted position (the model is built with
+  `query_stream="learned"`), where the reference feeds the [MASK] embedding. In that mode no [MASK] appears in the
+  content stream, so w plays exactly the part of a [MASK] embedding; the only difference is that w is not also the
+  output row of [MASK] in the tied vocabulary matrix. (The backbone's "token" start would read the token at the slot,
+  which in this mode is the target itself: the leakage test shows that leak.)
+
+The loss (`loss(model, batch)`, objective "mplm"): cross-entropy of the query stream at its target rows ("mpnet" and
+"xlnet" modes, through `xlnet.target_query_rows`), or of the one stream at the corrupted positions ("mlm"); the
+vocabulary head is RoBERTa's (dense, GeLU, LayerNorm, tied matrix, bias), projected only at the target rows.
 """
 from __future__ import annotations
 
@@ -79,7 +88,9 @@ import torch
 
 from ..batch import IGNORE_INDEX, Batch, Example, collate
 from .common import BatchConfig, CorruptionRates, VocabInfo, count_to_mask
-from .xlnet import check_length, check_num_predict, check_order
+from .losses import LossOutput, combine, run_backbone, sparse_token_loss
+from .xlnet import (check_length, check_num_predict, check_order, check_streams, run_query_stream,
+                    scatter_to_targets)
 
 CHOICES: tuple[str, ...] = ("order", "num_predict")
 RULE = ("each query sees the context, the tokens predicted before it, and the [MASK] slots of itself and later "
@@ -208,3 +219,39 @@ def make_batch(token_ids, generator: torch.Generator, cfg: BatchConfig) -> Batch
     rows = list(token_ids)
     return collate([build_example(row, sample_choices(row, generator, cfg), generator, cfg) for row in rows],
                    pad_id=cfg.vocab.pad_id)
+
+
+def two_streams(settings: Settings) -> bool:
+    """Whether `input_mode` builds two streams (mpnet, xlnet) or one (mlm)."""
+    return settings.input_mode != "mlm"
+
+
+def prediction_states(model, batch: Batch) -> torch.Tensor:
+    """The hidden states that predict `batch.targets`, aligned with them: (B, L, H) (L = n + b in "mpnet" mode).
+    Two streams: the query stream at the target positions (zeros elsewhere); "mlm": the one stream."""
+    two = two_streams(model.settings)
+    check_streams(batch, two, "mpnet")
+    if not two:
+        return run_backbone(model.backbone, batch)  # (B, T, H)
+    g, slots, _, kept = run_query_stream(model, batch)
+    return scatter_to_targets(batch, g, slots, kept)
+
+
+def loss(model, batch: Batch) -> LossOutput:
+    """mplm: -log p(x_{z_t} | x_{z_<t}, [MASK] slots of every predicted position) from the query stream ("mpnet"
+    and "xlnet" modes), or BERT's masked LM from the one stream ("mlm"); target rows only."""
+    two = two_streams(model.settings)
+    check_streams(batch, two, "mpnet")
+    if two:
+        g, _, targets, _ = run_query_stream(model, batch)  # (B, K, H), (B, K)
+        mplm, target_ids, target_nll, _ = sparse_token_loss(model.backbone, g, targets)
+    else:
+        hidden = run_backbone(model.backbone, batch)  # (B, T, H)
+        mplm, target_ids, target_nll, _ = sparse_token_loss(model.backbone, hidden, batch.targets)
+    return combine(model.objective_weights, {"mplm": mplm}, target_ids, target_nll)
+
+
+def max_length(n: int, settings: Settings) -> int:
+    """The longest input an n-token row becomes: n plus one [MASK] slot per predicted token in "mpnet" mode, n
+    otherwise. n=64 (defaults): 74."""
+    return n + (default_num_predict(n, settings.predict_rate) if settings.input_mode == "mpnet" else 0)

@@ -47,6 +47,9 @@ Deviations, stated:
   the end of the vocabulary, which is the same tokens.
 - If num_noise_spans would exceed the number of non-noise tokens (only for extreme settings, e.g. density 0.9), it is
   lowered so every segment stays positive; the reference would build an invalid segmentation there.
+
+The loss (`loss(model, batch)`, objective "span_corruption"): the backbone's encoder-decoder mode, as MASS's
+(`mass.decoder_states`): cross-entropy of the decoder states against the sentinel-delimited targets.
 """
 from __future__ import annotations
 
@@ -57,6 +60,8 @@ import torch
 from ..batch import Batch, Example, collate
 from .common import BatchConfig
 from .glm import check_spans
+from .losses import LossOutput
+from .mass import decoder_states, sequence_to_sequence_loss
 
 CHOICES: tuple[str, ...] = ("spans",)
 RULE = ("encoder: bidirectional over the text with each noise span replaced by a sentinel; decoder: causal over "
@@ -166,3 +171,21 @@ def make_batch(token_ids, generator: torch.Generator, cfg: BatchConfig) -> Batch
     rows = list(token_ids)
     return collate([build_example(row, sample_choices(row, generator, cfg), generator, cfg) for row in rows],
                    pad_id=cfg.vocab.pad_id)
+
+
+def sentinels_needed(n: int, settings: Settings) -> int:
+    """How many sentinels the longest corruption of an n-token row uses: one per noise span (+1 for the final one).
+    n=64 (the defaults): 3 spans -> 4; n=512: 26 spans -> 27."""
+    _, num_spans = noise_counts(n, settings.noise_density, settings.mean_noise_span_length)
+    return num_spans + (1 if settings.final_token == "sentinel" else 0)
+
+
+def prediction_states(model, batch: Batch) -> torch.Tensor:
+    """The decoder states (B, S, H): row k predicts targets[:, k]."""
+    return decoder_states(model, batch)
+
+
+def loss(model, batch: Batch) -> LossOutput:
+    """span_corruption: -log p(<extra_id_0> span_0 <extra_id_1> span_1 ... | the text with each span replaced by its
+    sentinel), left to right in the decoder."""
+    return sequence_to_sequence_loss(model, batch, "span_corruption")

@@ -52,6 +52,12 @@ Deviations from the paper, stated:
 - Targets are the last num_predict positions of a token-level order (the paper's §2.3). The official code instead picks
   targets by span-based masking (`_sample_mask`) inside permutation blocks; that is not implemented.
 - No [SEP]/[CLS] framing and no two-segment input (the lab's objectives add no framing).
+
+The loss (`loss(model, batch)`, objective "plm"): cross-entropy of the query stream g at the target rows, projected
+with the tied embedding matrix and a bias (XLNet's `lm_loss`). Only the query rows that carry a target go through the
+model (`target_query_rows`): the others never reach a loss, and the content stream h, which every query row reads, is
+computed in full anyway. With `two_stream=False` the batch has one "self" stream and the content stream itself
+predicts: the leak. `model.target_logits(batch)` gives the logits of the same rows, aligned with `batch.targets`.
 """
 from __future__ import annotations
 
@@ -62,6 +68,7 @@ import torch
 
 from ..batch import IGNORE_INDEX, Batch, Example, collate
 from .common import BatchConfig
+from .losses import LossOutput, combine, run_backbone, sparse_token_loss
 
 CHOICES: tuple[str, ...] = ("order", "num_predict")
 RULE = ("content: i sees j iff rank(j) ≤ rank(i); query: i sees j iff rank(j) < rank(i); "
@@ -195,3 +202,90 @@ def make_batch(token_ids, generator: torch.Generator, cfg: BatchConfig) -> Batch
     rows = list(token_ids)
     return collate([build_example(row, sample_choices(row, generator, cfg), generator, cfg) for row in rows],
                    pad_id=cfg.vocab.pad_id)
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# The two-stream loss (MPNet uses these too).
+
+
+def target_query_rows(batch: Batch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The query-stream rows that carry a target, compacted to the front of each example.
+
+    Query row r of example b sits at input position `query_slots[b, r]` and predicts `targets[b, query_slots[b, r]]`.
+    Rows without a target (XLNet's context positions, padding) are dropped, so the query stream runs on
+    K = max(targets per example) rows instead of Q. `collate` points padded query rows at slot 0, and the slots of one
+    example are distinct, so a repeated slot 0 is padding and is dropped too.
+
+    Returns (slots (B, K) long, query mask (B, K, T) bool, targets (B, K) long, kept (B, K) bool). Filler rows
+    (kept False) sit at slot 0 with an empty mask and target IGNORE_INDEX; the backbone zeroes their attention output.
+
+    Example: the worked example above (targets at positions 0 and 1, query_slots 0..5) keeps query rows 0 and 1,
+    slots [[0, 1]], targets [[New, York]].
+    """
+    if batch.query_slots is None or "query" not in batch.attention or "content" not in batch.attention:
+        raise ValueError(f"a two-stream loss needs the 'content' and 'query' streams and query_slots, but the batch "
+                         f"has {sorted(batch.attention)}: was it built by another family's batch builder?")
+    slots = batch.query_slots  # (B, Q)
+    query = batch.attention["query"]  # (B, Q, T)
+    T = query.shape[2]
+    targets = batch.targets.gather(1, slots)  # (B, Q): what each query row predicts
+    at_zero = slots == 0
+    repeated = at_zero & (torch.cumsum(at_zero.long(), dim=1) > 1)  # (B, Q): padding's repeats of slot 0
+    keep = (targets != IGNORE_INDEX) & ~repeated  # (B, Q)
+    K = max(1, int(keep.sum(dim=1).max()))  # at least one row, so the query stream is always in the graph
+    order = torch.argsort((~keep).to(torch.int8), dim=1, stable=True)[:, :K]  # (B, K): kept rows first, in order
+    kept = keep.gather(1, order)  # (B, K)
+    slots_k = torch.where(kept, slots.gather(1, order), torch.zeros_like(order))  # (B, K)
+    mask_k = query.gather(1, order.unsqueeze(-1).expand(-1, -1, T)) & kept.unsqueeze(-1)  # (B, K, T)
+    targets_k = torch.where(kept, targets.gather(1, order), torch.full_like(order, IGNORE_INDEX))  # (B, K)
+    return slots_k, mask_k, targets_k, kept
+
+
+def run_query_stream(model, batch: Batch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Both streams, the query stream on the target rows only: (g (B, K, H), slots, targets, kept), each (B, K)."""
+    slots, query_mask, targets, kept = target_query_rows(batch)
+    _, g = model.backbone.forward_two_stream(batch.input_ids, batch.attention["content"], query_mask,
+                                             batch.position_ids, slots, batch.segment_ids)  # (B, T, H), (B, K, H)
+    return g, slots, targets, kept
+
+
+def scatter_to_targets(batch: Batch, g: torch.Tensor, slots: torch.Tensor, kept: torch.Tensor) -> torch.Tensor:
+    """Query-stream rows (B, K, H) put at the input positions whose targets they predict: (B, T, H), 0 elsewhere."""
+    B, T = batch.targets.shape
+    out = g.new_zeros(B, T, g.shape[-1])  # (B, T, H)
+    rows = torch.arange(B, device=g.device).unsqueeze(1).expand_as(slots)  # (B, K)
+    out[rows[kept], slots[kept]] = g[kept]
+    return out
+
+
+def check_streams(batch: Batch, two_stream: bool, family: str) -> None:
+    """ValueError when the batch's streams do not match what the model was built for."""
+    has_query = "query" in batch.attention
+    if has_query != two_stream:
+        got = "two streams (content, query)" if has_query else f"the streams {sorted(batch.attention)}"
+        raise ValueError(f"this {family} model reads {'two streams' if two_stream else 'one stream'} but the batch "
+                         f"has {got}: build the model and the batches from the same settings")
+
+
+def prediction_states(model, batch: Batch) -> torch.Tensor:
+    """The hidden states that predict `batch.targets`, aligned with them: (B, T, H). Two streams: the query stream at
+    the target positions (zeros elsewhere); `two_stream=False`: the content stream."""
+    check_streams(batch, model.settings.two_stream, "xlnet")
+    if not model.settings.two_stream:
+        return run_backbone(model.backbone, batch)  # (B, T, H)
+    g, slots, _, kept = run_query_stream(model, batch)
+    return scatter_to_targets(batch, g, slots, kept)
+
+
+def loss(model, batch: Batch) -> LossOutput:
+    """plm: -log p(x_{z_t} | x_{z_<t}) for the last num_predict positions of the order, read from the query stream
+    (sparse tied head, target rows only). With `two_stream=False` it is read from the content stream instead: every
+    target then sees its own token, and the loss collapses towards 0 while nothing is learned (the leak)."""
+    check_streams(batch, model.settings.two_stream, "xlnet")
+    if model.settings.two_stream:
+        g, _, targets, _ = run_query_stream(model, batch)  # (B, K, H), (B, K)
+        plm, target_ids, target_nll, _ = sparse_token_loss(model.backbone, g, targets)
+    else:
+        hidden = run_backbone(model.backbone, batch)  # (B, T, H): the content stream, which sees each target
+        plm, target_ids, target_nll, _ = sparse_token_loss(model.backbone, hidden, batch.targets)
+    return combine(model.objective_weights, {"plm": plm}, target_ids, target_nll)

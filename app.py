@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import signal
 
 from app.main import build_app, launch_kwargs
 
@@ -20,12 +21,21 @@ def parse_args(argv=None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+def _shut_down_like_ctrl_c(signum, frame):
+    """SIGTERM (`kill`, a service manager) ends the server as Ctrl-C does, so the job manager is closed too."""
+    raise KeyboardInterrupt
+
+
 def main(argv=None) -> None:
     args = parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     demo = build_app(args.home)
-    demo.queue(default_concurrency_limit=4)
-    demo.launch(server_name=args.host, server_port=args.port, share=False, **launch_kwargs())
+    signal.signal(signal.SIGTERM, _shut_down_like_ctrl_c)
+    try:
+        demo.queue(default_concurrency_limit=4)
+        demo.launch(server_name=args.host, server_port=args.port, share=False, **launch_kwargs())
+    finally:
+        demo.lab_jobs.close()  # running trainers checkpoint and end "stopped" (resumable); none outlive the server
 
 
 if __name__ == "__main__":

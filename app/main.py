@@ -1,6 +1,8 @@
 """Builds the Pretraining Lab page: a header with the compute device, then one tab per view that works.
 
-`build_app(home)` returns the `gr.Blocks`; `app.py` launches it. Tabs: Corpora, Tokenizer Lab, Mask Explorer.
+`build_app(home)` returns the `gr.Blocks`; `app.py` launches it. Tabs: Mask Explorer (drawn on load), Train, Tokenizer
+Lab, Corpora. The app's one training `JobManager` is created here and kept as `demo.lab_jobs`; whoever launches the
+app closes it at exit (`demo.lab_jobs.close()` stops the running trainers cleanly, with a checkpoint).
 """
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ import gradio as gr
 
 from lab_models import api
 
-from . import corpora_tab, mask_explorer_tab, tokenizer_tab
+from . import corpora_tab, mask_explorer_tab, tokenizer_tab, train_tab
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
 TITLE = "Pretraining Lab"
@@ -25,21 +27,34 @@ def header_html() -> str:
 
 
 def build_app(home=None) -> gr.Blocks:
-    """The whole page, bound to one lab home (default: $PRETRAINING_LAB_HOME or ~/.pretraining-lab)."""
+    """The whole page, bound to one lab home (default: $PRETRAINING_LAB_HOME or ~/.pretraining-lab).
+
+    Creates the app's training job manager (`demo.lab_jobs`); call its `close()` when the server stops.
+    """
     home = api.lab_home(home)
     corpus_choices = api.list_corpora(home=home)
-    with gr.Blocks(title=TITLE) as demo:
-        gr.HTML(header_html())
-        with gr.Tabs():
-            with gr.Tab("Mask Explorer", id="mask-explorer"):
-                draw, explorer_inputs, explorer_outputs, explorer_handler = mask_explorer_tab.build(home)
-            with gr.Tab("Tokenizer Lab", id="tokenizer-lab"):
-                tokenizer_components = tokenizer_tab.build(home, corpus_choices)
-            with gr.Tab("Corpora", id="corpora"):
-                corpus_dropdown, imported, corpora_view = corpora_tab.build(home, corpus_choices)
-        imported.then(corpora_view.refresh, tokenizer_components["corpus"], tokenizer_components["corpus"],
-                      api_name="refresh_tokenizer_corpora")
-        demo.load(explorer_handler, explorer_inputs, explorer_outputs, api_name="explore_masks_on_load")
+    jobs = api.create_job_manager(home)
+    try:
+        with gr.Blocks(title=TITLE) as demo:
+            gr.HTML(header_html())
+            with gr.Tabs():
+                with gr.Tab("Mask Explorer", id="mask-explorer"):
+                    draw, explorer_inputs, explorer_outputs, explorer_handler = mask_explorer_tab.build(home)
+                with gr.Tab("Train", id="train"):
+                    train = train_tab.build(home, jobs, corpus_choices)
+                with gr.Tab("Tokenizer Lab", id="tokenizer-lab"):
+                    tokenizer_components = tokenizer_tab.build(home, corpus_choices)
+                with gr.Tab("Corpora", id="corpora"):
+                    corpus_dropdown, imported, corpora_view = corpora_tab.build(home, corpus_choices)
+            imported.then(corpora_view.refresh, tokenizer_components["corpus"], tokenizer_components["corpus"],
+                          api_name="refresh_tokenizer_corpora")
+            imported.then(train.view.refresh_corpora, train.corpus, train.corpus, api_name="refresh_train_corpora")
+            demo.load(explorer_handler, explorer_inputs, explorer_outputs, api_name="explore_masks_on_load")
+            demo.load(*train.load, api_name="list_runs_on_load", show_progress="hidden")
+    except BaseException:
+        jobs.close()
+        raise
+    demo.lab_jobs = jobs
     return demo
 
 

@@ -110,7 +110,7 @@ from . import runs as _runs  # noqa: E402
 
 JobManager = _jobs.JobManager
 RunStore = _jobs.RunStore
-TRAINABLE_FAMILIES = ("gpt", "gpt2", "bert", "roberta", "albert", "spanbert", "electra", "unilm")
+from .models import TRAINED_FAMILIES as TRAINABLE_FAMILIES  # noqa: E402  (the families with a model and a loss)
 TRAINING_PRESETS = _jobs.PRESETS
 TRAINING_DEVICES = _jobs.DEVICES
 __all__ += [

@@ -33,3 +33,12 @@ def running_app(lab_home_dir):
                 **launch_kwargs())
     yield f"http://127.0.0.1:{port}/", demo
     demo.close()
+
+
+@pytest.fixture(scope="session")
+def lab_jobs(running_app):
+    """The running app's training job manager (`demo.lab_jobs`). Closed at the end of the session, before the app
+    itself, so that no trainer outlives the tests (closing stops them with a checkpoint)."""
+    _, demo = running_app
+    yield demo.lab_jobs
+    demo.lab_jobs.close(timeout=20)

@@ -1,0 +1,230 @@
+"""Plotly figures, HTML and pandas tables for the Train tab: loss curves, the progress bar, the runs table.
+
+Presentation only: every number drawn here is a row of a run's metrics.jsonl or a field of `api.training_status` /
+`api.list_runs`. A metrics row looks like {"split": "train", "step": 3, "loss": 6.99, "losses": {"mlm": 6.29,
+"nsp": 0.70}, "tokens_per_s": 1431.0, ...}; evaluation rows have "split": "val" and may carry "bits_per_byte".
+"""
+from __future__ import annotations
+
+import html
+import math
+
+import pandas as pd
+import plotly.graph_objects as go
+
+MAX_POINTS = 600  # per line: enough for a smooth curve, small enough to resend every 1.5 s
+TOTAL_COLOR = "#0f172a"
+VAL_COLOR = "#dc2626"
+OBJECTIVE_COLORS = ("#2563eb", "#16a34a", "#d97706", "#7c3aed", "#0891b2", "#db2777")
+RUN_COLORS = ("#2563eb", "#dc2626", "#16a34a", "#d97706", "#7c3aed", "#0891b2", "#db2777", "#4b5563")
+STATE_COLORS = {"queued": "#94a3b8", "running": "#2563eb", "finished": "#16a34a", "stopped": "#d97706",
+                "failed": "#dc2626"}
+COMPARE_METRICS = {"loss": "train loss", "val_loss": "validation loss", "val_bits_per_byte": "validation bits/byte"}
+RUNS_COLUMNS = ["run id", "family", "preset", "corpus", "state", "step / total", "loss", "val loss", "val bits/byte",
+                "tokens/s"]
+
+
+def _finite(value) -> float | None:
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        return None
+    return value if math.isfinite(value) else None
+
+
+def split_rows(rows: list[dict]) -> tuple[list[dict], list[dict]]:
+    """(train rows, val rows), each sorted by step with one row per step (a resumed run's later row wins).
+
+    >>> split_rows([{"step": 2, "loss": 1.0}, {"step": 1, "loss": 2.0}, {"split": "val", "step": 2, "loss": 1.5}])
+    ([{'step': 1, 'loss': 2.0}, {'step': 2, 'loss': 1.0}], [{'split': 'val', 'step': 2, 'loss': 1.5}])
+    """
+    train: dict[int, dict] = {}
+    val: dict[int, dict] = {}
+    for row in rows:
+        step = row.get("step")
+        if not isinstance(step, (int, float)) or isinstance(step, bool):
+            continue
+        (val if row.get("split") == "val" else train)[int(step)] = row
+    return [train[s] for s in sorted(train)], [val[s] for s in sorted(val)]
+
+
+def thin(rows: list, max_points: int = MAX_POINTS) -> list:
+    """Every k-th row so that at most about `max_points` remain, always keeping the last one.
+
+    >>> thin(list(range(10)), 4)
+    [0, 3, 6, 9]
+    """
+    if len(rows) <= max_points:
+        return list(rows)
+    stride = math.ceil(len(rows) / max_points)
+    kept = rows[::stride]
+    return kept if kept[-1] is rows[-1] else kept + [rows[-1]]
+
+
+def _empty_figure(message: str, height: int) -> go.Figure:
+    figure = go.Figure()
+    figure.add_annotation(text=message, showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper",
+                          font={"size": 14, "color": "#64748b"})
+    figure.update_layout(height=height, template="plotly_white", margin={"l": 50, "r": 20, "t": 40, "b": 40},
+                         xaxis={"visible": False}, yaxis={"visible": False})
+    return figure
+
+
+def loss_figure(rows: list[dict], *, title: str = "", height: int = 380) -> go.Figure:
+    """The live loss curve of one run: total train loss, one dotted line per objective (when there are several)
+    and the validation loss as points. x = step."""
+    train, val = split_rows(rows)
+    if not train and not val:
+        return _empty_figure("No metrics yet: the curve appears after the first logged step.", height)
+    figure = go.Figure()
+    train = thin(train)
+    steps = [row["step"] for row in train]
+    figure.add_trace(go.Scatter(x=steps, y=[_finite(row.get("loss")) for row in train], mode="lines",
+                                name="train loss (total)", line={"color": TOTAL_COLOR, "width": 2}))
+    objectives = []
+    for row in train:
+        for name in (row.get("losses") or {}):
+            if name not in objectives:
+                objectives.append(name)
+    if len(objectives) > 1:
+        for index, name in enumerate(objectives):
+            figure.add_trace(go.Scatter(
+                x=steps, y=[_finite((row.get("losses") or {}).get(name)) for row in train], mode="lines",
+                name=f"train {name}", line={"color": OBJECTIVE_COLORS[index % len(OBJECTIVE_COLORS)], "width": 1.5,
+                                            "dash": "dot"}))
+    if val:
+        figure.add_trace(go.Scatter(x=[row["step"] for row in val], y=[_finite(row.get("loss")) for row in val],
+                                    mode="lines+markers", name="validation loss",
+                                    line={"color": VAL_COLOR, "width": 1, "dash": "dash"},
+                                    marker={"size": 9, "color": VAL_COLOR, "symbol": "diamond"}))
+    figure.update_layout(
+        title={"text": title, "x": 0.01, "font": {"size": 14}}, height=height, template="plotly_white",
+        xaxis_title="step", yaxis_title="loss (nats per target)", hovermode="x unified",
+        legend={"orientation": "h", "yanchor": "bottom", "y": 1.02, "xanchor": "right", "x": 1},
+        margin={"l": 60, "r": 20, "t": 70, "b": 50}, uirevision=title or "loss")
+    return figure
+
+
+def compare_figure(curves: dict[str, list[dict]], metric: str = "loss", *, height: int = 380) -> go.Figure:
+    """Overlay the runs in `curves` (run id -> metrics rows): x = step, y = `metric` (a key of COMPARE_METRICS)."""
+    if metric not in COMPARE_METRICS:
+        raise ValueError(f"Unknown metric {metric!r}: choose one of {', '.join(COMPARE_METRICS)}.")
+    if not curves:
+        return _empty_figure("Pick runs under the runs table to overlay their curves.", height)
+    figure = go.Figure()
+    for index, (run_id, rows) in enumerate(curves.items()):
+        train, val = split_rows(rows)
+        if metric == "loss":
+            points, key, mode = thin(train), "loss", "lines"
+        else:
+            points, key, mode = val, ("loss" if metric == "val_loss" else "bits_per_byte"), "lines+markers"
+        figure.add_trace(go.Scatter(x=[row["step"] for row in points], y=[_finite(row.get(key)) for row in points],
+                                    mode=mode, name=run_id, line={"color": RUN_COLORS[index % len(RUN_COLORS)]}))
+    figure.update_layout(
+        height=height, template="plotly_white", xaxis_title="step", yaxis_title=COMPARE_METRICS[metric],
+        legend={"orientation": "h", "yanchor": "top", "y": -0.2, "xanchor": "left", "x": 0},
+        margin={"l": 60, "r": 20, "t": 30, "b": 50}, uirevision=metric)
+    return figure
+
+
+def format_duration(seconds) -> str:
+    """A short human duration.
+
+    >>> format_duration(42), format_duration(190), format_duration(7260), format_duration(None)
+    ('42 s', '3 min 10 s', '2 h 01 min', '—')
+    """
+    seconds = _finite(seconds)
+    if seconds is None or seconds < 0:
+        return "—"
+    seconds = int(round(seconds))
+    if seconds < 60:
+        return f"{seconds} s"
+    if seconds < 3600:
+        return f"{seconds // 60} min {seconds % 60} s"
+    return f"{seconds // 3600} h {seconds % 3600 // 60:02d} min"
+
+
+def state_label(summary: dict) -> str:
+    """'queued (position 2)', 'running', 'stopping…', 'finished', 'stopped (interrupted)', 'failed', ..."""
+    state = summary.get("state") or "unknown"
+    if state == "queued" and summary.get("queue_position"):
+        return f"queued (position {summary['queue_position']})"
+    if state == "running" and summary.get("stopping"):
+        return "stopping…"
+    if state == "stopped" and summary.get("interrupted"):
+        return "stopped (interrupted)"
+    return state
+
+
+def progress_html(summary: dict | None) -> str:
+    """A progress bar with step / total, tokens/s and ETA, coloured by state."""
+    if not summary:
+        return ('<div class="train-progress train-idle"><div class="train-progress-head">'
+                '<span class="train-state">no run selected</span><span>press Start, or pick a run below</span>'
+                '</div><div class="train-bar"><div class="train-bar-fill" style="width:0%"></div></div></div>')
+    state = summary.get("state") or "unknown"
+    step = int(summary.get("step") or 0)
+    total = summary.get("total_steps")
+    fraction = min(1.0, step / total) if total else 0.0
+    if state == "finished":
+        fraction = 1.0
+    tokens = _finite(summary.get("tokens_per_s"))
+    parts = [f'<span class="train-state">{html.escape(state_label(summary))}</span>',
+             f"<span>step <b>{step:,}</b> / {f'{int(total):,}' if total else '?'} ({fraction:.0%})</span>",
+             f"<span>{f'{tokens:,.0f}' if tokens is not None else '—'} tokens/s</span>"]
+    if state == "running":
+        parts.append(f"<span>ETA {format_duration(summary.get('eta_s'))}</span>")
+    color = STATE_COLORS.get(state, "#64748b")
+    return (f'<div class="train-progress train-{html.escape(state)}" data-state="{html.escape(state)}">'
+            f'<div class="train-progress-head">{"".join(parts)}</div>'
+            f'<div class="train-bar" role="progressbar" aria-valuemin="0" aria-valuemax="{int(total or 0)}" '
+            f'aria-valuenow="{step}"><div class="train-bar-fill" style="width:{fraction * 100:.1f}%;'
+            f'background:{color}"></div></div></div>')
+
+
+def status_markdown(summary: dict | None, log_tail: str = "") -> str:
+    """The run's id, state, message and last losses; for a failed run, the message and the end of its log."""
+    if not summary:
+        return "No run selected."
+    lines = [f"**Run** `{summary.get('run_id')}` · {summary.get('family') or '?'} · preset "
+             f"{summary.get('preset') or '?'} · corpus {summary.get('corpus') or 'preset default'} · "
+             f"device {summary.get('device') or 'auto'} — **{state_label(summary)}**"]
+    losses = summary.get("losses") or {}
+    numbers = []
+    if _finite(summary.get("loss")) is not None:
+        numbers.append(f"loss **{summary['loss']:.4f}**")
+    if len(losses) > 1:
+        numbers += [f"{name} {value:.4f}" for name, value in losses.items() if _finite(value) is not None]
+    if _finite(summary.get("val_loss")) is not None:
+        numbers.append(f"val loss **{summary['val_loss']:.4f}**")
+    if _finite(summary.get("val_bits_per_byte")) is not None:
+        numbers.append(f"val bits/byte **{summary['val_bits_per_byte']:.3f}**")
+    if numbers:
+        lines.append(" · ".join(numbers))
+    message = (summary.get("message") or "").strip()
+    if summary.get("state") == "failed":
+        lines.append(f"**The run failed:** {message or 'no message'}")
+        if log_tail:
+            lines.append("End of its log:\n\n```text\n" + log_tail.replace("```", "'''") + "\n```")
+    elif message and message not in (summary.get("state"), "queued", "training"):
+        lines.append(f"_{message}_")
+    return "\n\n".join(lines)
+
+
+def _fmt(value, digits: int) -> str:
+    value = _finite(value)
+    return "" if value is None else f"{value:.{digits}f}"
+
+
+def runs_table(rows: list[dict]) -> pd.DataFrame:
+    """One row per run (newest first) with the RUNS_COLUMNS; numbers formatted as text so blanks stay blank."""
+    records = []
+    for row in rows:
+        total = row.get("total_steps")
+        tokens = _finite(row.get("tokens_per_s"))
+        records.append([row.get("run_id"), row.get("family") or "", row.get("preset") or "",
+                        row.get("corpus") or "(preset default)", state_label(row),
+                        f"{int(row.get('step') or 0)} / {int(total) if total else '?'}",
+                        _fmt(row.get("loss"), 4), _fmt(row.get("val_loss"), 4), _fmt(row.get("val_bits_per_byte"), 3),
+                        f"{tokens:,.0f}" if tokens is not None else ""])
+    return pd.DataFrame(records, columns=RUNS_COLUMNS)

@@ -1,0 +1,368 @@
+"""Train tab: start, watch, stop and resume pretraining runs, and compare their curves.
+
+Every run is a `python -m lab_models.train` worker process queued by the app's one `JobManager` (lab_models/jobs.py),
+so training never blocks the page. The handlers below only translate the controls into `lab_models.api` calls and
+draw what the run folders say (app/train_figures.py); the equivalent CLI command is shown so a run can be repeated
+headlessly.
+
+Endpoints (every event has an `api_name`, so `gradio_client` can drive the tab):
+* `/start_training`, `/training_command`: inputs (family, preset, corpus, tokenizer, steps, seed, device, settings,
+  on_1, weight_1, ..., on_4, weight_4). Row k is the k-th objective of the family (`api.family(f).objectives`);
+  rows past the family's objectives are ignored. `corpus` "" = the preset's corpus, `tokenizer` "" = the family's
+  own, `steps` 0 = the preset's (a blank Number reads 0 in the page). `settings` is a table (setting, value,
+  default): rows whose value differs from the default are passed on (`api.family_settings`). `/start_training`
+  returns the new run id.
+* `/show_run`, `/stop_run`, `/resume_run`: input a run id; return the progress bar, the status, the loss curve, the
+  log tail and the raw status (a dict with state, step, total_steps, ..., metric_rows).
+* `/list_runs`: the runs table (and the choices of the run pickers); `/compare_runs`: (run ids, metric) -> figure.
+"""
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import gradio as gr
+import pandas as pd
+
+from lab_models import api
+
+from .errors import user_errors
+from .train_figures import (COMPARE_METRICS, compare_figure, loss_figure, progress_html, runs_table,
+                            status_markdown)
+
+MAX_OBJECTIVES = 4  # the most objectives any family has is 2; rows beyond a family's objectives are hidden
+DEFAULT_FAMILY = "bert"
+DEFAULT_PRESET = "tiny"
+LIVE_REFRESH_S = 1.5  # the selected run's curve and progress bar
+TABLE_REFRESH_S = 5.0  # the runs table and the comparison plot
+LOG_LINES = 20
+SETTINGS_HEADERS = ["setting", "value", "default"]
+OBJECTIVE_TITLES = {
+    "clm": "causal language modelling: predict the next token",
+    "mlm": "masked language modelling: predict the corrupted tokens",
+    "nsp": "next sentence prediction: is part B the real continuation?",
+    "sop": "sentence order prediction: are the two segments swapped?",
+    "sbo": "span boundary objective: predict span tokens from the span's boundaries",
+    "rtd": "replaced token detection (the discriminator; its weight is ELECTRA's λ)",
+    "cloze": "cloze under UniLM's mix of attention masks",
+}
+PRESET_CORPUS_NOTE = "blank = the preset's corpus (synthetic for tiny, stdlib-docs otherwise)"
+
+
+def setting_text(value) -> str:
+    """A default as the settings table shows it: True -> "true", 0.15 -> "0.15", 10 -> "10"."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def settings_frame(family: str) -> pd.DataFrame:
+    """The family's settings as an editable table: setting, value (starts at the default), default."""
+    rows = [[key, setting_text(value), setting_text(value)] for key, value in api.family_settings(family).items()]
+    return pd.DataFrame(rows, columns=SETTINGS_HEADERS)
+
+
+def settings_overrides(table) -> dict[str, str]:
+    """The rows of the settings table whose value differs from its default, as {setting: value text}.
+
+    >>> table = pd.DataFrame([["mask_rate", "0.2", "0.15"], ["nsp", "true", "true"]], columns=SETTINGS_HEADERS)
+    >>> settings_overrides(table)
+    {'mask_rate': '0.2'}
+    """
+    if table is None:
+        return {}
+    if isinstance(table, dict):  # {"headers": [...], "data": [[...], ...]} as an API client may send it
+        table = pd.DataFrame(table.get("data") or [], columns=(table.get("headers") or None))
+    if not isinstance(table, pd.DataFrame):
+        table = pd.DataFrame(table)
+    overrides = {}
+    for row in table.itertuples(index=False):
+        cells = ["" if cell is None or (isinstance(cell, float) and pd.isna(cell)) else str(cell).strip()
+                 for cell in row]
+        if not cells or not cells[0]:
+            continue
+        key, value = cells[0], (cells[1] if len(cells) > 1 else "")
+        default = cells[2] if len(cells) > 2 else None
+        if default is not None and value == default:
+            continue
+        overrides[key] = value
+    return overrides
+
+
+class TrainView:
+    """The tab's handlers, bound to the app's job manager."""
+
+    def __init__(self, home, jobs):
+        self.home = home
+        self.jobs = jobs
+        self.specs = {spec.name: spec for spec in api.trainable_families()}
+
+    # ------------------------------------------------------------------ the request
+    def _spec(self, family):
+        if not family or family not in self.specs:
+            raise ValueError(f"Unknown or untrainable family {family!r}: choose one of {', '.join(self.specs)}.")
+        return self.specs[family]
+
+    def objective_weights(self, family: str, rows) -> dict[str, float]:
+        """(on_1, weight_1, on_2, weight_2, ...) -> {objective: weight}; an objective that is off gets weight 0."""
+        spec = self._spec(family)
+        weights = {}
+        for index, objective in enumerate(spec.objectives[:MAX_OBJECTIVES]):
+            on = rows[2 * index] if 2 * index < len(rows) else True
+            weight = rows[2 * index + 1] if 2 * index + 1 < len(rows) else objective.weight
+            if not on:
+                weights[objective.name] = 0.0
+                continue
+            if weight is None or weight == "":
+                raise ValueError(f"Enter a weight for {objective.name} (e.g. {objective.weight:g}), or untick it.")
+            try:
+                weight = float(weight)
+            except (TypeError, ValueError):
+                raise ValueError(f"The weight of {objective.name} must be a number, got {weight!r}.") from None
+            if not weight >= 0:
+                raise ValueError(f"The weight of {objective.name} must be 0 or more, got {weight:g}; untick an "
+                                 "objective to turn it off.")
+            weights[objective.name] = weight
+        if weights and not any(weight > 0 for weight in weights.values()):
+            raise ValueError(f"Turn on at least one of {spec.title}'s objectives "
+                             f"({', '.join(o.name for o in spec.objectives)}) with a weight above 0.")
+        return weights
+
+    def request(self, family, preset, corpus, tokenizer, steps, seed, device, settings, *rows) -> dict:
+        """The controls as keyword arguments of `api.start_training` / `api.training_command`."""
+        self._spec(family)
+        steps = float(steps) if steps not in (None, "") else 0.0
+        if not steps.is_integer() or steps < 0:
+            raise ValueError(f"Steps must be a whole number: 1 or more, or 0 for the preset's; got {steps:g}.")
+        return {"family": family, "preset": preset or DEFAULT_PRESET, "corpus": corpus or None,
+                "tokenizer": tokenizer or None, "steps": int(steps) or None,
+                "seed": int(seed or 0), "device": device or "auto",
+                "objectives": self.objective_weights(family, rows), "settings": settings_overrides(settings)}
+
+    def command(self, *controls) -> str:
+        """The equivalent `python -m lab_models.train ...` (or why there is none yet, as a shell comment)."""
+        try:
+            return api.training_command(self.jobs, **self.request(*controls))
+        except ValueError as error:
+            return f"# {error}"
+
+    # ------------------------------------------------------------------ controls that follow the family
+    def family_defaults(self, family):
+        """On a family change: the tokenizer choice, one (checkbox, weight) row per objective, the settings table."""
+        spec = self._spec(family)
+        own = api.TOKENIZER_KINDS.get(spec.tokenizer, spec.tokenizer)
+        tokenizer = gr.update(choices=self.tokenizer_choices(family), value="")
+        rows = []
+        for index in range(MAX_OBJECTIVES):
+            if index < len(spec.objectives):
+                objective = spec.objectives[index]
+                info = OBJECTIVE_TITLES.get(objective.name, objective.name)
+                rows += [gr.update(visible=True, value=True, label=objective.name, info=info),
+                         gr.update(visible=True, value=objective.weight, label=f"weight of {objective.name}")]
+            else:
+                rows += [gr.update(visible=False, value=False), gr.update(visible=False, value=0)]
+        frame = settings_frame(family)
+        note = (f"**{spec.title}** · {spec.kind} · tokenizer {own} · {spec.paper}\n\n" +
+                ("Objective settings: edit a **value**; rows left at their default are not passed on."
+                 if len(frame) else f"{spec.title} has no objective settings."))
+        return [tokenizer, *rows, gr.update(value=frame, visible=bool(len(frame))), note]
+
+    def tokenizer_choices(self, family: str) -> list[tuple[str, str]]:
+        spec = self.specs.get(family)
+        own = api.TOKENIZER_KINDS.get(spec.tokenizer, spec.tokenizer).split(" (")[0] if spec else "the family's"
+        return [(f"default: {own}", "")] + [(label, kind) for kind, label in api.TOKENIZER_KINDS.items()]
+
+    def corpus_choices(self) -> list[tuple[str, str]]:
+        return [("preset's corpus", "")] + [(name, name) for name in api.list_corpora(home=self.home)]
+
+    def refresh_corpora(self, current):
+        """After a corpus import: the corpus choices again, keeping the current one."""
+        choices = self.corpus_choices()
+        return gr.update(choices=choices, value=current if current in [v for _, v in choices] else "")
+
+    # ------------------------------------------------------------------ one run: start, stop, resume, watch
+    def start(self, *controls):
+        """Queue a run; return its id (it becomes the selected run; the run list follows in the next event)."""
+        return api.start_training(self.jobs, **self.request(*controls))
+
+    def stop(self, run_id):
+        api.stop_training(self.jobs, self._run_id(run_id))
+        return self.show(run_id)
+
+    def resume(self, run_id):
+        api.resume_training(self.jobs, self._run_id(run_id))
+        return self.show(run_id)
+
+    @staticmethod
+    def _run_id(run_id) -> str:
+        if not run_id or not str(run_id).strip():
+            raise ValueError("Choose a run first: start one, or pick one in the Run list.")
+        return str(run_id).strip()
+
+    def _watch(self, run_id):
+        """(summary, metrics rows, signature) of a run; the signature changes whenever something to draw changes."""
+        summary = api.training_status(self.jobs, run_id)
+        rows = api.run_metrics(self.jobs, run_id)
+        signature = [run_id, summary.get("state"), summary.get("step"), summary.get("stopping"),
+                     summary.get("queue_position"), summary.get("message"), len(rows)]
+        return summary, rows, signature
+
+    def show(self, run_id):
+        """The selected run: progress bar, status, loss curve, log tail, raw status (and the new signature)."""
+        if not run_id:
+            return (progress_html(None), status_markdown(None), loss_figure([]), "", {}, None)
+        summary, rows, signature = self._watch(self._run_id(run_id))
+        log = api.training_log(self.jobs, summary["run_id"], LOG_LINES)
+        details = dict(summary, metric_rows=len(rows))
+        return (progress_html(summary), status_markdown(summary, log if summary.get("state") == "failed" else ""),
+                loss_figure(rows, title=f"{summary['run_id']}"), log, details, signature)
+
+    def tick(self, run_id, signature):
+        """The live refresh: redraw only when the run's state, step or metrics have changed since the last tick."""
+        try:
+            if not run_id:
+                return self.show(None) if signature is not None else (gr.skip(),) * 6
+            _, _, now = self._watch(self._run_id(run_id))
+            if now == signature:
+                return (gr.skip(),) * 6
+            return self.show(run_id)
+        except ValueError:  # e.g. a run folder deleted meanwhile: keep the page as it is
+            return (gr.skip(),) * 6
+
+    # ------------------------------------------------------------------ all runs
+    def run_ids(self) -> list[str]:
+        return [row["run_id"] for row in api.list_runs(self.jobs)]
+
+    def overview(self, compared=None, metric="loss", signature=None):
+        """The runs table, the run pickers' choices and the comparison plot; skipped when no run has changed."""
+        rows = api.list_runs(self.jobs)
+        now = [[row.get("run_id"), row.get("state"), row.get("step"), row.get("queue_position"), row.get("val_loss")]
+               for row in rows]
+        if signature is not None and now == signature:
+            return (gr.skip(),) * 5
+        ids = [row["run_id"] for row in rows]
+        changed_ids = signature is None or ids != [entry[0] for entry in signature]
+        picker = gr.update(choices=ids) if changed_ids else gr.skip()
+        compared = [run_id for run_id in (compared or []) if run_id in ids]
+        return (runs_table(rows), picker, gr.update(choices=ids, value=compared) if changed_ids else gr.skip(),
+                self.compare(compared, metric), now)
+
+    def compare(self, run_ids, metric="loss"):
+        """Overlay the chosen runs' curves: train loss, validation loss or validation bits per byte."""
+        run_ids = [self._run_id(run_id) for run_id in (run_ids or [])]
+        if metric not in COMPARE_METRICS:
+            raise ValueError(f"Unknown metric {metric!r}: choose one of {', '.join(COMPARE_METRICS)}.")
+        return compare_figure({run_id: api.run_metrics(self.jobs, run_id) for run_id in run_ids}, metric)
+
+    @staticmethod
+    def select_from_table(table, event: gr.SelectData):
+        """A click on a row of the runs table selects that run."""
+        row = event.row_value if event is not None else None
+        if not row:
+            return gr.skip()
+        return row[0]
+
+
+def build(home, jobs, corpus_choices=None):
+    """Lay out the tab. Returns a namespace: `corpus` (to follow corpus imports), `view` (the handlers) and
+    `load` = (fn, inputs, outputs) for the page's load event (the runs table as it is now)."""
+    view = TrainView(home, jobs)
+    families = [(spec.title, name) for name, spec in view.specs.items()]
+    default_family = DEFAULT_FAMILY if DEFAULT_FAMILY in view.specs else families[0][1]
+    spec = view.specs[default_family]
+    corpora = [("preset's corpus", "")] + [(name, name) for name in (corpus_choices or api.list_corpora(home=home))]
+    default_settings = settings_frame(default_family)
+    default_rows = [value for objective in spec.objectives for value in (True, objective.weight)]
+    *_, default_note = view.family_defaults(default_family)
+
+    gr.Markdown("Pick a family and its objectives, press **Start**, and watch the loss fall. Each run trains in its "
+                "own worker process (one per device at a time; the rest wait in a queue) and is saved under the lab "
+                "home's `runs/`. **Stop** checkpoints a run, **Resume** continues it from that checkpoint.")
+    with gr.Row():
+        with gr.Column(scale=2, min_width=340):
+            with gr.Row():
+                family = gr.Dropdown(families, value=default_family, label="Family", allow_custom_value=True)
+                preset = gr.Dropdown(list(api.TRAINING_PRESETS), value=DEFAULT_PRESET, label="Preset",
+                                     info="tiny: seconds on a CPU · small: the CPU demo · medium, base: GPU sizes")
+            with gr.Row():
+                corpus = gr.Dropdown(corpora, value="", label="Corpus", info=PRESET_CORPUS_NOTE,
+                                     allow_custom_value=True)
+                tokenizer = gr.Dropdown(view.tokenizer_choices(default_family), value="", label="Tokenizer")
+            with gr.Row():
+                steps = gr.Number(0, precision=0, label="Steps", info="0 = the preset's")
+                seed = gr.Number(0, precision=0, label="Seed")
+                device = gr.Dropdown(list(api.TRAINING_DEVICES), value="auto", label="Device")
+            gr.Markdown("**Objectives**: untick one to turn it off; the training loss is the weighted sum.")
+            rows = []
+            for index in range(MAX_OBJECTIVES):
+                objective = spec.objectives[index] if index < len(spec.objectives) else None
+                name = objective.name if objective else "objective"
+                with gr.Row(equal_height=True):
+                    rows.append(gr.Checkbox(value=objective is not None, visible=objective is not None, scale=3,
+                                            label=name, info=OBJECTIVE_TITLES.get(name, "")))
+                    rows.append(gr.Number(objective.weight if objective else 0, visible=objective is not None,
+                                          scale=1, min_width=110, label=f"weight of {name}"))
+            family_note = gr.Markdown(default_note)
+            settings = gr.Dataframe(default_settings, headers=SETTINGS_HEADERS, datatype="str", interactive=True,
+                                    static_columns=[0, 2], label="Objective settings",
+                                    visible=bool(len(default_settings)), max_height=420)
+            command = gr.Code(view.command(default_family, DEFAULT_PRESET, "", "", 0, 0, "auto", default_settings,
+                                           *default_rows),
+                              language="shell", label="Equivalent command (RUN_DIR = the run's folder)", lines=2,
+                              interactive=False, wrap_lines=True, show_line_numbers=False)
+        with gr.Column(scale=3, min_width=440):
+            with gr.Row():
+                start = gr.Button("Start", variant="primary", scale=2)
+                stop = gr.Button("Stop", variant="stop", scale=1)
+                resume = gr.Button("Resume", scale=1)
+            run = gr.Dropdown(view.run_ids(), value=None, label="Run", allow_custom_value=True,
+                              info="the run that Stop, Resume and the live view act on")
+            progress = gr.HTML(progress_html(None), elem_id="train-progress")
+            status = gr.Markdown("No run selected.", elem_id="train-status")
+            curve = gr.Plot(loss_figure([]), label="Loss", elem_id="train-curve")
+            with gr.Accordion("Trainer log (last lines)", open=False):
+                log = gr.Code("", language=None, lines=8, interactive=False, show_line_numbers=False, label="log")
+            with gr.Accordion("Raw status", open=False):
+                details = gr.JSON({}, label="status")
+    with gr.Row():
+        gr.Markdown("### Runs\nClick a row to watch that run; pick runs under the table to overlay their curves.")
+        refresh = gr.Button("Refresh runs", size="sm", scale=0, min_width=140)
+    table = gr.Dataframe(runs_table([]), interactive=False, label="Runs (newest first)", elem_id="train-runs",
+                         max_height=360)
+    with gr.Row():
+        compared = gr.Dropdown([], value=[], multiselect=True, allow_custom_value=True, label="Compare runs", scale=3)
+        metric = gr.Dropdown([(label, key) for key, label in COMPARE_METRICS.items()], value="loss", label="Plot",
+                             scale=1)
+    comparison = gr.Plot(compare_figure({}, "loss"), label="Comparison", elem_id="train-compare")
+    run_signature = gr.State(None)
+    table_signature = gr.State(None)
+    live = gr.Timer(LIVE_REFRESH_S)
+    slow = gr.Timer(TABLE_REFRESH_S)
+
+    controls = [family, preset, corpus, tokenizer, steps, seed, device, settings, *rows]
+    overview = user_errors(view.overview)  # the timer calls view.overview itself: no error toast every 5 s
+    watched = [progress, status, curve, log, details, run_signature]
+    overview_inputs = [compared, metric]
+    overview_outputs = [table, run, compared, comparison, table_signature]
+
+    family.change(user_errors(view.family_defaults), family, [tokenizer, *rows, settings, family_note],
+                  api_name="family_defaults").then(view.command, controls, command,
+                                                   api_name="training_command_for_family", show_progress="hidden")
+    gr.on([control.input for control in controls if control is not family], view.command, controls, command,
+          api_name="training_command", trigger_mode="always_last", show_progress="hidden")
+    start.click(user_errors(view.start), controls, run, api_name="start_training").then(
+        overview, overview_inputs, overview_outputs, api_name="list_runs_after_start", show_progress="hidden")
+    run.change(user_errors(view.show), run, watched, api_name="show_run", show_progress="hidden")
+    stop.click(user_errors(view.stop), run, watched, api_name="stop_run").then(
+        overview, overview_inputs, overview_outputs, api_name="list_runs_after_stop", show_progress="hidden")
+    resume.click(user_errors(view.resume), run, watched, api_name="resume_run").then(
+        overview, overview_inputs, overview_outputs, api_name="list_runs_after_resume", show_progress="hidden")
+    # The ticks skip Gradio's queue: they are cheap (under 1 ms when nothing changed), while every queued event makes
+    # Gradio recompute its analytics over up to 10,000 past events (about 25 ms each once that many have passed).
+    live.tick(view.tick, [run, run_signature], watched, api_name="refresh_run", show_progress="hidden", queue=False)
+    slow.tick(view.overview, [*overview_inputs, table_signature], overview_outputs, api_name="refresh_runs",
+              show_progress="hidden", queue=False)
+    refresh.click(overview, overview_inputs, overview_outputs, api_name="list_runs")
+    table.select(view.select_from_table, table, run, api_name="select_run_from_table")
+    gr.on([compared.change, metric.change], user_errors(view.compare), overview_inputs, comparison,
+          api_name="compare_runs", show_progress="hidden")
+    return SimpleNamespace(view=view, corpus=corpus, load=(overview, overview_inputs, overview_outputs))

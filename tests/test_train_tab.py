@@ -1,0 +1,208 @@
+"""The Train tab, driven through `gradio_client` as a program would drive the page: start a tiny run, watch its
+metrics grow, stop it, resume it, stop it again; bad inputs give a clear error and the app keeps answering; a run
+that crashes is reported in the page. Plus unit tests of the tab's pure helpers (figures, tables, settings)."""
+from __future__ import annotations
+
+import json
+import time
+
+import pandas as pd
+import pytest
+from gradio_client import Client
+
+from app.train_figures import (compare_figure, format_duration, loss_figure, progress_html, runs_table, split_rows,
+                               status_markdown, thin)
+from app.train_tab import MAX_OBJECTIVES, SETTINGS_HEADERS, setting_text, settings_overrides
+from lab_models import api
+
+POLL_S = 0.3
+
+
+@pytest.fixture(scope="module")
+def client(running_app, lab_jobs):
+    url, _ = running_app
+    yield Client(url, verbose=False)
+    for row in api.list_runs(lab_jobs):  # leave no trainer running for the modules after this one
+        if row.get("state") in ("queued", "running"):
+            try:
+                api.stop_training(lab_jobs, row["run_id"])
+            except ValueError:
+                pass
+
+
+def controls(family="gpt", *, preset="tiny", corpus="", tokenizer="", steps=2000, seed=0, device="cpu",
+             settings=None, weights=None):
+    """The /start_training and /training_command inputs: (family, ..., settings, on_1, weight_1, ..., on_4, w_4)."""
+    objectives = api.family(family).objectives if family in api.TRAINABLE_FAMILIES else ()
+    weights = dict(weights or {})
+    rows = []
+    for index in range(MAX_OBJECTIVES):
+        if index < len(objectives):
+            weight = weights.get(objectives[index].name, objectives[index].weight)
+            rows += [weight is not None and weight != 0, weight if weight is not None else 0]
+        else:
+            rows += [False, 0]
+    defaults = api.family_settings(family) if family in api.TRAINABLE_FAMILIES else {}
+    table = {"headers": SETTINGS_HEADERS,
+             "data": [[k, v, setting_text(defaults[k]) if k in defaults else ""] for k, v in (settings or {}).items()]}
+    return [family, preset, corpus, tokenizer, steps, seed, device, table, *rows]
+
+
+def watch(client, run_id) -> dict:
+    progress, status, plot, log, details = client.predict(run_id, api_name="/show_run")
+    return {"progress": progress, "status": status, "plot": plot, "log": log, **details}
+
+
+def wait_for(client, run_id, predicate, timeout: float, what: str) -> dict:
+    deadline = time.time() + timeout
+    while True:
+        seen = watch(client, run_id)
+        if predicate(seen):
+            return seen
+        if time.time() > deadline:
+            raise AssertionError(f"{what}: not within {timeout} s; last status {seen['state']!r}, step {seen['step']}, "
+                                 f"message {seen['message']!r}")
+        time.sleep(POLL_S)
+
+
+def test_start_watch_stop_resume_stop(client):
+    run_id = client.predict(*controls("gpt", steps=2000), api_name="/start_training")
+    assert run_id.startswith("gpt-tiny-")
+
+    seen = wait_for(client, run_id, lambda s: s["metric_rows"] >= 3, 45, "three metrics rows")
+    assert seen["state"] == "running" and seen["total_steps"] == 2000
+    rows_before = seen["metric_rows"]
+    assert "train-running" in seen["progress"] and "tokens/s" in seen["progress"] and "ETA" in seen["progress"]
+    figure = json.loads(seen["plot"]["plot"])
+    assert [trace["name"] for trace in figure["data"]][0] == "train loss (total)"
+    assert len(figure["data"][0]["x"]) >= 3
+
+    seen = wait_for(client, run_id, lambda s: s["metric_rows"] > rows_before, 20, "the metrics to grow")
+
+    client.predict(run_id, api_name="/stop_run")
+    seen = wait_for(client, run_id, lambda s: s["state"] != "running", 30, "the run to stop")
+    assert seen["state"] == "stopped", seen["message"]
+    stopped_at = seen["step"]
+    assert 0 < stopped_at < 2000
+
+    progress, status, *_ , details = client.predict(run_id, api_name="/resume_run")
+    assert details["state"] in ("queued", "running")
+    seen = wait_for(client, run_id, lambda s: s["state"] == "running" and s["step"] > stopped_at, 40,
+                    "the resumed run to train on")
+    client.predict(run_id, api_name="/stop_run")
+    seen = wait_for(client, run_id, lambda s: s["state"] != "running", 30, "the resumed run to stop")
+    assert seen["state"] == "stopped"
+
+    table = client.predict(api_name="/list_runs")[0]
+    row = next(r for r in table["data"] if r[0] == run_id)
+    assert row[4] == "stopped" and row[5].endswith("/ 2000")
+    comparison = json.loads(client.predict([run_id], "loss", api_name="/compare_runs")["plot"])
+    assert [trace["name"] for trace in comparison["data"]] == [run_id]
+
+
+def test_the_command_repeats_the_run_headlessly(client):
+    command = client.predict(*controls("bert", steps=0, settings={"mask_rate": "0.2"},
+                                       weights={"nsp": 0}), api_name="/training_command")
+    assert command.startswith("python -m lab_models.train --family bert --out RUN_DIR")
+    assert "--objective mlm=1.0 --objective nsp=0.0" in command and "--steps" not in command
+    assert "--set mask_rate=0.2" in command  # only the edited setting is passed on
+    assert command.count("--set") == 1
+
+
+@pytest.mark.parametrize("inputs, message", [
+    (controls("nope"), "Unknown or untrainable family 'nope'"),
+    (controls("elmo"), "Unknown or untrainable family 'elmo'"),
+    (controls("bert", weights={"mlm": -1.0}), "weight of mlm must be 0 or more"),
+    (controls("bert", weights={"mlm": 0, "nsp": 0}), "Turn on at least one of BERT's objectives"),
+    (controls("bert", settings={"mask_rate": "lots"}), "setting 'mask_rate' of BERT is a number"),
+    (controls("bert", settings={"nsp": "maybe"}), "is on/off"),
+    (controls("bert", settings={"no_such_setting": "1"}), "BERT has no setting 'no_such_setting'"),
+    (controls("gpt", steps=-5), "Steps must be a whole number: 1 or more, or 0 for the preset's"),
+    (controls("gpt", corpus="no-such-corpus"), "Unknown corpus 'no-such-corpus'"),
+])
+def test_bad_inputs_give_a_clear_error_and_the_app_stays_up(client, inputs, message):
+    with pytest.raises(Exception, match=message):
+        client.predict(*inputs, api_name="/start_training")
+    assert client.predict(*inputs, api_name="/training_command").startswith("# ")  # the preview says why
+    assert client.predict(*controls("gpt"), api_name="/training_command").startswith("python -m lab_models.train")
+
+
+def test_buttons_without_a_run_say_so(client):
+    with pytest.raises(Exception, match="Choose a run first"):
+        client.predict("", api_name="/stop_run")
+    with pytest.raises(Exception, match="Unknown run"):
+        client.predict("gpt-tiny-19990101-000000-dead", api_name="/resume_run")
+
+
+def test_a_crashed_run_is_reported_in_the_page(client, tmp_path):
+    broken = tmp_path / "broken.txt"
+    broken.write_bytes(b"\x00\x01\x02binary\x00" * 50)  # exists, so it is queued; the trainer cannot read it
+    run_id = client.predict(*controls("gpt", corpus=str(broken), steps=5), api_name="/start_training")
+    seen = wait_for(client, run_id, lambda s: s["state"] not in ("queued", "running"), 45, "the run to fail")
+    assert seen["state"] == "failed" and seen["message"]
+    assert "The run failed" in seen["status"] and "train-failed" in seen["progress"]
+    assert client.predict(*controls("gpt"), api_name="/training_command").startswith("python")  # still up
+
+
+# ------------------------------------------------------------------------------------------------ pure helpers
+ROWS = [
+    {"split": "train", "step": 1, "loss": 7.0, "losses": {"mlm": 6.3, "nsp": 0.7}, "tokens_per_s": 1000.0},
+    {"split": "train", "step": 2, "loss": 6.8, "losses": {"mlm": 6.1, "nsp": 0.7}, "tokens_per_s": 1100.0},
+    {"split": "val", "step": 2, "loss": 6.9, "bits_per_byte": 2.9},
+    {"split": "train", "step": 2, "loss": 6.7, "losses": {"mlm": 6.0, "nsp": 0.7}},  # after a resume: this one wins
+]
+
+
+def test_split_rows_keeps_the_last_row_of_each_step():
+    train, val = split_rows(ROWS)
+    assert [row["loss"] for row in train] == [7.0, 6.7] and [row["step"] for row in val] == [2]
+
+
+def test_thin_keeps_the_last_point():
+    assert thin(list(range(10)), 4) == [0, 3, 6, 9]
+    assert thin(list(range(11)), 4)[-1] == 10 and len(thin(list(range(5000)))) <= 601
+
+
+def test_loss_figure_has_total_objectives_and_validation():
+    figure = loss_figure(ROWS, title="run")
+    assert [trace.name for trace in figure.data] == ["train loss (total)", "train mlm", "train nsp",
+                                                     "validation loss"]
+    assert list(figure.data[0].y) == [7.0, 6.7]
+    single = loss_figure([{"step": 1, "loss": 3.0, "losses": {"clm": 3.0}}])
+    assert [trace.name for trace in single.data] == ["train loss (total)"]  # one objective: no duplicate line
+    assert not loss_figure([]).data  # an empty plot with a note, not an error
+
+
+def test_compare_figure_overlays_runs():
+    figure = compare_figure({"a": ROWS, "b": ROWS[:1]}, "val_bits_per_byte")
+    assert [trace.name for trace in figure.data] == ["a", "b"] and list(figure.data[0].y) == [2.9]
+    with pytest.raises(ValueError, match="Unknown metric"):
+        compare_figure({"a": ROWS}, "accuracy")
+
+
+def test_progress_html_and_status():
+    summary = {"run_id": "r", "state": "running", "step": 50, "total_steps": 200, "tokens_per_s": 1234.5,
+               "eta_s": 75, "message": "training"}
+    bar = progress_html(summary)
+    assert "width:25.0%" in bar and "1,234 tokens/s" in bar and "ETA 1 min 15 s" in bar
+    assert "queued (position 2)" in progress_html({"state": "queued", "queue_position": 2, "step": 0})
+    assert "width:100.0%" in progress_html({"state": "finished", "step": 10, "total_steps": 10})
+    failed = status_markdown({"run_id": "r", "state": "failed", "message": "boom"}, "Traceback\nValueError: boom")
+    assert "The run failed:** boom" in failed and "ValueError: boom" in failed
+    assert format_duration(42) == "42 s" and format_duration(7260) == "2 h 01 min" and format_duration(None) == "—"
+
+
+def test_runs_table_columns_and_blanks():
+    table = runs_table([{"run_id": "r", "family": "bert", "preset": "tiny", "corpus": None, "state": "stopped",
+                         "interrupted": True, "step": 5, "total_steps": None, "loss": 6.12345, "val_loss": None}])
+    assert list(table.columns)[:6] == ["run id", "family", "preset", "corpus", "state", "step / total"]
+    assert table.iloc[0].tolist() == ["r", "bert", "tiny", "(preset default)", "stopped (interrupted)", "5 / ?",
+                                      "6.1235", "", "", ""]
+
+
+def test_settings_overrides_pass_only_edited_rows():
+    frame = pd.DataFrame([["mask_rate", "0.2", "0.15"], ["nsp", "true", "true"], ["", "", ""]],
+                         columns=SETTINGS_HEADERS)
+    assert settings_overrides(frame) == {"mask_rate": "0.2"}
+    assert settings_overrides({"headers": SETTINGS_HEADERS, "data": [["nsp", "false", "true"]]}) == {"nsp": "false"}
+    assert settings_overrides(None) == {}

@@ -35,7 +35,7 @@ DEFAULT_PRESET = "tiny"
 LIVE_REFRESH_S = 1.5  # the selected run's curve and progress bar
 TABLE_REFRESH_S = 5.0  # the runs table and the comparison plot
 LOG_LINES = 20
-SETTINGS_HEADERS = ["setting", "value", "default"]
+SETTINGS_HEADERS = ["setting", "value", "default", "what it does"]
 OBJECTIVE_TITLES = {
     "clm": "causal language modelling: predict the next token",
     "mlm": "masked language modelling: predict the corrupted tokens",
@@ -56,15 +56,17 @@ def setting_text(value) -> str:
 
 
 def settings_frame(family: str) -> pd.DataFrame:
-    """The family's settings as an editable table: setting, value (starts at the default), default."""
-    rows = [[key, setting_text(value), setting_text(value)] for key, value in api.family_settings(family).items()]
+    """The family's settings as an editable table: setting, value (starts at the default), default, what it does."""
+    explained = api.family_settings_help(family)
+    rows = [[key, setting_text(value), setting_text(value), explained.get(key, "")]
+            for key, value in api.family_settings(family).items()]
     return pd.DataFrame(rows, columns=SETTINGS_HEADERS)
 
 
 def settings_overrides(table) -> dict[str, str]:
     """The rows of the settings table whose value differs from its default, as {setting: value text}.
 
-    >>> table = pd.DataFrame([["mask_rate", "0.2", "0.15"], ["nsp", "true", "true"]], columns=SETTINGS_HEADERS)
+    >>> table = pd.DataFrame([["mask_rate", "0.2", "0.15", ""], ["nsp", "true", "true", ""]], columns=SETTINGS_HEADERS)
     >>> settings_overrides(table)
     {'mask_rate': '0.2'}
     """
@@ -303,7 +305,8 @@ def build(home, jobs, corpus_choices=None):
                                           scale=1, min_width=110, label=f"weight of {name}"))
             family_note = gr.Markdown(default_note)
             settings = gr.Dataframe(default_settings, headers=SETTINGS_HEADERS, datatype="str", interactive=True,
-                                    static_columns=[0, 2], label="Objective settings",
+                                    static_columns=[0, 2, 3], label="Objective settings",
+                                    column_widths=["24%", "14%", "14%", "48%"], wrap=True,
                                     visible=bool(len(default_settings)), max_height=420)
             command = gr.Code(view.command(default_family, DEFAULT_PRESET, "", "", 0, 0, "auto", default_settings,
                                            *default_rows),

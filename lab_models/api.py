@@ -115,7 +115,7 @@ TRAINING_PRESETS = _jobs.PRESETS
 TRAINING_DEVICES = _jobs.DEVICES
 __all__ += [
     "JobManager", "RunStore", "TRAINABLE_FAMILIES", "TRAINING_PRESETS", "TRAINING_DEVICES", "trainable_families",
-    "create_job_manager", "family_settings", "start_training", "stop_training", "resume_training",
+    "create_job_manager", "family_settings", "family_settings_help", "start_training", "stop_training", "resume_training",
     "training_status", "training_command", "list_runs", "run_metrics", "training_log",
 ]
 
@@ -153,6 +153,16 @@ def family_settings(family: str) -> dict[str, object]:
     for objective in family_spec(family).objectives:
         walk("", dict(objective.settings))
     return flat
+
+
+def family_settings_help(family: str) -> dict[str, str]:
+    """One line per setting key of `family_settings(family)` saying what it does (the comment beside the field in
+    objectives/<family>.py); keys without one are left out."""
+    from .objectives import objective_module
+    from .setting_help import settings_help
+
+    family_spec(family)  # ValueError for an unknown family
+    return settings_help(objective_module(family).Settings)
 
 
 def _setting_value(family: str, key: str, value, default):

@@ -44,7 +44,8 @@ def controls(family="gpt", *, preset="tiny", corpus="", tokenizer="", steps=2000
             rows += [False, 0]
     defaults = api.family_settings(family) if family in api.TRAINABLE_FAMILIES else {}
     table = {"headers": SETTINGS_HEADERS,
-             "data": [[k, v, setting_text(defaults[k]) if k in defaults else ""] for k, v in (settings or {}).items()]}
+             "data": [[k, v, setting_text(defaults[k]) if k in defaults else "", ""]
+                      for k, v in (settings or {}).items()]}
     return [family, preset, corpus, tokenizer, steps, seed, device, table, *rows]
 
 
@@ -200,9 +201,19 @@ def test_runs_table_columns_and_blanks():
                                       "6.1235", "", "", ""]
 
 
+def test_settings_table_explains_each_setting_from_the_code():
+    from app.train_tab import settings_frame
+
+    frame = settings_frame("xlnet")
+    explained = dict(zip(frame["setting"], frame["what it does"]))
+    assert explained["k"].startswith("K: about 1/K of the tokens are predicted")
+    assert "leak" in explained["two_stream"]
+    assert list(frame.columns) == SETTINGS_HEADERS
+
+
 def test_settings_overrides_pass_only_edited_rows():
-    frame = pd.DataFrame([["mask_rate", "0.2", "0.15"], ["nsp", "true", "true"], ["", "", ""]],
+    frame = pd.DataFrame([["mask_rate", "0.2", "0.15", "fraction"], ["nsp", "true", "true", "NSP"], ["", "", "", ""]],
                          columns=SETTINGS_HEADERS)
     assert settings_overrides(frame) == {"mask_rate": "0.2"}
-    assert settings_overrides({"headers": SETTINGS_HEADERS, "data": [["nsp", "false", "true"]]}) == {"nsp": "false"}
+    assert settings_overrides({"headers": SETTINGS_HEADERS, "data": [["nsp", "false", "true", ""]]}) == {"nsp": "false"}
     assert settings_overrides(None) == {}

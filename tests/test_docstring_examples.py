@@ -1,0 +1,34 @@
+"""Every worked example in a docstring is run: the examples in lab_models/ and app/ are tests, not decoration."""
+from __future__ import annotations
+
+import doctest
+import importlib
+import pkgutil
+
+import pytest
+
+import app
+import lab_models
+import lab_models.nn
+import lab_models.objectives
+
+MODULES = sorted(
+    f"{package.__name__}.{info.name}"
+    for package in (lab_models, lab_models.nn, lab_models.objectives, app)
+    for info in pkgutil.iter_modules(package.__path__)
+    if not info.ispkg
+)
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_docstring_examples_hold(name):
+    module = importlib.import_module(name)
+    result = doctest.testmod(module, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    assert result.failed == 0, f"{result.failed} of {result.attempted} docstring examples in {name} failed"
+
+
+def test_the_examples_are_found():
+    assert "lab_models.objectives.bert" in MODULES and "lab_models.nn.attention" in MODULES
+    attempted = sum(doctest.testmod(importlib.import_module(name)).attempted for name in
+                    ("lab_models.nn.attention", "lab_models.objectives.xlnet"))
+    assert attempted >= 5

@@ -115,7 +115,8 @@ TRAINING_PRESETS = _jobs.PRESETS
 TRAINING_DEVICES = _jobs.DEVICES
 __all__ += [
     "JobManager", "RunStore", "TRAINABLE_FAMILIES", "TRAINING_PRESETS", "TRAINING_DEVICES", "trainable_families",
-    "create_job_manager", "family_settings", "family_settings_help", "start_training", "stop_training", "resume_training",
+    "create_job_manager", "family_settings", "family_settings_help", "start_training", "stop_training",
+    "resume_training",
     "training_status", "training_command", "list_runs", "run_metrics", "training_log",
 ]
 

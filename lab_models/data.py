@@ -16,6 +16,10 @@ on padding. Deviations, stated:
   row becomes one shorter row; a corpus with no validation split (one document) is evaluated on its first training
   rows, and `PackedBatches.validation_note` says so.
 
+Translation (MASS, T5; lab_models/objectives/translation.py): with a `TranslationPairs` given, every batch also holds
+`batch_size` English -> Chinese pair rows from the synthetic corpus, drawn with the step's generator after the
+denoising rows; `denoising=False` leaves the denoising rows out (translation only).
+
 Vocabulary size: the tokenizer is asked for the requested size; if the corpus cannot support it (the tokenizer's
 ValueError "supports at most ~N"), `build_tokenizer` retries with N (the "~" means N can move by a few tokens between
 trainings, so it retries a few times with the new figure) and reports the lowered size in `TokenizerChoice.note`.
@@ -110,7 +114,8 @@ class PackedBatches:
     """
 
     def __init__(self, train_stream: torch.Tensor, validation_stream: torch.Tensor, *, seq_len: int,
-                 batch_size: int, objective: ModuleType, batch_config: BatchConfig, eval_batches: int = 4):
+                 batch_size: int, objective: ModuleType, batch_config: BatchConfig, eval_batches: int = 4,
+                 translation=None, denoising: bool = True):
         if seq_len < 2:
             raise ValueError(f"seq_len must be at least 2, got {seq_len}")
         if batch_size < 1:
@@ -124,6 +129,10 @@ class PackedBatches:
         self.objective = objective
         self.batch_config = batch_config
         self.eval_batches = eval_batches
+        # MASS / T5 translation (objectives/translation.py): a TranslationPairs adds batch_size pair rows to every
+        # batch; with denoising=False the batches hold the pair rows only
+        self.translation = translation
+        self.denoising = denoising if translation is not None else True
         self.validation_note = ""
         if validation_stream.numel() < 2:
             self.validation_note = "the corpus has no validation split: evaluating on the first training rows"
@@ -148,13 +157,34 @@ class PackedBatches:
 
     def train_batch(self, generator: torch.Generator) -> Batch:
         """The batch of one training step; the same generator state always gives the same batch."""
-        rows = self.train_rows(generator)
-        return self.objective.make_batch(rows, generator, self.batch_config)
+        if self.translation is None:
+            rows = self.train_rows(generator)
+            return self.objective.make_batch(rows, generator, self.batch_config)
+        examples = self._examples(self.train_rows(generator), generator) if self.denoising else []
+        pairs = self.translation.sample(generator, self.batch_size)  # drawn after the denoising rows
+        return self._mix(examples, pairs)
 
     def validation_batches(self, generators) -> list[Batch]:
-        """The fixed validation batches: rows in order, `batch_size` at a time; `generators(i)` seeds batch i."""
+        """The fixed validation batches: rows in order, `batch_size` at a time; `generators(i)` seeds batch i.
+        With translation on, validation batch i also holds the fixed pairs i*B .. i*B+B-1 (translation.py)."""
         batches = []
+        if self.translation is not None and not self.denoising:
+            return [self._mix([], self.translation.validation(i, self.batch_size)) for i in range(self.eval_batches)]
         for i, start in enumerate(range(0, len(self.validation_rows), self.batch_size)):
             rows = self.validation_rows[start:start + self.batch_size]
-            batches.append(self.objective.make_batch(rows, generators(i), self.batch_config))
+            if self.translation is None:
+                batches.append(self.objective.make_batch(rows, generators(i), self.batch_config))
+            else:
+                batches.append(self._mix(self._examples(rows, generators(i)),
+                                         self.translation.validation(i, self.batch_size)))
         return batches
+
+    def _examples(self, rows, generator: torch.Generator) -> list:
+        """The family's examples of `rows`, drawn exactly as its `make_batch` draws them (objectives/__init__.py)."""
+        module, cfg = self.objective, self.batch_config
+        return [module.build_example(row, module.sample_choices(row, generator, cfg), generator, cfg) for row in rows]
+
+    def _mix(self, examples: list, pairs: list) -> Batch:
+        from lab_models.objectives.translation import mix
+
+        return mix(examples, pairs, pad_id=self.batch_config.vocab.pad_id)

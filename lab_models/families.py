@@ -13,11 +13,19 @@ from .objectives import FAMILY_MODULES, objective_module
 
 @dataclass(frozen=True)
 class ObjectiveSpec:
-    """One objective the user can toggle: its name, default weight and default settings."""
+    """One objective the user can toggle: its name, default weight (0 = off unless asked for), default settings and a
+    one-line description."""
 
     name: str
     weight: float
     settings: dict
+    description: str = ""
+
+
+# objective name -> one line for the UI (the family-specific details are in objectives/<family>.py)
+OBJECTIVE_DESCRIPTIONS: dict[str, str] = {
+    "translation": "translation: English -> Chinese on the synthetic corpus's sentence pairs (off at weight 0)",
+}
 
 
 @dataclass(frozen=True)
@@ -66,13 +74,13 @@ _FAMILIES: dict[str, tuple[str, str, str, str, tuple[tuple[str, float], ...]]] =
               "Generation. NeurIPS.", (("cloze", 1.0),)),
     "mass": ("MASS", "encoder-decoder", "byte_bpe",
              "Song, Tan, Qin, Lu, Liu (2019). MASS: Masked Sequence to Sequence Pre-training for Language Generation. "
-             "ICML.", (("seq2seq", 1.0),)),
+             "ICML.", (("seq2seq", 1.0), ("translation", 0.0))),
     "glm": ("GLM", "decoder", "unigram",
             "Du et al. (2022). GLM: General Language Model Pretraining with Autoregressive Blank Infilling. ACL.",
             (("blank_infilling", 1.0),)),
     "t5": ("T5", "encoder-decoder", "unigram",
            "Raffel et al. (2020). Exploring the Limits of Transfer Learning with a Unified Text-to-Text Transformer. "
-           "JMLR.", (("span_corruption", 1.0),)),
+           "JMLR.", (("span_corruption", 1.0), ("translation", 0.0))),
 }
 
 
@@ -92,7 +100,8 @@ def family_spec(name: str) -> FamilySpec:
     settings = _settings_dict(module.Settings()) if module is not None else {}
     return FamilySpec(
         name=name, title=title, kind=kind, tokenizer=tokenizer, paper=paper,
-        objectives=tuple(ObjectiveSpec(obj, weight, settings) for obj, weight in objectives),
+        objectives=tuple(ObjectiveSpec(obj, weight, settings, OBJECTIVE_DESCRIPTIONS.get(obj, ""))
+                         for obj, weight in objectives),
         has_anatomy=module is not None,
         anatomy_choices=tuple(module.CHOICES) if module is not None else (),
     )

@@ -92,6 +92,10 @@ needs no `find_unused_parameters`). An objective whose batch-builder switch is o
 `albert: sop=False`) gets weight 0 whatever was asked. Two optional objectives exist beyond families.py's list:
 `nsp` for SpanBERT (on by default when `settings.nsp` is on: the paper's two-sequence baseline trains it) and for
 UniLM (on by default when `settings.nsp` is on, the default: UniLM §2.2 trains NSP with the bidirectional LM).
+An objective whose default weight in families.py is 0 is opt-in: it appears in the resolved weights (and config.json)
+only when a weight is given for it. MASS and T5 have one, `translation` (objectives/translation.py): English ->
+Chinese through the same encoder-decoder and tied LM head, on rows flagged in the batch; it adds no parameters, and
+with the denoising objective at 0 and translation on, the LM head stays trainable.
 
 Deviations, stated:
 - BERT-family inputs carry no [CLS]/[SEP] framing from the objectives; the pooled "first" position is whatever token
@@ -319,6 +323,9 @@ def resolve_objective_weights(family: str, settings, objective_weights: dict | N
         raise ValueError(f"{family} has no objective {', '.join(map(repr, unknown))}: its objectives are "
                          f"{', '.join(defaults)}")
     weights = dict(defaults)
+    for spec in family_spec(family).objectives:  # opt-in objectives (default 0: translation) are listed when asked
+        if spec.weight == 0 and spec.name not in objective_weights:
+            del weights[spec.name]
     for name, value in objective_weights.items():
         if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) or value < 0:
             raise ValueError(f"the weight of objective {name!r} must be a finite number >= 0, got {value!r}")
@@ -333,7 +340,7 @@ def resolve_objective_weights(family: str, settings, objective_weights: dict | N
         logger.warning("electra: λ is the rtd objective weight %g; settings.disc_weight=%g is not used",
                        weights["rtd"], settings.disc_weight)
     if not any(w > 0 for w in weights.values()):
-        raise ValueError(f"every objective of {family} has weight 0: give at least one of {', '.join(weights)} a "
+        raise ValueError(f"every objective of {family} has weight 0: give at least one of {', '.join(defaults)} a "
                          f"positive weight")
     return weights
 
@@ -430,7 +437,8 @@ class FamilyModel(nn.Module):
         if family == "electra":
             self._build_electra()
         main = MAIN_OBJECTIVE[family]
-        if w[main] == 0 and family != "electra":  # nothing reaches the LM head: freeze it
+        lm_head_used = w[main] > 0 or w.get("translation", 0.0) > 0  # translation predicts through the same head
+        if not lm_head_used and family != "electra":  # nothing reaches the LM head: freeze it
             for module in (self.backbone.lm_transform, self.backbone.lm_out):
                 if module is not None:
                     module.requires_grad_(False)

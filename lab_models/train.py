@@ -35,6 +35,13 @@ A weight of 0 for an objective that has a bool setting of the same name (nsp, so
 a setting turned off turns its objective's weight to 0 (lab_models/models.py). `--model KEY=VALUE` overrides a
 ModelConfig field (d_model=128, dropout=0.0, ...; vocab_size comes from the tokenizer).
 
+Translation (MASS, T5): `--objective translation=W` adds English -> Chinese translation of the synthetic corpus's
+sentence pairs (whatever --corpus is; the pairs are built in, see lab_models/objectives/translation.py) to every step:
+batch_size pair rows beside the denoising rows, loss = denoising + W * translation. `--objective seq2seq=0` (MASS)
+or `--objective span_corruption=0` (T5) with translation on trains translation alone. With translation on, the
+tokenizer is also trained on the pairs (their Chinese side) unless the corpus is the synthetic one, and, for T5, on
+its task prefix; config.json records it all under "translation".
+
 Resuming. `--resume` continues the run in DIR from its newest checkpoint with its saved configuration
 (config.json "train"); the other arguments are ignored except --steps (to train longer; a changed total changes the
 cosine schedule after the checkpoint), --device, --eval-every, --checkpoint-every and --log-every. The batches of
@@ -594,7 +601,12 @@ def _prepare_run_dir(config: TrainConfig, corpus: Corpus, resume: bool) -> dict:
     # A fresh start (also a resume of a run that never reached its first checkpoint).
     (out / runs.METRICS_FILE).unlink(missing_ok=True)
     runs.write_status(out, "running", step=0, total_steps=config.steps, message="training the tokenizer")
-    choice = build_tokenizer(corpus, config.tokenizer, config.vocab_size, home=lab_home(config.home))
+    tokenizer_corpus = corpus
+    if _translation_weight(config) > 0:  # the tokenizer must know the Chinese side (objectives/translation.py)
+        from lab_models.objectives.translation import tokenizer_corpus as with_pairs
+
+        tokenizer_corpus = with_pairs(corpus, config.family)
+    choice = build_tokenizer(tokenizer_corpus, config.tokenizer, config.vocab_size, home=lab_home(config.home))
     prepared, info = prepare_tokenizer(choice.tokenizer)
     from lab_models.home import atomic_write_text
 
@@ -604,10 +616,49 @@ def _prepare_run_dir(config: TrainConfig, corpus: Corpus, resume: bool) -> dict:
             "cache_key": choice.cache_key}
 
 
+def _translation_weight(config: TrainConfig) -> float:
+    return float(config.objectives.get("translation", 0.0))
+
+
+def _translation_pairs(config: TrainConfig, tokenizer, info, max_positions: int):
+    """The synthetic sentence pairs, tokenized, when the run trains translation (MASS, T5); else None. A pair is cut
+    to the model's max_positions on each side (not to seq_len: T5's task prefix alone is ~25 tokens of a small
+    vocabulary)."""
+    if _translation_weight(config) <= 0:
+        return None
+    from lab_models.objectives.translation import TranslationPairs
+
+    pairs = TranslationPairs(config.family, tokenizer, info, max_len=max_positions)
+    if pairs.unknown_target_fraction > 0.01:
+        logger.warning("%.1f%% of the Chinese target tokens are unknown to the tokenizer", 100 *
+                       pairs.unknown_target_fraction)
+    if pairs.truncated_fraction > 0:
+        logger.warning("%.1f%% of the translation pairs are longer than the model's %d positions and are cut",
+                       100 * pairs.truncated_fraction, max_positions)
+    return pairs
+
+
+def _translation_json(config: TrainConfig, corpus: Corpus, pairs) -> dict | None:
+    if pairs is None:
+        return None
+    from lab_models.objectives.translation import tokenizer_texts_note
+
+    return {"weight": _translation_weight(config), **pairs.facts(), "pairs_per_step": config.batch_size,
+            "denoising_rows": config.objectives.get(_main_objective(config.family), 0.0) > 0,
+            "tokenizer_trained_on": tokenizer_texts_note(corpus, config.family)}
+
+
+def _main_objective(family: str) -> str:
+    from lab_models.models import MAIN_OBJECTIVE
+
+    return MAIN_OBJECTIVE[family]
+
+
 def _config_json(config: TrainConfig, model, tokenizer_facts: dict, corpus: Corpus, world: _World,
-                 created: float, validation_note: str) -> dict:
+                 created: float, validation_note: str, translation: dict | None = None) -> dict:
     mc = model.model_config
     info = model.vocab
+    extra = {} if translation is None else {"translation": translation}
     return {
         "family": config.family, "preset": config.preset, "corpus": config.corpus,
         "corpus_fingerprint": corpus.fingerprint, "seed": config.seed, "device": config.device,
@@ -619,7 +670,7 @@ def _config_json(config: TrainConfig, model, tokenizer_facts: dict, corpus: Corp
         "special_ids": {"pad": info.pad_id, "mask": info.mask_id, "cls": info.cls_id, "sep": info.sep_id,
                         "bos": info.bos_id, "eos": info.eos_id, "start": info.start_id, "end": info.end_id},
         "validation_note": validation_note, "train": config.to_dict(), "created": created,
-        "torch_version": torch.__version__,
+        "torch_version": torch.__version__, **extra,
     }
 
 
@@ -673,13 +724,6 @@ def _run(config: TrainConfig, corpus: Corpus, resume: bool, world: _World, out: 
         byte_lengths = token_byte_lengths(tokenizer)
         module = objective_module(config.family)
         settings = settings_from_dict(config.family, config.settings)
-        batches = PackedBatches(
-            encode_stream(tokenizer, corpus.train, info.eos_id), encode_stream(tokenizer, corpus.validation,
-                                                                                info.eos_id),
-            seq_len=config.seq_len, batch_size=config.batch_size, objective=module,
-            batch_config=BatchConfig(settings, info), eval_batches=config.eval_batches)
-        if batches.validation_note:
-            logger.warning(batches.validation_note)
         checkpoint = runs.latest_checkpoint(out) if resume else None
         saved_model = runs.read_config(out).get("model") if checkpoint is not None else None
         if saved_model:
@@ -689,6 +733,15 @@ def _run(config: TrainConfig, corpus: Corpus, resume: bool, world: _World, out: 
 
             model_config = family_model_config(config.family, config.preset, info.size, settings=settings,
                                                **config.model)
+        pairs = _translation_pairs(config, tokenizer, info, model_config.max_positions)
+        batches = PackedBatches(
+            encode_stream(tokenizer, corpus.train, info.eos_id), encode_stream(tokenizer, corpus.validation,
+                                                                                info.eos_id),
+            seq_len=config.seq_len, batch_size=config.batch_size, objective=module,
+            batch_config=BatchConfig(settings, info), eval_batches=config.eval_batches, translation=pairs,
+            denoising=config.objectives.get(_main_objective(config.family), 0.0) > 0)
+        if batches.validation_note:
+            logger.warning(batches.validation_note)
         model = build_model(config.family, model_config, settings, info, config.objectives,
                             seed=derive_seed(config.seed, "init") & 0x7FFFFFFF)
         model.to(world.device)
@@ -703,7 +756,7 @@ def _run(config: TrainConfig, corpus: Corpus, resume: bool, world: _World, out: 
         if world.is_main:
             runs.truncate_metrics(out, trainer.step)
             runs.write_config(out, _config_json(config, model, tokenizer_facts, corpus, world, created,
-                                                batches.validation_note))
+                                                batches.validation_note, _translation_json(config, corpus, pairs)))
             runs.write_status(out, "running", step=trainer.step, total_steps=config.steps, message="training")
             logger.info("training %s (%d parameters) on %s for %d steps", config.family, model.num_parameters(),
                         world.device, config.steps)

@@ -53,6 +53,12 @@ The loss (`loss(model, batch)`, objective "seq2seq"): the backbone's encoder-dec
 corrupted text under the "encoder" mask; the decoder reads the decoder inputs at their positions under the causal
 "decoder" mask and the encoder output under the "cross" mask; cross-entropy of the decoder states against the fragment
 (sparse tied head, rows with a target only). T5 uses the same `decoder_states`.
+
+Translation (objective "translation", default weight 0; objectives/translation.py): MASS fine-tunes its encoder-
+decoder on NMT with the English as the whole encoder input and the Chinese as the whole decoder side ([BOS] +
+Chinese -> Chinese + [EOS], decoder positions 0..n). With it on, each step's batch holds the fragment rows and the
+translation rows together (flagged in extras["translation"]), and `sequence_to_sequence_loss` adds
+weight * translation loss; with "seq2seq" at 0 the model trains on translation alone.
 """
 from __future__ import annotations
 
@@ -62,8 +68,9 @@ from dataclasses import dataclass
 import torch
 
 from ..batch import Batch, Example, collate
+from . import translation
 from .common import BatchConfig, CorruptionRates, VocabInfo
-from .losses import LossOutput, combine, sparse_token_loss
+from .losses import LossOutput, combine, empty_targets, sparse_token_loss
 
 CHOICES: tuple[str, ...] = ("span",)
 RULE = ("encoder: bidirectional over the text with the fragment masked; decoder: causal over the fragment, "
@@ -208,12 +215,30 @@ def prediction_states(model, batch: Batch) -> torch.Tensor:
 
 
 def sequence_to_sequence_loss(model, batch: Batch, objective: str) -> LossOutput:
-    """Cross-entropy of the decoder states against `batch.targets`, as the objective `objective`."""
+    """Cross-entropy of the decoder states against `batch.targets`, as the objective `objective` (the family's
+    denoising objective), plus the "translation" objective when it is on and the batch has translation rows
+    (objectives/translation.py: rows flagged in extras["translation"]; each objective is a mean over its own rows'
+    targets). Bits per byte read the denoising targets when that objective is on, else the translation targets."""
+    weights = model.objective_weights
+    denoising_targets, translation_targets = translation.split_targets(batch)
+    wants_translation = weights.get(translation.OBJECTIVE, 0.0) > 0
+    if weights[objective] == 0 and (translation_targets is None or not wants_translation):
+        raise ValueError(f"{model.family} trains only translation here ({objective} has weight 0), but the batch has "
+                         f"no translation rows: build it with lab_models.objectives.translation (extras"
+                         f"[{translation.ROW_FLAG!r}])")
     hidden = decoder_states(model, batch)  # (B, S, H)
-    part, target_ids, target_nll, _ = sparse_token_loss(model.backbone, hidden, batch.targets)
-    return combine(model.objective_weights, {objective: part}, target_ids, target_nll)
+    parts: dict[str, torch.Tensor] = {}
+    target_ids, target_nll = empty_targets(hidden.device)
+    if weights[objective] > 0:
+        parts[objective], target_ids, target_nll, _ = sparse_token_loss(model.backbone, hidden, denoising_targets)
+    if wants_translation and translation_targets is not None:
+        parts[translation.OBJECTIVE], ids, nll, _ = sparse_token_loss(model.backbone, hidden, translation_targets)
+        if objective not in parts:
+            target_ids, target_nll = ids, nll
+    return combine(weights, parts, target_ids, target_nll)
 
 
 def loss(model, batch: Batch) -> LossOutput:
-    """seq2seq: -log p(x_u .. x_{v-1} | the text with x_u .. x_{v-1} masked), left to right in the decoder."""
+    """seq2seq: -log p(x_u .. x_{v-1} | the text with x_u .. x_{v-1} masked), left to right in the decoder; plus,
+    when on, translation: -log p(Chinese + [EOS] | English) on the batch's translation rows."""
     return sequence_to_sequence_loss(model, batch, "seq2seq")

@@ -50,6 +50,13 @@ Deviations, stated:
 
 The loss (`loss(model, batch)`, objective "span_corruption"): the backbone's encoder-decoder mode, as MASS's
 (`mass.decoder_states`): cross-entropy of the decoder states against the sentinel-delimited targets.
+
+Translation (objective "translation", default weight 0; objectives/translation.py): T5's text-to-text form of a
+supervised task, the encoder reads the task prefix and the English ("translate English to Chinese: the cat sees a
+ball ."), the decoder writes the Chinese ([BOS] + Chinese -> Chinese + [EOS]). With it on, each step's batch holds the
+span-corruption rows and the translation rows together (flagged in extras["translation"]) and the loss adds
+weight * translation loss (`mass.sequence_to_sequence_loss`); with span_corruption at 0 the model trains on
+translation alone.
 """
 from __future__ import annotations
 
@@ -187,5 +194,6 @@ def prediction_states(model, batch: Batch) -> torch.Tensor:
 
 def loss(model, batch: Batch) -> LossOutput:
     """span_corruption: -log p(<extra_id_0> span_0 <extra_id_1> span_1 ... | the text with each span replaced by its
-    sentinel), left to right in the decoder."""
+    sentinel), left to right in the decoder; plus, when on, translation: -log p(Chinese + [EOS] | "translate English
+    to Chinese: " + English) on the batch's translation rows."""
     return sequence_to_sequence_loss(model, batch, "span_corruption")

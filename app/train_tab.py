@@ -44,6 +44,11 @@ OBJECTIVE_TITLES = {
     "sbo": "span boundary objective: predict span tokens from the span's boundaries",
     "rtd": "replaced token detection (the discriminator; its weight is ELECTRA's λ)",
     "cloze": "cloze under UniLM's mix of attention masks",
+    "plm": "permutation language modelling: predict the last 1/K of a random factorization order",
+    "mplm": "masked and permuted language modelling: XLNet's order with every position visible",
+    "seq2seq": "masked sequence to sequence: the decoder writes the fragment masked in the encoder",
+    "blank_infilling": "autoregressive blank infilling: write each blanked span after [S]",
+    "span_corruption": "span corruption: the decoder writes the spans that sentinels replaced",
 }
 PRESET_CORPUS_NOTE = "blank = the preset's corpus (synthetic for tiny, stdlib-docs otherwise)"
 
@@ -88,6 +93,19 @@ def settings_overrides(table) -> dict[str, str]:
             continue
         overrides[key] = value
     return overrides
+
+
+def weight_when_ticked(on: bool, weight):
+    """An objective's weight after its box is ticked or unticked: ticking one at weight 0 makes it 1 (on means on).
+
+    >>> weight_when_ticked(True, 0), weight_when_ticked(True, 0.5), weight_when_ticked(False, 0)
+    (1.0, 0.5, 0)
+    """
+    try:
+        current = float(weight)
+    except (TypeError, ValueError):
+        current = 0.0
+    return 1.0 if on and current == 0 else weight
 
 
 class TrainView:
@@ -157,8 +175,8 @@ class TrainView:
         for index in range(MAX_OBJECTIVES):
             if index < len(spec.objectives):
                 objective = spec.objectives[index]
-                info = OBJECTIVE_TITLES.get(objective.name, objective.name)
-                rows += [gr.update(visible=True, value=True, label=objective.name, info=info),
+                info = OBJECTIVE_TITLES.get(objective.name) or objective.description or objective.name
+                rows += [gr.update(visible=True, value=objective.weight > 0, label=objective.name, info=info),
                          gr.update(visible=True, value=objective.weight, label=f"weight of {objective.name}")]
             else:
                 rows += [gr.update(visible=False, value=False), gr.update(visible=False, value=0)]
@@ -299,8 +317,10 @@ def build(home, jobs, corpus_choices=None):
                 objective = spec.objectives[index] if index < len(spec.objectives) else None
                 name = objective.name if objective else "objective"
                 with gr.Row(equal_height=True):
-                    rows.append(gr.Checkbox(value=objective is not None, visible=objective is not None, scale=3,
-                                            label=name, info=OBJECTIVE_TITLES.get(name, "")))
+                    rows.append(gr.Checkbox(value=objective is not None and objective.weight > 0,
+                                            visible=objective is not None, scale=3, label=name,
+                                            info=OBJECTIVE_TITLES.get(name) or (objective.description
+                                                                                if objective else "")))
                     rows.append(gr.Number(objective.weight if objective else 0, visible=objective is not None,
                                           scale=1, min_width=110, label=f"weight of {name}"))
             family_note = gr.Markdown(default_note)
@@ -352,6 +372,11 @@ def build(home, jobs, corpus_choices=None):
                                                    api_name="training_command_for_family", show_progress="hidden")
     gr.on([control.input for control in controls if control is not family], view.command, controls, command,
           api_name="training_command", trigger_mode="always_last", show_progress="hidden")
+    for index in range(MAX_OBJECTIVES):  # ticking an objective that is off by default (weight 0) gives it weight 1
+        on, weight = rows[2 * index], rows[2 * index + 1]
+        on.input(weight_when_ticked, [on, weight], weight, api_name=f"objective_{index + 1}_ticked",
+                 show_progress="hidden").then(view.command, controls, command, show_progress="hidden",
+                                              api_name=f"training_command_after_objective_{index + 1}")
     start.click(user_errors(view.start), controls, run, api_name="start_training").then(
         overview, overview_inputs, overview_outputs, api_name="list_runs_after_start", show_progress="hidden")
     run.change(user_errors(view.show), run, watched, api_name="show_run", show_progress="hidden")

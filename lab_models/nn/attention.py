@@ -23,6 +23,12 @@ position with rank 0 in the order has nothing before it; it carries no target). 
 once, lets them attend the first key so the arithmetic stays finite, and the attention output of those rows is
 set to exactly zero after the output projection: "attends nothing, adds nothing" to the residual stream.
 
+Incremental decoding (lab_models/generate.py). `forward(..., cache=KeyValueCache())` keeps the keys and values it
+has computed, so that each decoding step computes them for the new rows only: for self-attention the new keys and
+values are appended to the cached ones (x holds only the new rows, the mask is (B, T_new, T_cached + T_new)); for
+cross-attention (`KeyValueCache(static=True)`) the keys and values of the encoder memory are computed on the first
+call and reused by every later one. Without a cache nothing changes.
+
 Worked example (one sequence, 3 tokens, causal; the second query row of the cross mask is empty):
 
 >>> import torch
@@ -105,6 +111,39 @@ def _check_mask_shape(shape, n_queries, n_keys, batch_size) -> None:
                              f"expected {want}")
 
 
+@dataclass
+class KeyValueCache:
+    """The keys and values one attention module has computed so far, kept between decoding steps.
+
+    Self-attention (`static=False`): every call appends the keys and values of its new rows. Cross-attention
+    (`static=True`): the first call computes them from the encoder memory (`context`), later calls reuse them.
+    Tensors are (B, nh, T, hs), after the head split.
+
+    >>> cache = KeyValueCache()
+    >>> cache.length
+    0
+    """
+
+    k: torch.Tensor | None = None  # (B, nh, T, hs)
+    v: torch.Tensor | None = None  # (B, nh, T, hs)
+    static: bool = False
+
+    @property
+    def length(self) -> int:
+        """How many key positions are cached."""
+        return 0 if self.k is None else self.k.shape[2]
+
+    def truncate(self, length: int) -> None:
+        """Keep the first `length` positions (drop a look-ahead row such as UniLM's trailing [MASK])."""
+        if self.k is not None and not self.static:
+            self.k, self.v = self.k[:, :, :length], self.v[:, :, :length]
+
+    def reorder(self, rows: torch.Tensor) -> None:
+        """Keep batch rows `rows` (B_new,) in that order: beam search's parents."""
+        if self.k is not None:
+            self.k, self.v = self.k.index_select(0, rows), self.v.index_select(0, rows)
+
+
 class MultiHeadAttention(nn.Module):
     """Scaled dot-product attention with n_heads heads and a fused QKV projection."""
 
@@ -118,26 +157,41 @@ class MultiHeadAttention(nn.Module):
         self.proj = nn.Linear(config.d_model, config.d_model)  # the output projection W_o
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | AttentionMask, context: torch.Tensor | None = None,
-                return_weights: bool = False):
+                return_weights: bool = False, cache: KeyValueCache | None = None):
         """x (B, Tq, H) attends `context` (B, Tk, H), or itself when context is None, under mask (B, Tq, Tk).
 
         Returns y (B, Tq, H); with return_weights=True, (y, probabilities (B, nh, Tq, Tk)); asking for the weights
         always takes the eager path, whatever config.attention_impl says.
+
+        cache: incremental decoding (see the module docstring). Self-attention: x holds the new rows only and the
+        mask is (B, Tq, cached + Tq); cross-attention (a static cache): once filled, `context` may be None.
         """
         B, Tq, H = x.shape
-        if context is None:
+        hs = H // self.n_heads
+        if cache is not None and cache.static and cache.k is not None:  # the memory's keys and values, cached
+            w_q, b_q = self.qkv.weight[:H], self.qkv.bias[:H]
+            q = F.linear(x, w_q, b_q)  # (B, Tq, H)
+            k = v = None
+        elif context is None:
             q, k, v = self.qkv(x).split(H, dim=2)  # 3 x (B, Tq, H)
         else:
             w_q, w_kv = self.qkv.weight.split([H, 2 * H], dim=0)  # (H, H), (2H, H)
             b_q, b_kv = self.qkv.bias.split([H, 2 * H], dim=0)  # (H,), (2H,)
             q = F.linear(x, w_q, b_q)  # (B, Tq, H)
             k, v = F.linear(context, w_kv, b_kv).split(H, dim=2)  # 2 x (B, Tk, H)
-        Tk = k.shape[1]
-        mask = prepare_mask(mask, n_queries=Tq, n_keys=Tk, batch_size=B)
-        hs = H // self.n_heads
         q = q.view(B, Tq, self.n_heads, hs).transpose(1, 2)  # (B, nh, Tq, hs)
-        k = k.view(B, Tk, self.n_heads, hs).transpose(1, 2)  # (B, nh, Tk, hs)
-        v = v.view(B, Tk, self.n_heads, hs).transpose(1, 2)  # (B, nh, Tk, hs)
+        if k is not None:
+            Tk = k.shape[1]
+            k = k.view(B, Tk, self.n_heads, hs).transpose(1, 2)  # (B, nh, Tk, hs)
+            v = v.view(B, Tk, self.n_heads, hs).transpose(1, 2)  # (B, nh, Tk, hs)
+        if cache is not None:
+            if k is None:  # static and filled
+                k, v = cache.k, cache.v  # (B, nh, Tm, hs)
+            elif not cache.static and cache.k is not None:  # append the new rows' keys and values
+                k, v = torch.cat([cache.k, k], dim=2), torch.cat([cache.v, v], dim=2)  # (B, nh, Tc + Tq, hs)
+            cache.k, cache.v = k, v
+        Tk = k.shape[2]
+        mask = prepare_mask(mask, n_queries=Tq, n_keys=Tk, batch_size=B)
         dropout_p = self.attention_dropout if self.training else 0.0
 
         weights = None

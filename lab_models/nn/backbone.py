@@ -10,6 +10,12 @@ is. It reads a `Batch`'s tensors (see lab_models/batch.py) through four entry po
                          decoder_position_ids, memory)                         encoder-decoder: MASS, T5
     lm_logits(hidden, positions)                                               hidden -> vocabulary, tied, sparse
 
+Incremental decoding (lab_models/generate.py): `forward(..., cache=backbone.new_cache())` and
+`decode(..., cache=backbone.new_cache(decoder=True))` keep every layer's keys and values (`DecodingCache`), so that a
+decoding step runs only the new tokens: their ids and positions, and a mask (B, T_new, T_cached + T_new) over the cached
+keys and themselves. The decoder's cross-attention keys and values of the encoder memory are computed once. New tokens
+take the positions the caller gives (learned absolute positions: the next token's index).
+
 Layout, top to bottom:
 
     token ids --Embedding(V, E)--+ positions (+ 2nd position row) (+ segments) --[LN]--dropout--[Linear(E, H)]--> x
@@ -39,7 +45,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .attention import AttentionMask, MultiHeadAttention, prepare_mask
+from .attention import AttentionMask, KeyValueCache, MultiHeadAttention, prepare_mask
 from .config import ModelConfig
 from .dropout import Dropout
 
@@ -75,6 +81,44 @@ class FeedForward(nn.Module):
         return self.proj(F.gelu(self.up(x)))  # (B, T, d_ff) -> (B, T, H)
 
 
+class LayerCache:
+    """One layer's cached keys and values: its self-attention's and (decoder blocks) its cross-attention's."""
+
+    def __init__(self, cross: bool = False):
+        self.self_attn = KeyValueCache()
+        self.cross_attn = KeyValueCache(static=True) if cross else None
+
+
+class DecodingCache:
+    """Every layer's `LayerCache`, for `Backbone.forward(..., cache=)` or `Backbone.decode(..., cache=)`. Indexed by
+    layer, not by block: ALBERT's one shared block gets one cache entry per application.
+
+    >>> cache = DecodingCache(n_layers=2)
+    >>> cache.length, len(cache.layers)
+    (0, 2)
+    """
+
+    def __init__(self, n_layers: int, cross: bool = False):
+        self.layers = [LayerCache(cross) for _ in range(n_layers)]
+
+    @property
+    def length(self) -> int:
+        """How many positions the self-attention keys hold."""
+        return self.layers[0].self_attn.length if self.layers else 0
+
+    def truncate(self, length: int) -> None:
+        """Keep the first `length` cached positions of every layer (the cross-attention memory stays)."""
+        for layer in self.layers:
+            layer.self_attn.truncate(length)
+
+    def reorder(self, rows: torch.Tensor) -> None:
+        """Keep batch rows `rows` (B_new,) in that order, in every layer (beam search: each beam's parent)."""
+        for layer in self.layers:
+            layer.self_attn.reorder(rows)
+            if layer.cross_attn is not None:
+                layer.cross_attn.reorder(rows)
+
+
 class Block(nn.Module):
     """One Transformer layer: self-attention, optional cross-attention (decoder), feed-forward; each a residual
     branch with dropout. norm="pre": x + f(LN(x)) (GPT-2). norm="post": LN(x + f(x)) (BERT, GPT-1)."""
@@ -92,17 +136,21 @@ class Block(nn.Module):
 
     def forward(self, x: torch.Tensor, mask: AttentionMask, n_context: int | None = None,
                 memory: torch.Tensor | None = None, cross_mask: AttentionMask | None = None,
-                return_weights: bool = False):
+                return_weights: bool = False, cache: LayerCache | None = None):
         """x (B, Tq, H) -> (B, Tq, H) [and the self-attention probabilities (B, nh, Tq, Tk) with return_weights].
 
         n_context: self-attention keys and values come from the first n_context rows of x only (None = all rows).
         That is the two-stream layout: x = [content stream h; query stream g], and both streams read h.
         memory, cross_mask: the encoder output (B, Tm, H) and the (B, Tq, Tm) mask, for decoder blocks.
+        cache: this layer's keys and values of earlier decoding steps (x then holds the new rows only).
         """
         # 1. self-attention
         a = self.ln_attn(x) if self.pre_norm else x  # (B, Tq, H)
         context = None if n_context is None else a[:, :n_context]  # (B, Tk, H)
-        out = self.attn(a, mask, context=context, return_weights=return_weights)
+        if cache is None:
+            out = self.attn(a, mask, context=context, return_weights=return_weights)
+        else:
+            out = self.attn(a, mask, context=context, return_weights=return_weights, cache=cache.self_attn)
         out, weights = out if return_weights else (out, None)
         x = self._add(x, out, self.ln_attn)
         # 2. cross-attention: queries from the decoder, keys and values from the encoder's memory
@@ -110,7 +158,11 @@ class Block(nn.Module):
             if memory is None or cross_mask is None:
                 raise ValueError("a decoder block needs the encoder memory and a cross-attention mask")
             a = self.ln_cross(x) if self.pre_norm else x
-            x = self._add(x, self.cross_attn(a, cross_mask, context=memory), self.ln_cross)
+            if cache is None:
+                out = self.cross_attn(a, cross_mask, context=memory)
+            else:
+                out = self.cross_attn(a, cross_mask, context=memory, cache=cache.cross_attn)
+            x = self._add(x, out, self.ln_cross)
         # 3. feed-forward
         a = self.ln_ff(x) if self.pre_norm else x
         x = self._add(x, self.ff(a), self.ln_ff)
@@ -188,20 +240,26 @@ class Backbone(nn.Module):
     # ---- one stream -------------------------------------------------------------------------------------------
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, position_ids: torch.Tensor,
-                segment_ids: torch.Tensor | None = None, return_attention: bool = False):
+                segment_ids: torch.Tensor | None = None, return_attention: bool = False,
+                cache: DecodingCache | None = None):
         """input_ids (B, T), attention_mask (B, T, T) bool (True = may attend), position_ids (B, T) or (B, 2, T)
         -> hidden (B, T, H). With return_attention=True: (hidden, [probabilities (B, nh, T, T) per layer]), computed
-        on the eager path."""
+        on the eager path.
+
+        cache (`new_cache()`): incremental decoding. input_ids are the T new tokens only, attention_mask is
+        (B, T, cached + T) over the cached positions and the new ones, and the new keys and values are appended."""
         B, T = self._check_ids("input_ids", input_ids)
         x = self._embed(self.embeddings.token(input_ids), position_ids, segment_ids, B, T)  # (B, T, H)
-        mask = prepare_mask(self._check_mask("attention_mask", attention_mask, B, T, T))  # once for all layers
+        past = self._check_cache(cache, self.config.n_layers, B, T)
+        mask = prepare_mask(self._check_mask("attention_mask", attention_mask, B, T, past + T))  # once for all layers
         maps = []
-        for block in self._stack(self.blocks, self.config.n_layers):
+        for i, block in enumerate(self._stack(self.blocks, self.config.n_layers)):
+            layer_cache = None if cache is None else cache.layers[i]
             if return_attention:
-                x, weights = block(x, mask, return_weights=True)
+                x, weights = block(x, mask, return_weights=True, cache=layer_cache)
                 maps.append(weights)
             else:
-                x = block(x, mask)  # (B, T, H)
+                x = block(x, mask, cache=layer_cache)  # (B, T, H)
         x = self.ln_f(x)
         return (x, maps) if return_attention else x
 
@@ -258,10 +316,15 @@ class Backbone(nn.Module):
         return self.forward(input_ids, encoder_mask, position_ids, segment_ids)
 
     def decode(self, decoder_input_ids: torch.Tensor, decoder_mask: torch.Tensor, cross_mask: torch.Tensor,
-               decoder_position_ids: torch.Tensor, memory: torch.Tensor) -> torch.Tensor:
+               decoder_position_ids: torch.Tensor, memory: torch.Tensor,
+               cache: DecodingCache | None = None) -> torch.Tensor:
         """decoder_input_ids (B, S), decoder_mask (B, S, S) (causal, from the batch), cross_mask (B, S, T),
         decoder_position_ids (B, S), memory (B, T, H) from `encode` -> (B, S, H). The decoder shares the encoder's
-        embeddings (and the tied output matrix)."""
+        embeddings (and the tied output matrix).
+
+        cache (`new_cache(decoder=True)`): incremental decoding. decoder_input_ids are the S new tokens only,
+        decoder_mask is (B, S, cached + S); the cross-attention keys and values of `memory` are computed on the first
+        call and reused."""
         if self.decoder_blocks is None:
             raise ValueError("this model has no decoder: build it with decoder_layers > 0")
         B, S = self._check_ids("decoder_input_ids", decoder_input_ids)
@@ -271,11 +334,41 @@ class Backbone(nn.Module):
             raise ValueError(f"memory must be the encoder output of shape ({B}, T, {self.config.d_model}), got {got}")
         T = memory.shape[1]
         y = self._embed(self.embeddings.token(decoder_input_ids), decoder_position_ids, None, B, S)  # (B, S, H)
-        self_mask = prepare_mask(self._check_mask("decoder_mask", decoder_mask, B, S, S))
+        past = self._check_cache(cache, self.config.decoder_layers, B, S, cross=True)
+        self_mask = prepare_mask(self._check_mask("decoder_mask", decoder_mask, B, S, past + S))
         cross = prepare_mask(self._check_mask("cross_mask", cross_mask, B, S, T))
-        for block in self._stack(self.decoder_blocks, self.config.decoder_layers):
-            y = block(y, self_mask, memory=memory, cross_mask=cross)  # (B, S, H)
+        for i, block in enumerate(self._stack(self.decoder_blocks, self.config.decoder_layers)):
+            layer_cache = None if cache is None else cache.layers[i]
+            y = block(y, self_mask, memory=memory, cross_mask=cross, cache=layer_cache)  # (B, S, H)
         return self.ln_dec(y)
+
+    # ---- incremental decoding ----------------------------------------------------------------------------------
+
+    def new_cache(self, decoder: bool = False) -> DecodingCache:
+        """An empty `DecodingCache` for `forward` (decoder=False) or for `decode` (decoder=True: the decoder stack,
+        with the cross-attention memory)."""
+        if decoder:
+            if self.decoder_blocks is None:
+                raise ValueError("this model has no decoder: build it with decoder_layers > 0")
+            return DecodingCache(self.config.decoder_layers, cross=True)
+        return DecodingCache(self.config.n_layers)
+
+    def _check_cache(self, cache: DecodingCache | None, n_layers: int, B: int, T: int, cross: bool = False) -> int:
+        """The number of cached positions (0 without a cache); ValueError for a cache that does not fit."""
+        if cache is None:
+            return 0
+        if not isinstance(cache, DecodingCache) or len(cache.layers) != n_layers \
+                or any((layer.cross_attn is not None) != cross for layer in cache.layers):
+            raise ValueError(f"cache must be this backbone's new_cache({'decoder=True' if cross else ''}), with "
+                             f"{n_layers} layers")
+        past = cache.length
+        k = cache.layers[0].self_attn.k
+        if k is not None and k.shape[0] != B:
+            raise ValueError(f"the cache holds {k.shape[0]} rows but the input has {B}: reorder the cache first")
+        if past + T > self.config.max_positions:
+            raise ValueError(f"the cache holds {past} positions and {T} more would exceed the model's "
+                             f"{self.config.max_positions} positions")
+        return past
 
     # ---- the vocabulary projection ----------------------------------------------------------------------------
 

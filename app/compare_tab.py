@@ -1,0 +1,323 @@
+"""Compare tab: up to four trained runs, one prompt, the outputs side by side.
+
+Pick runs of any families and corpora, type a prompt and press **Generate**. Each run answers in its own column, headed
+by its family, run id, step and latest validation bits per byte, with every produced token shaded by the probability
+it had when it was chosen. The decoding itself (`api.generate`) decides what a family can do: continuation for the
+causal families, infilling of a blank ([MASK] or ___) for the blank-infilling and seq2seq ones, iterative mask-predict
+for the MLM families, English→Chinese translation for the seq2seq ones. A family that cannot do the chosen mode says
+why in its column; that is never an error. Nothing here is per-family: the modes and the families come from
+`api.GENERATION_MODES`, `api.generation_modes(name)` and the run list, so a family added later shows up by itself.
+
+Endpoints (every event has an `api_name`, so `gradio_client` can drive the tab):
+* `/compare_generate`: inputs (run ids, prompt, mode, strategy, temperature, top_k, top_p, beam_size, max_new_tokens,
+  seed, iterations, blank_length); returns (the columns as HTML, one dict per run with the raw generation). `mode`
+  "auto" = each run's default mode. temperature / top-k / top-p apply to `sample`, beam size to `beam`; a blank
+  length of 0 lets the backend choose.
+* `/compare_runs_list` (the Refresh button) and `/compare_runs_on_select` (opening the tab): input the current
+  selection; return the run picker with the runs that have weights now.
+* `/compare_decoding_controls`: strategy -> which decoding controls are shown.
+"""
+from __future__ import annotations
+
+import logging
+import math
+from types import SimpleNamespace
+
+import gradio as gr
+
+from lab_models import api
+
+from .compare_figures import (empty_html, error_column_html, generation_column_html, grid_html, latest_val_bits,
+                              mode_title, modes_table_markdown)
+from .errors import user_errors
+
+logger = logging.getLogger(__name__)
+
+MAX_RUNS = 4
+AUTO = "auto"
+STRATEGIES = {"greedy": "greedy", "sample": "sample", "beam": "beam search"}
+WEIGHTS_FILE = "model.safetensors"  # CONTRACT.md §2: a finished or stopped run's weights
+DEFAULTS = {"strategy": "greedy", "temperature": 1.0, "top_k": 0, "top_p": 1.0, "beam_size": 4, "max_new_tokens": 30,
+            "seed": 0, "iterations": 10, "blank_length": 0}
+# Example prompts per mode: the first of each is in the tiny preset's synthetic corpus's own words (lower case, " ."
+# before the stop), so a run trained for a minute has a fair chance; the others are ordinary English.
+EXAMPLE_PROMPTS = {
+    "continue": ["the beautiful horse wants", "The cat sat on the"],
+    "infill": ["the beautiful horse ___ your bone on the farm .", "The old man ___ the river."],
+    "mask_predict": ["the tutor [MASK] a red [MASK] at the market .", "She [MASK] to the market [MASK] morning."],
+    "translate": ["the beautiful horse wants your bone on the farm ."],
+}
+MODE_HELP = {
+    "continue": "continue the prompt left to right",
+    "infill": r"fill the blank marked [MASK] or \_\_\_",
+    "mask_predict": r"fill every [MASK] or \_\_\_ by iterative mask-predict",
+    "translate": "translate the English prompt to Chinese",
+}
+NO_RUNS_INFO = "No run has weights yet: train one in the Train tab, then press Refresh."
+
+
+def _number(value, name: str, default, *, whole: bool):
+    """A control's value as int/float (blank -> the default); ValueError naming the control when it is not one."""
+    if value is None or value == "":
+        return default
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a number, got {value!r}.") from None
+    if not math.isfinite(number):
+        raise ValueError(f"{name} must be a finite number, got {value!r}.")
+    if whole:
+        if not number.is_integer():
+            raise ValueError(f"{name} must be a whole number, got {value!r}.")
+        return int(number)
+    return number
+
+
+def decoding_options(strategy, temperature, top_k, top_p, beam_size, max_new_tokens, seed, iterations,
+                     blank_length) -> dict:
+    """The decoding controls as keyword arguments of `api.generate`. Sampling settings go only with `sample` and the
+    beam size only with `beam`, so a control left over from another strategy never changes the result.
+
+    >>> decoding_options("greedy", 0.7, 40, 0.9, 4, 20, 1, 10, 0)
+    {'strategy': 'greedy', 'max_new_tokens': 20, 'seed': 1, 'iterations': 10, 'blank_length': None}
+    >>> decoding_options("sample", 0.7, 40, 0.9, 4, 20, 1, 10, 2)["top_k"]
+    40
+    """
+    strategy = strategy or DEFAULTS["strategy"]
+    options = {"strategy": strategy,
+               "max_new_tokens": _number(max_new_tokens, "Max new tokens", DEFAULTS["max_new_tokens"], whole=True),
+               "seed": _number(seed, "Seed", DEFAULTS["seed"], whole=True),
+               "iterations": _number(iterations, "Mask-predict iterations", DEFAULTS["iterations"], whole=True),
+               "blank_length": _number(blank_length, "Tokens per blank", 0, whole=True) or None}
+    if strategy == "sample":
+        options.update(temperature=_number(temperature, "Temperature", DEFAULTS["temperature"], whole=False),
+                       top_k=_number(top_k, "Top-k", DEFAULTS["top_k"], whole=True),
+                       top_p=_number(top_p, "Top-p", DEFAULTS["top_p"], whole=False))
+    elif strategy == "beam":
+        options["beam_size"] = _number(beam_size, "Beam size", DEFAULTS["beam_size"], whole=True)
+    return options
+
+
+def run_label(row: dict) -> str:
+    """"run_id · family · step N" for the run picker."""
+    return f"{row['run_id']} · {row.get('family') or '?'} · step {int(row.get('step') or 0):,}"
+
+
+class CompareView:
+    """The tab's handlers, bound to the app's run store (the job manager)."""
+
+    def __init__(self, home, jobs=None):
+        self.home = home
+        self.jobs = jobs if jobs is not None else api.RunStore(home)
+
+    # ------------------------------------------------------------------ the run picker
+    def has_weights(self, row: dict) -> bool:
+        """Finished and stopped runs have model.safetensors; a running (or failed) one may have a checkpoint."""
+        if row.get("state") == "queued" or not row.get("run_id"):
+            return False
+        try:
+            run_dir = self.jobs.run_dir(row["run_id"])
+            return (run_dir / WEIGHTS_FILE).is_file() or self.jobs.has_checkpoint(row["run_id"])
+        except (ValueError, OSError):
+            return False
+
+    def runs(self) -> list[dict]:
+        """The runs that can generate now, newest first."""
+        return [row for row in api.list_runs(self.jobs) if self.has_weights(row)]
+
+    def run_choices(self) -> list[tuple[str, str]]:
+        return [(run_label(row), row["run_id"]) for row in self.runs()]
+
+    def refresh(self, current=None):
+        """The picker with the runs that have weights now, keeping the chosen ones that still exist."""
+        choices = self.run_choices()
+        ids = {value for _, value in choices}
+        kept = [run_id for run_id in (current or []) if run_id in ids]
+        info = (f"up to {MAX_RUNS} runs with weights (finished, stopped, or running with a checkpoint)"
+                if choices else NO_RUNS_INFO)
+        return gr.update(choices=choices, value=kept, info=info)
+
+    # ------------------------------------------------------------------ generating
+    @staticmethod
+    def _run_ids(run_ids) -> list[str]:
+        if isinstance(run_ids, str):
+            run_ids = [run_ids]
+        ids = []
+        for run_id in run_ids or []:
+            run_id = str(run_id).strip()
+            if run_id and run_id not in ids:
+                ids.append(run_id)
+        if not ids:
+            raise ValueError(f"Pick at least one run (up to {MAX_RUNS}) to generate with.")
+        if len(ids) > MAX_RUNS:
+            raise ValueError(f"Pick at most {MAX_RUNS} runs to compare side by side; {len(ids)} are picked.")
+        return ids
+
+    @staticmethod
+    def _mode(mode) -> str | None:
+        if mode in (None, "", AUTO):
+            return None
+        if mode not in api.GENERATION_MODES:
+            raise ValueError(f"Unknown mode {mode!r}: choose {AUTO} or one of {', '.join(api.GENERATION_MODES)}.")
+        return mode
+
+    def _run_facts(self, run_id: str, rows: dict) -> dict:
+        """Family, its title and the latest validation bits per byte of one run (for the column's header)."""
+        row = rows.get(run_id, {})
+        family = row.get("family") or ""
+        try:
+            title = api.family(family).title if family else run_id
+        except ValueError:
+            title = family
+        try:
+            bits = latest_val_bits(api.run_metrics(self.jobs, run_id))
+        except ValueError:
+            bits = None
+        return {"family": family, "title": title, "val_bits_per_byte": bits, "step": row.get("step")}
+
+    def generate(self, run_ids, prompt, mode, strategy, temperature, top_k, top_p, beam_size, max_new_tokens, seed,
+                 iterations, blank_length, progress=gr.Progress()):
+        """One column per run. A run whose family cannot do the mode explains why in its column; a run whose input
+        is refused shows the message in its column, unless every run refused it for the same reason (a bad prompt or
+        decoding value), which is then the page's error."""
+        run_ids = self._run_ids(run_ids)
+        if prompt is None or not str(prompt).strip():
+            raise ValueError("Type a prompt first: the prompt is empty. For infilling, mark the blank with [MASK] or "
+                             "___; the examples under the prompt show one per mode.")
+        mode = self._mode(mode)
+        options = decoding_options(strategy, temperature, top_k, top_p, beam_size, max_new_tokens, seed, iterations,
+                                   blank_length)
+        rows = {row["run_id"]: row for row in api.list_runs(self.jobs)}
+        columns, details, errors = [], [], []
+        for index, run_id in enumerate(run_ids):
+            progress(index / len(run_ids), desc=f"Generating with {run_id} ({index + 1}/{len(run_ids)})")
+            facts = self._run_facts(run_id, rows)
+            try:
+                generation = api.generate(self.jobs.run_dir(run_id), prompt, mode=mode, **options)
+            except ValueError as error:
+                message = str(error)
+            except Exception as error:  # noqa: BLE001 - one broken run must not hide the others' answers
+                logger.exception("generation with %s failed", run_id)
+                message = f"Something went wrong generating with this run: {type(error).__name__}: {error}"
+            else:
+                columns.append(generation_column_html(generation, title=facts["title"] or generation.family,
+                                                      val_bits_per_byte=facts["val_bits_per_byte"]))
+                details.append(self._details(generation, facts))
+                continue
+            errors.append(message)
+            columns.append(error_column_html(run_id, message, title=facts["title"], family=facts["family"],
+                                             step=facts["step"], val_bits_per_byte=facts["val_bits_per_byte"]))
+            details.append({"run_id": run_id, "family": facts["family"], "error": message})
+        progress(1.0, desc="Done")
+        if errors and len(errors) == len(run_ids) and len(set(errors)) == 1:
+            raise ValueError(errors[0][:1].upper() + errors[0][1:])
+        return grid_html(columns, prompt=str(prompt)), details
+
+    @staticmethod
+    def _details(generation, facts: dict) -> dict:
+        """The raw generation, as the JSON panel and API clients see it."""
+        return {"run_id": generation.run_id, "family": generation.family, "title": facts["title"],
+                "mode": generation.mode, "supported": generation.supported, "explanation": generation.explanation,
+                "step": generation.step, "val_bits_per_byte": facts["val_bits_per_byte"], "text": generation.text,
+                "new_text": generation.new_text, "tokens": list(generation.tokens),
+                "probs": [round(float(p), 6) for p in generation.probs], "seconds": generation.seconds,
+                "ms_per_token": generation.ms_per_token}
+
+    # ------------------------------------------------------------------ controls
+    @staticmethod
+    def decoding_controls(strategy):
+        """Show temperature / top-k / top-p for sampling and the beam size for beam search."""
+        sample, beam = strategy == "sample", strategy == "beam"
+        return (gr.update(visible=sample), gr.update(visible=sample), gr.update(visible=sample),
+                gr.update(visible=beam))
+
+
+def mode_choices() -> list[tuple[str, str]]:
+    return [("Auto: each run's default", AUTO)] + [(mode_title(mode), mode) for mode in api.GENERATION_MODES]
+
+
+def modes_markdown() -> str:
+    """Which family does what, from `api.generation_modes` (a family added later appears by itself)."""
+    rows = []
+    for spec in api.families():
+        try:
+            rows.append((spec.title, list(api.generation_modes(spec.name))))
+        except ValueError:
+            rows.append((spec.title, []))
+    notes = " · ".join(f"**{mode_title(mode)}**: {MODE_HELP.get(mode, mode_title(mode))}"
+                       for mode in api.GENERATION_MODES)
+    return (f"{notes}\n\n{modes_table_markdown(rows, api.GENERATION_MODES)}\n\n"
+            "A family asked for a mode it cannot do says why in its column.")
+
+
+def build(home, jobs=None, tab=None):
+    """Lay out the tab. `tab` (the gr.Tab it sits in) refreshes the run picker when it is opened. Returns a
+    namespace: `view` (the handlers), `runs` (the picker) and `refresh` = (fn, inputs, outputs)."""
+    view = CompareView(home, jobs)
+    choices = view.run_choices()
+    gr.Markdown("Pick up to four trained runs (any families, any corpora) and one prompt, then press **Generate**: "
+                "each run answers in its own column. Every produced token is shaded by the probability it had "
+                "when it was chosen; hover a token to read it.")
+    with gr.Row():
+        runs = gr.Dropdown(choices, value=[], multiselect=True, max_choices=MAX_RUNS, label="Runs", scale=4,
+                           allow_custom_value=True,
+                           info=(f"up to {MAX_RUNS} runs with weights (finished, stopped, or running with a "
+                                 "checkpoint)" if choices else NO_RUNS_INFO), elem_id="compare-runs")
+        refresh = gr.Button("Refresh runs", size="sm", scale=0, min_width=140)
+    with gr.Row():
+        with gr.Column(scale=3, min_width=360):
+            prompt = gr.Textbox(EXAMPLE_PROMPTS["continue"][0], label="Prompt", lines=2, elem_id="compare-prompt",
+                                info="for infilling and mask-predict, mark each blank with [MASK] or ___ "
+                                     "(three underscores)")
+            mode = gr.Radio(mode_choices(), value=AUTO, label="Mode",
+                            info="Auto lets each run use its family's default mode")
+            generate = gr.Button("Generate", variant="primary", elem_id="compare-generate")
+            examples = [[text, mode_name] for mode_name in api.GENERATION_MODES
+                        for text in EXAMPLE_PROMPTS.get(mode_name, [])]
+            gr.Examples(examples, [prompt, mode], label="Example prompts (click one: it sets the prompt and the mode)",
+                        api_name="compare_load_example", examples_per_page=10)
+        with gr.Column(scale=2, min_width=320):
+            strategy = gr.Radio([(label, key) for key, label in STRATEGIES.items()], value=DEFAULTS["strategy"],
+                                label="Decoding", info="greedy: the most likely token · sample: draw from the "
+                                "distribution · beam: keep the best few sequences")
+            with gr.Row():
+                temperature = gr.Slider(0.05, 2.0, DEFAULTS["temperature"], step=0.05, label="Temperature",
+                                        info="below 1 sharpens, above 1 flattens", visible=False,
+                                        elem_id="compare-temperature")
+                top_k = gr.Slider(0, 100, DEFAULTS["top_k"], step=1, label="Top-k",
+                                  info="draw from the k most likely (0 = all)", visible=False)
+            with gr.Row():
+                top_p = gr.Slider(0.05, 1.0, DEFAULTS["top_p"], step=0.05, label="Top-p",
+                                  info="draw from the smallest set holding this much probability (1 = all)",
+                                  visible=False)
+                beam_size = gr.Slider(2, 8, DEFAULTS["beam_size"], step=1, label="Beam size",
+                                      info="sequences kept at each step", visible=False)
+            with gr.Row():
+                max_new_tokens = gr.Slider(1, 200, DEFAULTS["max_new_tokens"], step=1, label="Max new tokens",
+                                           elem_id="compare-max-new")
+                seed = gr.Number(DEFAULTS["seed"], precision=0, label="Seed", info="same seed, same output",
+                                 min_width=120, elem_id="compare-seed")
+            with gr.Row():
+                iterations = gr.Slider(1, 20, DEFAULTS["iterations"], step=1, label="Mask-predict iterations",
+                                       info="rounds of re-masking the least sure tokens")
+                blank_length = gr.Number(DEFAULTS["blank_length"], precision=0, label="Tokens per ___ blank",
+                                         info="where the model cannot choose a length (mask-predict, fixed-length "
+                                              "infilling); 0 = the default, 3", min_width=120)
+            with gr.Accordion("Which family can do which mode", open=False):
+                gr.Markdown(modes_markdown())
+    output = gr.HTML(empty_html("Pick up to 4 runs, type a prompt and press Generate."), elem_id="compare-output")
+    with gr.Accordion("Raw results (tokens, probabilities, timings)", open=False):
+        details = gr.JSON([], label="generations")
+
+    inputs = [runs, prompt, mode, strategy, temperature, top_k, top_p, beam_size, max_new_tokens, seed, iterations,
+              blank_length]
+    handler = user_errors(view.generate)
+    generate.click(handler, inputs, [output, details], api_name="compare_generate")
+    prompt.submit(handler, inputs, [output, details], api_name="compare_generate_on_submit")
+    strategy.change(view.decoding_controls, strategy, [temperature, top_k, top_p, beam_size],
+                    api_name="compare_decoding_controls", show_progress="hidden")
+    refresh_runs = user_errors(view.refresh)
+    refresh.click(refresh_runs, runs, runs, api_name="compare_runs_list")
+    if tab is not None:
+        tab.select(refresh_runs, runs, runs, api_name="compare_runs_on_select", show_progress="hidden")
+    return SimpleNamespace(view=view, runs=runs, refresh=(refresh_runs, runs, runs))

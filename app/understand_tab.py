@@ -1,0 +1,349 @@
+"""Understand tab: what trained runs have learned, side by side. Three sections:
+
+* **Fill-mask**: up to four runs and a text with one or more [MASK]; each run's top-k predictions per slot, with their
+  probabilities (`api.fill_mask`). A run whose family cannot fill masks (GPT reads left to right) explains why in its
+  column; that is never an error.
+* **Contextual embeddings**: the same word in two sentences ("apple" the fruit and Apple the company): the cosine
+  similarity of its two vectors at every layer, one line per run (`api.contextual_similarity`), and the final layer's
+  token vectors of a few sentences on their first two principal components, one scatter per run
+  (`api.embedding_projection`).
+* **Attention**: one run and a sentence; every head of one layer of one stream as a heatmap, under the mask the family
+  really uses (`api.attention_maps`; lab_models/probes.py documents the mask per family).
+
+The handlers only translate the controls into `lab_models.api` calls and draw the results (app/understand_figures.py).
+
+Endpoints (every event has an `api_name`, so `gradio_client` can drive the tab):
+* `/understand_fill_mask` (and `_on_submit`): (run ids, text, top_k) -> (figure, table, one dict per run with
+  "slots" [[token, probability], ...] or "error").
+* `/understand_similarity` (and `_on_submit`): (run ids, sentence A, sentence B, word) -> (figure, table); then
+  `/understand_projection`: (run ids, sentences one per line, word) -> figure.
+* `/understand_attention`: (run id, sentence, stream, layer) -> (stream, layer, figure, note, details); the stream
+  falls back to the run's first and the layer is clamped when they do not fit the run. `/understand_attention_stream`
+  and `/understand_attention_view` redraw after a stream or layer change. The layer slider then allows the shown
+  run's layers only, for the rest of the session (Gradio checks a slider's range), so a client that switches to a
+  deeper run asks for layer 1 first.
+* `/understand_runs_list` (the Refresh button) and `/understand_runs_on_select` (opening the tab): the current
+  selections -> the three run pickers, with the runs that have weights now.
+"""
+from __future__ import annotations
+
+import logging
+from types import SimpleNamespace
+
+import gradio as gr
+import pandas as pd
+
+from lab_models import api
+
+from .errors import user_errors
+from .understand_figures import (attention_details, attention_figure, empty_figure, fill_mask_figure,
+                                 fill_mask_table, projection_figure, similarity_figure, similarity_table,
+                                 stream_title)
+
+logger = logging.getLogger(__name__)
+
+MAX_RUNS = 4
+DEFAULT_TOP_K = 5
+MASK = "[MASK]"
+MAX_LAYERS = 12  # the layer slider's range before a run is shown (the base preset's depth); then the run's own
+STREAMS = ("self", "content", "query", "encoder", "decoder", "cross")  # every stream name an AttentionMaps can have
+NO_RUNS_INFO = "No run has weights yet: train one in the Train tab, then press Refresh runs."
+# Examples: ordinary English (the classic "apple" example), then sentences in the tiny preset's synthetic corpus's own
+# words (lower case, " ." before the stop), which a run trained for a minute has actually seen.
+FILL_MASK_EXAMPLES = [
+    ["the girl eats a red [MASK] in the kitchen ."],
+    ["the [MASK] sees a ball in the [MASK] ."],
+    ["I ate an [MASK] with my lunch."],
+]
+SIMILARITY_EXAMPLES = [
+    ["I ate an apple with my lunch.", "She works at Apple in the city.", "apple"],
+    ["the girl eats a red apple in the kitchen .", "a farmer sells my apple at the market .", "apple"],
+    ["the cook eats a cake in the kitchen .", "the cook buys a ticket at the station .", "cook"],
+]
+ATTENTION_EXAMPLES = [["the cat sees a red ball ."], ["I ate an apple with my lunch."],
+                      ["the girl does not eat the apple ."]]
+
+
+def run_label(row: dict) -> str:
+    """"run_id · family · step N" for the run pickers (N = the step of the weights a probe loads)."""
+    step = row.get("weights_step", row.get("step")) or 0
+    return f"{row['run_id']} · {row.get('family') or '?'} · step {int(step):,}"
+
+
+def _number(value, name: str, default: int, low: int, high: int) -> int:
+    if value is None or value == "":
+        return default
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a whole number, got {value!r}.") from None
+    if not number.is_integer() or not low <= number <= high:
+        raise ValueError(f"{name} must be a whole number from {low} to {high}, got {value!r}.")
+    return int(number)
+
+
+class UnderstandView:
+    """The tab's handlers, bound to the app's run store (the job manager)."""
+
+    def __init__(self, home, jobs=None):
+        self.home = home
+        self.jobs = jobs if jobs is not None else api.RunStore(home)
+
+    # ------------------------------------------------------------------ run pickers
+    def runs(self) -> list[dict]:
+        return api.runs_with_weights(self.jobs)
+
+    def run_choices(self) -> list[tuple[str, str]]:
+        return [(run_label(row), row["run_id"]) for row in self.runs()]
+
+    def refresh(self, fill_runs=None, embedding_runs=None, attention_run=None):
+        """The three pickers with the runs that have weights now, keeping the chosen ones that still exist."""
+        choices = self.run_choices()
+        ids = [value for _, value in choices]
+        info = (f"up to {MAX_RUNS} runs with weights (finished, stopped, or running with a checkpoint)"
+                if choices else NO_RUNS_INFO)
+
+        def kept(current):
+            current = [current] if isinstance(current, str) else list(current or [])
+            return [run_id for run_id in current if run_id in ids]
+
+        attention = attention_run if attention_run in ids else (ids[0] if ids else None)
+        return (gr.update(choices=choices, value=kept(fill_runs), info=info),
+                gr.update(choices=choices, value=kept(embedding_runs), info=info),
+                gr.update(choices=choices, value=attention,
+                          info="one run with weights" if choices else NO_RUNS_INFO))
+
+    def _run_ids(self, run_ids, what: str) -> list[str]:
+        if isinstance(run_ids, str):
+            run_ids = [run_ids]
+        ids = []
+        for run_id in run_ids or []:
+            run_id = str(run_id).strip()
+            if run_id and run_id not in ids:
+                ids.append(run_id)
+        if not ids:
+            raise ValueError(f"Pick at least one run (up to {MAX_RUNS}) to {what}.")
+        if len(ids) > MAX_RUNS:
+            raise ValueError(f"Pick at most {MAX_RUNS} runs to compare side by side; {len(ids)} are picked.")
+        return ids
+
+    def _facts(self, run_id: str, rows: dict) -> dict:
+        row = rows.get(run_id, {})
+        family = row.get("family") or ""
+        try:
+            title = api.family(family).title if family else ""
+        except ValueError:
+            title = family
+        return {"run_id": run_id, "family": family, "title": title,
+                "step": row.get("weights_step", row.get("step"))}
+
+    # ------------------------------------------------------------------ fill-mask
+    def fill_mask(self, run_ids, text, top_k=DEFAULT_TOP_K, progress=gr.Progress()):
+        """One column per run with its top-k predictions per [MASK]; a run that cannot fill masks (or whose input
+        is refused) explains why in its column."""
+        run_ids = self._run_ids(run_ids, "fill the masks with")
+        if text is None or not str(text).strip():
+            raise ValueError(f"Type a text first: it is empty. Mark each blank with {MASK}, e.g. "
+                             f"“{FILL_MASK_EXAMPLES[0][0]}”.")
+        if MASK.lower() not in str(text).lower():
+            raise ValueError(f"The text has no {MASK}: mark each word to predict with {MASK}, e.g. "
+                             f"“{FILL_MASK_EXAMPLES[0][0]}”.")
+        top_k = _number(top_k, "Top-k", DEFAULT_TOP_K, 1, 20)
+        fill = getattr(api, "fill_mask", None)
+        rows = {row["run_id"]: row for row in api.list_runs(self.jobs)}
+        results = []
+        for index, run_id in enumerate(run_ids):
+            progress(index / len(run_ids), desc=f"Filling masks with {run_id} ({index + 1}/{len(run_ids)})")
+            result = self._facts(run_id, rows)
+            try:
+                if fill is None:
+                    raise ValueError("Fill-mask is not available in this version of the lab.")
+                slots = fill(self.jobs.run_dir(run_id), str(text), top_k=top_k)
+                result["slots"] = [[[str(token), round(float(prob), 6)] for token, prob in slot] for slot in slots]
+            except ValueError as error:
+                result["error"] = str(error)
+            except Exception as error:  # noqa: BLE001 - one broken run must not hide the others' answers
+                logger.exception("fill-mask with %s failed", run_id)
+                result["error"] = f"Something went wrong with this run: {type(error).__name__}: {error}"
+            results.append(result)
+        progress(1.0, desc="Done")
+        return fill_mask_figure(results), fill_mask_table(results), results
+
+    # ------------------------------------------------------------------ contextual embeddings
+    def similarity(self, run_ids, sentence_a, sentence_b, word, progress=gr.Progress()):
+        """The word's similarity between the two sentences per layer, one line per run, and the table."""
+        run_ids = self._run_ids(run_ids, "compare")
+        progress(0.1, desc=f"Reading the hidden states of {len(run_ids)} run(s)")
+        frame = api.contextual_similarity([self.jobs.run_dir(r) for r in run_ids], sentence_a, sentence_b, word)
+        progress(1.0, desc="Done")
+        word = str(word or "").strip()
+        return similarity_figure(frame, word), similarity_table(frame)
+
+    def projection(self, run_ids, sentences, word, progress=gr.Progress()):
+        """One PCA scatter per run of the final-layer token vectors of the sentences (one per line)."""
+        run_ids = self._run_ids(run_ids, "project")
+        lines = [line.strip() for line in str(sentences or "").splitlines() if line.strip()]
+        if not lines:
+            raise ValueError("Type the sentences to project, one per line: the box is empty.")
+        frames = []
+        for index, run_id in enumerate(run_ids):
+            progress(index / len(run_ids), desc=f"Projecting with {run_id} ({index + 1}/{len(run_ids)})")
+            frames.append(api.embedding_projection(self.jobs.run_dir(run_id), lines, word))
+        progress(1.0, desc="Done")
+        return projection_figure(frames, lines, str(word or "").strip())
+
+    # ------------------------------------------------------------------ attention
+    def attention(self, run_id, sentence, stream=None, layer=1, progress=gr.Progress()):
+        """The heads of one layer of one stream. Returns (stream picker, layer slider, figure, note, details)."""
+        if isinstance(run_id, (list, tuple)):
+            run_id = run_id[0] if run_id else None
+        if not run_id or not str(run_id).strip():
+            raise ValueError("Choose a run first: pick one with weights in the Run list.")
+        progress(0.2, desc=f"Running {run_id}")
+        maps = api.attention_maps(self.jobs.run_dir(str(run_id).strip()), sentence)
+        streams = list(maps.streams)
+        stream = stream if stream in streams else streams[0]
+        n_layers = int(maps.weights[stream].shape[0])
+        layer = _number(layer, "Layer", 1, 1, 10_000)
+        layer = min(max(layer, 1), n_layers)
+        progress(0.8, desc="Drawing")
+        note = (f"**{maps.run_id}** ({maps.family}, step {maps.step:,}) · {len(maps.tokens)} tokens · "
+                f"{n_layers} layers × {maps.n_heads} heads · streams: "
+                f"{', '.join(stream_title(s) for s in streams)}\n\n{maps.note}")
+        return (gr.update(choices=[(stream_title(s), s) for s in streams], value=stream),
+                gr.update(maximum=max(n_layers, 2), value=layer, interactive=n_layers > 1),
+                attention_figure(maps, stream, layer), note, attention_details(maps, stream, layer))
+
+
+def _run_picker(choices, label: str, elem_id: str, *, multiselect: bool):
+    info = (f"up to {MAX_RUNS} runs with weights (finished, stopped, or running with a checkpoint)" if multiselect
+            else "one run with weights")
+    if multiselect:
+        value = [run_id for _, run_id in choices[:MAX_RUNS]]  # the newest runs, ready to compare
+    else:
+        value = choices[0][1] if choices else None
+    return gr.Dropdown(choices, value=value, multiselect=multiselect, max_choices=MAX_RUNS if multiselect else None,
+                       label=label, info=info if choices else NO_RUNS_INFO, allow_custom_value=True, scale=4,
+                       elem_id=elem_id)
+
+
+def build(home, jobs=None, tab=None):
+    """Lay out the tab. `tab` (the gr.Tab it sits in) refreshes the run pickers when it is opened. Returns a namespace:
+    `view` (the handlers) and the pickers."""
+    view = UnderstandView(home, jobs)
+    choices = view.run_choices()
+    gr.Markdown("What did each run learn? Ask its masked-word guesses, see how one word's vector changes with its "
+                "context, layer by layer, and look inside its attention heads. Pick runs with weights: finished, "
+                "stopped, or still training with a checkpoint.")
+    with gr.Row():
+        refresh = gr.Button("Refresh runs", size="sm", scale=0, min_width=140, elem_id="understand-refresh")
+    with gr.Tabs():
+        # ---------------------------------------------------------------- fill-mask
+        with gr.Tab("Fill-mask", id="understand-fill-mask"):
+            gr.Markdown(f"Mark one or more words with **{MASK}**: each run shows its top predictions for every slot "
+                        "with their probabilities. A family that cannot fill masks says why in its column.")
+            fill_runs = _run_picker(choices, "Runs", "understand-fill-runs", multiselect=True)
+            with gr.Row():
+                fill_text = gr.Textbox(FILL_MASK_EXAMPLES[0][0], label="Text with [MASK]", lines=1, scale=4,
+                                       elem_id="understand-fill-text")
+                top_k = gr.Slider(1, 20, DEFAULT_TOP_K, step=1, label="Top-k", scale=1)
+            gr.Examples(FILL_MASK_EXAMPLES, [fill_text], label="Examples (the first two use the synthetic corpus's "
+                        "words)", api_name="understand_fill_mask_example")
+            fill_button = gr.Button("Fill", variant="primary", elem_id="understand-fill")
+            fill_plot = gr.Plot(empty_figure("Pick up to 4 runs, type a text with [MASK] and press Fill."),
+                                label="Top predictions per [MASK]", elem_id="understand-fill-plot")
+            with gr.Accordion("Predictions as a table", open=False):
+                fill_table = gr.Dataframe(pd.DataFrame(columns=["slot", "rank"]), interactive=False, wrap=True)
+                fill_details = gr.JSON([], label="raw predictions")
+        # ---------------------------------------------------------------- contextual embeddings
+        with gr.Tab("Contextual embeddings", id="understand-embeddings"):
+            gr.Markdown("The same word in two contexts: its vector (the mean over its sub-word pieces) is compared "
+                        "between sentence A and sentence B at every layer. A static embedding stays the same; a "
+                        "contextual model moves it apart when the meanings differ. Below, the final layer's token "
+                        "vectors of the sentences, on their first two principal components. Encoder-decoder "
+                        "families use their encoder, XLNet and MPNet their content stream, ELECTRA its "
+                        "discriminator; GPT-style models see only the words before.")
+            embed_runs = _run_picker(choices, "Runs", "understand-embed-runs", multiselect=True)
+            with gr.Row():
+                sentence_a = gr.Textbox(SIMILARITY_EXAMPLES[0][0], label="Sentence A", scale=3,
+                                        elem_id="understand-sentence-a")
+                sentence_b = gr.Textbox(SIMILARITY_EXAMPLES[0][1], label="Sentence B", scale=3,
+                                        elem_id="understand-sentence-b")
+                word = gr.Textbox(SIMILARITY_EXAMPLES[0][2], label="Word", scale=1, elem_id="understand-word",
+                                  info="must occur in both sentences")
+            projected = gr.Textbox("\n".join(SIMILARITY_EXAMPLES[0][:2]), lines=3,
+                                   label=f"Sentences to project (one per line, up to {api.PROBE_MAX_SENTENCES})",
+                                   elem_id="understand-projected")
+            gr.Examples(SIMILARITY_EXAMPLES, [sentence_a, sentence_b, word], label="Examples",
+                        api_name="understand_similarity_example")
+            embed_button = gr.Button("Compare contexts", variant="primary", elem_id="understand-compare")
+            similarity_plot = gr.Plot(empty_figure("Pick runs, two sentences and a word, then press Compare "
+                                                   "contexts."),
+                                      label="Similarity per layer", elem_id="understand-similarity-plot")
+            with gr.Accordion("Similarities as a table", open=False):
+                similarity_frame = gr.Dataframe(pd.DataFrame(columns=["run", "family"]), interactive=False)
+            projection_plot = gr.Plot(empty_figure("The projection appears here."), label="Token vectors (PCA)",
+                                      elem_id="understand-projection-plot")
+        # ---------------------------------------------------------------- attention
+        with gr.Tab("Attention", id="understand-attention"):
+            gr.Markdown("Every head of one layer, as a heatmap: **rows attend, columns are attended**; each row sums "
+                        "to 1. Grey cells are forbidden by the mask the family really uses (causal for GPT, none "
+                        "for BERT; XLNet and MPNet are shown with the left-to-right factorization order, MASS and T5 "
+                        "with the sentence in the encoder and shifted right in the decoder).")
+            with gr.Row():
+                attention_run = _run_picker(choices, "Run", "understand-attention-run", multiselect=False)
+            with gr.Row():
+                attention_sentence = gr.Textbox(ATTENTION_EXAMPLES[0][0], label="Sentence", scale=4,
+                                                elem_id="understand-attention-sentence",
+                                                info=f"at most {api.PROBE_MAX_TOKENS} tokens")
+                attention_button = gr.Button("Show attention", variant="primary", scale=1,
+                                             elem_id="understand-attention-show")
+            gr.Examples(ATTENTION_EXAMPLES, [attention_sentence], label="Examples",
+                        api_name="understand_attention_example")
+            with gr.Row():
+                # a Dropdown that accepts any value: an API client may ask any run for any stream name
+                stream = gr.Dropdown([(stream_title(s), s) for s in STREAMS], value="self", label="Stream",
+                                     scale=3, allow_custom_value=True, elem_id="understand-attention-stream",
+                                     info="after Show attention, only the picked run's streams are listed")
+                layer = gr.Slider(1, MAX_LAYERS, 1, step=1, label="Layer", scale=2, elem_id="understand-layer",
+                                  info="the picked run's layers, after Show attention")
+            attention_plot = gr.Plot(empty_figure("Pick a run, type a sentence and press Show attention."),
+                                     label="Attention heads", elem_id="understand-attention-plot")
+            attention_note = gr.Markdown("")
+            with gr.Accordion("This layer's probabilities as data", open=False):
+                attention_data = gr.JSON({}, label="attention")
+
+    # ---------------------------------------------------------------- events
+    fill_inputs = [fill_runs, fill_text, top_k]
+    fill_outputs = [fill_plot, fill_table, fill_details]
+    fill = user_errors(view.fill_mask)
+    fill_button.click(fill, fill_inputs, fill_outputs, api_name="understand_fill_mask")
+    fill_text.submit(fill, fill_inputs, fill_outputs, api_name="understand_fill_mask_on_submit")
+
+    similarity = user_errors(view.similarity)
+    projection = user_errors(view.projection)
+    similarity_inputs = [embed_runs, sentence_a, sentence_b, word]
+    similarity_outputs = [similarity_plot, similarity_frame]
+    projection_inputs = [embed_runs, projected, word]
+    embed_button.click(similarity, similarity_inputs, similarity_outputs, api_name="understand_similarity").success(
+        projection, projection_inputs, projection_plot, api_name="understand_projection")
+    word.submit(similarity, similarity_inputs, similarity_outputs, api_name="understand_similarity_on_submit")
+
+    attention = user_errors(view.attention)
+    attention_inputs = [attention_run, attention_sentence, stream, layer]
+    attention_outputs = [stream, layer, attention_plot, attention_note, attention_data]
+    attention_button.click(attention, attention_inputs, attention_outputs, api_name="understand_attention")
+    attention_sentence.submit(attention, attention_inputs, attention_outputs,
+                              api_name="understand_attention_on_submit")
+    stream.input(attention, attention_inputs, attention_outputs, api_name="understand_attention_stream",
+                 show_progress="hidden")
+    layer.release(attention, attention_inputs, attention_outputs, api_name="understand_attention_view",
+                  show_progress="hidden")
+
+    refresh_runs = user_errors(view.refresh)
+    pickers = [fill_runs, embed_runs, attention_run]
+    refresh.click(refresh_runs, pickers, pickers, api_name="understand_runs_list")
+    if tab is not None:
+        tab.select(refresh_runs, pickers, pickers, api_name="understand_runs_on_select", show_progress="hidden")
+    return SimpleNamespace(view=view, fill_runs=fill_runs, embed_runs=embed_runs, attention_run=attention_run,
+                           refresh=(refresh_runs, pickers, pickers))

@@ -17,6 +17,11 @@ read-only part is `RunStore`, which anything may create: it starts and changes n
 * `stop(run_id)`: a queued job leaves the queue ("stopped"); a running one gets SIGTERM, which makes the trainer
   finish its step, checkpoint and exit "stopped". After `stop_timeout_s` it gets SIGKILL (its last checkpoint stays).
 * `resume(run_id)`: queues a stopped or failed run again, with `--resume` when it has a checkpoint.
+* `start_command(kind, command, run_dir)`: queues any other worker that keeps the run-folder contract (status.json
+  with state/step/total_steps, SIGTERM -> "stopped"), e.g. a fine-tuning (`python -m lab_models.finetune`, whose
+  folders live in `<lab home>/finetunes/`; see lab_models/finetune.py: start_finetune). It shares the queue, the
+  per-device limit, `stop`, `status` and `metrics` with the training runs; it is not resumable. `run_dir(id)` finds
+  such folders too, but `run_ids()` and `list_runs()` list only `<lab home>/runs/`.
 * A worker that exits non-zero without having written "failed" (killed by the OOM killer, a bad argument, an import
   error) is marked "failed" with the last lines of `worker.log`. A crashed run is reported; the app stays up.
 
@@ -68,6 +73,7 @@ CONFIG_FILE = "config.json"
 METRICS_FILE = "metrics.jsonl"
 LOG_FILE = "worker.log"
 CHECKPOINT_DIR = "checkpoint"
+JOB_FOLDERS = ("runs", "finetunes")  # where job folders live under the lab home; runs/ is the runs table
 LOG_TAIL_LINES = 20
 _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 _SETTING_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]*$")
@@ -164,6 +170,7 @@ class Job:
     stop_requested_at: float | None = None
     killed: bool = False
     extra: dict = field(default_factory=dict)
+    command: list[str] | None = None  # a full command line (start_command); None: the trainer with `args`
 
 
 class RunStore:
@@ -175,6 +182,7 @@ class RunStore:
     def __init__(self, home=None):
         self.home = lab_home(home)
         self.runs_dir = self.home / "runs"
+        self.job_roots = tuple(self.home / name for name in JOB_FOLDERS)  # runs_dir first
         self._metrics_lock = threading.Lock()
         self._metrics_cache: dict[str, tuple[int, int, list[dict]]] = {}  # run_id -> (inode, offset, rows)
 
@@ -220,7 +228,10 @@ class RunStore:
             raise ValueError(f"{run_id!r} is not a run id (run ids look like bert-tiny-20260101-120000-ab12).")
         run_dir = self.runs_dir / run_id
         if not run_dir.is_dir():
-            raise ValueError(f"Unknown run {run_id!r}: no folder {run_dir}.")
+            other = next((root / run_id for root in self.job_roots[1:] if (root / run_id).is_dir()), None)
+            if other is None:
+                raise ValueError(f"Unknown run {run_id!r}: no folder {run_dir}.")
+            return other
         return run_dir
 
     def has_checkpoint(self, run_id: str) -> bool:
@@ -441,6 +452,52 @@ class JobManager(RunStore):
             self._wake.notify_all()
         return run_id
 
+    def start_command(self, kind: str, command: Sequence[str], run_dir, *, device: str = "auto",
+                      total_steps: int | None = None, request: Mapping | None = None) -> str:
+        """Queue a worker that is not the trainer (e.g. kind "finetune": `python -m lab_models.finetune ...`); return
+        its id (the folder's name).
+
+        `run_dir` is the job's folder, directly inside one of the lab home's job folders (runs/, finetunes/); it is
+        created if missing and must not hold an active job. The worker must keep the run-folder contract: it writes
+        status.json (state, step, total_steps) and metrics.jsonl there, and SIGTERM makes it stop cleanly with
+        state "stopped". It is queued, launched, stopped, reaped and recovered like a training run (job.json records
+        `kind` and `command`), but it cannot be resumed. `request`: extra JSON-able facts for job.json.
+        """
+        if not isinstance(kind, str) or not re.fullmatch(r"[a-z][a-z0-9_]*", kind) or kind == "train":
+            raise ValueError(f"kind must be a lower-case word naming the job kind, such as 'finetune', got {kind!r}.")
+        argv = [str(a) for a in command] if isinstance(command, Sequence) and not isinstance(command, str) else None
+        if not argv or any("\n" in a or "\0" in a for a in argv):
+            raise ValueError("command must be a non-empty list of arguments without line breaks.")
+        if device not in DEVICES:
+            raise ValueError(f"Unknown device {device!r}: choose one of {', '.join(DEVICES)}.")
+        if total_steps is not None and (isinstance(total_steps, bool) or not isinstance(total_steps, int)
+                                        or total_steps < 1):
+            raise ValueError(f"total_steps must be a whole number >= 1 or None, got {total_steps!r}.")
+        folder = Path(run_dir).expanduser().resolve()
+        roots = [root.resolve() for root in self.job_roots]
+        if folder.parent not in roots or not _RUN_ID.match(folder.name):
+            raise ValueError(f"A job folder must be a plain name directly inside one of "
+                             f"{', '.join(str(r) for r in roots)}; got {folder}.")
+        with self._lock:
+            if self._closed:
+                raise ValueError("The job manager is shut down; restart the app to start jobs.")
+            previous = read_json(folder / STATUS_FILE)
+            if self._find(folder.name) is not None or (previous.get("state") == "running"
+                                                       and _process_alive(previous.get("pid"), folder)):
+                raise ValueError(f"{folder.name} is already queued or running.")
+            folder.mkdir(parents=True, exist_ok=True)
+            now = time.time()
+            job_request = {**dict(request or {}), "kind": kind, "command": argv, "device": device,
+                           "run_id": folder.name, "created": now}
+            atomic_write_json(folder / JOB_FILE, job_request)
+            self._write_status(folder, {"state": "queued", "step": 0, "total_steps": total_steps,
+                                        "message": "queued", "pid": None})
+            job = Job(folder.name, folder, [], resolve_device_key(device), queued_at=now, command=argv)
+            self._queue.append(job)
+            logger.info("queued %s %s on %s", kind, folder.name, job.device_key)
+            self._wake.notify_all()
+        return folder.name
+
     def stop(self, run_id: str) -> dict:
         """Stop a queued (removed from the queue) or running (SIGTERM, then SIGKILL) run; return its status."""
         run_dir = self.run_dir(run_id)
@@ -470,6 +527,9 @@ class JobManager(RunStore):
                 raise ValueError("The job manager is shut down; restart the app to train.")
             if self._find(run_id) is not None:
                 raise ValueError(f"Run {run_id} is already queued or running.")
+            kind = read_json(run_dir / JOB_FILE).get("kind")
+            if kind and kind != "train":
+                raise ValueError(f"{run_id} is a {kind} job; it cannot be resumed: start a new one instead.")
             state = self.status(run_id)["state"]  # a "running" whose trainer is gone reads "stopped" here
             if state == "finished":
                 raise ValueError(f"Run {run_id} has already finished all its steps; start a new run to train more.")
@@ -524,7 +584,10 @@ class JobManager(RunStore):
         with self._lock:
             job = self._find(run_id)
             if job is not None:
-                return self.trainer_command + job.args
+                return list(job.command) if job.command is not None else self.trainer_command + job.args
+        saved = read_json(self.run_dir(run_id) / JOB_FILE).get("command")
+        if isinstance(saved, list) and saved:
+            return [str(a) for a in saved]
         return self.trainer_command + self.trainer_args(self._request_of(self.run_dir(run_id)), self.run_dir(run_id))
 
     def close(self, stop_runs: bool = True, timeout: float | None = None) -> None:
@@ -651,7 +714,7 @@ class JobManager(RunStore):
                 busy[job.device_key] = busy.get(job.device_key, 0) + 1
 
     def _launch(self, job: Job) -> bool:
-        command = self.trainer_command + job.args
+        command = list(job.command) if job.command is not None else self.trainer_command + job.args
         self._write_status(job.run_dir, {"state": "running", "message": "starting the trainer", "pid": None})
         env = dict(os.environ)
         env.update(self.env)
@@ -735,9 +798,7 @@ class JobManager(RunStore):
 
     def _recover(self) -> None:
         """Adopt live workers of a previous server; mark its other queued/running runs 'stopped (interrupted)'."""
-        if not self.runs_dir.exists():
-            return
-        for run_dir in self.runs_dir.iterdir():
+        for run_dir in [d for root in self.job_roots if root.is_dir() for d in root.iterdir()]:
             status = read_json(run_dir / STATUS_FILE)
             state = status.get("state")
             if state not in ACTIVE_STATES:
@@ -745,16 +806,19 @@ class JobManager(RunStore):
             pid = status.get("pid")
             if state == "running" and isinstance(pid, int) and _process_alive(pid, run_dir):
                 request = read_json(run_dir / JOB_FILE)
+                command = request.get("command") if isinstance(request.get("command"), list) else None
                 job = Job(run_dir.name, run_dir, [], resolve_device_key(request.get("device", "auto")),
-                          queued_at=time.time(), pid=pid, adopted=True, started_at=time.time())
+                          queued_at=time.time(), pid=pid, adopted=True, started_at=time.time(), command=command)
                 self._running[job.run_id] = job
                 logger.info("adopted the live trainer of %s (pid %d)", job.run_id, pid)
                 continue
             when = "started" if state == "queued" else "finished"
+            kind = read_json(run_dir / JOB_FILE).get("kind")
+            again = ("press Resume to continue" + (" from its last checkpoint" if state == "running" else "")
+                     if not kind or kind == "train" else "start it again")
             self._write_status(run_dir, {"state": "stopped", "interrupted": True, "pid": None,
                                          "message": f"interrupted: the server stopped before this run {when}; "
-                                                    "press Resume to continue"
-                                                    + (" from its last checkpoint" if state == "running" else "")})
+                                                    + again})
             logger.info("marked %s interrupted (was %s)", run_dir.name, state)
 
 

@@ -19,6 +19,9 @@ DEFAULT_FAMILIES = ["bert", "unilm", "xlnet", "glm"]
 EXPLORER_TOKENIZER_CORPUS = "stdlib-docs"
 EXPLORER_TOKENIZER_VOCAB = 4000
 MLM_FAMILIES = {"bert", "roberta", "albert", "spanbert", "electra"}
+LEAK_NOTE = ("**Two streams off: the leak.** One stream only, so every predicted row attends its own token (the "
+             "diagonal): the model can copy its target, the loss collapses and nothing is learned. The Train tab's "
+             "leak demo shows the curves.")
 
 
 def parse_positions(text: str) -> list[int] | None:
@@ -87,7 +90,7 @@ class MaskExplorer:
         return api.split_for_explorer(text, result.path)
 
     def explore(self, text, tokenizer_kind, families, seed, masked, mode, src_len, order, num_predict, spans,
-                shuffle):
+                shuffle, two_stream=True):
         families = list(families or [])
         if not families:
             raise ValueError("Tick at least one family to draw.")
@@ -102,6 +105,9 @@ class MaskExplorer:
             spec = self.specs[family]
             choices = family_choices(family, spec.anatomy_choices, masked=masked, mode=mode, src_len=src_len,
                                      order=order, num_predict=num_predict, spans=spans, shuffle=shuffle)
+            leak = family == "xlnet" and two_stream is False
+            if leak:
+                choices["settings"] = {"two_stream": False}
             try:
                 anatomy = api.anatomy(family, tokens, seed=int(seed or 0), **choices)
             except ValueError as error:
@@ -110,6 +116,8 @@ class MaskExplorer:
             used = ", ".join(f"{k}={v}" for k, v in anatomy.choices.items()) or "none"
             header = (f"### {spec.title} <small>({spec.kind})</small>\n{anatomy.rule}\n\n"
                       f"**Density** (fraction of allowed pairs): {densities}  \n**Choices used:** {used}")
+            if leak:
+                header += "\n\n" + LEAK_NOTE
             outputs += [gr.update(value=header, visible=True), gr.update(value=anatomy_figure(anatomy), visible=True),
                         gr.update(value=anatomy_table(anatomy), visible=True)]
         for _ in range(MAX_FAMILIES - len(families)):
@@ -150,6 +158,7 @@ def build(home) -> None:
         with gr.Row():
             order = gr.Textbox(label="XLNet / MPNet: factorization order", placeholder="e.g. 3 0 5 1 4 2 (blank = random)")
             num_predict = gr.Number(None, precision=0, label="XLNet / MPNet: predicted positions (0 = about n/6)")
+            two_stream = gr.Checkbox(True, label="XLNet: two streams", info="untick to see the leak they prevent")
     draw = gr.Button("Draw", variant="primary")
     slots = []
     with gr.Row():
@@ -161,7 +170,7 @@ def build(home) -> None:
             with gr.Column():
                 slots.append((gr.Markdown(visible=False), gr.Plot(visible=False), gr.Dataframe(visible=False)))
     outputs = [component for slot in slots for component in slot]
-    inputs = [text, tokenizer, families, seed, masked, mode, src_len, order, num_predict, spans, shuffle]
+    inputs = [text, tokenizer, families, seed, masked, mode, src_len, order, num_predict, spans, shuffle, two_stream]
     handler = user_errors(explorer.explore)
     draw.click(handler, inputs, outputs, api_name="explore_masks")
     text.submit(handler, inputs, outputs, api_name="explore_masks_on_submit")

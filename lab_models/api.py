@@ -62,10 +62,11 @@ def train_tokenizer(kind: str, texts, vocab_size: int):
     return tokenization.train_tokenizer(kind, texts, vocab_size)
 
 
-def anatomy(family: str, tokens, *, seed: int = 0, **choices) -> Anatomy:
+def anatomy(family: str, tokens, *, seed: int = 0, settings: dict | None = None, **choices) -> Anatomy:
     """What one training example of `family` looks like for the given token strings (CONTRACT.md §1).
 
-    Built by the family's own `build_example`, the code that builds its training batches.
+    Built by the family's own `build_example`, the code that builds its training batches. `settings` overrides fields
+    of the family's batch-builder settings (`family_settings(family)`), e.g. {"two_stream": False} for XLNet's leak.
     """
     if not isinstance(family, str):
         raise ValueError(f"family must be a name such as 'bert', got {family!r}")
@@ -73,7 +74,23 @@ def anatomy(family: str, tokens, *, seed: int = 0, **choices) -> Anatomy:
         raise ValueError("tokens must be a list of token strings, not one string: split it first, e.g. text.split().")
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise ValueError(f"seed must be an integer, got {seed!r}")
+    if settings:
+        choices["settings"] = _anatomy_settings(family, settings)
     return build_anatomy(family, list(tokens), seed=seed, **choices)
+
+
+def _anatomy_settings(family: str, values: dict):
+    """The family's default batch-builder settings with `values` replaced (ValueError for an unknown key)."""
+    import dataclasses
+
+    from .objectives import objective_module
+
+    defaults = objective_module(family).Settings()
+    known = {f.name for f in dataclasses.fields(defaults)}
+    unknown = sorted(set(values) - known)
+    if unknown:
+        raise ValueError(f"{family} has no setting {', '.join(unknown)}; its settings are: {', '.join(sorted(known))}.")
+    return dataclasses.replace(defaults, **values)
 
 
 def split_for_explorer(text: str, tokenizer_path: str | Path | None = None, *, max_tokens: int = 64) -> list[str]:

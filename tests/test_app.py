@@ -88,6 +88,16 @@ def test_explore_masks_draws_each_family(client):
     assert any("BERT" in str(h) for h in headers) and any("GLM" in str(h) for h in headers)
 
 
+def test_explore_masks_shows_the_two_stream_leak(client):
+    """Unticking XLNet's two streams draws one stream ("self") in which every target row attends its own token."""
+    common = ("a b c d e f", "whitespace", ["xlnet"], 0, "", None, None, "3 0 5 1 4 2", 2, "", True)
+    two = client.predict(*common, True, api_name="/explore_masks")
+    leak = client.predict(*common, False, api_name="/explore_masks")
+    assert "content:" in str(two[0]) and "the leak" not in str(two[0])
+    assert "Two streams off: the leak" in str(leak[0])
+    assert "query stream" in str(two[1]) and "query stream" not in str(leak[1]) and "self-attention" in str(leak[1])
+
+
 def test_explore_masks_bad_spans_error(client):
     with pytest.raises(Exception, match="Write spans as start:end"):
         client.predict("a b c d", "whitespace", ["glm"], 0, "", None, None, "", None, "oops", True,

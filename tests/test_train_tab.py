@@ -12,7 +12,7 @@ from gradio_client import Client
 
 from app.train_figures import (compare_figure, format_duration, loss_figure, progress_html, runs_table, split_rows,
                                status_markdown, thin)
-from app.train_tab import MAX_OBJECTIVES, SETTINGS_HEADERS, setting_text, settings_overrides
+from app.train_tab import MAX_OBJECTIVES, SETTINGS_HEADERS, leak_demo_visible, setting_text, settings_overrides
 from lab_models import api
 
 POLL_S = 0.3
@@ -99,6 +99,21 @@ def test_start_watch_stop_resume_stop(client):
     assert row[4] == "stopped" and row[5].endswith("/ 2000")
     comparison = json.loads(client.predict([run_id], "loss", api_name="/compare_runs")["plot"])
     assert [trace["name"] for trace in comparison["data"]] == [run_id]
+
+
+def test_leak_demo_queues_xlnet_with_and_without_two_streams(client, lab_jobs):
+    assert leak_demo_visible("xlnet")["visible"] is True and leak_demo_visible("bert")["visible"] is False
+    client.predict("xlnet", api_name="/leak_demo_visibility")  # a layout group: no value comes back
+    leaky, compared, metric = client.predict(api_name="/leak_demo")
+    assert metric == "val_loss" and len(compared) == 2 and compared[1] == leaky
+    requests = [json.loads((lab_jobs.run_dir(run_id) / "job.json").read_text()) for run_id in compared]
+    assert [r["family"] for r in requests] == ["xlnet", "xlnet"]
+    assert [r["settings"].get("two_stream") for r in requests] == ["true", "false"]
+    assert [r["preset"] for r in requests] == ["tiny", "tiny"]
+    for run_id in compared:
+        api.stop_training(lab_jobs, run_id)
+    for run_id in compared:
+        wait_for(client, run_id, lambda s: s["state"] not in ("queued", "running"), 30, "the demo run to stop")
 
 
 def test_the_command_repeats_the_run_headlessly(client):

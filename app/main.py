@@ -1,7 +1,7 @@
 """Builds the Pretraining Lab page: a header with the compute device, then one tab per view that works.
 
 `build_app(home)` returns the `gr.Blocks`; `app.py` launches it. Tabs: Mask Explorer (drawn on load), Train, Compare,
-Understand, Tokenizer Lab, Corpora. The app's one training `JobManager` is created here and kept as `demo.lab_jobs`; whoever launches the
+Understand, Leaderboard, Tokenizer Lab, Corpora. The app's one training `JobManager` is created here and kept as `demo.lab_jobs`; whoever launches the
 app closes it at exit (`demo.lab_jobs.close()` stops the running trainers cleanly, with a checkpoint).
 """
 from __future__ import annotations
@@ -13,7 +13,7 @@ import gradio as gr
 
 from lab_models import api
 
-from . import compare_tab, corpora_tab, mask_explorer_tab, tokenizer_tab, train_tab, understand_tab
+from . import compare_tab, corpora_tab, leaderboard_tab, mask_explorer_tab, tokenizer_tab, train_tab, understand_tab
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
 TITLE = "Pretraining Lab"
@@ -46,6 +46,8 @@ def build_app(home=None) -> gr.Blocks:
                     compare_tab.build(home, jobs, compare_page)
                 with gr.Tab("Understand", id="understand") as understand_page:
                     understand_tab.build(home, jobs, understand_page)
+                with gr.Tab("Leaderboard", id="leaderboard") as leaderboard_page:
+                    leaderboard_tab.build(home, jobs, leaderboard_page)
                 with gr.Tab("Tokenizer Lab", id="tokenizer-lab"):
                     tokenizer_components = tokenizer_tab.build(home, corpus_choices)
                 with gr.Tab("Corpora", id="corpora"):

@@ -1,0 +1,163 @@
+"""The Leaderboard tab's table and figure: `api.leaderboard`'s frame, shown for people.
+
+Presentation only: every number here comes from `lab_models.api.leaderboard` (lab_models/leaderboard.py documents
+the metrics). The display table rounds the scores and writes "—" for a metric a run does not have; the reasons are
+listed under it (`notes_markdown`); the CSV export keeps the frame itself, at full precision.
+"""
+from __future__ import annotations
+
+import html
+import math
+
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from .understand_figures import FONT, RUN_COLORS, empty_figure
+
+MISSING = "—"
+# column of api.leaderboard -> (header in the page, whether lower is better); accuracy_<task> columns are added
+METRIC_TITLES = {
+    "val_bits_per_byte": ("val bits/byte ↓", True),
+    "fill_mask_accuracy": ("fill-mask acc ↑", False),
+    "infill_exact_match": ("infill EM ↑", False),
+}
+PLOT_TITLES = {
+    "val_bits_per_byte": "validation bits per byte<br>(lower is better)",
+    "fill_mask_accuracy": "fill-mask accuracy<br>(higher is better)",
+    "infill_exact_match": "infill exact match<br>(higher is better)",
+}
+ACCURACY_PREFIX = "accuracy_"
+BAR_HEIGHT = 30  # pixels per run in the figure
+
+
+def task_columns(frame: pd.DataFrame) -> list[str]:
+    """The accuracy_<task> columns of a leaderboard frame, in order.
+
+    >>> task_columns(pd.DataFrame(columns=["run_id", "accuracy_topic", "fill_mask_note", "accuracy_sentiment"]))
+    ['accuracy_topic', 'accuracy_sentiment']
+    """
+    return [name for name in frame.columns if str(name).startswith(ACCURACY_PREFIX)]
+
+
+def metric_columns(frame: pd.DataFrame) -> list[str]:
+    """Every score column of the frame (bits per byte, fill-mask, infill, then one per fine-tuning task)."""
+    return [name for name in METRIC_TITLES if name in frame.columns] + task_columns(frame)
+
+
+def format_score(value, digits: int = 3) -> str:
+    """A score for the table: rounded, or "—" when the run has none.
+
+    >>> format_score(0.123456), format_score(float("nan")), format_score(None), format_score(2.0)
+    ('0.123', '—', '—', '2.000')
+    """
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return MISSING
+    return MISSING if math.isnan(number) else f"{number:.{digits}f}"
+
+
+def format_count(value) -> str:
+    """A count with thousands separators, or "—".
+
+    >>> format_count(153600.0), format_count(float("nan"))
+    ('153,600', '—')
+    """
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return MISSING
+    return MISSING if math.isnan(number) else f"{int(round(number)):,}"
+
+
+def notes_markdown(frame: pd.DataFrame) -> str:
+    """Why some scores are missing (or based on fewer sentences), one bullet per reason with the runs it applies
+    to; "" when every run has every score.
+
+    >>> print(notes_markdown(pd.DataFrame({"run_id": ["a", "b"], "fill_mask_note": ["GPT reads left to right.", ""],
+    ...                                    "infill_note": ["GPT reads left to right.", ""]})))
+    **Why some scores are missing**
+    - fill-mask and infill, **a**: GPT reads left to right.
+    """
+    reasons: dict[str, dict[str, list[str]]] = {}  # reason -> run -> the metrics it explains
+    for _, row in frame.iterrows():
+        for column, label in (("fill_mask_note", "fill-mask"), ("infill_note", "infill")):
+            note = str(row.get(column) or "").strip()
+            if note and note.lower() != "nan":
+                reasons.setdefault(note, {}).setdefault(str(row["run_id"]), []).append(label)
+    if not reasons:
+        return ""
+    lines = ["**Why some scores are missing**"]
+    for note, per_run in reasons.items():
+        by_metrics: dict[str, list[str]] = {}
+        for run, labels in per_run.items():
+            by_metrics.setdefault(" and ".join(labels), []).append(f"**{run}**")
+        for metrics, run_names in by_metrics.items():
+            lines.append(f"- {metrics}, {', '.join(run_names)}: {note}")
+    return "\n".join(lines)
+
+
+def display_table(frame: pd.DataFrame) -> pd.DataFrame:
+    """The leaderboard as the page shows it: readable headers, rounded scores and "—" for a missing one (the reasons
+    go under the table, `notes_markdown`)."""
+    columns = ["run", "family", "preset", "corpus", "steps", "training tokens", "parameters"]
+    columns += [METRIC_TITLES[name][0] for name in METRIC_TITLES]
+    tasks = task_columns(frame)
+    columns += [f"{name[len(ACCURACY_PREFIX):]} acc ↑" for name in tasks]
+    rows = []
+    for _, row in frame.iterrows():
+        shown = [row["run_id"], row["family"], row["preset"] or "", row["corpus"], format_count(row["steps"]),
+                 format_count(row["training_tokens"]), format_count(row["parameters"])]
+        shown += [format_score(row[name]) for name in METRIC_TITLES]
+        shown += [format_score(row[name]) for name in tasks]
+        rows.append(shown)
+    return pd.DataFrame(rows, columns=columns)
+
+
+def _run_labels(frame: pd.DataFrame) -> list[str]:
+    """The y-axis label of each row: the run id, with its corpus when the table mixes corpora."""
+    several = frame["corpus"].nunique() > 1
+    return [f"{run} · {corpus}" if several else str(run) for run, corpus in zip(frame["run_id"], frame["corpus"])]
+
+
+def leaderboard_figure(frame: pd.DataFrame) -> go.Figure:
+    """One horizontal bar chart per metric, side by side, the runs on a shared y axis (the table's order, best bits
+    per byte on top), one colour per family. A run without a metric shows "n/a" where its bar would be; bits per
+    byte says "lower is better", the others "higher is better". Accuracies share the 0..1 scale."""
+    if frame is None or not len(frame):
+        return empty_figure("No runs to show: pick a corpus with trained runs and press Compute.")
+    metrics = metric_columns(frame)
+    titles = [PLOT_TITLES.get(name) or f"{html.escape(name[len(ACCURACY_PREFIX):])} accuracy<br>(higher is better)"
+              for name in metrics]
+    figure = make_subplots(rows=1, cols=len(metrics), shared_yaxes=True, subplot_titles=titles,
+                           horizontal_spacing=0.03)
+    labels = _run_labels(frame)
+    families = list(dict.fromkeys(str(family) for family in frame["family"]))
+    colors = {family: RUN_COLORS[i % len(RUN_COLORS)] for i, family in enumerate(families)}
+    for col, metric in enumerate(metrics, start=1):
+        values = pd.to_numeric(frame[metric], errors="coerce")
+        for family in families:
+            chosen = [i for i, f in enumerate(frame["family"]) if str(f) == family and not math.isnan(values[i])]
+            figure.add_trace(go.Bar(
+                x=[float(values[i]) for i in chosen], y=[labels[i] for i in chosen], orientation="h",
+                name=family, legendgroup=family, showlegend=col == 1, marker_color=colors[family],
+                text=[f"{float(values[i]):.3f}" for i in chosen], textposition="auto",
+                hovertemplate=f"%{{y}}<br>{html.escape(metric)} = %{{x:.4f}}<extra>{html.escape(family)}</extra>"),
+                row=1, col=col)
+        missing = [labels[i] for i in range(len(frame)) if math.isnan(values[i])]
+        if missing:  # say "n/a" where the bar would be, so a missing bar is never read as a zero
+            figure.add_trace(go.Scatter(x=[0] * len(missing), y=missing, mode="text", text=["n/a"] * len(missing),
+                                        textposition="middle right", textfont={"color": "#94a3b8"},
+                                        showlegend=False, hoverinfo="skip"), row=1, col=col)
+        if metric != "val_bits_per_byte":
+            figure.update_xaxes(range=[0, 1.05], row=1, col=col)
+        else:
+            top = values.max()
+            figure.update_xaxes(range=[0, 1.15 * top if top == top and top > 0 else 1], row=1, col=col)
+    figure.update_yaxes(categoryorder="array", categoryarray=list(reversed(labels)), automargin=True)
+    figure.update_annotations(font={"size": 12})
+    figure.update_layout(template="plotly_white", font={"family": FONT}, barmode="overlay", bargap=0.25,
+                         height=150 + BAR_HEIGHT * len(frame), margin={"l": 10, "r": 20, "t": 70, "b": 40},
+                         legend={"title": {"text": "family"}, "orientation": "h", "y": -0.08, "yanchor": "top"})
+    return figure

@@ -1,0 +1,152 @@
+"""Leaderboard tab: every trained run on one corpus, measured the same way (issue 6 §3, the equal-budget leaderboard).
+
+Pick a corpus (the list holds the corpora that have runs with weights, the one with the most runs first) and press
+**Compute**: one row per run with its validation bits per byte, fill-mask accuracy and infill exact match on the
+corpus's held-out sentences, its best fine-tuned classification accuracy per task, its parameters and the tokens it
+trained on; a bar chart per metric; and the table as a CSV file to download. The numbers come from
+`api.leaderboard` (lab_models/leaderboard.py defines each metric and how it deviates from the papers); the forward-
+pass scores are cached in each run folder, so the second Compute is instant. Nothing here is per-family: a family
+that cannot do a metric shows "—" and says why in the notes.
+
+Endpoints (every event has an `api_name`, so `gradio_client` can drive the tab):
+* `/leaderboard_compute`: (corpus, held-out sentences per metric, seed) -> (status markdown, the table as shown,
+  the reasons for the missing scores (markdown), the figure, the CSV file of the full-precision table). corpus
+  "(all corpora)" lists every run, grouped by corpus.
+* `/leaderboard_corpora_list` (the Refresh button) and `/leaderboard_corpora_on_select` (opening the tab): the
+  current corpus -> the corpus picker with the corpora that have runs now.
+"""
+from __future__ import annotations
+
+import logging
+from types import SimpleNamespace
+
+import gradio as gr
+import pandas as pd
+
+from lab_models import api
+
+from .errors import user_errors
+from .leaderboard_figures import display_table, empty_figure, leaderboard_figure, notes_markdown
+
+logger = logging.getLogger(__name__)
+
+ALL_CORPORA = "(all corpora)"  # not a corpus slug (those never hold parentheses), so it cannot shadow a corpus
+NO_RUNS = "No run has weights yet: train some in the Train tab (e.g. gpt, bert and t5 on the tiny preset), then " \
+          "press Refresh."
+EXAMPLE_CHOICES = (8, 256)  # the range of the held-out sentences slider
+
+
+def corpus_choices(corpora: list[str]) -> list[tuple[str, str]]:
+    """The picker's choices: each corpus with runs, then every corpus together.
+
+    >>> corpus_choices(["synthetic"])
+    [('synthetic', 'synthetic'), ('all corpora, grouped by corpus', '(all corpora)')]
+    """
+    return [(name, name) for name in corpora] + [("all corpora, grouped by corpus", ALL_CORPORA)]
+
+
+def _whole(value, name: str, default: int, low: int, high: int) -> int:
+    if value is None or value == "":
+        return default
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a whole number, got {value!r}.") from None
+    if not number.is_integer() or not low <= number <= high:
+        raise ValueError(f"{name} must be a whole number from {low} to {high}, got {value!r}.")
+    return int(number)
+
+
+def status_markdown(frame: pd.DataFrame, corpus: str | None) -> str:
+    """One paragraph: how many runs, evaluated now or read from the cache, and how to read the scores."""
+    computed, cached = frame.attrs.get("computed", []), frame.attrs.get("cached", [])
+    settings = frame.attrs.get("settings", {})
+    seconds = sum(frame.attrs.get("seconds", {}).get(run, 0.0) for run in computed)
+    where = f"on **{corpus}**" if corpus else f"on {frame['corpus'].nunique()} corpora, grouped by corpus"
+    runs = f"**{len(frame)} run{'s' if len(frame) != 1 else ''}** {where}"
+    evaluated = (f"{len(computed)} evaluated now ({seconds:.1f} s), {len(cached)} from the cache" if computed
+                 else f"all {len(cached)} from the cache")
+    return (f"{runs} · {evaluated} · fill-mask and infill: up to {settings.get('max_examples')} held-out sentences "
+            f"each (seed {settings.get('seed')}). Bits per byte: **lower is better**; accuracy and exact match: "
+            "higher is better. Compare runs with the same preset and steps: that is the equal budget.")
+
+
+class LeaderboardView:
+    """The tab's handlers, bound to the app's lab home."""
+
+    def __init__(self, home, jobs=None):
+        self.home = home
+        self.jobs = jobs
+
+    def corpora(self) -> list[str]:
+        return api.leaderboard_corpora(self.home)
+
+    def refresh(self, current=None):
+        """The corpus picker with the corpora that have runs now, keeping the current one if it still has runs."""
+        corpora = self.corpora()
+        values = corpora + [ALL_CORPORA]
+        value = current if current in values else (corpora[0] if corpora else ALL_CORPORA)
+        info = "the corpora that have runs with weights" if corpora else NO_RUNS
+        return gr.update(choices=corpus_choices(corpora), value=value, info=info)
+
+    def compute(self, corpus, max_examples=api.LEADERBOARD_DEFAULT_EXAMPLES, seed=0, progress=gr.Progress()):
+        """(status, display table, notes, figure, CSV file) for the runs on `corpus`; progress per run."""
+        chosen = None if corpus in (None, "", ALL_CORPORA) else str(corpus)
+        max_examples = _whole(max_examples, "Held-out sentences", api.LEADERBOARD_DEFAULT_EXAMPLES, 1,
+                              api.LEADERBOARD_MAX_EXAMPLES)
+        seed = _whole(seed, "Seed", 0, 0, 2**31 - 1)
+
+        def report(done: int, total: int, message: str) -> None:
+            progress(done / max(total, 1), desc=f"Evaluating {message}" if done < total else "Done")
+
+        progress(0.0, desc="Finding the runs")
+        frame = api.leaderboard(self.home, chosen, max_examples=max_examples, seed=seed, progress=report)
+        if not len(frame):
+            return NO_RUNS, display_table(frame), "", empty_figure(NO_RUNS), None
+        path = api.leaderboard_csv(frame)  # a new temporary folder per call: sessions never share a file
+        return (status_markdown(frame, chosen), display_table(frame), notes_markdown(frame),
+                leaderboard_figure(frame), str(path))
+
+
+def build(home, jobs=None, tab=None):
+    """Lay out the tab. `tab` (the gr.Tab it sits in) refreshes the corpus picker when it is opened. Returns a
+    namespace: `view` (the handlers), `corpus` (the picker) and `refresh` = (fn, inputs, outputs)."""
+    view = LeaderboardView(home, jobs)
+    corpora = view.corpora()
+    gr.Markdown(
+        "Every run trained on one corpus, measured the same way. **Validation bits per byte** is the trainer's own "
+        "(each family's objective, so it compares families only roughly); **fill-mask accuracy**: one token of each "
+        "held-out sentence masked, is the model's top guess right?; **infill exact match**: a span of 1 to 3 words "
+        "blanked, is the fill exactly right?; **classification accuracy**: the best finished fine-tuning per task "
+        "(Understand tab). A family that cannot do a metric shows — and the reason is listed under the table.")
+    with gr.Row():
+        corpus = gr.Dropdown(corpus_choices(corpora), value=corpora[0] if corpora else ALL_CORPORA, label="Corpus",
+                             info="the corpora that have runs with weights" if corpora else NO_RUNS, scale=3,
+                             allow_custom_value=True, elem_id="leaderboard-corpus")
+        max_examples = gr.Slider(*EXAMPLE_CHOICES, api.LEADERBOARD_DEFAULT_EXAMPLES, step=8,
+                                 label="Held-out sentences per metric", scale=2, elem_id="leaderboard-examples",
+                                 info="more is steadier and slower (cached per run after the first time)")
+        seed = gr.Number(0, precision=0, label="Seed", info="picks the sentences and the masked positions",
+                         scale=1, min_width=120, elem_id="leaderboard-seed")
+    with gr.Row():
+        compute = gr.Button("Compute", variant="primary", elem_id="leaderboard-compute", scale=2)
+        refresh = gr.Button("Refresh corpora", size="sm", scale=0, min_width=160, elem_id="leaderboard-refresh")
+    status = gr.Markdown("Pick a corpus and press **Compute**.", elem_id="leaderboard-status")
+    table = gr.Dataframe(pd.DataFrame(columns=["run", "family", "val bits/byte ↓"]), interactive=False,
+                         label="Leaderboard (sorted by bits per byte within each corpus)", elem_id="leaderboard-table",
+                         buttons=["fullscreen", "copy"])
+    notes = gr.Markdown("", elem_id="leaderboard-notes")
+    download = gr.File(None, label="The table as CSV (full precision, machine-readable column names)",
+                       interactive=False, elem_id="leaderboard-csv")
+    plot = gr.Plot(empty_figure("Pick a corpus and press Compute."), label="Scores per run",
+                   elem_id="leaderboard-plot")
+
+    handler = user_errors(view.compute)
+    compute.click(handler, [corpus, max_examples, seed], [status, table, notes, plot, download],
+                  api_name="leaderboard_compute")
+    refresh_corpora = user_errors(view.refresh)
+    refresh.click(refresh_corpora, corpus, corpus, api_name="leaderboard_corpora_list")
+    if tab is not None:
+        tab.select(refresh_corpora, corpus, corpus, api_name="leaderboard_corpora_on_select",
+                   show_progress="hidden")
+    return SimpleNamespace(view=view, corpus=corpus, refresh=(refresh_corpora, corpus, corpus))

@@ -3,6 +3,10 @@
 Presentation only: every number drawn here is a row of a run's metrics.jsonl or a field of `api.training_status` /
 `api.list_runs`. A metrics row looks like {"split": "train", "step": 3, "loss": 6.99, "losses": {"mlm": 6.29,
 "nsp": 0.70}, "tokens_per_s": 1431.0, ...}; evaluation rows have "split": "val" and may carry "bits_per_byte".
+Rows of a run whose model plans its own steps (ULMFiT, lab_models/rnn/ulmfit.py) also carry "stage", "stage_name" and
+"lrs" (the learning rate of each layer group): the loss and learning-rate figures shade the stages and draw one line
+per group. An objective a step did not train is null in that row (CVT alternates its two): its line joins the
+steps that have it.
 """
 from __future__ import annotations
 
@@ -90,8 +94,8 @@ def loss_figure(rows: list[dict], *, title: str = "", height: int = 380) -> go.F
         for index, name in enumerate(objectives):
             figure.add_trace(go.Scatter(
                 x=steps, y=[_finite((row.get("losses") or {}).get(name)) for row in train], mode="lines",
-                name=f"train {name}", line={"color": OBJECTIVE_COLORS[index % len(OBJECTIVE_COLORS)], "width": 1.5,
-                                            "dash": "dot"}))
+                name=f"train {name}", connectgaps=True,  # a step may not train every objective (CVT alternates)
+                line={"color": OBJECTIVE_COLORS[index % len(OBJECTIVE_COLORS)], "width": 1.5, "dash": "dot"}))
     if val:
         figure.add_trace(go.Scatter(x=[row["step"] for row in val], y=[_finite(row.get("loss")) for row in val],
                                     mode="lines+markers", name="validation loss",
@@ -102,6 +106,72 @@ def loss_figure(rows: list[dict], *, title: str = "", height: int = 380) -> go.F
         xaxis_title="step", yaxis_title="loss (nats per target)", hovermode="x unified",
         legend={"orientation": "h", "yanchor": "bottom", "y": 1.02, "xanchor": "right", "x": 1},
         margin={"l": 60, "r": 20, "t": 70, "b": 50}, uirevision=title or "loss")
+    shade_stages(figure, train)
+    return figure
+
+
+STAGE_COLORS = ("#eff6ff", "#f0fdf4", "#fff7ed", "#faf5ff")
+
+
+def stage_spans(train: list[dict]) -> list[tuple[int, int, str]]:
+    """(first step, last step, label) of each run of consecutive rows with the same "stage"; [] without stages.
+
+    >>> stage_spans([{"step": 1, "stage": 1, "stage_name": "LM"}, {"step": 2, "stage": 1}, {"step": 3, "stage": 2}])
+    [(1, 2, 'stage 1: LM'), (3, 3, 'stage 2')]
+    """
+    spans: list[tuple[int, int, str]] = []
+    current = None
+    for row in train:
+        stage = row.get("stage")
+        if stage is None:
+            continue
+        if current is None or stage != current[2]:
+            name = row.get("stage_name")
+            label = f"stage {stage}: {name}" if name else f"stage {stage}"
+            current = [row["step"], row["step"], stage, label]
+            spans.append(current)
+        current[1] = row["step"]
+    return [(first, last, label) for first, last, _, label in spans]
+
+
+def shade_stages(figure: go.Figure, train: list[dict]) -> None:
+    """A shaded band and a label per training stage (rows with "stage"); nothing for runs without stages."""
+    for index, (first, last, label) in enumerate(stage_spans(train)):
+        figure.add_vrect(x0=first - 0.5, x1=last + 0.5, fillcolor=STAGE_COLORS[index % len(STAGE_COLORS)],
+                         opacity=0.8, layer="below", line_width=0, annotation_text=label,
+                         annotation_position="top left", annotation_font_size=11)
+
+
+def lr_figure(rows: list[dict], *, title: str = "", height: int = 300) -> go.Figure:
+    """The learning rate of each step: one line, or, for a run that records per-group rates ("lrs", ULMFiT's
+    discriminative rates), one line per layer group on a log axis (a frozen group, rate 0, leaves a gap), with the
+    stages shaded."""
+    train, _ = split_rows(rows)
+    train = thin([row for row in train if _finite(row.get("lr")) is not None])
+    if not train:
+        return _empty_figure("No learning rates yet: they appear with the first logged step.", height)
+    figure = go.Figure()
+    steps = [row["step"] for row in train]
+    groups: list[str] = []
+    for row in train:
+        for name in (row.get("lrs") or {}):
+            if name not in groups:
+                groups.append(name)
+    if groups:
+        for index, name in enumerate(groups):
+            values = [_finite((row.get("lrs") or {}).get(name)) for row in train]
+            figure.add_trace(go.Scatter(x=steps, y=[v if v else None for v in values], mode="lines",
+                                        name=f"lr {name}", line={"color": OBJECTIVE_COLORS[index % len(
+                                            OBJECTIVE_COLORS)], "width": 1.5}))
+    else:
+        figure.add_trace(go.Scatter(x=steps, y=[_finite(row.get("lr")) for row in train], mode="lines",
+                                    name="learning rate", line={"color": TOTAL_COLOR, "width": 2}))
+    figure.update_layout(
+        title={"text": title, "x": 0.01, "font": {"size": 14}}, height=height, template="plotly_white",
+        xaxis_title="step", yaxis_title="learning rate", yaxis_type="log" if groups else "linear",
+        hovermode="x unified", legend={"orientation": "h", "yanchor": "bottom", "y": 1.02, "xanchor": "right", "x": 1},
+        margin={"l": 60, "r": 20, "t": 60, "b": 50}, uirevision=(title or "lr") + ("-groups" if groups else ""))
+    shade_stages(figure, train)
     return figure
 
 

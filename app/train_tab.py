@@ -14,6 +14,8 @@ Endpoints (every event has an `api_name`, so `gradio_client` can drive the tab):
   returns the new run id.
 * `/show_run`, `/stop_run`, `/resume_run`: input a run id; return the progress bar, the status, the loss curve, the
   log tail and the raw status (a dict with state, step, total_steps, ..., metric_rows).
+* `/show_schedule`: a run id -> the learning-rate figure (one line per layer group and the stages shaded for runs
+  that record them, ULMFiT's); `/refresh_schedule` redraws it live.
 * `/list_runs`: the runs table (and the choices of the run pickers); `/compare_runs`: (run ids, metric) -> figure.
 * `/leak_demo`: no input; queues two tiny XLNet runs, with two streams and without (`two_stream=false`), and returns
   (the leaky run's id, both ids to compare, the metric "val_loss"): the leak's validation loss collapses while the
@@ -29,7 +31,7 @@ import pandas as pd
 from lab_models import api
 
 from .errors import user_errors
-from .train_figures import (COMPARE_METRICS, compare_figure, loss_figure, progress_html, runs_table,
+from .train_figures import (COMPARE_METRICS, compare_figure, loss_figure, lr_figure, progress_html, runs_table,
                             status_markdown)
 
 MAX_OBJECTIVES = 4  # the most objectives any family has is 2; rows beyond a family's objectives are hidden
@@ -263,6 +265,25 @@ class TrainView:
         except ValueError:  # e.g. a run folder deleted meanwhile: keep the page as it is
             return (gr.skip(),) * 6
 
+    def schedule(self, run_id):
+        """The selected run's learning-rate figure and its signature (the number of metrics rows)."""
+        if not run_id:
+            return lr_figure([]), None
+        rows = api.run_metrics(self.jobs, self._run_id(run_id))
+        return lr_figure(rows, title=f"learning rate · {str(run_id).strip()}"), [str(run_id).strip(), len(rows)]
+
+    def schedule_tick(self, run_id, signature):
+        """The live refresh of the learning-rate figure: redrawn only when new metrics rows arrived."""
+        try:
+            if not run_id:
+                return self.schedule(None) if signature is not None else (gr.skip(),) * 2
+            rows = api.run_metrics(self.jobs, self._run_id(run_id))
+            if [str(run_id).strip(), len(rows)] == signature:
+                return (gr.skip(),) * 2
+            return self.schedule(run_id)
+        except ValueError:
+            return (gr.skip(),) * 2
+
     # ------------------------------------------------------------------ all runs
     def leak_demo(self, steps: int = LEAK_DEMO_STEPS):
         """Queue the two-stream leak demonstration: tiny XLNet with two streams, then without. Returns (the leaky run,
@@ -367,6 +388,8 @@ def build(home, jobs, corpus_choices=None):
             progress = gr.HTML(progress_html(None), elem_id="train-progress")
             status = gr.Markdown("No run selected.", elem_id="train-status")
             curve = gr.Plot(loss_figure([]), label="Loss", elem_id="train-curve")
+            with gr.Accordion("Learning rate (per layer group and stage, where the run records them)", open=True):
+                schedule_plot = gr.Plot(lr_figure([]), label="Learning rate", elem_id="train-lr")
             with gr.Accordion("Trainer log (last lines)", open=False):
                 log = gr.Code("", language=None, lines=8, interactive=False, show_line_numbers=False, label="log")
             with gr.Accordion("Raw status", open=False):
@@ -382,6 +405,7 @@ def build(home, jobs, corpus_choices=None):
                              scale=1)
     comparison = gr.Plot(compare_figure({}, "loss"), label="Comparison", elem_id="train-compare")
     run_signature = gr.State(None)
+    schedule_signature = gr.State(None)
     table_signature = gr.State(None)
     live = gr.Timer(LIVE_REFRESH_S)
     slow = gr.Timer(TABLE_REFRESH_S)
@@ -409,6 +433,8 @@ def build(home, jobs, corpus_choices=None):
     start.click(user_errors(view.start), controls, run, api_name="start_training").then(
         overview, overview_inputs, overview_outputs, api_name="list_runs_after_start", show_progress="hidden")
     run.change(user_errors(view.show), run, watched, api_name="show_run", show_progress="hidden")
+    run.change(user_errors(view.schedule), run, [schedule_plot, schedule_signature], api_name="show_schedule",
+               show_progress="hidden")
     stop.click(user_errors(view.stop), run, watched, api_name="stop_run").then(
         overview, overview_inputs, overview_outputs, api_name="list_runs_after_stop", show_progress="hidden")
     resume.click(user_errors(view.resume), run, watched, api_name="resume_run").then(
@@ -416,6 +442,8 @@ def build(home, jobs, corpus_choices=None):
     # The ticks skip Gradio's queue: they are cheap (under 1 ms when nothing changed), while every queued event makes
     # Gradio recompute its analytics over up to 10,000 past events (about 25 ms each once that many have passed).
     live.tick(view.tick, [run, run_signature], watched, api_name="refresh_run", show_progress="hidden", queue=False)
+    live.tick(view.schedule_tick, [run, schedule_signature], [schedule_plot, schedule_signature],
+              api_name="refresh_schedule", show_progress="hidden", queue=False)
     slow.tick(view.overview, [*overview_inputs, table_signature], overview_outputs, api_name="refresh_runs",
               show_progress="hidden", queue=False)
     refresh.click(overview, overview_inputs, overview_outputs, api_name="list_runs")

@@ -34,6 +34,18 @@ got no gradient; DDP then costs one extra graph traversal per step). Each rank d
 batches (the rank is in the seed); logged losses, evaluation sums and the stop flag are reduced across ranks, so
 every rank stops at the same step.
 
+Models and batch sources with a plan of their own (the RNN families, lab_models/rnn/common.py):
+- `batches.train_batch_at(step, generator)`, when it exists, is called instead of `train_batch(generator)`: the batch
+  may depend on the step (ULMFiT's stages, CVT's alternating labelled and unlabelled minibatches).
+- `model.optimizer_groups(weight_decay)`, when it exists, gives the AdamW parameter groups (ULMFiT's layer groups)
+  instead of `parameter_groups`, and `model.begin_step(step, config) -> StepPlan` gives each group's learning rate
+  for the step (and fields for its metrics row, `StepEvent.record`). A group whose rate is 0 for a step is frozen for
+  it: its gradients are dropped before clipping, so AdamW leaves its weights and moments untouched (gradual
+  unfreezing). `StepEvent.lr` is then the highest group rate.
+- A step may report only some objectives (CVT's labelled or unlabelled loss): each logged part is the mean over the
+  steps of the interval that reported it, NaN (logged as null) when none did. Every rank must report the same parts
+  at the same step (a step-based plan does).
+
 Events are emitted every `log_every` steps, at checkpoint steps, at the last step and on a stop; each emission reads
 the loss back from the device (one sync). A NaN/inf loss anywhere in the interval raises `NonFiniteLossError` at the
 next emission, before any checkpoint of the bad weights can be written.
@@ -164,6 +176,15 @@ def count_tokens(batch: Batch) -> int:
 
 
 @dataclass(frozen=True)
+class StepPlan:
+    """What a model with its own plan (`begin_step`) says about one step: the learning rate of each optimizer group
+    (in `optimizer_groups` order; 0 = frozen this step) and extra JSON-able fields for the step's metrics row."""
+
+    lrs: tuple[float, ...]
+    record: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class StepEvent:
     step: int
     loss: float  # mean total loss over the steps since the last event (and over ranks)
@@ -174,6 +195,7 @@ class StepEvent:
     elapsed_s: float  # wall time since the run began, across resumes
     tokens_seen: int  # input tokens trained on so far, all ranks
     checkpoint_due: bool = False
+    record: dict = field(default_factory=dict)  # the model's StepPlan.record of the last step (stage, group rates)
 
 
 @dataclass(frozen=True)
@@ -216,6 +238,7 @@ class _Interval:
     steps: int = 0
     total: torch.Tensor | None = None
     parts: dict[str, torch.Tensor] = field(default_factory=dict)
+    part_steps: dict[str, int] = field(default_factory=dict)  # how many steps of the interval reported each part
     finite: torch.Tensor | None = None
     tokens: int = 0
     seconds: float = 0.0
@@ -245,7 +268,12 @@ class Trainer:
         self._part_names: list[str] | None = None
         self.model.to(self.device)
         fused = self.device.type == "cuda"
-        self.optimizer = torch.optim.AdamW(parameter_groups(model, config.weight_decay), lr=config.lr,
+        own_groups = getattr(model, "optimizer_groups", None)
+        self._own_plan = callable(getattr(model, "begin_step", None))
+        groups = own_groups(config.weight_decay) if callable(own_groups) else parameter_groups(model,
+                                                                                                config.weight_decay)
+        self._record: dict = {}
+        self.optimizer = torch.optim.AdamW(groups, lr=config.lr,
                                            betas=tuple(config.betas), eps=config.eps,
                                            **({"fused": True} if fused else {}))
         self.forward = _LossForward(model)
@@ -290,16 +318,32 @@ class Trainer:
     def train_step(self, step: int):
         """Run step `step` (1-based): returns its LossOutput (on the device) and the grad norm tensor."""
         torch.manual_seed(derive_seed(self.config.seed, "dropout", step, self.rank))
-        batch = self.batches.train_batch(generator_for(self.config.seed, "batch", step, self.rank))
+        if self._own_plan:  # before the batch: the model learns the step (ULMFiT's stage) and sets its rates
+            plan = self.model.begin_step(step, self.config)
+            lrs = [float(lr) for lr in plan.lrs]
+            if len(lrs) != len(self.optimizer.param_groups):
+                raise ValueError(f"begin_step gave {len(lrs)} learning rates for {len(self.optimizer.param_groups)} "
+                                 f"optimizer groups")
+            self._record = dict(plan.record)
+        else:
+            lrs = [learning_rate(step, self.config)] * len(self.optimizer.param_groups)
+        generator = generator_for(self.config.seed, "batch", step, self.rank)
+        batch_at = getattr(self.batches, "train_batch_at", None)
+        batch = batch_at(step, generator) if callable(batch_at) else self.batches.train_batch(generator)
         tokens = count_tokens(batch)
         batch = batch.to(self.device)
-        lr = learning_rate(step, self.config)
-        for group in self.optimizer.param_groups:
+        for group, lr in zip(self.optimizer.param_groups, lrs):
             group["lr"] = lr
+        lr = max(lrs) if lrs else 0.0
         self.model.train()
         with self._autocast_context():
             out = self.forward(batch)
         out.total.backward()
+        if self._own_plan:  # a group at rate 0 is frozen this step: no AdamW update, no moment update
+            for group, group_lr in zip(self.optimizer.param_groups, lrs):
+                if group_lr == 0:
+                    for param in group["params"]:
+                        param.grad = None
         max_norm = self.config.grad_clip if self.config.grad_clip > 0 else float("inf")
         grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), max_norm)
         self.optimizer.step()
@@ -332,13 +376,17 @@ class Trainer:
         if stacked[-1].item() > 0:
             raise NonFiniteLossError(f"the training loss became NaN or infinite between steps "
                                      f"{self.step - interval.steps + 1} and {self.step}; lower --lr or check the data")
-        scale = 1.0 / (interval.steps * self.world_size)
-        values = (stacked[:-1] * scale).tolist()
+        sums = stacked[:-1].tolist()
+        loss = sums[0] / (interval.steps * self.world_size)
+        losses = {}
+        for name, total in zip(names, sums[1:]):  # each part: the mean over the steps that reported it
+            count = interval.part_steps.get(name, 0) * self.world_size
+            losses[name] = total / count if count else float("nan")
         seconds = max(interval.seconds, 1e-9)
-        return StepEvent(step=self.step, loss=values[0], losses=dict(zip(names, values[1:])), lr=lr,
+        return StepEvent(step=self.step, loss=loss, losses=losses, lr=lr,
                          grad_norm=float(grad_norm), tokens_per_s=interval.tokens / seconds,
                          elapsed_s=self.elapsed_before + self._elapsed_here(), tokens_seen=self.tokens_seen,
-                         checkpoint_due=checkpoint_due)
+                         checkpoint_due=checkpoint_due, record=dict(self._record))
 
     # -------------------------------------------------------------------------------- evaluation
     def validation_batches(self) -> list[Batch]:
@@ -402,13 +450,14 @@ class Trainer:
             out, grad_norm, tokens, lr = self.train_step(step)
             self.step = step
             self.tokens_seen += tokens
-            if self._part_names is None:
-                self._part_names = sorted(out.parts)
+            if self._part_names is None or not set(out.parts) <= set(self._part_names):
+                self._part_names = sorted(set(self._part_names or ()) | set(out.parts))
             total = out.total.detach().float()
             interval.total = total if interval.total is None else interval.total + total
             for name, value in out.parts.items():
                 value = value.detach().float()
                 interval.parts[name] = value if name not in interval.parts else interval.parts[name] + value
+                interval.part_steps[name] = interval.part_steps.get(name, 0) + 1
             finite = torch.isfinite(total)
             interval.finite = finite if interval.finite is None else interval.finite & finite
             interval.steps += 1

@@ -25,6 +25,13 @@ class ObjectiveSpec:
 # objective name -> one line for the UI (the family-specific details are in objectives/<family>.py)
 OBJECTIVE_DESCRIPTIONS: dict[str, str] = {
     "translation": "translation: English -> Chinese on the synthetic corpus's sentence pairs (off at weight 0)",
+    "forward_lm": "ELMo's forward LSTM language model (predicts the next token); 0.5 + 0.5 = the mean of both",
+    "backward_lm": "ELMo's backward LSTM language model (predicts the previous token)",
+    "nmt": "CoVe's English -> Chinese translation of the synthetic sentence pairs (its only objective)",
+    "lm": "ULMFiT's AWD-LSTM language model: stage 1 on the corpus, stage 2 on the task's texts",
+    "classifier": "ULMFiT's stage 3: the task's classifier (concat pooling, gradual unfreezing)",
+    "labelled": "CVT: the primary tagger's cross-entropy on labelled sentences (odd steps)",
+    "unlabelled": "CVT: auxiliary views matching the primary's predictions on unlabelled text (even steps)",
 }
 
 
@@ -81,6 +88,19 @@ _FAMILIES: dict[str, tuple[str, str, str, str, tuple[tuple[str, float], ...]]] =
     "t5": ("T5", "encoder-decoder", "unigram",
            "Raffel et al. (2020). Exploring the Limits of Transfer Learning with a Unified Text-to-Text Transformer. "
            "JMLR.", (("span_corruption", 1.0), ("translation", 0.0))),
+    # the RNN era (lab_models/rnn/): LSTM backbones, the same runs, curves and comparisons
+    "elmo": ("ELMo", "rnn", "bpe",
+             "Peters et al. (2018). Deep contextualized word representations. NAACL.",
+             (("forward_lm", 0.5), ("backward_lm", 0.5))),
+    "cove": ("CoVe", "rnn", "bpe",
+             "McCann, Bradbury, Xiong, Socher (2017). Learned in Translation: Contextualized Word Vectors. NeurIPS.",
+             (("nmt", 1.0),)),
+    "ulmfit": ("ULMFiT", "rnn", "bpe",
+               "Howard & Ruder (2018). Universal Language Model Fine-tuning for Text Classification. ACL.",
+               (("lm", 1.0), ("classifier", 1.0))),
+    "cvt": ("CVT", "rnn", "wordpiece",
+            "Clark, Luong, Manning, Le (2018). Semi-Supervised Sequence Modeling with Cross-View Training. EMNLP.",
+            (("labelled", 1.0), ("unlabelled", 1.0))),
 }
 
 
@@ -102,7 +122,7 @@ def family_spec(name: str) -> FamilySpec:
         name=name, title=title, kind=kind, tokenizer=tokenizer, paper=paper,
         objectives=tuple(ObjectiveSpec(obj, weight, settings, OBJECTIVE_DESCRIPTIONS.get(obj, ""))
                          for obj, weight in objectives),
-        has_anatomy=module is not None,
+        has_anatomy=module is not None and hasattr(module, "build_example"),  # the RNN families draw no mask
         anatomy_choices=tuple(module.CHOICES) if module is not None else (),
     )
 

@@ -27,6 +27,9 @@ Modes per family (the paper each follows, and where this deviates):
     xlnet                          continue, mask_predict
     glm                            infill, continue
     mass, t5                       infill, translate
+    elmo, ulmfit                   continue
+    cove                           translate
+    cvt                            (none: a tagger, it writes no text)
 
 - continue, GPT / GPT-2 (Radford et al. 2018, 2019): left to right with a KV cache; the prompt is read as the start of
   a document, so [EOS] (the lab's document separator, data.py) is put before it at position 0; stops at [EOS].
@@ -41,6 +44,11 @@ Modes per family (the paper each follows, and where this deviates):
   `two_stream=False` (the leak demonstration) cannot generate: it learned to copy its input.
 - continue, GLM (Du et al. 2022): a blank put at the end of the prompt: Part A = prompt + [MASK], Part B = [S] ...
   generated until [E].
+- continue, ELMo (Peters et al. 2018) and ULMFiT (Howard & Ruder 2018): the forward LSTM language model (ELMo's
+  forward direction; ULMFiT's AWD-LSTM, whatever stage the run ended in), left to right after [EOS] as for GPT; the
+  whole prefix is re-read by the LSTM every step (no cache). ELMo's backward direction is not used for generation.
+- translate, CoVe (McCann et al. 2017): the MT-LSTM encoder reads the English, the attentional LSTM decoder writes
+  from [BOS] until [EOS]; each step re-reads the decoder's history (no cache), so beam search works as for T5.
 - infill, T5 (Raffel et al. 2020): the encoder reads the text with sentinel <extra_id_i> at blank i, as
   objectives/t5.py builds it. The decoder starts with [BOS] and, as its targets always begin, <extra_id_0> (forced,
   not sampled: prefix-constrained decoding), then writes span 0, <extra_id_1>, span 1, ... and stops at the sentinel
@@ -137,9 +145,10 @@ FAMILY_MODES: dict[str, tuple[str, ...]] = {
     "xlnet": ("continue", "mask_predict"),
     "glm": ("infill", "continue"),
     "mass": ("infill", "translate"), "t5": ("infill", "translate"),
+    "elmo": ("continue",), "ulmfit": ("continue",), "cove": ("translate",), "cvt": (),
 }
 FILL_MASK_FAMILIES = ("bert", "roberta", "albert", "spanbert", "electra", "mpnet", "unilm", "xlnet", "glm", "t5")
-RNN_FAMILIES = ("elmo", "cove", "ulmfit", "cvt")  # CONTRACT.md's RNN-era families: no generation here
+RNN_FAMILIES = ("elmo", "cove", "ulmfit", "cvt")  # CONTRACT.md's RNN-era families (lab_models/rnn/)
 ONE_STREAM_MLM = ("bert", "roberta", "albert", "spanbert", "electra", "unilm")
 
 
@@ -170,7 +179,7 @@ def _title(family: str) -> str:
 
 
 def generation_modes(family: str) -> list[str]:
-    """The modes `family` supports, its default first; [] for a family the lab knows but cannot train (ELMo, ...).
+    """The modes `family` supports, its default first; [] for a family that writes no text (CVT, a tagger).
 
     >>> generation_modes("gpt"), generation_modes("t5")
     (['continue'], ['infill', 'translate'])
@@ -180,8 +189,6 @@ def generation_modes(family: str) -> list[str]:
     name = family.strip().lower()
     if name in FAMILY_MODES:
         return list(FAMILY_MODES[name])
-    if name in RNN_FAMILIES:
-        return []
     family_spec(name)  # ValueError for a name the lab does not know
     return []
 
@@ -190,6 +197,14 @@ def _unsupported_reason(family: str, mode: str) -> str:
     """One or two plain sentences: why `family` cannot decode in `mode`."""
     title = _title(family)
     encoders = ("bert", "roberta", "albert", "spanbert", "electra", "mpnet")
+    if family == "cvt":
+        return "CVT is a sequence tagger (one tag per word): it predicts no tokens and writes no text."
+    if family in ("elmo", "ulmfit"):
+        return (f"{title} is a left-to-right LSTM language model here: it can only continue a text (Continue)."
+                if mode != "translate" else f"{title} has no encoder-decoder: only MASS and T5 (and CoVe, an LSTM "
+                                            f"seq2seq) translate here.")
+    if family == "cove":
+        return "CoVe is an English -> Chinese translation model: it can only translate (Translate)."
     if mode == "continue":
         if family in encoders:
             return (f"{title} reads the whole sentence at once and was never trained to predict the next token; "
@@ -208,7 +223,8 @@ def _unsupported_reason(family: str, mode: str) -> str:
         if family in ("gpt", "gpt2"):
             return f"{title} reads left to right only and cannot fill a [MASK] from both sides; try Continue."
         return (f"{title} writes each blank left to right as a span; use Infill with a blank (___) in the prompt.")
-    return f"{title} has no encoder-decoder trained for it: only MASS and T5 translate here."
+    return (f"{title} has no encoder-decoder trained for it: only MASS and T5 (and CoVe, an LSTM seq2seq) translate "
+            f"here.")
 
 
 # -------------------------------------------------------------------------------------------------- validation
@@ -285,7 +301,7 @@ class _Context:
         self.family = run.family
         self.title = _title(run.family)
         self.model = run.model
-        self.backbone = run.model.backbone
+        self.backbone = getattr(run.model, "backbone", None)  # None for the LSTM families
         self.vocab = run.vocab
         self.tokenizer = run.tokenizer
         self.device = run.device
@@ -599,6 +615,54 @@ class _XLNetContinue(_Decoder):
         return self._logits(histories)
 
 
+class _LSTMContinue(_Decoder):
+    """ELMo's forward LM and ULMFiT's AWD-LSTM: the next-token logits after prefix + history, re-read each step."""
+
+    def __init__(self, ctx: _Context, prefix: list[int]):
+        self.ctx, self.prefix = ctx, prefix
+        self.cached = False
+        self.end_ids = (ctx.vocab.eos_id,)
+        self.limit = ctx.max_positions - len(prefix)
+        model = ctx.model
+        self.logits_of = model.forward_logits if ctx.family == "elmo" else model.next_token_logits
+
+    def _logits(self, histories: list[list[int]]) -> torch.Tensor:
+        ids = self.ctx.tensor([self.prefix + h for h in histories])  # (B, n): the histories have one length
+        return self.logits_of(ids)[:, -1]  # (B, V)
+
+    def first(self) -> torch.Tensor:
+        return self._logits([[]])
+
+    def next(self, histories: list[list[int]], parents: list[int]) -> torch.Tensor:
+        return self._logits(histories)
+
+
+class _CoVeTranslate(_Decoder):
+    """CoVe's attentional decoder over the encoded English; each step re-reads [BOS] + the history."""
+
+    def __init__(self, ctx: _Context, encoder: list[int]):
+        self.ctx = ctx
+        self.cached = False
+        self.end_ids = (ctx.vocab.eos_id,)
+        self.limit = ctx.max_positions
+        model = ctx.model
+        self.H, self.lengths, final = model.encode(ctx.tensor([encoder]))  # (1, n, 2h)
+        self.state = model.bridge(final)  # (L_dec, 1, h) each
+
+    def _logits(self, histories: list[list[int]]) -> torch.Tensor:
+        B = len(histories)
+        ids = self.ctx.tensor([[self.ctx.vocab.bos_id] + h for h in histories])  # (B, S)
+        state = tuple(s.expand(-1, B, -1).contiguous() for s in self.state)
+        logits, _ = self.ctx.model.decoder_logits(ids, self.H.expand(B, -1, -1), self.lengths.expand(B), state)
+        return logits[:, -1]  # (B, V)
+
+    def first(self) -> torch.Tensor:
+        return self._logits([[]])
+
+    def next(self, histories: list[list[int]], parents: list[int]) -> torch.Tensor:
+        return self._logits(histories)
+
+
 # ----------------------------------------------------------------------------------------------------- search
 
 
@@ -760,6 +824,14 @@ def _plan_continue(ctx: _Context, prompt: str, max_new: int, use_cache: bool) ->
     ids = ctx.encode(prompt)
     if not ids:
         raise ValueError("the prompt encodes to no tokens: type some words")
+    if family in ("elmo", "ulmfit"):
+        prefix_ids = [v.eos_id] + ids
+        if len(prefix_ids) >= ctx.max_positions:
+            raise ctx.too_long(len(ids), ctx.max_positions - 2)
+        dec = _LSTMContinue(ctx, prefix_ids)
+        direction = "ELMo's forward LSTM language model" if family == "elmo" else "the AWD-LSTM language model"
+        return _Plan(dec, *_cap(ctx, dec, max_new), f"{direction}, left to right after [EOS] (a document start), "
+                                                    f"re-reading the prefix every step (no cache)"), ids
     if family in ("gpt", "gpt2", "unilm"):
         prefix_ids = [v.eos_id] + ids  # the start of a document
         L = len(prefix_ids)
@@ -896,6 +968,16 @@ def _plan_translate(ctx: _Context, prompt: str, max_new: int, use_cache: bool) -
     from .objectives import translation
 
     v = ctx.vocab
+    if ctx.family == "cove":
+        encoder = ctx.encode(prompt)
+        if not encoder:
+            raise ValueError("the English encodes to no tokens: type some words")
+        if len(encoder) > ctx.max_positions:
+            raise ctx.too_long(len(encoder), ctx.max_positions, "the English")
+        dec = _CoVeTranslate(ctx, encoder)
+        how = ("English -> Chinese: CoVe's biLSTM encoder (the MT-LSTM) reads the English, its attentional LSTM "
+               "decoder writes from [BOS] until [EOS], re-reading its history every step (no cache)")
+        return _Plan(dec, *_cap(ctx, dec, max_new), how)
     encoder = translation.encoder_ids(ctx.family, ctx.tokenizer, v, prompt)
     if len(encoder) > ctx.max_positions:
         raise ctx.too_long(len(encoder), ctx.max_positions, "the English (with the task prefix)"
@@ -1005,7 +1087,7 @@ def _generate(run_dir, prompt: str, *, mode: str | None, max_new_tokens: int, st
     run = _load(run_dir)
     ctx = _Context(run)
     family = run.family
-    mode = mode if mode is not None else FAMILY_MODES[family][0]
+    mode = mode if mode is not None else (FAMILY_MODES[family] or ("continue",))[0]
 
     def unsupported(reason: str) -> tuple[Generation, list[int]]:
         return Generation(run_id=run.run_id, family=family, mode=mode, supported=False, explanation=reason,

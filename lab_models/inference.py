@@ -112,7 +112,9 @@ def _load(run_dir: Path, family: str, weights: Path, mtime_ns: int, step: int, d
         raise ValueError(f"run {run_dir.name} has no {runs.TOKENIZER_FILE}")
     tokenizer, vocab = prepare_tokenizer(load_tokenizer_file(tokenizer_path))
     settings = settings_from_dict(family, config.get("settings") or {})
-    model_config = ModelConfig.from_dict(config["model"])
+    from .models import model_config_from_dict
+
+    model_config = model_config_from_dict(family, config["model"])  # an RNNConfig for the RNN families
     model = build_model(family, model_config, settings, vocab, config.get("objectives") or None)
     runs.load_weights(model, weights)
     model.to(device).eval()

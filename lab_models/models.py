@@ -32,6 +32,10 @@ Per family (the papers and their released code; every deviation is listed below)
     t5        pre   -         encoder-decoder, n_layers each, shared embeddings;      -            (span_corruption)
                               tied LM head + bias, final LayerNorm on both sides
 
+The RNN-era families (elmo, cove, ulmfit, cvt) are LSTM models from lab_models/rnn/ (one file per family, each with
+its paper and deviations): `family_model_config` gives them an `RNNConfig` (rnn/config.py: the presets' embedding,
+LSTM and layer sizes) and `build_model` their own model class, with the same objective weights, checks and seeding.
+
 Choices, per family:
 - GPT (Radford et al. 2018) is post-LN: LayerNorm after each residual add, no final LayerNorm. GPT-2 (Radford et al.
   2019, §2.3) moves it before each sublayer and adds one after the last block. Both tie the output matrix to the token
@@ -142,6 +146,7 @@ from .nn.config import PRESETS, preset_config
 from .objectives import objective_module
 from .objectives.common import VocabInfo
 from .objectives.losses import LossOutput, output_matrix, run_backbone
+from .rnn import RNN_FAMILIES, RNNConfig, build_rnn_model, rnn_preset_config
 
 logger = logging.getLogger(__name__)
 
@@ -152,12 +157,14 @@ __all__ = [
 ]
 
 TRAINED_FAMILIES = ("gpt", "gpt2", "bert", "roberta", "albert", "spanbert", "electra", "unilm", "xlnet", "mpnet",
-                    "mass", "glm", "t5")
+                    "mass", "glm", "t5", *RNN_FAMILIES)
 
 # the objective whose token predictions give LossOutput.target_ids / target_nll (bits per byte, perplexity)
 MAIN_OBJECTIVE = {"gpt": "clm", "gpt2": "clm", "bert": "mlm", "roberta": "mlm", "albert": "mlm", "spanbert": "mlm",
                   "electra": "mlm", "unilm": "cloze", "xlnet": "plm", "mpnet": "mplm", "mass": "seq2seq",
-                  "glm": "blank_infilling", "t5": "span_corruption"}
+                  "glm": "blank_infilling", "t5": "span_corruption",
+                  # the RNN era (lab_models/rnn/): CVT predicts tags, not tokens (its runs have no bits per byte)
+                  "elmo": "forward_lm", "cove": "nmt", "ulmfit": "lm", "cvt": "labelled"}
 
 ENCODER_DECODER_FAMILIES = ("mass", "t5")
 
@@ -250,6 +257,8 @@ def family_model_config(family: str, preset: str, vocab_size: int, *, settings=N
     if preset not in PRESETS:
         raise ValueError(f"unknown preset {preset!r}: choose one of {', '.join(PRESETS)}")
     settings = _default_settings(family, settings)
+    if family in RNN_FAMILIES:  # LSTM sizes: lab_models/rnn/config.py
+        return rnn_preset_config(family, preset, vocab_size, **overrides)
     d_model = overrides.get("d_model", PRESETS[preset]["d_model"])
     structure: dict = {"norm": "post", "n_segments": segments_needed(family, settings)}
     if family == "gpt2":
@@ -520,6 +529,8 @@ def build_model(family: str, model_config: ModelConfig, settings, vocab: VocabIn
     forked RNG (the global generator is left as it was); None draws from the global generator.
     """
     family = _check_family(family)
+    if family in RNN_FAMILIES:
+        return _build_rnn_model(family, model_config, settings, vocab, objective_weights, seed)
     if not isinstance(model_config, ModelConfig):
         raise ValueError(f"model_config must be a ModelConfig (see family_model_config), got "
                          f"{type(model_config).__name__}")
@@ -552,3 +563,32 @@ def build_model(family: str, model_config: ModelConfig, settings, vocab: VocabIn
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         return FamilyModel(family, model_config, settings, vocab, weights)
+
+
+def model_config_from_dict(family: str, values: dict):
+    """The saved model config of a `family` run (config.json "model"): a ModelConfig, or an RNNConfig for the RNN
+    families."""
+    return (RNNConfig if family in RNN_FAMILIES else ModelConfig).from_dict(values)
+
+
+def model_config_class(family: str) -> type:
+    """The config dataclass whose fields `--model KEY=VALUE` may override for `family`."""
+    return RNNConfig if family in RNN_FAMILIES else ModelConfig
+
+
+def _build_rnn_model(family, model_config, settings, vocab, objective_weights, seed):
+    """ELMo, CoVe, ULMFiT, CVT: lab_models/rnn/<family>.py, with the same checks and seeding as the others."""
+    settings = _default_settings(family, settings)
+    if not isinstance(vocab, VocabInfo):
+        raise ValueError(f"vocab must be a VocabInfo, got {type(vocab).__name__}")
+    if isinstance(model_config, RNNConfig) and vocab.size > model_config.vocab_size:
+        raise ValueError(f"the vocabulary has {vocab.size} ids but the model only {model_config.vocab_size}: set "
+                         f"vocab_size >= {vocab.size}")
+    weights = resolve_objective_weights(family, settings, objective_weights)
+    if seed is None:
+        return build_rnn_model(family, model_config, settings, vocab, weights)
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise ValueError(f"seed must be an integer or None, got {seed!r}")
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return build_rnn_model(family, model_config, settings, vocab, weights)

@@ -36,6 +36,16 @@ training (the lab's objectives add no [CLS]/[SEP]).
   first query row sees nothing: its probabilities are all 0). MPNet: the last num_predict tokens are predicted and get
   [MASK] slots (drawn 80/10/10 with seed 0) appended to the input; the content stream then has n + b rows.
   Runs whose settings give one stream (XLNet two_stream=False, MPNet input_mode="mlm") show one "self" stream, full.
+- The RNN-era families (lab_models/rnn/) have no blocks and (but for CoVe's decoder) no attention; their layers are
+  read from the model's own methods, not from hooks (`layer_vectors`):
+
+    family   layers (similarity; the last one is the projection's)
+    elmo     token layer [x; x], biLSTM 1 .. L ([forward; backward] at each layer), ELMo (the scalar mix, eq. 1)
+    cove     embedding (GloVe's place), CoVe (the MT-LSTM's top layer), [embedding; CoVe] (what downstream reads)
+    ulmfit   embedding, LSTM 1 .. L (left to right: a token sees the tokens before it)
+    cvt      embedding, BiLSTM 1, BiLSTM 2 (what the primary tagger reads)
+
+  Layers of different widths (CoVe) are compared within a layer only, as always. Attention maps: none (ValueError).
 - MASS and T5, attention maps: the encoder reads the sentence uncorrupted; the decoder reads [BOS] + the sentence
   shifted right by one (teacher forcing, as if the model were asked to write the sentence back: MASS's decoder layout
   for a span covering the whole sentence, T5's shift-right), at positions 0..n-1.
@@ -58,7 +68,7 @@ from .nn.attention import prepare_mask
 
 __all__ = ["AttentionMaps", "MAX_TOKENS", "MAX_SENTENCES", "SIMILARITY_COLUMNS", "PROJECTION_COLUMNS",
            "contextual_similarity", "embedding_projection", "attention_maps", "hidden_states", "encode_sentence",
-           "word_pieces", "view_description"]
+           "word_pieces", "view_description", "layer_vectors"]
 
 MAX_TOKENS = 64  # the longest sentence (in the run's tokens) a probe takes: 64 x 64 heatmaps stay readable
 MAX_SENTENCES = 8  # the most sentences one projection draws
@@ -178,8 +188,23 @@ def word_pieces(encoded: Encoded, word: str, what: str = "the sentence") -> list
 # ---------------------------------------------------------------------------------------------- the views
 
 
+RNN_VIEWS = {
+    "elmo": "ELMo's biLM: the forward LSTM reads the tokens before each token, the backward one those after; the "
+            "representation is the scalar mix of all layers",
+    "cove": "CoVe's MT-LSTM encoder (a biLSTM: every token sees the whole sentence), read as [embedding; CoVe]",
+    "ulmfit": "the AWD-LSTM language model (left to right: each token sees itself and the tokens before it)",
+    "cvt": "CVT's BiLSTM tagger (every token sees the whole sentence), the states its primary module reads",
+}
+
+
+def _is_rnn(run: TrainedRun) -> bool:
+    return getattr(run.model, "kind", None) == "rnn"
+
+
 def one_stream_view(run: TrainedRun) -> str:
     """"causal" or "full": the mask the run's one-stream (or encoder, or content-stream) view uses."""
+    if _is_rnn(run):
+        return CAUSAL if run.family == "ulmfit" else FULL
     if run.model_config.decoder_layers > 0 or run.model_config.query_stream is not None:
         return FULL  # encoder of MASS/T5; content stream of XLNet/MPNet as used downstream
     if run.family in _ONE_STREAM_VIEW:
@@ -189,6 +214,8 @@ def one_stream_view(run: TrainedRun) -> str:
 
 def view_description(run: TrainedRun) -> str:
     """One line: which part of the model the embedding probes read, under which mask."""
+    if _is_rnn(run):
+        return RNN_VIEWS[run.family]
     view = one_stream_view(run)
     part = ("the encoder" if run.model_config.decoder_layers > 0 else
             "the content stream" if run.model_config.query_stream is not None else
@@ -230,6 +257,12 @@ def hidden_states(run: TrainedRun, sentence: str, what: str = "the sentence") ->
     Captured with forward hooks on the (main) backbone's embeddings and blocks; see the module docstring for the
     mask each family uses."""
     encoded = encode_sentence(run, sentence, what)
+    if _is_rnn(run):
+        names, vectors = zip(*_rnn_layers(run, encoded))
+        if len({v.shape[-1] for v in vectors}) > 1:
+            raise ValueError(f"the layers of a {family_spec(run.family).title} run have different widths: read them "
+                             f"with layer_vectors")
+        return encoded, torch.stack(vectors)
     backbone = run.model.backbone  # ELECTRA: the discriminator
     n = len(encoded.ids)
     captured: list[torch.Tensor] = []
@@ -262,6 +295,40 @@ def _layer_name(layer: int) -> str:
     return "embeddings" if layer == 0 else f"block {layer}"
 
 
+@torch.no_grad()
+def _rnn_layers(run: TrainedRun, encoded: Encoded) -> list[tuple[str, torch.Tensor]]:
+    """(name, (T, D) vectors) per layer of an RNN-era model (module docstring), in eval mode (no dropout)."""
+    model, family = run.model, run.family
+    ids = _ids(encoded.ids, run.device)  # (1, T)
+    if family == "elmo":
+        layers = model.layers(ids)  # L + 1 tensors (1, T, 2E)
+        named = [("token layer [x; x]", layers[0])] + [(f"biLSTM {j}", h) for j, h in enumerate(layers[1:], 1)]
+        mixed = model.scalar_mix(layers) if model.settings.scalar_mix else layers[-1]
+        named.append(("ELMo (scalar mix)" if model.settings.scalar_mix else "ELMo (top layer)", mixed))
+    elif family == "cove":
+        embedding, cove = model.embedding(ids), model.context_vectors(ids)
+        named = [("embedding (GloVe's place)", embedding), ("CoVe (MT-LSTM top layer)", cove)]
+        if model.settings.with_embedding:
+            named.append(("[embedding; CoVe]", torch.cat([embedding, cove], dim=-1)))
+    elif family == "ulmfit":
+        named = [("embedding", model.embedding(ids))] + [(f"LSTM {j}", h) for j, h in enumerate(model.encode(ids), 1)]
+    else:  # cvt
+        first, top = model.encode(ids, noisy=False)
+        named = [("embedding", model.embedding(ids)), ("BiLSTM 1", first), ("BiLSTM 2", top)]
+    return [(name, vectors[0].float().cpu()) for name, vectors in named]
+
+
+def layer_vectors(run: TrainedRun, sentence: str, what: str = "the sentence") -> tuple[Encoded, list[tuple[str,
+                                                                                                      torch.Tensor]]]:
+    """The sentence's token vectors per layer, named: [(layer name, (T, D))], the last one the representation the
+    projection draws. Transformers: `hidden_states` ("embeddings", "block 1", ...); RNN families: their own layers."""
+    if _is_rnn(run):
+        encoded = encode_sentence(run, sentence, what)
+        return encoded, _rnn_layers(run, encoded)
+    encoded, states = hidden_states(run, sentence, what)
+    return encoded, [(_layer_name(layer), states[layer]) for layer in range(states.shape[0])]
+
+
 def contextual_similarity(run_dir, sentence_a: str, sentence_b: str, word: str) -> pd.DataFrame:
     """How similar the word's vectors are in two sentences, layer by layer, in one run.
 
@@ -281,17 +348,18 @@ def contextual_similarity(run_dir, sentence_a: str, sentence_b: str, word: str) 
             raise ValueError(f"The word {word!r} does not occur in {what} ({text!r}): it must appear in both "
                              f"sentences, as a whole word.")
     run = load_run(run_dir)
-    encoded_a, states_a = hidden_states(run, sentence_a, "sentence A")
-    encoded_b, states_b = hidden_states(run, sentence_b, "sentence B")
+    encoded_a, layers_a = layer_vectors(run, sentence_a, "sentence A")
+    encoded_b, layers_b = layer_vectors(run, sentence_b, "sentence B")
     pieces_a = word_pieces(encoded_a, word, "sentence A")
     pieces_b = word_pieces(encoded_b, word, "sentence B")
-    vector_a = states_a[:, pieces_a].mean(dim=1)  # (L + 1, H)
-    vector_b = states_b[:, pieces_b].mean(dim=1)  # (L + 1, H)
-    cosine = F.cosine_similarity(vector_a, vector_b, dim=-1).clamp(-1.0, 1.0)  # (L + 1,)
     label_a = " ".join(encoded_a.labels[i] for i in pieces_a)
     label_b = " ".join(encoded_b.labels[i] for i in pieces_b)
-    rows = [[run.run_id, run.family, layer, _layer_name(layer), float(value), label_a, label_b]
-            for layer, value in enumerate(cosine.tolist())]
+    rows = []
+    for layer, ((name, states_a), (_, states_b)) in enumerate(zip(layers_a, layers_b)):
+        vector_a = states_a[pieces_a].mean(dim=0)  # (H,): sub-word pieces averaged
+        vector_b = states_b[pieces_b].mean(dim=0)
+        cosine = F.cosine_similarity(vector_a, vector_b, dim=0).clamp(-1.0, 1.0)
+        rows.append([run.run_id, run.family, layer, name, float(cosine), label_a, label_b])
     return pd.DataFrame(rows, columns=SIMILARITY_COLUMNS)
 
 
@@ -340,14 +408,14 @@ def embedding_projection(run_dir, sentences, word: str | None = None) -> pd.Data
     rows, vectors = [], []
     for index, sentence in enumerate(sentences):
         what = f"sentence {index + 1}"
-        encoded, states = hidden_states(run, sentence, what)
+        encoded, layers = layer_vectors(run, sentence, what)
         pieces = set()
         if word is not None:
             try:
                 pieces = set(word_pieces(encoded, word, what))
             except ValueError:
                 pieces = set()
-        vectors.append(states[-1])  # (T, H)
+        vectors.append(layers[-1][1])  # (T, H): the final layer (ELMo: its scalar mix; CoVe: [embedding; CoVe])
         rows += [[run.run_id, run.family, index, position, label, position in pieces]
                  for position, label in enumerate(encoded.labels)]
     coords, explained = _pca_2d(torch.cat(vectors))
@@ -450,6 +518,9 @@ def attention_maps(run_dir, sentence: str) -> AttentionMaps:
     MASS/T5's encoder, teacher-forced decoder and cross-attention). ValueError: an empty sentence, one over the token
     limit (64 tokens, or half the model's positions), a run without weights, fewer than 2 tokens for XLNet/MPNet."""
     run = load_run(run_dir)
+    if _is_rnn(run):
+        raise ValueError(f"{family_spec(run.family).title} is an LSTM model: it has no self-attention to draw. Its "
+                         f"contextual vectors are in the similarity and projection views.")
     encoded = encode_sentence(run, sentence)
     config = run.model_config
     if config.decoder_layers > 0:

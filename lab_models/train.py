@@ -33,7 +33,14 @@ objective Settings, parsed by the field's type: bools true/false/1/0/yes/no, int
 (mix=0.33,0.33,0.17,0.17), fields of a nested settings dataclass as `name.field=value`, `none` for optional fields.
 A weight of 0 for an objective that has a bool setting of the same name (nsp, sop) turns that setting off too, and
 a setting turned off turns its objective's weight to 0 (lab_models/models.py). `--model KEY=VALUE` overrides a
-ModelConfig field (d_model=128, dropout=0.0, ...; vocab_size comes from the tokenizer).
+ModelConfig field (d_model=128, dropout=0.0, ...; vocab_size comes from the tokenizer); for the RNN families
+(elmo, cove, ulmfit, cvt) an RNNConfig field (embedding_size=128, hidden_size=256, n_layers=3, ...).
+
+The RNN families (lab_models/rnn/) run through the same loop. Where their data is not corpus windows (CoVe's
+sentence pairs, ULMFiT's three stages, CVT's labelled and unlabelled minibatches), the family module's
+`batch_source(context)` replaces PackedBatches, and `tokenizer_corpus(corpus, settings)` adds what the tokenizer must
+know (CoVe: the Chinese side of the pairs). A model's StepPlan record (ULMFiT's `stage`, `stage_name`, `lrs`) is
+written into each train row of metrics.jsonl.
 
 Translation (MASS, T5): `--objective translation=W` adds English -> Chinese translation of the synthetic corpus's
 sentence pairs (whatever --corpus is; the pairs are built in, see lab_models/objectives/translation.py) to every step:
@@ -288,9 +295,12 @@ def parse_objectives(items: list[str]) -> dict[str, float]:
     return weights
 
 
-def parse_model_overrides(items: list[str]) -> dict:
-    hints = typing.get_type_hints(ModelConfig)
-    valid = [f.name for f in dataclasses.fields(ModelConfig) if f.name != "vocab_size"]
+def parse_model_overrides(items: list[str], family: str | None = None) -> dict:
+    from lab_models.models import model_config_class
+
+    config_class = model_config_class(family) if family else ModelConfig
+    hints = typing.get_type_hints(config_class)
+    valid = [f.name for f in dataclasses.fields(config_class) if f.name != "vocab_size"]
     overrides = {}
     for item in items:
         key, text = _key_value(item, "--model", "dropout=0.0")
@@ -316,7 +326,7 @@ class _OneLineParser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     p = _OneLineParser(prog="python -m lab_models.train", description="Train one pretraining family headlessly.")
     p.add_argument("--family", help="gpt, gpt2, bert, roberta, albert, spanbert, electra, unilm, xlnet, mpnet, "
-                                    "mass, glm or t5")
+                                    "mass, glm, t5, elmo, cove, ulmfit or cvt")
     p.add_argument("--out", required=True, help="the run folder")
     p.add_argument("--preset", default="tiny", help="tiny | small | medium | base (default tiny)")
     p.add_argument("--corpus", help="a built-in or imported corpus name, or a path (default: per preset)")
@@ -437,7 +447,7 @@ def config_from_args(args) -> tuple[TrainConfig, Corpus]:
         value = getattr(args, name, None)
         return defaults[name] if value is None else value
 
-    model_overrides = parse_model_overrides(args.model)
+    model_overrides = parse_model_overrides(args.model, family)
     probe = family_model_config(family, args.preset, 1000, settings=settings, **model_overrides)
     seq_len = pick("seq_len")
     if seq_len > probe.max_positions:
@@ -602,6 +612,9 @@ def _prepare_run_dir(config: TrainConfig, corpus: Corpus, resume: bool) -> dict:
     (out / runs.METRICS_FILE).unlink(missing_ok=True)
     runs.write_status(out, "running", step=0, total_steps=config.steps, message="training the tokenizer")
     tokenizer_corpus = corpus
+    family_module = objective_module(config.family)
+    if hasattr(family_module, "tokenizer_corpus"):  # an RNN family's own additions (CoVe: the pairs' Chinese side)
+        tokenizer_corpus = family_module.tokenizer_corpus(corpus, settings_from_dict(config.family, config.settings))
     if _translation_weight(config) > 0:  # the tokenizer must know the Chinese side (objectives/translation.py)
         from lab_models.objectives.translation import tokenizer_corpus as with_pairs
 
@@ -617,7 +630,26 @@ def _prepare_run_dir(config: TrainConfig, corpus: Corpus, resume: bool) -> dict:
 
 
 def _translation_weight(config: TrainConfig) -> float:
+    from lab_models.objectives.translation import TRANSLATION_FAMILIES
+
+    if config.family not in TRANSLATION_FAMILIES:
+        return 0.0
     return float(config.objectives.get("translation", 0.0))
+
+
+def _family_batch_source(module, config: TrainConfig, tokenizer, info, settings, corpus: Corpus, model_config):
+    """The RNN families' own batch source (`batch_source(context)` in lab_models/rnn/<family>.py), or None."""
+    if not hasattr(module, "batch_source"):
+        return None
+    from lab_models.rnn.common import DataContext
+
+    context = DataContext(
+        tokenizer=tokenizer, vocab=info, settings=settings,
+        train_stream=encode_stream(tokenizer, corpus.train, info.eos_id),
+        validation_stream=encode_stream(tokenizer, corpus.validation, info.eos_id), seq_len=config.seq_len,
+        batch_size=config.batch_size, eval_batches=config.eval_batches, steps=config.steps,
+        max_positions=model_config.max_positions)
+    return module.batch_source(context)
 
 
 def _translation_pairs(config: TrainConfig, tokenizer, info, max_positions: int):
@@ -727,14 +759,16 @@ def _run(config: TrainConfig, corpus: Corpus, resume: bool, world: _World, out: 
         checkpoint = runs.latest_checkpoint(out) if resume else None
         saved_model = runs.read_config(out).get("model") if checkpoint is not None else None
         if saved_model:
-            model_config = ModelConfig.from_dict(saved_model)
+            from lab_models.models import model_config_from_dict
+
+            model_config = model_config_from_dict(config.family, saved_model)
         else:
             from lab_models.models import family_model_config
 
             model_config = family_model_config(config.family, config.preset, info.size, settings=settings,
                                                **config.model)
         pairs = _translation_pairs(config, tokenizer, info, model_config.max_positions)
-        batches = PackedBatches(
+        batches = _family_batch_source(module, config, tokenizer, info, settings, corpus, model_config) or PackedBatches(
             encode_stream(tokenizer, corpus.train, info.eos_id), encode_stream(tokenizer, corpus.validation,
                                                                                 info.eos_id),
             seq_len=config.seq_len, batch_size=config.batch_size, objective=module,
@@ -766,7 +800,7 @@ def _run(config: TrainConfig, corpus: Corpus, resume: bool, world: _World, out: 
         logger.exception("setting up the run failed")
         return _fail(out, world, config, step, f"{type(error).__name__}: {error}", EXIT_FAILED)
 
-    causal = model.objective_weights.get("clm", 0) > 0
+    causal = model.objective_weights.get("clm", 0) > 0 or getattr(model, "is_language_model", False)
     last_status = 0.0
     saved_step = trainer.step if checkpoint is not None else -1
     try:
@@ -779,7 +813,8 @@ def _run(config: TrainConfig, corpus: Corpus, resume: bool, world: _World, out: 
                     "split": "train", "step": event.step, "loss": _finite(event.loss),
                     "losses": {k: _finite(v) for k, v in event.losses.items()}, "lr": event.lr,
                     "grad_norm": _finite(event.grad_norm), "tokens_per_s": event.tokens_per_s,
-                    "elapsed_s": event.elapsed_s, "tokens": event.tokens_seen, "max_rss_mb": _max_rss_mb()})
+                    "elapsed_s": event.elapsed_s, "tokens": event.tokens_seen, "max_rss_mb": _max_rss_mb(),
+                    **event.record})
                 if event.checkpoint_due:
                     runs.save_checkpoint(out, model=model, optimizer=trainer.optimizer, state=_state(trainer, config))
                     saved_step = event.step

@@ -364,7 +364,7 @@ def test_family_structures():
 def test_bad_arguments_raise_value_errors():
     config = family_model_config("bert", "tiny", V)
     with pytest.raises(ValueError, match="no trainable model"):
-        family_model_config("elmo", "tiny", V)
+        family_model_config("gpt3", "tiny", V)
     with pytest.raises(ValueError, match="unknown preset"):
         family_model_config("bert", "huge", V)
     with pytest.raises(ValueError, match="no objective 'sop'"):

@@ -274,10 +274,12 @@ def test_golden_examples_through_the_models():
         assert out.target_nll.shape == (len(scored),) and torch.isfinite(out.total)
 
 
-def test_all_thirteen_families_are_trained():
+def test_all_seventeen_families_are_trained():
     from tests.test_family_models import TRAINED_FAMILIES as ONE_STREAM
 
-    assert set(TRAINED_FAMILIES) == set(ONE_STREAM) | set(FAMILIES) and len(TRAINED_FAMILIES) == 13
+    from lab_models.rnn import RNN_FAMILIES  # the LSTM families: tests/test_rnn_*.py
+
+    assert set(TRAINED_FAMILIES) == set(ONE_STREAM) | set(FAMILIES) | set(RNN_FAMILIES) and len(TRAINED_FAMILIES) == 17
     assert {f: MAIN_OBJECTIVE[f] for f in FAMILIES} == MAIN
 
 

@@ -156,7 +156,8 @@ def test_generation_modes_for_all_13_families():
             modes = api.generation_modes(spec.name)
             assert modes == expected[spec.name]
             assert set(modes) <= set(api.GENERATION_MODES)
-    assert api.generation_modes("elmo") == []
+    assert api.generation_modes("elmo") == ["continue"] and api.generation_modes("ulmfit") == ["continue"]
+    assert api.generation_modes("cove") == ["translate"] and api.generation_modes("cvt") == []  # a tagger
     with pytest.raises(ValueError, match="Unknown family 'nope'"):
         api.generation_modes("nope")
 

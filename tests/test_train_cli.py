@@ -35,7 +35,7 @@ def read_rows(run_dir: Path) -> list[dict]:
 
 @pytest.mark.parametrize("argv, message", [
     (["--out", "R"], "--family is required"),
-    (["--family", "elmo", "--out", "R"], "choose one of gpt, gpt2, bert"),
+    (["--family", "gpt3", "--out", "R"], "choose one of gpt, gpt2, bert"),
     (["--family", "bert", "--out", "R", "--preset", "huge"], "unknown preset 'huge'"),
     (["--family", "bert", "--out", "R", "--objective", "mlm"], "write NAME=WEIGHT"),
     (["--family", "bert", "--out", "R", "--objective", "sbo=1"], "its objectives are mlm, nsp"),
@@ -63,7 +63,8 @@ def test_missing_family_exits_through_argparse_with_one_line(tmp_path):
                           capture_output=True, text=True, env=child_env(tmp_path / "home"), cwd=REPO, timeout=120)
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == ["error: --family is required (one of gpt, gpt2, bert, roberta, albert, "
-                                                "spanbert, electra, unilm, xlnet, mpnet, mass, glm, t5)"]
+                                                "spanbert, electra, unilm, xlnet, mpnet, mass, glm, t5, elmo, cove, "
+                                                "ulmfit, cvt)"]
 
 
 def test_sigterm_stops_cleanly_and_resume_finishes_the_run(tmp_path):

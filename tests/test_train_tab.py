@@ -127,7 +127,6 @@ def test_the_command_repeats_the_run_headlessly(client):
 
 @pytest.mark.parametrize("inputs, message", [
     (controls("nope"), "Unknown or untrainable family 'nope'"),
-    (controls("elmo"), "Unknown or untrainable family 'elmo'"),
     (controls("bert", weights={"mlm": -1.0}), "weight of mlm must be 0 or more"),
     (controls("bert", weights={"mlm": 0, "nsp": 0}), "Turn on at least one of BERT's objectives"),
     (controls("bert", settings={"mask_rate": "lots"}), "setting 'mask_rate' of BERT is a number"),

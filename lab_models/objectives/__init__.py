@@ -16,6 +16,10 @@ Every family module provides the same five things, so that training and the Mask
   `token_ids` is a (B, T) LongTensor or a list of 1-D LongTensors; `cfg` is a `BatchConfig`.
 
 `gpt` and `gpt2` share `causal_lm`.
+
+The RNN-era families (ELMo, CoVe, ULMFiT, CVT) live in lab_models/rnn/: their modules give `Settings`, `CHOICES` and
+`RULE` (and `make_batch` where the batch is a corpus window), but no `build_example`, because they have no attention
+mask to draw. An entry with a dot names a module outside this package.
 """
 from __future__ import annotations
 
@@ -27,6 +31,8 @@ FAMILY_MODULES = {
     "gpt": "causal_lm", "gpt2": "causal_lm", "bert": "bert", "roberta": "roberta", "albert": "albert",
     "spanbert": "spanbert", "electra": "electra", "xlnet": "xlnet", "mpnet": "mpnet", "unilm": "unilm",
     "mass": "mass", "glm": "glm", "t5": "t5",
+    "elmo": "lab_models.rnn.elmo", "cove": "lab_models.rnn.cove", "ulmfit": "lab_models.rnn.ulmfit",
+    "cvt": "lab_models.rnn.cvt",
 }
 
 
@@ -35,4 +41,5 @@ def objective_module(family: str) -> ModuleType:
     if family not in FAMILY_MODULES:
         known = ", ".join(sorted(FAMILY_MODULES))
         raise ValueError(f"No batch builder for family {family!r}: choose one of {known}.")
-    return importlib.import_module(f"{__name__}.{FAMILY_MODULES[family]}")
+    name = FAMILY_MODULES[family]
+    return importlib.import_module(name if "." in name else f"{__name__}.{name}")

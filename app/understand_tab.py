@@ -1,4 +1,4 @@
-"""Understand tab: what trained runs have learned, side by side. Three sections:
+"""Understand tab: what trained runs have learned, side by side. Four sections:
 
 * **Fill-mask**: up to four runs and a text with one or more [MASK]; each run's top-k predictions per slot, with their
   probabilities (`api.fill_mask`). A run whose family cannot fill masks (GPT reads left to right) explains why in its
@@ -9,6 +9,9 @@
   (`api.embedding_projection`).
 * **Attention**: one run and a sentence; every head of one layer of one stream as a heatmap, under the mask the family
   really uses (`api.attention_maps`; lab_models/probes.py documents the mask per family).
+* **Fine-tune**: up to four runs fine-tuned on a labelled task (built-in or a CSV), queued on the job manager, with
+  live progress, Stop, and a leaderboard table and plot (app/finetune_panel.py; its endpoints start with
+  `understand_finetune_`).
 
 The handlers only translate the controls into `lab_models.api` calls and draw the results (app/understand_figures.py).
 
@@ -35,6 +38,7 @@ import pandas as pd
 
 from lab_models import api
 
+from . import finetune_panel
 from .errors import user_errors
 from .understand_figures import (attention_details, attention_figure, empty_figure, fill_mask_figure,
                                  fill_mask_table, projection_figure, similarity_figure, similarity_table,
@@ -312,6 +316,9 @@ def build(home, jobs=None, tab=None):
             attention_note = gr.Markdown("")
             with gr.Accordion("This layer's probabilities as data", open=False):
                 attention_data = gr.JSON({}, label="attention")
+        # ---------------------------------------------------------------- fine-tuning (app/finetune_panel.py)
+        with gr.Tab("Fine-tune", id="understand-finetune") as finetune_tab:
+            finetune = finetune_panel.build(home, view.jobs, choices, finetune_tab)
 
     # ---------------------------------------------------------------- events
     fill_inputs = [fill_runs, fill_text, top_k]
@@ -345,5 +352,8 @@ def build(home, jobs=None, tab=None):
     refresh.click(refresh_runs, pickers, pickers, api_name="understand_runs_list")
     if tab is not None:
         tab.select(refresh_runs, pickers, pickers, api_name="understand_runs_on_select", show_progress="hidden")
+    refresh.click(*finetune.refresh_runs, api_name="understand_finetune_runs_list")
+    if tab is not None:
+        tab.select(*finetune.refresh_runs, api_name="understand_finetune_runs_on_select", show_progress="hidden")
     return SimpleNamespace(view=view, fill_runs=fill_runs, embed_runs=embed_runs, attention_run=attention_run,
-                           refresh=(refresh_runs, pickers, pickers))
+                           refresh=(refresh_runs, pickers, pickers), finetune=finetune)

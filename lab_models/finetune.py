@@ -42,6 +42,11 @@ except for the causal families.
     glm                        the text as Part A without blanks: 2-D positions  the same (blank infilling)
                                (i, 0), full attention among Part A
     mass, t5                   the encoder, full mask                             the same (denoising)
+    elmo, cove, ulmfit, cvt    `model.representations` of the unframed text:      none (λ must be 0)
+                               ELMo's scalar mix (trained here, as the paper's
+                               task-specific weights), CoVe's [embedding; CoVe],
+                               ULMFiT's top LSTM (pooling "last"), CVT's BiLSTM;
+                               pooling "mean" for the bidirectional three
 
 Papers and deviations, stated:
 - GPT (Radford et al. 2018, §3.2-3.3): the input is framed by start and extract tokens and the classifier reads the
@@ -125,6 +130,7 @@ __all__ = ["FinetuneConfig", "FinetuneClassifier", "finetune", "main", "finetune
            "linear_schedule", "macro_f1", "CAUSAL_FAMILIES", "POOLINGS", "LEADERBOARD_COLUMNS"]
 
 CAUSAL_FAMILIES = ("gpt", "gpt2")
+RNN_FAMILIES = ("elmo", "cove", "ulmfit", "cvt")  # lab_models/rnn/: the head reads `model.representations`
 ENCODER_DECODER = ("mass", "t5")
 POOLINGS = ("auto", "first", "last", "mean")
 DEFAULT_LM_AUX_WEIGHT = 0.5  # GPT §3.2: λ = 0.5
@@ -215,10 +221,13 @@ class FinetuneConfig:
                  ) -> "FinetuneConfig":
         """A copy with pooling, lm_aux_weight, lr, max_len, eval_every and log_every decided for this run."""
         causal = family in CAUSAL_FAMILIES
-        pooling = self.pooling if self.pooling != "auto" else ("last" if causal else "first")
+        pooling = self.pooling if self.pooling != "auto" else auto_pooling(family)
         weight = self.lm_aux_weight
         if weight is None:
             weight = DEFAULT_LM_AUX_WEIGHT if causal else 0.0
+        if family in RNN_FAMILIES and weight > 0:
+            raise ValueError(f"the auxiliary LM loss (λ = {weight}) is for the transformer families; fine-tune a "
+                             f"{family} run with λ = 0 (empty)")
         max_len = self.max_len if self.max_len is not None else min(int(seq_len or max_positions), max_positions)
         if max_len > max_positions:
             raise ValueError(f"--max-len {max_len} is longer than the run's {max_positions} positions")
@@ -232,6 +241,19 @@ class FinetuneConfig:
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
+
+
+def auto_pooling(family: str) -> str:
+    """What pooling "auto" means: "last" for the left-to-right models (GPT, GPT-2, ULMFiT's AWD-LSTM: only the last
+    position has read the whole input), "mean" for ELMo, CoVe and CVT (bidirectional LSTMs with no [CLS]), "first"
+    ([CLS]) for the others.
+
+    >>> auto_pooling("gpt"), auto_pooling("ulmfit"), auto_pooling("elmo"), auto_pooling("bert")
+    ('last', 'last', 'mean', 'first')
+    """
+    if family in CAUSAL_FAMILIES or family == "ulmfit":
+        return "last"
+    return "mean" if family in RNN_FAMILIES else "first"
 
 
 def _real(value, minimum: float) -> bool:
@@ -327,6 +349,8 @@ def _truncate_pair(a: list, b: list, budget: int) -> tuple[list, list]:
 
 
 def _encode(task: Task, examples, tokenizer, vocab, family: str, max_len: int) -> list[_Encoded]:
+    if family in RNN_FAMILIES:
+        return _encode_unframed(task, examples, tokenizer, vocab, max_len)
     causal = family in CAUSAL_FAMILIES
     start, middle, end = ((vocab.bos_id, vocab.sep_id, vocab.eos_id) if causal
                           else (vocab.cls_id, vocab.sep_id, vocab.sep_id))
@@ -352,6 +376,27 @@ def _encode(task: Task, examples, tokenizer, vocab, family: str, max_len: int) -
         a = a[: max_len - 2]
         out.append(_Encoded([start, *a, end], [0] * (len(a) + 2), example.label, a))
     return out
+
+
+def _encode_unframed(task: Task, examples, tokenizer, vocab, max_len: int) -> list[_Encoded]:
+    """The RNN families' examples: the text's tokens alone (they never saw [CLS] or [SEP]); a pair is a [EOS] b,
+    [EOS] being the document separator their pretraining read."""
+    out = []
+    if task.kind == "token":
+        for example in examples:
+            ids, labels = encode_words(tokenizer, example.words, example.label)
+            out.append(_Encoded(ids[:max_len], [0] * len(ids[:max_len]), labels[:max_len], ids[:max_len]))
+        return out
+    encoded_a = [e.ids for e in tokenizer.encode_batch([example.text for example in examples])]
+    if task.kind == "pair":
+        encoded_b = [e.ids for e in tokenizer.encode_batch([example.text_pair for example in examples])]
+        for example, a, b in zip(examples, encoded_a, encoded_b):
+            a, b = _truncate_pair(a, b, max_len - 1)
+            ids = [*a, vocab.eos_id, *b]
+            out.append(_Encoded(ids, [0] * (len(a) + 1) + [1] * len(b), example.label, ids))
+        return out
+    return [_Encoded(a[:max_len] or [vocab.eos_id], [0] * max(1, len(a[:max_len])), example.label, a[:max_len])
+            for example, a in zip(examples, encoded_a)]
 
 
 @dataclass
@@ -412,7 +457,8 @@ class FinetuneClassifier(nn.Module):
         self.family = base.family
         self.kind = kind
         self.pooling = pooling
-        d_model = base.model_config.d_model
+        self.rnn = base.family in RNN_FAMILIES
+        d_model = _representation_size(base) if self.rnn else base.model_config.d_model
         dropout = base.model_config.dropout
         if kind == "token":
             self.head = TokenClassificationHead(d_model, n_labels, dropout=dropout)
@@ -426,6 +472,8 @@ class FinetuneClassifier(nn.Module):
     def hidden(self, batch: _Batch) -> torch.Tensor:
         """(B, T, H): the encoder's output for MASS/T5; the one-stream forward pass for everyone else (XLNet and
         MPNet: their content stream; GLM: Part A)."""
+        if self.rnn:  # ELMo's scalar mix (now trained), CoVe's [embedding; CoVe], ULMFiT's top LSTM, CVT's BiLSTM
+            return self.base.representations(batch.input_ids)
         if self.family in ENCODER_DECODER:
             return self.backbone.encode(batch.input_ids, batch.attention, batch.position_ids, batch.segment_ids)
         return self.backbone(batch.input_ids, batch.attention, batch.position_ids, batch.segment_ids)
@@ -441,9 +489,23 @@ class FinetuneClassifier(nn.Module):
         """The parameters the classification pass uses: the backbone's embeddings and (encoder) blocks, and the head.
         Pretraining-only parts (LM head, NSP/SOP/SBO heads, ELECTRA's generator, MASS/T5's decoder, XLNet's w) are
         left out, though λ > 0 may train them."""
+        if self.rnn:
+            return sum(p.numel() for p in self.parameters())
         unused = ("decoder_blocks.", "ln_dec.", "lm_transform.", "lm_out.", "lm_bias", "query_start")
         used = sum(p.numel() for name, p in self.backbone.named_parameters() if not name.startswith(unused))
         return used + sum(p.numel() for p in self.head.parameters())
+
+
+@torch.no_grad()
+def _representation_size(base: nn.Module) -> int:
+    """The width of an RNN model's `representations` (ELMo 2E, CoVe E + 2h, ULMFiT E, CVT 2H), read off one tiny
+    forward pass in eval mode (no dropout draw, so the head's initialisation stays the seed's)."""
+    was_training = base.training
+    base.eval()
+    device = next(base.parameters()).device
+    width = base.representations(torch.full((1, 2), base.vocab.eos_id, dtype=torch.long, device=device)).shape[-1]
+    base.train(was_training)
+    return int(width)
 
 
 def _task_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:

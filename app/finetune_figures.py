@@ -1,0 +1,252 @@
+"""Plotly figures, pandas tables, HTML and markdown for the Understand tab's Fine-tune section.
+
+Presentation only: every number drawn here comes from `lab_models.api` (`finetune_status`, `finetune_leaderboard`,
+`check_csv_task`, `default_pooling`, `default_lm_aux_weight`). The progress rows reuse the Train tab's progress-bar
+classes from assets/lab.css (`train-progress`, `train-bar`, coloured by state), so a fine-tuning looks like a run.
+
+Papers: the recipe drawn here is BERT §4 (a [CLS] head) and GPT §3.2 (a last-token head plus λ times the LM loss);
+lab_models/finetune.py states how the lab deviates from them. This module adds no method of its own.
+"""
+from __future__ import annotations
+
+import html
+import math
+
+import pandas as pd
+import plotly.graph_objects as go
+
+from .train_figures import STATE_COLORS, format_duration
+from .understand_figures import FONT, MARGIN, RUN_COLORS, empty_figure
+
+# the table the page shows: who, on what, how well, then how it was fine-tuned
+TABLE_COLUMNS = ["pretrained run", "family", "task", "accuracy", "macro F1", "majority baseline", "pooling", "λ",
+                 "steps", "seconds", "state", "finetune"]
+TABLE_COLUMN_WIDTHS = ["15%", "6%", "8%", "8%", "7%", "9%", "7%", "4%", "6%", "7%", "7%", "16%"]  # sums to 100%
+BASELINE_COLOR = "#0f172a"
+BAR_GROUP_HALF_WIDTH = 0.4  # the baseline line spans the group of bars: category i covers i ± this (plotly's 0.8 gap)
+
+
+def _finite(value) -> float | None:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
+
+
+def format_accuracy(value) -> str:
+    """0.86 -> "0.860"; None (no evaluation yet) -> "—".
+
+    >>> format_accuracy(0.86), format_accuracy(None)
+    ('0.860', '—')
+    """
+    number = _finite(value)
+    return "—" if number is None else f"{number:.3f}"
+
+
+# ------------------------------------------------------------------------------------------------ markdown
+def _md(text) -> str:
+    """Text made safe for a gr.Markdown: HTML escaped, quotes kept readable.
+
+    >>> _md("no column 'x' <here>")
+    "no column 'x' &lt;here&gt;"
+    """
+    return html.escape(str(text), quote=False)
+
+
+def task_markdown(spec=None, csv: bool = False) -> str:
+    """What the chosen task is: its title, kind, labels and one-line description (a `FinetuneTaskSpec`), or how a
+    CSV task is read when `csv` is True."""
+    if csv or spec is None:
+        return ("**Your CSV file**: a header row, then one example per row. Pick the text column and the label column "
+                "(and a second text column for sentence pairs). 20% of the rows, chosen by a hash of the text, are "
+                "held out for validation.")
+    kinds = {"sequence": "one label per sentence", "pair": "one label per sentence pair",
+             "token": "one tag per word"}
+    labels = ", ".join(spec.label_names)
+    return (f"**{_md(spec.title)}** · {kinds.get(spec.kind, spec.kind)} · labels: {_md(labels)}  \n"
+            f"{_md(spec.description)}")
+
+
+def csv_summary_markdown(summary: dict | None, error: str | None = None) -> str:
+    """The CSV task as the worker will read it (`api.check_csv_task`), or the error that stops it."""
+    if error:
+        return f"⚠️ {_md(error)}"
+    if not summary:
+        return "Upload a CSV file with a header row."
+    counts = summary.get("train_label_counts") or {}
+    shown = ", ".join(f"{_md(str(name))} {count}" for name, count in list(counts.items())[:12])
+    more = f", … ({len(counts) - 12} more)" if len(counts) > 12 else ""
+    kind = "sentence pairs" if summary.get("kind") == "pair" else "sentences"
+    return (f"✅ **{_md(summary.get('title') or summary.get('name'))}**: "
+            f"{summary.get('train_examples', 0):,} training and {summary.get('validation_examples', 0):,} validation "
+            f"{kind}, {len(summary.get('label_names') or [])} labels (training counts: {shown}{more}); always "
+            f"guessing the most frequent label scores {format_accuracy(summary.get('majority_baseline'))}.")
+
+
+def defaults_markdown(rows: list[dict]) -> str:
+    """What "auto" means for each selected run: one line per run with its family's pooling and λ. Each row:
+    run_id, family, pooling, lm_aux_weight (or error)."""
+    if not rows:
+        return "Pick runs above: each gets its own fine-tuning, with the head its family uses."
+    lines = ["| run | family | pooling when auto | λ when empty |", "| --- | --- | --- | --- |"]
+    for row in rows:
+        if row.get("error"):
+            lines.append(f"| `{_md(row['run_id'])}` | {_md(row.get('family') or '?')} | "
+                         f"{_md(row['error'])} | |")
+            continue
+        pooling = {"first": "first ([CLS], BERT §4)", "mean": "mean (over the tokens)",
+                   "last": ("last (the extract token, GPT §3.3)" if row.get("family") in ("gpt", "gpt2")
+                            else "last (the final state)")}.get(row["pooling"], row["pooling"])
+        lines.append(f"| `{_md(row['run_id'])}` | {_md(row['family'])} | {pooling} | "
+                     f"{row['lm_aux_weight']:g} |")
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------------------------------ progress
+def progress_html(statuses: list[dict]) -> str:
+    """One progress row per fine-tuning: state, run → task, step / total, the latest validation accuracy (and the
+    training batches' accuracy), coloured like the Train tab's bar. Each status: `api.finetune_status`'s dict."""
+    if not statuses:
+        return ('<div class="train-progress train-idle"><div class="train-progress-head">'
+                '<span class="train-state">no fine-tuning</span><span>pick runs and a task, then press Start</span>'
+                '</div><div class="train-bar"><div class="train-bar-fill" style="width:0%"></div></div></div>')
+    return '<div class="ft-progress-list">' + "".join(_progress_row(status) for status in statuses) + "</div>"
+
+
+def _state_label(status: dict) -> str:
+    state = status.get("state") or "unknown"
+    if state == "queued" and status.get("queue_position"):
+        return f"queued (position {status['queue_position']})"
+    if state == "running" and status.get("stopping"):
+        return "stopping…"
+    if state == "stopped" and status.get("interrupted"):
+        return "stopped (interrupted)"
+    return state
+
+
+def _head_settings(status: dict) -> str:
+    """" · pooling last, λ 0.5" once the worker has resolved them ("auto" and empty say nothing yet)."""
+    parts = []
+    if status.get("pooling") and status.get("pooling") != "auto":
+        parts.append(f"pooling {html.escape(str(status['pooling']))}")
+    if _finite(status.get("lm_aux_weight")) is not None:
+        parts.append(f"λ {float(status['lm_aux_weight']):g}")
+    return f" · {', '.join(parts)}" if parts else ""
+
+
+def _progress_row(status: dict) -> str:
+    if status.get("error"):  # a fine-tuning folder that went away, or an unknown id
+        return (f'<div class="train-progress train-failed" data-state="error"><div class="train-progress-head">'
+                f'<span class="train-state">error</span><span>{html.escape(str(status.get("finetune_id", "")))}'
+                f'</span><span>{html.escape(str(status["error"]))}</span></div></div>')
+    state = status.get("state") or "unknown"
+    step = int(status.get("step") or 0)
+    total = status.get("total_steps")
+    fraction = min(1.0, step / total) if total else 0.0
+    if state == "finished":
+        fraction = 1.0
+    accuracy = _finite(status.get("accuracy")) if status.get("has_result") else _finite(status.get("val_accuracy"))
+    where = "final" if status.get("has_result") else (f"step {status['val_step']}" if status.get("val_step") else "")
+    parts = [f'<span class="train-state">{html.escape(_state_label(status))}</span>',
+             f"<span><b>{html.escape(str(status.get('run_id') or '?'))}</b> "
+             f"({html.escape(str(status.get('family') or '?'))}) → {html.escape(str(status.get('task') or '?'))}"
+             f"{_head_settings(status)}</span>",
+             f"<span>step <b>{step:,}</b> / {f'{int(total):,}' if total else '?'} ({fraction:.0%})</span>",
+             f"<span>validation accuracy <b>{format_accuracy(accuracy)}</b>"
+             f"{f' ({where})' if accuracy is not None and where else ''}</span>"]
+    if _finite(status.get("train_accuracy")) is not None and not status.get("has_result"):
+        parts.append(f"<span>batches {format_accuracy(status['train_accuracy'])}</span>")
+    if status.get("has_result") and _finite(status.get("seconds")) is not None:
+        parts.append(f"<span>{format_duration(status['seconds'])}</span>")
+    if state == "failed" and status.get("message"):
+        parts.append(f"<span>{html.escape(str(status['message']))}</span>")
+    color = STATE_COLORS.get(state, "#64748b")
+    title = html.escape(str(status.get("finetune_id") or ""))
+    return (f'<div class="train-progress train-{html.escape(state)}" data-state="{html.escape(state)}" '
+            f'title="{title}"><div class="train-progress-head">{"".join(parts)}</div>'
+            f'<div class="train-bar" role="progressbar" aria-valuemin="0" aria-valuemax="{int(total or 0)}" '
+            f'aria-valuenow="{step}"><div class="train-bar-fill" style="width:{fraction * 100:.1f}%;'
+            f'background:{color}"></div></div></div>')
+
+
+# ------------------------------------------------------------------------------------------------ leaderboard
+def leaderboard_table(frame: pd.DataFrame) -> pd.DataFrame:
+    """The leaderboard (`api.finetune_leaderboard`'s frame) for the page: TABLE_COLUMNS, scores to 3 decimals,
+    seconds to 1, best accuracy first within each task (the order the frame has)."""
+    if frame is None or not len(frame):
+        return pd.DataFrame(columns=TABLE_COLUMNS)
+    table = frame.copy()
+    for column in TABLE_COLUMNS:
+        if column not in table.columns:
+            table[column] = None
+    for column in ("accuracy", "macro F1", "majority baseline"):
+        table[column] = [round(float(v), 3) if _finite(v) is not None else None for v in table[column]]
+    table["seconds"] = [round(float(v), 1) if _finite(v) is not None else None for v in table["seconds"]]
+    table["λ"] = [float(v) if _finite(v) is not None else None for v in table["λ"]]
+    table["steps"] = [int(v) if _finite(v) is not None else None for v in table["steps"]]
+    return table[TABLE_COLUMNS].reset_index(drop=True)
+
+
+def best_per_run_and_task(frame: pd.DataFrame) -> pd.DataFrame:
+    """The best fine-tuning (highest accuracy; the first on a tie) of each pretrained run on each task."""
+    if frame is None or not len(frame):
+        return pd.DataFrame(columns=list(frame.columns) if frame is not None else [])
+    ordered = frame.assign(_accuracy=[_finite(v) if _finite(v) is not None else -1.0 for v in frame["accuracy"]])
+    ordered = ordered.sort_values("_accuracy", ascending=False, kind="stable")
+    best = ordered.drop_duplicates(["pretrained run", "task"], keep="first").drop(columns="_accuracy")
+    return best.reset_index(drop=True)
+
+
+def accuracy_figure(frame: pd.DataFrame, task_titles: dict[str, str] | None = None) -> go.Figure:
+    """Validation accuracy per pretrained run (one colour each), grouped by task, each task's majority baseline
+    drawn as a dashed line across its group. Plots each run's best fine-tuning per task (`best_per_run_and_task`);
+    the table lists them all."""
+    if frame is None or not len(frame):
+        return empty_figure("No fine-tuning has a result yet: pick runs and a task, then press Start.")
+    best = best_per_run_and_task(frame)
+    titles = dict(task_titles or {})
+    tasks = list(dict.fromkeys(frame["task"]))  # the leaderboard's order (by task name)
+    runs = sorted(dict.fromkeys(best["pretrained run"]))  # by name: a run keeps its colour as results come in
+    labels = [titles.get(task, task) for task in tasks]
+    figure = go.Figure()
+    for index, run in enumerate(runs):
+        rows = best[best["pretrained run"] == run].set_index("task")
+        family = str(rows["family"].iloc[0] or "?")
+        accuracy = [_finite(rows.at[task, "accuracy"]) if task in rows.index else None for task in tasks]
+        hover = []
+        for task in tasks:
+            if task not in rows.index:
+                hover.append("")
+                continue
+            row = rows.loc[task]
+            hover.append(f"{html.escape(run)} ({html.escape(family)})<br>{html.escape(str(task))}: accuracy "
+                         f"{format_accuracy(row['accuracy'])}, macro F1 {format_accuracy(row['macro F1'])}<br>"
+                         f"pooling {html.escape(str(row['pooling']))}, λ {row.get('λ')}, {row['steps']} steps "
+                         f"({html.escape(str(row['state']))})<br>{html.escape(str(row['finetune']))}")
+        figure.add_trace(go.Bar(
+            x=labels, y=accuracy, name=f"{run} ({family})", marker_color=RUN_COLORS[index % len(RUN_COLORS)],
+            text=[format_accuracy(a) if a is not None else "" for a in accuracy], textposition="outside",
+            hovertext=hover, hoverinfo="text", cliponaxis=False))
+    baselines = [_finite(best[best["task"] == task]["majority baseline"].iloc[0]) for task in tasks]
+    for position, baseline in enumerate(baselines):
+        if baseline is None:
+            continue
+        figure.add_shape(type="line", xref="x", yref="y", x0=position - BAR_GROUP_HALF_WIDTH,
+                         x1=position + BAR_GROUP_HALF_WIDTH, y0=baseline, y1=baseline,
+                         line={"color": BASELINE_COLOR, "width": 2, "dash": "dash"}, layer="above")
+    # the baseline as traces too: a dashed legend entry, and (invisible) hover points at the middle of each group
+    figure.add_trace(go.Scatter(x=[None], y=[None], mode="lines", name="majority baseline", hoverinfo="skip",
+                                line={"color": BASELINE_COLOR, "width": 2, "dash": "dash"}))
+    figure.add_trace(go.Scatter(
+        x=labels, y=baselines, mode="markers", name="majority baseline", showlegend=False,
+        marker={"size": 14, "color": BASELINE_COLOR, "opacity": 0},
+        hovertext=[f"{html.escape(str(task))}: always the most frequent label scores {format_accuracy(b)}"
+                   for task, b in zip(tasks, baselines)], hoverinfo="text"))
+    figure.update_layout(
+        template="plotly_white", font={"family": FONT}, margin={**MARGIN, "t": 50}, barmode="group", bargap=0.2,
+        height=380, title={"text": "Validation accuracy (best fine-tuning of each run per task)", "x": 0.01},
+        yaxis={"title": "accuracy", "range": [0, 1.08], "tickformat": ".1f"},
+        xaxis={"title": None, "type": "category"},
+        legend={"orientation": "h", "yanchor": "top", "y": -0.12, "x": 0})
+    return figure

@@ -26,6 +26,8 @@ the size the tokenizer is trained to; if the corpus cannot support it, it is low
 the run says so (config.json "tokenizer.note", train.log). The model's vocabulary is that plus the lab's special
 tokens (lab_models/vocab.py). Other training defaults: AdamW betas (0.9, 0.98), eps 1e-8, weight decay 0.01 on
 matrices only, gradient clipping at 1.0, linear warmup then cosine decay to 10% of the peak (lab_models/engine.py).
+A family module may set its own `DEFAULT_LR`, used when --lr is not given: ULMFiT's AWD-LSTM peaks at 5e-3 (at the
+presets' 1e-3 and below its tiny LM stays at the unigram plateau, loss 5.47, for its whole first stage).
 
 Overrides. `--objective NAME=WEIGHT` sets an objective's weight (0 turns it off; names per family in
 lab_models/families.py, plus SpanBERT's and UniLM's optional nsp). `--set KEY=VALUE` sets a field of the family's
@@ -443,8 +445,12 @@ def config_from_args(args) -> tuple[TrainConfig, Corpus]:
 
     defaults = PRESET_DEFAULTS[args.preset]
 
+    module_defaults = {"lr": getattr(objective_module(family), "DEFAULT_LR", None)}
+
     def pick(name):
         value = getattr(args, name, None)
+        if value is None and module_defaults.get(name) is not None:
+            return module_defaults[name]
         return defaults[name] if value is None else value
 
     model_overrides = parse_model_overrides(args.model, family)

@@ -202,3 +202,61 @@ def test_understand_reads_elmo_scalar_mix_and_cove_vectors(runs):
     assert len(probes.embedding_projection(runs["cvt"], ["the cat sees a ball ."])) > 0
     with pytest.raises(ValueError, match="no self-attention"):
         probes.attention_maps(runs["elmo"], "the cat")
+
+
+# ------------------------------------------------------------------------------------------------ fine-tuning
+
+
+@pytest.mark.parametrize("family, pooling", [("elmo", "mean"), ("cove", "mean"), ("ulmfit", "last"),
+                                             ("cvt", "mean")])
+def test_each_family_fine_tunes_on_its_representations(runs, family, pooling, tmp_path):
+    """The Understand tab's fine-tuning reads `model.representations` (ELMo's scalar mix, which now trains; CoVe's
+    [embedding; CoVe]; ULMFiT's top LSTM; CVT's BiLSTM) through a fresh head, with no [CLS] framing."""
+    from lab_models.finetune import FinetuneConfig, finetune, prepare
+
+    config = FinetuneConfig(run_dir=str(runs[family]), task="topic", steps=4, batch_size=8, eval_every=4,
+                            out=str(tmp_path / family))
+    prepared = prepare(config)
+    assert prepared.config.pooling == pooling and prepared.config.lm_aux_weight == 0.0
+    text = prepared.task.train[0].text
+    assert prepared.train[0].ids == load_run(runs[family]).tokenizer.encode(text, add_special_tokens=False).ids
+    if family == "elmo":  # the scalar mix is task-specific: pretraining left it frozen, fine-tuning trains it
+        assert load_run(runs[family]).model.scalar_mix.weights.requires_grad is False
+        assert prepared.model.base.scalar_mix.weights.requires_grad is True
+    result = finetune(config)
+    assert result["state"] == "finished" and 0.0 <= result["accuracy"] <= 1.0 and result["scored"] > 0
+    with pytest.raises(ValueError, match="auxiliary LM loss .* transformer families"):
+        prepare(FinetuneConfig(run_dir=str(runs[family]), task="topic", steps=2, lm_aux_weight=0.5,
+                               out=str(tmp_path / f"{family}-aux")))
+
+
+def test_elmo_representations_ignore_right_padding(runs):
+    """A fine-tuning batch is right-padded: the backward LSTM must start at each row's last real token."""
+    run = load_run(runs["elmo"])
+    ids = torch.tensor(run.tokenizer.encode("the cat sees a ball .", add_special_tokens=False).ids)[None]  # (1, n)
+    padded = torch.cat([ids, torch.full((1, 5), run.vocab.pad_id)], dim=1)  # (1, n + 5)
+    with torch.no_grad():
+        alone, with_padding = run.model.representations(ids), run.model.representations(padded)
+    assert torch.allclose(with_padding[:, : ids.shape[1]], alone, atol=1e-6)
+
+
+def test_ulmfit_defaults_to_its_own_peak_learning_rate(tmp_path):
+    args = train.build_parser().parse_args(["--family", "ulmfit", "--out", str(tmp_path / "u")])
+    config, _ = train.config_from_args(args)
+    assert config.lr == 5e-3  # ulmfit.DEFAULT_LR, not the tiny preset's 1e-3
+    args = train.build_parser().parse_args(["--family", "ulmfit", "--out", str(tmp_path / "u"), "--lr", "1e-3"])
+    assert train.config_from_args(args)[0].lr == 1e-3
+    args = train.build_parser().parse_args(["--family", "elmo", "--out", str(tmp_path / "e")])
+    assert train.config_from_args(args)[0].lr == 1e-3
+
+
+def test_ulmfit_classifier_head_has_batch_norm_and_takes_one_sentence(runs):
+    run = load_run(runs["ulmfit"])
+    model = run.model
+    assert sum(isinstance(layer, torch.nn.BatchNorm1d) for layer in model.head) == 2  # the paper's two blocks
+    model.train()
+    try:
+        logits = model.classify(torch.tensor([[5, 6, 7]]))  # one sentence: running statistics, no error
+    finally:
+        model.eval()
+    assert logits.shape == (1, 3)

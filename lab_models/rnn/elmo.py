@@ -66,6 +66,22 @@ def make_batch(token_ids, generator: torch.Generator, cfg) -> Batch:
     return lm_batch(token_ids, cfg.vocab)
 
 
+def _reverse_index(input_ids: torch.Tensor, pad_id: int) -> torch.Tensor | None:
+    """(B, T) positions that reverse each right-padded row within its length (padding stays in place; the map is
+    its own inverse), or None when no row is padded.
+
+    >>> _reverse_index(torch.tensor([[5, 6, 7, 0], [5, 6, 7, 8]]), pad_id=0).tolist()
+    [[2, 1, 0, 3], [3, 2, 1, 0]]
+    """
+    padded = input_ids == pad_id  # (B, T)
+    if not bool(padded.any()):
+        return None
+    T = input_ids.shape[1]
+    lengths = (~padded).sum(dim=1, keepdim=True)  # (B, 1): rows are right-padded
+    positions = torch.arange(T, device=input_ids.device)[None, :]  # (1, T)
+    return torch.where(positions < lengths, lengths - 1 - positions, positions)  # (B, T)
+
+
 class ELMo(RNNFamilyModel):
     is_language_model = True
 
@@ -118,7 +134,13 @@ class ELMo(RNNFamilyModel):
         state at t has read tokens 0..t; the backward state at t has read tokens t..T-1."""
         x = self.dropout(self.token_vectors(input_ids))  # (B, T, E)
         forward = self._direction(self.forward_layers, x)
-        backward = [h.flip(1) for h in self._direction(self.backward_layers, x.flip(1))]  # back to input order
+        reverse = _reverse_index(input_ids, self.vocab.pad_id)  # (B, T): reading order of the backward LSTM
+        if reverse is None:  # no padding (every pretraining row): a plain flip
+            backward = [h.flip(1) for h in self._direction(self.backward_layers, x.flip(1))]
+        else:  # right-padded rows (fine-tuning): each row reversed within its length, so the backward LSTM starts
+            # at the row's last real token and the padding it reads last cannot reach a real position
+            gather = reverse[..., None].expand_as(x)  # (B, T, E)
+            backward = [h.gather(1, gather) for h in self._direction(self.backward_layers, x.gather(1, gather))]
         return forward, backward
 
     def forward_logits(self, input_ids: torch.Tensor) -> torch.Tensor:

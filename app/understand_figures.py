@@ -167,22 +167,26 @@ def similarity_figure(frame: pd.DataFrame, word: str = "") -> go.Figure:
     if frame is None or frame.empty:
         return empty_figure("Pick runs, two sentences and a word that occurs in both, then press Compare contexts.")
     figure = go.Figure()
-    names = {}
     for index, (run, rows) in enumerate(frame.groupby("run", sort=False)):
         rows = rows.sort_values("layer")
         family = rows["family"].iloc[0]
-        names = dict(zip(rows["layer"], rows["layer_name"])) if len(rows) > len(names) else names
         figure.add_trace(go.Scatter(
             x=rows["layer"].tolist(), y=rows["cosine"].tolist(), mode="lines+markers", name=f"{run} ({family})",
             line={"color": RUN_COLORS[index % len(RUN_COLORS)], "width": 2}, marker={"size": 7},
             customdata=list(zip(rows["layer_name"], rows["pieces_a"], rows["pieces_b"])),
             hovertemplate=("%{customdata[0]}: cosine %{y:.3f}<br>A: %{customdata[1]}<br>B: %{customdata[2]}"
                            f"<extra>{html.escape(str(run))}</extra>")))
+    # a tick is the layer's name where every run calls it the same, else its number (an LSTM's "biLSTM 1" is not
+    # a transformer's "block 1"; each run's own name is in the hover)
+    by_layer = frame.groupby("layer")["layer_name"].unique()
+    names = {int(layer): (str(found[0]) if len(found) == 1 else str(layer)) for layer, found in by_layer.items()}
+    mixed = any(len(found) > 1 for found in by_layer)
     low = min(0.0, float(frame["cosine"].min()) - 0.05)
     title = f"Similarity of “{html.escape(word)}” in A and B, layer by layer" if word else "Similarity per layer"
     figure.update_layout(
         title=title, height=380, template="plotly_white", font={"family": FONT}, margin=MARGIN,
-        xaxis={"title": "layer (0 = embeddings)", "tickvals": list(names), "ticktext": list(names.values()),
+        xaxis={"title": "layer (0 = the token vectors; hover for each run's layer name)" if mixed else
+               "layer (0 = embeddings)", "tickvals": list(names), "ticktext": list(names.values()),
                "range": [-0.2, max(names) + 0.2 if names else 1]},
         yaxis={"title": "cosine similarity", "range": [low, 1.05]},
         legend={"orientation": "h", "yanchor": "top", "y": -0.2, "x": 0})

@@ -163,3 +163,14 @@ def test_bad_inputs_are_clear_errors_and_the_app_keeps_answering(client, runs):
         client.predict("gpt-tiny-19990101-000000-dead", SENTENCE, "self", 1, api_name="/understand_attention")
     plot, _ = client.predict([gpt], SENTENCE, OTHER, "apple", api_name="/understand_similarity")
     assert len(json.loads(plot["plot"])["data"]) == 1
+
+
+def test_similarity_ticks_name_a_layer_only_where_every_run_names_it_the_same():
+    frame = pd.DataFrame([["g", "gpt", 0, "embeddings", 1.0, "apple", "apple"],
+                          ["g", "gpt", 1, "block 1", 0.9, "apple", "apple"],
+                          ["e", "elmo", 0, "embeddings", 1.0, "apple", "apple"],
+                          ["e", "elmo", 1, "biLSTM 1", 0.8, "apple", "apple"],
+                          ["e", "elmo", 2, "ELMo (scalar mix)", 0.7, "apple", "apple"]],
+                         columns=["run", "family", "layer", "layer_name", "cosine", "pieces_a", "pieces_b"])
+    axis = similarity_figure(frame, "apple").layout.xaxis
+    assert list(axis.ticktext) == ["embeddings", "1", "ELMo (scalar mix)"] and "hover" in axis.title.text

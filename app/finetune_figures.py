@@ -96,8 +96,7 @@ def defaults_markdown(rows: list[dict]) -> str:
                          f"{_md(row['error'])} | |")
             continue
         pooling = {"first": "first ([CLS], BERT §4)", "mean": "mean (over the tokens)",
-                   "last": ("last (the extract token, GPT §3.3)" if row.get("family") in ("gpt", "gpt2")
-                            else "last (the final state)")}.get(row["pooling"], row["pooling"])
+                   "last": "last (the final token's state; GPT §3.3)"}.get(row["pooling"], row["pooling"])
         lines.append(f"| `{_md(row['run_id'])}` | {_md(row['family'])} | {pooling} | "
                      f"{row['lm_aux_weight']:g} |")
     return "\n".join(lines)

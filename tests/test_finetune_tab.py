@@ -101,7 +101,7 @@ def test_markdown_helpers_describe_tasks_csv_files_and_defaults():
     assert csv_summary_markdown(None, "r.csv has no column 'x'") == "⚠️ r.csv has no column 'x'"
     table = defaults_markdown([{"run_id": "g", "family": "gpt", "pooling": "last", "lm_aux_weight": 0.5},
                                {"run_id": "b", "family": "bert", "pooling": "first", "lm_aux_weight": 0.0}])
-    assert "| `g` | gpt | last (the extract token, GPT §3.3) | 0.5 |" in table
+    assert "| `g` | gpt | last (the final token's state; GPT §3.3) | 0.5 |" in table
     assert "| `b` | bert | first ([CLS], BERT §4) | 0 |" in table
 
 

@@ -30,6 +30,7 @@ from lab_models import api
 from .compare_figures import (empty_html, error_column_html, generation_column_html, grid_html, latest_val_bits,
                               mode_title, modes_table_markdown)
 from .errors import user_errors
+from .inputs import picked_runs
 
 logger = logging.getLogger(__name__)
 
@@ -140,18 +141,7 @@ class CompareView:
     # ------------------------------------------------------------------ generating
     @staticmethod
     def _run_ids(run_ids) -> list[str]:
-        if isinstance(run_ids, str):
-            run_ids = [run_ids]
-        ids = []
-        for run_id in run_ids or []:
-            run_id = str(run_id).strip()
-            if run_id and run_id not in ids:
-                ids.append(run_id)
-        if not ids:
-            raise ValueError(f"Pick at least one run (up to {MAX_RUNS}) to generate with.")
-        if len(ids) > MAX_RUNS:
-            raise ValueError(f"Pick at most {MAX_RUNS} runs to compare side by side; {len(ids)} are picked.")
-        return ids
+        return picked_runs(run_ids, MAX_RUNS, "generate with")
 
     @staticmethod
     def _mode(mode) -> str | None:

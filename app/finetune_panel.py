@@ -37,6 +37,7 @@ import gradio as gr
 from lab_models import api
 
 from .errors import user_errors
+from .inputs import picked, picked_runs, whole_number
 from .finetune_figures import (TABLE_COLUMN_WIDTHS, accuracy_figure, csv_summary_markdown, defaults_markdown, leaderboard_table,
                                progress_html, task_markdown)
 
@@ -63,16 +64,7 @@ LABEL_GUESSES = ("label", "labels", "class", "category", "target", "sentiment", 
 
 
 def _whole(value, name: str, key: str, default: int) -> int:
-    low, high = LIMITS[key]
-    if value is None or (isinstance(value, str) and not value.strip()):
-        return default
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a whole number from {low:,} to {high:,}, got {value!r}.") from None
-    if not math.isfinite(number) or not number.is_integer() or not low <= number <= high:
-        raise ValueError(f"{name} must be a whole number from {low:,} to {high:,}, got {value!r}.")
-    return int(number)
+    return whole_number(value, name, default, *LIMITS[key])
 
 
 def _optional_real(value, name: str, *, low: float, high: float, allow_zero: bool, example: str) -> float | None:
@@ -205,14 +197,8 @@ class FinetuneView:
     # ------------------------------------------------------------------ start, stop, watch
     @staticmethod
     def _run_ids(run_ids, required: bool = True) -> list[str]:
-        if isinstance(run_ids, str):
-            run_ids = [run_ids]
-        ids = list(dict.fromkeys(str(r).strip() for r in (run_ids or []) if r and str(r).strip()))
-        if required and not ids:
-            raise ValueError(f"Pick at least one run (up to {MAX_RUNS}) to fine-tune: runs with weights are listed.")
-        if len(ids) > MAX_RUNS:
-            raise ValueError(f"Pick at most {MAX_RUNS} runs to fine-tune side by side; {len(ids)} are picked.")
-        return ids
+        return picked_runs(run_ids, MAX_RUNS, "fine-tune: runs with weights are listed",
+                           together="fine-tune side by side", required=required)
 
     def options(self, task, csv_file, text_column, label_column, pair_column, pooling, lm_aux_weight, steps,
                 batch_size, lr, seed) -> tuple[str, dict]:
@@ -290,9 +276,7 @@ class FinetuneView:
 
     @staticmethod
     def _shown(shown) -> list[str]:
-        if isinstance(shown, str):
-            shown = [shown]
-        return list(dict.fromkeys(str(s).strip() for s in (shown or []) if s and str(s).strip()))
+        return picked(shown)
 
     def statuses(self, shown) -> list[dict]:
         rows = []

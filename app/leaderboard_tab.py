@@ -26,6 +26,7 @@ import pandas as pd
 from lab_models import api
 
 from .errors import user_errors
+from .inputs import whole_number
 from .leaderboard_figures import display_table, empty_figure, leaderboard_figure, notes_markdown
 
 logger = logging.getLogger(__name__)
@@ -43,18 +44,6 @@ def corpus_choices(corpora: list[str]) -> list[tuple[str, str]]:
     [('synthetic', 'synthetic'), ('all corpora, grouped by corpus', '(all corpora)')]
     """
     return [(name, name) for name in corpora] + [("all corpora, grouped by corpus", ALL_CORPORA)]
-
-
-def _whole(value, name: str, default: int, low: int, high: int) -> int:
-    if value is None or value == "":
-        return default
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a whole number, got {value!r}.") from None
-    if not number.is_integer() or not low <= number <= high:
-        raise ValueError(f"{name} must be a whole number from {low} to {high}, got {value!r}.")
-    return int(number)
 
 
 def status_markdown(frame: pd.DataFrame, corpus: str | None) -> str:
@@ -92,9 +81,9 @@ class LeaderboardView:
     def compute(self, corpus, max_examples=api.LEADERBOARD_DEFAULT_EXAMPLES, seed=0, progress=gr.Progress()):
         """(status, display table, notes, figure, CSV file) for the runs on `corpus`; progress per run."""
         chosen = None if corpus in (None, "", ALL_CORPORA) else str(corpus)
-        max_examples = _whole(max_examples, "Held-out sentences", api.LEADERBOARD_DEFAULT_EXAMPLES, 1,
+        max_examples = whole_number(max_examples, "Held-out sentences", api.LEADERBOARD_DEFAULT_EXAMPLES, 1,
                               api.LEADERBOARD_MAX_EXAMPLES)
-        seed = _whole(seed, "Seed", 0, 0, 2**31 - 1)
+        seed = whole_number(seed, "Seed", 0, 0, 2**31 - 1)
 
         def report(done: int, total: int, message: str) -> None:
             progress(done / max(total, 1), desc=f"Evaluating {message}" if done < total else "Done")

@@ -40,6 +40,7 @@ from lab_models import api
 
 from . import finetune_panel
 from .errors import user_errors
+from .inputs import picked_runs, whole_number
 from .understand_figures import (attention_details, attention_figure, empty_figure, fill_mask_figure,
                                  fill_mask_table, projection_figure, similarity_figure, similarity_table,
                                  stream_title)
@@ -74,18 +75,6 @@ def run_label(row: dict) -> str:
     return f"{row['run_id']} · {row.get('family') or '?'} · step {int(step):,}"
 
 
-def _number(value, name: str, default: int, low: int, high: int) -> int:
-    if value is None or value == "":
-        return default
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a whole number, got {value!r}.") from None
-    if not number.is_integer() or not low <= number <= high:
-        raise ValueError(f"{name} must be a whole number from {low} to {high}, got {value!r}.")
-    return int(number)
-
-
 class UnderstandView:
     """The tab's handlers, bound to the app's run store (the job manager)."""
 
@@ -117,19 +106,9 @@ class UnderstandView:
                 gr.update(choices=choices, value=attention,
                           info="one run with weights" if choices else NO_RUNS_INFO))
 
-    def _run_ids(self, run_ids, what: str) -> list[str]:
-        if isinstance(run_ids, str):
-            run_ids = [run_ids]
-        ids = []
-        for run_id in run_ids or []:
-            run_id = str(run_id).strip()
-            if run_id and run_id not in ids:
-                ids.append(run_id)
-        if not ids:
-            raise ValueError(f"Pick at least one run (up to {MAX_RUNS}) to {what}.")
-        if len(ids) > MAX_RUNS:
-            raise ValueError(f"Pick at most {MAX_RUNS} runs to compare side by side; {len(ids)} are picked.")
-        return ids
+    @staticmethod
+    def _run_ids(run_ids, what: str) -> list[str]:
+        return picked_runs(run_ids, MAX_RUNS, what)
 
     def _facts(self, run_id: str, rows: dict) -> dict:
         row = rows.get(run_id, {})
@@ -152,7 +131,7 @@ class UnderstandView:
         if MASK.lower() not in str(text).lower():
             raise ValueError(f"The text has no {MASK}: mark each word to predict with {MASK}, e.g. "
                              f"“{FILL_MASK_EXAMPLES[0][0]}”.")
-        top_k = _number(top_k, "Top-k", DEFAULT_TOP_K, 1, 20)
+        top_k = whole_number(top_k, "Top-k", DEFAULT_TOP_K, 1, 20)
         fill = getattr(api, "fill_mask", None)
         rows = {row["run_id"]: row for row in api.list_runs(self.jobs)}
         results = []
@@ -208,7 +187,7 @@ class UnderstandView:
         streams = list(maps.streams)
         stream = stream if stream in streams else streams[0]
         n_layers = int(maps.weights[stream].shape[0])
-        layer = _number(layer, "Layer", 1, 1, 10_000)
+        layer = whole_number(layer, "Layer", 1, 1, 10_000)
         layer = min(max(layer, 1), n_layers)
         progress(0.8, desc="Drawing")
         note = (f"**{maps.run_id}** ({maps.family}, step {maps.step:,}) · {len(maps.tokens)} tokens · "

@@ -31,6 +31,8 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
+from ..nn.config import _require_int  # the transformer config's check, shared
+
 RNN_FAMILIES = ("elmo", "cove", "ulmfit", "cvt")
 
 RNN_PRESETS: dict[str, dict[str, int]] = {
@@ -95,10 +97,6 @@ class RNNConfig:
             raise ValueError("a model config needs vocab_size")
         return cls(**values)
 
-
-def _require_int(name: str, value, minimum: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
 
 
 def rnn_preset_config(family: str, preset: str, vocab_size: int, **overrides) -> RNNConfig:

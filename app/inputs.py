@@ -1,0 +1,55 @@
+"""Reading the page's controls: whole numbers from number boxes and sliders, and the runs picked in a multiselect.
+
+Shared by the tabs so that every tab refuses the same bad input with the same words (a ValueError, which
+app/errors.py turns into a message in the page).
+"""
+from __future__ import annotations
+
+
+def whole_number(value, name: str, default: int, low: int, high: int) -> int:
+    """`value` as an int in [low, high]; an empty box is `default`.
+
+    >>> whole_number("12", "Steps", 5, 1, 100), whole_number("", "Steps", 5, 1, 100), whole_number(3.0, "Seed", 0, 0, 9)
+    (12, 5, 3)
+    >>> whole_number(2.5, "Layer", 1, 1, 10_000)
+    Traceback (most recent call last):
+    ValueError: Layer must be a whole number from 1 to 10,000, got 2.5.
+    """
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return default
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a whole number, got {value!r}.") from None
+    if not number.is_integer() or not low <= number <= high:  # inf and nan are not integers
+        raise ValueError(f"{name} must be a whole number from {low:,} to {high:,}, got {value!r}.")
+    return int(number)
+
+
+def picked(values) -> list[str]:
+    """A multiselect's value (a list, one string or None) as its distinct, non-empty, stripped strings, in order.
+
+    >>> picked([" a", "b", "a", "", None]), picked("a"), picked(None)
+    (['a', 'b'], ['a'], [])
+    """
+    if isinstance(values, str):
+        values = [values]
+    return list(dict.fromkeys(str(v).strip() for v in (values or []) if v is not None and str(v).strip()))
+
+
+def picked_runs(run_ids, max_runs: int, purpose: str, *, together: str = "compare side by side",
+                required: bool = True) -> list[str]:
+    """The picked run ids: at least one (when `required`) and at most `max_runs`, else a ValueError that says so.
+
+    >>> picked_runs(["gpt-a", "gpt-a"], 4, "generate with")
+    ['gpt-a']
+    >>> picked_runs([], 4, "generate with")
+    Traceback (most recent call last):
+    ValueError: Pick at least one run (up to 4) to generate with.
+    """
+    ids = picked(run_ids)
+    if required and not ids:
+        raise ValueError(f"Pick at least one run (up to {max_runs}) to {purpose}.")
+    if len(ids) > max_runs:
+        raise ValueError(f"Pick at most {max_runs} runs to {together}; {len(ids)} are picked.")
+    return ids

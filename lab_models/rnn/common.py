@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 import torch
 from torch import nn
+from torch.nn.utils.rnn import pad_sequence
 
 from ..batch import IGNORE_INDEX, Batch
 from ..objectives.common import VocabInfo
@@ -118,14 +119,15 @@ def lm_batch(rows, vocab: VocabInfo) -> Batch:
                  targets=targets, extras={BACKWARD_TARGETS: backward})
 
 
-def pad_rows(rows: list, pad_id: int, fill_to: int | None = None) -> torch.Tensor:
-    """1-D long tensors (or lists) right-padded with `pad_id` to one (B, L) tensor."""
+def pad_rows(rows: list, pad_id: int) -> torch.Tensor:
+    """1-D long tensors (or lists) right-padded with `pad_id` to one (B, L) tensor, L >= 1.
+
+    >>> pad_rows([[5, 6, 7], [8]], 0).tolist()
+    [[5, 6, 7], [8, 0, 0]]
+    """
     rows = [torch.as_tensor(r, dtype=torch.long).reshape(-1) for r in rows]
-    length = max([r.numel() for r in rows] + [fill_to or 1])
-    out = torch.full((len(rows), length), pad_id, dtype=torch.long)
-    for i, r in enumerate(rows):
-        out[i, : r.numel()] = r
-    return out
+    out = pad_sequence(rows, batch_first=True, padding_value=pad_id)  # (B, L)
+    return out if out.shape[1] else torch.full((len(rows), 1), pad_id, dtype=torch.long)
 
 
 class StreamWindows:

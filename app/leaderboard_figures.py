@@ -71,6 +71,10 @@ def format_count(value) -> str:
     return MISSING if math.isnan(number) else f"{int(round(number)):,}"
 
 
+NO_BITS_NOTE = ("no validation bits per byte: the run's objective predicts no tokens (a tagger's tags), or it has "
+                "not been evaluated yet.")
+
+
 def notes_markdown(frame: pd.DataFrame) -> str:
     """Why some scores are missing (or based on fewer sentences), one bullet per reason with the runs it applies
     to; "" when every run has every score.
@@ -82,6 +86,8 @@ def notes_markdown(frame: pd.DataFrame) -> str:
     """
     reasons: dict[str, dict[str, list[str]]] = {}  # reason -> run -> the metrics it explains
     for _, row in frame.iterrows():
+        if "val_bits_per_byte" in row and pd.isna(row["val_bits_per_byte"]):
+            reasons.setdefault(NO_BITS_NOTE, {}).setdefault(str(row["run_id"]), []).append("bits per byte")
         for column, label in (("fill_mask_note", "fill-mask"), ("infill_note", "infill")):
             note = str(row.get(column) or "").strip()
             if note and note.lower() != "nan":

@@ -313,3 +313,12 @@ def test_compute_endpoint_errors_are_messages(client):
     page = LeaderboardView(Path(os.environ["PRETRAINING_LAB_HOME"]))
     with pytest.raises(ValueError, match="Held-out sentences must be a whole number from 1 to"):
         page.compute("synthetic", 2.5, 0, progress=lambda *args, **kwargs: None)
+
+
+def test_a_missing_bits_per_byte_is_explained_under_the_table():
+    from app.leaderboard_figures import notes_markdown
+
+    frame = pd.DataFrame({"run_id": ["tagger", "lm"], "val_bits_per_byte": [float("nan"), 1.9],
+                          "fill_mask_note": ["", ""], "infill_note": ["", ""]})
+    notes = notes_markdown(frame)
+    assert "- bits per byte, **tagger**: no validation bits per byte" in notes and "**lm**" not in notes

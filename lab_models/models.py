@@ -12,8 +12,8 @@ parameters it shares.
 Per family (the papers and their released code; every deviation is listed below):
 
     family    norm  segments  structure                                               heads (objective)
-    gpt       post  -         tied LM head, no MLM transform                          -            (clm)
-    gpt2      pre   -         tied LM head, final LayerNorm                           -            (clm)
+    gpt       post  -         no embedding LayerNorm; tied LM head, no bias, tanh GeLU -           (clm)
+    gpt2      pre   -         tied LM head without bias, final LayerNorm, tanh GeLU   -            (clm)
     bert      post  2         MLM transform (dense, GeLU, LN) + tied decoder + bias   pooler+2-way (nsp)
     roberta   post  -         BERT's, one segment (no token types)                    -            (mlm)
     albert    post  2         factorized embeddings E, one block shared by all layers pooler+2-way (sop)
@@ -28,7 +28,7 @@ Per family (the papers and their released code; every deviation is listed below)
     mass      post  -         encoder-decoder, n_layers each, shared embeddings;      -            (seq2seq)
                               tied LM head + bias, no transform
     glm       pre   -         one stream, 2-D positions (a second position table);    -            (blank_infilling)
-                              tied LM head + bias, final LayerNorm
+                              tied LM head without bias, final LayerNorm
     t5        pre   -         encoder-decoder, n_layers each, shared embeddings;      -            (span_corruption)
                               tied LM head + bias, final LayerNorm on both sides
 
@@ -37,9 +37,11 @@ its paper and deviations): `family_model_config` gives them an `RNNConfig` (rnn/
 LSTM and layer sizes) and `build_model` their own model class, with the same objective weights, checks and seeding.
 
 Choices, per family:
-- GPT (Radford et al. 2018) is post-LN: LayerNorm after each residual add, no final LayerNorm. GPT-2 (Radford et al.
-  2019, §2.3) moves it before each sublayer and adds one after the last block. Both tie the output matrix to the token
-  embedding and have no transform before it.
+- GPT (Radford et al. 2018) is post-LN: LayerNorm after each residual add, no final LayerNorm, and no LayerNorm on
+  the summed embeddings (`embedding_norm=False`). GPT-2 (Radford et al. 2019, §2.3) moves it before each sublayer and
+  adds one after the last block. Both tie the output matrix to the token embedding with no output bias
+  (`lm_bias=False`) and no transform before it, and use the tanh approximation of GeLU (`activation="gelu_tanh"`),
+  as their released code does (Hugging Face: `gelu_new`).
 - BERT (Devlin et al. 2019): post-LN, 2 segment (token type) embeddings, and the MLM head of the released code
   (`cls/predictions/transform`: dense H -> H, GeLU, LayerNorm, then the tied embedding matrix and an output bias).
   NSP reads the first position through BERT's pooler (dense + tanh) and a 2-way classifier
@@ -85,7 +87,7 @@ Choices, per family:
 - GLM (Du et al. 2022): one stream with the Part A/B mask from the batch; Megatron's pre-LN blocks with a final
   LayerNorm, GeLU, eps 1e-5; 2-D positions (`n_position_rows=2`: row 1 the Part A index, row 2 the index inside a
   span, each with its own learned table, summed with the token vector). The output layer is the tied embedding
-  matrix ("a single linear layer for the output token prediction"), plus the backbone's bias.
+  matrix ("a single linear layer for the output token prediction"), without a bias (`lm_bias=False`), as Megatron's.
 - T5 (Raffel et al. 2020): pre-LN encoder-decoder with a final LayerNorm on each side, `n_layers` each (T5-base: 12
   and 12), LayerNorm eps 1e-6, one token table shared by the encoder, the decoder and the tied output projection.
 
@@ -104,8 +106,10 @@ with the denoising objective at 0 and translation on, the LM head stays trainabl
 Deviations, stated:
 - BERT-family inputs carry no [CLS]/[SEP] framing from the objectives; the pooled "first" position is whatever token
   the data pipeline put first (BERT's [CLS] when it frames).
-- The post-LN families get an embedding LayerNorm (BERT has one; GPT-1 does not): a Backbone rule, see
-  nn/backbone.py. Positions are learned absolute embeddings everywhere.
+- The post-LN families other than GPT-1 get an embedding LayerNorm (BERT and MASS's XLM have one; XLNet does not): a
+  Backbone rule (`embedding_norm=None`), see nn/backbone.py. Positions are learned absolute embeddings everywhere.
+- ALBERT keeps the exact GeLU of the v1 release (the paper's main setting); the v2 checkpoints use the tanh form,
+  which an imported ALBERT v2 gets (`activation="gelu_tanh"`, lab_models/interop/albert.py).
 - ELECTRA's λ is the `rtd` objective weight (default 50, the paper's). `settings.disc_weight` is used only when no
   `rtd` weight is given; when both are given and differ, the weight wins and a warning is logged.
 - ELECTRA samples the generator's replacement with a torch.Generator seeded from a hash of the batch (its inputs and
@@ -125,7 +129,6 @@ Deviations, stated:
   (T5 needs it because its embeddings start at std 1.0; the lab's start at 0.02). The lab's decoder starts with [BOS],
   not with the pad token (objectives/t5.py).
 - MASS: no language embeddings (one language), learned positions (XLM's default too).
-- GLM: the output bias exists (the Backbone always builds one); Megatron's has none.
 - Encoder-decoder models share the *positions* table between encoder and decoder, as XLM (MASS) does; T5 has none.
 """
 from __future__ import annotations
@@ -142,6 +145,7 @@ from torch import nn
 from .batch import Batch, IGNORE_INDEX
 from .families import family_spec
 from .nn import Backbone, ModelConfig, SequenceClassificationHead, SpanBoundaryHead, TokenClassificationHead
+from .nn.backbone import activation_module
 from .nn.config import PRESETS, preset_config
 from .objectives import objective_module
 from .objectives.common import VocabInfo
@@ -263,6 +267,12 @@ def family_model_config(family: str, preset: str, vocab_size: int, *, settings=N
     structure: dict = {"norm": "post", "n_segments": segments_needed(family, settings)}
     if family == "gpt2":
         structure["norm"] = "pre"
+    if family in ("gpt", "gpt2"):
+        # the released code's tanh GeLU (HF: OpenAI GPT's "gelu" is gelu_new; GPT-2's activation_function gelu_new)
+        # and an output projection that is the tied embedding matrix alone, without a bias
+        structure.update(activation="gelu_tanh", lm_bias=False)
+    if family == "gpt":
+        structure["embedding_norm"] = False  # GPT-1 is post-LN, but sums its embeddings without a LayerNorm
     if family in ("bert", "roberta", "spanbert", "unilm"):
         structure["lm_transform"] = True  # BERT's cls/predictions/transform
     if family in ("bert", "albert", "spanbert", "electra", "unilm"):
@@ -277,6 +287,8 @@ def family_model_config(family: str, preset: str, vocab_size: int, *, settings=N
         structure["decoder_layers"] = overrides.get("n_layers", PRESETS[preset]["n_layers"])
     if family in ("glm", "t5"):
         structure["norm"] = "pre"  # Megatron's (GLM) and T5's pre-LN blocks, with a final LayerNorm
+    if family == "glm":
+        structure["lm_bias"] = False  # "a single linear layer for the output": the tied matrix, no bias (Megatron)
     if family in LAYER_NORM_EPS:
         structure["layer_norm_eps"] = LAYER_NORM_EPS[family]
     if family == "mpnet":
@@ -384,19 +396,20 @@ class SpanBoundaryPredictionHead(nn.Module):
 
 
 class ReplacedTokenDetectionHead(nn.Module):
-    """ELECTRA's discriminator head (the released `discriminator_predictions`): dense H -> H, GeLU, one logit per
-    token ("was this token replaced?")."""
+    """ELECTRA's discriminator head (the released `discriminator_predictions`): dense H -> H, the backbone's
+    activation (GeLU), one logit per token ("was this token replaced?")."""
 
-    def __init__(self, d_model: int):
+    def __init__(self, d_model: int, activation: str = "gelu"):
         super().__init__()
         self.dense = nn.Linear(d_model, d_model)
+        self.act = activation_module(activation)
         self.classifier = TokenClassificationHead(d_model, n_labels=1)
         nn.init.normal_(self.dense.weight, std=0.02)
         nn.init.zeros_(self.dense.bias)
 
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
         """hidden (B, T, H) -> logits (B, T)."""
-        return self.classifier(F.gelu(self.dense(hidden))).squeeze(-1)
+        return self.classifier(self.act(self.dense(hidden))).squeeze(-1)
 
 
 def _borrow(owner: nn.Module, name: str, module: nn.Module | None) -> None:
@@ -448,10 +461,9 @@ class FamilyModel(nn.Module):
         main = MAIN_OBJECTIVE[family]
         lm_head_used = w[main] > 0 or w.get("translation", 0.0) > 0  # translation predicts through the same head
         if not lm_head_used and family != "electra":  # nothing reaches the LM head: freeze it
-            for module in (self.backbone.lm_transform, self.backbone.lm_out):
+            for module in (self.backbone.lm_transform, self.backbone.lm_out, self.backbone.lm_bias):
                 if module is not None:
                     module.requires_grad_(False)
-            self.backbone.lm_bias.requires_grad_(False)
 
     def _build_electra(self) -> None:
         w = self.objective_weights
@@ -460,9 +472,10 @@ class FamilyModel(nn.Module):
         shared = ("token", "positions", "segment", "norm")  # the released code's shared "electra/embeddings" scope
         for name in shared:
             _borrow(self.generator.embeddings, name, getattr(self.backbone.embeddings, name))
-        self.backbone.lm_bias.requires_grad_(False)  # the discriminator has no LM head
+        if self.backbone.lm_bias is not None:
+            self.backbone.lm_bias.requires_grad_(False)  # the discriminator has no LM head
         if w["rtd"] > 0:
-            self.heads["rtd"] = ReplacedTokenDetectionHead(self.model_config.d_model)
+            self.heads["rtd"] = ReplacedTokenDetectionHead(self.model_config.d_model, self.model_config.activation)
         else:  # only the generator's MLM trains: freeze what only the discriminator would use
             prefixes = tuple(f"embeddings.{name}" for name in shared)
             for name, p in self.backbone.named_parameters():

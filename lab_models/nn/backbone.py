@@ -20,17 +20,20 @@ Layout, top to bottom:
 
     token ids --Embedding(V, E)--+ positions (+ 2nd position row) (+ segments) --[LN]--dropout--[Linear(E, H)]--> x
     x --Block x n_layers (or one Block applied n_layers times)--> [final LN] --> hidden (B, T, H)
-    hidden --[dense, GeLU, LN: H -> E]--> tied Embedding(V, E)^T + bias --> logits
+    hidden --[dense, act, LN: H -> E]--> tied Embedding(V, E)^T [+ bias] --> logits
 
-Pieces in [brackets] exist only for some configs: the embedding LayerNorm for post-LN (BERT), the E -> H projection
-for factorized embeddings (ALBERT), the final LayerNorm for pre-LN (GPT-2), the LM transform when
-`lm_transform` or `embedding_size` is set.
+Pieces in [brackets] exist only for some configs: the embedding LayerNorm (`embedding_norm`; by default for post-LN
+models: BERT has one, GPT-1 is built with embedding_norm=False), the E -> H projection for factorized embeddings
+(ALBERT), the final LayerNorm for pre-LN (GPT-2), the LM transform when `lm_transform` or `embedding_size` is set, the
+output bias unless `lm_bias=False` (GPT, GPT-2). `activation` picks the non-linearity of the feed-forward and the LM
+transform: the exact GeLU (BERT), its tanh approximation (GPT, GPT-2; Hugging Face's `gelu_new`) or ReLU.
 
 Deviations, stated where they happen:
 - Positions are learned absolute embeddings for every family, including XLNet (Transformer-XL relative positions in the
   paper) and T5 (relative position buckets in the paper).
-- The embedding LayerNorm exists exactly for post-LN models. BERT has one; GPT-1 (also post-LN) does not; GPT-2
-  (pre-LN) does not. Keeping it for all post-LN models makes their first block see normalised inputs.
+- The embedding LayerNorm exists by default exactly for post-LN models. BERT has one; GPT-1 (also post-LN) is built
+  without (models.family_model_config sets embedding_norm=False); GPT-2 (pre-LN) has none. Any other post-LN family
+  keeps it, so that its first block sees normalised inputs.
 - Pre-LN models scale the residual output projections' init by 1/sqrt(2 * n_layers) (GPT-2 §2.3); post-LN models
   use plain N(0, 0.02) (BERT).
 - Dropout (on the embeddings and after each residual branch) is `nn/dropout.py`'s: the same function as
@@ -69,16 +72,32 @@ def _value_range(t: torch.Tensor) -> tuple[int, int]:
     return lo, hi
 
 
+def activation_module(name: str) -> nn.Module:
+    """The module for a `ModelConfig.activation` name (no parameters, so the state dict is the same for all three).
+
+    >>> activation_module("gelu_tanh")
+    GELU(approximate='tanh')
+    """
+    if name == "gelu":
+        return nn.GELU()  # the exact erf form (BERT, ELECTRA, XLNet)
+    if name == "gelu_tanh":
+        return nn.GELU(approximate="tanh")  # GPT, GPT-2, ALBERT v2: HF's gelu_new / gelu_pytorch_tanh
+    if name == "relu":
+        return nn.ReLU()
+    raise ValueError(f"unknown activation {name!r}: choose gelu, gelu_tanh or relu")
+
+
 class FeedForward(nn.Module):
-    """Position-wise MLP: H -> d_ff -> H with GeLU (BERT, GPT-2)."""
+    """Position-wise MLP: H -> d_ff -> H with the config's activation (GeLU for BERT, its tanh form for GPT-2)."""
 
     def __init__(self, config: ModelConfig):
         super().__init__()
         self.up = nn.Linear(config.d_model, config.d_ff)
+        self.act = activation_module(config.activation)
         self.proj = nn.Linear(config.d_ff, config.d_model)  # named like attention's output projection: residual init
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.proj(F.gelu(self.up(x)))  # (B, T, d_ff) -> (B, T, H)
+        return self.proj(self.act(self.up(x)))  # (B, T, d_ff) -> (B, T, H)
 
 
 class LayerCache:
@@ -184,7 +203,7 @@ class Embeddings(nn.Module):
         # row 0: the position in the sequence; row 1 (GLM): the position inside a blank-infilling span
         self.positions = nn.ModuleList(nn.Embedding(config.max_positions, E) for _ in range(config.n_position_rows))
         self.segment = nn.Embedding(config.n_segments, E) if config.n_segments else None
-        self.norm = nn.LayerNorm(E, eps=config.layer_norm_eps) if config.norm == "post" else nn.Identity()
+        self.norm = nn.LayerNorm(E, eps=config.layer_norm_eps) if config.has_embedding_norm else nn.Identity()
         self.drop = Dropout(config.dropout)
         self.project = nn.Identity() if config.embedding_size is None else nn.Linear(E, config.d_model)  # ALBERT
 
@@ -221,13 +240,14 @@ class Backbone(nn.Module):
             n_decoder_blocks = 1 if config.share_layers else config.decoder_layers
             self.decoder_blocks = nn.ModuleList(Block(config, cross_attention=True) for _ in range(n_decoder_blocks))
             self.ln_dec = nn.LayerNorm(H, eps=config.layer_norm_eps) if config.norm == "pre" else nn.Identity()
-        # The LM head: [dense + GeLU + LayerNorm, H -> E] then the (tied) V x E matrix and a bias.
+        # The LM head: [dense + activation + LayerNorm, H -> E] then the (tied) V x E matrix [and a bias].
         self.lm_transform = None
         if config.lm_transform or config.embedding_size is not None:
-            self.lm_transform = nn.Sequential(nn.Linear(H, E), nn.GELU(), nn.LayerNorm(E, eps=config.layer_norm_eps))
+            self.lm_transform = nn.Sequential(nn.Linear(H, E), activation_module(config.activation),
+                                              nn.LayerNorm(E, eps=config.layer_norm_eps))
         # Tied: lm_logits reads embeddings.token.weight directly, so the state dict holds the matrix once.
         self.lm_out = None if config.tie_embeddings else nn.Linear(E, config.vocab_size, bias=False)
-        self.lm_bias = nn.Parameter(torch.zeros(config.vocab_size))
+        self.lm_bias = nn.Parameter(torch.zeros(config.vocab_size)) if config.lm_bias else None  # GPT, GPT-2: none
 
         self.apply(init_weights)
         if self.query_start is not None:

@@ -19,6 +19,9 @@ from dataclasses import dataclass
 from typing import Any
 
 NORMS = ("pre", "post")
+# "gelu": the exact (erf) GeLU of BERT; "gelu_tanh": its tanh approximation, which GPT, GPT-2 and ALBERT v2 use (HF's
+# "gelu_new" / "gelu_pytorch_tanh"; up to float rounding the same numbers); "relu": the Transformer's and T5 v1.0's.
+ACTIVATIONS = ("gelu", "gelu_tanh", "relu")
 ATTENTION_IMPLS = ("sdpa", "eager")
 QUERY_STREAMS = (None, "learned", "token")
 
@@ -53,6 +56,14 @@ class ModelConfig:
     # slot's position; "token" = the embedding of the token at the slot plus its position (MPNet's [MASK] slots).
     # None = one-stream model (no w parameter exists, so DDP sees no unused parameter).
     query_stream: str | None = None
+    # The non-linearity everywhere the backbone has one: the feed-forward, the MLM transform, ELECTRA's discriminator
+    # head. One of ACTIVATIONS.
+    activation: str = "gelu"
+    # A LayerNorm on the summed embeddings. None = the rule: post-LN models have one (BERT), pre-LN models do not
+    # (GPT-2: its first block normalises its input anyway). False for GPT-1, which is post-LN without one.
+    embedding_norm: bool | None = None
+    # The vocabulary projection's output bias (BERT's cls/predictions/bias). GPT and GPT-2 have none.
+    lm_bias: bool = True
 
     def __post_init__(self):
         for name in ("vocab_size", "d_model", "n_layers", "n_heads", "d_ff", "max_positions"):
@@ -77,7 +88,12 @@ class ModelConfig:
         _require_int("decoder_layers", self.decoder_layers, minimum=0)
         if self.attention_impl not in ATTENTION_IMPLS:
             raise ValueError(f"unknown attention_impl {self.attention_impl!r}: choose 'sdpa' or 'eager'")
-        for name in ("share_layers", "tie_embeddings", "lm_transform"):
+        if self.activation not in ACTIVATIONS:
+            raise ValueError(f"unknown activation {self.activation!r}: choose one of {', '.join(ACTIVATIONS)}")
+        if self.embedding_norm is not None and not isinstance(self.embedding_norm, bool):
+            raise ValueError(f"embedding_norm must be True, False or None (post-LN models only), got "
+                             f"{self.embedding_norm!r}")
+        for name in ("share_layers", "tie_embeddings", "lm_transform", "lm_bias"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}")
         if self.query_stream not in QUERY_STREAMS:
@@ -87,6 +103,11 @@ class ModelConfig:
     @property
     def head_size(self) -> int:
         return self.d_model // self.n_heads
+
+    @property
+    def has_embedding_norm(self) -> bool:
+        """Whether the summed embeddings go through a LayerNorm (`embedding_norm`, or the rule: post-LN only)."""
+        return self.norm == "post" if self.embedding_norm is None else self.embedding_norm
 
     @property
     def embedding_width(self) -> int:

@@ -1005,6 +1005,10 @@ def _slot_logits(ctx: _Context, ids: list[int], slots: list[int]) -> torch.Tenso
     positions = ctx.tensor([list(range(n))])
     slot_t = ctx.tensor(slots)
     if family in ONE_STREAM_MLM or (family == "mpnet" and model.settings.input_mode == "mlm"):
+        if family == "electra" and model.objective_weights.get("mlm", 0.0) <= 0:
+            raise _Unsupported("this ELECTRA run's generator was never trained (its mlm weight is 0: a discriminator "
+                               "imported without --generator, or a run trained with mlm=0), and ELECTRA predicts "
+                               "tokens only with its generator; the discriminator only tells replaced tokens apart.")
         backbone = model.lm_backbone  # ELECTRA: the generator
         segments = torch.zeros_like(x) if backbone.config.n_segments else None
         full = torch.ones(1, n, n, dtype=torch.bool, device=ctx.device)

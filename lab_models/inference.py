@@ -110,7 +110,9 @@ def _load(run_dir: Path, family: str, weights: Path, mtime_ns: int, step: int, d
     tokenizer_path = run_dir / runs.TOKENIZER_FILE
     if not tokenizer_path.is_file():
         raise ValueError(f"run {run_dir.name} has no {runs.TOKENIZER_FILE}")
-    tokenizer, vocab = prepare_tokenizer(load_tokenizer_file(tokenizer_path))
+    # an imported checkpoint's own special tokens play the lab's roles (lab_models/interop); trained runs: None
+    roles = config.get("token_roles") if isinstance(config.get("token_roles"), dict) else None
+    tokenizer, vocab = prepare_tokenizer(load_tokenizer_file(tokenizer_path), roles)
     settings = settings_from_dict(family, config.get("settings") or {})
     from .models import model_config_from_dict
 

@@ -4,7 +4,10 @@
 [BOS] [EOS] [S] [E], plus T5's sentinels <extra_id_0> .. <extra_id_31>) to a copy of a tokenizer when they are
 missing, and reads the `VocabInfo` the batch builders take. The lab's names are always added as they are, even where a
 kind has a token of the same role (`<pad>`, `</s>`, `<|endoftext|>`): every prepared tokenizer then has "[EOS]",
-"[MASK]", ... under the same names, whatever its kind. Calling it twice adds nothing the second time.
+"[MASK]", ... under the same names, whatever its kind. Calling it twice adds nothing the second time. The tokenizer of
+an imported checkpoint (lab_models/interop) keeps the special tokens its model was trained with instead:
+`prepare_tokenizer(tokenizer, roles)` reads which token plays each lab role (BERT's [MASK], RoBERTa's <mask>, GPT-2's
+<|endoftext|> as [EOS]) from the run's config.json "token_roles" and adds nothing.
 
 Word starts, per kind, from the vocabulary's markers (SpanBERT and ALBERT mask whole words):
 
@@ -115,19 +118,36 @@ def _id_to_token(tokenizer: Tokenizer) -> list[str]:
     return tokens
 
 
-def prepare_tokenizer(tokenizer: Tokenizer) -> tuple[Tokenizer, VocabInfo]:
+def prepare_tokenizer(tokenizer: Tokenizer, roles: dict[str, str] | None = None) -> tuple[Tokenizer, VocabInfo]:
     """A copy of `tokenizer` with the lab's special tokens added where missing, and its `VocabInfo`.
 
     Example: a word-piece tokenizer trained with [PAD] [UNK] [CLS] [SEP] [MASK] gains [BOS] [EOS] [S] [E] and 32
     sentinels; `info.random_ids` then holds every id except those 41 special ones.
+
+    roles: the tokenizer of an imported checkpoint (lab_models/interop) keeps its own special tokens, which its model
+    was trained with: `roles` maps each lab name of SPECIAL_TOKENS to the token that plays it ({"[MASK]": "<mask>",
+    "[EOS]": "</s>", ...}; run config.json "token_roles"), and the sentinels it has to themselves (T5's
+    <extra_id_k>). Nothing is added then; a role whose token is missing is a ValueError.
+
+    >>> from tokenizers import models
+    >>> tok = Tokenizer(models.WordPiece({"[UNK]": 0, "[MASK]": 1, "[SEP]": 2, "cat": 3}, unk_token="[UNK]"))
+    >>> roles = {name: "[SEP]" for name in SPECIAL_TOKENS} | {"[PAD]": "[UNK]", "[MASK]": "[MASK]"}
+    >>> prepared, info = prepare_tokenizer(tok, roles)
+    >>> info.size, info.mask_id, info.eos_id, info.random_ids, info.sentinel_ids
+    (4, 1, 2, (3,), ())
     """
     prepared = _copy(tokenizer)
     kind = tokenizer_kind(prepared)
-    vocab = prepared.get_vocab()
-    missing = [token for token in LAB_SPECIAL_TOKENS if token not in vocab]
-    if missing:
-        prepared.add_special_tokens([AddedToken(token, special=True, normalized=False) for token in missing])
-    ids = {token: prepared.token_to_id(token) for token in LAB_SPECIAL_TOKENS}
+    if roles is None:
+        vocab = prepared.get_vocab()
+        missing = [token for token in LAB_SPECIAL_TOKENS if token not in vocab]
+        if missing:
+            prepared.add_special_tokens([AddedToken(token, special=True, normalized=False) for token in missing])
+        ids = {token: prepared.token_to_id(token) for token in LAB_SPECIAL_TOKENS}
+        sentinel_ids = tuple(ids[sentinel(k)] for k in range(NUM_LAB_SENTINELS))
+    else:
+        ids = _role_ids(prepared, roles)
+        sentinel_ids = tuple(ids[sentinel(k)] for k in range(len(roles)) if sentinel(k) in ids)
     specials = special_ids(prepared) | set(ids.values())
     tokens = _id_to_token(prepared)
     size = len(tokens)
@@ -137,7 +157,7 @@ def prepare_tokenizer(tokenizer: Tokenizer) -> tuple[Tokenizer, VocabInfo]:
     common = dict(
         size=size, pad_id=ids[PAD], mask_id=ids[MASK], cls_id=ids[CLS], sep_id=ids[SEP], bos_id=ids[BOS],
         eos_id=ids[EOS], start_id=ids[GLM_START], end_id=ids[GLM_END],
-        sentinel_ids=tuple(ids[sentinel(k)] for k in range(NUM_LAB_SENTINELS)), random_ids=random_ids,
+        sentinel_ids=sentinel_ids, random_ids=random_ids,
     )
     if kind == "bpe":
         word_end = tuple(i in specials or tokens[i].endswith(END_OF_WORD_SUFFIX) for i in range(size))
@@ -149,6 +169,22 @@ def prepare_tokenizer(tokenizer: Tokenizer) -> tuple[Tokenizer, VocabInfo]:
     else:  # unigram
         word_start = tuple(i in specials or tokens[i].startswith(METASPACE) for i in range(size))
     return prepared, VocabInfo(**common, word_start=word_start)
+
+
+def _role_ids(tokenizer: Tokenizer, roles: dict[str, str]) -> dict[str, int]:
+    """lab name -> id, for the names `roles` maps (every name of SPECIAL_TOKENS must be there)."""
+    if not isinstance(roles, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in roles.items()):
+        raise ValueError("token roles must map the lab's special-token names to token strings")
+    missing = [name for name in SPECIAL_TOKENS if name not in roles]
+    if missing:
+        raise ValueError(f"the token roles do not say which token plays {', '.join(missing)}")
+    ids = {}
+    for name, token in roles.items():
+        token_id = tokenizer.token_to_id(token)
+        if token_id is None:
+            raise ValueError(f"the token roles say {token!r} plays {name}, but the tokenizer has no such token")
+        ids[name] = token_id
+    return ids
 
 
 def _byte_length(token: str, kind: str) -> int:

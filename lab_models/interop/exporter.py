@@ -1,0 +1,117 @@
+"""Exporting a lab run as a folder that `transformers` loads with `from_pretrained`.
+
+    export_run(run_dir, out_dir) -> out_dir
+
+The folder holds what `save_pretrained` writes: config.json (the architecture's own fields, from the converter's
+`export_config`), model.safetensors (`export_state`: transformers' tensor names, no shared storage), the run's
+tokenizer.json with a tokenizer_config.json naming the tokens that play pad, mask, cls, sep, bos and eos (so
+`AutoTokenizer.from_pretrained(out)` gives the lab's tokenizer as a `PreTrainedTokenizerFast`), and a README.md
+saying which run it came from. `AutoModelForCausalLM` (GPT, GPT-2), `AutoModelForMaskedLM` or
+`AutoModelForPreTraining` (BERT, RoBERTa, ALBERT, ELECTRA) then load it.
+
+Which runs: a family whose architecture has a transformers class, when the run's options match that class (a
+GPT-2 run with an output bias does not: the converter says which option differs). ELECTRA: the discriminator is the
+folder itself (ElectraForPreTraining) and, when the run's generator was trained, `generator/` beside it holds the
+generator (ElectraForMaskedLM), with the shared embeddings copied in. SpanBERT, UniLM, MASS, GLM and the RNN-era
+families have no transformers class: a clear ValueError says why, and the lab's run folder stays their format.
+
+Like the import, the folder is written under a hidden name beside `out_dir` and renamed at the end; an existing
+`out_dir` is never overwritten.
+
+Worked example:
+
+>>> import tempfile
+>>> export_run(tempfile.mkdtemp(), tempfile.mkdtemp())
+Traceback (most recent call last):
+...
+ValueError: ... already exists: choose a new folder for the export (nothing is overwritten)
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import secrets
+import shutil
+import time
+from pathlib import Path
+
+from safetensors.torch import save_file
+
+from ..home import atomic_write_text
+from .hf_tokenizer import export_tokenizer_config
+from .registry import architecture_module, module_name_for_family
+
+logger = logging.getLogger(__name__)
+
+COMPANION_HOOK = "export_companions"  # optional in a converter: {sub-folder: (config, state)} (ELECTRA's generator)
+
+
+def _target(out_dir) -> Path:
+    if out_dir is None or not str(out_dir).strip():
+        raise ValueError("Give the folder to export to (--out DIR).")
+    target = Path(str(out_dir).strip()).expanduser()
+    if target.exists() or target.is_symlink():
+        raise ValueError(f"{target} already exists: choose a new folder for the export (nothing is overwritten)")
+    return target
+
+
+def _roles(run) -> dict[str, str]:
+    """Which token plays each lab role: an imported run's token_roles, else the lab's own names."""
+    roles = run.config.get("token_roles")
+    if isinstance(roles, dict):
+        return roles
+    v = run.vocab
+    return {name: run.tokenizer.id_to_token(token_id) for name, token_id in (
+        ("[PAD]", v.pad_id), ("[MASK]", v.mask_id), ("[CLS]", v.cls_id), ("[SEP]", v.sep_id), ("[BOS]", v.bos_id),
+        ("[EOS]", v.eos_id))}
+
+
+def _write_folder(folder: Path, config: dict, state: dict, run, readme: str) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(folder / "config.json", json.dumps(config, indent=2, sort_keys=True) + "\n")
+    save_file(state, str(folder / "model.safetensors"), metadata={"format": "pt"})
+    atomic_write_text(folder / "tokenizer.json", run.tokenizer.to_str())
+    tokenizer_config = export_tokenizer_config(_roles(run), run.tokenizer, run.max_positions)
+    atomic_write_text(folder / "tokenizer_config.json", json.dumps(tokenizer_config, indent=2, sort_keys=True) + "\n")
+    atomic_write_text(folder / "README.md", readme)
+
+
+def export_run(run_dir, out_dir) -> Path:
+    """Write the run `run_dir` as a transformers folder `out_dir` (see the module docstring); returns `out_dir`.
+    ValueError: not a run, no weights, a family without a transformers class, an option the class lacks, an
+    existing `out_dir`."""
+    from ..inference import load_run
+
+    target = _target(out_dir)
+    if run_dir is None or not str(run_dir).strip():
+        raise ValueError("Give the run folder to export (--run RUN).")
+    run = load_run(str(run_dir).strip())
+    module = architecture_module(module_name_for_family(run.family))
+    config = module.export_config(run.model)
+    state = module.export_state(run.model)
+    companions = getattr(module, COMPANION_HOOK)(run.model) if hasattr(module, COMPANION_HOOK) else {}
+    source = run.config.get("imported_from") or {}
+    readme = (f"# {run.run_id}\n\nExported by the Pretraining Lab on {time.strftime('%Y-%m-%d %H:%M:%S')} from the "
+              f"lab run `{run.run_dir}` (family `{run.family}`, step {run.step}) as {config['architectures'][0]}.\n"
+              + (f"\nThat run was itself imported from `{source.get('path')}` ({source.get('architecture')}).\n"
+                 if source else "")
+              + "".join(f"\n`{name}/` holds the {sub['architectures'][0]} that belongs with it.\n"
+                        for name, (sub, _) in companions.items())
+              + "\nLoad it with `AutoModelForPreTraining.from_pretrained(DIR)` (or the task class of its "
+                "architecture) and `AutoTokenizer.from_pretrained(DIR)`. The tokenizer adds no [CLS]/[SEP] framing: "
+                "the lab trained without it.\n")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = target.parent / f".{target.name}.exporting-{secrets.token_hex(3)}"
+    try:
+        _write_folder(staging, config, state, run, readme)
+        for name, (sub_config, sub_state) in companions.items():
+            _write_folder(staging / name, sub_config, sub_state, run, readme)
+        if target.exists():
+            raise ValueError(f"{target} appeared while exporting: choose a new folder (nothing is overwritten)")
+        os.rename(staging, target)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    logger.info("exported %s (%s) to %s", run.run_id, config["architectures"][0], target)
+    return target

@@ -1,0 +1,134 @@
+"""GPT-2 (Radford et al. 2019) checkpoints <-> the lab's `gpt2` family. Reference: transformers' `GPT2LMHeadModel`.
+
+GPT-2 is the lab's pre-LN backbone as it is: token + learned position embeddings (no LayerNorm on them), blocks
+x + attn(LN(x)), x + mlp(LN(x)), a final LayerNorm, and the tied embedding matrix as the output layer without a bias.
+
+    transformers (GPT2LMHeadModel)                 the lab (FamilyModel "gpt2")
+    transformer.wte.weight (V, H)                  backbone.embeddings.token.weight
+    transformer.wpe.weight (P, H)                  backbone.embeddings.positions.0.weight
+    transformer.h.{i}.ln_1 / ln_2                  backbone.blocks.{i}.ln_attn / ln_ff
+    transformer.h.{i}.attn.c_attn (Conv1D H, 3H)   backbone.blocks.{i}.attn.qkv (Linear 3H, H): transposed
+    transformer.h.{i}.attn.c_proj (Conv1D)         backbone.blocks.{i}.attn.proj: transposed
+    transformer.h.{i}.mlp.c_fc / c_proj (Conv1D)   backbone.blocks.{i}.ff.up / ff.proj: transposed
+    transformer.ln_f                               backbone.ln_f
+    lm_head.weight (tied: not stored)              the token embedding (or backbone.lm_out when untied)
+
+Conv1D stores y = x W + b with W (in, out); nn.Linear stores W (out, in): the converter transposes, nothing else.
+The activation is the config's `activation_function` (gelu_new, the tanh GeLU, for the released models).
+
+Deviations: none in the forward pass. Refused: `scale_attn_weights=false` and `scale_attn_by_inverse_layer_idx`
+(the lab always scales by 1/sqrt(head size)), cross-attention layers, an activation the backbone lacks.
+
+Worked example (the config a tiny GPT-2 becomes):
+
+>>> config, settings, objectives = import_config({"model_type": "gpt2", "vocab_size": 50, "n_embd": 16,
+...     "n_layer": 2, "n_head": 2, "n_positions": 32, "activation_function": "gelu_new"})
+>>> config.norm, config.d_ff, config.activation, config.lm_bias, config.has_embedding_norm, objectives
+('pre', 64, 'gelu_tanh', False, False, {'clm': 1.0})
+"""
+from __future__ import annotations
+
+import torch
+
+from ..models import family_model_config
+from ..nn import ModelConfig
+from .convert import LAB_TO_HF_ACTIVATION, StateReader, lab_activation, owned, require
+
+FAMILY = "gpt2"
+MODEL_TYPES = ("gpt2",)
+HF_ARCHITECTURES = ("GPT2LMHeadModel",)
+
+
+def import_config(hf_config: dict) -> tuple[ModelConfig, dict, dict]:
+    c = hf_config
+    require(c.get("scale_attn_weights", True) is True,
+            "config.json scale_attn_weights=false: the lab always scales attention by 1/sqrt(head size)")
+    require(not c.get("scale_attn_by_inverse_layer_idx", False),
+            "config.json scale_attn_by_inverse_layer_idx=true: the lab's attention has no per-layer scale")
+    require(not c.get("add_cross_attention", False),
+            "config.json add_cross_attention=true: a GPT-2 with cross-attention is not a language model the lab has")
+    H = int(c["n_embd"])
+    config = family_model_config(
+        FAMILY, "base", int(c["vocab_size"]), d_model=H, n_layers=int(c["n_layer"]), n_heads=int(c["n_head"]),
+        d_ff=int(c.get("n_inner") or 4 * H), max_positions=int(c["n_positions"]),
+        dropout=float(c.get("resid_pdrop", 0.1)), layer_norm_eps=float(c.get("layer_norm_epsilon", 1e-5)),
+        activation=lab_activation(c.get("activation_function", "gelu_new"), "activation_function"),
+        tie_embeddings=bool(c.get("tie_word_embeddings", True)), lm_bias=False, embedding_norm=None)
+    return config, {}, {"clm": 1.0}
+
+
+def import_state(hf_config: dict, hf_state: dict[str, torch.Tensor], model) -> dict[str, torch.Tensor]:
+    cfg = model.model_config
+    V, H, P, F = cfg.vocab_size, cfg.d_model, cfg.max_positions, cfg.d_ff
+    r = StateReader(hf_state, ("transformer.",))
+    state = {"backbone.embeddings.token.weight": r.take("wte.weight", (V, H)),
+             "backbone.embeddings.positions.0.weight": r.take("wpe.weight", (P, H))}
+    for i in range(cfg.n_layers):
+        hf, lab = f"h.{i}.", f"backbone.blocks.{i}."
+        state.update({
+            f"{lab}ln_attn.weight": r.take(f"{hf}ln_1.weight", (H,)), f"{lab}ln_attn.bias": r.take(f"{hf}ln_1.bias", (H,)),
+            f"{lab}attn.qkv.weight": r.take(f"{hf}attn.c_attn.weight", (H, 3 * H)).t(),
+            f"{lab}attn.qkv.bias": r.take(f"{hf}attn.c_attn.bias", (3 * H,)),
+            f"{lab}attn.proj.weight": r.take(f"{hf}attn.c_proj.weight", (H, H)).t(),
+            f"{lab}attn.proj.bias": r.take(f"{hf}attn.c_proj.bias", (H,)),
+            f"{lab}ln_ff.weight": r.take(f"{hf}ln_2.weight", (H,)), f"{lab}ln_ff.bias": r.take(f"{hf}ln_2.bias", (H,)),
+            f"{lab}ff.up.weight": r.take(f"{hf}mlp.c_fc.weight", (H, F)).t(),
+            f"{lab}ff.up.bias": r.take(f"{hf}mlp.c_fc.bias", (F,)),
+            f"{lab}ff.proj.weight": r.take(f"{hf}mlp.c_proj.weight", (F, H)).t(),
+            f"{lab}ff.proj.bias": r.take(f"{hf}mlp.c_proj.bias", (H,)),
+        })
+    state["backbone.ln_f.weight"], state["backbone.ln_f.bias"] = r.take("ln_f.weight", (H,)), r.take("ln_f.bias", (H,))
+    if cfg.tie_embeddings:
+        r.ignore("lm_head.weight")  # a tied copy of wte, if the file stores one
+    else:
+        state["backbone.lm_out.weight"] = r.take("lm_head.weight", (V, H))
+    r.check_all_used()
+    return state
+
+
+def _check_exportable(model) -> ModelConfig:
+    cfg = model.model_config
+    why = "transformers' GPT2LMHeadModel has no such option"
+    require(model.family == FAMILY, f"this is a {model.family} run, not GPT-2")
+    require(cfg.norm == "pre" and not cfg.has_embedding_norm,
+            f"the run is post-LN or has an embedding LayerNorm: {why}")
+    require(not cfg.lm_bias, f"the run's output layer has a bias (lm_bias=true; runs before the lab matched GPT-2 had "
+                             f"one): {why}. Train it again with the current defaults")
+    require(cfg.lm_transform is False and cfg.embedding_size is None, f"the run has an LM transform or factorised "
+                                                                      f"embeddings: {why}")
+    require(cfg.n_segments == 0 and cfg.n_position_rows == 1 and not cfg.share_layers and cfg.decoder_layers == 0,
+            f"the run has segments, 2-D positions, shared layers or a decoder: {why}")
+    return cfg
+
+
+def export_config(model) -> dict:
+    cfg = _check_exportable(model)
+    v = model.vocab
+    return {"architectures": list(HF_ARCHITECTURES), "model_type": "gpt2", "vocab_size": cfg.vocab_size,
+            "n_embd": cfg.d_model, "n_layer": cfg.n_layers, "n_head": cfg.n_heads, "n_inner": cfg.d_ff,
+            "n_positions": cfg.max_positions, "layer_norm_epsilon": cfg.layer_norm_eps,
+            "activation_function": LAB_TO_HF_ACTIVATION[cfg.activation], "resid_pdrop": cfg.dropout,
+            "embd_pdrop": cfg.dropout, "attn_pdrop": cfg.attention_dropout, "scale_attn_weights": True,
+            "tie_word_embeddings": cfg.tie_embeddings, "bos_token_id": v.bos_id, "eos_token_id": v.eos_id,
+            "pad_token_id": v.pad_id, "initializer_range": 0.02, "dtype": "float32"}
+
+
+def export_state(model) -> dict[str, torch.Tensor]:
+    cfg = _check_exportable(model)
+    s = model.state_dict()
+    out = {"transformer.wte.weight": s["backbone.embeddings.token.weight"],
+           "transformer.wpe.weight": s["backbone.embeddings.positions.0.weight"],
+           "transformer.ln_f.weight": s["backbone.ln_f.weight"], "transformer.ln_f.bias": s["backbone.ln_f.bias"]}
+    for i in range(cfg.n_layers):
+        hf, lab = f"transformer.h.{i}.", f"backbone.blocks.{i}."
+        out.update({
+            f"{hf}ln_1.weight": s[f"{lab}ln_attn.weight"], f"{hf}ln_1.bias": s[f"{lab}ln_attn.bias"],
+            f"{hf}attn.c_attn.weight": s[f"{lab}attn.qkv.weight"].t(), f"{hf}attn.c_attn.bias": s[f"{lab}attn.qkv.bias"],
+            f"{hf}attn.c_proj.weight": s[f"{lab}attn.proj.weight"].t(), f"{hf}attn.c_proj.bias": s[f"{lab}attn.proj.bias"],
+            f"{hf}ln_2.weight": s[f"{lab}ln_ff.weight"], f"{hf}ln_2.bias": s[f"{lab}ln_ff.bias"],
+            f"{hf}mlp.c_fc.weight": s[f"{lab}ff.up.weight"].t(), f"{hf}mlp.c_fc.bias": s[f"{lab}ff.up.bias"],
+            f"{hf}mlp.c_proj.weight": s[f"{lab}ff.proj.weight"].t(), f"{hf}mlp.c_proj.bias": s[f"{lab}ff.proj.bias"],
+        })
+    if not cfg.tie_embeddings:
+        out["lm_head.weight"] = s["backbone.lm_out.weight"]
+    return owned(out)

@@ -1,0 +1,366 @@
+"""Importing a Hugging Face checkpoint folder as an ordinary lab run folder, and looking at one first.
+
+    inspect_checkpoint(src)                 -> a summary: architecture, family, sizes, parameters, tokenizer, files
+    import_checkpoint(src, out)             -> out, a run folder every tab reads like a trained run
+
+What the run folder holds (the same files a training run leaves, lab_models/runs.py):
+
+    config.json        family, "model" (the exact ModelConfig), "settings", "objectives", preset "imported", the
+                       corpus the lab files it under, "token_roles" (which of the checkpoint's tokens plays [MASK],
+                       [EOS], ...), and "imported_from": the source path as typed and resolved, the architecture,
+                       the time, the source config.json, the tokens the lab added
+    model.safetensors  the weights in the lab's names, float32
+    tokenizer.json     the checkpoint's tokenizer (converted from vocab.txt / vocab.json + merges.txt if needed)
+    status.json        "finished" at step 0: nothing was trained in the lab
+    NOTE.md, train.log where it came from and what the lab changed, in words
+
+Steps: read the folder (lab_models/interop/checkpoint.py), pick the converter by config.json "model_type"
+(registry.py), build the lab's config from the checkpoint's (`import_config`), read the tokenizer and decide the
+roles (hf_tokenizer.py), build the model on the `meta` device (no memory, no random init), convert the tensors
+(`import_state`), append embedding rows for tokens the lab had to add (the mean row; the model never saw them),
+load the tensors into the model as they are (`assign=True`: no second copy), run one forward pass to check that the
+numbers are finite, then write everything into a hidden folder beside `out` and rename it into place: a failure at
+any step leaves nothing behind, and an existing `out` is never overwritten.
+
+Deviations from the checkpoint: weights stored in float16 or bfloat16 become float32 (the lab computes in float32 on
+the CPU); dropout rates are taken from config.json (they only matter for fine-tuning). The corpus an imported run is
+filed under is the one the lab evaluates it on (Leaderboard: held-out text, fill-mask, infill); it was not trained
+on it, and config.json says so.
+
+Worked example (the out folder must not exist):
+
+>>> import tempfile
+>>> taken = tempfile.mkdtemp()
+>>> import_checkpoint(tempfile.mkdtemp(), taken)
+Traceback (most recent call last):
+...
+ValueError: ... already exists: choose a new folder for the imported run (nothing is overwritten)
+"""
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+import os
+import secrets
+import shutil
+import time
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+from .. import runs
+from ..home import atomic_write_json, atomic_write_text
+from ..objectives import objective_module
+from .checkpoint import (CheckpointFolder, folder_size_text, list_files, load_state, read_checkpoint_folder,
+                         tensor_shapes)
+from .hf_tokenizer import CheckpointTokenizer, checkpoint_tokenizer
+from .registry import architecture_module, module_name_for_model_type
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_CORPUS = "stdlib-docs"  # real English, like the text the released checkpoints learned from
+IMPORTED_PRESET = "imported"
+NOTE_FILE = "NOTE.md"
+CAUSAL_FAMILIES = ("gpt", "gpt2")
+GENERATOR_KEY = "_generator"  # hf_config[GENERATOR_KEY]: an ELECTRA generator's config.json; its tensors are
+GENERATOR_PREFIX = "_generator."  # in hf_state under this prefix (lab_models/interop/electra.py)
+
+Progress = Callable[[float, str], None]
+
+
+@dataclasses.dataclass(frozen=True)
+class _Source:
+    """The checkpoint folder, its converter, its config.json (with an ELECTRA generator's under GENERATOR_KEY)."""
+
+    folder: CheckpointFolder
+    module: object
+    hf_config: dict
+    generator: CheckpointFolder | None
+
+
+def _source(src, generator, allow_pickle: bool) -> _Source:
+    folder = read_checkpoint_folder(src, allow_pickle=allow_pickle)
+    module = architecture_module(module_name_for_model_type(folder.model_type))
+    hf_config = dict(folder.config)
+    companion = None
+    if module.FAMILY == "electra":
+        if "ElectraForMaskedLM" in folder.architectures and generator is None:
+            raise ValueError(f"{folder.path} is an ELECTRA generator (ElectraForMaskedLM). Import the discriminator "
+                             "(ElectraForPreTraining) with --from, and pass this folder as --generator.")
+        if generator is not None and str(generator).strip():
+            companion = read_checkpoint_folder(generator, allow_pickle=allow_pickle)
+            if companion.model_type != "electra":
+                raise ValueError(f"--generator {companion.path} is a {companion.model_type} checkpoint, not an "
+                                 "ELECTRA generator")
+            hf_config[GENERATOR_KEY] = dict(companion.config)
+    elif generator is not None and str(generator).strip():
+        raise ValueError(f"--generator is for ELECTRA (its generator is a second checkpoint); {folder.path} is "
+                         f"{folder.model_type}")
+    return _Source(folder, module, hf_config, companion)
+
+
+def _import_config(source: _Source):
+    try:
+        return source.module.import_config(source.hf_config)
+    except KeyError as error:
+        raise ValueError(f"{source.folder.path / 'config.json'} has no {error.args[0]!r}, which a "
+                         f"{source.folder.model_type} config needs") from None
+    except (TypeError, AttributeError) as error:
+        raise ValueError(f"{source.folder.path / 'config.json'} has a field of the wrong type for "
+                         f"{source.folder.model_type}: {error}") from None
+
+
+def _architecture(source: _Source) -> str:
+    names = [name for name in source.folder.architectures if name in source.module.HF_ARCHITECTURES]
+    return names[0] if names else (source.folder.architectures or source.module.HF_ARCHITECTURES)[0]
+
+
+def inspect_checkpoint(src, *, generator=None, allow_pickle: bool = False) -> dict:
+    """What an import of `src` would make, without converting anything: path, model_type, architecture, family,
+    sizes (d_model, n_layers, n_heads, d_ff, vocab_size, max_positions), parameters (from the safetensors headers;
+    None for pickled weights), weights_size, tokenizer (source, kind, size, added tokens, roles), files [(name,
+    bytes)], generator (ELECTRA: its path and sizes). ValueError with the reason when it cannot be imported."""
+    source = _source(src, generator, allow_pickle)
+    model_config, settings, objectives = _import_config(source)
+    tokenizer = checkpoint_tokenizer(source.folder.path, source.folder.model_type,
+                                     causal=source.module.FAMILY in CAUSAL_FAMILIES)
+    shapes = tensor_shapes(source.folder)
+    summary = {
+        "path": str(source.folder.path), "model_type": source.folder.model_type,
+        "architecture": _architecture(source), "family": source.module.FAMILY,
+        "d_model": model_config.d_model, "n_layers": model_config.n_layers, "n_heads": model_config.n_heads,
+        "d_ff": model_config.d_ff, "vocab_size": model_config.vocab_size,
+        "max_positions": model_config.max_positions, "activation": model_config.activation,
+        "parameters": sum(math.prod(shape) for shape in shapes.values()) if shapes else None,
+        "weights_size": folder_size_text(source.folder.weight_bytes()), "pickled": source.folder.pickled,
+        "objectives": objectives, "settings": settings,
+        "tokenizer": {"source": tokenizer.source, "kind": tokenizer.kind, "size": tokenizer.original_size,
+                      "added": list(tokenizer.added), "roles": _shown_roles(tokenizer)},
+        "files": list_files(source.folder.path), "generator": None,
+    }
+    if source.generator is not None:
+        generator_shapes = tensor_shapes(source.generator)
+        summary["generator"] = {"path": str(source.generator.path),
+                                "hidden_size": source.generator.config.get("hidden_size"),
+                                "parameters": sum(math.prod(s) for s in generator_shapes.values()) or None}
+    return summary
+
+
+def _shown_roles(tokenizer: CheckpointTokenizer) -> dict[str, str]:
+    return {name: token for name, token in tokenizer.roles.items() if not name.startswith("<extra_id_")}
+
+
+def _fit_vocab(info, size: int):
+    """The VocabInfo cut to the first `size` ids (for the model built at the checkpoint's own vocabulary size, before
+    the lab's added tokens get their rows)."""
+    if info.size <= size:
+        return info
+    changes = {"size": size, "random_ids": tuple(i for i in info.random_ids if i < size) or (0,)}
+    if info.word_start is not None:
+        changes["word_start"] = info.word_start[:size]
+    if hasattr(info, "word_end"):
+        changes["word_end"] = info.word_end[:size]
+    return dataclasses.replace(info, **changes)
+
+
+def _build_on_meta(family, model_config, settings, vocab, objectives):
+    """The FamilyModel with every tensor on the meta device: its structure and names, no memory, no init."""
+    from ..models import build_model
+
+    with torch.device("meta"):
+        return build_model(family, model_config, settings, vocab, objectives)
+
+
+def _grow_vocabulary(state: dict[str, torch.Tensor], old_size: int, new_size: int, added_ids: list[int],
+                     model) -> dict[str, torch.Tensor]:
+    """Rows for the token ids past the checkpoint's vocabulary (and for tokens the lab appended): every tensor whose
+    first dimension is the vocabulary gets new rows, embedding-like ones the mean of the old rows, biases zero."""
+    wanted = {name: tuple(t.shape) for name, t in model.state_dict().items()}
+    for name, tensor in list(state.items()):
+        shape = wanted.get(name)
+        if shape is None or tuple(tensor.shape) == shape or tensor.shape[0] != old_size or shape[0] != new_size:
+            continue
+        extra = new_size - old_size
+        if tensor.dim() == 1:
+            rows = tensor.new_zeros(extra)
+        else:
+            rows = tensor.mean(dim=0, keepdim=True).expand(extra, *tensor.shape[1:])
+        grown = torch.cat([tensor, rows])
+        if tensor.dim() > 1:
+            for token_id in added_ids:  # an added token inside an unused range of the old table: the mean too
+                if token_id < old_size:
+                    grown[token_id] = tensor.mean(dim=0)
+        state[name] = grown
+    return state
+
+
+def _check_state(state: dict[str, torch.Tensor], model) -> None:
+    wanted = {name: tuple(t.shape) for name, t in model.state_dict().items()}
+    missing = sorted(set(wanted) - set(state))
+    extra = sorted(set(state) - set(wanted))
+    if missing or extra:
+        raise ValueError(f"the converted weights do not fit the lab's model: missing {missing[:4]}, unexpected "
+                         f"{extra[:4]}")
+    for name, shape in wanted.items():
+        if tuple(state[name].shape) != shape:
+            raise ValueError(f"shape mismatch after conversion: {name} is {tuple(state[name].shape)}, the lab's "
+                             f"model needs {shape}")
+
+
+def _sanity_forward(model) -> None:
+    """One small forward pass of the main backbone: an import that gives NaN is refused, not saved."""
+    backbone = model.backbone
+    n = min(8, backbone.config.max_positions)
+    ids = torch.arange(n).remainder(backbone.config.vocab_size).unsqueeze(0)  # (1, n)
+    if backbone.config.query_stream is not None or backbone.config.n_position_rows != 1:
+        return  # two-stream and 2-D-position models are checked by their converters' tests
+    with torch.inference_mode():
+        hidden = backbone(ids, torch.ones(1, n, n, dtype=torch.bool), torch.arange(n).unsqueeze(0))  # (1, n, H)
+    if not torch.isfinite(hidden).all():
+        raise ValueError("the imported weights give non-finite numbers in a forward pass: the checkpoint is corrupt "
+                         "or not the architecture its config.json says")
+
+
+def _note(source: _Source, out: Path, tokenizer: CheckpointTokenizer, added_ids: dict[str, int], family: str,
+          corpus: str, architecture: str) -> str:
+    lines = [f"# Imported checkpoint: {out.name}", "",
+             f"- from `{source.folder.path}` ({source.folder.path.resolve()})",
+             f"- architecture {architecture} (config.json model_type `{source.folder.model_type}`), lab family "
+             f"`{family}`",
+             f"- imported {time.strftime('%Y-%m-%d %H:%M:%S')}; weights: "
+             + ", ".join(p.name for p in source.folder.weight_files)
+             + (" (a pickle, read with torch.load(weights_only=True))" if source.folder.pickled else ""),
+             f"- tokenizer: {tokenizer.source} ({tokenizer.kind}, {tokenizer.original_size} tokens)"]
+    if source.generator is not None:
+        lines.append(f"- ELECTRA generator from `{source.generator.path}`")
+    elif family == "electra":
+        lines.append("- no ELECTRA generator was given: the generator is untrained (its mlm weight is 0), so "
+                     "fill-mask and mask-predict refuse this run; the discriminator is the imported model")
+    if added_ids:
+        shown = ", ".join(f"{token} = {token_id}" for token, token_id in added_ids.items())
+        lines.append(f"- tokens the lab added, which the model never saw in training (embedding row = the mean of "
+                     f"the others): {shown}")
+    lines += [f"- {note}" for note in tokenizer.notes]
+    lines.append(f"- nothing was trained in the lab (step 0). The corpus `{corpus}` is the one the lab evaluates "
+                 "it on and files it under; the model was not trained on it.")
+    return "\n".join(lines) + "\n"
+
+
+def _target(out) -> Path:
+    if out is None or not str(out).strip():
+        raise ValueError("Give the folder to write the imported run to (--out RUN_DIR).")
+    target = Path(str(out).strip()).expanduser()
+    if target.exists() or target.is_symlink():
+        raise ValueError(f"{target} already exists: choose a new folder for the imported run (nothing is "
+                         "overwritten)")
+    return target
+
+
+def import_checkpoint(src, out, *, generator=None, allow_pickle: bool = False, corpus: str = DEFAULT_CORPUS,
+                      progress: Progress | None = None) -> Path:
+    """Import the checkpoint folder `src` as a run folder `out` (see the module docstring); returns `out`.
+
+    generator: ELECTRA's generator folder (ElectraForMaskedLM), optional. allow_pickle: read pytorch_model.bin with
+    torch.load(weights_only=True). corpus: the corpus the run is filed under and evaluated on. progress(fraction,
+    message) is called between the steps. ValueError (what to do) for everything the user can fix; nothing is
+    written unless the whole import succeeds."""
+    from ..models import build_model  # noqa: F401 - fail early if the model zoo cannot be imported
+    from ..train import settings_to_dict
+    from ..vocab import prepare_tokenizer
+
+    def step(fraction: float, message: str) -> None:
+        logger.info("import: %s", message)
+        if progress is not None:
+            progress(fraction, message)
+
+    target = _target(out)
+    if not isinstance(corpus, str) or not corpus.strip():
+        raise ValueError("corpus must be the name of the corpus to file the imported run under, e.g. stdlib-docs")
+    step(0.02, "reading the checkpoint folder")
+    source = _source(src, generator, allow_pickle)
+    family = source.module.FAMILY
+    model_config, settings_overrides, objectives = _import_config(source)
+    architecture = _architecture(source)
+    tokenizer = checkpoint_tokenizer(source.folder.path, source.folder.model_type, causal=family in CAUSAL_FAMILIES)
+    settings = dataclasses.replace(objective_module(family).Settings(), **settings_overrides)
+    prepared, vocab = prepare_tokenizer(tokenizer.tokenizer, tokenizer.roles)
+    V = model_config.vocab_size
+    if tokenizer.original_size > V:
+        raise ValueError(f"the tokenizer has {tokenizer.original_size} tokens but the model's embedding only {V} "
+                         "rows: they do not belong together")
+    added_ids = {token: prepared.token_to_id(token) for token in tokenizer.added}
+
+    step(0.1, f"loading {folder_size_text(source.folder.weight_bytes())} of weights")
+    hf_state = load_state(source.folder)
+    if source.generator is not None:
+        hf_state.update({GENERATOR_PREFIX + name: t for name, t in load_state(source.generator).items()})
+    step(0.45, f"converting {architecture} to the lab's {family}")
+    checkpoint_model = _build_on_meta(family, model_config, settings, _fit_vocab(vocab, V), objectives)
+    state = source.module.import_state(source.hf_config, hf_state, checkpoint_model)
+    del hf_state
+    final_size = max(V, vocab.size)
+    if final_size != V:
+        model_config = dataclasses.replace(model_config, vocab_size=final_size)
+    model = _build_on_meta(family, model_config, settings, vocab, objectives)
+    if final_size != V or added_ids:
+        state = _grow_vocabulary(state, V, final_size, list(added_ids.values()), model)
+    _check_state(state, model)
+    state = {name: t.detach().to(torch.float32).contiguous() for name, t in state.items()}
+    model.load_state_dict(state, strict=True, assign=True)
+    del state
+    model.eval()
+    step(0.6, "checking the imported model with one forward pass")
+    _sanity_forward(model)
+
+    step(0.7, "writing the run folder")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = target.parent / f".{target.name}.importing-{secrets.token_hex(3)}"
+    staging.mkdir()
+    try:
+        now = time.time()
+        imported_from = {
+            "path": str(source.folder.path), "resolved_path": str(source.folder.path.resolve()),
+            "model_type": source.folder.model_type, "architecture": architecture,
+            "imported_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "weight_files": [p.name for p in
+                                                                                 source.folder.weight_files],
+            "pickled": source.folder.pickled, "tokenizer_source": tokenizer.source,
+            "added_tokens": added_ids, "config": source.folder.config,
+            "generator": None if source.generator is None else {"path": str(source.generator.path),
+                                                                 "config": source.generator.config},
+        }
+        config = {
+            "family": family, "model": model_config.to_dict(), "settings": settings_to_dict(settings),
+            "objectives": dict(model.objective_weights), "preset": IMPORTED_PRESET, "corpus": corpus.strip(),
+            "corpus_note": "the corpus the lab evaluates this imported model on; it was not trained on it",
+            "seq_len": model_config.max_positions, "steps": 0, "seed": 0, "created": now, "device_used": "cpu",
+            "world_size": 1, "d_model": model_config.d_model, "n_layers": model_config.n_layers,
+            "n_heads": model_config.n_heads, "d_ff": model_config.d_ff, "vocab_size": model_config.vocab_size,
+            "num_parameters": model.num_parameters(), "token_roles": tokenizer.roles,
+            "special_ids": {"pad": vocab.pad_id, "mask": vocab.mask_id, "cls": vocab.cls_id, "sep": vocab.sep_id,
+                            "bos": vocab.bos_id, "eos": vocab.eos_id, "start": vocab.start_id, "end": vocab.end_id},
+            "tokenizer": {"kind": tokenizer.kind, "vocab_size": vocab.size, "source": tokenizer.source,
+                          "note": "the checkpoint's own tokenizer"},
+            "torch_version": torch.__version__, "imported_from": imported_from,
+            "train": {"family": family, "preset": IMPORTED_PRESET, "corpus": corpus.strip(), "steps": 0,
+                      "seq_len": model_config.max_positions, "model": {}, "objectives": dict(model.objective_weights),
+                      "settings": settings_to_dict(settings)},
+        }
+        runs.write_config(staging, config)
+        atomic_write_text(staging / runs.TOKENIZER_FILE, prepared.to_str())
+        step(0.8, "writing model.safetensors")
+        runs.save_weights(model, staging / runs.MODEL_FILE)
+        note = _note(source, target, tokenizer, added_ids, family, corpus.strip(), architecture)
+        atomic_write_text(staging / NOTE_FILE, note)
+        atomic_write_text(staging / runs.LOG_FILE, note.replace("# ", "").replace("- ", ""))
+        runs.write_status(staging, "finished", step=0, total_steps=0,
+                          message=f"imported from {source.folder.path} ({architecture})")
+        if target.exists():
+            raise ValueError(f"{target} appeared while importing: choose a new folder (nothing is overwritten)")
+        os.rename(staging, target)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    step(1.0, f"imported {architecture} as {target.name}")
+    return target

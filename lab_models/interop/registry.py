@@ -1,0 +1,117 @@
+"""Which converter handles which checkpoint: one module per Hugging Face architecture, found by name and imported
+only when asked for.
+
+Each module `lab_models/interop/<name>.py` defines
+
+    FAMILY = "gpt2"                                  the lab family the checkpoint becomes
+    MODEL_TYPES = ("gpt2",)                          config.json "model_type" values it handles
+    HF_ARCHITECTURES = ("GPT2LMHeadModel",)          the reference classes; the first is what export writes
+    import_config(hf_config) -> (ModelConfig, settings overrides, objective weights)
+    import_state(hf_config, hf_state, model) -> the lab state dict (strict-loadable)
+    export_config(model) -> config.json for transformers
+    export_state(model) -> {HF name: tensor}
+
+A module that is not in this build (`ModuleNotFoundError` for exactly that module) is reported as "not available in
+this build", so adding `t5.py`, `mpnet.py` or `xlnet.py` to the package makes those architectures work with no other
+change.
+
+Worked example:
+
+>>> module_name_for_model_type("openai-gpt"), module_name_for_family("roberta")
+('gpt', 'roberta')
+>>> architecture_module("bert").HF_ARCHITECTURES[0]
+'BertForPreTraining'
+"""
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+
+# module name -> (the config.json model_type values it handles, the lab family it makes); the module's own
+# MODEL_TYPES and FAMILY are checked against these when it is imported
+ARCHITECTURES: dict[str, tuple[tuple[str, ...], str]] = {
+    "gpt": (("openai-gpt",), "gpt"),
+    "gpt2": (("gpt2",), "gpt2"),
+    "bert": (("bert",), "bert"),
+    "roberta": (("roberta",), "roberta"),
+    "albert": (("albert",), "albert"),
+    "electra": (("electra",), "electra"),
+    "xlnet": (("xlnet",), "xlnet"),
+    "mpnet": (("mpnet",), "mpnet"),
+    "t5": (("t5",), "t5"),
+}
+REQUIRED = ("FAMILY", "MODEL_TYPES", "HF_ARCHITECTURES", "import_config", "import_state", "export_config",
+            "export_state")
+
+
+def module_name_for_model_type(model_type: str) -> str:
+    """The converter module for a config.json model_type; ValueError naming the supported ones."""
+    for name, (model_types, _) in ARCHITECTURES.items():
+        if model_type in model_types:
+            return name
+    supported = ", ".join(t for types, _ in ARCHITECTURES.values() for t in types)
+    raise ValueError(f"the lab cannot import model_type {model_type!r}: it imports {supported}")
+
+
+def module_name_for_family(family: str) -> str:
+    """The converter module that exports a lab family; ValueError saying why a family has no transformers class."""
+    for name, (_, module_family) in ARCHITECTURES.items():
+        if module_family == family:
+            return name
+    raise ValueError(no_export_reason(family))
+
+
+NO_EXPORT = {
+    "spanbert": "SpanBERT's span boundary head has no transformers class (its released weights load as plain BERT "
+                "and drop the head)",
+    "unilm": "UniLM has no transformers class: its one model serves four attention masks",
+    "mass": "MASS has no transformers class (its released code is fairseq's)",
+    "glm": "GLM's 2-D positions and blank infilling have no class in transformers' library (its own code is "
+           "remote code)",
+}
+
+
+def no_export_reason(family: str) -> str:
+    """Why a family cannot be exported, for the error message."""
+    if family in NO_EXPORT:
+        why = NO_EXPORT[family]
+    elif family in ("elmo", "cove", "ulmfit", "cvt"):
+        why = f"{family} is an LSTM model of the RNN era; transformers has no class for it"
+    else:
+        why = f"the lab has no transformers class for family {family!r}"
+    return f"{why}, so the run cannot be exported; the lab's own run folder (safetensors + config.json) is its format"
+
+
+def architecture_module(name: str) -> ModuleType:
+    """Import `lab_models.interop.<name>` (lazily); ValueError when it is not in this build or is incomplete."""
+    if name not in ARCHITECTURES:
+        raise ValueError(f"unknown converter {name!r}: the lab knows {', '.join(ARCHITECTURES)}")
+    full = f"{__package__}.{name}"
+    try:
+        module = importlib.import_module(full)
+    except ModuleNotFoundError as error:
+        if error.name != full:  # the module exists but one of its own imports is missing: a real error
+            raise
+        model_types, _ = ARCHITECTURES[name]
+        raise ValueError(f"{model_types[0]} checkpoints are not available in this build of the lab (no converter "
+                         f"lab_models/interop/{name}.py yet)") from None
+    missing = [attribute for attribute in REQUIRED if not hasattr(module, attribute)]
+    if missing:
+        raise ValueError(f"lab_models/interop/{name}.py is incomplete: it lacks {', '.join(missing)}")
+    model_types, family = ARCHITECTURES[name]
+    if module.FAMILY != family or not set(model_types) <= set(module.MODEL_TYPES):
+        raise ValueError(f"lab_models/interop/{name}.py says FAMILY={module.FAMILY!r}, MODEL_TYPES="
+                         f"{module.MODEL_TYPES!r}; the registry expects {family!r} and {model_types!r}")
+    return module
+
+
+def available() -> dict[str, bool]:
+    """module name -> whether its converter is in this build (for the README table and the page)."""
+    out = {}
+    for name in ARCHITECTURES:
+        try:
+            architecture_module(name)
+            out[name] = True
+        except ValueError:
+            out[name] = False
+    return out

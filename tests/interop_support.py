@@ -1,0 +1,168 @@
+"""Shared pieces of the interop tests (tests/test_interop_*.py): small tokenizers of every kind, random-init
+transformers checkpoints saved into temporary folders (nothing is downloaded), and the lab's logits of an imported
+or exported model next to the reference's.
+
+Random init is not enough for a parity test: transformers initialises biases to 0 and LayerNorm weights to 1, so a
+bias or a LayerNorm put in the wrong place would still agree. `perturb` adds noise to every parameter first.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
+
+from lab_models import runs
+from lab_models.inference import load_run
+from lab_models.models import build_model, family_model_config
+from lab_models.objectives import objective_module
+from lab_models.tokenization import train_tokenizer
+from lab_models.train import settings_to_dict
+from lab_models.vocab import prepare_tokenizer
+
+TEXTS = ["the cat sat on the mat .", "a dog ran in the park and the cat ran too !", "hello world , the end .",
+         "the girl eats a red apple at the market .", "she walks to the park every morning ."] * 8
+ATOL = 1e-4  # the issue's bound for fp32 logits
+
+
+def byte_bpe(specials: list[str], vocab_size: int = 260) -> Tokenizer:
+    """GPT-2 / RoBERTa style byte-level BPE over ASCII text (no 256-byte alphabet: every token decodes to text)."""
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tok.train_from_iterator(TEXTS, trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=specials))
+    return tok
+
+
+def wordpiece(vocab_size: int = 120) -> Tokenizer:
+    tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    tok.normalizer = normalizers.BertNormalizer(lowercase=True)
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tok.decoder = decoders.WordPiece()
+    tok.train_from_iterator(TEXTS, trainers.WordPieceTrainer(
+        vocab_size=vocab_size, special_tokens=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]))
+    return tok
+
+
+def unigram(vocab_size: int = 90) -> Tokenizer:
+    """ALBERT style: SentencePiece-like unigram with ▁ word starts."""
+    tok = Tokenizer(models.Unigram())
+    tok.pre_tokenizer = pre_tokenizers.Metaspace()
+    tok.decoder = decoders.Metaspace()
+    tok.train_from_iterator(TEXTS, trainers.UnigramTrainer(
+        vocab_size=vocab_size, special_tokens=["<pad>", "<unk>", "[CLS]", "[SEP]", "[MASK]"], unk_token="<unk>"))
+    return tok
+
+
+def gpt_bpe(vocab_size: int = 120) -> Tokenizer:
+    """GPT-1 style BPE: lower case, `</w>` end-of-word marks, only <unk> special (no end-of-text token)."""
+    tok = Tokenizer(models.BPE(unk_token="<unk>", end_of_word_suffix="</w>"))
+    tok.normalizer = normalizers.BertNormalizer(lowercase=True)
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tok.decoder = decoders.BPEDecoder(suffix="</w>")
+    tok.train_from_iterator(TEXTS, trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=["<unk>"],
+                                                       end_of_word_suffix="</w>"))
+    return tok
+
+
+def perturb(model: torch.nn.Module, seed: int = 0, scale: float = 0.1) -> torch.nn.Module:
+    """Add N(0, scale) noise to every parameter, in place (tied parameters once); returns the model in eval mode."""
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.add_(torch.randn(parameter.shape, generator=generator) * scale)
+    return model.eval()
+
+
+def save_hf(model, tokenizer: Tokenizer, folder: Path, **special_tokens) -> Path:
+    """save_pretrained of the model and of the tokenizer (a fast tokenizer: tokenizer.json + tokenizer_config.json)."""
+    from transformers import PreTrainedTokenizerFast
+
+    model.save_pretrained(folder)
+    PreTrainedTokenizerFast(tokenizer_object=tokenizer, **special_tokens).save_pretrained(folder)
+    return folder
+
+
+def causal(T: int) -> torch.Tensor:
+    return torch.ones(1, T, T, dtype=torch.bool).tril()
+
+
+def full(T: int) -> torch.Tensor:
+    return torch.ones(1, T, T, dtype=torch.bool)
+
+
+def backbone_logits(backbone, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """The lab's vocabulary logits (1, T, V) of `ids` (1, T) under `mask`, positions 0..T-1, segment 0."""
+    T = ids.shape[1]
+    segments = torch.zeros_like(ids) if backbone.config.n_segments else None
+    with torch.no_grad():
+        return backbone.lm_logits(backbone(ids, mask, torch.arange(T).unsqueeze(0), segments))
+
+
+def assert_close(lab: torch.Tensor, reference: torch.Tensor, atol: float = ATOL) -> float:
+    assert lab.shape == reference.shape, (lab.shape, reference.shape)
+    gap = (lab.float() - reference.float()).abs().max().item()
+    assert gap <= atol, f"max abs difference {gap:.3g} > {atol}"
+    return gap
+
+
+def masked_ids(tokenizer: Tokenizer, text: str, mask_id: int) -> tuple[list[int], list[int]]:
+    """The ids `api.fill_mask` builds for `text` with [MASK] slots: each piece encoded on its own (the piece before
+    a slot without its trailing spaces), the mask id at each slot. Returns (ids, slot positions)."""
+    pieces = text.split("[MASK]")
+    ids, slots = [], []
+    for i, piece in enumerate(pieces):
+        if i < len(pieces) - 1:
+            piece = piece.rstrip()
+        ids += tokenizer.encode(piece, add_special_tokens=False).ids if piece.strip() else []
+        if i < len(pieces) - 1:
+            slots.append(len(ids))
+            ids.append(mask_id)
+    return ids, slots
+
+
+def display(tokenizer: Tokenizer, left: list[int], token_id: int) -> str:
+    """How the lab shows a predicted token after `left` (lab_models/generate.py `_pieces`): the text it adds."""
+    base = tokenizer.decode(left[-32:], skip_special_tokens=True)
+    full_text = tokenizer.decode(left[-32:] + [token_id], skip_special_tokens=True)
+    return full_text[len(base):] if full_text.startswith(base) else tokenizer.decode([token_id])
+
+
+def reference_top_k(logits_row: torch.Tensor, banned: set[int], k: int = 5) -> tuple[list[int], list[float]]:
+    """Top-k ids and probabilities of one logits row with the special tokens excluded, as the lab's fill_mask."""
+    row = logits_row.float().clone()
+    row[list(banned)] = float("-inf")
+    probs = torch.softmax(row, dim=-1)
+    top = torch.topk(probs, k)
+    return top.indices.tolist(), top.values.tolist()
+
+
+def special_ids(tokenizer: Tokenizer) -> set[int]:
+    return {i for i, t in tokenizer.get_added_tokens_decoder().items() if t.special}
+
+
+def write_lab_run(run_dir: Path, family: str, kind: str, seed: int = 0, **model_overrides) -> Path:
+    """A run folder as the trainer writes it (config.json, tokenizer.json, model.safetensors) with the family's
+    current defaults, a lab tokenizer of `kind`, and perturbed random weights: a lab run to export."""
+    run_dir.mkdir(parents=True)
+    tokenizer, vocab = prepare_tokenizer(train_tokenizer(kind, TEXTS, vocab_size=120 if kind != "byte_bpe" else 280))
+    (run_dir / runs.TOKENIZER_FILE).write_text(tokenizer.to_str(), encoding="utf-8")
+    settings = objective_module(family).Settings()
+    config = family_model_config(family, "tiny", vocab.size, settings=settings, dropout=0.0,
+                                 **{"max_positions": 32, **model_overrides})
+    model = perturb(build_model(family, config, settings, vocab, None, seed=seed), seed=seed)
+    runs.write_config(run_dir, {"family": family, "model": config.to_dict(), "settings": settings_to_dict(settings),
+                                "objectives": model.objective_weights, "preset": "tiny", "corpus": "synthetic",
+                                "seq_len": 32})
+    runs.save_weights(model, run_dir / runs.MODEL_FILE)
+    runs.write_status(run_dir, "finished", step=0, total_steps=0)
+    return run_dir
+
+
+def lab_run(run_dir: Path):
+    return load_run(run_dir)
+
+
+def read_json(path: Path) -> dict:
+    return json.loads(Path(path).read_text(encoding="utf-8"))

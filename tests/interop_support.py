@@ -24,6 +24,7 @@ from lab_models.vocab import prepare_tokenizer
 TEXTS = ["the cat sat on the mat .", "a dog ran in the park and the cat ran too !", "hello world , the end .",
          "the girl eats a red apple at the market .", "she walks to the park every morning ."] * 8
 ATOL = 1e-4  # the issue's bound for fp32 logits
+LAB_VOCAB_SIZES = {"wordpiece": 90, "bpe": 90, "unigram": 46, "byte_bpe": 280}  # what TEXTS supports, per kind
 
 
 def byte_bpe(specials: list[str], vocab_size: int = 260) -> Tokenizer:
@@ -146,7 +147,7 @@ def write_lab_run(run_dir: Path, family: str, kind: str, seed: int = 0, **model_
     """A run folder as the trainer writes it (config.json, tokenizer.json, model.safetensors) with the family's
     current defaults, a lab tokenizer of `kind`, and perturbed random weights: a lab run to export."""
     run_dir.mkdir(parents=True)
-    tokenizer, vocab = prepare_tokenizer(train_tokenizer(kind, TEXTS, vocab_size=120 if kind != "byte_bpe" else 280))
+    tokenizer, vocab = prepare_tokenizer(train_tokenizer(kind, TEXTS, vocab_size=LAB_VOCAB_SIZES[kind]))
     (run_dir / runs.TOKENIZER_FILE).write_text(tokenizer.to_str(), encoding="utf-8")
     settings = objective_module(family).Settings()
     config = family_model_config(family, "tiny", vocab.size, settings=settings, dropout=0.0,

@@ -16,7 +16,8 @@ concatenates tensors. Where the backbone lacked something a reference has, it be
 (`activation`, `embedding_norm`, `lm_bias`; see lab_models/nn/config.py) that training from scratch can pick too.
 """
 from .exporter import export_run
-from .importer import DEFAULT_CORPUS, import_checkpoint, inspect_checkpoint
-from .registry import ARCHITECTURES, available
+from .importer import DEFAULT_CORPUS, default_run_dir, import_checkpoint, inspect_checkpoint
+from .registry import ARCHITECTURES, available, reference_class
 
-__all__ = ["ARCHITECTURES", "DEFAULT_CORPUS", "available", "export_run", "import_checkpoint", "inspect_checkpoint"]
+__all__ = ["ARCHITECTURES", "DEFAULT_CORPUS", "available", "default_run_dir", "export_run", "import_checkpoint",
+           "inspect_checkpoint", "reference_class"]

@@ -248,6 +248,19 @@ def _note(source: _Source, out: Path, tokenizer: CheckpointTokenizer, added_ids:
     return "\n".join(lines) + "\n"
 
 
+def default_run_dir(src, runs_dir: Path, *, allow_pickle: bool = False) -> Path:
+    """A fresh run folder for `src` under `runs_dir`: `<family>-imported-<YYYYmmdd-HHMMSS>-<4 hex>` (the lab's run
+    id pattern, with "imported" where a trained run has its preset)."""
+    folder = read_checkpoint_folder(src, allow_pickle=allow_pickle)
+    family = architecture_module(module_name_for_model_type(folder.model_type)).FAMILY
+    for _ in range(100):
+        candidate = Path(runs_dir) / f"{family}-{IMPORTED_PRESET}-{time.strftime('%Y%m%d-%H%M%S')}-" \
+                                     f"{secrets.token_hex(2)}"
+        if not candidate.exists():
+            return candidate
+    raise ValueError(f"could not find a free run folder name in {runs_dir}")
+
+
 def _target(out) -> Path:
     if out is None or not str(out).strip():
         raise ValueError("Give the folder to write the imported run to (--out RUN_DIR).")

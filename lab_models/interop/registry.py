@@ -105,6 +105,11 @@ def architecture_module(name: str) -> ModuleType:
     return module
 
 
+def reference_class(name: str) -> str:
+    """The transformers class a converter's export writes (its HF_ARCHITECTURES[0])."""
+    return architecture_module(name).HF_ARCHITECTURES[0]
+
+
 def available() -> dict[str, bool]:
     """module name -> whether its converter is in this build (for the README table and the page)."""
     out = {}

@@ -145,7 +145,7 @@ from torch import nn
 from .batch import Batch, IGNORE_INDEX
 from .families import family_spec
 from .nn import Backbone, ModelConfig, SequenceClassificationHead, SpanBoundaryHead, TokenClassificationHead
-from .nn.backbone import activation_module
+from .nn.backbone import activation_module, normal_init_
 from .nn.config import PRESETS, preset_config
 from .objectives import objective_module
 from .objectives.common import VocabInfo
@@ -404,7 +404,7 @@ class ReplacedTokenDetectionHead(nn.Module):
         self.dense = nn.Linear(d_model, d_model)
         self.act = activation_module(activation)
         self.classifier = TokenClassificationHead(d_model, n_labels=1)
-        nn.init.normal_(self.dense.weight, std=0.02)
+        normal_init_(self.dense.weight, std=0.02)
         nn.init.zeros_(self.dense.bias)
 
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:

@@ -53,14 +53,30 @@ from .config import ModelConfig
 from .dropout import Dropout
 
 
+def normal_init_(tensor: torch.Tensor, std: float) -> None:
+    """N(0, std) in place; nothing on the meta device. lab_models/interop builds a model's structure on `meta` (no
+    memory, no init) before it assigns a checkpoint's tensors, and torch's normal_ has no meta kernel: its Python
+    fallback imports torch._dynamo, seconds for nothing."""
+    if not tensor.is_meta:
+        nn.init.normal_(tensor, mean=0.0, std=std)
+
+
+def embedding_table(rows: int, width: int) -> nn.Embedding:
+    """nn.Embedding(rows, width), whose own N(0, 1) init (about to be replaced by `init_weights`) is skipped on the
+    meta device (see `normal_init_`); on a real device it draws exactly what nn.Embedding draws."""
+    if torch.get_default_device().type == "meta":
+        return nn.Embedding(rows, width, _weight=torch.empty(rows, width))
+    return nn.Embedding(rows, width)
+
+
 def init_weights(module: nn.Module) -> None:
     """GPT-2 / BERT init: N(0, 0.02) weights, zero biases, LayerNorm weight 1 and bias 0. Use with `module.apply`."""
     if isinstance(module, nn.Linear):
-        nn.init.normal_(module.weight, mean=0.0, std=0.02)
+        normal_init_(module.weight, std=0.02)
         if module.bias is not None:
             nn.init.zeros_(module.bias)
     elif isinstance(module, nn.Embedding):
-        nn.init.normal_(module.weight, mean=0.0, std=0.02)
+        normal_init_(module.weight, std=0.02)
     elif isinstance(module, nn.LayerNorm):
         nn.init.ones_(module.weight)
         nn.init.zeros_(module.bias)
@@ -199,10 +215,10 @@ class Embeddings(nn.Module):
     def __init__(self, config: ModelConfig):
         super().__init__()
         E = config.embedding_width
-        self.token = nn.Embedding(config.vocab_size, E)
+        self.token = embedding_table(config.vocab_size, E)
         # row 0: the position in the sequence; row 1 (GLM): the position inside a blank-infilling span
-        self.positions = nn.ModuleList(nn.Embedding(config.max_positions, E) for _ in range(config.n_position_rows))
-        self.segment = nn.Embedding(config.n_segments, E) if config.n_segments else None
+        self.positions = nn.ModuleList(embedding_table(config.max_positions, E) for _ in range(config.n_position_rows))
+        self.segment = embedding_table(config.n_segments, E) if config.n_segments else None
         self.norm = nn.LayerNorm(E, eps=config.layer_norm_eps) if config.has_embedding_norm else nn.Identity()
         self.drop = Dropout(config.dropout)
         self.project = nn.Identity() if config.embedding_size is None else nn.Linear(E, config.d_model)  # ALBERT
@@ -251,11 +267,11 @@ class Backbone(nn.Module):
 
         self.apply(init_weights)
         if self.query_start is not None:
-            nn.init.normal_(self.query_start, mean=0.0, std=0.02)
+            normal_init_(self.query_start, std=0.02)
         if config.norm == "pre":  # GPT-2: scale the init of the projections that write into the residual stream
             for name, p in self.named_parameters():
                 if name.endswith("proj.weight"):
-                    nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * config.n_layers))
+                    normal_init_(p, std=0.02 / math.sqrt(2 * config.n_layers))
 
     # ---- one stream -------------------------------------------------------------------------------------------
 

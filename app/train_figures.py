@@ -240,7 +240,7 @@ def progress_html(summary: dict | None) -> str:
         fraction = 1.0
     tokens = _finite(summary.get("tokens_per_s"))
     parts = [f'<span class="train-state">{html.escape(state_label(summary))}</span>',
-             f"<span>step <b>{step:,}</b> / {f'{int(total):,}' if total else '?'} ({fraction:.0%})</span>",
+             f"<span>step <b>{step:,}</b> / {f'{int(total):,}' if total is not None else '?'} ({fraction:.0%})</span>",
              f"<span>{f'{tokens:,.0f}' if tokens is not None else '—'} tokens/s</span>"]
     if state == "running":
         parts.append(f"<span>ETA {format_duration(summary.get('eta_s'))}</span>")
@@ -294,7 +294,7 @@ def runs_table(rows: list[dict]) -> pd.DataFrame:
         tokens = _finite(row.get("tokens_per_s"))
         records.append([row.get("run_id"), row.get("family") or "", row.get("preset") or "",
                         row.get("corpus") or "(preset default)", state_label(row),
-                        f"{int(row.get('step') or 0)} / {int(total) if total else '?'}",
+                        f"{int(row.get('step') or 0)} / {int(total) if total is not None else '?'}",  # 0 / 0: an import
                         _fmt(row.get("loss"), 4), _fmt(row.get("val_loss"), 4), _fmt(row.get("val_bits_per_byte"), 3),
                         f"{tokens:,.0f}" if tokens is not None else ""])
     return pd.DataFrame(records, columns=RUNS_COLUMNS)

@@ -17,6 +17,8 @@ Endpoints (every event has an `api_name`, so `gradio_client` can drive the tab):
 * `/show_schedule`: a run id -> the learning-rate figure (one line per layer group and the stages shaded for runs
   that record them, ULMFiT's); `/refresh_schedule` redraws it live.
 * `/list_runs`: the runs table (and the choices of the run pickers); `/compare_runs`: (run ids, metric) -> figure.
+* `/import_checkpoint_look`, `/import_checkpoint`: the "Import a checkpoint" section under the runs table
+  (app/import_panel.py); the runs table is refreshed after an import (`/list_runs_after_import`).
 * `/leak_demo`: no input; queues two tiny XLNet runs, with two streams and without (`two_stream=false`), and returns
   (the leaky run's id, both ids to compare, the metric "val_loss"): the leak's validation loss collapses while the
   real one falls slowly. `/leak_demo_visibility`: family -> the button shown for XLNet only.
@@ -30,6 +32,7 @@ import pandas as pd
 
 from lab_models import api
 
+from . import import_panel
 from .errors import user_errors
 from .train_figures import (COMPARE_METRICS, compare_figure, loss_figure, lr_figure, progress_html, runs_table,
                             status_markdown)
@@ -404,6 +407,7 @@ def build(home, jobs, corpus_choices=None):
         metric = gr.Dropdown([(label, key) for key, label in COMPARE_METRICS.items()], value="loss", label="Plot",
                              scale=1)
     comparison = gr.Plot(compare_figure({}, "loss"), label="Comparison", elem_id="train-compare")
+    importer = import_panel.build(home)  # an import makes a run, as training does: it lands in the table above
     run_signature = gr.State(None)
     schedule_signature = gr.State(None)
     table_signature = gr.State(None)
@@ -447,6 +451,8 @@ def build(home, jobs, corpus_choices=None):
     slow.tick(view.overview, [*overview_inputs, table_signature], overview_outputs, api_name="refresh_runs",
               show_progress="hidden", queue=False)
     refresh.click(overview, overview_inputs, overview_outputs, api_name="list_runs")
+    importer.imported.then(overview, overview_inputs, overview_outputs, api_name="list_runs_after_import",
+                           show_progress="hidden")
     table.select(view.select_from_table, table, run, api_name="select_run_from_table")
     gr.on([compared.change, metric.change], user_errors(view.compare), overview_inputs, comparison,
           api_name="compare_runs", show_progress="hidden")

@@ -1,0 +1,157 @@
+"""The Train tab's "Import a checkpoint" section: a Hugging Face checkpoint folder on the server's disk becomes a run.
+
+It sits under the Train tab's runs table because an import makes a run, as training does: the new run appears in
+that table at once (step 0, preset "imported") and in the run pickers of Compare, Understand and the Leaderboard,
+which read runs the same way whatever made them.
+
+The user types the path of a folder that `save_pretrained` wrote (config.json, model.safetensors, the tokenizer
+files; a hub download's snapshot folder works too) and presses **Look**: the page lists what it found (architecture,
+the lab family it becomes, sizes, parameters, tokenizer and which of its tokens play [MASK], [EOS], ..., the files)
+or says why it cannot be imported. **Import** converts it with a progress bar and names the new run. ELECTRA takes
+its generator's folder in a second box; pickled weights (pytorch_model.bin) need the box ticked and are read with
+`torch.load(weights_only=True)`. Nothing is downloaded. `lab_models/interop/` does the work; the handlers only call
+`api.inspect_hf` and `api.import_hf`.
+
+Endpoints:
+* `/import_checkpoint_look`: (folder, generator folder, allow pickle) -> (summary markdown, files table).
+* `/import_checkpoint`: (folder, generator folder, allow pickle, corpus) -> result markdown; then the runs table is
+  refreshed (`/list_runs_after_import`).
+"""
+from __future__ import annotations
+
+import html
+from types import SimpleNamespace
+
+import gradio as gr
+import pandas as pd
+
+from lab_models import api
+
+from .errors import user_errors
+
+FILES_COLUMNS = ["file", "size"]
+INTRO = ("Bring a real checkpoint next to your runs: type the path of a folder **on this server's disk** that "
+         "transformers' `save_pretrained` wrote (config.json, model.safetensors, the tokenizer files). The lab never "
+         "downloads. **Look** shows what it found; **Import** makes it a run (step 0, preset *imported*) that "
+         "Compare, Understand and the Leaderboard list like any other.")
+
+
+def architectures_markdown(rows: list[dict]) -> str:
+    """The architectures the lab converts, one line: "GPT-2 (GPT2LMHeadModel), ..., t5 (not in this build)".
+
+    >>> architectures_markdown([{"module": "gpt2", "family": "gpt2", "model_types": ["gpt2"],
+    ...     "reference": "GPT2LMHeadModel", "available": True}, {"module": "t5", "family": "t5",
+    ...     "model_types": ["t5"], "reference": None, "available": False}])
+    'Importable here: **gpt2** (`GPT2LMHeadModel`). Not in this build yet: t5.'
+    """
+    ready = [f"**{row['model_types'][0]}** (`{row['reference']}`)" for row in rows if row["available"]]
+    later = [row["model_types"][0] for row in rows if not row["available"]]
+    text = "Importable here: " + ", ".join(ready) + "."
+    return text + (f" Not in this build yet: {', '.join(later)}." if later else "")
+
+
+def _count(n) -> str:
+    if n is None:
+        return "unknown (pickled weights are not opened before the import)"
+    return f"{n / 1e6:.1f}M" if n >= 1e5 else f"{n:,}"
+
+
+def summary_markdown(summary: dict) -> str:
+    """What `api.inspect_hf` found, for people."""
+    tokenizer = summary["tokenizer"]
+    roles = ", ".join(f"{html.escape(name)} = `{token}`" for name, token in tokenizer["roles"].items()
+                      if name not in ("[S]", "[E]"))
+    lines = [
+        f"**{summary['architecture']}** (`model_type` {summary['model_type']}) becomes a lab **{summary['family']}** "
+        f"run.",
+        f"- sizes: d_model {summary['d_model']}, {summary['n_layers']} layers, {summary['n_heads']} heads, d_ff "
+        f"{summary['d_ff']}, vocabulary {summary['vocab_size']:,}, {summary['max_positions']} positions, "
+        f"activation {summary['activation']}",
+        f"- parameters: {_count(summary['parameters'])} ({summary['weights_size']} of "
+        f"{'pickled ' if summary['pickled'] else ''}weights)",
+        f"- objectives: " + ", ".join(f"{name} {weight:g}" for name, weight in summary["objectives"].items()),
+        f"- tokenizer: {tokenizer['source']} ({tokenizer['kind']}, {tokenizer['size']:,} tokens); roles: {roles}",
+    ]
+    if tokenizer["added"]:
+        lines.append(f"- the lab will add {', '.join(tokenizer['added'])}: this vocabulary has no such token (the "
+                     "model never saw it; its embedding starts as the mean of the others)")
+    if summary.get("generator"):
+        generator = summary["generator"]
+        lines.append(f"- ELECTRA generator: `{generator['path']}` ({generator['hidden_size']} wide, "
+                     f"{_count(generator['parameters'])} parameters)")
+    elif summary["family"] == "electra":
+        lines.append("- no generator folder given: the run's generator will be untrained, so fill-mask and "
+                     "mask-predict will refuse it (the discriminator is what is imported)")
+    return "\n".join(lines)
+
+
+def files_frame(files) -> pd.DataFrame:
+    """(name, bytes) pairs as a two-column table with readable sizes.
+
+    >>> files_frame([("config.json", 665), ("model.safetensors", 497_773_000)]).values.tolist()
+    [['config.json', '665 B'], ['model.safetensors', '497.8 MB']]
+    """
+    def size(n: int) -> str:
+        for unit, scale in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
+            if n >= scale:
+                return f"{n / scale:.1f} {unit}"
+        return f"{n} B"
+
+    return pd.DataFrame([[name, size(n)] for name, n in files], columns=FILES_COLUMNS)
+
+
+class ImportView:
+    """The section's handlers, bound to one lab home."""
+
+    def __init__(self, home):
+        self.home = home
+
+    @staticmethod
+    def _folder(folder) -> str:
+        if folder is None or not str(folder).strip():
+            raise ValueError("Type the path of a checkpoint folder on this server first (e.g. "
+                             "~/models/bert-base-uncased).")
+        return str(folder).strip()
+
+    def look(self, folder, generator, allow_pickle):
+        summary = api.inspect_hf(self._folder(folder), generator_dir=(generator or None),
+                                 allow_pickle=bool(allow_pickle))
+        return summary_markdown(summary), files_frame(summary["files"])
+
+    def run_import(self, folder, generator, allow_pickle, corpus, progress=gr.Progress()):
+        progress(0.0, desc="starting")
+        run_dir = api.import_hf(self._folder(folder), generator_dir=(generator or None),
+                                allow_pickle=bool(allow_pickle), corpus=(corpus or api.INTEROP_DEFAULT_CORPUS),
+                                home=self.home, progress=lambda fraction, message: progress(fraction, desc=message))
+        return (f"Imported as **{run_dir.name}** (in `{run_dir.parent}`). It is in the runs table above and in the "
+                "run pickers of Compare, Understand and the Leaderboard (press their Refresh). Its NOTE.md says what "
+                "the lab changed.")
+
+
+def build(home) -> SimpleNamespace:
+    """The section (an accordion); returns its Import event, for the Train tab to refresh its runs table after it."""
+    view = ImportView(home)
+    with gr.Accordion("Import a checkpoint (a Hugging Face folder on this server)", open=False,
+                      elem_id="import-checkpoint"):
+        gr.Markdown(INTRO)
+        gr.Markdown(architectures_markdown(api.interop_architectures()))
+        with gr.Row():
+            folder = gr.Textbox(label="Checkpoint folder", placeholder="~/models/bert-base-uncased", scale=3,
+                                elem_id="import-folder")
+            generator = gr.Textbox(label="ELECTRA generator folder (optional)", placeholder="~/models/electra-gen",
+                                   scale=2)
+        with gr.Row():
+            allow_pickle = gr.Checkbox(False, label="Allow pytorch_model.bin (a pickle; read as weights only)")
+            corpus = gr.Dropdown(api.list_corpora(home=home), value=api.INTEROP_DEFAULT_CORPUS, allow_custom_value=True,
+                                 label="File it under corpus (what the Leaderboard evaluates it on)")
+        with gr.Row():
+            look = gr.Button("Look", variant="secondary", elem_id="import-look")
+            start = gr.Button("Import", variant="primary", elem_id="import-start")
+        summary = gr.Markdown("Type a folder path and press **Look**.", elem_id="import-summary")
+        files = gr.Dataframe(files_frame([]), interactive=False, label="Files in the folder", max_height=240)
+        result = gr.Markdown("", elem_id="import-result")
+    look.click(user_errors(view.look), [folder, generator, allow_pickle], [summary, files],
+               api_name="import_checkpoint_look")
+    imported = start.click(user_errors(view.run_import), [folder, generator, allow_pickle, corpus], result,
+                           api_name="import_checkpoint")
+    return SimpleNamespace(view=view, imported=imported)

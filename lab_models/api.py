@@ -648,6 +648,9 @@ def import_hf(src_dir, out_dir=None, *, generator_dir=None, allow_pickle: bool =
     torch.load(weights_only=True). corpus: the corpus the run is filed under and evaluated on (it was not trained on
     it). progress(fraction, message). ValueError (what to do) for a folder that is not a checkpoint, an unsupported
     architecture, a shape mismatch, a refused pickle, an existing out_dir; nothing is half-written."""
+    known = corpora.list_corpora(home=home)
+    if corpus not in known:
+        raise ValueError(f"Unknown corpus {corpus!r} to file the imported run under: choose one of {', '.join(known)}.")
     if out_dir is None or not str(out_dir).strip():
         out_dir = _interop.default_run_dir(src_dir, lab_home(home) / "runs", allow_pickle=allow_pickle)
     return _interop.import_checkpoint(src_dir, out_dir, generator=generator_dir, allow_pickle=allow_pickle,

@@ -50,6 +50,10 @@ def test_mlm_and_sop_logits_match_transformers(source, imported):
         sop = run.model.heads["sop"](hidden)
     assert_close(backbone_logits(run.model.backbone, ids, full(ids.shape[1])), reference.prediction_logits)
     assert_close(sop, reference.sop_logits)
+    from lab_models.vocab import token_byte_lengths  # bits per byte: "▁" is the space before a word
+
+    ids = run.tokenizer.encode("the cat sat", add_special_tokens=False).ids
+    assert int(token_byte_lengths(run.tokenizer)[ids].sum()) == len(" the cat sat")
 
 
 def test_fill_mask_top5_matches_transformers(source, imported):

@@ -18,8 +18,8 @@ transformers = pytest.importorskip("transformers")
 
 from lab_models import api  # noqa: E402
 from lab_models.interop import export_run, import_checkpoint, inspect_checkpoint, registry  # noqa: E402
-from tests.interop_support import (assert_close, backbone_logits, byte_bpe, causal, full, lab_run, perturb,  # noqa: E402
-                                   read_json, save_hf, wordpiece, write_lab_run)
+from tests.interop_support import (assert_close, backbone_logits, byte_bpe, causal, lab_run,  # noqa: E402
+                                   perturb, read_json, save_hf, wordpiece, write_lab_run)
 
 REPO = Path(__file__).resolve().parent.parent
 EOT = "<|endoftext|>"
@@ -124,6 +124,12 @@ def test_a_missing_tensor_and_an_unknown_one_are_named(gpt2, tmp_path):
     save_file({**state, "transformer.h.0.attn.rotary.weight": torch.zeros(2)}, str(folder / "model.safetensors"))
     with pytest.raises(ValueError, match="no place for: transformer.h.0.attn.rotary.weight"):
         import_checkpoint(folder, tmp_path / "run")
+
+
+def test_an_unknown_corpus_is_refused_before_anything_is_written(gpt2, tmp_path):
+    with pytest.raises(ValueError, match="Unknown corpus 'no-such-corpus'"):
+        api.import_hf(gpt2[2], tmp_path / "run", corpus="no-such-corpus", home=tmp_path / "home")
+    assert nothing_written(tmp_path, "run")
 
 
 def test_an_existing_out_folder_is_never_overwritten(gpt2, tmp_path):

@@ -51,6 +51,11 @@ def test_the_added_end_of_text_token_is_recorded(source, imported):
     run = lab_run(imported)
     table = run.model.backbone.embeddings.token.weight
     torch.testing.assert_close(table[V], table[:V].mean(dim=0))
+    from lab_models.vocab import token_byte_lengths  # bits per byte: `</w>` stands for the space after a word
+
+    ids = run.tokenizer.encode("the cat sat", add_special_tokens=False).ids
+    assert int(token_byte_lengths(run.tokenizer)[ids].sum()) == len("the cat sat ")
+    assert token_byte_lengths(run.tokenizer)[V] == 0  # the added [EOS] stands for no text
 
 
 def test_greedy_continuation_matches_transformers(source, imported):

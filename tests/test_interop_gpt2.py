@@ -50,6 +50,12 @@ def test_the_run_folder_is_an_ordinary_run(source, imported):
     assert config["imported_from"]["path"] == str(source[2])
     assert config["token_roles"]["[EOS]"] == EOT and config["token_roles"]["[PAD]"] == EOT
     assert read_json(imported / "status.json")["state"] == "finished"
+    from lab_models.vocab import token_byte_lengths  # bits per byte: byte-level tokens count their bytes exactly
+
+    run = lab_run(imported)
+    text = "the dog ran, hello!"
+    ids = run.tokenizer.encode(text, add_special_tokens=False).ids
+    assert int(token_byte_lengths(run.tokenizer)[ids].sum()) == len(text.encode())
     assert "GPT2LMHeadModel" in (imported / "NOTE.md").read_text()
     assert not [p for p in imported.parent.iterdir() if p.name.startswith(".")]  # no staging folder left behind
 

@@ -167,7 +167,8 @@ def export_state(model) -> dict[str, torch.Tensor]:
     if not cfg.tie_embeddings:
         out["predictions.decoder.weight"] = s["backbone.lm_out.weight"]
     if "sop" in model.heads:
-        out.update({"albert.pooler.weight": s["heads.sop.dense.weight"], "albert.pooler.bias": s["heads.sop.dense.bias"],
+        out.update({"albert.pooler.weight": s["heads.sop.dense.weight"],
+                    "albert.pooler.bias": s["heads.sop.dense.bias"],
                     "sop_classifier.classifier.weight": s["heads.sop.out.weight"],
                     "sop_classifier.classifier.bias": s["heads.sop.out.bias"]})
     return owned(out)

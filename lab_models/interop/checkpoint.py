@@ -22,7 +22,7 @@ Worked example (a folder that is not a checkpoint):
 >>> read_checkpoint_folder(tempfile.mkdtemp())
 Traceback (most recent call last):
 ...
-ValueError: ... has no config.json: it is not a Hugging Face checkpoint folder (save_pretrained writes config.json, model.safetensors and the tokenizer files)
+ValueError: ... has no config.json: it is not a Hugging Face checkpoint folder (save_pretrained writes ...)
 """
 from __future__ import annotations
 
@@ -89,7 +89,7 @@ def inside(folder: Path, name: str, what: str) -> Path:
     >>> inside(Path("/ckpt"), "../other/model.safetensors", "a shard")
     Traceback (most recent call last):
     ...
-    ValueError: a shard named '../other/model.safetensors' is outside the checkpoint folder /ckpt: only files inside the folder you named are read
+    ValueError: a shard named '../other/model.safetensors' is outside the checkpoint folder /ckpt: ...
     """
     candidate = Path(name)
     if not name or candidate.is_absolute() or ".." in candidate.parts:

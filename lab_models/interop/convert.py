@@ -224,3 +224,37 @@ def require_absolute_positions(hf_config: dict) -> None:
                                         f"models with absolute positions only")
     require(not hf_config.get("is_decoder", False) and not hf_config.get("add_cross_attention", False),
             "config.json is_decoder/add_cross_attention: a decoder variant, not the masked LM the lab imports")
+
+
+# OpenAI GPT and GPT-2 name a block's pieces alike: lab name -> transformers name (under transformer.h.{i}.)
+OPENAI_BLOCK = {"ln_attn": "ln_1", "attn.qkv": "attn.c_attn", "attn.proj": "attn.c_proj", "ln_ff": "ln_2",
+                "ff.up": "mlp.c_fc", "ff.proj": "mlp.c_proj"}
+CONV1D = ("attn.qkv", "attn.proj", "ff.up", "ff.proj")  # Conv1D weights: stored (in, out), the transpose of Linear's
+
+
+def openai_blocks_to_lab(reader: StateReader, model) -> dict[str, torch.Tensor]:
+    """Every `h.{i}.` block of OpenAI GPT / GPT-2 -> `backbone.blocks.{i}.`, shapes checked against the lab model's
+    (Conv1D weights against the transpose). ln_1 is the LayerNorm around attention in both: after it in GPT-1
+    (post-LN), before it in GPT-2 (pre-LN), as the lab's ln_attn is for norm="post" and norm="pre"."""
+    shapes = {name: tuple(t.shape) for name, t in model.state_dict().items()}
+    state = {}
+    for i in range(model.model_config.n_layers):
+        for lab_name, hf_name in OPENAI_BLOCK.items():
+            for part in ("weight", "bias"):
+                key = f"backbone.blocks.{i}.{lab_name}.{part}"
+                transposed = part == "weight" and lab_name in CONV1D
+                tensor = reader.take(f"h.{i}.{hf_name}.{part}", shapes[key][::-1] if transposed else shapes[key])
+                state[key] = tensor.t() if transposed else tensor
+    return state
+
+
+def openai_blocks_from_lab(state: dict[str, torch.Tensor], n_layers: int) -> dict[str, torch.Tensor]:
+    """The inverse of `openai_blocks_to_lab`, with transformers' `transformer.` prefix."""
+    out = {}
+    for i in range(n_layers):
+        for lab_name, hf_name in OPENAI_BLOCK.items():
+            for part in ("weight", "bias"):
+                tensor = state[f"backbone.blocks.{i}.{lab_name}.{part}"]
+                transposed = part == "weight" and lab_name in CONV1D
+                out[f"transformer.h.{i}.{hf_name}.{part}"] = tensor.t() if transposed else tensor
+    return out

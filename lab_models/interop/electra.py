@@ -108,7 +108,8 @@ def _encoder_to_lab(r: StateReader, lab: str, cfg: ModelConfig) -> dict[str, tor
     """The projection (if any) and the layers of one ELECTRA encoder."""
     state = {}
     if cfg.embedding_size is not None:
-        state[f"{lab}embeddings.project.weight"] = r.take("embeddings_project.weight", (cfg.d_model, cfg.embedding_size))
+        E = cfg.embedding_size
+        state[f"{lab}embeddings.project.weight"] = r.take("embeddings_project.weight", (cfg.d_model, E))
         state[f"{lab}embeddings.project.bias"] = r.take("embeddings_project.bias", (cfg.d_model,))
     for i in range(cfg.n_layers):
         state.update(bert_layer_to_lab(r, f"encoder.layer.{i}.", f"{lab}blocks.{i}.", cfg.d_model, cfg.d_ff))
@@ -125,14 +126,17 @@ def import_state(hf_config: dict, hf_state: dict[str, torch.Tensor], model) -> d
     state.update(_encoder_to_lab(r, "backbone.", cfg))
     state.update({"heads.rtd.dense.weight": r.take("discriminator_predictions.dense.weight", (H, H)),
                   "heads.rtd.dense.bias": r.take("discriminator_predictions.dense.bias", (H,)),
-                  "heads.rtd.classifier.out.weight": r.take("discriminator_predictions.dense_prediction.weight", (1, H)),
+                  "heads.rtd.classifier.out.weight": r.take("discriminator_predictions.dense_prediction.weight",
+                                                            (1, H)),
                   "heads.rtd.classifier.out.bias": r.take("discriminator_predictions.dense_prediction.bias", (1,))})
     r.check_all_used()
     # the discriminator's LM pieces that nothing reads: zero (a LayerNorm's weight one)
     state["backbone.lm_bias"] = torch.zeros(V)
     if model.backbone.lm_transform is not None:
-        state.update({"backbone.lm_transform.0.weight": torch.zeros(E, H), "backbone.lm_transform.0.bias": torch.zeros(E),
-                      "backbone.lm_transform.2.weight": torch.ones(E), "backbone.lm_transform.2.bias": torch.zeros(E)})
+        state.update({"backbone.lm_transform.0.weight": torch.zeros(E, H),
+                      "backbone.lm_transform.0.bias": torch.zeros(E),
+                      "backbone.lm_transform.2.weight": torch.ones(E),
+                      "backbone.lm_transform.2.bias": torch.zeros(E)})
     gen_cfg = model.generator_config
     if gen_state:
         g = StateReader(gen_state, ("electra.",))

@@ -32,7 +32,8 @@ import torch
 
 from ..models import family_model_config
 from ..nn import ModelConfig
-from .convert import LAB_TO_HF_ACTIVATION, StateReader, lab_activation, owned, require
+from .convert import (LAB_TO_HF_ACTIVATION, StateReader, lab_activation, openai_blocks_from_lab, openai_blocks_to_lab,
+                      owned, require)
 
 FAMILY = "gpt2"
 MODEL_TYPES = ("gpt2",)
@@ -59,25 +60,13 @@ def import_config(hf_config: dict) -> tuple[ModelConfig, dict, dict]:
 
 def import_state(hf_config: dict, hf_state: dict[str, torch.Tensor], model) -> dict[str, torch.Tensor]:
     cfg = model.model_config
-    V, H, P, F = cfg.vocab_size, cfg.d_model, cfg.max_positions, cfg.d_ff
+    V, H, P = cfg.vocab_size, cfg.d_model, cfg.max_positions
     r = StateReader(hf_state, ("transformer.",))
     state = {"backbone.embeddings.token.weight": r.take("wte.weight", (V, H)),
              "backbone.embeddings.positions.0.weight": r.take("wpe.weight", (P, H))}
-    for i in range(cfg.n_layers):
-        hf, lab = f"h.{i}.", f"backbone.blocks.{i}."
-        state.update({
-            f"{lab}ln_attn.weight": r.take(f"{hf}ln_1.weight", (H,)), f"{lab}ln_attn.bias": r.take(f"{hf}ln_1.bias", (H,)),
-            f"{lab}attn.qkv.weight": r.take(f"{hf}attn.c_attn.weight", (H, 3 * H)).t(),
-            f"{lab}attn.qkv.bias": r.take(f"{hf}attn.c_attn.bias", (3 * H,)),
-            f"{lab}attn.proj.weight": r.take(f"{hf}attn.c_proj.weight", (H, H)).t(),
-            f"{lab}attn.proj.bias": r.take(f"{hf}attn.c_proj.bias", (H,)),
-            f"{lab}ln_ff.weight": r.take(f"{hf}ln_2.weight", (H,)), f"{lab}ln_ff.bias": r.take(f"{hf}ln_2.bias", (H,)),
-            f"{lab}ff.up.weight": r.take(f"{hf}mlp.c_fc.weight", (H, F)).t(),
-            f"{lab}ff.up.bias": r.take(f"{hf}mlp.c_fc.bias", (F,)),
-            f"{lab}ff.proj.weight": r.take(f"{hf}mlp.c_proj.weight", (F, H)).t(),
-            f"{lab}ff.proj.bias": r.take(f"{hf}mlp.c_proj.bias", (H,)),
-        })
-    state["backbone.ln_f.weight"], state["backbone.ln_f.bias"] = r.take("ln_f.weight", (H,)), r.take("ln_f.bias", (H,))
+    state.update(openai_blocks_to_lab(r, model))
+    state["backbone.ln_f.weight"] = r.take("ln_f.weight", (H,))
+    state["backbone.ln_f.bias"] = r.take("ln_f.bias", (H,))
     if cfg.tie_embeddings:
         r.ignore("lm_head.weight")  # a tied copy of wte, if the file stores one
     else:
@@ -119,16 +108,7 @@ def export_state(model) -> dict[str, torch.Tensor]:
     out = {"transformer.wte.weight": s["backbone.embeddings.token.weight"],
            "transformer.wpe.weight": s["backbone.embeddings.positions.0.weight"],
            "transformer.ln_f.weight": s["backbone.ln_f.weight"], "transformer.ln_f.bias": s["backbone.ln_f.bias"]}
-    for i in range(cfg.n_layers):
-        hf, lab = f"transformer.h.{i}.", f"backbone.blocks.{i}."
-        out.update({
-            f"{hf}ln_1.weight": s[f"{lab}ln_attn.weight"], f"{hf}ln_1.bias": s[f"{lab}ln_attn.bias"],
-            f"{hf}attn.c_attn.weight": s[f"{lab}attn.qkv.weight"].t(), f"{hf}attn.c_attn.bias": s[f"{lab}attn.qkv.bias"],
-            f"{hf}attn.c_proj.weight": s[f"{lab}attn.proj.weight"].t(), f"{hf}attn.c_proj.bias": s[f"{lab}attn.proj.bias"],
-            f"{hf}ln_2.weight": s[f"{lab}ln_ff.weight"], f"{hf}ln_2.bias": s[f"{lab}ln_ff.bias"],
-            f"{hf}mlp.c_fc.weight": s[f"{lab}ff.up.weight"].t(), f"{hf}mlp.c_fc.bias": s[f"{lab}ff.up.bias"],
-            f"{hf}mlp.c_proj.weight": s[f"{lab}ff.proj.weight"].t(), f"{hf}mlp.c_proj.bias": s[f"{lab}ff.proj.bias"],
-        })
+    out.update(openai_blocks_from_lab(s, cfg.n_layers))
     if not cfg.tie_embeddings:
         out["lm_head.weight"] = s["backbone.lm_out.weight"]
     return owned(out)

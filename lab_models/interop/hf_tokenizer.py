@@ -1,4 +1,4 @@
-"""A checkpoint folder's tokenizer as a `tokenizers` tokenizer.json, with its own special tokens playing the lab's roles.
+"""A checkpoint folder's tokenizer as a `tokenizers` tokenizer.json, its own special tokens playing the lab's roles.
 
 Reading (no transformers at run time; the `tokenizers` library's own model classes):
 

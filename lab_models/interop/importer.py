@@ -51,7 +51,7 @@ from typing import Callable
 import torch
 
 from .. import runs
-from ..home import atomic_write_json, atomic_write_text
+from ..home import atomic_write_text
 from ..objectives import objective_module
 from .checkpoint import (CheckpointFolder, folder_size_text, list_files, load_state, read_checkpoint_folder,
                          tensor_shapes)
@@ -279,7 +279,6 @@ def import_checkpoint(src, out, *, generator=None, allow_pickle: bool = False, c
     torch.load(weights_only=True). corpus: the corpus the run is filed under and evaluated on. progress(fraction,
     message) is called between the steps. ValueError (what to do) for everything the user can fix; nothing is
     written unless the whole import succeeds."""
-    from ..models import build_model  # noqa: F401 - fail early if the model zoo cannot be imported
     from ..train import settings_to_dict
     from ..vocab import prepare_tokenizer
 

@@ -132,6 +132,31 @@ def test_an_unknown_corpus_is_refused_before_anything_is_written(gpt2, tmp_path)
     assert nothing_written(tmp_path, "run")
 
 
+def test_tensor_names_without_the_base_model_prefix_import_too(gpt2, tmp_path):
+    model, tokenizer, source = gpt2
+    state = load_file(str(source / "model.safetensors"))
+    folder = copy_folder(source, tmp_path / "bare", skip=("model.safetensors",))
+    save_file({name.removeprefix("transformer."): t for name, t in state.items()}, str(folder / "model.safetensors"))
+    run = lab_run(import_checkpoint(folder, tmp_path / "run"))
+    ids = torch.tensor([tokenizer.encode("the cat sat").ids])
+    with torch.no_grad():
+        assert_close(backbone_logits(run.model.backbone, ids, causal(ids.shape[1])), model(ids).logits)
+
+
+def test_a_base_model_without_its_head_is_refused(tmp_path):
+    tokenizer = wordpiece()
+    config = transformers.BertConfig(vocab_size=tokenizer.get_vocab_size(), hidden_size=16, num_hidden_layers=1,
+                                     num_attention_heads=2, intermediate_size=32, max_position_embeddings=16)
+    folder = save_hf(transformers.BertModel(config), tokenizer, tmp_path / "base", unk_token="[UNK]",
+                     mask_token="[MASK]")
+    with pytest.raises(ValueError, match="a BertModel has no MLM head"):
+        import_checkpoint(folder, tmp_path / "run")
+    config = read_json(folder / "config.json")  # the same weights, but the config claims the MLM head is there
+    (folder / "config.json").write_text(json.dumps({**config, "architectures": ["BertForMaskedLM"]}))
+    with pytest.raises(ValueError, match=r"no tensor bert.cls.predictions.transform.dense.weight \(or cls"):
+        import_checkpoint(folder, tmp_path / "run")
+
+
 def test_an_existing_out_folder_is_never_overwritten(gpt2, tmp_path):
     out = tmp_path / "run"
     out.mkdir()

@@ -78,7 +78,7 @@ class StateReader:
         shape is not `shape`."""
         key = self._find(name)
         if key is None:
-            shown = (self.prefixes[0] + name) if self.prefixes else name
+            shown = f"{self.prefixes[0]}{name} (or {name})" if self.prefixes else name
             raise ValueError(f"the checkpoint has no tensor {shown}: it is not a complete {self._what()} checkpoint "
                              "(a base model without its pretraining head, or another variant of the architecture)")
         tensor = self.state[key]

@@ -37,6 +37,7 @@ from .convert import StateReader, openai_blocks_from_lab, openai_blocks_to_lab, 
 
 FAMILY = "gpt"
 MODEL_TYPES = ("openai-gpt",)
+USES_MASK_TOKEN = False  # a causal LM never reads [MASK]: it stands in as the end-of-text token
 HF_ARCHITECTURES = ("OpenAIGPTLMHeadModel",)
 # OpenAIGPT's own activation table (modeling_openai.ACT_FNS): its "gelu" is the tanh approximation
 AFN = {"gelu": "gelu_tanh", "relu": "relu"}

@@ -37,6 +37,7 @@ from .convert import (LAB_TO_HF_ACTIVATION, StateReader, lab_activation, openai_
 
 FAMILY = "gpt2"
 MODEL_TYPES = ("gpt2",)
+USES_MASK_TOKEN = False  # a causal LM never reads [MASK]: it stands in as the end-of-text token
 HF_ARCHITECTURES = ("GPT2LMHeadModel",)
 
 

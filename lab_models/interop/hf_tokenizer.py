@@ -19,7 +19,9 @@ the architecture's documented defaults), through a chain of stand-ins:
     [PAD] <- pad, eos          [MASK] <- mask            [CLS] <- cls, bos, eos     [SEP] <- sep, eos
     [BOS] <- bos, cls, eos     [EOS] <- eos, sep          [S] <- [BOS]'s token       [E] <- [EOS]'s token
 
-A causal model without a mask token (GPT, GPT-2) lets [MASK] stand in as its [EOS] token: nothing of theirs reads it.
+A model whose family never reads a mask token (GPT, GPT-2: converter attribute USES_MASK_TOKEN = False) lets
+[MASK] stand in as its [EOS] token. A converter may also prefer other stand-ins for a role (ROLE_CHAINS, e.g. T5's
+decoder start).
 A role that is still empty gets a new special token with the lab's name, appended after the vocabulary (GPT-1 has no
 end-of-text token: it gains "[EOS]"); the importer gives its embedding row the mean of the others and says in the
 run's note that the model never saw it (GPT-1's own fine-tuning added its delimiter tokens the same way).
@@ -27,10 +29,10 @@ run's note that the model never saw it (GPT-1's own fine-tuning added its delimi
 Worked example (GPT-2's tokenizer has one special token, which plays every role):
 
 >>> roles, added, notes = assign_roles({"eos": "<|endoftext|>", "bos": "<|endoftext|>"}, vocab={"<|endoftext|>": 0},
-...                                    causal=True)
+...                                    uses_mask=False)
 >>> roles["[PAD]"], roles["[MASK]"], roles["[SEP]"], added
 ('<|endoftext|>', '<|endoftext|>', '<|endoftext|>', ())
->>> roles, added, notes = assign_roles({"unk": "<unk>"}, vocab={"<unk>": 0}, causal=True)  # GPT-1
+>>> roles, added, notes = assign_roles({"unk": "<unk>"}, vocab={"<unk>": 0}, uses_mask=False)  # GPT-1
 >>> added, roles["[BOS]"], roles["[MASK]"]
 (('[EOS]',), '[EOS]', '[EOS]')
 """
@@ -201,17 +203,19 @@ def read_tokenizer(folder: Path, model_type: str) -> tuple[Tokenizer, dict[str, 
     return tokenizer, {role: token for role, token in specials.items() if token in vocab}, source
 
 
-def assign_roles(specials: dict[str, str], vocab: dict[str, int], causal: bool
+def assign_roles(specials: dict[str, str], vocab: dict[str, int], uses_mask: bool = True,
+                 chains: dict[str, tuple[str, ...]] | None = None
                  ) -> tuple[dict[str, str], tuple[str, ...], tuple[str, ...]]:
     """(lab role -> token, tokens to append, notes) for a vocabulary and its special tokens by role (pad, mask, cls,
-    sep, bos, eos); see the module docstring for the rule."""
+    sep, bos, eos); see the module docstring for the rule. `chains` overrides ROLE_CHAINS for some roles."""
+    chains = {**ROLE_CHAINS, **(chains or {})}
     roles: dict[str, str] = {}
     added: list[str] = []
     notes: list[str] = []
     present = {role: token for role, token in specials.items() if token in vocab}
 
     def fill() -> None:
-        for name, chain in ROLE_CHAINS.items():
+        for name, chain in chains.items():
             for role in chain:
                 if name not in roles and role in present:
                     roles[name] = present[role]
@@ -222,9 +226,10 @@ def assign_roles(specials: dict[str, str], vocab: dict[str, int], causal: bool
         present["eos"] = EOS
         fill()
     if MASK not in roles:
-        if causal:
+        if not uses_mask:
             roles[MASK] = roles[EOS]
-            notes.append(f"[MASK] stands in as {roles[EOS]}: a causal model has no mask token and never reads one")
+            notes.append(f"[MASK] stands in as {roles[EOS]}: this vocabulary has no mask token and the family "
+                         "never reads one")
         else:
             added.append(MASK)
             roles[MASK] = MASK
@@ -239,11 +244,12 @@ def assign_roles(specials: dict[str, str], vocab: dict[str, int], causal: bool
     return roles, tuple(added), tuple(notes)
 
 
-def checkpoint_tokenizer(folder: Path, model_type: str, causal: bool) -> CheckpointTokenizer:
+def checkpoint_tokenizer(folder: Path, model_type: str, uses_mask: bool = True,
+                         chains: dict[str, tuple[str, ...]] | None = None) -> CheckpointTokenizer:
     """The folder's tokenizer with its roles assigned and the lab's additions appended."""
     tokenizer, specials, source = read_tokenizer(folder, model_type)
     original_size = tokenizer.get_vocab_size()
-    roles, added, notes = assign_roles(specials, tokenizer.get_vocab(), causal)
+    roles, added, notes = assign_roles(specials, tokenizer.get_vocab(), uses_mask, chains)
     if added:
         tokenizer.add_special_tokens([AddedToken(token, special=True, normalized=False) for token in added])
     kind = tokenizer_kind(tokenizer)  # ValueError for a model type the lab's tokenizers do not cover

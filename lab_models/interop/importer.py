@@ -63,7 +63,6 @@ logger = logging.getLogger(__name__)
 DEFAULT_CORPUS = "stdlib-docs"  # real English, like the text the released checkpoints learned from
 IMPORTED_PRESET = "imported"
 NOTE_FILE = "NOTE.md"
-CAUSAL_FAMILIES = ("gpt", "gpt2")
 GENERATOR_KEY = "_generator"  # hf_config[GENERATOR_KEY]: an ELECTRA generator's config.json; its tensors are
 GENERATOR_PREFIX = "_generator."  # in hf_state under this prefix (lab_models/interop/electra.py)
 
@@ -112,6 +111,14 @@ def _import_config(source: _Source):
                          f"{source.folder.model_type}: {error}") from None
 
 
+def _tokenizer(source: _Source) -> CheckpointTokenizer:
+    """The folder's tokenizer with the roles its converter asks for (optional attributes USES_MASK_TOKEN, default
+    True, and ROLE_CHAINS, lab_models/interop/hf_tokenizer.py)."""
+    return checkpoint_tokenizer(source.folder.path, source.folder.model_type,
+                                uses_mask=getattr(source.module, "USES_MASK_TOKEN", True),
+                                chains=getattr(source.module, "ROLE_CHAINS", None))
+
+
 def _architecture(source: _Source) -> str:
     names = [name for name in source.folder.architectures if name in source.module.HF_ARCHITECTURES]
     return names[0] if names else (source.folder.architectures or source.module.HF_ARCHITECTURES)[0]
@@ -124,8 +131,7 @@ def inspect_checkpoint(src, *, generator=None, allow_pickle: bool = False) -> di
     bytes)], generator (ELECTRA: its path and sizes). ValueError with the reason when it cannot be imported."""
     source = _source(src, generator, allow_pickle)
     model_config, settings, objectives = _import_config(source)
-    tokenizer = checkpoint_tokenizer(source.folder.path, source.folder.model_type,
-                                     causal=source.module.FAMILY in CAUSAL_FAMILIES)
+    tokenizer = _tokenizer(source)
     shapes = tensor_shapes(source.folder)
     summary = {
         "path": str(source.folder.path), "model_type": source.folder.model_type,
@@ -295,7 +301,7 @@ def import_checkpoint(src, out, *, generator=None, allow_pickle: bool = False, c
     family = source.module.FAMILY
     model_config, settings_overrides, objectives = _import_config(source)
     architecture = _architecture(source)
-    tokenizer = checkpoint_tokenizer(source.folder.path, source.folder.model_type, causal=family in CAUSAL_FAMILIES)
+    tokenizer = _tokenizer(source)
     settings = dataclasses.replace(objective_module(family).Settings(), **settings_overrides)
     prepared, vocab = prepare_tokenizer(tokenizer.tokenizer, tokenizer.roles)
     V = model_config.vocab_size

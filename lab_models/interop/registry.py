@@ -11,6 +11,11 @@ Each module `lab_models/interop/<name>.py` defines
     export_config(model) -> config.json for transformers
     export_state(model) -> {HF name: tensor}
 
+Optional: `USES_MASK_TOKEN = False` (the family never reads [MASK]; without a mask token in the vocabulary it stands
+in as the end-of-text token instead of being added) and `ROLE_CHAINS` (lab role -> the checkpoint's roles that may
+play it, in order, overriding hf_tokenizer.ROLE_CHAINS), and `export_companions(model)` (more folders to export
+beside the main one: ELECTRA's generator).
+
 A module that is not in this build (`ModuleNotFoundError` for exactly that module) is reported as "not available in
 this build", so adding `t5.py`, `mpnet.py` or `xlnet.py` to the package makes those architectures work with no other
 change.

@@ -18,7 +18,7 @@ transformers = pytest.importorskip("transformers")
 
 from lab_models import api  # noqa: E402
 from lab_models.interop import export_run, import_checkpoint, inspect_checkpoint, registry  # noqa: E402
-from tests.interop_support import (assert_close, backbone_logits, byte_bpe, causal, lab_run,  # noqa: E402
+from tests.interop_support import (assert_close, backbone_logits, byte_bpe, causal, full, lab_run,  # noqa: E402
                                    perturb, read_json, save_hf, wordpiece, write_lab_run)
 
 REPO = Path(__file__).resolve().parent.parent
@@ -155,6 +155,33 @@ def test_a_base_model_without_its_head_is_refused(tmp_path):
     (folder / "config.json").write_text(json.dumps({**config, "architectures": ["BertForMaskedLM"]}))
     with pytest.raises(ValueError, match=r"no tensor bert.cls.predictions.transform.dense.weight \(or cls"):
         import_checkpoint(folder, tmp_path / "run")
+
+
+def test_a_missing_mask_token_is_added_in_a_padding_row_of_the_vocabulary(tmp_path):
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
+
+    from tests.interop_support import TEXTS
+
+    tokenizer = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    tokenizer.normalizer = normalizers.BertNormalizer(lowercase=True)
+    tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tokenizer.decoder = decoders.WordPiece()
+    tokenizer.train_from_iterator(TEXTS, trainers.WordPieceTrainer(vocab_size=80, special_tokens=[
+        "[PAD]", "[UNK]", "[CLS]", "[SEP]"]))  # no [MASK]
+    n = tokenizer.get_vocab_size()
+    config = transformers.BertConfig(vocab_size=n + 8, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                                     intermediate_size=32, max_position_embeddings=16)  # 8 padding rows
+    torch.manual_seed(0)
+    model = perturb(transformers.BertForMaskedLM(config))
+    folder = save_hf(model, tokenizer, tmp_path / "hf", unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]",
+                     sep_token="[SEP]")
+    run = lab_run(import_checkpoint(folder, tmp_path / "run"))
+    assert run.vocab.mask_id == n and run.model_config.vocab_size == n + 8  # the padding row n, no new row
+    table = run.model.backbone.embeddings.token.weight
+    torch.testing.assert_close(table[n], model.bert.embeddings.word_embeddings.weight.mean(dim=0))
+    ids = torch.tensor([tokenizer.encode("the cat sat").ids])
+    with torch.no_grad():
+        assert_close(backbone_logits(run.model.backbone, ids, full(ids.shape[1]))[..., :n], model(ids).logits[..., :n])
 
 
 def test_an_existing_out_folder_is_never_overwritten(gpt2, tmp_path):

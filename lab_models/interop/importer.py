@@ -67,6 +67,7 @@ GENERATOR_KEY = "_generator"  # hf_config[GENERATOR_KEY]: an ELECTRA generator's
 GENERATOR_PREFIX = "_generator."  # in hf_state under this prefix (lab_models/interop/electra.py)
 
 Progress = Callable[[float, str], None]
+VOCABULARY_TENSORS = ("embeddings.token.weight", "lm_bias", "lm_out.weight")  # one row per token id
 
 
 @dataclasses.dataclass(frozen=True)
@@ -181,23 +182,25 @@ def _build_on_meta(family, model_config, settings, vocab, objectives):
 
 def _grow_vocabulary(state: dict[str, torch.Tensor], old_size: int, new_size: int, added_ids: list[int],
                      model) -> dict[str, torch.Tensor]:
-    """Rows for the token ids past the checkpoint's vocabulary (and for tokens the lab appended): every tensor whose
-    first dimension is the vocabulary gets new rows, embedding-like ones the mean of the old rows, biases zero."""
+    """The vocabulary-sized tensors (first dimension `old_size` in the checkpoint, `new_size` in the lab's model)
+    grown to `new_size` rows, and the rows of the tokens the lab added set: embedding-like tensors get the mean of
+    the checkpoint's rows (an added token may also land in an unused padding row of the checkpoint's table), biases
+    zero."""
     wanted = {name: tuple(t.shape) for name, t in model.state_dict().items()}
     for name, tensor in list(state.items()):
         shape = wanted.get(name)
-        if shape is None or tuple(tensor.shape) == shape or tensor.shape[0] != old_size or shape[0] != new_size:
+        if not name.endswith(VOCABULARY_TENSORS) or shape is None or tensor.shape[0] != old_size \
+                or shape[0] != new_size:
             continue
-        extra = new_size - old_size
-        if tensor.dim() == 1:
-            rows = tensor.new_zeros(extra)
-        else:
-            rows = tensor.mean(dim=0, keepdim=True).expand(extra, *tensor.shape[1:])
-        grown = torch.cat([tensor, rows])
+        grown = torch.cat([tensor, tensor.new_zeros(new_size - old_size, *tensor.shape[1:])])  # (new_size, ...)
         if tensor.dim() > 1:
-            for token_id in added_ids:  # an added token inside an unused range of the old table: the mean too
-                if token_id < old_size:
-                    grown[token_id] = tensor.mean(dim=0)
+            mean = tensor.mean(dim=0)
+            grown[old_size:] = mean
+            for token_id in added_ids:
+                grown[token_id] = mean
+        else:
+            for token_id in added_ids:
+                grown[token_id] = 0.0
         state[name] = grown
     return state
 

@@ -104,3 +104,16 @@ def test_a_gpt_run_with_the_exact_gelu_is_refused(tmp_path):
     run_dir = write_lab_run(tmp_path / "old-gpt", "gpt", "bpe", d_ff=256, activation="gelu")
     with pytest.raises(ValueError, match="tanh form"):
         export_run(run_dir, tmp_path / "out")
+
+
+def test_slow_vocab_and_merges_convert_to_gpt1_bpe(source, tmp_path):
+    _, tokenizer, fast = source
+    slow = tmp_path / "slow"
+    slow.mkdir()
+    for name in ("config.json", "model.safetensors"):
+        (slow / name).write_bytes((fast / name).read_bytes())
+    tokenizer.model.save(str(slow))  # vocab.json + merges.txt with the </w> marks, as OpenAIGPTTokenizer keeps them
+    run = lab_run(import_checkpoint(slow, tmp_path / "run"))
+    text = "The Cat sat on the mat, hello world!"
+    assert run.tokenizer.encode(text, add_special_tokens=False).ids == tokenizer.encode(text).ids
+    assert run.tokenizer.decode(tokenizer.encode("the cat sat").ids) == "the cat sat"

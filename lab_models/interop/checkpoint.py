@@ -1,6 +1,8 @@
 """Reading a Hugging Face checkpoint folder from the local disk: its config.json, its weights and its files.
 
-A checkpoint folder is what `transformers`' `save_pretrained` writes (or what a hub download holds):
+A checkpoint folder is what `transformers`' `save_pretrained` writes (or what a hub download holds); this module
+reads that layout as transformers documents it, with two deliberate differences: pickles are refused by default,
+and shard names must stay inside the folder.
 
     config.json                          the architecture: "model_type", "architectures", the sizes
     model.safetensors                    the weights, or shards listed by model.safetensors.index.json

@@ -18,6 +18,10 @@ families have no transformers class: a clear ValueError says why, and the lab's 
 Like the import, the folder is written under a hidden name beside `out_dir` and renamed at the end; an existing
 `out_dir` is never overwritten.
 
+Deviations from what `save_pretrained` writes: the tokenizer class is transformers' generic
+`PreTrainedTokenizerFast` over tokenizer.json, not the architecture's own (a lab run's tokenizer is the lab's, not
+BERT's WordPiece files or GPT-2's vocab.json), and there is no generation_config.json (transformers derives one).
+
 Worked example:
 
 >>> import tempfile

@@ -11,6 +11,9 @@ Reading (no transformers at run time; the `tokenizers` library's own model class
 | `spiece.model` only        | refused: converting SentencePiece's protobuf needs sentencepiece; save the tokenizer   |
 |                            | once with transformers (`AutoTokenizer.from_pretrained(d).save_pretrained(d)`)         |
 
+The conversions follow transformers' own `convert_slow_tokenizer` (BertConverter, GPT2Converter, RobertaConverter,
+OpenAIGPTConverter): the same normalisers, pre-tokenizers, decoders and post-processors.
+
 Roles. The lab's objectives and decoders name special tokens by role ([PAD] [MASK] [CLS] [SEP] [BOS] [EOS], GLM's
 [S] [E], T5's sentinels); see lab_models/objectives/common.py. An imported model never saw the lab's own "[MASK]"
 string, so each role is played by the checkpoint's token for it (tokenizer_config.json / special_tokens_map.json, or

@@ -30,12 +30,12 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 from safetensors import safe_open
-from safetensors.torch import load_file
 
 CONFIG_FILE = "config.json"
 SAFETENSORS_FILE = "model.safetensors"
@@ -180,27 +180,59 @@ def tensor_shapes(folder: CheckpointFolder) -> dict[str, tuple[int, ...]]:
     return shapes
 
 
-def load_state(folder: CheckpointFolder) -> dict[str, torch.Tensor]:
-    """Every tensor of the checkpoint, by its own name, on the CPU (as stored: fp16 stays fp16 until converted)."""
-    state: dict[str, torch.Tensor] = {}
-    for path in folder.weight_files:
-        if folder.pickled:
+class LazyState(Mapping):
+    """A checkpoint's tensors by name, each read from its safetensors file when asked for (and not kept): converting a
+    124M-parameter model then holds the converted tensors, not a second full copy of the checkpoint. `add` puts
+    more files in under a name prefix (ELECTRA's generator). Reading everything (`dict(state)`) works too."""
+
+    def __init__(self):
+        self._where: dict[str, tuple[object, str]] = {}  # name -> (open safetensors handle, name in that file)
+
+    def add(self, paths, prefix: str = "") -> "LazyState":
+        for path in paths:
             try:
-                part = torch.load(path, map_location="cpu", weights_only=True)
-            except Exception as error:  # noqa: BLE001 - torch raises UnpicklingError, RuntimeError, EOFError, ...
-                raise ValueError(f"{path} could not be read as weights only ({type(error).__name__}: "
-                                 f"{str(error).splitlines()[0] if str(error) else ''}); the lab does not run other "
-                                 "pickled objects") from None
-            if isinstance(part, dict) and "state_dict" in part and isinstance(part["state_dict"], dict):
-                part = part["state_dict"]
-            if not isinstance(part, dict) or not all(isinstance(v, torch.Tensor) for v in part.values()):
-                raise ValueError(f"{path} does not hold a plain name -> tensor state dict")
-        else:
-            try:
-                part = load_file(str(path), device="cpu")
+                handle = safe_open(str(path), "pt")
+                names = list(handle.keys())
             except Exception as error:  # noqa: BLE001 - safetensors raises its own error types for corrupt files
                 raise ValueError(f"{path} is not a readable safetensors file ({error}); the download may be "
                                  "corrupt") from None
+            for name in names:
+                if prefix + name in self._where:
+                    raise ValueError(f"the tensor {name} appears in two shards ({path.name} and another)")
+                self._where[prefix + name] = (handle, name)
+        return self
+
+    def __getitem__(self, name: str) -> torch.Tensor:
+        handle, stored = self._where[name]
+        return handle.get_tensor(stored)
+
+    def __contains__(self, name) -> bool:  # without reading the tensor (Mapping's default would)
+        return name in self._where
+
+    def __iter__(self):
+        return iter(self._where)
+
+    def __len__(self) -> int:
+        return len(self._where)
+
+
+def load_state(folder: CheckpointFolder) -> Mapping[str, torch.Tensor]:
+    """Every tensor of the checkpoint by its own name, on the CPU, as stored (fp16 stays fp16 until converted):
+    a `LazyState` over the safetensors files, or the unpickled dict of a pytorch_model.bin."""
+    if not folder.pickled:
+        return LazyState().add(folder.weight_files)
+    state: dict[str, torch.Tensor] = {}
+    for path in folder.weight_files:
+        try:
+            part = torch.load(path, map_location="cpu", weights_only=True)
+        except Exception as error:  # noqa: BLE001 - torch raises UnpicklingError, RuntimeError, EOFError, ...
+            raise ValueError(f"{path} could not be read as weights only ({type(error).__name__}: "
+                             f"{str(error).splitlines()[0] if str(error) else ''}); the lab does not run other "
+                             "pickled objects") from None
+        if isinstance(part, dict) and "state_dict" in part and isinstance(part["state_dict"], dict):
+            part = part["state_dict"]
+        if not isinstance(part, dict) or not all(isinstance(v, torch.Tensor) for v in part.values()):
+            raise ValueError(f"{path} does not hold a plain name -> tensor state dict")
         overlap = sorted(set(state) & set(part))
         if overlap:
             raise ValueError(f"the tensor {overlap[0]} appears in two shards of {folder.path}")

@@ -20,6 +20,8 @@ Worked example (a GPT-2 style fused Conv1D weight becomes the lab's nn.Linear la
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import torch
 
 # checkpoint names that are buffers, not weights: old checkpoints stored them (causal masks, position id ranges)
@@ -51,23 +53,23 @@ def _normalised(name: str) -> str:
 
 class StateReader:
     """A checkpoint's tensors by name, with the base model's prefix (`transformer.`, `bert.`, ...) optional, as
-    transformers accepts both. `take` returns a float32 copy-free view when possible and remembers what was used, so
-    that `check_all_used` can refuse a checkpoint with weights the lab would silently drop (a different variant of
-    the architecture)."""
+    transformers accepts both. `take` reads one tensor (as float32) and remembers which were used, so that
+    `check_all_used` can refuse a checkpoint with weights the lab would silently drop (a different variant of the
+    architecture). `state` may be a plain dict or a lazy mapping that reads each tensor when it is taken."""
 
-    def __init__(self, state: dict[str, torch.Tensor], prefixes: tuple[str, ...] = ()):
-        self.state = {_normalised(name): tensor for name, tensor in state.items()}
+    def __init__(self, state: Mapping[str, torch.Tensor], prefixes: tuple[str, ...] = ()):
+        self.source = state  # read a tensor only when it is taken (lab_models/interop/checkpoint.py: LazyState)
+        self.names = {_normalised(name): name for name in state.keys()}  # gamma/beta -> weight/bias
         self.prefixes = tuple(prefixes)
         self.used: set[str] = set()
 
     def _find(self, name: str) -> str | None:
         for candidate in (*(p + name for p in self.prefixes), name):
-            if candidate in self.state:
+            if candidate in self.names:
                 return candidate
-        if any(name.startswith(p) for p in self.prefixes):  # asked with the prefix, stored without it
-            for p in self.prefixes:
-                if name.startswith(p) and name[len(p):] in self.state:
-                    return name[len(p):]
+        for p in self.prefixes:  # asked with the prefix, stored without it
+            if name.startswith(p) and name[len(p):] in self.names:
+                return name[len(p):]
         return None
 
     def has(self, name: str) -> bool:
@@ -81,7 +83,7 @@ class StateReader:
             shown = f"{self.prefixes[0]}{name} (or {name})" if self.prefixes else name
             raise ValueError(f"the checkpoint has no tensor {shown}: it is not a complete {self._what()} checkpoint "
                              "(a base model without its pretraining head, or another variant of the architecture)")
-        tensor = self.state[key]
+        tensor = self.source[self.names[key]]
         if shape is not None and tuple(tensor.shape) != tuple(shape):
             raise ValueError(f"shape mismatch: the checkpoint's {key} is {tuple(tensor.shape)} but its config.json "
                              f"says {tuple(shape)}")
@@ -95,7 +97,7 @@ class StateReader:
             self.used.add(key)
 
     def unused(self) -> list[str]:
-        return sorted(name for name in self.state if name not in self.used
+        return sorted(name for name in self.names if name not in self.used
                       and not name.endswith(IGNORABLE_SUFFIXES))
 
     def check_all_used(self) -> None:
@@ -108,6 +110,35 @@ class StateReader:
 
     def _what(self) -> str:
         return self.prefixes[0].rstrip(".") if self.prefixes else "model"
+
+
+class Subset(Mapping):
+    """The names of `state` that start with `prefix` (without it), minus those starting with `exclude`: a view that
+    reads a tensor only when asked (ELECTRA's discriminator and generator arrive in one mapping).
+
+    >>> sorted(Subset({"a.x": 1, "g.a.x": 2}, "g."))
+    ['a.x']
+    """
+
+    def __init__(self, state: Mapping, prefix: str, exclude: str | None = None):
+        self.state = state
+        self.prefix = prefix
+        self.names = {name[len(prefix):]: None for name in state.keys()
+                      if name.startswith(prefix) and not (exclude and name.startswith(exclude))}
+
+    def __getitem__(self, name: str):
+        if name not in self.names:
+            raise KeyError(name)
+        return self.state[self.prefix + name]
+
+    def __contains__(self, name) -> bool:
+        return name in self.names
+
+    def __iter__(self):
+        return iter(self.names)
+
+    def __len__(self) -> int:
+        return len(self.names)
 
 
 def fused_qkv(reader: StateReader, prefix: str, H: int) -> dict[str, torch.Tensor]:

@@ -52,7 +52,7 @@ import torch
 from ..models import electra_generator_config
 from ..nn import Backbone, ModelConfig
 from .bert import check_encoder_exportable, encoder_config, encoder_export_fields
-from .convert import (StateReader, bert_embeddings_from_lab, bert_embeddings_to_lab, bert_layer_from_lab,
+from .convert import (StateReader, Subset, bert_embeddings_from_lab, bert_embeddings_to_lab, bert_layer_from_lab,
                       bert_layer_to_lab, owned, require, segments_from_type_vocab)
 
 FAMILY = "electra"
@@ -119,8 +119,8 @@ def _encoder_to_lab(r: StateReader, lab: str, cfg: ModelConfig) -> dict[str, tor
 def import_state(hf_config: dict, hf_state: dict[str, torch.Tensor], model) -> dict[str, torch.Tensor]:
     cfg = model.model_config
     V, H, E = cfg.vocab_size, cfg.d_model, cfg.embedding_width
-    disc_state = {name: t for name, t in hf_state.items() if not name.startswith(GENERATOR_PREFIX)}
-    gen_state = {name[len(GENERATOR_PREFIX):]: t for name, t in hf_state.items() if name.startswith(GENERATOR_PREFIX)}
+    disc_state = Subset(hf_state, "", exclude=GENERATOR_PREFIX)  # views: tensors are read when taken
+    gen_state = Subset(hf_state, GENERATOR_PREFIX)
     r = StateReader(disc_state, ("electra.",))
     state = bert_embeddings_to_lab(r, "backbone.embeddings.", cfg)
     state.update(_encoder_to_lab(r, "backbone.", cfg))

@@ -149,7 +149,8 @@ def build(home) -> SimpleNamespace:
             start = gr.Button("Import", variant="primary", elem_id="import-start")
         summary = gr.Markdown("Type a folder path and press **Look**.", elem_id="import-summary")
         files = gr.Dataframe(files_frame([]), interactive=False, label="Files in the folder", max_height=240)
-        result = gr.Markdown("", elem_id="import-result")
+        # a visible placeholder: the progress bar of an import is drawn over this component
+        result = gr.Markdown("The imported run's name appears here.", elem_id="import-result", min_height=60)
     look.click(user_errors(view.look), [folder, generator, allow_pickle], [summary, files],
                api_name="import_checkpoint_look")
     imported = start.click(user_errors(view.run_import), [folder, generator, allow_pickle, corpus], result,

@@ -247,8 +247,8 @@ def _check_state(state: dict[str, torch.Tensor], model) -> None:
 def _check_finite(state: dict[str, torch.Tensor]) -> None:
     """Every converted weight must be a finite number: a corrupt download is refused, not saved. A tensor's sum is
     NaN or infinite when any of its numbers is (it only overflows for weights near 1e38, corrupt as well), and a sum
-    reads each number once without an elementwise mask: 0.1 s for 124M weights, against 2.7 s for torch.isfinite
-    over every element and more than a second for a forward pass on a busy CPU."""
+    reads each number once without an elementwise mask: for GPT-2's 124M weights on the busy 2-core machine 0.35 s,
+    against 2.7 s for torch.isfinite over every element and 1.5 s for a forward pass."""
     for name, tensor in state.items():
         if tensor.is_floating_point() and not bool(torch.isfinite(tensor.sum())):
             raise ValueError(f"the checkpoint's weights for {name} hold NaN or infinite numbers: the file is corrupt")

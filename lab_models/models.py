@@ -281,7 +281,23 @@ def family_model_config(family: str, preset: str, vocab_size: int, *, settings=N
         structure["layer_norm_eps"] = LAYER_NORM_EPS[family]
     if family == "mpnet":
         structure["lm_transform"] = True  # RoBERTa's LM head
+    if family == "xlnet":  # Transformer-XL's relative attention, no position table, no embedding LayerNorm
+        structure.update(xlnet_structure(overrides.get("relative_attention", "xlnet")))
     return preset_config(preset, vocab_size, **{**structure, **overrides})
+
+
+def xlnet_structure(relative_attention: str | None) -> dict:
+    """XLNet's backbone options: the paper's relative attention ("xlnet") with no learned position table and no
+    embedding LayerNorm. Asked for `relative_attention=None`, the learned absolute table comes back (else the model
+    would have no positions at all); `--model absolute_positions=...` still wins over both.
+
+    >>> xlnet_structure("xlnet")
+    {'relative_attention': 'xlnet', 'absolute_positions': False, 'embedding_norm': False}
+    >>> xlnet_structure(None)["absolute_positions"]
+    True
+    """
+    return {"relative_attention": relative_attention, "absolute_positions": relative_attention is None,
+            "embedding_norm": False}
 
 
 def electra_generator_config(discriminator: ModelConfig, fraction: float) -> ModelConfig:

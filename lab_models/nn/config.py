@@ -21,6 +21,10 @@ from typing import Any
 NORMS = ("pre", "post")
 ATTENTION_IMPLS = ("sdpa", "eager")
 QUERY_STREAMS = (None, "learned", "token")
+# None: no relative terms in the attention scores; "xlnet": Transformer-XL's relative attention with XLNet's relative
+# segment encoding (nn/relative_attention.py)
+RELATIVE_ATTENTIONS = (None, "xlnet")
+ACTIVATIONS = ("gelu", "gelu_tanh", "relu")  # the feed-forward's: exact (erf) GeLU, its tanh approximation, ReLU
 
 
 @dataclass(frozen=True)
@@ -53,6 +57,20 @@ class ModelConfig:
     # slot's position; "token" = the embedding of the token at the slot plus its position (MPNet's [MASK] slots).
     # None = one-stream model (no w parameter exists, so DDP sees no unused parameter).
     query_stream: str | None = None
+    # The learned absolute position table(s) added to the token vectors. False: none (XLNet, whose positions enter
+    # only through relative attention; with relative_attention=None the model then has no position information).
+    absolute_positions: bool = True
+    # The embedding LayerNorm: None = the rule of nn/backbone.py (post-LN models have one, pre-LN models none);
+    # True / False = always / never (XLNet is post-LN and has none).
+    embedding_norm: bool | None = None
+    # "xlnet": every self-attention adds Transformer-XL's relative position terms (sinusoid encodings of the
+    # distance between the two positions' ids, projected per layer, with the content and position biases) and XLNet's
+    # relative segment term ("same segment or not"); see nn/relative_attention.py. None: plain dot-product attention.
+    relative_attention: str | None = None
+    # relative_attention="xlnet": distances beyond +-clamp_len share the encoding of +-clamp_len (XLNet's clamp_len;
+    # None = no clamping, XLNet's default -1).
+    relative_attention_clamp_len: int | None = None
+    activation: str = "gelu"  # the feed-forward's nonlinearity (XLNet's ff_activation; "gelu" is BERT's exact GeLU)
 
     def __post_init__(self):
         for name in ("vocab_size", "d_model", "n_layers", "n_heads", "d_ff", "max_positions"):
@@ -83,6 +101,29 @@ class ModelConfig:
         if self.query_stream not in QUERY_STREAMS:
             raise ValueError(f"unknown query_stream {self.query_stream!r}: choose None, 'learned' (XLNet) "
                              f"or 'token' (MPNet)")
+        if not isinstance(self.absolute_positions, bool):
+            raise ValueError(f"absolute_positions must be True or False, got {self.absolute_positions!r}")
+        if self.embedding_norm is not None and not isinstance(self.embedding_norm, bool):
+            raise ValueError(f"embedding_norm must be None (post-LN models get one), True or False, got "
+                             f"{self.embedding_norm!r}")
+        if self.activation not in ACTIVATIONS:
+            raise ValueError(f"unknown activation {self.activation!r}: choose one of {', '.join(ACTIVATIONS)}")
+        self._check_relative_attention()
+
+    def _check_relative_attention(self) -> None:
+        if self.relative_attention not in RELATIVE_ATTENTIONS:
+            raise ValueError(f"unknown relative_attention {self.relative_attention!r}: choose None or 'xlnet' "
+                             f"(Transformer-XL's relative positions with XLNet's relative segments)")
+        if self.relative_attention_clamp_len is not None:
+            _require_int("relative_attention_clamp_len", self.relative_attention_clamp_len, minimum=1)
+        if self.relative_attention != "xlnet":
+            return
+        if self.n_position_rows != 1:
+            raise ValueError("relative_attention='xlnet' measures distances along one row of position ids; GLM's "
+                             "2-D positions (n_position_rows=2) need the learned absolute tables")
+        if self.d_model % 2:
+            raise ValueError(f"relative_attention='xlnet' needs an even d_model (its sinusoid encodings pair a sine "
+                             f"and a cosine per frequency), got {self.d_model}")
 
     @property
     def head_size(self) -> int:

@@ -14,23 +14,33 @@ Incremental decoding (lab_models/generate.py): `forward(..., cache=backbone.new_
 `decode(..., cache=backbone.new_cache(decoder=True))` keep every layer's keys and values (`DecodingCache`), so that a
 decoding step runs only the new tokens: their ids and positions, and a mask (B, T_new, T_cached + T_new) over the cached
 keys and themselves. The decoder's cross-attention keys and values of the encoder memory are computed once. New tokens
-take the positions the caller gives (learned absolute positions: the next token's index).
+take the positions the caller gives (the next token's index); with relative attention the cache also keeps the cached
+keys' position and segment ids, so that a new row's distances to them are those of the full pass.
 
 Layout, top to bottom:
 
-    token ids --Embedding(V, E)--+ positions (+ 2nd position row) (+ segments) --[LN]--dropout--[Linear(E, H)]--> x
+    token ids --Embedding(V, E)--+ [positions (+ 2nd position row)] (+ segments) --[LN]--dropout--[Linear(E, H)]--> x
     x --Block x n_layers (or one Block applied n_layers times)--> [final LN] --> hidden (B, T, H)
     hidden --[dense, GeLU, LN: H -> E]--> tied Embedding(V, E)^T + bias --> logits
 
-Pieces in [brackets] exist only for some configs: the embedding LayerNorm for post-LN (BERT), the E -> H projection
-for factorized embeddings (ALBERT), the final LayerNorm for pre-LN (GPT-2), the LM transform when
-`lm_transform` or `embedding_size` is set.
+Pieces in [brackets] exist only for some configs: the position tables unless `absolute_positions=False`, the
+embedding LayerNorm for post-LN (BERT) unless `embedding_norm` says otherwise, the E -> H projection for factorized
+embeddings (ALBERT), the final LayerNorm for pre-LN (GPT-2), the LM transform when `lm_transform` or
+`embedding_size` is set.
+
+Relative attention (`relative_attention="xlnet"`, XLNet's default): every Block's self-attention is
+`RelativeMultiHeadAttention` (nn/relative_attention.py), and each entry point builds the batch's relative positions
+once (the sinusoid encodings of the distances between the rows' position ids, and "same segment or not" from the
+segment ids, which then reach the attention even without a segment table) and hands them to every layer. In
+`forward_two_stream` the query rows take their slots' position and segment ids, in the same stacked call as h.
+Cross-attention stays plain.
 
 Deviations, stated where they happen:
-- Positions are learned absolute embeddings for every family, including XLNet (Transformer-XL relative positions in the
-  paper) and T5 (relative position buckets in the paper).
-- The embedding LayerNorm exists exactly for post-LN models. BERT has one; GPT-1 (also post-LN) does not; GPT-2
-  (pre-LN) does not. Keeping it for all post-LN models makes their first block see normalised inputs.
+- Positions are learned absolute embeddings by default, also for T5 (relative position buckets in the paper); XLNet
+  uses its relative attention.
+- The embedding LayerNorm exists by default exactly for post-LN models (`embedding_norm=None`). BERT has one; GPT-1
+  (also post-LN) does not; GPT-2 (pre-LN) does not. Keeping it for all post-LN models makes their first block see
+  normalised inputs. XLNet turns it off, as the paper's model has none.
 - Pre-LN models scale the residual output projections' init by 1/sqrt(2 * n_layers) (GPT-2 §2.3); post-LN models
   use plain N(0, 0.02) (BERT).
 - Dropout (on the embeddings and after each residual branch) is `nn/dropout.py`'s: the same function as

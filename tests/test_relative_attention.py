@@ -245,3 +245,23 @@ def test_an_xlnet_run_with_the_new_default_fine_tunes_with_its_auxiliary_plm(tmp
     result = finetune(FinetuneConfig(run_dir=str(run), task="entailment", steps=4, batch_size=8, lm_aux_weight=0.5,
                                      eval_every=4, home=str(tmp_path), out=str(tmp_path / "ft")))
     assert 0.0 <= result["accuracy"] <= 1.0 and result["steps"] == 4
+
+
+@pytest.mark.parametrize("family", ["gpt2", "albert", "electra", "t5"])
+def test_other_families_train_with_relative_attention(family):
+    """The option from scratch on other structures: pre-LN, a shared block, ELECTRA's narrower generator, T5's
+    decoder (relative self-attention, plain cross-attention); every parameter gets a finite gradient."""
+    from lab_models.objectives import objective_module
+
+    vocab = StringVocab("the a cat dog sees likes red blue ball box".split())
+    module = objective_module(family)
+    config = family_model_config(family, "tiny", vocab.info.size, relative_attention="xlnet", absolute_positions=False)
+    model = build_model(family, config, module.Settings(), vocab.info, seed=0)
+    g = torch.Generator().manual_seed(0)
+    batch = module.make_batch(16 + torch.randint(10, (3, 14), generator=g), g, BatchConfig(module.Settings(),
+                                                                                          vocab.info))
+    out = model.loss(batch)
+    out.total.backward()
+    assert torch.isfinite(out.total)
+    assert all(p.grad is not None and torch.isfinite(p.grad).all() for p in model.parameters() if p.requires_grad)
+    assert not any("positions" in name for name, _ in model.named_parameters())

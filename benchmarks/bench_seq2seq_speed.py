@@ -31,8 +31,8 @@ Tokens are counted the same way for both: batch size x seq_len source tokens per
 What differs between the implementations (part of why the speeds differ), each side as its library builds it:
 - XLNet. Both do the same math with the same parameters (the same count; tests/test_interop_xlnet.py shows the
   logits agree to 1e-4 with the weights of one loaded into the other): Transformer-XL's relative attention (a
-  sinusoidal relative table projected by each layer's r, the r_w / r_r / r_s biases and seg_embed in every score), q/k/v/o
-  without biases, no embedding LayerNorm, no position table, no mems. HF's XLNetLMHeadModel computes it with separate
+  sinusoidal relative table projected by each layer's r, the r_w / r_r / r_s biases and seg_embed in every score),
+  q/k/v/o without biases, no embedding LayerNorm, no position table, no mems. HF's XLNetLMHeadModel computes it with separate
   q/k/v/o/r einsums, eager attention only (einsum scores, its relative shift, softmax, dropout 0.1 on the
   probabilities: its one `dropout` also serves attention) and its own two-stream loop: the query stream g is computed
   for the P target rows, but its attention scatters those rows to all T positions through target_mapping (two einsums

@@ -350,7 +350,7 @@ class Backbone(nn.Module):
         x = torch.cat([h, g], dim=1)  # (B, T+Q, H): rows [0, T) content, [T, T+Q) query
         mask = prepare_mask(torch.cat([content_mask, query_mask], dim=1))  # (B, T+Q, T), keys are h only
         relative = None
-        if self.relative_drop is not None:  # query rows [h; g] at positions [positions; slot positions], keys h
+        if self.config.relative_attention == "xlnet":  # rows [h; g] at [positions; slot positions], keys h
             row_segments = None if segment_ids is None else torch.cat([segment_ids, slot_segments], dim=1)  # (B, T+Q)
             relative = self._relative(torch.cat([position_ids[:, 0], slot_positions[:, 0]], dim=1), position_ids[:, 0],
                                       row_segments, segment_ids)
@@ -454,7 +454,7 @@ class Backbone(nn.Module):
                        cache: DecodingCache | None) -> RelativePositions | None:
         """Self-attention's relative positions: the new rows against the cached keys and themselves (None without
         relative attention). The ids were checked by `_embed` already."""
-        if self.relative_drop is None:
+        if self.config.relative_attention != "xlnet":
             return None
         positions = position_ids.reshape(B, -1, T)[:, 0]  # (B, T): (B, T) and (B, 1, T) alike
         segments = segment_ids  # (B, T) or None

@@ -60,7 +60,7 @@ OBJECTIVE_TITLES = {
 }
 PRESET_CORPUS_NOTE = "blank = the preset's corpus (synthetic for tiny, stdlib-docs otherwise)"
 LEAK_DEMO_FAMILY = "xlnet"
-LEAK_DEMO_STEPS = 150  # about 30 s per run on 2 CPU cores; the gap is already wide (val loss ~1.3 vs ~4.6)
+LEAK_DEMO_STEPS = 150  # about 30 s per run on 2 CPU cores; the gap is already wide (val loss ~1.3 vs ~4.4)
 LEAK_DEMO_NOTE = (
     "**Why two streams?** XLNet predicts a token from a query stream that knows the token's *position* but never its "
     "*content*. With `two_stream = false` the target is read from the content stream, which contains the token "

@@ -29,15 +29,18 @@ Our worker also reports its batch-building time per step (`batch_ms`), so the co
 Tokens are counted the same way for both: batch size x seq_len source tokens per step (2048 at `small`).
 
 What differs between the implementations (part of why the speeds differ), each side as its library builds it:
-- XLNet. HF's XLNetLMHeadModel is Transformer-XL's: relative positional encodings (a sinusoidal relative table of 2T
-  rows projected by its own r matrix per layer, and the r_w / r_r biases in every attention score), separate
-  q/k/v/o/r einsum projections without biases, eager attention only (einsum scores, softmax, dropout 0.1 on the
-  probabilities: its one `dropout` also serves attention), and its own two-stream loop: the query stream g is computed
-  for the P target rows, but its attention scatters those rows to all T positions through target_mapping (two
-  einsums per layer) and runs a T x T attention for them. No embedding LayerNorm, no mems (mem_len=None, as in
-  training without recurrence), no segment ids. Ours has learned absolute positions (no relative attention terms),
-  a fused qkv projection with biases, one SDPA call per layer for both streams ([h; g] stacked, P query rows only:
-  (T + P) x T), no attention dropout (DESIGN.md "Speed"), an embedding LayerNorm (a post-LN rule of the backbone).
+- XLNet. Both do the same math with the same parameters (the same count; tests/test_interop_xlnet.py shows the
+  logits agree to 1e-4 with the weights of one loaded into the other): Transformer-XL's relative attention (a
+  sinusoidal relative table projected by each layer's r, the r_w / r_r / r_s biases and seg_embed in every score),
+  q/k/v/o without biases, no embedding LayerNorm, no position table, no mems. HF's XLNetLMHeadModel computes it with separate
+  q/k/v/o/r einsums, eager attention only (einsum scores, its relative shift, softmax, dropout 0.1 on the
+  probabilities: its one `dropout` also serves attention) and its own two-stream loop: the query stream g is computed
+  for the P target rows, but its attention scatters those rows to all T positions through target_mapping (two einsums
+  per layer) and runs a T x T attention for them; with no token_type_ids it leaves the segment term out. Ours
+  (nn/relative_attention.py) uses a fused qkv projection, the relative scores gathered from one matmul against the
+  batch's distinct distances, the segment term always (one segment: a constant per row), and one SDPA call per layer
+  for both streams ([h; g] stacked, P query rows only: (T + P) x T) with the relative scores as its float mask, and no
+  attention dropout (DESIGN.md "Speed").
 - T5. HF's T5 (v1.0 layout) uses RMSNorm without bias or mean, no biases in any linear layer, no absolute positions but
   a learned relative position bias per head (32 buckets, computed in the first layer of each stack and added to every
   layer's scores, so SDPA gets a float bias mask), dropout 0.1 on the attention probabilities (inside SDPA, its

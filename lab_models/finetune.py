@@ -64,7 +64,7 @@ Papers and deviations, stated:
 - UniLM (Dong et al. 2019, §3.1 NLU): the bidirectional mode, as a BERT-style encoder.
 - XLNet (Yang et al. 2019): fine-tuning uses the content stream with no permutation (every token sees every token).
   Deviation: XLNet's released code puts <cls> at the *end* and pools the last position; here [CLS] comes first and
-  "auto" pools it, as for BERT (under a full mask only the position embedding tells the two apart); pass
+  "auto" pools it, as for BERT (under a full mask only the positions tell the two apart); pass
   --pool last to read the last token ([SEP]) instead.
 - MPNet (Song et al. 2020): fine-tuned like BERT/RoBERTa, on the one content stream.
 - GLM (Du et al. 2022): plain text is Part A with no blanks, read bidirectionally, at 2-D positions (i, 0).

@@ -22,7 +22,8 @@ Per family (the papers and their released code; every deviation is listed below)
                               of its width, sharing token/position/segment embeddings
     unilm     post  2 (or 6)  BERT's; one model for all four attention modes          pooler+2-way (optional nsp)
     xlnet     post  -         two streams sharing every weight, query starts at w;    -            (plm)
-                              tied LM head + bias, no transform
+                              relative attention (no position table, no embedding
+                              LayerNorm); tied LM head + bias, no transform
     mpnet     post  -         two streams sharing every weight, query starts at its   -            (mplm)
                               [MASK] slot; RoBERTa's LM head (transform + tied + bias)
     mass      post  -         encoder-decoder, n_layers each, shared embeddings;      -            (seq2seq)
@@ -70,12 +71,18 @@ Choices, per family:
 - UniLM (Dong et al. 2019): BERT's structure; all four modes share every parameter, the mask comes with the batch.
   2 segments, or 6 when `settings.lm_segment_ids` writes the released code's per-mode segment ids (0/1, 2, 3, 4/5).
 - XLNet (Yang et al. 2019): post-LN blocks (the released code's `post-attention` LayerNorm), LayerNorm eps 1e-12 as in
-  the released configs, GeLU. The content stream h and the query stream g run through the *same* blocks
-  (`Backbone.forward_two_stream`, `config.query_stream="learned"`): g starts from the learned vector w (the
-  released `mask_emb`) plus the position of its slot, and reads h under the query mask. The LM head is the released
-  `lm_loss`: the tied embedding matrix and a bias, no transform. The loss reads g at the target rows only. With
-  `settings.two_stream=False` the model has no query stream and no w (`query_stream=None`) and predicts from the
-  content stream: the leak demonstration (objectives/xlnet.py).
+  the released configs, GeLU, no embedding LayerNorm (`embedding_norm=False`). Positions enter only through
+  Transformer-XL's relative attention with XLNet's relative segment encoding (`relative_attention="xlnet"`,
+  nn/relative_attention.py: sinusoid encodings of p_i - p_j projected per layer, the content, position and segment
+  biases, "same segment or not"), so there is no position table (`absolute_positions=False`); the attention's
+  q, k, v, o and r have no biases, as the released code's. The content stream h and the query stream g run through
+  the *same* blocks (`Backbone.forward_two_stream`, `config.query_stream="learned"`): g starts from the learned
+  vector w (the released `mask_emb`) and reads h under the query mask, at the distances of its slot. The LM head is
+  the released `lm_loss`: the tied embedding matrix and a bias, no transform. The loss reads g at the target rows
+  only. With `settings.two_stream=False` the model has no query stream and no w (`query_stream=None`) and predicts
+  from the content stream: the leak demonstration (objectives/xlnet.py). `--model relative_attention=none` gives the
+  lab's earlier XLNet (learned absolute positions, still without the embedding LayerNorm); the structure matches
+  transformers' XLNetLMHeadModel weight for weight (lab_models/interop/xlnet.py, tests/test_interop_xlnet.py).
 - MPNet (Song et al. 2020): BERT/RoBERTa's structure (post-LN, embedding LayerNorm, RoBERTa's LM head: dense, GeLU,
   LayerNorm, tied matrix, bias), LayerNorm eps 1e-5 as in the released mpnet-base config. Two streams sharing every
   weight; in the default "mpnet" input mode the query stream starts from the embedding of its [MASK] slot at the
@@ -106,8 +113,9 @@ with the denoising objective at 0 and translation on, the LM head stays trainabl
 Deviations, stated:
 - BERT-family inputs carry no [CLS]/[SEP] framing from the objectives; the pooled "first" position is whatever token
   the data pipeline put first (BERT's [CLS] when it frames).
-- The post-LN families other than GPT-1 get an embedding LayerNorm (BERT and MASS's XLM have one; XLNet does not): a
-  Backbone rule (`embedding_norm=None`), see nn/backbone.py. Positions are learned absolute embeddings everywhere.
+- The post-LN families other than GPT-1 and XLNet get an embedding LayerNorm (BERT and MASS's XLM have one): a
+  Backbone rule (`embedding_norm=None`), see nn/backbone.py. Positions are learned absolute embeddings everywhere
+  except in XLNet (relative attention).
 - ALBERT keeps the exact GeLU of the v1 release (the paper's main setting); the v2 checkpoints use the tanh form,
   which an imported ALBERT v2 gets (`activation="gelu_tanh"`, lab_models/interop/albert.py).
 - ELECTRA's λ is the `rtd` objective weight (default 50, the paper's). `settings.disc_weight` is used only when no
@@ -120,9 +128,9 @@ Deviations, stated:
 - SpanBERT with factorized embeddings (only if you override `embedding_size`): its SBO head then gets its own H -> E
   projection before the tied matrix (the released code has E = H and none).
 - ALBERT keeps dropout 0.1 (ALBERT v1, the paper's main setting; the v2 checkpoints use 0).
-- XLNet: learned absolute positions instead of Transformer-XL's relative positional encodings (and no segment
-  recurrence, no relative segment encodings): the query stream's start is w plus the absolute position embedding of
-  its slot. An embedding LayerNorm (a Backbone rule for post-LN) that XLNet does not have.
+- XLNet: no segment-level recurrence (Transformer-XL's memory) and no `bi_data`; the relative distances come from the
+  batch's position ids (nn/relative_attention.py states its own deviations). XLNet's pretraining input is two
+  segments with [SEP]s and a [CLS]; the lab's rows are one segment (objectives/xlnet.py).
 - MPNet and T5: learned absolute positions instead of relative position buckets (nn/backbone.py).
 - T5: LayerNorm (with mean and bias) instead of T5's RMS norm without bias; biases in every linear layer; GeLU in the
   feed-forward instead of T5 v1.0's ReLU; no d_model^-0.5 rescaling of the decoder output before the tied projection
@@ -293,7 +301,23 @@ def family_model_config(family: str, preset: str, vocab_size: int, *, settings=N
         structure["layer_norm_eps"] = LAYER_NORM_EPS[family]
     if family == "mpnet":
         structure["lm_transform"] = True  # RoBERTa's LM head
+    if family == "xlnet":  # Transformer-XL's relative attention, no position table, no embedding LayerNorm
+        structure.update(xlnet_structure(overrides.get("relative_attention", "xlnet")))
     return preset_config(preset, vocab_size, **{**structure, **overrides})
+
+
+def xlnet_structure(relative_attention: str | None) -> dict:
+    """XLNet's backbone options: the paper's relative attention ("xlnet") with no learned position table and no
+    embedding LayerNorm. Asked for `relative_attention=None`, the learned absolute table comes back (else the model
+    would have no positions at all); `--model absolute_positions=...` still wins over both.
+
+    >>> xlnet_structure("xlnet")
+    {'relative_attention': 'xlnet', 'absolute_positions': False, 'embedding_norm': False}
+    >>> xlnet_structure(None)["absolute_positions"]
+    True
+    """
+    return {"relative_attention": relative_attention, "absolute_positions": relative_attention is None,
+            "embedding_norm": False}
 
 
 def electra_generator_config(discriminator: ModelConfig, fraction: float) -> ModelConfig:

@@ -440,14 +440,24 @@ class _Call:
     error: float
 
 
-def recompute_attention(module, x: torch.Tensor, mask, context: torch.Tensor | None = None
+def recompute_attention(module, x: torch.Tensor, mask, context: torch.Tensor | None = None, relative=None
                         ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """The softmax probabilities a `MultiHeadAttention` used, recomputed from its inputs with its own weights.
 
     Returns (probabilities (B, nh, Tq, Tk), the output they give (B, Tq, H) after the output projection, the mask
     (B, Tq, Tk) with True = may attend as given). Rows that may attend nothing get probability 0 and output 0, as in
     the module. Matches the module's eager path (and its SDPA path up to float rounding).
+
+    relative: the batch's relative positions, for a relative-attention module (relative_attention="xlnet"), which is
+    recomputed by its own eager path (`return_weights=True`, called without hooks).
     """
+    if relative is not None:
+        prepared = prepare_mask(mask)
+        y, probs = module.forward(x, mask, context=context, return_weights=True, relative=relative)
+        allowed = prepared.allowed[:, 0]  # (B, Tq, Tk)
+        if prepared.empty_rows is not None:
+            allowed = allowed & ~prepared.empty_rows
+        return probs, y, allowed
     B, Tq, H = x.shape
     nh = module.n_heads
     hs = H // nh
@@ -488,7 +498,7 @@ def capture_attention(modules: list[tuple[str, torch.nn.Module]]):
         def hook(mod, args, kwargs, output):
             bound = signature.bind(*args, **kwargs).arguments
             x, mask, context = bound["x"], bound["mask"], bound.get("context")
-            probs, y, allowed = recompute_attention(mod, x, mask, context)
+            probs, y, allowed = recompute_attention(mod, x, mask, context, bound.get("relative"))
             error = float((y - _first(output)).abs().max())
             calls.append(_Call(stream, probs.detach().float().cpu(), allowed.cpu(), error))
 

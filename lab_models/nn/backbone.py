@@ -14,26 +14,35 @@ Incremental decoding (lab_models/generate.py): `forward(..., cache=backbone.new_
 `decode(..., cache=backbone.new_cache(decoder=True))` keep every layer's keys and values (`DecodingCache`), so that a
 decoding step runs only the new tokens: their ids and positions, and a mask (B, T_new, T_cached + T_new) over the cached
 keys and themselves. The decoder's cross-attention keys and values of the encoder memory are computed once. New tokens
-take the positions the caller gives (learned absolute positions: the next token's index).
+take the positions the caller gives (the next token's index); with relative attention the cache also keeps the cached
+keys' position and segment ids, so that a new row's distances to them are those of the full pass.
 
 Layout, top to bottom:
 
-    token ids --Embedding(V, E)--+ positions (+ 2nd position row) (+ segments) --[LN]--dropout--[Linear(E, H)]--> x
+    token ids --Embedding(V, E)--+ [positions (+ 2nd position row)] (+ segments) --[LN]--dropout--[Linear(E, H)]--> x
     x --Block x n_layers (or one Block applied n_layers times)--> [final LN] --> hidden (B, T, H)
     hidden --[dense, act, LN: H -> E]--> tied Embedding(V, E)^T [+ bias] --> logits
 
-Pieces in [brackets] exist only for some configs: the embedding LayerNorm (`embedding_norm`; by default for post-LN
-models: BERT has one, GPT-1 is built with embedding_norm=False), the E -> H projection for factorized embeddings
-(ALBERT), the final LayerNorm for pre-LN (GPT-2), the LM transform when `lm_transform` or `embedding_size` is set, the
-output bias unless `lm_bias=False` (GPT, GPT-2). `activation` picks the non-linearity of the feed-forward and the LM
-transform: the exact GeLU (BERT), its tanh approximation (GPT, GPT-2; Hugging Face's `gelu_new`) or ReLU.
+Pieces in [brackets] exist only for some configs: the position tables unless `absolute_positions=False`, the
+embedding LayerNorm (`embedding_norm`; by default for post-LN models: BERT has one, GPT-1 is built with
+embedding_norm=False, XLNet too), the E -> H projection for factorized embeddings (ALBERT), the final LayerNorm for
+pre-LN (GPT-2), the LM transform when `lm_transform` or `embedding_size` is set, the output bias unless
+`lm_bias=False` (GPT, GPT-2). `activation` picks the non-linearity of the feed-forward and the LM transform: the exact
+GeLU (BERT), its tanh approximation (GPT, GPT-2; Hugging Face's `gelu_new`) or ReLU.
+
+Relative attention (`relative_attention="xlnet"`, XLNet's default): every Block's self-attention is
+`RelativeMultiHeadAttention` (nn/relative_attention.py), and each entry point builds the batch's relative positions
+once (the sinusoid encodings of the distances between the rows' position ids, and "same segment or not" from the
+segment ids, which then reach the attention even without a segment table) and hands them to every layer. In
+`forward_two_stream` the query rows take their slots' position and segment ids, in the same stacked call as h.
+Cross-attention stays plain.
 
 Deviations, stated where they happen:
-- Positions are learned absolute embeddings for every family, including XLNet (Transformer-XL relative positions in the
-  paper) and T5 (relative position buckets in the paper).
+- Positions are learned absolute embeddings by default, also for T5 (relative position buckets in the paper); XLNet
+  uses its relative attention.
 - The embedding LayerNorm exists by default exactly for post-LN models. BERT has one; GPT-1 (also post-LN) is built
-  without (models.family_model_config sets embedding_norm=False); GPT-2 (pre-LN) has none. Any other post-LN family
-  keeps it, so that its first block sees normalised inputs.
+  without (models.family_model_config sets embedding_norm=False), as is XLNet; GPT-2 (pre-LN) has none. Any other
+  post-LN family keeps it, so that its first block sees normalised inputs.
 - Pre-LN models scale the residual output projections' init by 1/sqrt(2 * n_layers) (GPT-2 §2.3); post-LN models
   use plain N(0, 0.02) (BERT).
 - Dropout (on the embeddings and after each residual branch) is `nn/dropout.py`'s: the same function as
@@ -51,6 +60,8 @@ from torch import nn
 from .attention import AttentionMask, KeyValueCache, MultiHeadAttention, prepare_mask
 from .config import ModelConfig
 from .dropout import Dropout
+from .relative_attention import RelativeMultiHeadAttention, RelativePositions, relative_positions
+
 
 
 def normal_init_(tensor: torch.Tensor, std: float) -> None:
@@ -135,6 +146,21 @@ class DecodingCache:
 
     def __init__(self, n_layers: int, cross: bool = False):
         self.layers = [LayerCache(cross) for _ in range(n_layers)]
+        # relative attention: the position and segment ids of the cached keys, (B, T_cached) each (None: not yet)
+        self.key_positions: torch.Tensor | None = None
+        self.key_segments: torch.Tensor | None = None
+
+    def extend_keys(self, positions: torch.Tensor, segments: torch.Tensor | None
+                    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Append the new rows' position ids (B, T) and segment ids (or None = segment 0); returns all of them."""
+        if segments is None and self.key_segments is not None:
+            segments = torch.zeros_like(positions)
+        if segments is not None and self.key_segments is None and self.key_positions is not None:
+            self.key_segments = torch.zeros_like(self.key_positions)
+        self.key_positions = positions if self.key_positions is None else torch.cat([self.key_positions, positions], 1)
+        if segments is not None:
+            self.key_segments = segments if self.key_segments is None else torch.cat([self.key_segments, segments], 1)
+        return self.key_positions, self.key_segments
 
     @property
     def length(self) -> int:
@@ -145,6 +171,9 @@ class DecodingCache:
         """Keep the first `length` cached positions of every layer (the cross-attention memory stays)."""
         for layer in self.layers:
             layer.self_attn.truncate(length)
+        if self.key_positions is not None:
+            self.key_positions = self.key_positions[:, :length]
+            self.key_segments = None if self.key_segments is None else self.key_segments[:, :length]
 
     def reorder(self, rows: torch.Tensor) -> None:
         """Keep batch rows `rows` (B_new,) in that order, in every layer (beam search: each beam's parent)."""
@@ -152,6 +181,9 @@ class DecodingCache:
             layer.self_attn.reorder(rows)
             if layer.cross_attn is not None:
                 layer.cross_attn.reorder(rows)
+        if self.key_positions is not None:
+            self.key_positions = self.key_positions.index_select(0, rows)
+            self.key_segments = None if self.key_segments is None else self.key_segments.index_select(0, rows)
 
 
 class Block(nn.Module):
@@ -162,7 +194,8 @@ class Block(nn.Module):
         super().__init__()
         self.pre_norm = config.norm == "pre"
         self.ln_attn = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
-        self.attn = MultiHeadAttention(config)
+        relative = config.relative_attention == "xlnet"  # Transformer-XL / XLNet terms in the self-attention scores
+        self.attn = RelativeMultiHeadAttention(config) if relative else MultiHeadAttention(config)
         self.ln_cross = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps) if cross_attention else None
         self.cross_attn = MultiHeadAttention(config) if cross_attention else None
         self.ln_ff = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
@@ -171,21 +204,24 @@ class Block(nn.Module):
 
     def forward(self, x: torch.Tensor, mask: AttentionMask, n_context: int | None = None,
                 memory: torch.Tensor | None = None, cross_mask: AttentionMask | None = None,
-                return_weights: bool = False, cache: LayerCache | None = None):
+                return_weights: bool = False, cache: LayerCache | None = None,
+                relative: RelativePositions | None = None):
         """x (B, Tq, H) -> (B, Tq, H) [and the self-attention probabilities (B, nh, Tq, Tk) with return_weights].
 
         n_context: self-attention keys and values come from the first n_context rows of x only (None = all rows).
         That is the two-stream layout: x = [content stream h; query stream g], and both streams read h.
         memory, cross_mask: the encoder output (B, Tm, H) and the (B, Tq, Tm) mask, for decoder blocks.
         cache: this layer's keys and values of earlier decoding steps (x then holds the new rows only).
+        relative: the batch's relative positions, for relative self-attention (config.relative_attention).
         """
         # 1. self-attention
         a = self.ln_attn(x) if self.pre_norm else x  # (B, Tq, H)
         context = None if n_context is None else a[:, :n_context]  # (B, Tk, H)
+        extra = {} if relative is None else {"relative": relative}
         if cache is None:
-            out = self.attn(a, mask, context=context, return_weights=return_weights)
+            out = self.attn(a, mask, context=context, return_weights=return_weights, **extra)
         else:
-            out = self.attn(a, mask, context=context, return_weights=return_weights, cache=cache.self_attn)
+            out = self.attn(a, mask, context=context, return_weights=return_weights, cache=cache.self_attn, **extra)
         out, weights = out if return_weights else (out, None)
         x = self._add(x, out, self.ln_attn)
         # 2. cross-attention: queries from the decoder, keys and values from the encoder's memory
@@ -209,15 +245,17 @@ class Block(nn.Module):
 
 
 class Embeddings(nn.Module):
-    """Token vectors + learned absolute positions (+ a second position row) (+ segments), in E dims, then
+    """Token vectors [+ learned absolute positions (+ a second position row)] (+ segments), in E dims, then
     [LayerNorm] -> dropout -> [projection E -> H]."""
 
     def __init__(self, config: ModelConfig):
         super().__init__()
         E = config.embedding_width
         self.token = embedding_table(config.vocab_size, E)
-        # row 0: the position in the sequence; row 1 (GLM): the position inside a blank-infilling span
-        self.positions = nn.ModuleList(embedding_table(config.max_positions, E) for _ in range(config.n_position_rows))
+        # row 0: the position in the sequence; row 1 (GLM): the position inside a blank-infilling span.
+        # None at all with absolute_positions=False (XLNet: positions enter through relative attention only).
+        n_tables = config.n_position_rows if config.absolute_positions else 0
+        self.positions = nn.ModuleList(embedding_table(config.max_positions, E) for _ in range(n_tables))
         self.segment = embedding_table(config.n_segments, E) if config.n_segments else None
         self.norm = nn.LayerNorm(E, eps=config.layer_norm_eps) if config.has_embedding_norm else nn.Identity()
         self.drop = Dropout(config.dropout)
@@ -246,6 +284,8 @@ class Backbone(nn.Module):
         self.config = config
         H, E = config.d_model, config.embedding_width
         self.embeddings = Embeddings(config)
+        # relative attention: dropout on the sinusoid encodings, once per batch (XLNet's dropout on pos_emb)
+        self.relative_drop = Dropout(config.dropout) if config.relative_attention == "xlnet" else None
         # XLNet's w: where every query-stream row starts (before its position is added)
         self.query_start = nn.Parameter(torch.empty(E)) if config.query_stream == "learned" else None
         # share_layers (ALBERT): one Block whose weights every layer reuses
@@ -288,14 +328,15 @@ class Backbone(nn.Module):
         x = self._embed(self.embeddings.token(input_ids), position_ids, segment_ids, B, T)  # (B, T, H)
         past = self._check_cache(cache, self.config.n_layers, B, T)
         mask = prepare_mask(self._check_mask("attention_mask", attention_mask, B, T, past + T))  # once for all layers
+        relative = self._relative_self(position_ids, segment_ids, B, T, cache)  # once for all layers (or None)
         maps = []
         for i, block in enumerate(self._stack(self.blocks, self.config.n_layers)):
             layer_cache = None if cache is None else cache.layers[i]
             if return_attention:
-                x, weights = block(x, mask, return_weights=True, cache=layer_cache)
+                x, weights = block(x, mask, return_weights=True, cache=layer_cache, relative=relative)
                 maps.append(weights)
             else:
-                x = block(x, mask, cache=layer_cache)  # (B, T, H)
+                x = block(x, mask, cache=layer_cache, relative=relative)  # (B, T, H)
         x = self.ln_f(x)
         return (x, maps) if return_attention else x
 
@@ -314,7 +355,8 @@ class Backbone(nn.Module):
 
         Every layer runs the SAME block on both streams: h' = Block(h reads h), g' = Block(g reads h). The two travel as
         one tensor [h; g] (B, T+Q, H) under one stacked mask (B, T+Q, T), so each layer makes one attention call and one
-        feed-forward call, and the keys/values of h are computed once for both streams.
+        feed-forward call, and the keys/values of h are computed once for both streams. With relative attention the
+        query rows take the distances (and segments) of their slots to every key of h, in the same call.
         """
         if self.config.query_stream is None:
             raise ValueError("this model has no query stream: build it with query_stream='learned' (XLNet) or "
@@ -339,8 +381,13 @@ class Backbone(nn.Module):
 
         x = torch.cat([h, g], dim=1)  # (B, T+Q, H): rows [0, T) content, [T, T+Q) query
         mask = prepare_mask(torch.cat([content_mask, query_mask], dim=1))  # (B, T+Q, T), keys are h only
+        relative = None
+        if self.config.relative_attention == "xlnet":  # rows [h; g] at [positions; slot positions], keys h
+            row_segments = None if segment_ids is None else torch.cat([segment_ids, slot_segments], dim=1)  # (B, T+Q)
+            relative = self._relative(torch.cat([position_ids[:, 0], slot_positions[:, 0]], dim=1), position_ids[:, 0],
+                                      row_segments, segment_ids)
         for block in self._stack(self.blocks, self.config.n_layers):
-            x = block(x, mask, n_context=T)  # (B, T+Q, H)
+            x = block(x, mask, n_context=T, relative=relative)  # (B, T+Q, H)
         x = self.ln_f(x)
         return x[:, :T], x[:, T:]  # (B, T, H), (B, Q, H)
 
@@ -373,9 +420,10 @@ class Backbone(nn.Module):
         past = self._check_cache(cache, self.config.decoder_layers, B, S, cross=True)
         self_mask = prepare_mask(self._check_mask("decoder_mask", decoder_mask, B, S, past + S))
         cross = prepare_mask(self._check_mask("cross_mask", cross_mask, B, S, T))
+        relative = self._relative_self(decoder_position_ids, None, B, S, cache)  # decoder self-attention only
         for i, block in enumerate(self._stack(self.decoder_blocks, self.config.decoder_layers)):
             layer_cache = None if cache is None else cache.layers[i]
-            y = block(y, self_mask, memory=memory, cross_mask=cross, cache=layer_cache)  # (B, S, H)
+            y = block(y, self_mask, memory=memory, cross_mask=cross, cache=layer_cache, relative=relative)  # (B,S,H)
         return self.ln_dec(y)
 
     # ---- incremental decoding ----------------------------------------------------------------------------------
@@ -434,6 +482,24 @@ class Backbone(nn.Module):
 
     # ---- helpers ----------------------------------------------------------------------------------------------
 
+    def _relative_self(self, position_ids: torch.Tensor, segment_ids: torch.Tensor | None, B: int, T: int,
+                       cache: DecodingCache | None) -> RelativePositions | None:
+        """Self-attention's relative positions: the new rows against the cached keys and themselves (None without
+        relative attention). The ids were checked by `_embed` already."""
+        if self.config.relative_attention != "xlnet":
+            return None
+        positions = position_ids.reshape(B, -1, T)[:, 0]  # (B, T): (B, T) and (B, 1, T) alike
+        segments = segment_ids  # (B, T) or None
+        key_positions, key_segments = positions, segments
+        if cache is not None:
+            key_positions, key_segments = cache.extend_keys(positions, segments)  # (B, past + T) each
+        return self._relative(positions, key_positions, segments, key_segments)
+
+    def _relative(self, query_positions: torch.Tensor, key_positions: torch.Tensor,
+                  query_segments: torch.Tensor | None, key_segments: torch.Tensor | None) -> RelativePositions:
+        return relative_positions(query_positions, key_positions, query_segments, key_segments, self.config.d_model,
+                                  self.config.relative_attention_clamp_len, self.relative_drop)
+
     @staticmethod
     def _stack(blocks: nn.ModuleList, n_layers: int) -> list[nn.Module]:
         """The blocks in application order: n_layers distinct blocks, or one shared block n_layers times."""
@@ -479,15 +545,18 @@ class Backbone(nn.Module):
         return position_ids
 
     def _check_segments(self, segment_ids: torch.Tensor | None, B: int, T: int) -> torch.Tensor | None:
-        """A model without segment embeddings ignores segment_ids (as GPT-2 has no token types)."""
-        if segment_ids is None or self.config.n_segments == 0:
+        """A model without segment embeddings ignores segment_ids (as GPT-2 has no token types), unless its relative
+        attention reads them (XLNet: only whether two ids are equal counts, so any ids >= 0 are fine)."""
+        relative = self.config.relative_attention == "xlnet"
+        if segment_ids is None or (self.config.n_segments == 0 and not relative):
             return None
         if not isinstance(segment_ids, torch.Tensor) or segment_ids.dtype != torch.long \
                 or tuple(segment_ids.shape) != (B, T):
             raise ValueError(f"segment_ids must be a long tensor of shape {(B, T)}")
         lo, hi = _value_range(segment_ids)
-        if lo < 0 or hi >= self.config.n_segments:
-            raise ValueError(f"segment ids lie in [{lo}, {hi}] but the model has {self.config.n_segments} segments")
+        if lo < 0 or (self.config.n_segments and hi >= self.config.n_segments):
+            limit = f"the model has {self.config.n_segments} segments" if self.config.n_segments else "must be >= 0"
+            raise ValueError(f"segment ids lie in [{lo}, {hi}] but {limit}")
         return segment_ids
 
     @staticmethod

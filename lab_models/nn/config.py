@@ -24,6 +24,9 @@ NORMS = ("pre", "post")
 ACTIVATIONS = ("gelu", "gelu_tanh", "relu")
 ATTENTION_IMPLS = ("sdpa", "eager")
 QUERY_STREAMS = (None, "learned", "token")
+# None: no relative terms in the attention scores; "xlnet": Transformer-XL's relative attention with XLNet's relative
+# segment encoding (nn/relative_attention.py)
+RELATIVE_ATTENTIONS = (None, "xlnet")
 
 
 @dataclass(frozen=True)
@@ -64,6 +67,16 @@ class ModelConfig:
     embedding_norm: bool | None = None
     # The vocabulary projection's output bias (BERT's cls/predictions/bias). GPT and GPT-2 have none.
     lm_bias: bool = True
+    # The learned absolute position table(s) added to the token vectors. False: none (XLNet, whose positions enter
+    # only through relative attention; with relative_attention=None the model then has no position information).
+    absolute_positions: bool = True
+    # "xlnet": every self-attention adds Transformer-XL's relative position terms (sinusoid encodings of the
+    # distance between the two positions' ids, projected per layer, with the content and position biases) and XLNet's
+    # relative segment term ("same segment or not"); see nn/relative_attention.py. None: plain dot-product attention.
+    relative_attention: str | None = None
+    # relative_attention="xlnet": distances beyond +-clamp_len share the encoding of +-clamp_len (XLNet's clamp_len;
+    # None = no clamping, XLNet's default -1).
+    relative_attention_clamp_len: int | None = None
 
     def __post_init__(self):
         for name in ("vocab_size", "d_model", "n_layers", "n_heads", "d_ff", "max_positions"):
@@ -99,6 +112,24 @@ class ModelConfig:
         if self.query_stream not in QUERY_STREAMS:
             raise ValueError(f"unknown query_stream {self.query_stream!r}: choose None, 'learned' (XLNet) "
                              f"or 'token' (MPNet)")
+        if not isinstance(self.absolute_positions, bool):
+            raise ValueError(f"absolute_positions must be True or False, got {self.absolute_positions!r}")
+        self._check_relative_attention()
+
+    def _check_relative_attention(self) -> None:
+        if self.relative_attention not in RELATIVE_ATTENTIONS:
+            raise ValueError(f"unknown relative_attention {self.relative_attention!r}: choose None or 'xlnet' "
+                             f"(Transformer-XL's relative positions with XLNet's relative segments)")
+        if self.relative_attention_clamp_len is not None:
+            _require_int("relative_attention_clamp_len", self.relative_attention_clamp_len, minimum=1)
+        if self.relative_attention != "xlnet":
+            return
+        if self.n_position_rows != 1:
+            raise ValueError("relative_attention='xlnet' measures distances along one row of position ids; GLM's "
+                             "2-D positions (n_position_rows=2) need the learned absolute tables")
+        if self.d_model % 2:
+            raise ValueError(f"relative_attention='xlnet' needs an even d_model (its sinusoid encodings pair a sine "
+                             f"and a cosine per frequency), got {self.d_model}")
 
     @property
     def head_size(self) -> int:

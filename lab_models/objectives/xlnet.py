@@ -15,8 +15,10 @@ max(1, round(n / K)) with K = 6, so every target sees all the context and no con
 Every row of both n x n matrices follows the rule literally, also the rows of non-target positions; the query row of
 rank 0 is therefore empty. The model reads the query stream only at target rows (`targets != IGNORE_INDEX`): it must
 not use an empty row (an all-False row makes SDPA return NaN, so compute the query stream only for target rows, or
-unblock empty non-target rows before calling SDPA). The query stream starts from a learned vector w plus the position
-of `query_slots[r]`, never from the token there (that would be the target).
+unblock empty non-target rows before calling SDPA). The query stream starts from a learned vector w, never from the
+token at `query_slots[r]` (that would be the target); it knows where it is through the position of its slot: with
+XLNet's relative attention (the default) through the distances from that position to every key, with learned absolute
+positions (`--model relative_attention=none`) through the slot's position embedding added to w.
 
 Worked example (the paper's "New York is a city" idea; order = [3, 2, 5, 4, 0, 1], num_predict = 2, no randomness):
 
@@ -47,11 +49,14 @@ Settings:
   context positions are then all empty (they carry no target; the official code fills them with the context).
 
 Deviations from the paper, stated:
-- Transformer-XL relative positions and segment recurrence (memory) are replaced by learned absolute positions
-  (`positions = arange(n)`); there is no memory across segments.
+- Positions are the paper's: Transformer-XL's relative attention (nn/relative_attention.py), whose distances come from
+  `position_ids = arange(n)`, the natural order of the sequence (the permutation lives in the masks only, as in the
+  paper). Transformer-XL's segment recurrence (memory across segments) is not implemented.
 - Targets are the last num_predict positions of a token-level order (the paper's §2.3). The official code instead picks
   targets by span-based masking (`_sample_mask`) inside permutation blocks; that is not implemented.
-- No [SEP]/[CLS] framing and no two-segment input (the lab's objectives add no framing).
+- No [SEP]/[CLS] framing and no two-segment input (the lab's objectives add no framing): every pair of tokens is in
+  the same segment, so the relative segment term is the same for every key of a row and learns nothing in
+  pretraining; its vectors first learn when fine-tuning on sentence pairs (segments 0 and 1).
 
 The loss (`loss(model, batch)`, objective "plm"): cross-entropy of the query stream g at the target rows, projected
 with the tied embedding matrix and a bias (XLNet's `lm_loss`). Only the query rows that carry a target go through the

@@ -181,6 +181,12 @@ REQUIRED_SWITCH = {("bert", "nsp"): "nsp", ("albert", "sop"): "sop", ("spanbert"
 
 ALBERT_EMBEDDING_SIZE = 128  # the paper's E at every size
 
+# T5 as the paper (v1.0) and its released code build it: RMS norm without bias, no bias in any linear layer, ReLU,
+# the bucketed relative position bias instead of absolute positions, no 1/sqrt(d) in the attention (T5's init,
+# nn/initialization.py, absorbs it), and the tied output projection reading the decoder output scaled by d_model^-0.5.
+T5_STRUCTURE = dict(norm_type="rmsnorm", linear_bias=False, activation="relu", relative_attention="buckets",
+                    absolute_positions=False, attention_scale=False, output_scale=True, lm_bias=False)
+
 
 def _check_family(family) -> str:
     if family not in TRAINED_FAMILIES:
@@ -281,6 +287,9 @@ def family_model_config(family: str, preset: str, vocab_size: int, *, settings=N
         structure["layer_norm_eps"] = LAYER_NORM_EPS[family]
     if family == "mpnet":
         structure["lm_transform"] = True  # RoBERTa's LM head
+        structure["relative_attention"] = "buckets"  # mpnet_rel_base: a relative bias next to the absolute positions
+    if family == "t5":
+        structure.update(T5_STRUCTURE)
     return preset_config(preset, vocab_size, **{**structure, **overrides})
 
 
@@ -451,7 +460,8 @@ class FamilyModel(nn.Module):
             for module in (self.backbone.lm_transform, self.backbone.lm_out):
                 if module is not None:
                     module.requires_grad_(False)
-            self.backbone.lm_bias.requires_grad_(False)
+            if self.backbone.lm_bias is not None:
+                self.backbone.lm_bias.requires_grad_(False)
 
     def _build_electra(self) -> None:
         w = self.objective_weights
@@ -460,7 +470,8 @@ class FamilyModel(nn.Module):
         shared = ("token", "positions", "segment", "norm")  # the released code's shared "electra/embeddings" scope
         for name in shared:
             _borrow(self.generator.embeddings, name, getattr(self.backbone.embeddings, name))
-        self.backbone.lm_bias.requires_grad_(False)  # the discriminator has no LM head
+        if self.backbone.lm_bias is not None:
+            self.backbone.lm_bias.requires_grad_(False)  # the discriminator has no LM head
         if w["rtd"] > 0:
             self.heads["rtd"] = ReplacedTokenDetectionHead(self.model_config.d_model)
         else:  # only the generator's MLM trains: freeze what only the discriminator would use

@@ -45,9 +45,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .attention import AttentionMask, KeyValueCache, MultiHeadAttention, prepare_mask
+from .attention import AttentionMask, KeyValueCache, MultiHeadAttention, add_position_bias, prepare_mask
 from .config import ModelConfig
 from .dropout import Dropout
+from .initialization import t5_init_weights
+from .norms import make_norm
+from .relative_position import RelativePositionBias, shared_rows
 
 
 def init_weights(module: nn.Module) -> None:
@@ -69,16 +72,47 @@ def _value_range(t: torch.Tensor) -> tuple[int, int]:
     return lo, hi
 
 
+def activation_function(name: str):
+    """config.activation -> the function: "gelu" (exact, erf), "gelu_tanh" (the tanh approximation), "relu"."""
+    if name == "relu":
+        return F.relu
+    approximate = "tanh" if name == "gelu_tanh" else "none"
+    return lambda x: F.gelu(x, approximate=approximate)
+
+
+def activation_module(name: str) -> nn.Module:
+    """config.activation as a module (for nn.Sequential): nn.GELU or nn.ReLU."""
+    return nn.ReLU() if name == "relu" else nn.GELU(approximate="tanh" if name == "gelu_tanh" else "none")
+
+
 class FeedForward(nn.Module):
-    """Position-wise MLP: H -> d_ff -> H with GeLU (BERT, GPT-2)."""
+    """Position-wise MLP: H -> d_ff -> H with config.activation (GeLU: BERT, GPT-2; ReLU: T5 v1.0).
+
+    ffn_gated (T5 v1.1's gated-GeLU): act(x W_0) * (x W_1) -> W_o. W_0 and W_1 are one fused (2 d_ff, H) matrix
+    `up` (rows [W_0; W_1]), so the two products are one matmul."""
 
     def __init__(self, config: ModelConfig):
         super().__init__()
-        self.up = nn.Linear(config.d_model, config.d_ff)
-        self.proj = nn.Linear(config.d_ff, config.d_model)  # named like attention's output projection: residual init
+        self.gated = config.ffn_gated
+        self.d_ff = config.d_ff
+        width = 2 * config.d_ff if self.gated else config.d_ff
+        self.up = nn.Linear(config.d_model, width, bias=config.linear_bias)
+        # named like attention's output projection: residual init
+        self.proj = nn.Linear(config.d_ff, config.d_model, bias=config.linear_bias)
+        self.act = activation_function(config.activation)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.proj(F.gelu(self.up(x)))  # (B, T, d_ff) -> (B, T, H)
+        if self.gated:
+            activated, linear = self.up(x).split(self.d_ff, dim=-1)  # 2 x (B, T, d_ff)
+            return self.proj(self.act(activated) * linear)  # (B, T, H)
+        return self.proj(self.act(self.up(x)))  # (B, T, d_ff) -> (B, T, H)
+
+
+def _activation_dtype(x: torch.Tensor) -> torch.dtype:
+    """The dtype the attention computes in: autocast's (bf16 on a GPU) when it is on, else x's."""
+    if torch.is_autocast_enabled(x.device.type):
+        return torch.get_autocast_dtype(x.device.type)
+    return x.dtype
 
 
 class LayerCache:
@@ -100,6 +134,15 @@ class DecodingCache:
 
     def __init__(self, n_layers: int, cross: bool = False):
         self.layers = [LayerCache(cross) for _ in range(n_layers)]
+        # (B, T) the position ids of the cached keys, for a relative position bias between the new rows and them
+        self.positions: torch.Tensor | None = None
+
+    def extend_positions(self, new_positions: torch.Tensor) -> torch.Tensor:
+        """Append the new rows' position ids (B, T_new); returns those of every key (B, T_cached + T_new)."""
+        if self.positions is not None:
+            new_positions = torch.cat([self.positions.expand(new_positions.shape[0], -1), new_positions], dim=1)
+        self.positions = new_positions
+        return new_positions
 
     @property
     def length(self) -> int:
@@ -110,6 +153,8 @@ class DecodingCache:
         """Keep the first `length` cached positions of every layer (the cross-attention memory stays)."""
         for layer in self.layers:
             layer.self_attn.truncate(length)
+        if self.positions is not None:
+            self.positions = self.positions[:, :length]
 
     def reorder(self, rows: torch.Tensor) -> None:
         """Keep batch rows `rows` (B_new,) in that order, in every layer (beam search: each beam's parent)."""
@@ -117,6 +162,8 @@ class DecodingCache:
             layer.self_attn.reorder(rows)
             if layer.cross_attn is not None:
                 layer.cross_attn.reorder(rows)
+        if self.positions is not None:
+            self.positions = self.positions.index_select(0, rows)
 
 
 class Block(nn.Module):
@@ -126,11 +173,11 @@ class Block(nn.Module):
     def __init__(self, config: ModelConfig, cross_attention: bool = False):
         super().__init__()
         self.pre_norm = config.norm == "pre"
-        self.ln_attn = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
+        self.ln_attn = make_norm(config, config.d_model)  # LayerNorm, or T5's RMS norm (config.norm_type)
         self.attn = MultiHeadAttention(config)
-        self.ln_cross = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps) if cross_attention else None
+        self.ln_cross = make_norm(config, config.d_model) if cross_attention else None
         self.cross_attn = MultiHeadAttention(config) if cross_attention else None
-        self.ln_ff = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
+        self.ln_ff = make_norm(config, config.d_model)
         self.ff = FeedForward(config)
         self.drop = Dropout(config.dropout)
 
@@ -168,23 +215,24 @@ class Block(nn.Module):
         x = self._add(x, self.ff(a), self.ln_ff)
         return (x, weights) if return_weights else x
 
-    def _add(self, x: torch.Tensor, out: torch.Tensor, norm: nn.LayerNorm) -> torch.Tensor:
+    def _add(self, x: torch.Tensor, out: torch.Tensor, norm: nn.Module) -> torch.Tensor:
         x = x + self.drop(out)  # the residual connection
         return x if self.pre_norm else norm(x)
 
 
 class Embeddings(nn.Module):
     """Token vectors + learned absolute positions (+ a second position row) (+ segments), in E dims, then
-    [LayerNorm] -> dropout -> [projection E -> H]."""
+    [LayerNorm] -> dropout -> [projection E -> H]. Without absolute positions (T5) there are no position tables."""
 
     def __init__(self, config: ModelConfig):
         super().__init__()
         E = config.embedding_width
         self.token = nn.Embedding(config.vocab_size, E)
         # row 0: the position in the sequence; row 1 (GLM): the position inside a blank-infilling span
-        self.positions = nn.ModuleList(nn.Embedding(config.max_positions, E) for _ in range(config.n_position_rows))
+        n_tables = config.n_position_rows if config.absolute_positions else 0
+        self.positions = nn.ModuleList(nn.Embedding(config.max_positions, E) for _ in range(n_tables))
         self.segment = nn.Embedding(config.n_segments, E) if config.n_segments else None
-        self.norm = nn.LayerNorm(E, eps=config.layer_norm_eps) if config.norm == "post" else nn.Identity()
+        self.norm = make_norm(config, E) if config.norm == "post" else nn.Identity()
         self.drop = Dropout(config.dropout)
         self.project = nn.Identity() if config.embedding_size is None else nn.Linear(E, config.d_model)  # ALBERT
 
@@ -215,19 +263,25 @@ class Backbone(nn.Module):
         self.query_start = nn.Parameter(torch.empty(E)) if config.query_stream == "learned" else None
         # share_layers (ALBERT): one Block whose weights every layer reuses
         self.blocks = nn.ModuleList(Block(config) for _ in range(1 if config.share_layers else config.n_layers))
-        self.ln_f = nn.LayerNorm(H, eps=config.layer_norm_eps) if config.norm == "pre" else nn.Identity()
-        self.decoder_blocks = self.ln_dec = None
+        self.ln_f = make_norm(config, H) if config.norm == "pre" else nn.Identity()
+        # T5 / MPNet: the relative position bias of the (encoder) stack, computed once per forward, shared by its layers
+        self.relative_bias = self._relative_bias(config, bidirectional=True)
+        self.decoder_blocks = self.ln_dec = self.decoder_relative_bias = None
         if config.decoder_layers:
             n_decoder_blocks = 1 if config.share_layers else config.decoder_layers
             self.decoder_blocks = nn.ModuleList(Block(config, cross_attention=True) for _ in range(n_decoder_blocks))
-            self.ln_dec = nn.LayerNorm(H, eps=config.layer_norm_eps) if config.norm == "pre" else nn.Identity()
+            self.ln_dec = make_norm(config, H) if config.norm == "pre" else nn.Identity()
+            self.decoder_relative_bias = self._relative_bias(config, bidirectional=False)  # T5's decoder: causal
         # The LM head: [dense + GeLU + LayerNorm, H -> E] then the (tied) V x E matrix and a bias.
         self.lm_transform = None
         if config.lm_transform or config.embedding_size is not None:
-            self.lm_transform = nn.Sequential(nn.Linear(H, E), nn.GELU(), nn.LayerNorm(E, eps=config.layer_norm_eps))
+            self.lm_transform = nn.Sequential(nn.Linear(H, E), activation_module(config.activation),
+                                              make_norm(config, E))
         # Tied: lm_logits reads embeddings.token.weight directly, so the state dict holds the matrix once.
         self.lm_out = None if config.tie_embeddings else nn.Linear(E, config.vocab_size, bias=False)
-        self.lm_bias = nn.Parameter(torch.zeros(config.vocab_size))
+        self.lm_bias = nn.Parameter(torch.zeros(config.vocab_size)) if config.lm_bias else None
+        # T5 (tied): hidden * d_model^-0.5 before the projection
+        self.output_scale = config.d_model ** -0.5 if config.output_scale else None
 
         self.apply(init_weights)
         if self.query_start is not None:
@@ -236,6 +290,25 @@ class Backbone(nn.Module):
             for name, p in self.named_parameters():
                 if name.endswith("proj.weight"):
                     nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * config.n_layers))
+        if not config.attention_scale:  # T5 folds 1/sqrt(d) into its init (nn/initialization.py)
+            t5_init_weights(self)
+
+    @staticmethod
+    def _relative_bias(config: ModelConfig, bidirectional: bool) -> RelativePositionBias | None:
+        if config.relative_attention != "buckets":
+            return None
+        return RelativePositionBias(config.n_heads, config.relative_attention_buckets,
+                                    config.relative_attention_max_distance, bidirectional)
+
+    @staticmethod
+    def _with_position_bias(table: RelativePositionBias | None, mask: AttentionMask, query_positions: torch.Tensor,
+                            key_positions: torch.Tensor, x: torch.Tensor) -> AttentionMask:
+        """`mask` with the stack's relative position bias folded in (once per batch, for every layer), or `mask`
+        itself when the model has none. Positions are row 0 of the position ids: (B, Tq) and (B, Tk)."""
+        if table is None:
+            return mask
+        bias = table(shared_rows(query_positions), shared_rows(key_positions))  # (B or 1, nh, Tq, Tk)
+        return add_position_bias(mask, bias.to(_activation_dtype(x)))
 
     # ---- one stream -------------------------------------------------------------------------------------------
 
@@ -252,6 +325,9 @@ class Backbone(nn.Module):
         x = self._embed(self.embeddings.token(input_ids), position_ids, segment_ids, B, T)  # (B, T, H)
         past = self._check_cache(cache, self.config.n_layers, B, T)
         mask = prepare_mask(self._check_mask("attention_mask", attention_mask, B, T, past + T))  # once for all layers
+        positions = self._first_row(position_ids)  # (B, T)
+        key_positions = positions if cache is None else cache.extend_positions(positions)  # (B, past + T)
+        mask = self._with_position_bias(self.relative_bias, mask, positions, key_positions, x)
         maps = []
         for i, block in enumerate(self._stack(self.blocks, self.config.n_layers)):
             layer_cache = None if cache is None else cache.layers[i]
@@ -303,6 +379,9 @@ class Backbone(nn.Module):
 
         x = torch.cat([h, g], dim=1)  # (B, T+Q, H): rows [0, T) content, [T, T+Q) query
         mask = prepare_mask(torch.cat([content_mask, query_mask], dim=1))  # (B, T+Q, T), keys are h only
+        # the query rows sit at their slots' positions: distances to the content keys as in the text
+        query_positions = torch.cat([position_ids[:, 0], slot_positions[:, 0]], dim=1)  # (B, T+Q)
+        mask = self._with_position_bias(self.relative_bias, mask, query_positions, position_ids[:, 0], x)
         for block in self._stack(self.blocks, self.config.n_layers):
             x = block(x, mask, n_context=T)  # (B, T+Q, H)
         x = self.ln_f(x)
@@ -336,7 +415,10 @@ class Backbone(nn.Module):
         y = self._embed(self.embeddings.token(decoder_input_ids), decoder_position_ids, None, B, S)  # (B, S, H)
         past = self._check_cache(cache, self.config.decoder_layers, B, S, cross=True)
         self_mask = prepare_mask(self._check_mask("decoder_mask", decoder_mask, B, S, past + S))
-        cross = prepare_mask(self._check_mask("cross_mask", cross_mask, B, S, T))
+        positions = self._first_row(decoder_position_ids)  # (B, S)
+        key_positions = positions if cache is None else cache.extend_positions(positions)  # (B, past + S)
+        self_mask = self._with_position_bias(self.decoder_relative_bias, self_mask, positions, key_positions, y)
+        cross = prepare_mask(self._check_mask("cross_mask", cross_mask, B, S, T))  # no position bias (as T5)
         for i, block in enumerate(self._stack(self.decoder_blocks, self.config.decoder_layers)):
             layer_cache = None if cache is None else cache.layers[i]
             y = block(y, self_mask, memory=memory, cross_mask=cross, cache=layer_cache)  # (B, S, H)
@@ -382,6 +464,8 @@ class Backbone(nn.Module):
         if positions is not None:
             hidden = self._gather_rows(hidden, positions)  # (N, H)
         x = hidden if self.lm_transform is None else self.lm_transform(hidden)  # (..., E)
+        if self.output_scale is not None:
+            x = x * self.output_scale  # T5: d_model^-0.5 before the tied projection
         weight = self.embeddings.token.weight if self.lm_out is None else self.lm_out.weight  # (V, E)
         return F.linear(x, weight, self.lm_bias)  # (..., V)
 
@@ -402,6 +486,11 @@ class Backbone(nn.Module):
     def _stack(blocks: nn.ModuleList, n_layers: int) -> list[nn.Module]:
         """The blocks in application order: n_layers distinct blocks, or one shared block n_layers times."""
         return list(blocks) if len(blocks) == n_layers else [blocks[0]] * n_layers
+
+    @staticmethod
+    def _first_row(position_ids: torch.Tensor) -> torch.Tensor:
+        """Row 0 of checked position ids, (B, T) or (B, rows, T) -> (B, T): the positions a relative bias reads."""
+        return position_ids[:, 0] if position_ids.dim() == 3 else position_ids
 
     def _embed(self, token_vectors: torch.Tensor, position_ids: torch.Tensor, segment_ids: torch.Tensor | None,
                B: int, T: int) -> torch.Tensor:

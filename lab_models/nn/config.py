@@ -19,6 +19,9 @@ from dataclasses import dataclass
 from typing import Any
 
 NORMS = ("pre", "post")
+NORM_TYPES = ("layernorm", "rmsnorm")
+ACTIVATIONS = ("gelu", "gelu_tanh", "relu")
+RELATIVE_ATTENTIONS = (None, "buckets")
 ATTENTION_IMPLS = ("sdpa", "eager")
 QUERY_STREAMS = (None, "learned", "token")
 
@@ -53,13 +56,42 @@ class ModelConfig:
     # slot's position; "token" = the embedding of the token at the slot plus its position (MPNet's [MASK] slots).
     # None = one-stream model (no w parameter exists, so DDP sees no unused parameter).
     query_stream: str | None = None
+    # ---- options the papers' own code has (T5, MPNet), so that a Hugging Face checkpoint loads with parity ----
+    # The feed-forward (and the MLM transform's) non-linearity: "gelu" (exact, erf: BERT), "gelu_tanh" (the tanh
+    # approximation: GPT-2, T5 v1.1's gated-gelu) or "relu" (T5 v1.0, the original Transformer).
+    activation: str = "gelu"
+    # "layernorm" (mean and variance, weight and bias) or "rmsnorm": T5's scale-only norm (no mean subtraction, no
+    # bias), computed in float32 whatever the activation dtype, as the reference does.
+    norm_type: str = "layernorm"
+    linear_bias: bool = True  # False: the attention and feed-forward linears have no bias (T5)
+    # T5 v1.1's gated feed-forward: act(x W_0) * (x W_1), then the output projection (Shazeer 2020, "GLU variants").
+    ffn_gated: bool = False
+    absolute_positions: bool = True  # False: no learned position table (T5: positions enter only through a bias)
+    # "buckets": the bucketed relative position bias of T5 and MPNet, a learned scalar per head and bucket added to
+    # the attention logits; one table per stack (the encoder's, and the decoder's), computed once per forward and
+    # shared by every layer of the stack. Bidirectional buckets in encoders, unidirectional in a decoder.
+    relative_attention: str | None = None
+    relative_attention_buckets: int = 32  # T5 and MPNet: 32
+    relative_attention_max_distance: int = 128  # distances beyond this share the last bucket (T5 and MPNet: 128)
+    # True: attention logits are q.k / sqrt(d_head). False: no scaling (T5, which folds it into its initialization:
+    # a model built without the scale gets T5's init, nn/initialization.py).
+    attention_scale: bool = True
+    # Each head's width. None: d_model / n_heads. T5 sets it independently (its d_kv), and n_heads * d_head may
+    # differ from d_model: the attention then projects d_model -> n_heads * d_head -> d_model.
+    d_head: int | None = None
+    # T5 with tied embeddings scales the decoder output by d_model^-0.5 before the tied projection (its embeddings
+    # start at std 1, so the logits would otherwise be d_model^0.5 times too large).
+    output_scale: bool = False
+    lm_bias: bool = True  # the LM head's output bias over the vocabulary (False: none, T5)
 
     def __post_init__(self):
         for name in ("vocab_size", "d_model", "n_layers", "n_heads", "d_ff", "max_positions"):
             _require_int(name, getattr(self, name), minimum=1)
-        if self.d_model % self.n_heads:
+        if self.d_head is not None:
+            _require_int("d_head", self.d_head, minimum=1)
+        elif self.d_model % self.n_heads:
             raise ValueError(f"d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads}): "
-                             f"each head gets d_model / n_heads dimensions")
+                             f"each head gets d_model / n_heads dimensions (or set d_head)")
         for name in ("dropout", "attention_dropout"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value < 1.0:
@@ -77,16 +109,37 @@ class ModelConfig:
         _require_int("decoder_layers", self.decoder_layers, minimum=0)
         if self.attention_impl not in ATTENTION_IMPLS:
             raise ValueError(f"unknown attention_impl {self.attention_impl!r}: choose 'sdpa' or 'eager'")
-        for name in ("share_layers", "tie_embeddings", "lm_transform"):
+        for name in ("share_layers", "tie_embeddings", "lm_transform", "linear_bias", "ffn_gated",
+                     "absolute_positions", "attention_scale", "output_scale", "lm_bias"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}")
+        if self.activation not in ACTIVATIONS:
+            raise ValueError(f"unknown activation {self.activation!r}: choose 'gelu' (exact), 'gelu_tanh' or 'relu'")
+        if self.norm_type not in NORM_TYPES:
+            raise ValueError(f"unknown norm_type {self.norm_type!r}: choose 'layernorm' or 'rmsnorm' (T5)")
+        if self.relative_attention not in RELATIVE_ATTENTIONS:
+            raise ValueError(f"unknown relative_attention {self.relative_attention!r}: choose None or 'buckets' "
+                             f"(T5, MPNet)")
+        # at least 4: each direction gets half the buckets, half of those exact distances and half logarithmic bins
+        _require_int("relative_attention_buckets", self.relative_attention_buckets, minimum=4)
+        _require_int("relative_attention_max_distance", self.relative_attention_max_distance, minimum=1)
+        if self.relative_attention_max_distance <= self.relative_attention_buckets // 2:
+            raise ValueError(f"relative_attention_max_distance ({self.relative_attention_max_distance}) must exceed "
+                             f"half the buckets ({self.relative_attention_buckets // 2}): the distances beyond the "
+                             f"exact buckets are binned logarithmically up to it")
         if self.query_stream not in QUERY_STREAMS:
             raise ValueError(f"unknown query_stream {self.query_stream!r}: choose None, 'learned' (XLNet) "
                              f"or 'token' (MPNet)")
 
     @property
     def head_size(self) -> int:
-        return self.d_model // self.n_heads
+        """Each head's width: d_head, or d_model / n_heads."""
+        return self.d_model // self.n_heads if self.d_head is None else self.d_head
+
+    @property
+    def attention_width(self) -> int:
+        """n_heads * head_size: the width of the queries, keys and values (d_model unless d_head says otherwise)."""
+        return self.n_heads * self.head_size
 
     @property
     def embedding_width(self) -> int:

@@ -24,13 +24,16 @@ Per family (the papers and their released code; every deviation is listed below)
     xlnet     post  -         two streams sharing every weight, query starts at w;    -            (plm)
                               tied LM head + bias, no transform
     mpnet     post  -         two streams sharing every weight, query starts at its   -            (mplm)
-                              [MASK] slot; RoBERTa's LM head (transform + tied + bias)
+                              [MASK] slot; RoBERTa's LM head (transform + tied + bias);
+                              absolute positions + a relative bias (32 buckets)
     mass      post  -         encoder-decoder, n_layers each, shared embeddings;      -            (seq2seq)
                               tied LM head + bias, no transform
     glm       pre   -         one stream, 2-D positions (a second position table);    -            (blank_infilling)
                               tied LM head + bias, final LayerNorm
     t5        pre   -         encoder-decoder, n_layers each, shared embeddings;      -            (span_corruption)
-                              tied LM head + bias, final LayerNorm on both sides
+                              T5's own blocks (RMS norm, ReLU, no biases, relative
+                              position buckets, no 1/sqrt(d)); tied LM head scaled
+                              by d_model^-0.5, no bias; final RMS norm on both sides
 
 The RNN-era families (elmo, cove, ulmfit, cvt) are LSTM models from lab_models/rnn/ (one file per family, each with
 its paper and deviations): `family_model_config` gives them an `RNNConfig` (rnn/config.py: the presets' embedding,
@@ -79,6 +82,11 @@ Choices, per family:
   weight; in the default "mpnet" input mode the query stream starts from the embedding of its [MASK] slot at the
   predicted token's position (`query_stream="token"`, the reference feeds the masked tokens twice). "xlnet" mode starts
   it from a learned w (`query_stream="learned"`; see objectives/mpnet.py), "mlm" mode has one stream (`None`).
+  Positions as the released `mpnet_rel_base` and mpnet-base: learned absolute positions plus the bucketed relative
+  position bias (`relative_attention="buckets"`, 32 buckets up to distance 128, one table shared by all layers and
+  computed once per forward pass), read from each token's position id, so a [MASK] slot sits at the distance of the
+  token it stands for (the reference's `encode_relative_emb(positions)`). A Hugging Face `MPNetForMaskedLM` loads
+  into it with the same logits (lab_models/interop/mpnet.py).
 - MASS (Song et al. 2019): the encoder-decoder of XLM, which MASS's code builds on: post-LN, an embedding LayerNorm,
   LayerNorm eps 1e-12, GeLU, encoder and decoder of `n_layers` each (the paper: 6 and 6), one token/position table
   shared by the encoder, the decoder and the output projection (XLM's `pred_layer`: tied matrix + bias).
@@ -86,8 +94,17 @@ Choices, per family:
   LayerNorm, GeLU, eps 1e-5; 2-D positions (`n_position_rows=2`: row 1 the Part A index, row 2 the index inside a
   span, each with its own learned table, summed with the token vector). The output layer is the tied embedding
   matrix ("a single linear layer for the output token prediction"), plus the backbone's bias.
-- T5 (Raffel et al. 2020): pre-LN encoder-decoder with a final LayerNorm on each side, `n_layers` each (T5-base: 12
-  and 12), LayerNorm eps 1e-6, one token table shared by the encoder, the decoder and the tied output projection.
+- T5 (Raffel et al. 2020): pre-LN encoder-decoder, `n_layers` each (T5-base: 12 and 12), one token table shared by
+  the encoder, the decoder and the tied output projection, built as the paper (v1.0) and its released code build it
+  (`T5_STRUCTURE`): T5's RMS norm (scale only, no mean, no bias; eps 1e-6) before each sublayer and at the end of each
+  stack, no bias in any linear layer, ReLU, no absolute positions but the bucketed relative position bias (32
+  buckets up to 128; bidirectional in the encoder, unidirectional in the decoder, one table per stack computed once
+  per forward pass), no 1/sqrt(d_kv) in the attention with T5's initialization absorbing it (nn/initialization.py:
+  embeddings N(0, 1), W_q N(0, (d_model d_kv)^-0.5), ...), and the decoder output scaled by d_model^-0.5 before the
+  tied projection, which has no bias. The decoder starts with the pad token (objectives/t5.py). A Hugging Face
+  `T5ForConditionalGeneration` (v1.0, or v1.1 with `ffn_gated`, gelu_tanh and untied embeddings) loads into it with
+  the same logits (lab_models/interop/t5.py). Under the lab's AdamW at the presets' learning rate, T5's init learns
+  more slowly at first than the lab's N(0, 0.02) (README, "T5 and MPNet as the papers build them").
 
 Objectives and weights: `objective_weights` maps objective names to weights (defaults: lab_models/families.py).
 A weight of 0 switches an objective off: it is not computed, its head is not built, and parameters that only it
@@ -105,7 +122,8 @@ Deviations, stated:
 - BERT-family inputs carry no [CLS]/[SEP] framing from the objectives; the pooled "first" position is whatever token
   the data pipeline put first (BERT's [CLS] when it frames).
 - The post-LN families get an embedding LayerNorm (BERT has one; GPT-1 does not): a Backbone rule, see
-  nn/backbone.py. Positions are learned absolute embeddings everywhere.
+  nn/backbone.py. Positions are learned absolute embeddings everywhere but in T5 (relative buckets only) and MPNet
+  (absolute plus relative buckets).
 - ELECTRA's λ is the `rtd` objective weight (default 50, the paper's). `settings.disc_weight` is used only when no
   `rtd` weight is given; when both are given and differ, the weight wins and a warning is logged.
 - ELECTRA samples the generator's replacement with a torch.Generator seeded from a hash of the batch (its inputs and
@@ -119,14 +137,12 @@ Deviations, stated:
 - XLNet: learned absolute positions instead of Transformer-XL's relative positional encodings (and no segment
   recurrence, no relative segment encodings): the query stream's start is w plus the absolute position embedding of
   its slot. An embedding LayerNorm (a Backbone rule for post-LN) that XLNet does not have.
-- MPNet and T5: learned absolute positions instead of relative position buckets (nn/backbone.py).
-- T5: LayerNorm (with mean and bias) instead of T5's RMS norm without bias; biases in every linear layer; GeLU in the
-  feed-forward instead of T5 v1.0's ReLU; no d_model^-0.5 rescaling of the decoder output before the tied projection
-  (T5 needs it because its embeddings start at std 1.0; the lab's start at 0.02). The lab's decoder starts with [BOS],
-  not with the pad token (objectives/t5.py).
+- T5: dropout sits on the embeddings and after each residual branch only (T5 also drops inside the feed-forward, on
+  the attention probabilities and after each stack's final norm); the lab's optimizer is AdamW, not Adafactor.
 - MASS: no language embeddings (one language), learned positions (XLM's default too).
 - GLM: the output bias exists (the Backbone always builds one); Megatron's has none.
-- Encoder-decoder models share the *positions* table between encoder and decoder, as XLM (MASS) does; T5 has none.
+- Encoder-decoder models share the *positions* table between encoder and decoder, as XLM (MASS) does; T5 has none
+  (its encoder and decoder each have their own relative bias table).
 """
 from __future__ import annotations
 

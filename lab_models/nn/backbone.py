@@ -14,7 +14,8 @@ Incremental decoding (lab_models/generate.py): `forward(..., cache=backbone.new_
 `decode(..., cache=backbone.new_cache(decoder=True))` keep every layer's keys and values (`DecodingCache`), so that a
 decoding step runs only the new tokens: their ids and positions, and a mask (B, T_new, T_cached + T_new) over the cached
 keys and themselves. The decoder's cross-attention keys and values of the encoder memory are computed once. New tokens
-take the positions the caller gives (learned absolute positions: the next token's index).
+take the positions the caller gives (learned absolute positions: the next token's index); the cache also keeps the
+position ids of its keys, for a relative position bias between the new rows and them.
 
 Layout, top to bottom:
 
@@ -26,9 +27,21 @@ Pieces in [brackets] exist only for some configs: the embedding LayerNorm for po
 for factorized embeddings (ALBERT), the final LayerNorm for pre-LN (GPT-2), the LM transform when
 `lm_transform` or `embedding_size` is set.
 
+Options the papers' own code needs (T5, MPNet; nn/config.py), each a fact about structure, none a family name:
+- `norm_type="rmsnorm"`: every norm above is T5's RMS norm (nn/norms.py) instead of LayerNorm.
+- `linear_bias=False`, `activation` ("gelu", "gelu_tanh", "relu"), `ffn_gated` (act(x W_0) * x W_1), `d_head`
+  (n_heads * d_head may differ from d_model), `attention_scale=False` (no 1/sqrt(d_head); the backbone then takes
+  T5's initialization, nn/initialization.py), `output_scale` (hidden * d_model^-0.5 before the projection), `lm_bias`.
+- `absolute_positions=False`: no position tables; position ids still arrive and feed the relative bias.
+- `relative_attention="buckets"`: T5's bucketed relative position bias (nn/relative_position.py). Each stack owns one
+  table (`relative_bias` for the encoder / one stream / two streams, bidirectional; `decoder_relative_bias`,
+  unidirectional); each forward pass computes the bias once from the position ids (row 0), in the activation dtype,
+  and folds it with the boolean mask into one additive float mask that every layer's SDPA (or eager softmax) reads.
+  Cross-attention gets no bias, as in T5.
+
 Deviations, stated where they happen:
-- Positions are learned absolute embeddings for every family, including XLNet (Transformer-XL relative positions in the
-  paper) and T5 (relative position buckets in the paper).
+- Positions are learned absolute embeddings unless the config says otherwise (T5: relative buckets only; MPNet:
+  both).
 - The embedding LayerNorm exists exactly for post-LN models. BERT has one; GPT-1 (also post-LN) does not; GPT-2
   (pre-LN) does not. Keeping it for all post-LN models makes their first block see normalised inputs.
 - Pre-LN models scale the residual output projections' init by 1/sqrt(2 * n_layers) (GPT-2 §2.3); post-LN models

@@ -113,7 +113,7 @@ def add_position_bias(mask: AttentionMask, bias: torch.Tensor) -> AttentionMask:
     if bias.dim() != 4 or bias.shape[0] not in (1, B) or tuple(bias.shape[2:]) != (Tq, Tk):
         raise ValueError(f"a position bias must be (batch or 1, heads, {Tq}, {Tk}), got {tuple(bias.shape)}")
     if mask.pattern == "full":
-        additive = bias
+        additive = bias.contiguous()  # once here, not in every layer's SDPA call
     else:
         allowed = mask.allowed[:1] if mask.pattern == "causal" else mask.allowed  # (B or 1, 1, Tq, Tk)
         additive = bias.masked_fill(~allowed, float("-inf"))  # (B or 1, nh, Tq, Tk)

@@ -320,7 +320,9 @@ class Backbone(nn.Module):
         itself when the model has none. Positions are row 0 of the position ids: (B, Tq) and (B, Tk)."""
         if table is None:
             return mask
-        bias = table(shared_rows(query_positions), shared_rows(key_positions))  # (B or 1, nh, Tq, Tk)
+        queries = shared_rows(query_positions)  # (B or 1, Tq)
+        keys = queries if key_positions is query_positions else shared_rows(key_positions)  # (B or 1, Tk)
+        bias = table(queries, keys)  # (B or 1, nh, Tq, Tk)
         return add_position_bias(mask, bias.to(_activation_dtype(x)))
 
     # ---- one stream -------------------------------------------------------------------------------------------

@@ -52,6 +52,7 @@ Deviations, stated where they happen:
 """
 from __future__ import annotations
 
+import functools
 import math
 
 import torch
@@ -89,8 +90,7 @@ def activation_function(name: str):
     """config.activation -> the function: "gelu" (exact, erf), "gelu_tanh" (the tanh approximation), "relu"."""
     if name == "relu":
         return F.relu
-    approximate = "tanh" if name == "gelu_tanh" else "none"
-    return lambda x: F.gelu(x, approximate=approximate)
+    return functools.partial(F.gelu, approximate="tanh" if name == "gelu_tanh" else "none")
 
 
 def activation_module(name: str) -> nn.Module:
@@ -153,7 +153,8 @@ class DecodingCache:
     def extend_positions(self, new_positions: torch.Tensor) -> torch.Tensor:
         """Append the new rows' position ids (B, T_new); returns those of every key (B, T_cached + T_new)."""
         if self.positions is not None:
-            new_positions = torch.cat([self.positions.expand(new_positions.shape[0], -1), new_positions], dim=1)
+            B = max(self.positions.shape[0], new_positions.shape[0])  # either may be one row shared by all
+            new_positions = torch.cat([self.positions.expand(B, -1), new_positions.expand(B, -1)], dim=1)
         self.positions = new_positions
         return new_positions
 

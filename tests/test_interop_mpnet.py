@@ -160,3 +160,13 @@ def test_bad_configs_and_unexportable_runs_are_value_errors():
     lab = build_model("mpnet", family_model_config("mpnet", "tiny", V, settings=settings), settings, VOCAB, None)
     with pytest.raises(ValueError, match="query_stream"):
         interop.export_config(lab)
+
+
+def test_an_unknown_tensor_is_reported_not_silently_dropped(caplog):
+    hf = reference()
+    model = imported(hf)
+    state = {**hf.state_dict(), "mpnet.encoder.layer.0.attention.attn.extra.weight": torch.zeros(2)}
+    with caplog.at_level("WARNING", logger="lab_models.interop.state_mapping"):
+        interop.import_state(hf.config.to_dict(), state, model)
+    assert "encoder.layer.0.attention.attn.extra.weight" in caplog.text
+    assert "pooler" not in caplog.text and "position_embeddings" not in caplog.text

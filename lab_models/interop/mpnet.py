@@ -48,7 +48,7 @@ from __future__ import annotations
 import torch
 
 from ..nn.config import ModelConfig
-from .state_mapping import Rule, fit_state, gather, require, scatter, strip_prefix
+from .state_mapping import Rule, fit_state, gather, require, scatter, strip_prefix, warn_unused
 
 FAMILY = "mpnet"
 MODEL_TYPES = ("mpnet",)
@@ -57,6 +57,9 @@ HF_ARCHITECTURES = ("MPNetForMaskedLM",)
 POSITION_OFFSET = 2  # padding_idx (1) + 1: the first real token's row in the checkpoint's position table
 BUCKETS, MAX_DISTANCE = 32, 128  # what transformers' MPNetEncoder.compute_position_bias uses, whatever the config says
 _ROOTS = ("lm_head.",)
+# read elsewhere (the position table, sliced), saved twice (the tied decoder and its bias), or not used by a masked LM
+# (MPNetModel's pooler, the position-id buffer)
+_KNOWN_COPIES = ("embeddings.position_embeddings.", "lm_head.decoder.", "pooler.", "embeddings.position_ids")
 
 
 def import_config(hf_config: dict) -> tuple[ModelConfig, dict, dict]:
@@ -117,7 +120,9 @@ def import_state(hf_config: dict, hf_state: dict[str, torch.Tensor], model) -> d
     hf = strip_prefix(hf_state, "mpnet.", _ROOTS)
     if "lm_head.bias" not in hf and "lm_head.decoder.bias" in hf:
         hf["lm_head.bias"] = hf["lm_head.decoder.bias"]  # the same tensor, saved under either name
-    values = gather(hf, _rules(model.model_config))
+    rules = _rules(model.model_config)
+    warn_unused(hf, rules, _KNOWN_COPIES)
+    values = gather(hf, rules)
     if "embeddings.position_embeddings.weight" not in hf:
         raise ValueError("the checkpoint has no tensor 'embeddings.position_embeddings.weight': is it a complete "
                          "MPNet checkpoint?")

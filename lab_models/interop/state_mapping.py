@@ -63,6 +63,17 @@ def scatter(lab_state: dict[str, torch.Tensor], rules: list[Rule]) -> dict[str, 
     return out
 
 
+def warn_unused(hf_state: dict[str, torch.Tensor], rules: list[Rule], known: tuple[str, ...]) -> list[str]:
+    """The checkpoint's tensor names that no rule reads and that are not `known` copies (name prefixes the format
+    saves twice or the lab does not use); logged as a warning, so that a checkpoint of another variant is noticed."""
+    used = {name for _, names in rules for name in names}
+    unused = sorted(name for name in hf_state if name not in used and not name.startswith(known))
+    if unused:
+        logger.warning("the checkpoint's %s are not used: %s", "tensor" if len(unused) == 1 else "tensors",
+                       ", ".join(unused[:10]) + (" ..." if len(unused) > 10 else ""))
+    return unused
+
+
 def fit_state(model: torch.nn.Module, values: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """`values` checked against `model.state_dict()`: every tensor present and of the model's shape, cast to the
     model's dtype. ValueError names a missing tensor or a shape mismatch."""

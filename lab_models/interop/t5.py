@@ -44,12 +44,16 @@ from __future__ import annotations
 import torch
 
 from ..nn.config import ModelConfig
-from .state_mapping import Rule, fit_state, gather, require, scatter, strip_prefix
+from .state_mapping import Rule, fit_state, gather, require, scatter, strip_prefix, warn_unused
 
 FAMILY = "t5"
 MODEL_TYPES = ("t5",)
 HF_ARCHITECTURES = ("T5ForConditionalGeneration",)
 
+# tensors a checkpoint may hold that the lab reads elsewhere or that transformers itself ignores: the stacks' copies of
+# the shared embedding, a tied lm_head, and a cross-attention bias table older versions saved
+_KNOWN_COPIES = ("encoder.embed_tokens.", "decoder.embed_tokens.", "lm_head.",
+                 "decoder.block.0.layer.1.EncDecAttention.relative_attention_bias.")
 # transformers' activation names (ACT2FN) -> the lab's config.activation
 _ACTIVATIONS = {"relu": "relu", "gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh"}
 _HF_ACTIVATIONS = {"relu": "relu", "gelu": "gelu", "gelu_tanh": "gelu_new"}
@@ -158,7 +162,9 @@ def import_state(hf_config: dict, hf_state: dict[str, torch.Tensor], model) -> d
         require(torch.equal(hf["lm_head.weight"], hf["shared.weight"]),
                 "the config ties lm_head to the shared embedding (T5 v1.0), but the checkpoint's lm_head differs: "
                 "set tie_word_embeddings to false (T5 v1.1) in its config.json")
-    return fit_state(model, gather(hf, _rules(config)))
+    rules = _rules(config)
+    warn_unused(hf, rules, _KNOWN_COPIES)
+    return fit_state(model, gather(hf, rules))
 
 
 def _check_exportable(model) -> ModelConfig:

@@ -41,14 +41,15 @@ What differs between the implementations (part of why the speeds differ), each s
   batch's distinct distances, the segment term always (one segment: a constant per row), and one SDPA call per layer
   for both streams ([h; g] stacked, P query rows only: (T + P) x T) with the relative scores as its float mask, and no
   attention dropout (DESIGN.md "Speed").
-- T5. HF's T5 (v1.0 layout) uses RMSNorm without bias or mean, no biases in any linear layer, no absolute positions but
-  a learned relative position bias per head (32 buckets, computed in the first layer of each stack and added to every
-  layer's scores, so SDPA gets a float bias mask), dropout 0.1 on the attention probabilities (inside SDPA, its
-  default attention implementation; `--hf-attention-dropout 0` turns it off), an FFN with exact GeLU here
-  (feed_forward_proj="gelu", to match ours; T5 v1.0 has ReLU) and a d_model^-0.5 rescale of the decoder output
-  before the tied head; use_cache=False (no KV cache in training). Ours is pre-LN with LayerNorm (mean and bias),
-  biases in every linear layer, learned absolute positions, no attention dropout, a fused qkv projection and SDPA
-  with no mask at all where the mask is full (encoder, cross) and is_causal for the decoder.
+- T5. Both are T5 v1.0 as the paper builds it (the lab's T5 family defaults, lab_models/models.py): RMS norm without
+  bias or mean, no biases in any linear layer, ReLU, no absolute positions but a learned relative position bias per
+  head (32 buckets; one per stack, computed once per forward pass and added to every layer's scores, so SDPA gets a
+  float bias mask on both sides), no 1/sqrt(d) in the attention, and a d_model^-0.5 rescale of the decoder output
+  before the tied head without bias; use_cache=False (no KV cache in training). HF applies dropout 0.1 to the
+  attention probabilities (inside SDPA, its default attention implementation; `--hf-attention-dropout 0` turns it
+  off) and inside the feed-forward; ours has no attention dropout. HF builds the bias in the first layer and adds the
+  padding mask to it per batch; ours folds the bias and the boolean mask into one additive mask per stack and batch
+  (cross-attention: no mask at all, the mask is full). Ours fuses q, k, v into one projection.
 
 Every model runs in its own subprocess (one model per process), so the peak RSS (`ru_maxrss` of the child) belongs
 to that model alone; it includes the interpreter, torch, the lab's modules (both sides import them for the batches)
@@ -175,7 +176,7 @@ def hf_model(family: str, vocab_size: int, setup: dict, attention_dropout: float
         return transformers.XLNetLMHeadModel(config)
     config = transformers.T5Config(
         vocab_size=vocab_size, d_model=d, d_kv=d // heads, d_ff=ff, num_layers=layers, num_decoder_layers=layers,
-        num_heads=heads, dropout_rate=DROPOUT, layer_norm_epsilon=1e-6, feed_forward_proj="gelu",
+        num_heads=heads, dropout_rate=DROPOUT, layer_norm_epsilon=1e-6, feed_forward_proj="relu",
         use_cache=False, pad_token_id=0, decoder_start_token_id=0)
     model = transformers.T5ForConditionalGeneration(config)
     for module in model.modules():  # T5Attention reads its probability dropout from this attribute

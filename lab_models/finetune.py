@@ -491,7 +491,8 @@ class FinetuneClassifier(nn.Module):
         left out, though λ > 0 may train them."""
         if self.rnn:
             return sum(p.numel() for p in self.parameters())
-        unused = ("decoder_blocks.", "ln_dec.", "lm_transform.", "lm_out.", "lm_bias", "query_start")
+        unused = ("decoder_blocks.", "ln_dec.", "decoder_relative_bias.", "lm_transform.", "lm_out.", "lm_bias",
+                  "query_start")
         used = sum(p.numel() for name, p in self.backbone.named_parameters() if not name.startswith(unused))
         return used + sum(p.numel() for p in self.head.parameters())
 

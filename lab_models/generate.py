@@ -50,7 +50,8 @@ Modes per family (the paper each follows, and where this deviates):
 - translate, CoVe (McCann et al. 2017): the MT-LSTM encoder reads the English, the attentional LSTM decoder writes
   from [BOS] until [EOS]; each step re-reads the decoder's history (no cache), so beam search works as for T5.
 - infill, T5 (Raffel et al. 2020): the encoder reads the text with sentinel <extra_id_i> at blank i, as
-  objectives/t5.py builds it. The decoder starts with [BOS] and, as its targets always begin, <extra_id_0> (forced,
+  objectives/t5.py builds it. The decoder starts with the run's start token (T5's pad token; [BOS] for runs saved
+  before `decoder_start` existed) and, as its targets always begin, <extra_id_0> (forced,
   not sampled: prefix-constrained decoding), then writes span 0, <extra_id_1>, span 1, ... and stops at the sentinel
   after the last blank or at [EOS] (the "eos" final token). Only the next sentinel and [EOS] are allowed as special
   tokens. Several blanks are allowed.
@@ -76,7 +77,8 @@ Modes per family (the paper each follows, and where this deviates):
   and "mlm" is read like BERT); XLNet its query stream at the slots, reading the other tokens (bidirectionally among
   themselves, as XLNet is fine-tuned), never a slot.
 - translate (MASS, T5; objectives/translation.py): the encoder reads `translation.encoder_ids` (T5: after the task
-  prefix), the decoder starts with [BOS] at position 0 and writes the Chinese until [EOS]. A run that did not train
+  prefix), the decoder starts with its start token (MASS: [BOS]; T5: as in infill) at position 0 and writes the
+  Chinese until [EOS]. A run that did not train
   the translation objective still decodes (badly); `explanation` says which.
 
 Decoding. strategy "greedy" (argmax, deterministic), "sample" (temperature, then top-k, then top-p (nucleus), drawn with
@@ -95,7 +97,7 @@ fill_mask: one forward pass; every slot is predicted from all the other tokens, 
 (BERT-style families, ELECTRA's generator, UniLM bidirectional, MPNet and XLNet through the query stream as in
 mask_predict), except GLM (each slot its own blank: Part A with every slot a [MASK], then [S] of that blank alone,
 predicting the blank's first token) and T5 (each slot a one-token span: <extra_id_i> in the encoder; the decoder reads
-[BOS] <extra_id_0> g_0 <extra_id_1> ..., with g_i the best token of slot i, so slot i is predicted after the best
+its start token, <extra_id_0> g_0 <extra_id_1> ..., with g_i the best token of slot i, so slot i is predicted after the best
 guesses of the slots before it). GPT, GPT-2 and MASS refuse with a ValueError saying what to use instead.
 
 Deviations, stated (beyond the objectives' own):
@@ -315,6 +317,10 @@ class _Context:
         banned[[i for i in ids if 0 <= i < V]] = True
         banned[v.size:] = True  # rows the tokenizer has no token for
         self.banned = banned.to(self.device)
+        if run.family in ("mass", "t5"):  # the encoder-decoders' first decoder input (T5: its pad token)
+            from .objectives.translation import decoder_start_id
+
+            self.decoder_start = decoder_start_id(run.family, run.settings, v)
 
     def tensor(self, values, dtype=torch.long) -> torch.Tensor:
         return torch.tensor(values, dtype=dtype, device=self.device)
@@ -925,10 +931,11 @@ def _plan_infill(ctx: _Context, segments: list[str], pieces: list[list[int]], ma
         if len(encoder) > ctx.max_positions:
             raise ctx.too_long(len(encoder) - n_blanks, ctx.max_positions - n_blanks)
         cross = torch.ones(len(encoder), dtype=torch.bool)
-        dec = _T5Infill(ctx, encoder, cross, [v.bos_id, v.sentinel_ids[0]], 0, use_cache, (v.eos_id,),
+        dec = _T5Infill(ctx, encoder, cross, [ctx.decoder_start, v.sentinel_ids[0]], 0, use_cache, (v.eos_id,),
                         sentinels=tuple(v.sentinel_ids), n_blanks=n_blanks)
-        how = (f"the encoder reads the text with a sentinel at each blank; the decoder starts [BOS] <extra_id_0> "
-               f"(forced) and writes each span until the next sentinel or [EOS], {_cache_text(use_cache)}")
+        how = (f"the encoder reads the text with a sentinel at each blank; the decoder starts "
+               f"{ctx.token_name(ctx.decoder_start)} <extra_id_0> (forced) and writes each span until the next "
+               f"sentinel or [EOS], {_cache_text(use_cache)}")
         return _Plan(dec, *_cap(ctx, dec, max_new), how, separators=tuple(v.sentinel_ids))
     if n_blanks > 1:
         raise ValueError(f"{ctx.title} fills one blank at a time, but the prompt has {n_blanks}: keep one ___")
@@ -983,13 +990,13 @@ def _plan_translate(ctx: _Context, prompt: str, max_new: int, use_cache: bool) -
         raise ctx.too_long(len(encoder), ctx.max_positions, "the English (with the task prefix)"
                            if ctx.family == "t5" else "the English")
     cross = torch.ones(len(encoder), dtype=torch.bool)
-    dec = _EncoderDecoder(ctx, encoder, cross, [v.bos_id], 0, use_cache, (v.eos_id,))
+    dec = _EncoderDecoder(ctx, encoder, cross, [ctx.decoder_start], 0, use_cache, (v.eos_id,))
     weight = float((ctx.run.config.get("objectives") or {}).get(translation.OBJECTIVE, 0.0) or 0.0)
     trained = (f"this run trained translation (weight {weight:g})" if weight > 0 else
                "this run did not train translation (no 'translation' objective), so expect a poor translation")
     prefix = f" after the task prefix {translation.task_prefix(ctx.family)!r}" if ctx.family == "t5" else ""
-    how = (f"English -> Chinese: the encoder reads the English{prefix}, the decoder writes from [BOS] until "
-           f"[EOS], {_cache_text(use_cache)}; {trained}")
+    how = (f"English -> Chinese: the encoder reads the English{prefix}, the decoder writes from "
+           f"{ctx.token_name(ctx.decoder_start)} until [EOS], {_cache_text(use_cache)}; {trained}")
     return _Plan(dec, *_cap(ctx, dec, max_new), how)
 
 
@@ -1301,7 +1308,7 @@ def _fill_mask_logits(ctx: _Context, ids: list[int], slots: list[int]) -> torch.
             encoder[slot] = v.sentinel_ids[i]
         if len(encoder) > ctx.max_positions or 2 * len(slots) > ctx.max_positions:
             raise ctx.too_long(n, ctx.max_positions, "the text with its slots")
-        dec = _EncoderDecoder(ctx, encoder, torch.ones(n, dtype=torch.bool), [v.bos_id], 0, False, ())
+        dec = _EncoderDecoder(ctx, encoder, torch.ones(n, dtype=torch.bool), [ctx.decoder_start], 0, False, ())
         rows = []
         history: list[int] = []
         for i in range(len(slots)):

@@ -25,13 +25,16 @@ Per family (the papers and their released code; every deviation is listed below)
                               relative attention (no position table, no embedding
                               LayerNorm); tied LM head + bias, no transform
     mpnet     post  -         two streams sharing every weight, query starts at its   -            (mplm)
-                              [MASK] slot; RoBERTa's LM head (transform + tied + bias)
+                              [MASK] slot; RoBERTa's LM head (transform + tied + bias);
+                              absolute positions + a relative bias (32 buckets)
     mass      post  -         encoder-decoder, n_layers each, shared embeddings;      -            (seq2seq)
                               tied LM head + bias, no transform
     glm       pre   -         one stream, 2-D positions (a second position table);    -            (blank_infilling)
                               tied LM head without bias, final LayerNorm
     t5        pre   -         encoder-decoder, n_layers each, shared embeddings;      -            (span_corruption)
-                              tied LM head + bias, final LayerNorm on both sides
+                              T5's own blocks (RMS norm, ReLU, no biases, relative
+                              position buckets, no 1/sqrt(d)); tied LM head scaled
+                              by d_model^-0.5, no bias; final RMS norm on both sides
 
 The RNN-era families (elmo, cove, ulmfit, cvt) are LSTM models from lab_models/rnn/ (one file per family, each with
 its paper and deviations): `family_model_config` gives them an `RNNConfig` (rnn/config.py: the presets' embedding,
@@ -88,6 +91,11 @@ Choices, per family:
   weight; in the default "mpnet" input mode the query stream starts from the embedding of its [MASK] slot at the
   predicted token's position (`query_stream="token"`, the reference feeds the masked tokens twice). "xlnet" mode starts
   it from a learned w (`query_stream="learned"`; see objectives/mpnet.py), "mlm" mode has one stream (`None`).
+  Positions as the released `mpnet_rel_base` and mpnet-base: learned absolute positions plus the bucketed relative
+  position bias (`relative_attention="buckets"`, 32 buckets up to distance 128, one table shared by all layers and
+  computed once per forward pass), read from each token's position id, so a [MASK] slot sits at the distance of the
+  token it stands for (the reference's `encode_relative_emb(positions)`). A Hugging Face `MPNetForMaskedLM` loads
+  into it with the same logits (lab_models/interop/mpnet.py).
 - MASS (Song et al. 2019): the encoder-decoder of XLM, which MASS's code builds on: post-LN, an embedding LayerNorm,
   LayerNorm eps 1e-12, GeLU, encoder and decoder of `n_layers` each (the paper: 6 and 6), one token/position table
   shared by the encoder, the decoder and the output projection (XLM's `pred_layer`: tied matrix + bias).
@@ -95,8 +103,17 @@ Choices, per family:
   LayerNorm, GeLU, eps 1e-5; 2-D positions (`n_position_rows=2`: row 1 the Part A index, row 2 the index inside a
   span, each with its own learned table, summed with the token vector). The output layer is the tied embedding
   matrix ("a single linear layer for the output token prediction"), without a bias (`lm_bias=False`), as Megatron's.
-- T5 (Raffel et al. 2020): pre-LN encoder-decoder with a final LayerNorm on each side, `n_layers` each (T5-base: 12
-  and 12), LayerNorm eps 1e-6, one token table shared by the encoder, the decoder and the tied output projection.
+- T5 (Raffel et al. 2020): pre-LN encoder-decoder, `n_layers` each (T5-base: 12 and 12), one token table shared by
+  the encoder, the decoder and the tied output projection, built as the paper (v1.0) and its released code build it
+  (`T5_STRUCTURE`): T5's RMS norm (scale only, no mean, no bias; eps 1e-6) before each sublayer and at the end of each
+  stack, no bias in any linear layer, ReLU, no absolute positions but the bucketed relative position bias (32
+  buckets up to 128; bidirectional in the encoder, unidirectional in the decoder, one table per stack computed once
+  per forward pass), no 1/sqrt(d_kv) in the attention with T5's initialization absorbing it (nn/initialization.py:
+  embeddings N(0, 1), W_q N(0, (d_model d_kv)^-0.5), ...), and the decoder output scaled by d_model^-0.5 before the
+  tied projection, which has no bias. The decoder starts with the pad token (objectives/t5.py). A Hugging Face
+  `T5ForConditionalGeneration` (v1.0, or v1.1 with `ffn_gated`, gelu_tanh and untied embeddings) loads into it with
+  the same logits (lab_models/interop/t5.py). Under the lab's AdamW at the presets' learning rate, T5's init learns
+  more slowly at first than the lab's N(0, 0.02) (README, "T5 and MPNet as the papers build them").
 
 Objectives and weights: `objective_weights` maps objective names to weights (defaults: lab_models/families.py).
 A weight of 0 switches an objective off: it is not computed, its head is not built, and parameters that only it
@@ -114,8 +131,8 @@ Deviations, stated:
 - BERT-family inputs carry no [CLS]/[SEP] framing from the objectives; the pooled "first" position is whatever token
   the data pipeline put first (BERT's [CLS] when it frames).
 - The post-LN families other than GPT-1 and XLNet get an embedding LayerNorm (BERT and MASS's XLM have one): a
-  Backbone rule (`embedding_norm=None`), see nn/backbone.py. Positions are learned absolute embeddings everywhere
-  except in XLNet (relative attention).
+  Backbone rule (`embedding_norm=None`), see nn/backbone.py. Positions are learned absolute embeddings everywhere but
+  in XLNet (relative attention), T5 (relative buckets only) and MPNet (absolute plus relative buckets).
 - ALBERT keeps the exact GeLU of the v1 release (the paper's main setting); the v2 checkpoints use the tanh form,
   which an imported ALBERT v2 gets (`activation="gelu_tanh"`, lab_models/interop/albert.py).
 - ELECTRA's λ is the `rtd` objective weight (default 50, the paper's). `settings.disc_weight` is used only when no
@@ -131,13 +148,11 @@ Deviations, stated:
 - XLNet: no segment-level recurrence (Transformer-XL's memory) and no `bi_data`; the relative distances come from the
   batch's position ids (nn/relative_attention.py states its own deviations). XLNet's pretraining input is two
   segments with [SEP]s and a [CLS]; the lab's rows are one segment (objectives/xlnet.py).
-- MPNet and T5: learned absolute positions instead of relative position buckets (nn/backbone.py).
-- T5: LayerNorm (with mean and bias) instead of T5's RMS norm without bias; biases in every linear layer; GeLU in the
-  feed-forward instead of T5 v1.0's ReLU; no d_model^-0.5 rescaling of the decoder output before the tied projection
-  (T5 needs it because its embeddings start at std 1.0; the lab's start at 0.02). The lab's decoder starts with [BOS],
-  not with the pad token (objectives/t5.py).
+- T5: dropout sits on the embeddings and after each residual branch only (T5 also drops inside the feed-forward, on
+  the attention probabilities and after each stack's final norm); the lab's optimizer is AdamW, not Adafactor.
 - MASS: no language embeddings (one language), learned positions (XLM's default too).
-- Encoder-decoder models share the *positions* table between encoder and decoder, as XLM (MASS) does; T5 has none.
+- Encoder-decoder models share the *positions* table between encoder and decoder, as XLM (MASS) does; T5 has none
+  (its encoder and decoder each have their own relative bias table).
 """
 from __future__ import annotations
 
@@ -192,6 +207,12 @@ REQUIRED_SWITCH = {("bert", "nsp"): "nsp", ("albert", "sop"): "sop", ("spanbert"
                    ("unilm", "nsp"): "nsp"}
 
 ALBERT_EMBEDDING_SIZE = 128  # the paper's E at every size
+
+# T5 as the paper (v1.0) and its released code build it: RMS norm without bias, no bias in any linear layer, ReLU,
+# the bucketed relative position bias instead of absolute positions, no 1/sqrt(d) in the attention (T5's init,
+# nn/initialization.py, absorbs it), and the tied output projection reading the decoder output scaled by d_model^-0.5.
+T5_STRUCTURE = dict(norm_type="rmsnorm", linear_bias=False, activation="relu", relative_attention="buckets",
+                    absolute_positions=False, attention_scale=False, output_scale=True, lm_bias=False)
 
 
 def _check_family(family) -> str:
@@ -301,6 +322,9 @@ def family_model_config(family: str, preset: str, vocab_size: int, *, settings=N
         structure["layer_norm_eps"] = LAYER_NORM_EPS[family]
     if family == "mpnet":
         structure["lm_transform"] = True  # RoBERTa's LM head
+        structure["relative_attention"] = "buckets"  # mpnet_rel_base: a relative bias next to the absolute positions
+    if family == "t5":
+        structure.update(T5_STRUCTURE)
     if family == "xlnet":  # Transformer-XL's relative attention, no position table, no embedding LayerNorm
         structure.update(xlnet_structure(overrides.get("relative_attention", "xlnet")))
     return preset_config(preset, vocab_size, **{**structure, **overrides})

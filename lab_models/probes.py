@@ -46,14 +46,13 @@ training (the lab's objectives add no [CLS]/[SEP]).
     cvt      embedding, BiLSTM 1, BiLSTM 2 (what the primary tagger reads)
 
   Layers of different widths (CoVe) are compared within a layer only, as always. Attention maps: none (ValueError).
-- MASS and T5, attention maps: the encoder reads the sentence uncorrupted; the decoder reads [BOS] + the sentence
-  shifted right by one (teacher forcing, as if the model were asked to write the sentence back: MASS's decoder layout
+- MASS and T5, attention maps: the encoder reads the sentence uncorrupted; the decoder reads its start token ([BOS];
+  T5: the pad token) + the sentence shifted right by one (teacher forcing, as if the model were asked to write the sentence back: MASS's decoder layout
   for a span covering the whole sentence, T5's shift-right), at positions 0..n-1.
 """
 from __future__ import annotations
 
 import inspect
-import math
 import re
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -442,46 +441,30 @@ class _Call:
 
 def recompute_attention(module, x: torch.Tensor, mask, context: torch.Tensor | None = None, relative=None
                         ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """The softmax probabilities a `MultiHeadAttention` used, recomputed from its inputs with its own weights.
+    """The softmax probabilities a `MultiHeadAttention` used, recomputed from its inputs by its own eager path (so
+    every backbone option counts: head width, biases, scale, a relative position bias folded into the mask).
 
     Returns (probabilities (B, nh, Tq, Tk), the output they give (B, Tq, H) after the output projection, the mask
     (B, Tq, Tk) with True = may attend as given). Rows that may attend nothing get probability 0 and output 0, as in
-    the module. Matches the module's eager path (and its SDPA path up to float rounding).
+    the module. Matches the module's SDPA path up to float rounding.
 
-    relative: the batch's relative positions, for a relative-attention module (relative_attention="xlnet"), which is
-    recomputed by its own eager path (`return_weights=True`, called without hooks).
+    relative: the batch's relative positions, for a relative-attention module (relative_attention="xlnet"), which
+    its own eager path reads too.
     """
     if relative is not None:
         prepared = prepare_mask(mask)
-        y, probs = module.forward(x, mask, context=context, return_weights=True, relative=relative)
+        y, probs = module.forward(x, prepared, context=context, return_weights=True, relative=relative)
         allowed = prepared.allowed[:, 0]  # (B, Tq, Tk)
         if prepared.empty_rows is not None:
             allowed = allowed & ~prepared.empty_rows
         return probs, y, allowed
-    B, Tq, H = x.shape
-    nh = module.n_heads
-    hs = H // nh
-    if context is None:
-        q, k, v = module.qkv(x).split(H, dim=2)  # 3 x (B, Tq, H)
-    else:
-        w_q, w_kv = module.qkv.weight.split([H, 2 * H], dim=0)
-        b_q, b_kv = module.qkv.bias.split([H, 2 * H], dim=0)
-        q = F.linear(x, w_q, b_q)  # (B, Tq, H)
-        k, v = F.linear(context, w_kv, b_kv).split(H, dim=2)  # 2 x (B, Tk, H)
-    Tk = k.shape[1]
+    B, Tq, _ = x.shape
+    Tk = Tq if context is None else context.shape[1]
     prepared = prepare_mask(mask, n_queries=Tq, n_keys=Tk, batch_size=B)
-    q = q.view(B, Tq, nh, hs).transpose(1, 2)  # (B, nh, Tq, hs)
-    k = k.view(B, Tk, nh, hs).transpose(1, 2)  # (B, nh, Tk, hs)
-    v = v.view(B, Tk, nh, hs).transpose(1, 2)  # (B, nh, Tk, hs)
-    scores = (q @ k.transpose(-2, -1)) / math.sqrt(hs)  # (B, nh, Tq, Tk)
-    scores = scores.masked_fill(~prepared.allowed, float("-inf"))
-    probs = F.softmax(scores, dim=-1)  # (B, nh, Tq, Tk)
+    # .forward, not __call__: this runs inside the module's own forward hook, which must not fire again
+    y, probs = module.forward(x, prepared, context=context, return_weights=True)
     allowed = prepared.allowed[:, 0]  # (B, Tq, Tk), empty rows repaired to key 0
-    y = (probs @ v).transpose(1, 2).reshape(B, Tq, H)  # (B, Tq, H)
-    y = module.proj(y)
     if prepared.empty_rows is not None:
-        probs = probs.masked_fill(prepared.empty_rows.unsqueeze(1), 0.0)  # (B, nh, Tq, Tk)
-        y = y.masked_fill(prepared.empty_rows, 0.0)
         allowed = allowed & ~prepared.empty_rows  # the mask as given: an empty row allows nothing
     return probs, y, allowed
 
@@ -619,12 +602,16 @@ def _two_stream_maps(run: TrainedRun, encoded: Encoded) -> AttentionMaps:
 
 
 def _encoder_decoder_maps(run: TrainedRun, encoded: Encoded) -> AttentionMaps:
-    """MASS / T5: the sentence in the encoder, [BOS] + the sentence shifted right in the decoder."""
+    """MASS / T5: the sentence in the encoder, the start token ([BOS]; T5: its pad token) + the sentence shifted right
+    in the decoder."""
+    from .objectives.translation import decoder_start_id
+
     backbone = run.model.backbone
     device = run.device
     n = len(encoded.ids)
+    start = decoder_start_id(run.family, run.settings, run.vocab)
     encoder_ids = _ids(encoded.ids, device)  # (1, n)
-    decoder_ids = _ids([run.vocab.bos_id] + encoded.ids[:-1], device)  # (1, n): shifted right
+    decoder_ids = _ids([start] + encoded.ids[:-1], device)  # (1, n): shifted right
     positions = torch.arange(n, device=device).unsqueeze(0)  # (1, n)
     full = torch.ones(1, n, n, dtype=torch.bool, device=device)
     causal = full.tril()
@@ -635,11 +622,12 @@ def _encoder_decoder_maps(run: TrainedRun, encoded: Encoded) -> AttentionMaps:
         memory = backbone.encode(encoder_ids, full, positions)
         backbone.decode(decoder_ids, causal, full, positions, memory)
     text = list(encoded.labels)
-    decoder_labels = [run.tokenizer.id_to_token(run.vocab.bos_id) or "[BOS]"] + text[:-1]
+    start_label = run.tokenizer.id_to_token(start) or str(start)
+    decoder_labels = [start_label] + text[:-1]
     streams = {"encoder": (text, text), "decoder": (decoder_labels, decoder_labels), "cross": (decoder_labels, text)}
     weights, masks = {}, {}
     for stream in streams:
         weights[stream], masks[stream] = _stack_calls(calls, stream)
-    note = ("The encoder reads the sentence (full attention); the decoder reads [BOS] + the sentence shifted right "
-            "(causal), as if writing the sentence back, and attends every encoder position (cross).")
+    note = (f"The encoder reads the sentence (full attention); the decoder reads {start_label} + the sentence shifted "
+            f"right (causal), as if writing the sentence back, and attends every encoder position (cross).")
     return _maps(run, encoded, calls, streams, weights, masks, note)

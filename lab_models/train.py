@@ -265,8 +265,10 @@ def settings_to_dict(settings) -> dict:
 
 
 def settings_from_dict(family: str, values: dict):
-    """The inverse of `settings_to_dict` (JSON lists become tuples, nested dicts dataclasses)."""
+    """The inverse of `settings_to_dict` (JSON lists become tuples, nested dicts dataclasses). A field the saved dict
+    lacks takes the value runs saved before it existed used (the module's SAVED_BEFORE), else its default."""
     cls = objective_module(family).Settings
+    values = {**getattr(objective_module(family), "SAVED_BEFORE", {}), **values}
     hints = typing.get_type_hints(cls)
     kwargs = {}
     for f in dataclasses.fields(cls):
@@ -666,7 +668,8 @@ def _translation_pairs(config: TrainConfig, tokenizer, info, max_positions: int)
         return None
     from lab_models.objectives.translation import TranslationPairs
 
-    pairs = TranslationPairs(config.family, tokenizer, info, max_len=max_positions)
+    pairs = TranslationPairs(config.family, tokenizer, info, max_len=max_positions,
+                             settings=settings_from_dict(config.family, config.settings))
     if pairs.unknown_target_fraction > 0.01:
         logger.warning("%.1f%% of the Chinese target tokens are unknown to the tokenizer", 100 *
                        pairs.unknown_target_fraction)

@@ -285,7 +285,7 @@ def test_t5_golden_paper_figure():
     a = build_anatomy("t5", T5_TOKENS, spans=[(2, 4), (8, 9)])
     assert a.inputs == ["Thank", "you", "<extra_id_0>", "me", "to", "your", "party", "<extra_id_1>", "week", "."]
     assert a.positions == [list(range(10))]
-    assert a.decoder_inputs == ["[BOS]", "<extra_id_0>", "for", "inviting", "<extra_id_1>", "last"]
+    assert a.decoder_inputs == ["[PAD]", "<extra_id_0>", "for", "inviting", "<extra_id_1>", "last"]  # T5's start
     assert a.targets == ["<extra_id_0>", "for", "inviting", "<extra_id_1>", "last", "<extra_id_2>"]
     assert a.decoder_positions == [[0, 1, 2, 3, 4, 5]]
     assert as_lists(a.attention["encoder"]) == [[1] * 10] * 10
@@ -437,7 +437,7 @@ def test_t5_properties(case, final_token):
     rebuilt = [w for t in enc for w in (fill[t] if t in sentinels else [t])]
     assert rebuilt == vocab.encode(words(n)).tolist()
     s, e = len(tgt), len(enc)
-    assert torch.equal(ex.decoder_input_ids, torch.tensor([vocab.info.bos_id] + tgt[:-1]))
+    assert torch.equal(ex.decoder_input_ids, torch.tensor([vocab.info.pad_id] + tgt[:-1]))  # T5 starts with pad
     assert torch.equal(ex.attention["decoder"], torch.ones(s, s).bool().tril())
     assert ex.attention["encoder"].shape == (e, e) and ex.attention["encoder"].all()
     assert ex.attention["cross"].shape == (s, e) and ex.attention["cross"].all()

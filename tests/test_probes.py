@@ -20,7 +20,7 @@ import torch
 from lab_models import api, probes
 from lab_models.inference import load_run
 from lab_models.nn import ModelConfig
-from lab_models.nn.attention import MultiHeadAttention
+from lab_models.nn.attention import MultiHeadAttention, add_position_bias, prepare_mask
 
 REPO = Path(__file__).resolve().parent.parent
 FAMILIES = ("gpt", "bert", "xlnet", "t5")
@@ -127,25 +127,41 @@ def test_t5_attention_has_encoder_decoder_and_cross_streams(runs):
     assert maps.masks["encoder"].all() and maps.masks["cross"].all()
     assert torch.equal(maps.masks["decoder"], torch.ones(n, n, dtype=torch.bool).tril())
     decoder_rows, _ = maps.streams["decoder"]
-    assert decoder_rows == ["[BOS]"] + maps.tokens[:-1]  # the sentence shifted right behind [BOS]
+    assert decoder_rows == ["[PAD]"] + maps.tokens[:-1]  # the sentence shifted right behind T5's start token
     assert maps.streams["cross"] == (decoder_rows, maps.tokens)
     assert maps.check_error < 1e-5
 
 
-def test_recomputed_attention_reproduces_the_module_with_an_empty_row():
-    """recompute_attention against MultiHeadAttention's own eager path (return_weights), on random weights, a random
-    mask with an empty row, and a separate context (cross / two-stream attention)."""
+@pytest.mark.parametrize("t5_like", [False, True], ids=["bert-like", "t5-like"])
+def test_recomputed_attention_reproduces_the_module_with_an_empty_row(t5_like):
+    """recompute_attention against softmax(q.k * scale + bias) written out here and against the module's SDPA output,
+    on random weights, a random mask with an empty row, and a separate context (cross / two-stream attention); the
+    T5-like module has 3-wide heads (n_heads * d_head != d_model), no biases, no 1/sqrt(d) and a position bias."""
     torch.manual_seed(0)
-    config = ModelConfig(vocab_size=10, d_model=16, n_layers=1, n_heads=4, d_ff=32, max_positions=16)
+    options = dict(d_head=3, linear_bias=False, attention_scale=False) if t5_like else {}
+    config = ModelConfig(vocab_size=10, d_model=16, n_layers=1, n_heads=4, d_ff=32, max_positions=16, **options)
     module = MultiHeadAttention(config).eval()
     x, context = torch.randn(2, 5, 16), torch.randn(2, 7, 16)
     mask = torch.rand(2, 5, 7) > 0.4
     mask[:, :, 0] = True
     mask[1, 2] = False  # a row that may attend nothing
-    probs, y, allowed = probes.recompute_attention(module, x, mask, context)
+    prepared = prepare_mask(mask)
+    bias = torch.randn(1, 4, 5, 7) if t5_like else torch.zeros(1, 4, 5, 7)
+    if t5_like:
+        prepared = add_position_bias(prepared, bias)
+    probs, y, allowed = probes.recompute_attention(module, x, prepared, context)
     with torch.no_grad():
-        y_module, probs_module = module(x, mask, context=context, return_weights=True)
-    assert torch.allclose(probs, probs_module, atol=1e-6) and torch.allclose(y, y_module, atol=1e-6)
+        A = config.attention_width
+        w_q, w_k, w_v = module.qkv.weight.split(A)
+        b_q, b_k, b_v = module.qkv.bias.split(A) if module.qkv.bias is not None else (0, 0, 0)
+        q = (x @ w_q.T + b_q).view(2, 5, 4, -1).transpose(1, 2)  # (B, nh, Tq, hs)
+        k = (context @ w_k.T + b_k).view(2, 7, 4, -1).transpose(1, 2)
+        v = (context @ w_v.T + b_v).view(2, 7, 4, -1).transpose(1, 2)
+        scale = 1.0 if t5_like else config.head_size ** -0.5
+        scores = (q @ k.transpose(-1, -2) * scale + bias).masked_fill(~prepared.allowed, float("-inf"))
+        by_hand = scores.softmax(-1).masked_fill(prepared.empty_rows.unsqueeze(1), 0.0)
+        y_sdpa = module(x, prepared, context=context)  # the module's own (SDPA) path
+    assert torch.allclose(probs, by_hand, atol=1e-6) and torch.allclose(y, y_sdpa, atol=1e-5)
     assert torch.all(probs[1, :, 2] == 0) and torch.all(y[1, 2] == 0)
     assert torch.equal(allowed, mask)
 

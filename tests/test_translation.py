@@ -141,7 +141,9 @@ def test_later_chinese_tokens_do_not_leak(family):
 @pytest.mark.parametrize("family", ["mass", "t5"])
 def test_translation_alone_trains_every_parameter_and_the_lm_head(family):
     model = tiny_model(family, {MAIN[family]: 0, "translation": 1}).train()
-    assert model.backbone.lm_bias.requires_grad  # the LM head stays trainable when only translation uses it
+    head = model.backbone.lm_bias  # T5 has no LM bias: its head is the tied token matrix alone
+    head = model.backbone.embeddings.token.weight if head is None else head
+    assert head.requires_grad  # the LM head stays trainable when only translation uses it
     batch = translation.mix([], [translation.build_example([16, 17, 18], CHINESE, VOCAB.info)] * 2, 0)
     out = model.loss(batch)
     assert set(out.parts) == {"translation"} and out.target_ids.tolist() == (CHINESE + [5]) * 2

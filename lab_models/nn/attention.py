@@ -18,6 +18,11 @@ on the CPU the outputs and gradients came out bit-identical and as fast; on CUDA
 flash kernel (an H100, bf16, 32 x 12 heads x 512 x 64: forward + backward 0.40 ms with is_causal against 0.65 ms with
 the bool mask). The eager path always reads `allowed`.
 
+Position biases (T5 and MPNet's relative positions, nn/relative_position.py). `add_position_bias` folds a float bias
+(B or 1, nh, Tq, Tk), computed once per batch, into the prepared mask: one additive float mask, the bias where a key
+may be attended and -inf where it may not. Every layer of the stack shares it; SDPA reads it as its `attn_mask` and
+the eager path adds it to the logits, so both paths compute softmax(q.k * scale + bias) under the same mask.
+
 Empty rows. A query row with no allowed key makes softmax 0/0 = NaN. XLNet's query stream has one by rule (the
 position with rank 0 in the order has nothing before it; it carries no target). `prepare_mask` finds such rows
 once, lets them attend the first key so the arithmetic stays finite, and the attention output of those rows is
@@ -41,6 +46,7 @@ Worked example (one sequence, 3 tokens, causal; the second query row of the cros
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -60,6 +66,9 @@ class AttentionMask:
     # "full": allowed is all True; "causal": Tq == Tk and allowed is exactly the lower triangle (j <= i) in every row
     # of the batch; None: any other mask. Only a shortcut for SDPA: `allowed` always holds the mask itself.
     pattern: str | None = None
+    # A float additive mask (B or 1, nh or 1, Tq, Tk) in the activation dtype: a position bias where `allowed`, -inf
+    # elsewhere (`add_position_bias`). None: no bias, the attention reads `allowed` (or `pattern`).
+    bias: torch.Tensor | None = None
 
     @property
     def shape(self) -> tuple[int, int, int]:
@@ -89,6 +98,26 @@ def prepare_mask(mask: torch.Tensor | AttentionMask, n_queries: int | None = Non
     first_key[:, :, 0] = True
     repaired = mask | (empty & first_key)  # (B, Tq, Tk): empty rows now attend key 0 only
     return AttentionMask(allowed=repaired.unsqueeze(1), empty_rows=empty)
+
+
+def add_position_bias(mask: AttentionMask, bias: torch.Tensor) -> AttentionMask:
+    """`mask` with `bias` (B or 1, nh, Tq, Tk), already in the activation dtype, folded in as one additive mask (see
+    the module docstring). Built once per batch; a full mask adds nothing to the bias, and a causal one is the same
+    for every row, so those stay broadcast over the batch.
+
+    >>> causal = prepare_mask(torch.ones(1, 2, 2).tril().bool())
+    >>> add_position_bias(causal, torch.full((1, 1, 2, 2), 0.5)).bias[0, 0].tolist()
+    [[0.5, -inf], [0.5, 0.5]]
+    """
+    B, Tq, Tk = mask.shape
+    if bias.dim() != 4 or bias.shape[0] not in (1, B) or tuple(bias.shape[2:]) != (Tq, Tk):
+        raise ValueError(f"a position bias must be (batch or 1, heads, {Tq}, {Tk}), got {tuple(bias.shape)}")
+    if mask.pattern == "full":
+        additive = bias.contiguous()  # once here, not in every layer's SDPA call
+    else:
+        allowed = mask.allowed[:1] if mask.pattern == "causal" else mask.allowed  # (B or 1, 1, Tq, Tk)
+        additive = bias.masked_fill(~allowed, float("-inf"))  # (B or 1, nh, Tq, Tk)
+    return dataclasses.replace(mask, bias=additive)
 
 
 def _inspect(mask: torch.Tensor, empty: torch.Tensor) -> tuple[bool, str | None]:
@@ -151,10 +180,15 @@ class MultiHeadAttention(nn.Module):
         super().__init__()
         self.n_heads = config.n_heads
         self.d_model = config.d_model
+        self.head_size = config.head_size
+        self.inner = config.attention_width  # n_heads * head_size: d_model unless d_head says otherwise (T5's d_kv)
+        # None: SDPA's own 1 / sqrt(head_size); T5 scales nothing (its init absorbs the factor)
+        self.scale = None if config.attention_scale else 1.0
         self.impl = config.attention_impl
         self.attention_dropout = config.attention_dropout
-        self.qkv = nn.Linear(config.d_model, 3 * config.d_model)  # rows: [W_q; W_k; W_v]
-        self.proj = nn.Linear(config.d_model, config.d_model)  # the output projection W_o
+        bias = config.linear_bias
+        self.qkv = nn.Linear(config.d_model, 3 * self.inner, bias=bias)  # rows: [W_q; W_k; W_v]
+        self.proj = nn.Linear(self.inner, config.d_model, bias=bias)  # the output projection W_o
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | AttentionMask, context: torch.Tensor | None = None,
                 return_weights: bool = False, cache: KeyValueCache | None = None):
@@ -167,18 +201,20 @@ class MultiHeadAttention(nn.Module):
         mask is (B, Tq, cached + Tq); cross-attention (a static cache): once filled, `context` may be None.
         """
         B, Tq, H = x.shape
-        hs = H // self.n_heads
+        hs, A = self.head_size, self.inner  # A = n_heads * hs (= H unless d_head is set)
         if cache is not None and cache.static and cache.k is not None:  # the memory's keys and values, cached
-            w_q, b_q = self.qkv.weight[:H], self.qkv.bias[:H]
-            q = F.linear(x, w_q, b_q)  # (B, Tq, H)
+            w_q, b_q = self.qkv.weight[:A], None if self.qkv.bias is None else self.qkv.bias[:A]
+            q = F.linear(x, w_q, b_q)  # (B, Tq, A)
             k = v = None
         elif context is None:
-            q, k, v = self.qkv(x).split(H, dim=2)  # 3 x (B, Tq, H)
+            q, k, v = self.qkv(x).split(A, dim=2)  # 3 x (B, Tq, A)
         else:
-            w_q, w_kv = self.qkv.weight.split([H, 2 * H], dim=0)  # (H, H), (2H, H)
-            b_q, b_kv = self.qkv.bias.split([H, 2 * H], dim=0)  # (H,), (2H,)
-            q = F.linear(x, w_q, b_q)  # (B, Tq, H)
-            k, v = F.linear(context, w_kv, b_kv).split(H, dim=2)  # 2 x (B, Tk, H)
+            w_q, w_kv = self.qkv.weight.split([A, 2 * A], dim=0)  # (A, H), (2A, H)
+            b_q = b_kv = None
+            if self.qkv.bias is not None:
+                b_q, b_kv = self.qkv.bias.split([A, 2 * A], dim=0)  # (A,), (2A,)
+            q = F.linear(x, w_q, b_q)  # (B, Tq, A)
+            k, v = F.linear(context, w_kv, b_kv).split(A, dim=2)  # 2 x (B, Tk, A)
         q = q.view(B, Tq, self.n_heads, hs).transpose(1, 2)  # (B, nh, Tq, hs)
         if k is not None:
             Tk = k.shape[1]
@@ -196,18 +232,27 @@ class MultiHeadAttention(nn.Module):
 
         weights = None
         if self.impl == "sdpa" and not return_weights:
-            if mask.pattern == "full":  # every key for every query: no mask to read
-                y = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p)  # (B, nh, Tq, hs)
+            scale = self.scale
+            if mask.bias is not None:  # a position bias, folded into one additive mask for every layer
+                y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask.bias.to(q.dtype), dropout_p=dropout_p,
+                                                   scale=scale)  # (B, nh, Tq, hs)
+            elif mask.pattern == "full":  # every key for every query: no mask to read
+                y = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, scale=scale)  # (B, nh, Tq, hs)
             elif mask.pattern == "causal" and Tq == Tk:  # exactly j <= i: SDPA's own causal mask
-                y = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=True)
+                y = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=True, scale=scale)
             else:
-                y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask.allowed, dropout_p=dropout_p)
+                y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask.allowed, dropout_p=dropout_p, scale=scale)
         else:
-            scores = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hs))  # (B, nh, Tq, Tk)
-            scores = scores.masked_fill(~mask.allowed, float("-inf"))  # no row is all -inf after prepare_mask
+            scores = q @ k.transpose(-2, -1)  # (B, nh, Tq, Tk)
+            if self.scale is None:
+                scores = scores * (1.0 / math.sqrt(hs))
+            if mask.bias is not None:
+                scores = scores + mask.bias  # the position bias, and -inf where a key may not be attended
+            else:
+                scores = scores.masked_fill(~mask.allowed, float("-inf"))  # no row is all -inf after prepare_mask
             weights = F.softmax(scores, dim=-1)  # (B, nh, Tq, Tk)
             y = F.dropout(weights, p=dropout_p, training=self.training) @ v  # (B, nh, Tq, hs)
-        y = y.transpose(1, 2).contiguous().view(B, Tq, H)  # (B, Tq, H): heads side by side again
+        y = y.transpose(1, 2).contiguous().view(B, Tq, A)  # (B, Tq, A): heads side by side again
         y = self.proj(y)  # (B, Tq, H)
         if mask.empty_rows is not None:
             y = y.masked_fill(mask.empty_rows, 0.0)  # rows that may attend nothing add nothing

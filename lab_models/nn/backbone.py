@@ -14,8 +14,9 @@ Incremental decoding (lab_models/generate.py): `forward(..., cache=backbone.new_
 `decode(..., cache=backbone.new_cache(decoder=True))` keep every layer's keys and values (`DecodingCache`), so that a
 decoding step runs only the new tokens: their ids and positions, and a mask (B, T_new, T_cached + T_new) over the cached
 keys and themselves. The decoder's cross-attention keys and values of the encoder memory are computed once. New tokens
-take the positions the caller gives (the next token's index); with relative attention the cache also keeps the cached
-keys' position and segment ids, so that a new row's distances to them are those of the full pass.
+take the positions the caller gives (the next token's index); with relative positions (XLNet's attention, T5's and
+MPNet's buckets) the cache also keeps the cached keys' position and segment ids, so that a new row's distances to
+them are those of the full pass.
 
 Layout, top to bottom:
 
@@ -37,9 +38,21 @@ segment ids, which then reach the attention even without a segment table) and ha
 `forward_two_stream` the query rows take their slots' position and segment ids, in the same stacked call as h.
 Cross-attention stays plain.
 
+Options the papers' own code needs (T5, MPNet; nn/config.py), each a fact about structure, none a family name:
+- `norm_type="rmsnorm"`: every norm above is T5's RMS norm (nn/norms.py) instead of LayerNorm.
+- `linear_bias=False`, `activation` ("gelu", "gelu_tanh", "relu"), `ffn_gated` (act(x W_0) * x W_1), `d_head`
+  (n_heads * d_head may differ from d_model), `attention_scale=False` (no 1/sqrt(d_head); the backbone then takes
+  T5's initialization, nn/initialization.py), `output_scale` (hidden * d_model^-0.5 before the projection), `lm_bias`.
+- `absolute_positions=False`: no position tables; position ids still arrive and feed the relative bias.
+- `relative_attention="buckets"`: T5's bucketed relative position bias (nn/relative_position.py). Each stack owns one
+  table (`relative_bias` for the encoder / one stream / two streams, bidirectional; `decoder_relative_bias`,
+  unidirectional); each forward pass computes the bias once from the position ids (row 0), in the activation dtype,
+  and folds it with the boolean mask into one additive float mask that every layer's SDPA (or eager softmax) reads.
+  Cross-attention gets no bias, as in T5.
+
 Deviations, stated where they happen:
-- Positions are learned absolute embeddings by default, also for T5 (relative position buckets in the paper); XLNet
-  uses its relative attention.
+- Positions are learned absolute embeddings unless the config says otherwise (T5: relative buckets only; MPNet:
+  both; XLNet: its relative attention only).
 - The embedding LayerNorm exists by default exactly for post-LN models. BERT has one; GPT-1 (also post-LN) is built
   without (models.family_model_config sets embedding_norm=False), as is XLNet; GPT-2 (pre-LN) has none. Any other
   post-LN family keeps it, so that its first block sees normalised inputs.
@@ -57,11 +70,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .attention import AttentionMask, KeyValueCache, MultiHeadAttention, prepare_mask
+from .attention import AttentionMask, KeyValueCache, MultiHeadAttention, add_position_bias, prepare_mask
 from .config import ModelConfig
 from .dropout import Dropout
+from .initialization import t5_init_weights
+from .norms import make_norm
 from .relative_attention import RelativeMultiHeadAttention, RelativePositions, relative_positions
-
+from .relative_position import RelativePositionBias, shared_rows
 
 
 def normal_init_(tensor: torch.Tensor, std: float) -> None:
@@ -115,16 +130,33 @@ def activation_module(name: str) -> nn.Module:
 
 
 class FeedForward(nn.Module):
-    """Position-wise MLP: H -> d_ff -> H with the config's activation (GeLU for BERT, its tanh form for GPT-2)."""
+    """Position-wise MLP: H -> d_ff -> H with config.activation (GeLU: BERT, GPT-2; ReLU: T5 v1.0).
+
+    ffn_gated (T5 v1.1's gated-GeLU): act(x W_0) * (x W_1) -> W_o. W_0 and W_1 are one fused (2 d_ff, H) matrix
+    `up` (rows [W_0; W_1]), so the two products are one matmul."""
 
     def __init__(self, config: ModelConfig):
         super().__init__()
-        self.up = nn.Linear(config.d_model, config.d_ff)
+        self.gated = config.ffn_gated
+        self.d_ff = config.d_ff
+        width = 2 * config.d_ff if self.gated else config.d_ff
+        self.up = nn.Linear(config.d_model, width, bias=config.linear_bias)
+        # named like attention's output projection: residual init
+        self.proj = nn.Linear(config.d_ff, config.d_model, bias=config.linear_bias)
         self.act = activation_module(config.activation)
-        self.proj = nn.Linear(config.d_ff, config.d_model)  # named like attention's output projection: residual init
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.gated:
+            activated, linear = self.up(x).split(self.d_ff, dim=-1)  # 2 x (B, T, d_ff)
+            return self.proj(self.act(activated) * linear)  # (B, T, H)
         return self.proj(self.act(self.up(x)))  # (B, T, d_ff) -> (B, T, H)
+
+
+def _activation_dtype(x: torch.Tensor) -> torch.dtype:
+    """The dtype the attention computes in: autocast's (bf16 on a GPU) when it is on, else x's."""
+    if torch.is_autocast_enabled(x.device.type):
+        return torch.get_autocast_dtype(x.device.type)
+    return x.dtype
 
 
 class LayerCache:
@@ -146,7 +178,7 @@ class DecodingCache:
 
     def __init__(self, n_layers: int, cross: bool = False):
         self.layers = [LayerCache(cross) for _ in range(n_layers)]
-        # relative attention: the position and segment ids of the cached keys, (B, T_cached) each (None: not yet)
+        # relative positions: the position and segment ids of the cached keys, (B, T_cached) each (None: not yet)
         self.key_positions: torch.Tensor | None = None
         self.key_segments: torch.Tensor | None = None
 
@@ -157,9 +189,14 @@ class DecodingCache:
             segments = torch.zeros_like(positions)
         if segments is not None and self.key_segments is None and self.key_positions is not None:
             self.key_segments = torch.zeros_like(self.key_positions)
-        self.key_positions = positions if self.key_positions is None else torch.cat([self.key_positions, positions], 1)
+        if self.key_positions is not None:  # either side may be one row shared by every batch row
+            B = max(self.key_positions.shape[0], positions.shape[0])
+            positions = torch.cat([self.key_positions.expand(B, -1), positions.expand(B, -1)], dim=1)
+            if segments is not None:
+                segments = torch.cat([self.key_segments.expand(B, -1), segments.expand(B, -1)], dim=1)
+        self.key_positions = positions
         if segments is not None:
-            self.key_segments = segments if self.key_segments is None else torch.cat([self.key_segments, segments], 1)
+            self.key_segments = segments
         return self.key_positions, self.key_segments
 
     @property
@@ -193,12 +230,12 @@ class Block(nn.Module):
     def __init__(self, config: ModelConfig, cross_attention: bool = False):
         super().__init__()
         self.pre_norm = config.norm == "pre"
-        self.ln_attn = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
+        self.ln_attn = make_norm(config, config.d_model)  # LayerNorm, or T5's RMS norm (config.norm_type)
         relative = config.relative_attention == "xlnet"  # Transformer-XL / XLNet terms in the self-attention scores
         self.attn = RelativeMultiHeadAttention(config) if relative else MultiHeadAttention(config)
-        self.ln_cross = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps) if cross_attention else None
+        self.ln_cross = make_norm(config, config.d_model) if cross_attention else None
         self.cross_attn = MultiHeadAttention(config) if cross_attention else None
-        self.ln_ff = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
+        self.ln_ff = make_norm(config, config.d_model)
         self.ff = FeedForward(config)
         self.drop = Dropout(config.dropout)
 
@@ -239,25 +276,26 @@ class Block(nn.Module):
         x = self._add(x, self.ff(a), self.ln_ff)
         return (x, weights) if return_weights else x
 
-    def _add(self, x: torch.Tensor, out: torch.Tensor, norm: nn.LayerNorm) -> torch.Tensor:
+    def _add(self, x: torch.Tensor, out: torch.Tensor, norm: nn.Module) -> torch.Tensor:
         x = x + self.drop(out)  # the residual connection
         return x if self.pre_norm else norm(x)
 
 
 class Embeddings(nn.Module):
     """Token vectors [+ learned absolute positions (+ a second position row)] (+ segments), in E dims, then
-    [LayerNorm] -> dropout -> [projection E -> H]."""
+    [LayerNorm] -> dropout -> [projection E -> H]. Without absolute positions (T5, XLNet) there are no position
+    tables."""
 
     def __init__(self, config: ModelConfig):
         super().__init__()
         E = config.embedding_width
         self.token = embedding_table(config.vocab_size, E)
         # row 0: the position in the sequence; row 1 (GLM): the position inside a blank-infilling span.
-        # None at all with absolute_positions=False (XLNet: positions enter through relative attention only).
+        # None at all with absolute_positions=False (T5, XLNet: positions enter through relative terms only).
         n_tables = config.n_position_rows if config.absolute_positions else 0
         self.positions = nn.ModuleList(embedding_table(config.max_positions, E) for _ in range(n_tables))
         self.segment = embedding_table(config.n_segments, E) if config.n_segments else None
-        self.norm = nn.LayerNorm(E, eps=config.layer_norm_eps) if config.has_embedding_norm else nn.Identity()
+        self.norm = make_norm(config, E) if config.has_embedding_norm else nn.Identity()
         self.drop = Dropout(config.dropout)
         self.project = nn.Identity() if config.embedding_size is None else nn.Linear(E, config.d_model)  # ALBERT
 
@@ -290,20 +328,25 @@ class Backbone(nn.Module):
         self.query_start = nn.Parameter(torch.empty(E)) if config.query_stream == "learned" else None
         # share_layers (ALBERT): one Block whose weights every layer reuses
         self.blocks = nn.ModuleList(Block(config) for _ in range(1 if config.share_layers else config.n_layers))
-        self.ln_f = nn.LayerNorm(H, eps=config.layer_norm_eps) if config.norm == "pre" else nn.Identity()
-        self.decoder_blocks = self.ln_dec = None
+        self.ln_f = make_norm(config, H) if config.norm == "pre" else nn.Identity()
+        # T5 / MPNet: the relative position bias of the (encoder) stack, computed once per forward, shared by its layers
+        self.relative_bias = self._relative_bias(config, bidirectional=True)
+        self.decoder_blocks = self.ln_dec = self.decoder_relative_bias = None
         if config.decoder_layers:
             n_decoder_blocks = 1 if config.share_layers else config.decoder_layers
             self.decoder_blocks = nn.ModuleList(Block(config, cross_attention=True) for _ in range(n_decoder_blocks))
-            self.ln_dec = nn.LayerNorm(H, eps=config.layer_norm_eps) if config.norm == "pre" else nn.Identity()
+            self.ln_dec = make_norm(config, H) if config.norm == "pre" else nn.Identity()
+            self.decoder_relative_bias = self._relative_bias(config, bidirectional=False)  # T5's decoder: causal
         # The LM head: [dense + activation + LayerNorm, H -> E] then the (tied) V x E matrix [and a bias].
         self.lm_transform = None
         if config.lm_transform or config.embedding_size is not None:
             self.lm_transform = nn.Sequential(nn.Linear(H, E), activation_module(config.activation),
-                                              nn.LayerNorm(E, eps=config.layer_norm_eps))
+                                              make_norm(config, E))
         # Tied: lm_logits reads embeddings.token.weight directly, so the state dict holds the matrix once.
         self.lm_out = None if config.tie_embeddings else nn.Linear(E, config.vocab_size, bias=False)
-        self.lm_bias = nn.Parameter(torch.zeros(config.vocab_size)) if config.lm_bias else None  # GPT, GPT-2: none
+        self.lm_bias = nn.Parameter(torch.zeros(config.vocab_size)) if config.lm_bias else None
+        # T5 (tied): hidden * d_model^-0.5 before the projection
+        self.output_scale = config.d_model ** -0.5 if config.output_scale else None
 
         self.apply(init_weights)
         if self.query_start is not None:
@@ -312,6 +355,27 @@ class Backbone(nn.Module):
             for name, p in self.named_parameters():
                 if name.endswith("proj.weight"):
                     normal_init_(p, std=0.02 / math.sqrt(2 * config.n_layers))
+        if not config.attention_scale:  # T5 folds 1/sqrt(d) into its init (nn/initialization.py)
+            t5_init_weights(self)
+
+    @staticmethod
+    def _relative_bias(config: ModelConfig, bidirectional: bool) -> RelativePositionBias | None:
+        if config.relative_attention != "buckets":
+            return None
+        return RelativePositionBias(config.n_heads, config.relative_attention_buckets,
+                                    config.relative_attention_max_distance, bidirectional)
+
+    @staticmethod
+    def _with_position_bias(table: RelativePositionBias | None, mask: AttentionMask, query_positions: torch.Tensor,
+                            key_positions: torch.Tensor, x: torch.Tensor) -> AttentionMask:
+        """`mask` with the stack's relative position bias folded in (once per batch, for every layer), or `mask`
+        itself when the model has none. Positions are row 0 of the position ids: (B, Tq) and (B, Tk)."""
+        if table is None:
+            return mask
+        queries = shared_rows(query_positions)  # (B or 1, Tq)
+        keys = queries if key_positions is query_positions else shared_rows(key_positions)  # (B or 1, Tk)
+        bias = table(queries, keys)  # (B or 1, nh, Tq, Tk)
+        return add_position_bias(mask, bias.to(_activation_dtype(x)))
 
     # ---- one stream -------------------------------------------------------------------------------------------
 
@@ -328,7 +392,9 @@ class Backbone(nn.Module):
         x = self._embed(self.embeddings.token(input_ids), position_ids, segment_ids, B, T)  # (B, T, H)
         past = self._check_cache(cache, self.config.n_layers, B, T)
         mask = prepare_mask(self._check_mask("attention_mask", attention_mask, B, T, past + T))  # once for all layers
-        relative = self._relative_self(position_ids, segment_ids, B, T, cache)  # once for all layers (or None)
+        positions, key_positions, segments, key_segments = self._key_ids(position_ids, segment_ids, B, T, cache)
+        mask = self._with_position_bias(self.relative_bias, mask, positions, key_positions, x)  # buckets (or mask)
+        relative = self._relative(positions, key_positions, segments, key_segments)  # XLNet's terms (or None)
         maps = []
         for i, block in enumerate(self._stack(self.blocks, self.config.n_layers)):
             layer_cache = None if cache is None else cache.layers[i]
@@ -381,11 +447,11 @@ class Backbone(nn.Module):
 
         x = torch.cat([h, g], dim=1)  # (B, T+Q, H): rows [0, T) content, [T, T+Q) query
         mask = prepare_mask(torch.cat([content_mask, query_mask], dim=1))  # (B, T+Q, T), keys are h only
-        relative = None
-        if self.config.relative_attention == "xlnet":  # rows [h; g] at [positions; slot positions], keys h
-            row_segments = None if segment_ids is None else torch.cat([segment_ids, slot_segments], dim=1)  # (B, T+Q)
-            relative = self._relative(torch.cat([position_ids[:, 0], slot_positions[:, 0]], dim=1), position_ids[:, 0],
-                                      row_segments, segment_ids)
+        # the query rows sit at their slots' positions: distances to the content keys as in the text
+        query_positions = torch.cat([position_ids[:, 0], slot_positions[:, 0]], dim=1)  # (B, T+Q)
+        mask = self._with_position_bias(self.relative_bias, mask, query_positions, position_ids[:, 0], x)
+        row_segments = None if segment_ids is None else torch.cat([segment_ids, slot_segments], dim=1)  # (B, T+Q)
+        relative = self._relative(query_positions, position_ids[:, 0], row_segments, segment_ids)
         for block in self._stack(self.blocks, self.config.n_layers):
             x = block(x, mask, n_context=T, relative=relative)  # (B, T+Q, H)
         x = self.ln_f(x)
@@ -419,8 +485,10 @@ class Backbone(nn.Module):
         y = self._embed(self.embeddings.token(decoder_input_ids), decoder_position_ids, None, B, S)  # (B, S, H)
         past = self._check_cache(cache, self.config.decoder_layers, B, S, cross=True)
         self_mask = prepare_mask(self._check_mask("decoder_mask", decoder_mask, B, S, past + S))
-        cross = prepare_mask(self._check_mask("cross_mask", cross_mask, B, S, T))
-        relative = self._relative_self(decoder_position_ids, None, B, S, cache)  # decoder self-attention only
+        positions, key_positions, _, _ = self._key_ids(decoder_position_ids, None, B, S, cache)
+        self_mask = self._with_position_bias(self.decoder_relative_bias, self_mask, positions, key_positions, y)
+        relative = self._relative(positions, key_positions, None, None)  # decoder self-attention only
+        cross = prepare_mask(self._check_mask("cross_mask", cross_mask, B, S, T))  # no relative terms (as T5)
         for i, block in enumerate(self._stack(self.decoder_blocks, self.config.decoder_layers)):
             layer_cache = None if cache is None else cache.layers[i]
             y = block(y, self_mask, memory=memory, cross_mask=cross, cache=layer_cache, relative=relative)  # (B,S,H)
@@ -466,6 +534,8 @@ class Backbone(nn.Module):
         if positions is not None:
             hidden = self._gather_rows(hidden, positions)  # (N, H)
         x = hidden if self.lm_transform is None else self.lm_transform(hidden)  # (..., E)
+        if self.output_scale is not None:
+            x = x * self.output_scale  # T5: d_model^-0.5 before the tied projection
         weight = self.embeddings.token.weight if self.lm_out is None else self.lm_out.weight  # (V, E)
         return F.linear(x, weight, self.lm_bias)  # (..., V)
 
@@ -482,21 +552,22 @@ class Backbone(nn.Module):
 
     # ---- helpers ----------------------------------------------------------------------------------------------
 
-    def _relative_self(self, position_ids: torch.Tensor, segment_ids: torch.Tensor | None, B: int, T: int,
-                       cache: DecodingCache | None) -> RelativePositions | None:
-        """Self-attention's relative positions: the new rows against the cached keys and themselves (None without
-        relative attention). The ids were checked by `_embed` already."""
-        if self.config.relative_attention != "xlnet":
-            return None
-        positions = position_ids.reshape(B, -1, T)[:, 0]  # (B, T): (B, T) and (B, 1, T) alike
-        segments = segment_ids  # (B, T) or None
-        key_positions, key_segments = positions, segments
-        if cache is not None:
-            key_positions, key_segments = cache.extend_keys(positions, segments)  # (B, past + T) each
-        return self._relative(positions, key_positions, segments, key_segments)
+    def _key_ids(self, position_ids: torch.Tensor, segment_ids: torch.Tensor | None, B: int, T: int,
+                 cache: DecodingCache | None):
+        """Self-attention's rows and keys for relative positions: (row positions (B, T), key positions (B, past+T),
+        row segments, key segments); the cache, if any, is extended by the new rows once. The ids were checked by
+        `_embed` already."""
+        positions = position_ids.reshape(B, -1, T)[:, 0]  # (B, T): row 0 of (B, T) and (B, rows, T) alike
+        if cache is None or self.config.relative_attention is None:
+            return positions, positions, segment_ids, segment_ids
+        key_positions, key_segments = cache.extend_keys(positions, segment_ids)  # (B, past + T) each
+        return positions, key_positions, segment_ids, key_segments
 
     def _relative(self, query_positions: torch.Tensor, key_positions: torch.Tensor,
-                  query_segments: torch.Tensor | None, key_segments: torch.Tensor | None) -> RelativePositions:
+                  query_segments: torch.Tensor | None, key_segments: torch.Tensor | None) -> RelativePositions | None:
+        """XLNet's relative positions for every layer (None unless relative_attention="xlnet")."""
+        if self.config.relative_attention != "xlnet":
+            return None
         return relative_positions(query_positions, key_positions, query_segments, key_segments, self.config.d_model,
                                   self.config.relative_attention_clamp_len, self.relative_drop)
 

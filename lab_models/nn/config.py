@@ -22,11 +22,12 @@ NORMS = ("pre", "post")
 # "gelu": the exact (erf) GeLU of BERT; "gelu_tanh": its tanh approximation, which GPT, GPT-2 and ALBERT v2 use (HF's
 # "gelu_new" / "gelu_pytorch_tanh"; up to float rounding the same numbers); "relu": the Transformer's and T5 v1.0's.
 ACTIVATIONS = ("gelu", "gelu_tanh", "relu")
+NORM_TYPES = ("layernorm", "rmsnorm")
 ATTENTION_IMPLS = ("sdpa", "eager")
 QUERY_STREAMS = (None, "learned", "token")
-# None: no relative terms in the attention scores; "xlnet": Transformer-XL's relative attention with XLNet's relative
-# segment encoding (nn/relative_attention.py)
-RELATIVE_ATTENTIONS = (None, "xlnet")
+# None: no relative terms in the attention scores; "buckets": T5's and MPNet's bucketed bias (nn/relative_position.py);
+# "xlnet": Transformer-XL's relative attention with XLNet's relative segment encoding (nn/relative_attention.py)
+RELATIVE_ATTENTIONS = (None, "buckets", "xlnet")
 
 
 @dataclass(frozen=True)
@@ -59,31 +60,55 @@ class ModelConfig:
     # slot's position; "token" = the embedding of the token at the slot plus its position (MPNet's [MASK] slots).
     # None = one-stream model (no w parameter exists, so DDP sees no unused parameter).
     query_stream: str | None = None
+    # ---- options the papers' own code has, so that a Hugging Face checkpoint loads with parity ----
     # The non-linearity everywhere the backbone has one: the feed-forward, the MLM transform, ELECTRA's discriminator
     # head. One of ACTIVATIONS.
     activation: str = "gelu"
     # A LayerNorm on the summed embeddings. None = the rule: post-LN models have one (BERT), pre-LN models do not
-    # (GPT-2: its first block normalises its input anyway). False for GPT-1, which is post-LN without one.
+    # (GPT-2: its first block normalises its input anyway). False for GPT-1 and XLNet, which are post-LN without one.
     embedding_norm: bool | None = None
-    # The vocabulary projection's output bias (BERT's cls/predictions/bias). GPT and GPT-2 have none.
+    # The vocabulary projection's output bias (BERT's cls/predictions/bias). GPT, GPT-2, GLM and T5 have none.
     lm_bias: bool = True
-    # The learned absolute position table(s) added to the token vectors. False: none (XLNet, whose positions enter
-    # only through relative attention; with relative_attention=None the model then has no position information).
+    # "layernorm" (mean and variance, weight and bias) or "rmsnorm": T5's scale-only norm (no mean subtraction, no
+    # bias), computed in float32 whatever the activation dtype, as the reference does.
+    norm_type: str = "layernorm"
+    linear_bias: bool = True  # False: the attention and feed-forward linears have no bias (T5)
+    # T5 v1.1's gated feed-forward: act(x W_0) * (x W_1), then the output projection (Shazeer 2020, "GLU variants").
+    ffn_gated: bool = False
+    # The learned absolute position table(s) added to the token vectors. False: none (T5, whose positions enter only
+    # through the bucketed bias; XLNet, only through its relative attention).
     absolute_positions: bool = True
-    # "xlnet": every self-attention adds Transformer-XL's relative position terms (sinusoid encodings of the
-    # distance between the two positions' ids, projected per layer, with the content and position biases) and XLNet's
-    # relative segment term ("same segment or not"); see nn/relative_attention.py. None: plain dot-product attention.
+    # Relative positions in the attention scores. "buckets": the bucketed relative position bias of T5 and MPNet, a
+    # learned scalar per head and bucket added to the attention logits; one table per stack (the encoder's, and the
+    # decoder's), computed once per forward and shared by every layer of the stack; bidirectional buckets in
+    # encoders, unidirectional in a decoder. "xlnet": every self-attention adds Transformer-XL's relative position
+    # terms (sinusoid encodings of the distance between the two positions' ids, projected per layer, with the content
+    # and position biases) and XLNet's relative segment term ("same segment or not"); see nn/relative_attention.py.
+    # None: plain dot-product attention.
     relative_attention: str | None = None
+    relative_attention_buckets: int = 32  # "buckets": T5 and MPNet use 32
+    relative_attention_max_distance: int = 128  # "buckets": distances beyond this share the last bucket (128)
     # relative_attention="xlnet": distances beyond +-clamp_len share the encoding of +-clamp_len (XLNet's clamp_len;
     # None = no clamping, XLNet's default -1).
     relative_attention_clamp_len: int | None = None
+    # True: attention logits are q.k / sqrt(d_head). False: no scaling (T5, which folds it into its initialization:
+    # a model built without the scale gets T5's init, nn/initialization.py).
+    attention_scale: bool = True
+    # Each head's width. None: d_model / n_heads. T5 sets it independently (its d_kv), and n_heads * d_head may
+    # differ from d_model: the attention then projects d_model -> n_heads * d_head -> d_model.
+    d_head: int | None = None
+    # T5 with tied embeddings scales the decoder output by d_model^-0.5 before the tied projection (its embeddings
+    # start at std 1, so the logits would otherwise be d_model^0.5 times too large).
+    output_scale: bool = False
 
     def __post_init__(self):
         for name in ("vocab_size", "d_model", "n_layers", "n_heads", "d_ff", "max_positions"):
             _require_int(name, getattr(self, name), minimum=1)
-        if self.d_model % self.n_heads:
+        if self.d_head is not None:
+            _require_int("d_head", self.d_head, minimum=1)
+        elif self.d_model % self.n_heads:
             raise ValueError(f"d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads}): "
-                             f"each head gets d_model / n_heads dimensions")
+                             f"each head gets d_model / n_heads dimensions (or set d_head)")
         for name in ("dropout", "attention_dropout"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value < 1.0:
@@ -101,25 +126,33 @@ class ModelConfig:
         _require_int("decoder_layers", self.decoder_layers, minimum=0)
         if self.attention_impl not in ATTENTION_IMPLS:
             raise ValueError(f"unknown attention_impl {self.attention_impl!r}: choose 'sdpa' or 'eager'")
-        if self.activation not in ACTIVATIONS:
-            raise ValueError(f"unknown activation {self.activation!r}: choose one of {', '.join(ACTIVATIONS)}")
         if self.embedding_norm is not None and not isinstance(self.embedding_norm, bool):
             raise ValueError(f"embedding_norm must be True, False or None (post-LN models only), got "
                              f"{self.embedding_norm!r}")
-        for name in ("share_layers", "tie_embeddings", "lm_transform", "lm_bias"):
+        for name in ("share_layers", "tie_embeddings", "lm_transform", "linear_bias", "ffn_gated",
+                     "absolute_positions", "attention_scale", "output_scale", "lm_bias"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}")
+        if self.activation not in ACTIVATIONS:
+            raise ValueError(f"unknown activation {self.activation!r}: choose 'gelu' (exact), 'gelu_tanh' or 'relu'")
+        if self.norm_type not in NORM_TYPES:
+            raise ValueError(f"unknown norm_type {self.norm_type!r}: choose 'layernorm' or 'rmsnorm' (T5)")
+        # at least 4: each direction gets half the buckets, half of those exact distances and half logarithmic bins
+        _require_int("relative_attention_buckets", self.relative_attention_buckets, minimum=4)
+        _require_int("relative_attention_max_distance", self.relative_attention_max_distance, minimum=1)
+        if self.relative_attention_max_distance <= self.relative_attention_buckets // 2:
+            raise ValueError(f"relative_attention_max_distance ({self.relative_attention_max_distance}) must exceed "
+                             f"half the buckets ({self.relative_attention_buckets // 2}): the distances beyond the "
+                             f"exact buckets are binned logarithmically up to it")
         if self.query_stream not in QUERY_STREAMS:
             raise ValueError(f"unknown query_stream {self.query_stream!r}: choose None, 'learned' (XLNet) "
                              f"or 'token' (MPNet)")
-        if not isinstance(self.absolute_positions, bool):
-            raise ValueError(f"absolute_positions must be True or False, got {self.absolute_positions!r}")
         self._check_relative_attention()
 
     def _check_relative_attention(self) -> None:
         if self.relative_attention not in RELATIVE_ATTENTIONS:
-            raise ValueError(f"unknown relative_attention {self.relative_attention!r}: choose None or 'xlnet' "
-                             f"(Transformer-XL's relative positions with XLNet's relative segments)")
+            raise ValueError(f"unknown relative_attention {self.relative_attention!r}: choose None, 'buckets' (T5, "
+                             f"MPNet) or 'xlnet' (Transformer-XL's relative positions with XLNet's relative segments)")
         if self.relative_attention_clamp_len is not None:
             _require_int("relative_attention_clamp_len", self.relative_attention_clamp_len, minimum=1)
         if self.relative_attention != "xlnet":
@@ -127,13 +160,22 @@ class ModelConfig:
         if self.n_position_rows != 1:
             raise ValueError("relative_attention='xlnet' measures distances along one row of position ids; GLM's "
                              "2-D positions (n_position_rows=2) need the learned absolute tables")
+        if self.d_head is not None and self.d_head * self.n_heads != self.d_model:
+            raise ValueError(f"relative_attention='xlnet' needs heads of d_model / n_heads dimensions: leave d_head "
+                             f"unset (got d_head={self.d_head} with {self.n_heads} heads and d_model={self.d_model})")
         if self.d_model % 2:
             raise ValueError(f"relative_attention='xlnet' needs an even d_model (its sinusoid encodings pair a sine "
                              f"and a cosine per frequency), got {self.d_model}")
 
     @property
     def head_size(self) -> int:
-        return self.d_model // self.n_heads
+        """Each head's width: d_head, or d_model / n_heads."""
+        return self.d_model // self.n_heads if self.d_head is None else self.d_head
+
+    @property
+    def attention_width(self) -> int:
+        """n_heads * head_size: the width of the queries, keys and values (d_model unless d_head says otherwise)."""
+        return self.n_heads * self.head_size
 
     @property
     def has_embedding_norm(self) -> bool:

@@ -66,7 +66,6 @@ Deviations, stated:
 - The reference physically permutes the tokens (non-predicted first, then predicted in order, then slots). The lab keeps
   x_0..x_{n-1} in text order and appends the slots. Attention is permutation-equivariant once every token carries its
   position id, so this is the same computation with rows and columns reordered, and it is easier to read.
-- Learned absolute positions instead of the relative position buckets of `mpnet_rel_base`.
 - Token-level permutation; the reference can permute whole words / n-grams (`--mask-whole-words`, `span_perm`).
 - num_predict is at least 1 (the reference, when round(0.15 n) == 0, predicts everything with loss weight 0).
 - No <s> prepended (the lab adds no framing).
@@ -75,6 +74,11 @@ Deviations, stated:
   content stream, so w plays exactly the part of a [MASK] embedding; the only difference is that w is not also the
   output row of [MASK] in the tied vocabulary matrix. (The backbone's "token" start would read the token at the slot,
   which in this mode is the target itself: the leakage test shows that leak.)
+
+Positions: the model (lab_models/models.py) has learned absolute positions and, as `mpnet_rel_base` and the released
+mpnet-base, a bucketed relative position bias shared by all layers. Both read the position ids above, so a slot m_s
+is at relative distance p_s - p from a token at position p, exactly as the reference computes its bias from the
+permuted positions (`encode_relative_emb(positions)`, the query rows reusing the slots' rows).
 
 The loss (`loss(model, batch)`, objective "mplm"): cross-entropy of the query stream at its target rows ("mpnet" and
 "xlnet" modes, through `xlnet.target_query_rows`), or of the one stream at the corrupted positions ("mlm"); the

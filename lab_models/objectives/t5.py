@@ -14,8 +14,9 @@ For n = 512 this is always 77 noise tokens in 26 spans (mean span length 2.96).
 
 Encoder input: the text with each noise span replaced by one sentinel <extra_id_0>, <extra_id_1>, ... (in text order).
 Targets: each span's sentinel followed by its tokens, then one final sentinel, as in the paper's Figure 2. Decoder
-inputs: the targets shifted right behind a start token. Encoder attention is full, decoder attention causal, cross
-attention all True.
+inputs: the targets shifted right behind the start token, T5's pad token (`decoder_start="pad"`, the reference's
+`decoder_start_token_id = 0`, which is the pad token in T5's vocabulary). Encoder attention is full, decoder attention
+causal, cross attention all True.
 
 Worked example (the paper's Figure 2; spans (2, 4) "for inviting" and (8, 9) "last";
 `api.anatomy("t5", tokens, spans=[(2, 4), (8, 9)])`; no randomness):
@@ -23,7 +24,7 @@ Worked example (the paper's Figure 2; spans (2, 4) "for inviting" and (8, 9) "la
     tokens             Thank you for inviting me to your party last week .
     encoder inputs     Thank you <extra_id_0> me to your party <extra_id_1> week .
     encoder positions  0     1   2            3  4  5    6     7            8    9
-    decoder inputs     [BOS]         <extra_id_0> for inviting <extra_id_1> last
+    decoder inputs     [PAD]         <extra_id_0> for inviting <extra_id_1> last
     targets            <extra_id_0>  for          inviting <extra_id_1> last <extra_id_2>
     decoder positions  0 1 2 3 4 5
 
@@ -37,12 +38,17 @@ Worked example (the paper's Figure 2; spans (2, 4) "for inviting" and (8, 9) "la
 
 Settings: `final_token="sentinel"` (default, the paper's Figure 2: targets end with the next unused sentinel) or
 "eos" (the code: targets end with EOS; the code's pipeline also appends EOS to the encoder input, which the lab
-leaves out because it adds no framing).
+leaves out because it adds no framing). `decoder_start`: "pad" (default, T5) or "bos" (the lab's [BOS]: what runs
+saved before this setting existed used; they still load with it, see `SAVED_BEFORE`).
+
+The model (lab_models/models.py) is T5's own: RMS norm without bias, no biases in the linear layers, ReLU, no absolute
+positions but the bucketed relative position bias (encoder bidirectional, decoder unidirectional; position ids are
+0, 1, 2, ... on both sides and enter only through it), no 1/sqrt(d) in the attention, T5's initialization, and the
+tied output projection of the decoder output scaled by d_model^-0.5. A Hugging Face `T5ForConditionalGeneration`
+checkpoint loads into it with the same logits (lab_models/interop/t5.py).
 
 Deviations, stated:
-- The decoder's start token is vocab.bos_id ([BOS]); T5 starts the decoder with the pad token (id 0).
-- Learned absolute positions (arange on both sides); T5 uses relative position buckets (a learned scalar bias per
-  head and bucket), no absolute positions at all.
+- The pad token is the lab tokenizer's [PAD], wherever it sits in the vocabulary (T5's is id 0).
 - Sentinels are vocab.sentinel_ids in order (<extra_id_0> first); T5's SentencePiece vocabulary counts them down from
   the end of the vocabulary, which is the same tokens.
 - If num_noise_spans would exceed the number of non-noise tokens (only for extreme settings, e.g. density 0.9), it is
@@ -53,7 +59,7 @@ The loss (`loss(model, batch)`, objective "span_corruption"): the backbone's enc
 
 Translation (objective "translation", default weight 0; objectives/translation.py): T5's text-to-text form of a
 supervised task, the encoder reads the task prefix and the English ("translate English to Chinese: the cat sees a
-ball ."), the decoder writes the Chinese ([BOS] + Chinese -> Chinese + [EOS]). With it on, each step's batch holds the
+ball ."), the decoder writes the Chinese ([PAD] + Chinese -> Chinese + [EOS], from the same start token as span corruption). With it on, each step's batch holds the
 span-corruption rows and the translation rows together (flagged in extras["translation"]) and the loss adds
 weight * translation loss (`mass.sequence_to_sequence_loss`); with span_corruption at 0 the model trains on
 translation alone.
@@ -74,6 +80,10 @@ CHOICES: tuple[str, ...] = ("spans",)
 RULE = ("encoder: bidirectional over the text with each noise span replaced by a sentinel; decoder: causal over "
         "sentinel + span, ...; cross: every decoder row sees the encoder")
 FINAL_TOKENS = ("sentinel", "eos")
+DECODER_STARTS = ("pad", "bos")
+# Settings added after runs had been saved, with the value those runs trained with: a saved config without the field
+# reads it from here, not from the new default (lab_models/train.py: settings_from_dict).
+SAVED_BEFORE = {"decoder_start": "bos"}
 
 
 @dataclass(frozen=True)
@@ -83,6 +93,7 @@ class Settings:
     noise_density: float = 0.15
     mean_noise_span_length: float = 3.0
     final_token: str = "sentinel"  # "sentinel": the paper's Figure 2; "eos": the reference code
+    decoder_start: str = "pad"  # the decoder's first input: "pad" (T5's pad token) or "bos" (the lab's [BOS])
 
     def __post_init__(self):
         density, mean = self.noise_density, self.mean_noise_span_length
@@ -92,6 +103,13 @@ class Settings:
             raise ValueError(f"mean_noise_span_length must be a number >= 1, got {mean!r}")
         if self.final_token not in FINAL_TOKENS:
             raise ValueError(f"final_token must be one of {', '.join(FINAL_TOKENS)}, got {self.final_token!r}")
+        if self.decoder_start not in DECODER_STARTS:
+            raise ValueError(f"decoder_start must be one of {', '.join(DECODER_STARTS)}, got {self.decoder_start!r}")
+
+
+def decoder_start_id(settings: Settings, vocab) -> int:
+    """The id the decoder starts from: vocab.pad_id ("pad", T5) or vocab.bos_id ("bos")."""
+    return vocab.pad_id if settings.decoder_start == "pad" else vocab.bos_id
 
 
 def noise_counts(n: int, density: float, mean_span_length: float) -> tuple[int, int]:
@@ -160,7 +178,7 @@ def build_example(token_ids: torch.Tensor, choices: dict, generator: torch.Gener
         pieces += [sentinels[i:i + 1], token_ids[start:end]]
     pieces.append(sentinels[k:k + 1] if settings.final_token == "sentinel" else torch.tensor([vocab.eos_id]))
     targets = torch.cat(pieces)  # (S,)
-    decoder_ids = torch.cat([torch.tensor([vocab.bos_id]), targets[:-1]])  # (S,): shifted right
+    decoder_ids = torch.cat([torch.tensor([decoder_start_id(settings, vocab)]), targets[:-1]])  # (S,): shifted right
     e, s = encoder_ids.numel(), targets.numel()
     return Example(
         input_ids=encoder_ids,

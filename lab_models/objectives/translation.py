@@ -11,13 +11,14 @@ The example format (one sentence pair)
     encoder inputs     encoder_ids(family, ...): MASS the English tokens; T5 the tokens of
                        T5_TASK_PREFIX + English ("translate English to Chinese: the cat sees a ball .")
     encoder positions  0 .. E-1
-    decoder inputs     [BOS] z_0 .. z_{n-1}          (z = the Chinese tokens)
+    decoder inputs     start z_0 .. z_{n-1}          (z = the Chinese tokens; start: [BOS], T5's pad token)
     decoder positions  0 .. n                        (input k sits at the position of target k)
     targets            z_0 .. z_{n-1} [EOS]
     attention          encoder (E x E) all True; decoder (n+1 x n+1) causal; cross (n+1 x E) all True
 
 This is the decoder side of the lab's MASS and T5 batch builders: [BOS] starts the decoder (objectives/mass.py uses
-it for a fragment at u = 0, objectives/t5.py always), decoder input k is the token before target k, decoder position
+it for a fragment at u = 0), or T5's own start token (`decoder_start_id`: the pad token by default, as
+objectives/t5.py starts span corruption), decoder input k is the token before target k, decoder position
 k is the position of the token input k predicts (for MASS: in the Chinese sentence's own numbering, 0 .. n), and
 padding follows `batch.collate` (pad_id in the inputs, IGNORE_INDEX in the targets, padded keys never attended).
 The lab adds no framing: no [EOS] after the English (T5's pipeline appends one to its inputs) and no [BOS] before it.
@@ -32,7 +33,7 @@ sentinels: [PAD] 0, [BOS] 4, [EOS] 5; "the" 16 "cat" 17 "sees" 18 "a" 19 "ball" 
     T5    encoder inputs     translate English to Chinese: the cat sees a ball .
                                                                     ids 27 28 29 30 16 17 18 19 20 21
           encoder positions  0 .. 9
-    both  decoder inputs     [BOS] 猫   看见  一个  球   。        ids  4 22 23 24 25 26
+    both  decoder inputs     [BOS] 猫   看见  一个  球   。        ids  4 22 23 24 25 26  (T5: [PAD] 0, not [BOS] 4)
           decoder positions  0     1    2     3     4    5
           targets            猫    看见  一个  球   。   [EOS]     ids 22 23 24 25 26  5
 
@@ -45,7 +46,7 @@ sentinels: [PAD] 0, [BOS] 4, [EOS] 5; "the" 16 "cat" 17 "sees" 18 "a" 19 "ball" 
                                     1 1 1 1 1 1
 
 Translating (what decoding does with a trained model): encode `encoder_ids(family, tokenizer, vocab, english)` at
-positions 0 .. E-1 with full attention; start the decoder with [BOS] at position 0; at step k feed the token chosen
+positions 0 .. E-1 with full attention; start the decoder with its start token at position 0; at step k feed the token chosen
 at step k-1 at position k (causal self-attention, full cross-attention), and stop at [EOS]. The tokens before [EOS],
 decoded with the run's tokenizer, are the Chinese text.
 
@@ -53,7 +54,6 @@ Deviations, stated:
 - MASS has language embeddings (XLM's: one per language, added on the encoder and the decoder side); the lab has one
   token/position table and no language embedding, so nothing but the input itself tells the model which language it
   reads; the decoder always writes Chinese here, so it needs none.
-- T5's decoder starts with the pad token; the lab's with [BOS] (as in objectives/t5.py).
 - Rows are cut to the model's max_positions (training passes it as `max_len`; not seq_len, because T5's task prefix
   alone is ~25 tokens of a 512-token vocabulary): the encoder keeps its first max_len tokens, the Chinese side its
   first max_len - 1 (then [EOS]). The synthetic sentences are far shorter (at most 13 English words and 26
@@ -177,10 +177,21 @@ def chinese_ids(tokenizer, chinese_text: str) -> list[int]:
     return _ids(tokenizer, chinese_text)
 
 
+def decoder_start_id(family: str, settings, vocab: VocabInfo) -> int:
+    """The id the family's decoder starts from: T5's setting (`t5.decoder_start_id`: its pad token by default), or
+    [BOS] (MASS). `settings` None: the family's defaults."""
+    if family == "t5":
+        from . import t5
+
+        return t5.decoder_start_id(t5.Settings() if settings is None else settings, vocab)
+    return vocab.bos_id
+
+
 def build_example(encoder: Sequence[int] | torch.Tensor, chinese: Sequence[int] | torch.Tensor, vocab: VocabInfo,
-                  max_len: int | None = None) -> Example:
+                  max_len: int | None = None, start_id: int | None = None) -> Example:
     """One translation example (the format above) from the encoder ids and the Chinese ids; `max_len` cuts the
-    encoder to max_len tokens and the Chinese side to max_len - 1 (then [EOS]).
+    encoder to max_len tokens and the Chinese side to max_len - 1 (then [EOS]). `start_id`: the decoder's first
+    input (default [BOS]; T5: `decoder_start_id`).
 
     >>> from lab_models.objectives.common import StringVocab
     >>> v = StringVocab("the cat sees a ball . 猫 看见 一个 球 。".split())
@@ -204,7 +215,8 @@ def build_example(encoder: Sequence[int] | torch.Tensor, chinese: Sequence[int] 
                    "cross": torch.ones(s, e, dtype=torch.bool)},  # (S, E)
         position_ids=torch.arange(e),  # (E,)
         targets=torch.cat([chinese, torch.tensor([vocab.eos_id])]),  # (S,): Chinese + [EOS]
-        decoder_input_ids=torch.cat([torch.tensor([vocab.bos_id]), chinese]),  # (S,): [BOS] + Chinese
+        decoder_input_ids=torch.cat([torch.tensor([vocab.bos_id if start_id is None else start_id]),
+                                     chinese]),  # (S,): start + Chinese
         decoder_position_ids=torch.arange(s),  # (S,): input k sits at the position of target k
         extras={ROW_FLAG: torch.tensor(True)},
     )
@@ -301,10 +313,11 @@ class TranslationPairs:
 
     def __init__(self, family: str, tokenizer, vocab: VocabInfo, max_len: int,
                  train_pairs: Sequence[tuple[str, str]] | None = None,
-                 validation_pairs: Sequence[tuple[str, str]] | None = None):
+                 validation_pairs: Sequence[tuple[str, str]] | None = None, settings=None):
         self.family = _check_family(family)
         self.vocab = vocab
         self.max_len = max_len
+        self.start_id = decoder_start_id(self.family, settings, vocab)  # settings: the family's (None: defaults)
         train_pairs = synthetic_pairs("train") if train_pairs is None else tuple(train_pairs)
         validation_pairs = synthetic_pairs("validation") if validation_pairs is None else tuple(validation_pairs)
         if not train_pairs:
@@ -328,7 +341,7 @@ class TranslationPairs:
                 for en, zh in zip(english, chinese)]
 
     def _example(self, pair) -> Example:
-        return build_example(pair[0], pair[1], self.vocab, self.max_len)
+        return build_example(pair[0], pair[1], self.vocab, self.max_len, self.start_id)
 
     def sample(self, generator: torch.Generator, n: int) -> list[Example]:
         picks = torch.randint(len(self.train), (n,), generator=generator).tolist()  # (n,)

@@ -1,0 +1,191 @@
+"""MPNet checkpoints of Hugging Face transformers (`MPNetForMaskedLM`, e.g. microsoft/mpnet-base) in and out of the
+lab's MPNet family.
+
+Paper: Song, Tan, Qin, Lu, Liu (2020), MPNet: Masked and Permuted Pre-training for Language Understanding, NeurIPS.
+Reference code: microsoft/MPNet (`mpnet_rel_base`: fairseq's RoBERTa plus a relative position bias) and
+transformers/models/mpnet/modeling_mpnet.py.
+
+MPNet is RoBERTa's post-LN encoder with one addition: a bucketed relative position bias (T5's bidirectional buckets,
+32 of them up to distance 128), one table shared by all layers, computed once per forward pass, beside RoBERTa's
+learned absolute positions. The lab's MPNet family has exactly that structure (lab_models/models.py), so:
+
+    MPNet                                         the lab (ModelConfig)
+    word + position embeddings, LayerNorm         embeddings.token, embeddings.positions[0] (rows 2.. of the
+                                                    checkpoint's table: RoBERTa's padding offset), embeddings.norm
+    q, k, v, o (with bias), post-LN               blocks.i.attn.qkv (stacked), attn.proj, ln_attn; norm="post"
+    intermediate.dense, output.dense, LayerNorm   blocks.i.ff.up, ff.proj, ln_ff; activation="gelu"
+    encoder.relative_attention_bias               relative_bias.table; relative_attention="buckets"
+    lm_head.dense, layer_norm, decoder (tied),    lm_transform (dense, GeLU, LayerNorm), the tied matrix, lm_bias
+      bias
+
+Positions. Hugging Face's MPNet numbers the tokens of a row padding_idx + 1 + i = 2 + i (fairseq's `make_positions`),
+so the lab's position i reads row 2 + i of the checkpoint's table: import drops rows 0 and 1 (row 1 is the padding
+row), export puts two zero rows back. The relative bias uses 0, 1, 2, ... on both sides, as the lab's position ids.
+
+Worked example (mpnet-base's config.json, abridged):
+
+>>> cfg, settings, weights = import_config({"model_type": "mpnet", "vocab_size": 30527, "hidden_size": 768,
+...     "num_hidden_layers": 12, "num_attention_heads": 12, "intermediate_size": 3072,
+...     "max_position_embeddings": 514, "layer_norm_eps": 1e-05, "relative_attention_num_buckets": 32})
+>>> cfg.max_positions, cfg.norm, cfg.relative_attention, cfg.absolute_positions, cfg.query_stream
+(512, 'post', 'buckets', True, 'token')
+
+Deviations and limits:
+- The lab keeps attention dropout at 0 (its CPU-friendly default; the checkpoint's attention_probs_dropout_prob is
+  not used): training only.
+- transformers' MPNet treats token id 1 as padding when it numbers positions (padding_idx is hard-coded to 1, the
+  `<pad>` of MPNet's vocabulary). A lab vocabulary exported with another token at id 1 (word-piece: [UNK]) gets
+  shifted positions in transformers for texts that contain it; with MPNet's own vocabulary (and its tokenizer) the
+  two agree.
+- `MPNetForMaskedLM` is one stream; the lab trains MPNet with its two streams. An imported checkpoint runs with the
+  default input mode ("mpnet"): for fill-mask every query row sees everything, which is the masked LM's computation.
+  A lab run in "xlnet" input mode has a learned query start w that MPNet has no place for: it does not export.
+- Hugging Face's MPNet always uses 32 buckets (its `compute_position_bias` ignores the config's count): other counts
+  are refused.
+"""
+from __future__ import annotations
+
+import torch
+
+from ..nn.config import ModelConfig
+from .state_mapping import Rule, fit_state, gather, require, scatter, strip_prefix, warn_unused
+
+FAMILY = "mpnet"
+MODEL_TYPES = ("mpnet",)
+HF_ARCHITECTURES = ("MPNetForMaskedLM",)
+
+POSITION_OFFSET = 2  # padding_idx (1) + 1: the first real token's row in the checkpoint's position table
+BUCKETS, MAX_DISTANCE = 32, 128  # what transformers' MPNetEncoder.compute_position_bias uses, whatever the config says
+_ROOTS = ("lm_head.",)
+# read elsewhere (the position table, sliced), saved twice (the tied decoder and its bias), or not used by a masked LM
+# (MPNetModel's pooler, the position-id buffer)
+_KNOWN_COPIES = ("embeddings.position_embeddings.", "lm_head.decoder.", "pooler.", "embeddings.position_ids")
+
+
+def import_config(hf_config: dict) -> tuple[ModelConfig, dict, dict]:
+    """(the lab ModelConfig, MPNet Settings overrides, objective weights) for an MPNet config.json; ValueError for
+    what the lab cannot represent."""
+    require(isinstance(hf_config, dict), "hf_config must be the parsed config.json (a dict)")
+    require(hf_config.get("model_type", "mpnet") in MODEL_TYPES,
+            f"model_type {hf_config.get('model_type')!r} is not MPNet's ('mpnet')")
+    act = hf_config.get("hidden_act", "gelu")
+    require(act == "gelu", f"hidden_act {act!r}: MPNet's LM head always uses the exact GeLU, and the lab's transform "
+                           f"shares the feed-forward's activation, so only 'gelu' imports with parity")
+    buckets = hf_config.get("relative_attention_num_buckets", BUCKETS)
+    require(buckets == BUCKETS, f"relative_attention_num_buckets={buckets}: transformers' MPNet always computes "
+                                f"{BUCKETS} buckets, so a checkpoint with another count has no defined behaviour")
+    n_positions = hf_config.get("max_position_embeddings", 514)
+    require(isinstance(n_positions, int) and n_positions > POSITION_OFFSET,
+            f"max_position_embeddings must be more than {POSITION_OFFSET} (the padding offset), got {n_positions!r}")
+    try:
+        config = ModelConfig(
+            vocab_size=hf_config.get("vocab_size", 30527), d_model=hf_config.get("hidden_size", 768),
+            n_layers=hf_config.get("num_hidden_layers", 12), n_heads=hf_config.get("num_attention_heads", 12),
+            d_ff=hf_config.get("intermediate_size", 3072), max_positions=n_positions - POSITION_OFFSET,
+            dropout=float(hf_config.get("hidden_dropout_prob", 0.1)), norm="post",
+            layer_norm_eps=float(hf_config.get("layer_norm_eps", 1e-12)), lm_transform=True,
+            tie_embeddings=hf_config.get("tie_word_embeddings", True) is not False, query_stream="token",
+            relative_attention="buckets", relative_attention_buckets=BUCKETS,
+            relative_attention_max_distance=MAX_DISTANCE)
+    except ValueError as error:
+        raise ValueError(f"this MPNet config cannot be represented: {error}") from None
+    return config, {}, {}
+
+
+def _rules(config: ModelConfig) -> list[Rule]:
+    """(lab name, Hugging Face names stacked along dim 0) for every tensor but the position table."""
+    rules: list[Rule] = [("backbone.embeddings.token.weight", ("embeddings.word_embeddings.weight",))]
+    for p in ("weight", "bias"):
+        rules.append((f"backbone.embeddings.norm.{p}", (f"embeddings.LayerNorm.{p}",)))
+        for i in range(config.n_layers):
+            lab, hf = f"backbone.blocks.{i}.", f"encoder.layer.{i}."
+            rules += [(f"{lab}attn.qkv.{p}", tuple(f"{hf}attention.attn.{x}.{p}" for x in "qkv")),
+                      (f"{lab}attn.proj.{p}", (f"{hf}attention.attn.o.{p}",)),
+                      (f"{lab}ln_attn.{p}", (f"{hf}attention.LayerNorm.{p}",)),
+                      (f"{lab}ff.up.{p}", (f"{hf}intermediate.dense.{p}",)),
+                      (f"{lab}ff.proj.{p}", (f"{hf}output.dense.{p}",)),
+                      (f"{lab}ln_ff.{p}", (f"{hf}output.LayerNorm.{p}",))]
+        rules += [(f"backbone.lm_transform.0.{p}", (f"lm_head.dense.{p}",)),
+                  (f"backbone.lm_transform.2.{p}", (f"lm_head.layer_norm.{p}",))]
+    rules += [("backbone.relative_bias.table.weight", ("encoder.relative_attention_bias.weight",)),
+              ("backbone.lm_bias", ("lm_head.bias",))]
+    if not config.tie_embeddings:
+        rules.append(("backbone.lm_out.weight", ("lm_head.decoder.weight",)))
+    return rules
+
+
+def import_state(hf_config: dict, hf_state: dict[str, torch.Tensor], model) -> dict[str, torch.Tensor]:
+    """The checkpoint's tensors under the lab's names, for `model.load_state_dict(..., strict=True)`. Names with or
+    without the "mpnet." prefix are read alike; the pooler (MPNetModel's) is not used."""
+    hf = strip_prefix(hf_state, "mpnet.", _ROOTS)
+    if "lm_head.bias" not in hf and "lm_head.decoder.bias" in hf:
+        hf["lm_head.bias"] = hf["lm_head.decoder.bias"]  # the same tensor, saved under either name
+    rules = _rules(model.model_config)
+    warn_unused(hf, rules, _KNOWN_COPIES)
+    values = gather(hf, rules)
+    if "embeddings.position_embeddings.weight" not in hf:
+        raise ValueError("the checkpoint has no tensor 'embeddings.position_embeddings.weight': is it a complete "
+                         "MPNet checkpoint?")
+    values["backbone.embeddings.positions.0.weight"] = hf["embeddings.position_embeddings.weight"][POSITION_OFFSET:]
+    return fit_state(model, values)
+
+
+def _check_exportable(model) -> ModelConfig:
+    c = model.model_config
+    family = getattr(model, "family", FAMILY)
+    require(family == FAMILY, f"a {family} run is not an MPNet: export it with its own architecture module")
+    for option, ok, why in (
+            ("norm", c.norm == "post", "MPNet normalises after each residual add"),
+            ("norm_type", c.norm_type == "layernorm", "MPNet uses LayerNorm"),
+            ("linear_bias", c.linear_bias, "MPNet's linear layers have biases"),
+            ("activation", c.activation == "gelu", "MPNet's LM head uses the exact GeLU"),
+            ("ffn_gated", not c.ffn_gated, "MPNet's feed-forward is not gated"),
+            ("absolute_positions", c.absolute_positions, "MPNet has a learned position table"),
+            ("relative_attention", c.relative_attention == "buckets", "MPNet has a relative position bias"),
+            ("relative_attention_buckets", c.relative_attention_buckets == BUCKETS,
+             f"transformers' MPNet always uses {BUCKETS} buckets"),
+            ("relative_attention_max_distance", c.relative_attention_max_distance == MAX_DISTANCE,
+             f"transformers' MPNet always bins up to {MAX_DISTANCE}"),
+            ("attention_scale", c.attention_scale, "MPNet divides by sqrt(d_head)"),
+            ("d_head", c.d_head is None or c.d_head * c.n_heads == c.d_model, "MPNet's heads split d_model"),
+            ("output_scale", not c.output_scale, "MPNet does not rescale before its LM head"),
+            ("lm_bias", c.lm_bias, "MPNet's LM head has a bias"),
+            ("lm_transform", c.lm_transform and c.embedding_size is None, "MPNet's LM head has its dense+LayerNorm"),
+            ("share_layers", not c.share_layers, "MPNet does not share layers"),
+            ("n_segments", c.n_segments == 0, "MPNet has no token types"),
+            ("n_position_rows", c.n_position_rows == 1, "MPNet has one position axis"),
+            ("decoder_layers", c.decoder_layers == 0, "MPNet is an encoder"),
+            ("query_stream", c.query_stream != "learned", "MPNetForMaskedLM has no learned query start w")):
+        require(ok, f"{option}={getattr(c, option)!r} has no transformers MPNet equivalent: {why}")
+    return c
+
+
+def export_config(model) -> dict:
+    """The config.json of an `MPNetForMaskedLM` with this lab model's structure and special tokens."""
+    c = _check_exportable(model)
+    vocab = model.vocab
+    return {
+        "model_type": "mpnet", "architectures": list(HF_ARCHITECTURES), "vocab_size": c.vocab_size,
+        "hidden_size": c.d_model, "num_hidden_layers": c.n_layers, "num_attention_heads": c.n_heads,
+        "intermediate_size": c.d_ff, "hidden_act": "gelu", "hidden_dropout_prob": c.dropout,
+        "attention_probs_dropout_prob": c.attention_dropout,
+        "max_position_embeddings": c.max_positions + POSITION_OFFSET, "layer_norm_eps": c.layer_norm_eps,
+        "relative_attention_num_buckets": c.relative_attention_buckets, "initializer_range": 0.02,
+        "tie_word_embeddings": c.tie_embeddings, "pad_token_id": vocab.pad_id, "bos_token_id": vocab.bos_id,
+        "eos_token_id": vocab.eos_id,
+    }
+
+
+def export_state(model) -> dict[str, torch.Tensor]:
+    """The lab model's tensors under `MPNetForMaskedLM`'s names (contiguous copies, no shared storage)."""
+    c = _check_exportable(model)
+    state = model.state_dict()
+    out = {f"mpnet.{name}" if not name.startswith(_ROOTS) else name: tensor
+           for name, tensor in scatter(state, _rules(c)).items()}
+    table = state["backbone.embeddings.positions.0.weight"].detach()  # (max_positions, H)
+    out["mpnet.embeddings.position_embeddings.weight"] = torch.cat(
+        [table.new_zeros(POSITION_OFFSET, table.shape[1]), table]).contiguous()  # rows 0, 1: unused, padding
+    out["lm_head.decoder.bias"] = out["lm_head.bias"].clone()  # the reference saves the shared bias under both names
+    if c.tie_embeddings:  # untied, the rules already wrote lm_head.decoder.weight
+        out["lm_head.decoder.weight"] = out["mpnet.embeddings.word_embeddings.weight"].clone()
+    return out

@@ -1,0 +1,58 @@
+"""T5's weight initialization, for a backbone built without the attention scale (`attention_scale=False`).
+
+Paper: Raffel et al. (2020), T5; the scheme is Mesh TensorFlow's, as Hugging Face's `T5PreTrainedModel._init_weights`
+writes it (transformers/models/t5/modeling_t5.py). T5 computes attention logits as q.k without dividing by
+sqrt(d_kv): "we fold the 1/sqrt(d) into the initialization of the query projection". Its init is what keeps those
+unscaled logits, and its std-1 embeddings, in a trainable range:
+
+    token embedding (and an untied output matrix)   N(0, 1)
+    query projection W_q                            N(0, (d_model * d_kv)^-0.5)
+    key and value projections W_k, W_v              N(0, d_model^-0.5)
+    output projection W_o                           N(0, (n_heads * d_kv)^-0.5)
+    feed-forward W_i (both halves when gated)       N(0, d_model^-0.5)
+    feed-forward W_o                                N(0, d_ff^-0.5)
+    relative position bias tables                   N(0, d_model^-0.5)
+    norms                                           weight 1 (and bias 0, if LayerNorm)
+
+Worked example (the query rows of a tiny attention get the small std, the key rows the larger one):
+
+>>> import torch
+>>> from lab_models.nn import Backbone, ModelConfig
+>>> _ = torch.manual_seed(0)
+>>> b = Backbone(ModelConfig(vocab_size=100, d_model=64, n_heads=4, d_ff=128, attention_scale=False))
+>>> q, k, _ = b.blocks[0].attn.qkv.weight.split(64)
+>>> round(q.std().item() / (64 * 16) ** -0.5, 1), round(k.std().item() / 64 ** -0.5, 1)
+(1.0, 1.0)
+
+Deviations: parameters T5 does not have keep the lab's init (learned absolute positions, segment tables, an MLM
+transform, XLNet's w: N(0, 0.02); biases: 0).
+"""
+from __future__ import annotations
+
+from torch import nn
+
+from .attention import MultiHeadAttention
+from .relative_position import RelativePositionBias
+
+
+def t5_init_weights(backbone: nn.Module) -> None:
+    """Re-initialise `backbone` (a `Backbone`) in place with T5's scheme (see the module docstring)."""
+    from .backbone import FeedForward  # backbone.py imports this module
+
+    config = backbone.config
+    d_model, d_kv, n_heads, d_ff = config.d_model, config.head_size, config.n_heads, config.d_ff
+    nn.init.normal_(backbone.embeddings.token.weight, mean=0.0, std=1.0)
+    if backbone.lm_out is not None:
+        nn.init.normal_(backbone.lm_out.weight, mean=0.0, std=1.0)
+    for module in backbone.modules():
+        if isinstance(module, MultiHeadAttention):
+            w_q, w_k, w_v = module.qkv.weight.split(module.inner, dim=0)  # 3 x (A, H), views of the fused weight
+            nn.init.normal_(w_q, mean=0.0, std=(d_model * d_kv) ** -0.5)
+            nn.init.normal_(w_k, mean=0.0, std=d_model ** -0.5)
+            nn.init.normal_(w_v, mean=0.0, std=d_model ** -0.5)
+            nn.init.normal_(module.proj.weight, mean=0.0, std=(n_heads * d_kv) ** -0.5)
+        elif isinstance(module, FeedForward):
+            nn.init.normal_(module.up.weight, mean=0.0, std=d_model ** -0.5)
+            nn.init.normal_(module.proj.weight, mean=0.0, std=d_ff ** -0.5)
+        elif isinstance(module, RelativePositionBias):
+            nn.init.normal_(module.table.weight, mean=0.0, std=d_model ** -0.5)

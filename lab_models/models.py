@@ -143,10 +143,12 @@ from .batch import Batch, IGNORE_INDEX
 from .families import family_spec
 from .nn import Backbone, ModelConfig, SequenceClassificationHead, SpanBoundaryHead, TokenClassificationHead
 from .nn.config import PRESETS, preset_config
+from .nn.moe import switch_layers
 from .objectives import objective_module
 from .objectives.common import VocabInfo
 from .objectives.losses import LossOutput, output_matrix, run_backbone
 from .rnn import RNN_FAMILIES, RNNConfig, build_rnn_model, rnn_preset_config
+from .switch import RoutingTotals, loss_with_routing
 
 logger = logging.getLogger(__name__)
 
@@ -452,6 +454,12 @@ class FamilyModel(nn.Module):
                 if module is not None:
                     module.requires_grad_(False)
             self.backbone.lm_bias.requires_grad_(False)
+        # Switch Transformer layers (lab_models/switch.py): padding takes no expert capacity; routing counts per layer
+        for backbone in (self.backbone, self.generator):
+            if backbone is not None:
+                backbone.pad_id = vocab.pad_id
+        self.switch_layers = switch_layers(self)  # [(label, SwitchFeedForward)], empty for a dense model
+        self.routing_totals = RoutingTotals(self.switch_layers)
 
     def _build_electra(self) -> None:
         w = self.objective_weights
@@ -477,6 +485,8 @@ class FamilyModel(nn.Module):
         """The family's loss on `batch` (so that DDP's forward hooks run: call the wrapped model with the batch)."""
         if not isinstance(batch, Batch):
             raise ValueError(f"a FamilyModel takes a Batch (from the family's make_batch), got {type(batch).__name__}")
+        if self.switch_layers:  # + the load-balancing loss of every Switch layer, whatever the family
+            return loss_with_routing(self, lambda: objective_module(self.family).loss(self, batch))
         return objective_module(self.family).loss(self, batch)
 
     def loss(self, batch: Batch) -> LossOutput:

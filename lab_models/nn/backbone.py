@@ -46,8 +46,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from .attention import AttentionMask, KeyValueCache, MultiHeadAttention, prepare_mask
-from .config import ModelConfig
+from .config import ModelConfig, is_switch_layer
 from .dropout import Dropout
+from .moe import SwitchFeedForward
 
 
 def init_weights(module: nn.Module) -> None:
@@ -77,8 +78,14 @@ class FeedForward(nn.Module):
         self.up = nn.Linear(config.d_model, config.d_ff)
         self.proj = nn.Linear(config.d_ff, config.d_model)  # named like attention's output projection: residual init
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.proj(F.gelu(self.up(x)))  # (B, T, d_ff) -> (B, T, H)
+    def forward(self, x: torch.Tensor, token_mask: torch.Tensor | None = None) -> torch.Tensor:
+        return self.proj(F.gelu(self.up(x)))  # (B, T, d_ff) -> (B, T, H); token_mask is for Switch layers
+
+
+def build_feed_forward(config: ModelConfig, layer_index: int) -> nn.Module:
+    """Block `layer_index`'s feed-forward: the Switch Transformer's experts (nn/moe.py) where `ffn="switch"` puts one,
+    else the dense `FeedForward`."""
+    return SwitchFeedForward(config) if is_switch_layer(config, layer_index) else FeedForward(config)
 
 
 class LayerCache:
@@ -123,7 +130,7 @@ class Block(nn.Module):
     """One Transformer layer: self-attention, optional cross-attention (decoder), feed-forward; each a residual
     branch with dropout. norm="pre": x + f(LN(x)) (GPT-2). norm="post": LN(x + f(x)) (BERT, GPT-1)."""
 
-    def __init__(self, config: ModelConfig, cross_attention: bool = False):
+    def __init__(self, config: ModelConfig, cross_attention: bool = False, layer_index: int = 0):
         super().__init__()
         self.pre_norm = config.norm == "pre"
         self.ln_attn = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
@@ -131,18 +138,20 @@ class Block(nn.Module):
         self.ln_cross = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps) if cross_attention else None
         self.cross_attn = MultiHeadAttention(config) if cross_attention else None
         self.ln_ff = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
-        self.ff = FeedForward(config)
+        self.ff = build_feed_forward(config, layer_index)
         self.drop = Dropout(config.dropout)
 
     def forward(self, x: torch.Tensor, mask: AttentionMask, n_context: int | None = None,
                 memory: torch.Tensor | None = None, cross_mask: AttentionMask | None = None,
-                return_weights: bool = False, cache: LayerCache | None = None):
+                return_weights: bool = False, cache: LayerCache | None = None,
+                token_mask: torch.Tensor | None = None):
         """x (B, Tq, H) -> (B, Tq, H) [and the self-attention probabilities (B, nh, Tq, Tk) with return_weights].
 
         n_context: self-attention keys and values come from the first n_context rows of x only (None = all rows).
         That is the two-stream layout: x = [content stream h; query stream g], and both streams read h.
         memory, cross_mask: the encoder output (B, Tm, H) and the (B, Tq, Tm) mask, for decoder blocks.
         cache: this layer's keys and values of earlier decoding steps (x then holds the new rows only).
+        token_mask (B, Tq) bool: the real (not padding) rows, for a Switch feed-forward's capacity and statistics.
         """
         # 1. self-attention
         a = self.ln_attn(x) if self.pre_norm else x  # (B, Tq, H)
@@ -165,7 +174,7 @@ class Block(nn.Module):
             x = self._add(x, out, self.ln_cross)
         # 3. feed-forward
         a = self.ln_ff(x) if self.pre_norm else x
-        x = self._add(x, self.ff(a), self.ln_ff)
+        x = self._add(x, self.ff(a, token_mask), self.ln_ff)
         return (x, weights) if return_weights else x
 
     def _add(self, x: torch.Tensor, out: torch.Tensor, norm: nn.LayerNorm) -> torch.Tensor:
@@ -214,12 +223,14 @@ class Backbone(nn.Module):
         # XLNet's w: where every query-stream row starts (before its position is added)
         self.query_start = nn.Parameter(torch.empty(E)) if config.query_stream == "learned" else None
         # share_layers (ALBERT): one Block whose weights every layer reuses
-        self.blocks = nn.ModuleList(Block(config) for _ in range(1 if config.share_layers else config.n_layers))
+        self.blocks = nn.ModuleList(Block(config, layer_index=i)
+                                    for i in range(1 if config.share_layers else config.n_layers))
         self.ln_f = nn.LayerNorm(H, eps=config.layer_norm_eps) if config.norm == "pre" else nn.Identity()
         self.decoder_blocks = self.ln_dec = None
         if config.decoder_layers:
             n_decoder_blocks = 1 if config.share_layers else config.decoder_layers
-            self.decoder_blocks = nn.ModuleList(Block(config, cross_attention=True) for _ in range(n_decoder_blocks))
+            self.decoder_blocks = nn.ModuleList(Block(config, cross_attention=True, layer_index=i)
+                                                for i in range(n_decoder_blocks))
             self.ln_dec = nn.LayerNorm(H, eps=config.layer_norm_eps) if config.norm == "pre" else nn.Identity()
         # The LM head: [dense + GeLU + LayerNorm, H -> E] then the (tied) V x E matrix and a bias.
         self.lm_transform = None
@@ -228,6 +239,8 @@ class Backbone(nn.Module):
         # Tied: lm_logits reads embeddings.token.weight directly, so the state dict holds the matrix once.
         self.lm_out = None if config.tie_embeddings else nn.Linear(E, config.vocab_size, bias=False)
         self.lm_bias = nn.Parameter(torch.zeros(config.vocab_size))
+        # The [PAD] id (set by FamilyModel): Switch layers give padding no capacity. None = every row is a token.
+        self.pad_id: int | None = None
 
         self.apply(init_weights)
         if self.query_start is not None:
@@ -253,13 +266,14 @@ class Backbone(nn.Module):
         past = self._check_cache(cache, self.config.n_layers, B, T)
         mask = prepare_mask(self._check_mask("attention_mask", attention_mask, B, T, past + T))  # once for all layers
         maps = []
+        tokens = self._token_mask(input_ids)  # (B, T) or None
         for i, block in enumerate(self._stack(self.blocks, self.config.n_layers)):
             layer_cache = None if cache is None else cache.layers[i]
             if return_attention:
-                x, weights = block(x, mask, return_weights=True, cache=layer_cache)
+                x, weights = block(x, mask, return_weights=True, cache=layer_cache, token_mask=tokens)
                 maps.append(weights)
             else:
-                x = block(x, mask, cache=layer_cache)  # (B, T, H)
+                x = block(x, mask, cache=layer_cache, token_mask=tokens)  # (B, T, H)
         x = self.ln_f(x)
         return (x, maps) if return_attention else x
 
@@ -303,8 +317,10 @@ class Backbone(nn.Module):
 
         x = torch.cat([h, g], dim=1)  # (B, T+Q, H): rows [0, T) content, [T, T+Q) query
         mask = prepare_mask(torch.cat([content_mask, query_mask], dim=1))  # (B, T+Q, T), keys are h only
+        tokens = self._token_mask(input_ids)  # (B, T) or None; query rows are tokens for a Switch layer
+        tokens = None if tokens is None else torch.cat([tokens, tokens.new_ones(B, Q)], dim=1)  # (B, T+Q)
         for block in self._stack(self.blocks, self.config.n_layers):
-            x = block(x, mask, n_context=T)  # (B, T+Q, H)
+            x = block(x, mask, n_context=T, token_mask=tokens)  # (B, T+Q, H)
         x = self.ln_f(x)
         return x[:, :T], x[:, T:]  # (B, T, H), (B, Q, H)
 
@@ -337,9 +353,11 @@ class Backbone(nn.Module):
         past = self._check_cache(cache, self.config.decoder_layers, B, S, cross=True)
         self_mask = prepare_mask(self._check_mask("decoder_mask", decoder_mask, B, S, past + S))
         cross = prepare_mask(self._check_mask("cross_mask", cross_mask, B, S, T))
+        tokens = self._token_mask(decoder_input_ids)  # (B, S) or None
         for i, block in enumerate(self._stack(self.decoder_blocks, self.config.decoder_layers)):
             layer_cache = None if cache is None else cache.layers[i]
-            y = block(y, self_mask, memory=memory, cross_mask=cross, cache=layer_cache)  # (B, S, H)
+            y = block(y, self_mask, memory=memory, cross_mask=cross, cache=layer_cache,
+                      token_mask=tokens)  # (B, S, H)
         return self.ln_dec(y)
 
     # ---- incremental decoding ----------------------------------------------------------------------------------
@@ -397,6 +415,12 @@ class Backbone(nn.Module):
         return total
 
     # ---- helpers ----------------------------------------------------------------------------------------------
+
+    def _token_mask(self, ids: torch.Tensor) -> torch.Tensor | None:
+        """(B, T) bool, False at [PAD]: which rows a Switch layer counts. None for dense models or no pad id."""
+        if self.config.ffn != "switch" or self.pad_id is None:
+            return None
+        return ids != self.pad_id
 
     @staticmethod
     def _stack(blocks: nn.ModuleList, n_layers: int) -> list[nn.Module]:

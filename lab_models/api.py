@@ -217,7 +217,7 @@ def _setting_value(family: str, key: str, value, default):
 
 
 def _training_request(jobs: RunStore, family, preset, corpus, steps, seed, device, objectives, settings,
-                      tokenizer) -> dict:
+                      tokenizer, model=None) -> dict:
     """Check a training request against the family's spec and the lab home; return start()'s keyword arguments."""
     spec = _trainable(family)
     defaults = {objective.name: objective.weight for objective in spec.objectives}
@@ -242,30 +242,49 @@ def _training_request(jobs: RunStore, family, preset, corpus, steps, seed, devic
         raise ValueError(f"Unknown device {device!r}: choose one of {', '.join(TRAINING_DEVICES)}.")
     select_device(device)  # ValueError when e.g. cuda is asked for and there is none
     return {"family": family, "preset": preset, "corpus": corpus, "steps": steps, "seed": seed, "device": device,
-            "objectives": weights, "settings": values, "tokenizer": tokenizer}
+            "objectives": weights, "settings": values, "tokenizer": tokenizer,
+            "extra_args": _model_arguments(family, model)}
+
+
+def _model_arguments(family: str, model) -> list[str]:
+    """`--model KEY=VALUE` trainer arguments for a dict of ModelConfig overrides (e.g. the Switch Transformer's
+    {"ffn": "switch", "n_experts": 8}), checked the way the trainer will read them."""
+    from .jobs import format_value
+    from .train import parse_model_overrides
+
+    if not model:
+        return []
+    if not isinstance(model, dict):
+        raise ValueError(f"model must be a dict of model settings such as {{'ffn': 'switch'}}, got {model!r}.")
+    items = [f"{key}={format_value(value)}" for key, value in model.items()]
+    parse_model_overrides(items, family)  # ValueError with the trainer's own message
+    return [argument for item in items for argument in ("--model", item)]
 
 
 def start_training(jobs: JobManager, family: str, *, preset: str = "tiny", corpus: str | None = None,
                    steps: int | None = None, seed: int = 0, device: str = "auto",
                    objectives: dict[str, float] | None = None, settings: dict[str, object] | None = None,
-                   tokenizer: str | None = None) -> str:
+                   tokenizer: str | None = None, model: dict[str, object] | None = None) -> str:
     """Queue a training run of `family` and return its run id (e.g. "bert-tiny-20260101-120000-ab12").
 
     `objectives` maps objective names to weights (0 turns one off; missing ones keep their defaults); `settings`
     overrides keys of `family_settings(family)` (passed to the trainer as --set KEY=VALUE); `steps=None` is the
-    preset's default; `tokenizer=None` is the family's own. The run starts when its device is free.
+    preset's default; `tokenizer=None` is the family's own; `model` overrides model settings (--model KEY=VALUE),
+    e.g. `switch_settings(True)` for Switch Transformer layers. The run starts when its device is free.
     """
-    request = _training_request(jobs, family, preset, corpus, steps, seed, device, objectives, settings, tokenizer)
+    request = _training_request(jobs, family, preset, corpus, steps, seed, device, objectives, settings, tokenizer,
+                                model)
     return jobs.start(**request)
 
 
 def training_command(jobs: RunStore, family: str, *, preset: str = "tiny", corpus: str | None = None,
                      steps: int | None = None, seed: int = 0, device: str = "auto",
                      objectives: dict[str, float] | None = None, settings: dict[str, object] | None = None,
-                     tokenizer: str | None = None) -> str:
+                     tokenizer: str | None = None, model: dict[str, object] | None = None) -> str:
     """The `python -m lab_models.train ...` command that `start_training` with these arguments runs (RUN_DIR for the
     folder), so a run started in the page can be repeated from a terminal."""
-    request = _training_request(jobs, family, preset, corpus, steps, seed, device, objectives, settings, tokenizer)
+    request = _training_request(jobs, family, preset, corpus, steps, seed, device, objectives, settings, tokenizer,
+                                model)
     return jobs.preview_command(**request)
 
 
@@ -619,3 +638,64 @@ def leaderboard_csv(frame, path=None) -> Path:
         path = folder / f"leaderboard-{_time.strftime('%Y%m%d-%H%M%S')}.csv"
     return _leaderboard.write_leaderboard_csv(frame, path)
 # ================================================================================================ leaderboard (end)
+
+
+# ================================================================================================ switch (begin)
+# The Switch Transformer (lab_models/nn/moe.py, lab_models/switch.py): a feed-forward option of every Transformer
+# family, turned on with `model=switch_settings(True, ...)` in start_training (the CLI's --model ffn=switch ...).
+from . import switch as _switch  # noqa: E402
+
+RoutingView = _switch.RoutingView
+SWITCH_DEFAULTS = dict(_switch.SWITCH_DEFAULTS)  # ffn, n_experts, capacity_factor, expert_every, ... (ModelConfig's)
+__all__ += ["RoutingView", "SWITCH_DEFAULTS", "switch_settings", "switch_routing", "is_switch_run", "switch_runs"]
+
+
+def switch_settings(on: bool, n_experts=None, capacity_factor=None, expert_every=None, router_z_weight=None) -> dict:
+    """The `model` overrides of `start_training` for Switch layers: {} when `on` is false, else {"ffn": "switch"} and
+    every given value that differs from its default (None = the default). ValueError for a value the model would
+    reject (e.g. 0 experts), with the model's own message."""
+    if not on:
+        return {}
+    given = {"n_experts": n_experts, "capacity_factor": capacity_factor, "expert_every": expert_every,
+             "router_z_weight": router_z_weight}
+    overrides: dict[str, object] = {"ffn": "switch"}
+    for key, value in given.items():
+        if value is None or value == "":
+            continue
+        default = SWITCH_DEFAULTS[key]
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            raise ValueError(f"The Switch setting {key} must be a number, got {value!r}.") from None
+        if isinstance(default, int):
+            if not number.is_integer():
+                raise ValueError(f"The Switch setting {key} must be a whole number, got {value!r}.")
+            number = int(number)
+        if number != default:
+            overrides[key] = number
+    from .nn.config import ModelConfig
+
+    # the model's own checks (n_experts >= 1, capacity_factor > 0, ...); the trainer checks the depth against the preset
+    depth = overrides.get("expert_every", SWITCH_DEFAULTS["expert_every"])
+    ModelConfig(vocab_size=100, n_layers=depth if isinstance(depth, int) and depth > 0 else 1, **overrides)
+    return overrides
+
+
+def is_switch_run(run_dir) -> bool:
+    """Whether the run in `run_dir` was trained with Switch layers (its config.json says ffn "switch")."""
+    model = _runs.read_config(Path(run_dir)).get("model")
+    return isinstance(model, dict) and model.get("ffn") == "switch"
+
+
+def switch_runs(jobs: RunStore | None = None, *, home=None) -> list[dict]:
+    """`runs_with_weights` rows of the runs trained with Switch layers, newest first."""
+    store = jobs if jobs is not None else RunStore(lab_home(home))
+    return [row for row in runs_with_weights(store) if is_switch_run(store.run_dir(row["run_id"]))]
+
+
+def switch_routing(run_dir, sentence: str) -> RoutingView:
+    """The expert each token of `sentence` goes to in every Switch layer of a trained run (`RoutingView`: per layer,
+    the tokens, their experts and router probabilities), read in evaluation mode. ValueError for a run without
+    Switch layers, an RNN run, an empty or too long sentence."""
+    return _switch.token_routing(_probe_run_dir(run_dir), sentence)
+# ================================================================================================ switch (end)

@@ -382,12 +382,11 @@ def _run_one(command: list[str], limit_s: float | None, stop: SweepStop, log) ->
 def _message(folder: Path, code: int | None, reason: str, config: SweepConfig) -> tuple[str, str]:
     """(state, message) of one run from its exit and its status.json."""
     status = runs.read_status(folder)
-    step = status.get("step")
+    where = f"at step {status['step']} of {config.steps}" if status.get("step") else "before its first step"
     if reason == "time":
-        return "failed", (f"ran past the {config.max_minutes:g}-minute limit (--max-minutes): stopped at step "
-                          f"{step} of {config.steps}")
+        return "failed", f"ran past the {config.max_minutes:g}-minute limit (--max-minutes): stopped {where}"
     if reason == "stop":
-        return "stopped", f"the sweep was stopped at step {step} of {config.steps}"
+        return "stopped", f"the sweep was stopped {where}"
     if code == 0 and status.get("state") == "finished":
         return "finished", status.get("message") or "finished"
     if status.get("state") == "failed" and status.get("message"):

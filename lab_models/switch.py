@@ -220,16 +220,19 @@ class RoutingView:
 
 def token_routing(run_dir, sentence: str) -> RoutingView:
     """The expert of every token in every Switch layer of the run in `run_dir` (see the module docstring)."""
-    from . import probes
+    from . import probes, runs
     from .inference import load_run
+    from .models import RNN_FAMILIES
 
-    run = load_run(Path(run_dir))
-    if getattr(run.model, "kind", None) == "rnn":
-        raise ValueError(f"{run.run_id} is an LSTM run: only Transformer runs can have Switch layers")
-    labels = {id(module): label for label, module in switch_layers(run.model.backbone)}
-    if not labels:
-        raise ValueError(f"{run.run_id} has no Switch layers: train a run with the Switch Transformer toggle "
+    run_dir = Path(run_dir)
+    config = runs.read_config(run_dir)
+    if config.get("family") in RNN_FAMILIES:
+        raise ValueError(f"{run_dir.name} is an LSTM run: only Transformer runs can have Switch layers")
+    if config and (config.get("model") or {}).get("ffn") != "switch":
+        raise ValueError(f"{run_dir.name} has no Switch layers: train a run with the Switch Transformer toggle "
                          f"(--model ffn=switch) to see its routing")
+    run = load_run(run_dir)
+    labels = {id(module): label for label, module in switch_layers(run.model.backbone)}
     encoded = probes.encode_sentence(run, sentence)
     backbone = run.model.backbone
     device = run.device

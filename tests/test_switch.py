@@ -327,9 +327,11 @@ def test_routing_view_of_a_trained_run(switch_run):
     assert all(0.25 <= p <= 1 for p in layer.probabilities)  # the top-1 of 4 has at least a quarter
 
 
-def test_routing_view_of_a_dense_run_says_what_to_do(tmp_path, lab_home_dir):
-    out = tmp_path / "dense"
-    assert train_cli.main(["--family", "gpt", "--out", str(out), "--steps", "1", "--home", str(lab_home_dir),
-                           "--device", "cpu"]) == 0
-    with pytest.raises(ValueError, match="has no Switch layers"):
-        token_routing(out, "the cat")
+def test_routing_view_of_a_dense_or_lstm_run_says_what_to_do(tmp_path):
+    for family, model, message in (("gpt", {"ffn": "dense"}, "has no Switch layers"),
+                                   ("elmo", {"hidden_size": 128}, "is an LSTM run")):
+        folder = tmp_path / family
+        folder.mkdir()
+        (folder / "config.json").write_text(json.dumps({"family": family, "model": model}))
+        with pytest.raises(ValueError, match=message):
+            token_routing(folder, "the cat")

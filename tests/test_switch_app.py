@@ -5,6 +5,7 @@ sentence's tokens by expert. Plus the figures' pure helpers."""
 from __future__ import annotations
 
 import json
+import shutil
 import time
 
 import pytest
@@ -65,17 +66,19 @@ def test_a_switch_run_from_the_page_shows_its_routing(client, lab_jobs):
 
 
 def test_routing_errors_are_messages(client, lab_jobs):
-    dense = client.predict(*controls("gpt", steps=1), api_name="/start_training")
-    deadline = time.time() + 90
-    while api.training_status(lab_jobs, dense)["state"] in ("queued", "running"):
-        assert time.time() < deadline
-        time.sleep(0.5)
-    with pytest.raises(Exception, match="has no Switch layers"):
-        client.predict(dense, "the cat", api_name="/understand_routing")
-    with pytest.raises(Exception, match="Choose a run with Switch layers|No run with Switch layers"):
-        client.predict("", "the cat", api_name="/understand_routing")
-    figure = json.loads(client.predict(dense, api_name="/show_routing")["plot"])
-    assert "No Switch layers" in figure["layout"]["annotations"][0]["text"]
+    dense = lab_jobs.runs_dir / "gpt-tiny-dense-for-routing"  # a finished dense run's folder, as the page lists it
+    dense.mkdir(parents=True, exist_ok=True)
+    (dense / "config.json").write_text(json.dumps({"family": "gpt", "model": {"ffn": "dense"}}))
+    (dense / "status.json").write_text(json.dumps({"state": "finished", "step": 1, "total_steps": 1}))
+    try:
+        with pytest.raises(Exception, match="has no Switch layers"):
+            client.predict(dense.name, "the cat", api_name="/understand_routing")
+        with pytest.raises(Exception, match="Choose a run with Switch layers|No run with Switch layers"):
+            client.predict("", "the cat", api_name="/understand_routing")
+        figure = json.loads(client.predict(dense.name, api_name="/show_routing")["plot"])
+        assert "No Switch layers" in figure["layout"]["annotations"][0]["text"]
+    finally:
+        shutil.rmtree(dense)  # the other modules' tests see only real runs
 
 
 def test_routing_series_and_figure():
@@ -88,3 +91,40 @@ def test_routing_series_and_figure():
     figure = routing_figure(rows)
     assert len(figure.data) == 2 * 2 * 2  # 2 layers x 2 experts x (routed, dropped)
     assert [trace.showlegend for trace in figure.data[:4]] == [True, True, False, False]
+
+
+# ------------------------------------------------------------------------------------------------ the Scaling tab
+
+
+def sweep_controls(family="gpt", sizes="16x1", steps=2, preset="tiny", switch=False, n_experts=8, capacity=1.25,
+                   every=2, max_minutes=5, device="cpu", seed=0):
+    return [family, sizes, steps, preset, switch, n_experts, capacity, every, max_minutes, device, seed]
+
+
+def test_scaling_tab_command_and_bad_sizes(client):
+    command = client.predict(*sweep_controls(sizes="32x1,64x2", switch=True), api_name="/sweep_command")
+    assert command.startswith("python -m lab_models.sweep --family gpt --sizes 32x1,64x2 --steps 2")
+    assert "--switch --n-experts 8" in command and "--max-minutes 5.0" in command
+    assert client.predict(*sweep_controls(sizes="64y2"), api_name="/sweep_command").startswith("# unknown size")
+    with pytest.raises(Exception, match="unknown size '64y2'"):
+        client.predict(*sweep_controls(sizes="64y2"), api_name="/start_sweep")
+
+
+def test_a_sweep_from_the_page_trains_and_is_drawn(client, lab_jobs, lab_home_dir):
+    picker = client.predict(*sweep_controls(sizes="16x1", steps=2), api_name="/start_sweep")
+    [sweep_id] = picker["value"] if isinstance(picker, dict) else picker
+    deadline = time.time() + 180
+    while True:
+        [sweep] = [s for s in api.list_sweeps(lab_jobs) if s["sweep_id"] == sweep_id]
+        if sweep["status"].get("state") not in ("queued", "running"):
+            break
+        assert time.time() < deadline, f"the sweep did not finish within 180 s: {sweep['status']}"
+        time.sleep(1)
+    assert sweep["status"]["state"] == "finished", sweep["status"]
+    assert [p["state"] for p in sweep["points"]] == ["finished"]
+    status, plot, fits, table = client.predict([sweep_id], api_name="/show_sweeps")
+    figure = json.loads(plot["plot"])
+    assert figure["layout"]["xaxis"]["type"] == "log" and figure["layout"]["yaxis"]["type"] == "log"
+    assert [trace["name"] for trace in figure["data"]] == ["gpt dense", "gpt dense"]  # the point, in both panels
+    assert "no fit (a power law needs at least 2 points" in fits and "1 of 1 runs" in status
+    assert [row[2] for row in table["data"]] == ["16x1"]

@@ -14,6 +14,8 @@ becomes `n_experts` experts of the same d_ff, so a token's FFN costs the same):
   parameter, attention over the context, the vocabulary projection), and `torch.utils.flop_counter.FlopCounterMode` on
   one real forward pass of the family's loss (matrix products only; it includes the empty slots of each expert's
   capacity buffer, capacity factor x the tokens, and the model's sparse LM head, so it differs from Kaplan's count);
+- one feed-forward layer's forward + backward time: dense, the lab's batched Switch dispatch, and a Switch layer
+  written as a Python loop over the experts (the usual simple implementation), interleaved, median of the rounds;
 - training tokens/s: the lab's own training step (lab_models/engine.py Trainer.train_step: forward, backward,
   clipping, AdamW), the two models interleaved round by round in the same process (`--rounds` x `--round-steps`
   steps each, after one warm-up round), so that a busy machine slows both alike; the ratio is what to read;
@@ -109,6 +111,52 @@ def speed_and_size(args, device) -> dict[str, dict]:
     return results
 
 
+def loop_switch(layer, x: torch.Tensor) -> torch.Tensor:
+    """The peer of the batched dispatch: the same layer computed with a Python loop over the experts (a
+    `nonzero` per expert picks its tokens, as many simple MoE implementations do)."""
+    import torch.nn.functional as F
+
+    tokens = x.reshape(-1, x.shape[-1])  # (N, H)
+    probs = F.linear(tokens.float(), layer.router.float()).softmax(-1)  # (N, E)
+    gate, expert = probs.max(-1)
+    capacity = layer.capacity(tokens.shape[0])
+    ups, projs = layer.up.unbind(0), layer.proj.unbind(0)  # one view per expert (one stack in backward)
+    outputs, picked = [], []
+    for e in range(layer.n_experts):
+        rows = (expert == e).nonzero().squeeze(1)[:capacity]  # tokens in order; the rest are dropped
+        outputs.append((F.gelu(tokens[rows] @ ups[e]) @ projs[e]) * gate[rows].unsqueeze(1))  # (n_e, H)
+        picked.append(rows)
+    out = torch.zeros_like(tokens).index_add(0, torch.cat(picked), torch.cat(outputs))
+    return out.reshape(x.shape)
+
+
+def layer_speed(args) -> dict[str, float]:
+    """Forward + backward milliseconds of one feed-forward layer on (batch x seq_len) tokens of the preset's width:
+    dense, Switch (batched dispatch, the lab's), Switch with a loop over experts; interleaved rounds, median."""
+    from statistics import median
+
+    from lab_models.nn.backbone import FeedForward
+    from lab_models.nn.config import preset_config
+    from lab_models.nn.moe import SwitchFeedForward
+
+    defaults = PRESET_DEFAULTS[args.preset]
+    config = preset_config(args.preset, 100, ffn="switch", n_experts=args.n_experts,
+                           capacity_factor=args.capacity_factor, expert_every=1)
+    dense, switch = FeedForward(config).train(), SwitchFeedForward(config).train()
+    x = torch.randn(defaults["batch_size"], defaults["seq_len"], config.d_model, requires_grad=True)
+    candidates = {"dense FFN": lambda: dense(x), "switch (batched)": lambda: switch(x),
+                  "switch (loop over experts)": lambda: loop_switch(switch, x)}
+    times: dict[str, list[float]] = {name: [] for name in candidates}
+    for round_index in range(args.rounds + 1):
+        for name, forward in candidates.items():
+            started = time.perf_counter()
+            for _ in range(args.round_steps):
+                forward().square().mean().backward()
+            if round_index:  # round 0 warms up
+                times[name].append(1000 * (time.perf_counter() - started) / args.round_steps)
+    return {name: median(values) for name, values in times.items()}
+
+
 def quality(args, out: Path) -> dict[str, dict]:
     """Validation bits per byte of both variants after the same training run."""
     results = {}
@@ -172,6 +220,10 @@ def main(argv=None) -> int:
           f"x{switch['kaplan_flops_per_token'] / dense['kaplan_flops_per_token']:.3f}, measured "
           f"x{switch['measured_flops_per_token'] / dense['measured_flops_per_token']:.3f}, tokens/s "
           f"x{switch['tokens_per_s'] / dense['tokens_per_s']:.2f}")
+    layer = layer_speed(args)
+    base = layer["dense FFN"]
+    print("one feed-forward layer, forward + backward: " + ", ".join(
+        f"{name} {ms:.2f} ms ({ms / base:.2f}x dense)" for name, ms in layer.items()))
     if args.skip_quality:
         return 0
     result = quality(args, out)

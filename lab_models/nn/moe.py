@@ -22,7 +22,7 @@ Tokens take capacity in batch order (row by row, position by position): a token 
 received `capacity` tokens earlier in the flattened batch. Dispatch is batched: a token's slot in its expert's buffer
 is a cumulative sum over a one-hot (tokens, experts) matrix, the buffer (experts, capacity, H) is filled with one
 `index_copy`, the experts run as two `torch.bmm` over weights stored as (n_experts, H, d_ff) and (n_experts, d_ff, H),
-and one `index_select` brings the outputs back. No Python loop over tokens or experts, and in training no value is
+and a second `index_copy` brings the outputs back to their tokens. No Python loop over tokens or experts, and in training no value is
 read back to the host (the capacity follows from the tensor's shape), so a GPU step never waits on a Switch layer.
 
 Worked example (4 tokens, 2 experts, capacity_factor 1.0, so capacity = ceil(1.0 * 4 / 2) = 2):
@@ -86,6 +86,16 @@ def expert_capacity(n_tokens: int, n_experts: int, capacity_factor: float) -> in
     return max(1, math.ceil(capacity_factor * n_tokens / n_experts))
 
 
+def one_hot(expert: torch.Tensor, n_experts: int) -> torch.Tensor:
+    """(N,) expert ids -> (N, E) long one-hot, by comparison with arange (F.one_hot may check its input's range with a
+    read back to the host on some devices; this never does).
+
+    >>> one_hot(torch.tensor([2, 0]), 3).tolist()
+    [[0, 0, 1], [1, 0, 0]]
+    """
+    return (expert.unsqueeze(1) == torch.arange(n_experts, device=expert.device)).long()
+
+
 def route_slots(expert: torch.Tensor, n_experts: int, capacity: int,
                 counted: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Each token's position in its expert's queue (in token order) and whether it fits the capacity.
@@ -93,10 +103,10 @@ def route_slots(expert: torch.Tensor, n_experts: int, capacity: int,
     expert (N,) long: the chosen expert per token; counted (N,) bool or None: tokens that take capacity (False: padding,
     never kept). Returns (position (N,) long, kept (N,) bool). Batched: a cumulative sum over a one-hot matrix.
     """
-    one_hot = F.one_hot(expert, n_experts)  # (N, E)
+    chosen = one_hot(expert, n_experts)  # (N, E)
     if counted is not None:
-        one_hot = one_hot * counted.unsqueeze(1)
-    position = (one_hot.cumsum(0) - 1).gather(1, expert.unsqueeze(1)).squeeze(1)  # (N,)
+        chosen = chosen * counted.unsqueeze(1)
+    position = (chosen.cumsum(0) - 1).gather(1, expert.unsqueeze(1)).squeeze(1)  # (N,)
     kept = position < capacity
     if counted is not None:
         kept = kept & counted
@@ -172,17 +182,23 @@ class SwitchFeedForward(nn.Module):
         if self.training:
             capacity = self.capacity(tokens.shape[0])
         else:  # inference drops nothing: room for the busiest expert's tokens (one read back per layer)
-            routed = F.one_hot(expert, E) if counted is None else F.one_hot(expert, E) * counted.unsqueeze(1)
+            routed = one_hot(expert, E) if counted is None else one_hot(expert, E) * counted.unsqueeze(1)
             capacity = max(1, int(routed.sum(0).max()))
         position, kept = route_slots(expert, E, capacity, counted)  # (N,), (N,)
-        discard = E * capacity  # the one extra buffer row every dropped token (and padding) is written to
-        slot = torch.where(kept, expert * capacity + position, torch.full_like(position, discard))  # (N,)
-        buffer = tokens.new_zeros(discard + 1, H).index_copy(0, slot, tokens)  # (E*C + 1, H)
-        expert_input = buffer[:discard].view(E, capacity, H)  # (E, C, H)
+        N, slots = tokens.shape[0], E * capacity
+        # Each kept token's row in the (E*C) buffer; dropped tokens and padding go to one extra row, thrown away.
+        slot = torch.where(kept, expert * capacity + position, torch.full_like(position, slots))  # (N,)
+        # And back: the token each buffer row holds; empty rows point at an extra output row N, thrown away.
+        token_of_slot = torch.full((slots + 1,), N, dtype=torch.long, device=x.device).index_copy(
+            0, slot, torch.arange(N, device=x.device))[:slots]  # (E*C,)
+        # Both moves are index_copy (its backward is a gather): much cheaper on a CPU than index_select, whose
+        # backward is a scatter-add.
+        buffer = tokens.new_zeros(slots + 1, H).index_copy(0, slot, tokens)  # (E*C + 1, H)
+        expert_input = buffer[:slots].view(E, capacity, H)  # (E, C, H)
         hidden = F.gelu(torch.bmm(expert_input, self.up.to(expert_input.dtype)))  # (E, C, d_ff)
-        expert_output = torch.bmm(hidden, self.proj.to(hidden.dtype)).reshape(discard, H)  # (E*C, H)
-        out = expert_output.index_select(0, slot.clamp(max=discard - 1))  # (N, H); dropped rows zeroed next
-        out = out * (gate * kept).to(out.dtype).unsqueeze(1)  # scaled by the router probability, 0 if dropped
+        expert_output = torch.bmm(hidden, self.proj.to(hidden.dtype)).reshape(slots, H)  # (E*C, H)
+        out = expert_output.new_zeros(N + 1, H).index_copy(0, token_of_slot, expert_output)[:N]  # (N, H), 0 = dropped
+        out = out * gate.to(out.dtype).unsqueeze(1)  # scaled by the router probability
 
         collector = self._collectors.get(threading.get_ident())
         if collector is not None:
@@ -195,13 +211,13 @@ class SwitchFeedForward(nn.Module):
         E = self.n_experts
         weight = torch.ones_like(gate) if counted is None else counted.float()  # (N,)
         n = weight.sum().clamp(min=1.0)
-        one_hot = F.one_hot(expert, E).float() * weight.unsqueeze(1)  # (N, E)
-        fraction = one_hot.sum(0) / n  # f_e (no gradient: argmax)
+        chosen = one_hot(expert, E).float() * weight.unsqueeze(1)  # (N, E)
+        fraction = chosen.sum(0) / n  # f_e (no gradient: argmax)
         mean_probability = (probs * weight.unsqueeze(1)).sum(0) / n  # P_e (the gradient path)
         load_balance = E * (fraction * mean_probability).sum()
         router_z = (torch.logsumexp(logits, dim=-1).square() * weight).sum() / n
-        dropped = (one_hot * (~kept).float().unsqueeze(1)).sum(0)  # (E,)
-        call = RouterCall(layer=self, load_balance=load_balance, router_z=router_z, routed=one_hot.sum(0).detach(),
+        dropped = (chosen * (~kept).float().unsqueeze(1)).sum(0)  # (E,)
+        call = RouterCall(layer=self, load_balance=load_balance, router_z=router_z, routed=chosen.sum(0).detach(),
                           dropped=dropped.detach(), tokens=weight.sum().detach(), shape=shape)
         if record_tokens:
             call.expert, call.probability, call.kept = expert.detach(), gate.detach(), kept.detach()

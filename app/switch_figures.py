@@ -22,8 +22,8 @@ from .train_figures import _empty_figure, split_rows, thin
 # 16 distinguishable colours (Tableau 10 + 6): experts beyond 16 reuse them
 EXPERT_COLORS = ("#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7",
                  "#9c755f", "#bab0ac", "#1f77b4", "#17becf", "#bcbd22", "#8c564b", "#e377c2", "#7f7f7f")
-NO_SWITCH = ("No Switch layers in this run.<br>Tick “Switch layers” before Start: this plot then shows, per expert,<br>"
-             "the fraction of tokens routed to it and dropped at it.")
+NO_SWITCH = ("No Switch layers in this run.<br>Tick “Switch layers” before Start: this plot then shows, "
+             "per expert,<br>the fraction of tokens routed to it and dropped at it.")
 
 
 def expert_color(expert: int) -> str:

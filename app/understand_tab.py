@@ -9,11 +9,11 @@
   (`api.embedding_projection`).
 * **Attention**: one run and a sentence; every head of one layer of one stream as a heatmap, under the mask the family
   really uses (`api.attention_maps`; lab_models/probes.py documents the mask per family).
-* **Switch routing**: for a run trained with Switch Transformer layers, the expert each token of a sentence goes to
-  in every Switch layer, as chips coloured by expert (app/routing_panel.py; endpoints `/understand_routing...`).
 * **Fine-tune**: up to four runs fine-tuned on a labelled task (built-in or a CSV), queued on the job manager, with
   live progress, Stop, and a leaderboard table and plot (app/finetune_panel.py; its endpoints start with
   `understand_finetune_`).
+* **Switch routing**: for a run trained with Switch Transformer layers, the expert each token of a sentence goes to
+  in every Switch layer, as chips coloured by expert (app/routing_panel.py; endpoints `/understand_routing...`).
 
 The handlers only translate the controls into `lab_models.api` calls and draw the results (app/understand_figures.py).
 

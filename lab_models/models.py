@@ -421,7 +421,9 @@ class FamilyModel(nn.Module):
 
     `model(batch)` and `model.loss(batch)` return the family's `LossOutput` (objectives/<family>.py: `loss`).
     Attributes: family, model_config, settings, vocab, objective_weights (resolved: every objective, 0 = off),
-    backbone, heads (nn.ModuleDict by objective name: nsp, sop, sbo, rtd), generator and generator_config (ELECTRA).
+    backbone, heads (nn.ModuleDict by objective name: nsp, sop, sbo, rtd), generator and generator_config (ELECTRA),
+    switch_layers and routing_totals (Switch Transformer layers, `ffn="switch"`: their load-balancing loss is added to
+    every family's loss in `forward`, lab_models/switch.py).
     """
 
     def __init__(self, family: str, model_config: ModelConfig, settings, vocab: VocabInfo,

@@ -32,7 +32,6 @@ the paper keeps it while fine-tuning.
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -275,12 +274,3 @@ def token_routing(run_dir, sentence: str) -> RoutingView:
     return RoutingView(run_id=run.run_id, family=run.family, n_experts=n_experts, layers=layers, note=note,
                        step=run.step)
 
-
-def capacity_note(capacity_factor: float, n_experts: int, tokens: int) -> str:
-    """One line: how many tokens each expert takes at this size.
-
-    >>> capacity_note(1.25, 8, 1024)
-    'each expert takes at most 160 of 1024 tokens (capacity factor 1.25)'
-    """
-    capacity = max(1, math.ceil(capacity_factor * tokens / n_experts))
-    return f"each expert takes at most {capacity} of {tokens} tokens (capacity factor {capacity_factor:g})"

@@ -2,7 +2,8 @@
 
 The config describes *structure* (how wide, how deep, which embeddings exist), never a family: ALBERT is
 `embedding_size=128, share_layers=True`, GLM is `n_position_rows=2`, T5 is `decoder_layers=...`, and the backbone
-builds from those facts without knowing the family's name.
+builds from those facts without knowing the family's name. `ffn="switch"` (with n_experts, capacity_factor,
+expert_every, ...) gives any of them Switch Transformer feed-forwards (nn/moe.py).
 
 Worked example:
 

@@ -126,7 +126,6 @@ class RouterCall:
     expert: torch.Tensor | None = None  # (N,) the chosen expert per row (record_tokens only)
     probability: torch.Tensor | None = None  # (N,) its router probability
     kept: torch.Tensor | None = None  # (N,) bool: False = dropped or padding
-    shape: tuple[int, ...] = ()  # the input's leading shape, e.g. (B, T)
 
 
 @dataclass
@@ -202,11 +201,11 @@ class SwitchFeedForward(nn.Module):
 
         collector = self._collectors.get(threading.get_ident())
         if collector is not None:
-            collector.calls.append(self._report(logits, probs, expert, gate, kept, counted, collector.record_tokens,
-                                                tuple(shape[:-1])))
+            collector.calls.append(self._report(logits, probs, expert, gate, kept, counted,
+                                                collector.record_tokens))
         return out.to(x.dtype).reshape(shape)  # (..., H)
 
-    def _report(self, logits, probs, expert, gate, kept, counted, record_tokens: bool, shape) -> RouterCall:
+    def _report(self, logits, probs, expert, gate, kept, counted, record_tokens: bool) -> RouterCall:
         """The load-balancing and z losses and the per-expert counts of one call (all on the device)."""
         E = self.n_experts
         weight = torch.ones_like(gate) if counted is None else counted.float()  # (N,)
@@ -218,7 +217,7 @@ class SwitchFeedForward(nn.Module):
         router_z = (torch.logsumexp(logits, dim=-1).square() * weight).sum() / n
         dropped = (chosen * (~kept).float().unsqueeze(1)).sum(0)  # (E,)
         call = RouterCall(layer=self, load_balance=load_balance, router_z=router_z, routed=chosen.sum(0).detach(),
-                          dropped=dropped.detach(), tokens=weight.sum().detach(), shape=shape)
+                          dropped=dropped.detach(), tokens=weight.sum().detach())
         if record_tokens:
             call.expert, call.probability, call.kept = expert.detach(), gate.detach(), kept.detach()
         return call

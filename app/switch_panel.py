@@ -37,7 +37,7 @@ def _is_rnn(family) -> bool:
         return False
 
 
-def model_overrides(family, on, n_experts, capacity_factor, expert_every, router_z_weight) -> dict:
+def switch_model_overrides(family, on, n_experts, capacity_factor, expert_every, router_z_weight) -> dict:
     """The controls as `api.start_training`'s `model` argument: {} when the toggle is off, or for an RNN family
     (whose page hides the section)."""
     if _is_rnn(family):
@@ -45,14 +45,14 @@ def model_overrides(family, on, n_experts, capacity_factor, expert_every, router
     return api.switch_settings(bool(on), n_experts, capacity_factor, expert_every, router_z_weight)
 
 
-def visibility(family):
+def switch_visibility(family):
     """The section is for the Transformer families: an LSTM has no feed-forward to replace."""
     return gr.update(visible=not _is_rnn(family))
 
 
-def build_controls():
+def build_switch_controls():
     """The toggle and its settings (call inside the tab's left column). Returns a namespace with `group` (to hide for
-    the RNN families) and `controls` (the five inputs, in `model_overrides` order)."""
+    the RNN families) and `controls` (the five inputs, in `switch_model_overrides` order)."""
     defaults = api.SWITCH_DEFAULTS
     with gr.Accordion("Switch Transformer (mixture of experts)", open=False, elem_id="train-switch") as group:
         gr.Markdown(SWITCH_NOTE)
@@ -98,7 +98,7 @@ class RoutingLive:
             return (gr.skip(),) * 2
 
 
-def build_plot(jobs, run, live: gr.Timer):
+def build_routing_plot(jobs, run, live: gr.Timer):
     """The routing plot (call inside the tab's right column) and its events: drawn when `run` changes and on every
     `live` tick. Returns the plot."""
     view = RoutingLive(jobs)

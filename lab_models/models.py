@@ -449,6 +449,12 @@ class FamilyModel(nn.Module):
                 self.heads["sbo"].boundary.outside.requires_grad_(False)
         if family == "electra":
             self._build_electra()
+        # Switch Transformer layers (lab_models/switch.py): padding takes no expert capacity; routing counts per layer
+        for backbone in (self.backbone, self.generator):
+            if backbone is not None:
+                backbone.pad_id = vocab.pad_id
+        self.switch_layers = switch_layers(self)  # [(label, SwitchFeedForward)], empty for a dense model
+        self.routing_totals = RoutingTotals(self.switch_layers)
         main = MAIN_OBJECTIVE[family]
         lm_head_used = w[main] > 0 or w.get("translation", 0.0) > 0  # translation predicts through the same head
         if not lm_head_used and family != "electra":  # nothing reaches the LM head: freeze it
@@ -456,12 +462,6 @@ class FamilyModel(nn.Module):
                 if module is not None:
                     module.requires_grad_(False)
             self.backbone.lm_bias.requires_grad_(False)
-        # Switch Transformer layers (lab_models/switch.py): padding takes no expert capacity; routing counts per layer
-        for backbone in (self.backbone, self.generator):
-            if backbone is not None:
-                backbone.pad_id = vocab.pad_id
-        self.switch_layers = switch_layers(self)  # [(label, SwitchFeedForward)], empty for a dense model
-        self.routing_totals = RoutingTotals(self.switch_layers)
 
     def _build_electra(self) -> None:
         w = self.objective_weights

@@ -12,7 +12,7 @@ import pytest
 from gradio_client import Client
 
 from app.switch_figures import routing_figure, routing_series
-from app.switch_panel import model_overrides
+from app.switch_panel import switch_model_overrides
 from lab_models import api
 from tests.test_train_tab import controls
 
@@ -38,9 +38,9 @@ def test_switch_toggle_adds_model_overrides_to_the_command(client):
 
 
 def test_model_overrides_and_the_api_check():
-    assert model_overrides("t5", True, 8, 1.25, 2, 0) == {"ffn": "switch"}
-    assert model_overrides("t5", False, 4, 2, 1, 0) == {}
-    assert model_overrides("cove", True, 4, 2, 1, 0) == {}
+    assert switch_model_overrides("t5", True, 8, 1.25, 2, 0) == {"ffn": "switch"}
+    assert switch_model_overrides("t5", False, 4, 2, 1, 0) == {}
+    assert switch_model_overrides("cove", True, 4, 2, 1, 0) == {}
     with pytest.raises(ValueError, match="LSTM model"):
         api.training_command(api.RunStore(), "ulmfit", model={"ffn": "switch"})
 

@@ -45,10 +45,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from . import moe
 from .attention import AttentionMask, KeyValueCache, MultiHeadAttention, prepare_mask
-from .config import ModelConfig, is_switch_layer
+from .config import ModelConfig
 from .dropout import Dropout
-from .moe import SwitchFeedForward
 
 
 def init_weights(module: nn.Module) -> None:
@@ -78,14 +78,8 @@ class FeedForward(nn.Module):
         self.up = nn.Linear(config.d_model, config.d_ff)
         self.proj = nn.Linear(config.d_ff, config.d_model)  # named like attention's output projection: residual init
 
-    def forward(self, x: torch.Tensor, token_mask: torch.Tensor | None = None) -> torch.Tensor:
-        return self.proj(F.gelu(self.up(x)))  # (B, T, d_ff) -> (B, T, H); token_mask is for Switch layers
-
-
-def build_feed_forward(config: ModelConfig, layer_index: int) -> nn.Module:
-    """Block `layer_index`'s feed-forward: the Switch Transformer's experts (nn/moe.py) where `ffn="switch"` puts one,
-    else the dense `FeedForward`."""
-    return SwitchFeedForward(config) if is_switch_layer(config, layer_index) else FeedForward(config)
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.proj(F.gelu(self.up(x)))  # (B, T, d_ff) -> (B, T, H)
 
 
 class LayerCache:
@@ -138,20 +132,20 @@ class Block(nn.Module):
         self.ln_cross = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps) if cross_attention else None
         self.cross_attn = MultiHeadAttention(config) if cross_attention else None
         self.ln_ff = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
-        self.ff = build_feed_forward(config, layer_index)
+        self.ff = moe.build_feed_forward(config, layer_index)  # dense, or the Switch experts
         self.drop = Dropout(config.dropout)
 
     def forward(self, x: torch.Tensor, mask: AttentionMask, n_context: int | None = None,
+                token_mask: torch.Tensor | None = None,
                 memory: torch.Tensor | None = None, cross_mask: AttentionMask | None = None,
-                return_weights: bool = False, cache: LayerCache | None = None,
-                token_mask: torch.Tensor | None = None):
+                return_weights: bool = False, cache: LayerCache | None = None):
         """x (B, Tq, H) -> (B, Tq, H) [and the self-attention probabilities (B, nh, Tq, Tk) with return_weights].
 
         n_context: self-attention keys and values come from the first n_context rows of x only (None = all rows).
         That is the two-stream layout: x = [content stream h; query stream g], and both streams read h.
+        token_mask (B, Tq) bool: the real (not padding) rows, for a Switch feed-forward's capacity and statistics.
         memory, cross_mask: the encoder output (B, Tm, H) and the (B, Tq, Tm) mask, for decoder blocks.
         cache: this layer's keys and values of earlier decoding steps (x then holds the new rows only).
-        token_mask (B, Tq) bool: the real (not padding) rows, for a Switch feed-forward's capacity and statistics.
         """
         # 1. self-attention
         a = self.ln_attn(x) if self.pre_norm else x  # (B, Tq, H)
@@ -174,7 +168,8 @@ class Block(nn.Module):
             x = self._add(x, out, self.ln_cross)
         # 3. feed-forward
         a = self.ln_ff(x) if self.pre_norm else x
-        x = self._add(x, self.ff(a, token_mask), self.ln_ff)
+        routed = isinstance(self.ff, moe.SwitchFeedForward)  # a Switch layer gives padding no expert capacity
+        x = self._add(x, self.ff(a, token_mask) if routed else self.ff(a), self.ln_ff)
         return (x, weights) if return_weights else x
 
     def _add(self, x: torch.Tensor, out: torch.Tensor, norm: nn.LayerNorm) -> torch.Tensor:
@@ -219,6 +214,7 @@ class Backbone(nn.Module):
             raise ValueError(f"Backbone needs a ModelConfig, got {type(config).__name__}")
         self.config = config
         H, E = config.d_model, config.embedding_width
+        self.pad_id: int | None = None  # [PAD] (FamilyModel sets it): Switch layers give padding no capacity
         self.embeddings = Embeddings(config)
         # XLNet's w: where every query-stream row starts (before its position is added)
         self.query_start = nn.Parameter(torch.empty(E)) if config.query_stream == "learned" else None
@@ -239,8 +235,6 @@ class Backbone(nn.Module):
         # Tied: lm_logits reads embeddings.token.weight directly, so the state dict holds the matrix once.
         self.lm_out = None if config.tie_embeddings else nn.Linear(E, config.vocab_size, bias=False)
         self.lm_bias = nn.Parameter(torch.zeros(config.vocab_size))
-        # The [PAD] id (set by FamilyModel): Switch layers give padding no capacity. None = every row is a token.
-        self.pad_id: int | None = None
 
         self.apply(init_weights)
         if self.query_start is not None:
@@ -416,12 +410,6 @@ class Backbone(nn.Module):
 
     # ---- helpers ----------------------------------------------------------------------------------------------
 
-    def _token_mask(self, ids: torch.Tensor) -> torch.Tensor | None:
-        """(B, T) bool, False at [PAD]: which rows a Switch layer counts. None for dense models or no pad id."""
-        if self.config.ffn != "switch" or self.pad_id is None:
-            return None
-        return ids != self.pad_id
-
     @staticmethod
     def _stack(blocks: nn.ModuleList, n_layers: int) -> list[nn.Module]:
         """The blocks in application order: n_layers distinct blocks, or one shared block n_layers times."""
@@ -513,3 +501,9 @@ class Backbone(nn.Module):
         if lo < 0 or hi >= flat.shape[0]:
             raise ValueError(f"position indices must lie in [0, {flat.shape[0]}) (rows of the flattened hidden states)")
         return flat[positions]  # (N, H)
+
+    def _token_mask(self, ids: torch.Tensor) -> torch.Tensor | None:
+        """(B, T) bool, False at [PAD]: which rows a Switch layer counts. None for dense models or no pad id."""
+        if self.config.ffn != "switch" or self.pad_id is None:
+            return None
+        return ids != self.pad_id

@@ -22,8 +22,8 @@ from typing import Any
 
 NORMS = ("pre", "post")
 ATTENTION_IMPLS = ("sdpa", "eager")
-QUERY_STREAMS = (None, "learned", "token")
 FEED_FORWARDS = ("dense", "switch")
+QUERY_STREAMS = (None, "learned", "token")
 
 
 @dataclass(frozen=True)
@@ -47,15 +47,6 @@ class ModelConfig:
     n_position_rows: int = 1  # 2 = GLM's 2-D positions: position_ids is (B, 2, T), a second learned table is added
     n_segments: int = 0  # segment (token type) embeddings: 2 for BERT's sentence A/B; 0 = none
     decoder_layers: int = 0  # > 0: an encoder-decoder (MASS, T5): causal self-attention + cross-attention blocks
-    attention_impl: str = "sdpa"  # "eager" computes softmax(QK^T / sqrt(hs)) by hand; the same numbers, slower
-    tie_embeddings: bool = True  # the output projection reuses the token embedding matrix (Press & Wolf 2017)
-    # BERT's MLM transform (dense + GeLU + LayerNorm) before the vocabulary projection. Always built when
-    # embedding_size is set, because that transform is also the way back from d_model to E (ALBERT).
-    lm_transform: bool = False
-    # Where a second (query) stream starts, for forward_two_stream: "learned" = XLNet's trainable vector w plus the
-    # slot's position; "token" = the embedding of the token at the slot plus its position (MPNet's [MASK] slots).
-    # None = one-stream model (no w parameter exists, so DDP sees no unused parameter).
-    query_stream: str | None = None
     # Switch Transformer (Fedus, Zoph, Shazeer 2022; lab_models/nn/moe.py). ffn="switch": every expert_every-th
     # feed-forward (layers expert_every, 2 * expert_every, ... counted from 1, in the encoder and the decoder) becomes
     # n_experts experts of d_ff each with a top-1 router, so a token costs the FLOPs of one dense feed-forward.
@@ -66,7 +57,15 @@ class ModelConfig:
     load_balance_weight: float = 0.01  # alpha of the auxiliary loss alpha * n_experts * sum_i f_i * P_i (paper: 0.01)
     router_z_weight: float = 0.0  # ST-MoE's router z-loss coefficient (their 1e-3); 0 = off
     router_jitter: float = 0.0  # multiplicative noise U(1 - eps, 1 + eps) on the router input in training; 0 = off
-
+    attention_impl: str = "sdpa"  # "eager" computes softmax(QK^T / sqrt(hs)) by hand; the same numbers, slower
+    tie_embeddings: bool = True  # the output projection reuses the token embedding matrix (Press & Wolf 2017)
+    # BERT's MLM transform (dense + GeLU + LayerNorm) before the vocabulary projection. Always built when
+    # embedding_size is set, because that transform is also the way back from d_model to E (ALBERT).
+    lm_transform: bool = False
+    # Where a second (query) stream starts, for forward_two_stream: "learned" = XLNet's trainable vector w plus the
+    # slot's position; "token" = the embedding of the token at the slot plus its position (MPNet's [MASK] slots).
+    # None = one-stream model (no w parameter exists, so DDP sees no unused parameter).
+    query_stream: str | None = None
     def __post_init__(self):
         for name in ("vocab_size", "d_model", "n_layers", "n_heads", "d_ff", "max_positions"):
             _require_int(name, getattr(self, name), minimum=1)
@@ -88,6 +87,7 @@ class ModelConfig:
             raise ValueError(f"n_position_rows must be 1 or 2 (GLM's 2-D positions), got {self.n_position_rows!r}")
         _require_int("n_segments", self.n_segments, minimum=0)
         _require_int("decoder_layers", self.decoder_layers, minimum=0)
+        _check_switch(self)
         if self.attention_impl not in ATTENTION_IMPLS:
             raise ValueError(f"unknown attention_impl {self.attention_impl!r}: choose 'sdpa' or 'eager'")
         for name in ("share_layers", "tie_embeddings", "lm_transform"):
@@ -96,7 +96,6 @@ class ModelConfig:
         if self.query_stream not in QUERY_STREAMS:
             raise ValueError(f"unknown query_stream {self.query_stream!r}: choose None, 'learned' (XLNet) "
                              f"or 'token' (MPNet)")
-        _check_switch(self)
 
     @property
     def head_size(self) -> int:

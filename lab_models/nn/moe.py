@@ -223,6 +223,15 @@ class SwitchFeedForward(nn.Module):
         return call
 
 
+def build_feed_forward(config: ModelConfig, layer_index: int) -> nn.Module:
+    """Block `layer_index`'s feed-forward (0-based): a `SwitchFeedForward` where `is_switch_layer` puts one, else the
+    backbone's dense `FeedForward`."""
+    from .backbone import FeedForward  # the backbone imports this module: resolved when a Block is built
+    from .config import is_switch_layer
+
+    return SwitchFeedForward(config) if is_switch_layer(config, layer_index) else FeedForward(config)
+
+
 def switch_layers(model: nn.Module) -> list[tuple[str, SwitchFeedForward]]:
     """Every Switch layer of `model` with a readable label, in module order: "layer 2" (1-based), "encoder layer 2"
     and "decoder layer 2" for encoder-decoder models, "shared layer" for ALBERT's one shared block, and "generator "

@@ -22,8 +22,9 @@ Tokens take capacity in batch order (row by row, position by position): a token 
 received `capacity` tokens earlier in the flattened batch. Dispatch is batched: a token's slot in its expert's buffer
 is a cumulative sum over a one-hot (tokens, experts) matrix, the buffer (experts, capacity, H) is filled with one
 `index_copy`, the experts run as two `torch.bmm` over weights stored as (n_experts, H, d_ff) and (n_experts, d_ff, H),
-and a second `index_copy` brings the outputs back to their tokens. No Python loop over tokens or experts, and in training no value is
-read back to the host (the capacity follows from the tensor's shape), so a GPU step never waits on a Switch layer.
+and a second `index_copy` brings the outputs back to their tokens. No Python loop over tokens or experts, and in
+training no value is read back to the host (the capacity follows from the tensor's shape), so a GPU step never waits
+on a Switch layer.
 
 Worked example (4 tokens, 2 experts, capacity_factor 1.0, so capacity = ceil(1.0 * 4 / 2) = 2):
 

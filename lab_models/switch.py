@@ -23,8 +23,8 @@ loss knows about experts:
   inference (lab_models/probes.py): GPT-style causal, BERT-style full, XLNet/MPNet's content stream, ELECTRA's
   discriminator, MASS/T5's encoder on the sentence and decoder on the sentence shifted right.
 
-Deviation: fine-tuning (lab_models/finetune.py) runs the backbone directly and does not add the load-balancing loss;
-the paper keeps it while fine-tuning.
+Fine-tuning (lab_models/finetune.py) adds `routing_loss` of its own forward pass to the task loss, as the paper keeps
+the auxiliary loss while fine-tuning.
 
 >>> round(load_balance_from_counts([3, 1], [0.7, 0.3]), 3)   # the example of nn/moe.py's docstring
 1.2
@@ -77,16 +77,23 @@ def add_routing_losses(output: LossOutput, collector: RoutingCollector) -> LossO
     calls = collector.calls
     if not calls:
         return output
-    total = output.total
-    for call in calls:
-        total = total + call.layer.load_balance_weight * call.load_balance
-        if call.layer.router_z_weight > 0:
-            total = total + call.layer.router_z_weight * call.router_z
+    total = output.total + routing_loss(collector)
     parts = dict(output.parts)
     parts[LOAD_BALANCE] = torch.stack([call.load_balance for call in calls]).mean().detach()
     if any(call.layer.router_z_weight > 0 for call in calls):
         parts[ROUTER_Z] = torch.stack([call.router_z for call in calls]).mean().detach()
     return dataclasses.replace(output, total=total, parts=parts)
+
+
+def routing_loss(collector: RoutingCollector):
+    """The sum over the collected Switch calls of alpha * load_balance (+ router_z_weight * router_z): what the
+    total loss gains (a tensor with graph; 0.0 when no Switch layer ran)."""
+    total = 0.0
+    for call in collector.calls:
+        total = total + call.layer.load_balance_weight * call.load_balance
+        if call.layer.router_z_weight > 0:
+            total = total + call.layer.router_z_weight * call.router_z
+    return total
 
 
 def loss_with_routing(model: nn.Module, compute_loss) -> LossOutput:

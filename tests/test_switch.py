@@ -23,10 +23,11 @@ from lab_models import train as train_cli
 from lab_models.models import TRAINED_FAMILIES, family_model_config
 from lab_models.nn import Backbone
 from lab_models.nn.config import ModelConfig, is_switch_layer, preset_config
-from lab_models.nn.moe import SwitchFeedForward, collect_routing, expert_capacity, route_slots, switch_layers
+from lab_models.nn.moe import (RoutingCollector, SwitchFeedForward, collect_routing, expert_capacity, route_slots,
+                               switch_layers)
 from lab_models.objectives import objective_module
 from lab_models.rnn import RNN_FAMILIES
-from lab_models.switch import parameter_counts, switch_metrics, token_routing
+from lab_models.switch import parameter_counts, routing_loss, switch_metrics, token_routing
 from tests import test_family_models as one_stream
 from tests import test_family_models_seq2seq as seq2seq
 
@@ -335,3 +336,19 @@ def test_routing_view_of_a_dense_or_lstm_run_says_what_to_do(tmp_path):
         (folder / "config.json").write_text(json.dumps({"family": family, "model": model}))
         with pytest.raises(ValueError, match=message):
             token_routing(folder, "the cat")
+
+
+def test_routing_loss_and_nested_collectors():
+    """Fine-tuning wraps its forward pass in collect_routing and adds routing_loss; a FamilyModel.loss inside (GPT's
+    auxiliary LM loss) collects its own calls, so nothing is counted twice."""
+    model = make_model("gpt").train()
+    batch = make_batch("gpt", one_stream.random_rows(2, 10))
+    with collect_routing(model) as outer:
+        model.loss(batch)
+    assert outer.calls == []  # the inner block took them and added them to that loss
+    causal = torch.ones(2, 10, 10, dtype=torch.bool).tril()
+    with collect_routing(model) as collector:
+        model.backbone(batch.input_ids, causal, batch.position_ids)
+    [call] = collector.calls
+    assert routing_loss(collector).item() == pytest.approx(0.01 * call.load_balance.item())
+    assert routing_loss(RoutingCollector()) == 0.0

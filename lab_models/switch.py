@@ -15,7 +15,8 @@ loss knows about experts:
   training steps since the trainer last wrote a metrics row; `switch_metrics(model)` reads them back once per logged
   step into the row's `switch` entry: {"layers": [...], "n_experts": E, "routed": [[fraction per expert] per layer],
   "dropped": [[...]], "tokens": [tokens per layer]}. `routed` sums to 1 per layer; `dropped` is the fraction of all
-  the layer's tokens that chose that expert and found it full. Evaluation steps are not counted (they drop nothing).
+  the layer's tokens that chose that expert and found it full. Evaluation steps are not counted (they drop nothing);
+  under DDP the row counts rank 0's batches.
 - `parameter_counts(model)`: total, non-embedding (Kaplan et al. 2020) and *active* non-embedding parameters (one
   expert per Switch layer: what a token's forward pass multiplies with), and `forward_flops_per_token`.
 - `token_routing(run_dir, sentence)`: the expert each token of a sentence goes to in each Switch layer of a trained

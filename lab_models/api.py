@@ -825,4 +825,3 @@ def leaderboard_csv(frame, path=None) -> Path:
         path = folder / f"leaderboard-{_time.strftime('%Y%m%d-%H%M%S')}.csv"
     return _leaderboard.write_leaderboard_csv(frame, path)
 # ================================================================================================ leaderboard (end)
-

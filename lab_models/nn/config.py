@@ -66,6 +66,7 @@ class ModelConfig:
     # slot's position; "token" = the embedding of the token at the slot plus its position (MPNet's [MASK] slots).
     # None = one-stream model (no w parameter exists, so DDP sees no unused parameter).
     query_stream: str | None = None
+
     def __post_init__(self):
         for name in ("vocab_size", "d_model", "n_layers", "n_heads", "d_ff", "max_positions"):
             _require_int(name, getattr(self, name), minimum=1)

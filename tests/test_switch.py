@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -92,6 +93,23 @@ def test_layer_matches_the_per_token_reference(B, T, n_experts, capacity_factor,
     torch.testing.assert_close(layer(x, mask), reference(layer, x, mask, capacity), atol=1e-5, rtol=1e-4)
     layer.eval()  # inference drops nothing
     torch.testing.assert_close(layer(x, mask), reference(layer, x, mask, B * T), atol=1e-5, rtol=1e-4)
+
+
+def test_experts_follow_the_configs_activation_and_gating():
+    """A config with `activation` and T5 v1.1's `ffn_gated` (fields other branches add to ModelConfig; a stand-in
+    here): each expert computes act(x W_0) * (x W_1) W_o."""
+    config = SimpleNamespace(n_experts=3, d_model=8, d_ff=16, capacity_factor=2.0, router_jitter=0.0,
+                             load_balance_weight=0.01, router_z_weight=0.0, n_layers=2, norm="pre",
+                             activation="relu", ffn_gated=True)
+    torch.manual_seed(0)
+    layer = SwitchFeedForward(config).eval()
+    assert layer.up.shape == (3, 8, 32) and layer.proj.shape == (3, 16, 8)
+    x = torch.randn(2, 5, 8)
+    tokens = x.reshape(-1, 8)
+    probs = F.linear(tokens, layer.router).softmax(-1)
+    expected = torch.stack([probs[n].max() * (F.relu(t @ layer.up[e, :, :16]) * (t @ layer.up[e, :, 16:]))
+                            @ layer.proj[e] for n, (t, e) in enumerate(zip(tokens, probs.argmax(-1)))])
+    torch.testing.assert_close(layer(x).reshape(-1, 8), expected, atol=1e-5, rtol=1e-4)
 
 
 def test_tokens_over_capacity_pass_through_with_zero_output():

@@ -41,8 +41,8 @@ nothing is computed for reporting. lab_models/switch.py turns the calls into the
 of every family and into the per-expert statistics of metrics.jsonl.
 
 Deviations from the paper, stated:
-- Experts are the lab's GeLU feed-forward (H -> d_ff -> H) without biases, as T5's feed-forward (the paper's
-  backbone) has none; the dense layers of the same model keep the lab's biases.
+- Experts are the model's feed-forward (H -> d_ff -> H, its activation, gated where the config says so) without
+  biases, as T5's feed-forward (the paper's backbone) has none; the dense layers of the same model keep theirs.
 - Initialisation: the router is drawn from a truncated normal with std sqrt(0.1 / H) (the paper's scale s = 0.1
   instead of 1.0, cut at two standard deviations); the experts keep the lab's N(0, 0.02) (with GPT-2's
   1/sqrt(2 n_layers) on the output projection for pre-LN models), as the dense feed-forward they are compared with.
@@ -137,19 +137,40 @@ class RoutingCollector:
     calls: list[RouterCall] = field(default_factory=list)
 
 
+def expert_activation(name: str):
+    """The experts' non-linearity for a ModelConfig `activation` name, as the dense feed-forward uses it: "gelu" (the
+    exact GeLU), "gelu_tanh" (its tanh approximation, GPT and GPT-2) or "relu" (T5 v1.0).
+
+    >>> expert_activation("relu")(torch.tensor([-1.0, 2.0])).tolist()
+    [0.0, 2.0]
+    """
+    if name == "gelu":
+        return F.gelu
+    if name == "gelu_tanh":
+        return lambda x: F.gelu(x, approximate="tanh")
+    if name == "relu":
+        return F.relu
+    raise ValueError(f"unknown activation {name!r} for the Switch experts: choose gelu, gelu_tanh or relu")
+
+
 class SwitchFeedForward(nn.Module):
-    """n_experts GeLU feed-forwards (H -> d_ff -> H, no biases) behind a top-1 router. See the module docstring."""
+    """n_experts feed-forwards (H -> d_ff -> H, no biases) behind a top-1 router. See the module docstring."""
 
     def __init__(self, config: ModelConfig):
         super().__init__()
         E, H, F_ = config.n_experts, config.d_model, config.d_ff
+        # The experts follow the dense feed-forward's options where the config has them (other branches add
+        # `activation` and T5 v1.1's gated `ffn_gated`; without them: GeLU, not gated).
+        self.activation = expert_activation(getattr(config, "activation", "gelu"))
+        self.gated = bool(getattr(config, "ffn_gated", False))  # act(x W_0) * (x W_1): up holds [W_0, W_1]
+        self.d_ff = F_
         self.n_experts = E
         self.capacity_factor = float(config.capacity_factor)
         self.jitter = float(config.router_jitter)
         self.load_balance_weight = float(config.load_balance_weight)
         self.router_z_weight = float(config.router_z_weight)
         self.router = nn.Parameter(torch.empty(E, H))  # (E, H): nn.Linear(H, E, bias=False)'s weight layout
-        self.up = nn.Parameter(torch.empty(E, H, F_))  # (E, H, d_ff)
+        self.up = nn.Parameter(torch.empty(E, H, 2 * F_ if self.gated else F_))  # (E, H, d_ff) or (E, H, 2 d_ff)
         self.proj = nn.Parameter(torch.empty(E, F_, H))  # (E, d_ff, H): writes into the residual stream
         router_std = math.sqrt(ROUTER_INIT_SCALE / H)
         nn.init.trunc_normal_(self.router, std=router_std, a=-2 * router_std, b=2 * router_std)
@@ -159,8 +180,9 @@ class SwitchFeedForward(nn.Module):
         self._collectors: dict[int, RoutingCollector] = {}  # thread id -> the collector of its collect_routing
 
     def extra_repr(self) -> str:
-        E, H, F_ = self.up.shape
-        return f"n_experts={E}, d_model={H}, d_ff={F_}, capacity_factor={self.capacity_factor}"
+        E, H, _ = self.up.shape
+        return (f"n_experts={E}, d_model={H}, d_ff={self.d_ff}, gated={self.gated}, "
+                f"capacity_factor={self.capacity_factor}")
 
     def capacity(self, n_tokens: int) -> int:
         return expert_capacity(n_tokens, self.n_experts, self.capacity_factor)
@@ -195,7 +217,12 @@ class SwitchFeedForward(nn.Module):
         # backward is a scatter-add.
         buffer = tokens.new_zeros(slots + 1, H).index_copy(0, slot, tokens)  # (E*C + 1, H)
         expert_input = buffer[:slots].view(E, capacity, H)  # (E, C, H)
-        hidden = F.gelu(torch.bmm(expert_input, self.up.to(expert_input.dtype)))  # (E, C, d_ff)
+        up = torch.bmm(expert_input, self.up.to(expert_input.dtype))  # (E, C, d_ff) or (E, C, 2 d_ff)
+        if self.gated:
+            activated, linear = up.split(self.d_ff, dim=-1)  # 2 x (E, C, d_ff)
+            hidden = self.activation(activated) * linear  # (E, C, d_ff)
+        else:
+            hidden = self.activation(up)  # (E, C, d_ff)
         expert_output = torch.bmm(hidden, self.proj.to(hidden.dtype)).reshape(slots, H)  # (E*C, H)
         out = expert_output.new_zeros(N + 1, H).index_copy(0, token_of_slot, expert_output)[:N]  # (N, H), 0 = dropped
         out = out * gate.to(out.dtype).unsqueeze(1)  # scaled by the router probability

@@ -1,8 +1,9 @@
 """Builds the Pretraining Lab page: a header with the compute device, then one tab per view that works.
 
-`build_app(home)` returns the `gr.Blocks`; `app.py` launches it. Tabs: Mask Explorer (drawn on load), Train, Compare,
-Understand, Leaderboard, Tokenizer Lab, Corpora. The app's one training `JobManager` is created here and kept as `demo.lab_jobs`; whoever launches the
-app closes it at exit (`demo.lab_jobs.close()` stops the running trainers cleanly, with a checkpoint).
+`build_app(home)` returns the `gr.Blocks`; `app.py` launches it. Tabs: Mask Explorer (drawn on load), Train, Scaling
+(size sweeps, app/scaling_tab.py), Compare, Understand, Leaderboard, Tokenizer Lab, Corpora. The app's one training
+`JobManager` is created here and kept as `demo.lab_jobs`; whoever launches the app closes it at exit
+(`demo.lab_jobs.close()` stops the running trainers cleanly, with a checkpoint).
 """
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ import gradio as gr
 
 from lab_models import api
 
-from . import compare_tab, corpora_tab, leaderboard_tab, mask_explorer_tab, tokenizer_tab, train_tab, understand_tab
+from . import (compare_tab, corpora_tab, leaderboard_tab, mask_explorer_tab, scaling_tab, tokenizer_tab, train_tab,
+               understand_tab)
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
 TITLE = "Pretraining Lab"
@@ -42,6 +44,8 @@ def build_app(home=None) -> gr.Blocks:
                     draw, explorer_inputs, explorer_outputs, explorer_handler = mask_explorer_tab.build(home)
                 with gr.Tab("Train", id="train"):
                     train = train_tab.build(home, jobs, corpus_choices)
+                with gr.Tab("Scaling", id="scaling") as scaling_page:
+                    scaling_tab.build(home, jobs, scaling_page)
                 with gr.Tab("Compare", id="compare") as compare_page:
                     compare_tab.build(home, jobs, compare_page)
                 with gr.Tab("Understand", id="understand") as understand_page:

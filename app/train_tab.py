@@ -11,7 +11,8 @@ Endpoints (every event has an `api_name`, so `gradio_client` can drive the tab):
   rows past the family's objectives are ignored. `corpus` "" = the preset's corpus, `tokenizer` "" = the family's
   own, `steps` 0 = the preset's (a blank Number reads 0 in the page). `settings` is a table (setting, value,
   default): rows whose value differs from the default are passed on (`api.family_settings`). `/start_training`
-  returns the new run id.
+  returns the new run id. Then, optional: the Switch Transformer section's (switch_on, n_experts, capacity_factor,
+  expert_every, router_z_weight) (app/switch_panel.py: `/switch_visibility`, `/show_routing`, `/refresh_routing`).
 * `/show_run`, `/stop_run`, `/resume_run`: input a run id; return the progress bar, the status, the loss curve, the
   log tail and the raw status (a dict with state, step, total_steps, ..., metric_rows).
 * `/show_schedule`: a run id -> the learning-rate figure (one line per layer group and the stages shaded for runs
@@ -34,6 +35,8 @@ from lab_models import api
 
 from . import import_panel
 from .errors import user_errors
+from .switch_panel import (build_routing_plot, build_switch_controls, switch_model_overrides,
+                           switch_visibility)
 from .train_figures import (COMPARE_METRICS, compare_figure, loss_figure, lr_figure, progress_html, runs_table,
                             status_markdown)
 
@@ -168,7 +171,8 @@ class TrainView:
         return weights
 
     def request(self, family, preset, corpus, tokenizer, steps, seed, device, settings, *rows) -> dict:
-        """The controls as keyword arguments of `api.start_training` / `api.training_command`."""
+        """The controls as keyword arguments of `api.start_training` / `api.training_command`. `rows`: the
+        objectives' (on, weight) pairs, then the Switch section's controls (app/switch_panel.py), if given."""
         self._spec(family)
         steps = float(steps) if steps not in (None, "") else 0.0
         if not steps.is_integer() or steps < 0:
@@ -176,7 +180,9 @@ class TrainView:
         return {"family": family, "preset": preset or DEFAULT_PRESET, "corpus": corpus or None,
                 "tokenizer": tokenizer or None, "steps": int(steps) or None,
                 "seed": int(seed or 0), "device": device or "auto",
-                "objectives": self.objective_weights(family, rows), "settings": settings_overrides(settings)}
+                "objectives": self.objective_weights(family, rows), "settings": settings_overrides(settings),
+                "model": switch_model_overrides(family, *rows[2 * MAX_OBJECTIVES:]) if len(rows) > 2 * MAX_OBJECTIVES
+                else {}}
 
     def command(self, *controls) -> str:
         """The equivalent `python -m lab_models.train ...` (or why there is none yet, as a shell comment)."""
@@ -340,6 +346,7 @@ def build(home, jobs, corpus_choices=None):
     default_rows = [value for objective in spec.objectives for value in (True, objective.weight)]
     *_, default_note = view.family_defaults(default_family)
 
+    live = gr.Timer(LIVE_REFRESH_S)
     gr.Markdown("Pick a family and its objectives, press **Start**, and watch the loss fall. Each run trains in its "
                 "own worker process (one per device at a time; the rest wait in a queue) and is saved under the lab "
                 "home's `runs/`. **Stop** checkpoints a run, **Resume** continues it from that checkpoint.")
@@ -377,6 +384,7 @@ def build(home, jobs, corpus_choices=None):
                                     static_columns=[0, 2, 3], label="Objective settings",
                                     column_widths=["24%", "14%", "14%", "48%"], wrap=True,
                                     visible=bool(len(default_settings)), max_height=420)
+            switch = build_switch_controls()
             command = gr.Code(view.command(default_family, DEFAULT_PRESET, "", "", 0, 0, "auto", default_settings,
                                            *default_rows),
                               language="shell", label="Equivalent command (RUN_DIR = the run's folder)", lines=2,
@@ -393,6 +401,7 @@ def build(home, jobs, corpus_choices=None):
             curve = gr.Plot(loss_figure([]), label="Loss", elem_id="train-curve")
             with gr.Accordion("Learning rate (per layer group and stage, where the run records them)", open=True):
                 schedule_plot = gr.Plot(lr_figure([]), label="Learning rate", elem_id="train-lr")
+            build_routing_plot(jobs, run, live)
             with gr.Accordion("Trainer log (last lines)", open=False):
                 log = gr.Code("", language=None, lines=8, interactive=False, show_line_numbers=False, label="log")
             with gr.Accordion("Raw status", open=False):
@@ -411,10 +420,9 @@ def build(home, jobs, corpus_choices=None):
     run_signature = gr.State(None)
     schedule_signature = gr.State(None)
     table_signature = gr.State(None)
-    live = gr.Timer(LIVE_REFRESH_S)
     slow = gr.Timer(TABLE_REFRESH_S)
 
-    controls = [family, preset, corpus, tokenizer, steps, seed, device, settings, *rows]
+    controls = [family, preset, corpus, tokenizer, steps, seed, device, settings, *rows, *switch.controls]
     overview = user_errors(view.overview)  # the timer calls view.overview itself: no error toast every 5 s
     watched = [progress, status, curve, log, details, run_signature]
     overview_inputs = [compared, metric]
@@ -432,6 +440,7 @@ def build(home, jobs, corpus_choices=None):
                                               api_name=f"training_command_after_objective_{index + 1}")
     family.change(leak_demo_visible, family, leak_group,
                   api_name="leak_demo_visibility", show_progress="hidden")
+    family.change(switch_visibility, family, switch.group, api_name="switch_visibility", show_progress="hidden")
     leak.click(user_errors(view.leak_demo), None, [run, compared, metric], api_name="leak_demo").then(
         overview, overview_inputs, overview_outputs, api_name="list_runs_after_leak_demo", show_progress="hidden")
     start.click(user_errors(view.start), controls, run, api_name="start_training").then(

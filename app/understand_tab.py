@@ -1,4 +1,4 @@
-"""Understand tab: what trained runs have learned, side by side. Four sections:
+"""Understand tab: what trained runs have learned, side by side. Five sections:
 
 * **Fill-mask**: up to four runs and a text with one or more [MASK]; each run's top-k predictions per slot, with their
   probabilities (`api.fill_mask`). A run whose family cannot fill masks (GPT reads left to right) explains why in its
@@ -12,6 +12,8 @@
 * **Fine-tune**: up to four runs fine-tuned on a labelled task (built-in or a CSV), queued on the job manager, with
   live progress, Stop, and a leaderboard table and plot (app/finetune_panel.py; its endpoints start with
   `understand_finetune_`).
+* **Switch routing**: for a run trained with Switch Transformer layers, the expert each token of a sentence goes to
+  in every Switch layer, as chips coloured by expert (app/routing_panel.py; endpoints `/understand_routing...`).
 
 The handlers only translate the controls into `lab_models.api` calls and draw the results (app/understand_figures.py).
 
@@ -38,7 +40,7 @@ import pandas as pd
 
 from lab_models import api
 
-from . import finetune_panel
+from . import finetune_panel, routing_panel
 from .errors import user_errors
 from .inputs import picked_runs, whole_number
 from .understand_figures import (attention_details, attention_figure, empty_figure, fill_mask_figure,
@@ -298,6 +300,9 @@ def build(home, jobs=None, tab=None):
         # ---------------------------------------------------------------- fine-tuning (app/finetune_panel.py)
         with gr.Tab("Fine-tune", id="understand-finetune") as finetune_tab:
             finetune = finetune_panel.build(home, view.jobs, choices, finetune_tab)
+        # ---------------------------------------------------------------- Switch routing (app/routing_panel.py)
+        with gr.Tab("Switch routing", id="understand-routing") as routing_tab:
+            routing_panel.build(view.jobs, routing_tab)
 
     # ---------------------------------------------------------------- events
     fill_inputs = [fill_runs, fill_text, top_k]

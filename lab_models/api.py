@@ -217,7 +217,7 @@ def _setting_value(family: str, key: str, value, default):
 
 
 def _training_request(jobs: RunStore, family, preset, corpus, steps, seed, device, objectives, settings,
-                      tokenizer) -> dict:
+                      tokenizer, model=None) -> dict:
     """Check a training request against the family's spec and the lab home; return start()'s keyword arguments."""
     spec = _trainable(family)
     defaults = {objective.name: objective.weight for objective in spec.objectives}
@@ -242,30 +242,49 @@ def _training_request(jobs: RunStore, family, preset, corpus, steps, seed, devic
         raise ValueError(f"Unknown device {device!r}: choose one of {', '.join(TRAINING_DEVICES)}.")
     select_device(device)  # ValueError when e.g. cuda is asked for and there is none
     return {"family": family, "preset": preset, "corpus": corpus, "steps": steps, "seed": seed, "device": device,
-            "objectives": weights, "settings": values, "tokenizer": tokenizer}
+            "objectives": weights, "settings": values, "tokenizer": tokenizer,
+            "extra_args": _model_arguments(family, model)}
+
+
+def _model_arguments(family: str, model) -> list[str]:
+    """`--model KEY=VALUE` trainer arguments for a dict of ModelConfig overrides (e.g. the Switch Transformer's
+    {"ffn": "switch", "n_experts": 8}), checked the way the trainer will read them."""
+    from .jobs import format_value
+    from .train import parse_model_overrides
+
+    if not model:
+        return []
+    if not isinstance(model, dict):
+        raise ValueError(f"model must be a dict of model settings such as {{'ffn': 'switch'}}, got {model!r}.")
+    items = [f"{key}={format_value(value)}" for key, value in model.items()]
+    parse_model_overrides(items, family)  # ValueError with the trainer's own message
+    return [argument for item in items for argument in ("--model", item)]
 
 
 def start_training(jobs: JobManager, family: str, *, preset: str = "tiny", corpus: str | None = None,
                    steps: int | None = None, seed: int = 0, device: str = "auto",
                    objectives: dict[str, float] | None = None, settings: dict[str, object] | None = None,
-                   tokenizer: str | None = None) -> str:
+                   tokenizer: str | None = None, model: dict[str, object] | None = None) -> str:
     """Queue a training run of `family` and return its run id (e.g. "bert-tiny-20260101-120000-ab12").
 
     `objectives` maps objective names to weights (0 turns one off; missing ones keep their defaults); `settings`
     overrides keys of `family_settings(family)` (passed to the trainer as --set KEY=VALUE); `steps=None` is the
-    preset's default; `tokenizer=None` is the family's own. The run starts when its device is free.
+    preset's default; `tokenizer=None` is the family's own; `model` overrides model settings (--model KEY=VALUE),
+    e.g. `switch_settings(True)` for Switch Transformer layers. The run starts when its device is free.
     """
-    request = _training_request(jobs, family, preset, corpus, steps, seed, device, objectives, settings, tokenizer)
+    request = _training_request(jobs, family, preset, corpus, steps, seed, device, objectives, settings, tokenizer,
+                                model)
     return jobs.start(**request)
 
 
 def training_command(jobs: RunStore, family: str, *, preset: str = "tiny", corpus: str | None = None,
                      steps: int | None = None, seed: int = 0, device: str = "auto",
                      objectives: dict[str, float] | None = None, settings: dict[str, object] | None = None,
-                     tokenizer: str | None = None) -> str:
+                     tokenizer: str | None = None, model: dict[str, object] | None = None) -> str:
     """The `python -m lab_models.train ...` command that `start_training` with these arguments runs (RUN_DIR for the
     folder), so a run started in the page can be repeated from a terminal."""
-    request = _training_request(jobs, family, preset, corpus, steps, seed, device, objectives, settings, tokenizer)
+    request = _training_request(jobs, family, preset, corpus, steps, seed, device, objectives, settings, tokenizer,
+                                model)
     return jobs.preview_command(**request)
 
 
@@ -320,6 +339,193 @@ def training_log(jobs: RunStore, run_id: str, lines: int = 20) -> str:
         if tail:
             parts.append(f"== {name} ==\n{tail}")
     return "\n".join(parts)
+
+
+# ================================================================================================ switch (begin)
+# The Switch Transformer (lab_models/nn/moe.py, lab_models/switch.py): a feed-forward option of every Transformer
+# family, turned on with `model=switch_settings(True, ...)` in start_training (the CLI's --model ffn=switch ...).
+from . import switch as _switch  # noqa: E402
+
+RoutingView = _switch.RoutingView
+SWITCH_DEFAULTS = dict(_switch.SWITCH_DEFAULTS)  # ffn, n_experts, capacity_factor, expert_every, ... (ModelConfig's)
+__all__ += ["RoutingView", "SWITCH_DEFAULTS", "switch_settings", "switch_routing", "is_switch_run", "switch_runs"]
+
+
+def switch_settings(on: bool, n_experts=None, capacity_factor=None, expert_every=None, router_z_weight=None) -> dict:
+    """The `model` overrides of `start_training` for Switch layers: {} when `on` is false, else {"ffn": "switch"} and
+    every given value that differs from its default (None = the default). ValueError for a value the model would
+    reject (e.g. 0 experts), with the model's own message."""
+    if not on:
+        return {}
+    given = {"n_experts": n_experts, "capacity_factor": capacity_factor, "expert_every": expert_every,
+             "router_z_weight": router_z_weight}
+    overrides: dict[str, object] = {"ffn": "switch"}
+    for key, value in given.items():
+        if value is None or value == "":
+            continue
+        default = SWITCH_DEFAULTS[key]
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            raise ValueError(f"The Switch setting {key} must be a number, got {value!r}.") from None
+        if isinstance(default, int):
+            if not number.is_integer():
+                raise ValueError(f"The Switch setting {key} must be a whole number, got {value!r}.")
+            number = int(number)
+        if number != default:
+            overrides[key] = number
+    from .nn.config import ModelConfig
+
+    # the model's own checks (n_experts >= 1, capacity_factor > 0, ...); the trainer checks the depth against the preset
+    depth = overrides.get("expert_every", SWITCH_DEFAULTS["expert_every"])
+    ModelConfig(vocab_size=100, n_layers=depth if isinstance(depth, int) and depth > 0 else 1, **overrides)
+    return overrides
+
+
+def is_switch_run(run_dir) -> bool:
+    """Whether the run in `run_dir` was trained with Switch layers (its config.json says ffn "switch")."""
+    model = _runs.read_config(Path(run_dir)).get("model")
+    return isinstance(model, dict) and model.get("ffn") == "switch"
+
+
+def switch_runs(jobs: RunStore | None = None, *, home=None) -> list[dict]:
+    """`runs_with_weights` rows of the runs trained with Switch layers, newest first."""
+    store = jobs if jobs is not None else RunStore(lab_home(home))
+    return [row for row in runs_with_weights(store) if is_switch_run(store.run_dir(row["run_id"]))]
+
+
+def switch_routing(run_dir, sentence: str) -> RoutingView:
+    """The expert each token of `sentence` goes to in every Switch layer of a trained run (`RoutingView`: per layer,
+    the tokens, their experts and router probabilities), read in evaluation mode. ValueError for a run without
+    Switch layers, an RNN run, an empty or too long sentence."""
+    return _switch.token_routing(_probe_run_dir(run_dir), sentence)
+# ================================================================================================ switch (end)
+
+
+# ================================================================================================ sweep (begin)
+# Scaling sweeps (lab_models/sweep.py): one family at several sizes (dense, and with --switch also with Switch
+# layers), queued on the job manager as one worker (`python -m lab_models.sweep`) in <home>/sweeps/<id>/, each size
+# an ordinary training run inside it; a power law of validation bits per byte against parameters and training FLOPs.
+import dataclasses as _dataclasses  # noqa: E402
+
+from . import sweep as _sweep  # noqa: E402
+
+SWEEP_X_AXES = dict(_sweep.X_AXES)  # "parameters", "flops" -> axis title
+SWEEP_POINT_COLUMNS = ["sweep", "family", "variant", "size", "state", "non_embedding", "active_non_embedding",
+                       "train_flops", "tokens", "bits_per_byte", "seconds", "message"]
+__all__ += ["SWEEP_X_AXES", "SWEEP_POINT_COLUMNS", "parse_sweep_sizes", "fit_power_law", "sweep_command",
+            "start_sweep", "stop_sweep", "list_sweeps", "sweep_points"]
+fit_power_law = _sweep.fit_power_law
+
+
+def parse_sweep_sizes(text: str) -> list[dict]:
+    """The sizes of a `--sizes` text (preset names or DxL), each as {label, d_model, n_layers, n_heads, d_ff}."""
+    return [_dataclasses.asdict(size) for size in _sweep.parse_sizes(text)]
+
+
+def _sweep_config(jobs: RunStore, family, sizes, steps, switch, preset, corpus, seed, device, max_minutes,
+                  n_experts, capacity_factor, expert_every, out="") -> "_sweep.SweepConfig":
+    if isinstance(steps, bool) or not isinstance(steps, (int, float)) or steps != int(steps) or steps < 1:
+        raise ValueError(f"Steps must be a whole number of 1 or more, got {steps!r}.")
+    if device not in TRAINING_DEVICES:
+        raise ValueError(f"Unknown device {device!r}: choose one of {', '.join(TRAINING_DEVICES)}.")
+    select_device(device)
+    if corpus is not None and corpus not in corpora.list_corpora(home=jobs.home) and not Path(str(corpus)).exists():
+        raise ValueError(f"Unknown corpus {corpus!r}: choose one of {', '.join(corpora.list_corpora(home=jobs.home))}.")
+    config = _sweep.SweepConfig(
+        family=family, sizes=tuple(size.label for size in _sweep.parse_sizes(sizes)), steps=int(steps), out=out,
+        switch=bool(switch), preset=preset, corpus=corpus or None, seed=int(seed or 0), device=device,
+        max_minutes=float(max_minutes) if max_minutes else None, n_experts=int(n_experts),
+        capacity_factor=float(capacity_factor), expert_every=int(expert_every), home=str(jobs.home))
+    _sweep.check_config(config)  # ValueError for a family, size or Switch setting that cannot train
+    return config
+
+
+def sweep_command(jobs: RunStore, family: str, sizes: str, *, steps: int, switch: bool = False, preset: str = "tiny",
+                  corpus: str | None = None, seed: int = 0, device: str = "auto", max_minutes: float | None = None,
+                  n_experts: int = 8, capacity_factor: float = 1.25, expert_every: int = 2) -> str:
+    """The `python -m lab_models.sweep ...` command `start_sweep` runs with these arguments (SWEEP_DIR for its
+    folder)."""
+    import shlex
+
+    config = _sweep_config(jobs, family, sizes, steps, switch, preset, corpus, seed, device, max_minutes, n_experts,
+                           capacity_factor, expert_every, out="SWEEP_DIR")
+    return shlex.join(["python", "-m", "lab_models.sweep", *_sweep.sweep_arguments(config)])
+
+
+def start_sweep(jobs: JobManager, family: str, sizes: str, *, steps: int, switch: bool = False, preset: str = "tiny",
+                corpus: str | None = None, seed: int = 0, device: str = "auto", max_minutes: float | None = None,
+                n_experts: int = 8, capacity_factor: float = 1.25, expert_every: int = 2) -> str:
+    """Queue a scaling sweep of `family` at `sizes` ("32x1,64x2,tiny": preset names or DxL), `steps` steps per run,
+    with Switch twins when `switch`; returns its id (its folder name under <home>/sweeps/). The sizes share the
+    `preset`'s data and training settings; `max_minutes` limits each run. ValueError before anything is queued for a
+    bad family, size or setting."""
+    import sys as _sys
+
+    config = _sweep_config(jobs, family, sizes, steps, switch, preset, corpus, seed, device, max_minutes, n_experts,
+                           capacity_factor, expert_every)
+    folder = _sweep.new_sweep_dir(jobs.home, family)
+    config = _dataclasses.replace(config, out=str(folder))
+    command = [_sys.executable, "-m", "lab_models.sweep", *_sweep.sweep_arguments(config)]
+    runs_in_sweep = len(config.sizes) * len(config.variants())
+    return jobs.start_command("sweep", command, folder, device=device, total_steps=runs_in_sweep,
+                              request={"family": family, "sweep": config.to_dict()})
+
+
+def stop_sweep(jobs: JobManager, sweep_id: str) -> dict:
+    """Stop a sweep: a queued one leaves the queue; a running one stops its current run (which checkpoints) and
+    starts no other. Returns its status."""
+    jobs.stop(_sweep_id(jobs, sweep_id))
+    return jobs.status(sweep_id.strip())
+
+
+def _sweep_id(jobs: RunStore, sweep_id) -> str:
+    if not isinstance(sweep_id, str) or not sweep_id.strip():
+        raise ValueError("Choose a sweep first.")
+    folder = jobs.run_dir(sweep_id.strip())
+    if folder.parent.name != _sweep.SWEEPS_FOLDER:
+        raise ValueError(f"{sweep_id} is not a sweep.")
+    return folder.name
+
+
+def list_sweeps(jobs: RunStore | None = None, *, home=None) -> list[dict]:
+    """Every sweep in the lab home, newest first: sweep.json (config, points, fits) with sweep_id, and "status"
+    (state, step = runs done, total_steps, message, queue_position) as the job manager sees it."""
+    store = jobs if jobs is not None else RunStore(lab_home(home))
+    found = []
+    for sweep in _sweep.list_sweeps(store.home):
+        try:
+            sweep["status"] = store.status(sweep["sweep_id"])
+        except ValueError:
+            pass
+        if not sweep.get("config"):  # queued, not started yet: its request says what it will do
+            request = _runs.read_json(Path(sweep["folder"]) / _jobs.JOB_FILE)
+            sweep["config"] = request.get("sweep") or {}
+            sweep.setdefault("created", request.get("created"))
+        found.append(sweep)
+    return found
+
+
+def sweep_points(sweep_ids=None, jobs: RunStore | None = None, *, home=None):
+    """A pandas DataFrame of the points of the given sweeps (all when None): SWEEP_POINT_COLUMNS, one row per
+    (sweep, size, variant) run, failed ones with their message."""
+    import pandas as pd
+
+    wanted = None if sweep_ids is None else {str(s).strip() for s in ([sweep_ids] if isinstance(sweep_ids, str)
+                                                                       else sweep_ids)}
+    records = []
+    for sweep in list_sweeps(jobs, home=home):
+        if wanted is not None and sweep["sweep_id"] not in wanted:
+            continue
+        family = (sweep.get("config") or {}).get("family")
+        for point in sweep.get("points") or []:
+            records.append({"sweep": sweep["sweep_id"], "family": family, **point})
+    frame = pd.DataFrame(records)
+    for column in SWEEP_POINT_COLUMNS:
+        if column not in frame:
+            frame[column] = None
+    return frame[SWEEP_POINT_COLUMNS + [c for c in frame.columns if c not in SWEEP_POINT_COLUMNS]]
+# ================================================================================================ sweep (end)
 
 
 # ================================================================================================ understand (begin)

@@ -121,6 +121,8 @@ from lab_models import runs
 from lab_models.batch import IGNORE_INDEX, Batch
 from lab_models.engine import derive_seed, generator_for, parameter_groups
 from lab_models.home import atomic_write_json, lab_home
+from lab_models.nn.moe import collect_routing
+from lab_models.switch import routing_loss
 from lab_models.tasks import TASKS, Task, csv_task, encode_words, load_task
 
 logger = logging.getLogger("lab_models.finetune")
@@ -713,11 +715,13 @@ def _train(p: _Prepared, causal: bool, two_d: bool, token_task: bool, pad_id: in
         lr = linear_schedule(step, cfg.steps, cfg.lr, cfg.warmup_fraction)
         for group in optimizer.param_groups:
             group["lr"] = lr
-        with torch.autocast(device_type="cuda", dtype=torch.bfloat16, enabled=autocast):
+        with torch.autocast(device_type="cuda", dtype=torch.bfloat16, enabled=autocast), \
+                collect_routing(model) as routing:
             logits, hidden = model(batch)
             task_loss = _task_loss(logits, batch.labels)
             lm_loss = auxiliary(batch, hidden, step, cfg.seed) if auxiliary is not None else None
         total = task_loss if lm_loss is None else task_loss + cfg.lm_aux_weight * lm_loss
+        total = total + routing_loss(routing)  # Switch layers keep their load-balancing loss (0 for dense models)
         total.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip if cfg.grad_clip > 0 else float("inf"))
         optimizer.step()

@@ -170,10 +170,12 @@ from .families import family_spec
 from .nn import Backbone, ModelConfig, SequenceClassificationHead, SpanBoundaryHead, TokenClassificationHead
 from .nn.backbone import activation_module, normal_init_
 from .nn.config import PRESETS, preset_config
+from .nn.moe import switch_layers
 from .objectives import objective_module
 from .objectives.common import VocabInfo
 from .objectives.losses import LossOutput, output_matrix, run_backbone
 from .rnn import RNN_FAMILIES, RNNConfig, build_rnn_model, rnn_preset_config
+from .switch import RoutingTotals, loss_with_routing
 
 logger = logging.getLogger(__name__)
 
@@ -480,7 +482,9 @@ class FamilyModel(nn.Module):
 
     `model(batch)` and `model.loss(batch)` return the family's `LossOutput` (objectives/<family>.py: `loss`).
     Attributes: family, model_config, settings, vocab, objective_weights (resolved: every objective, 0 = off),
-    backbone, heads (nn.ModuleDict by objective name: nsp, sop, sbo, rtd), generator and generator_config (ELECTRA).
+    backbone, heads (nn.ModuleDict by objective name: nsp, sop, sbo, rtd), generator and generator_config (ELECTRA),
+    switch_layers and routing_totals (Switch Transformer layers, `ffn="switch"`: their load-balancing loss is added to
+    every family's loss in `forward`, lab_models/switch.py).
     """
 
     def __init__(self, family: str, model_config: ModelConfig, settings, vocab: VocabInfo,
@@ -506,6 +510,12 @@ class FamilyModel(nn.Module):
                 self.heads["sbo"].boundary.outside.requires_grad_(False)
         if family == "electra":
             self._build_electra()
+        # Switch Transformer layers (lab_models/switch.py): padding takes no expert capacity; routing counts per layer
+        for backbone in (self.backbone, self.generator):
+            if backbone is not None:
+                backbone.pad_id = vocab.pad_id
+        self.switch_layers = switch_layers(self)  # [(label, SwitchFeedForward)], empty for a dense model
+        self.routing_totals = RoutingTotals(self.switch_layers)
         main = MAIN_OBJECTIVE[family]
         lm_head_used = w[main] > 0 or w.get("translation", 0.0) > 0  # translation predicts through the same head
         if not lm_head_used and family != "electra":  # nothing reaches the LM head: freeze it
@@ -538,6 +548,8 @@ class FamilyModel(nn.Module):
         """The family's loss on `batch` (so that DDP's forward hooks run: call the wrapped model with the batch)."""
         if not isinstance(batch, Batch):
             raise ValueError(f"a FamilyModel takes a Batch (from the family's make_batch), got {type(batch).__name__}")
+        if self.switch_layers:  # + the load-balancing loss of every Switch layer, whatever the family
+            return loss_with_routing(self, lambda: objective_module(self.family).loss(self, batch))
         return objective_module(self.family).loss(self, batch)
 
     def loss(self, batch: Batch) -> LossOutput:

@@ -92,6 +92,7 @@ from lab_models.home import lab_home
 from lab_models.nn.config import PRESETS, ModelConfig
 from lab_models.objectives import objective_module
 from lab_models.objectives.common import BatchConfig
+from lab_models.switch import check_switch_overrides, switch_metrics
 from lab_models.tokenization import TOKENIZER_KINDS, load_tokenizer_file
 from lab_models.vocab import prepare_tokenizer, token_byte_lengths
 
@@ -308,6 +309,8 @@ def parse_model_overrides(items: list[str], family: str | None = None) -> dict:
     overrides = {}
     for item in items:
         key, text = _key_value(item, "--model", "dropout=0.0")
+        if family:
+            check_switch_overrides(family, [key])  # the RNN families have no feed-forward to switch
         if key == "vocab_size":
             raise ValueError("the model's vocab_size comes from the tokenizer: use --vocab-size N instead")
         if key not in valid:
@@ -823,7 +826,7 @@ def _run(config: TrainConfig, corpus: Corpus, resume: bool, world: _World, out: 
                     "losses": {k: _finite(v) for k, v in event.losses.items()}, "lr": event.lr,
                     "grad_norm": _finite(event.grad_norm), "tokens_per_s": event.tokens_per_s,
                     "elapsed_s": event.elapsed_s, "tokens": event.tokens_seen, "max_rss_mb": _max_rss_mb(),
-                    **event.record})
+                    **event.record, **switch_metrics(model)})
                 if event.checkpoint_due:
                     runs.save_checkpoint(out, model=model, optimizer=trainer.optimizer, state=_state(trainer, config))
                     saved_step = event.step

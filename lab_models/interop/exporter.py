@@ -92,6 +92,10 @@ def export_run(run_dir, out_dir) -> Path:
         raise ValueError("Give the run folder to export (--run RUN).")
     run = load_run(str(run_dir).strip())
     module = architecture_module(module_name_for_family(run.family))
+    model_config = getattr(run.model, "model_config", None)
+    if getattr(model_config, "ffn", "dense") != "dense":
+        raise ValueError(f"{run.run_id} has Switch Transformer feed-forward layers (ffn={model_config.ffn}), which "
+                         f"the transformers class of {run.family} does not have: it stays in the lab's own format")
     config = module.export_config(run.model)
     state = module.export_state(run.model)
     companions = getattr(module, COMPANION_HOOK)(run.model) if hasattr(module, COMPANION_HOOK) else {}

@@ -70,6 +70,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from . import moe
 from .attention import AttentionMask, KeyValueCache, MultiHeadAttention, add_position_bias, prepare_mask
 from .config import ModelConfig
 from .dropout import Dropout
@@ -227,7 +228,7 @@ class Block(nn.Module):
     """One Transformer layer: self-attention, optional cross-attention (decoder), feed-forward; each a residual
     branch with dropout. norm="pre": x + f(LN(x)) (GPT-2). norm="post": LN(x + f(x)) (BERT, GPT-1)."""
 
-    def __init__(self, config: ModelConfig, cross_attention: bool = False):
+    def __init__(self, config: ModelConfig, cross_attention: bool = False, layer_index: int = 0):
         super().__init__()
         self.pre_norm = config.norm == "pre"
         self.ln_attn = make_norm(config, config.d_model)  # LayerNorm, or T5's RMS norm (config.norm_type)
@@ -236,10 +237,11 @@ class Block(nn.Module):
         self.ln_cross = make_norm(config, config.d_model) if cross_attention else None
         self.cross_attn = MultiHeadAttention(config) if cross_attention else None
         self.ln_ff = make_norm(config, config.d_model)
-        self.ff = FeedForward(config)
+        self.ff = moe.build_feed_forward(config, layer_index)  # dense, or the Switch experts
         self.drop = Dropout(config.dropout)
 
     def forward(self, x: torch.Tensor, mask: AttentionMask, n_context: int | None = None,
+                token_mask: torch.Tensor | None = None,
                 memory: torch.Tensor | None = None, cross_mask: AttentionMask | None = None,
                 return_weights: bool = False, cache: LayerCache | None = None,
                 relative: RelativePositions | None = None):
@@ -247,6 +249,7 @@ class Block(nn.Module):
 
         n_context: self-attention keys and values come from the first n_context rows of x only (None = all rows).
         That is the two-stream layout: x = [content stream h; query stream g], and both streams read h.
+        token_mask (B, Tq) bool: the real (not padding) rows, for a Switch feed-forward's capacity and statistics.
         memory, cross_mask: the encoder output (B, Tm, H) and the (B, Tq, Tm) mask, for decoder blocks.
         cache: this layer's keys and values of earlier decoding steps (x then holds the new rows only).
         relative: the batch's relative positions, for relative self-attention (config.relative_attention).
@@ -273,7 +276,8 @@ class Block(nn.Module):
             x = self._add(x, out, self.ln_cross)
         # 3. feed-forward
         a = self.ln_ff(x) if self.pre_norm else x
-        x = self._add(x, self.ff(a), self.ln_ff)
+        routed = isinstance(self.ff, moe.SwitchFeedForward)  # a Switch layer gives padding no expert capacity
+        x = self._add(x, self.ff(a, token_mask) if routed else self.ff(a), self.ln_ff)
         return (x, weights) if return_weights else x
 
     def _add(self, x: torch.Tensor, out: torch.Tensor, norm: nn.Module) -> torch.Tensor:
@@ -321,20 +325,23 @@ class Backbone(nn.Module):
             raise ValueError(f"Backbone needs a ModelConfig, got {type(config).__name__}")
         self.config = config
         H, E = config.d_model, config.embedding_width
+        self.pad_id: int | None = None  # [PAD] (FamilyModel sets it): Switch layers give padding no capacity
         self.embeddings = Embeddings(config)
         # relative attention: dropout on the sinusoid encodings, once per batch (XLNet's dropout on pos_emb)
         self.relative_drop = Dropout(config.dropout) if config.relative_attention == "xlnet" else None
         # XLNet's w: where every query-stream row starts (before its position is added)
         self.query_start = nn.Parameter(torch.empty(E)) if config.query_stream == "learned" else None
         # share_layers (ALBERT): one Block whose weights every layer reuses
-        self.blocks = nn.ModuleList(Block(config) for _ in range(1 if config.share_layers else config.n_layers))
+        self.blocks = nn.ModuleList(Block(config, layer_index=i)
+                                    for i in range(1 if config.share_layers else config.n_layers))
         self.ln_f = make_norm(config, H) if config.norm == "pre" else nn.Identity()
         # T5 / MPNet: the relative position bias of the (encoder) stack, computed once per forward, shared by its layers
         self.relative_bias = self._relative_bias(config, bidirectional=True)
         self.decoder_blocks = self.ln_dec = self.decoder_relative_bias = None
         if config.decoder_layers:
             n_decoder_blocks = 1 if config.share_layers else config.decoder_layers
-            self.decoder_blocks = nn.ModuleList(Block(config, cross_attention=True) for _ in range(n_decoder_blocks))
+            self.decoder_blocks = nn.ModuleList(Block(config, cross_attention=True, layer_index=i)
+                                                for i in range(n_decoder_blocks))
             self.ln_dec = make_norm(config, H) if config.norm == "pre" else nn.Identity()
             self.decoder_relative_bias = self._relative_bias(config, bidirectional=False)  # T5's decoder: causal
         # The LM head: [dense + activation + LayerNorm, H -> E] then the (tied) V x E matrix [and a bias].
@@ -396,13 +403,15 @@ class Backbone(nn.Module):
         mask = self._with_position_bias(self.relative_bias, mask, positions, key_positions, x)  # buckets (or mask)
         relative = self._relative(positions, key_positions, segments, key_segments)  # XLNet's terms (or None)
         maps = []
+        tokens = self._token_mask(input_ids)  # (B, T) or None
         for i, block in enumerate(self._stack(self.blocks, self.config.n_layers)):
             layer_cache = None if cache is None else cache.layers[i]
             if return_attention:
-                x, weights = block(x, mask, return_weights=True, cache=layer_cache, relative=relative)
+                x, weights = block(x, mask, return_weights=True, cache=layer_cache, relative=relative,
+                                   token_mask=tokens)
                 maps.append(weights)
             else:
-                x = block(x, mask, cache=layer_cache, relative=relative)  # (B, T, H)
+                x = block(x, mask, cache=layer_cache, relative=relative, token_mask=tokens)  # (B, T, H)
         x = self.ln_f(x)
         return (x, maps) if return_attention else x
 
@@ -452,8 +461,10 @@ class Backbone(nn.Module):
         mask = self._with_position_bias(self.relative_bias, mask, query_positions, position_ids[:, 0], x)
         row_segments = None if segment_ids is None else torch.cat([segment_ids, slot_segments], dim=1)  # (B, T+Q)
         relative = self._relative(query_positions, position_ids[:, 0], row_segments, segment_ids)
+        tokens = self._token_mask(input_ids)  # (B, T) or None; query rows are tokens for a Switch layer
+        tokens = None if tokens is None else torch.cat([tokens, tokens.new_ones(B, Q)], dim=1)  # (B, T+Q)
         for block in self._stack(self.blocks, self.config.n_layers):
-            x = block(x, mask, n_context=T, relative=relative)  # (B, T+Q, H)
+            x = block(x, mask, n_context=T, relative=relative, token_mask=tokens)  # (B, T+Q, H)
         x = self.ln_f(x)
         return x[:, :T], x[:, T:]  # (B, T, H), (B, Q, H)
 
@@ -489,9 +500,11 @@ class Backbone(nn.Module):
         self_mask = self._with_position_bias(self.decoder_relative_bias, self_mask, positions, key_positions, y)
         relative = self._relative(positions, key_positions, None, None)  # decoder self-attention only
         cross = prepare_mask(self._check_mask("cross_mask", cross_mask, B, S, T))  # no relative terms (as T5)
+        tokens = self._token_mask(decoder_input_ids)  # (B, S) or None
         for i, block in enumerate(self._stack(self.decoder_blocks, self.config.decoder_layers)):
             layer_cache = None if cache is None else cache.layers[i]
-            y = block(y, self_mask, memory=memory, cross_mask=cross, cache=layer_cache, relative=relative)  # (B,S,H)
+            y = block(y, self_mask, memory=memory, cross_mask=cross, cache=layer_cache, relative=relative,
+                      token_mask=tokens)  # (B, S, H)
         return self.ln_dec(y)
 
     # ---- incremental decoding ----------------------------------------------------------------------------------
@@ -665,3 +678,9 @@ class Backbone(nn.Module):
         if lo < 0 or hi >= flat.shape[0]:
             raise ValueError(f"position indices must lie in [0, {flat.shape[0]}) (rows of the flattened hidden states)")
         return flat[positions]  # (N, H)
+
+    def _token_mask(self, ids: torch.Tensor) -> torch.Tensor | None:
+        """(B, T) bool, False at [PAD]: which rows a Switch layer counts. None for dense models or no pad id."""
+        if self.config.ffn != "switch" or self.pad_id is None:
+            return None
+        return ids != self.pad_id

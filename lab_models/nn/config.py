@@ -2,7 +2,8 @@
 
 The config describes *structure* (how wide, how deep, which embeddings exist), never a family: ALBERT is
 `embedding_size=128, share_layers=True`, GLM is `n_position_rows=2`, T5 is `decoder_layers=...`, and the backbone
-builds from those facts without knowing the family's name.
+builds from those facts without knowing the family's name. `ffn="switch"` (with n_experts, capacity_factor,
+expert_every, ...) gives any of them Switch Transformer feed-forwards (nn/moe.py).
 
 Worked example:
 
@@ -15,6 +16,7 @@ True
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,6 +26,7 @@ NORMS = ("pre", "post")
 ACTIVATIONS = ("gelu", "gelu_tanh", "relu")
 NORM_TYPES = ("layernorm", "rmsnorm")
 ATTENTION_IMPLS = ("sdpa", "eager")
+FEED_FORWARDS = ("dense", "switch")
 QUERY_STREAMS = (None, "learned", "token")
 # None: no relative terms in the attention scores; "buckets": T5's and MPNet's bucketed bias (nn/relative_position.py);
 # "xlnet": Transformer-XL's relative attention with XLNet's relative segment encoding (nn/relative_attention.py)
@@ -51,6 +54,16 @@ class ModelConfig:
     n_position_rows: int = 1  # 2 = GLM's 2-D positions: position_ids is (B, 2, T), a second learned table is added
     n_segments: int = 0  # segment (token type) embeddings: 2 for BERT's sentence A/B; 0 = none
     decoder_layers: int = 0  # > 0: an encoder-decoder (MASS, T5): causal self-attention + cross-attention blocks
+    # Switch Transformer (Fedus, Zoph, Shazeer 2022; lab_models/nn/moe.py). ffn="switch": every expert_every-th
+    # feed-forward (layers expert_every, 2 * expert_every, ... counted from 1, in the encoder and the decoder) becomes
+    # n_experts experts of d_ff each with a top-1 router, so a token costs the FLOPs of one dense feed-forward.
+    ffn: str = "dense"
+    n_experts: int = 8
+    capacity_factor: float = 1.25  # each expert takes at most ceil(capacity_factor * tokens / n_experts) tokens
+    expert_every: int = 2  # the paper replaces every other feed-forward
+    load_balance_weight: float = 0.01  # alpha of the auxiliary loss alpha * n_experts * sum_i f_i * P_i (paper: 0.01)
+    router_z_weight: float = 0.0  # ST-MoE's router z-loss coefficient (their 1e-3); 0 = off
+    router_jitter: float = 0.0  # multiplicative noise U(1 - eps, 1 + eps) on the router input in training; 0 = off
     attention_impl: str = "sdpa"  # "eager" computes softmax(QK^T / sqrt(hs)) by hand; the same numbers, slower
     tie_embeddings: bool = True  # the output projection reuses the token embedding matrix (Press & Wolf 2017)
     # BERT's MLM transform (dense + GeLU + LayerNorm) before the vocabulary projection. Always built when
@@ -124,6 +137,7 @@ class ModelConfig:
             raise ValueError(f"n_position_rows must be 1 or 2 (GLM's 2-D positions), got {self.n_position_rows!r}")
         _require_int("n_segments", self.n_segments, minimum=0)
         _require_int("decoder_layers", self.decoder_layers, minimum=0)
+        _check_switch(self)
         if self.attention_impl not in ATTENTION_IMPLS:
             raise ValueError(f"unknown attention_impl {self.attention_impl!r}: choose 'sdpa' or 'eager'")
         if self.embedding_norm is not None and not isinstance(self.embedding_norm, bool):
@@ -203,6 +217,39 @@ class ModelConfig:
         if "vocab_size" not in values:
             raise ValueError("a model config needs vocab_size")
         return cls(**values)
+
+
+def is_switch_layer(config: ModelConfig, layer_index: int) -> bool:
+    """Whether block `layer_index` (0-based, in the encoder or in the decoder) has a Switch feed-forward.
+
+    >>> cfg = preset_config("small", 100, ffn="switch")   # 4 layers, expert_every=2: layers 2 and 4
+    >>> [is_switch_layer(cfg, i) for i in range(4)]
+    [False, True, False, True]
+    """
+    return config.ffn == "switch" and (layer_index + 1) % config.expert_every == 0
+
+
+def _check_switch(config: ModelConfig) -> None:
+    if config.ffn not in FEED_FORWARDS:
+        raise ValueError(f"unknown ffn {config.ffn!r}: choose 'dense' or 'switch' (the Switch Transformer's experts)")
+    _require_int("n_experts", config.n_experts, minimum=1)
+    _require_int("expert_every", config.expert_every, minimum=1)
+    checks = (("capacity_factor", config.capacity_factor, 0.0, None), ("load_balance_weight",
+              config.load_balance_weight, None, None), ("router_z_weight", config.router_z_weight, None, None),
+              ("router_jitter", config.router_jitter, None, 1.0))
+    for name, value, above, below in checks:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0 \
+                or (above is not None and value <= above) or (below is not None and value >= below):
+            bound = "> 0" if above is not None else ">= 0" if below is None else "in [0, 1)"
+            raise ValueError(f"{name} must be a number {bound}, got {value!r}")
+    if config.ffn != "switch":
+        return
+    if config.share_layers and config.expert_every != 1:
+        raise ValueError("this model shares one block across all its layers (ALBERT): a Switch feed-forward there "
+                         "needs expert_every=1")
+    if max(config.n_layers, config.decoder_layers) < config.expert_every:
+        raise ValueError(f"expert_every={config.expert_every} but the model has {config.n_layers} layers: no "
+                         f"feed-forward would become a Switch layer; lower expert_every")
 
 
 def _require_int(name: str, value, minimum: int) -> None:

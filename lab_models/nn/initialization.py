@@ -11,6 +11,7 @@ unscaled logits, and its std-1 embeddings, in a trainable range:
     output projection W_o                           N(0, (n_heads * d_kv)^-0.5)
     feed-forward W_i (both halves when gated)       N(0, d_model^-0.5)
     feed-forward W_o                                N(0, d_ff^-0.5)
+    (Switch layers: every expert's W_i and W_o likewise; the router keeps Switch's own small init)
     relative position bias tables                   N(0, d_model^-0.5)
     norms                                           weight 1 (and bias 0, if LayerNorm)
 
@@ -38,6 +39,7 @@ from .relative_position import RelativePositionBias
 def t5_init_weights(backbone: nn.Module) -> None:
     """Re-initialise `backbone` (a `Backbone`) in place with T5's scheme (see the module docstring)."""
     from .backbone import FeedForward  # backbone.py imports this module
+    from .moe import SwitchFeedForward
 
     config = backbone.config
     d_model, d_kv, n_heads, d_ff = config.d_model, config.head_size, config.n_heads, config.d_ff
@@ -54,5 +56,8 @@ def t5_init_weights(backbone: nn.Module) -> None:
         elif isinstance(module, FeedForward):
             nn.init.normal_(module.up.weight, mean=0.0, std=d_model ** -0.5)
             nn.init.normal_(module.proj.weight, mean=0.0, std=d_ff ** -0.5)
+        elif isinstance(module, SwitchFeedForward):  # every expert as T5's feed-forward; the router keeps its own
+            nn.init.normal_(module.up, mean=0.0, std=d_model ** -0.5)
+            nn.init.normal_(module.proj, mean=0.0, std=d_ff ** -0.5)
         elif isinstance(module, RelativePositionBias):
             nn.init.normal_(module.table.weight, mean=0.0, std=d_model ** -0.5)

@@ -1,0 +1,85 @@
+"""The Understand tab's "Switch routing" section: which expert each token of a sentence goes to, in every Switch layer
+of a trained run, as token chips coloured by expert.
+
+Paper: Fedus, Zoph, Shazeer (2022), Switch Transformers. The routing is read from the run's real forward pass in
+evaluation mode (`api.switch_routing`, lab_models/switch.py), where the lab drops no token (the paper evaluates with a
+larger capacity factor instead); the chips are app/switch_figures.py's.
+
+Endpoints: `/understand_routing` (and `_on_submit`): (run id, sentence) -> (chips HTML, note, table);
+`/understand_routing_runs` (the Refresh button and opening the section): the current choice -> the run picker, listing
+the runs with Switch layers and weights.
+"""
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import gradio as gr
+import pandas as pd
+
+from lab_models import api
+
+from .errors import user_errors
+from .switch_figures import routing_chips_html, routing_table
+
+NO_SWITCH_RUNS = ("No run with Switch layers has weights yet: tick “Switch Transformer” in the Train tab, train a "
+                  "run, then press Refresh.")
+EXAMPLES = [["the cat sees a red ball in the park ."], ["the girl does not eat the apple ."],
+            ["I ate an apple with my lunch."]]
+EMPTY = '<div class="switch-routing">Pick a run with Switch layers, type a sentence and press Show routing.</div>'
+
+
+class RoutingView:
+    def __init__(self, jobs):
+        self.jobs = jobs
+
+    def choices(self) -> list[tuple[str, str]]:
+        rows = api.switch_runs(self.jobs)
+        return [(f"{row['run_id']} · {row.get('family') or '?'} · step {int(row.get('weights_step') or 0):,}",
+                 row["run_id"]) for row in rows]
+
+    def refresh(self, current=None):
+        choices = self.choices()
+        ids = [value for _, value in choices]
+        value = current if current in ids else (ids[0] if ids else None)
+        return gr.update(choices=choices, value=value,
+                         info="runs trained with Switch layers" if choices else NO_SWITCH_RUNS)
+
+    def show(self, run_id, sentence):
+        """The run's routing of `sentence`: chips per Switch layer, a note on the input used, the table."""
+        if not run_id or not str(run_id).strip():
+            raise ValueError(NO_SWITCH_RUNS if not self.choices() else "Choose a run with Switch layers first.")
+        view = api.switch_routing(self.jobs.run_dir(str(run_id).strip()), sentence)
+        return routing_chips_html(view), view.note, routing_table(view)
+
+
+def build(jobs, tab=None):
+    """Lay out the section (call inside a gr.Tab). `tab` refreshes the run picker when it is opened."""
+    view = RoutingView(jobs)
+    choices = view.choices()
+    gr.Markdown("Each Switch layer sends every token to **one** expert. Here the chips of a sentence are coloured by "
+                "the expert they go to, one row per Switch layer (hover a chip for its router probability; a pale "
+                "chip is a close call). A trained router groups tokens: punctuation, frequent function words, a "
+                "topic's nouns...")
+    with gr.Row():
+        run = gr.Dropdown(choices, value=choices[0][1] if choices else None, label="Run with Switch layers",
+                          info="runs trained with Switch layers" if choices else NO_SWITCH_RUNS,
+                          allow_custom_value=True, scale=4, elem_id="understand-routing-run")
+        refresh = gr.Button("Refresh", size="sm", scale=0, min_width=100)
+    with gr.Row():
+        sentence = gr.Textbox(EXAMPLES[0][0], label="Sentence", scale=4, elem_id="understand-routing-sentence",
+                              info=f"at most {api.PROBE_MAX_TOKENS} tokens")
+        button = gr.Button("Show routing", variant="primary", scale=1, elem_id="understand-routing-show")
+    gr.Examples(EXAMPLES, [sentence], label="Examples", api_name="understand_routing_example")
+    chips = gr.HTML(EMPTY, elem_id="understand-routing")
+    note = gr.Markdown("")
+    with gr.Accordion("Routing as a table", open=False):
+        table = gr.Dataframe(pd.DataFrame(columns=["layer", "position", "token", "expert", "probability"]),
+                             interactive=False)
+    show = user_errors(view.show)
+    button.click(show, [run, sentence], [chips, note, table], api_name="understand_routing")
+    sentence.submit(show, [run, sentence], [chips, note, table], api_name="understand_routing_on_submit")
+    refresh_runs = user_errors(view.refresh)
+    refresh.click(refresh_runs, run, run, api_name="understand_routing_runs")
+    if tab is not None:
+        tab.select(refresh_runs, run, run, api_name="understand_routing_runs_on_select", show_progress="hidden")
+    return SimpleNamespace(view=view, run=run)

@@ -1,0 +1,164 @@
+"""Plotly figures and tables for the Scaling tab: validation bits per byte against parameters and against training
+FLOPs on log-log axes, with each sweep's fitted power law (its exponent in the legend), dense and Switch together.
+
+Presentation only: the points and fits are `sweep.json`'s (lab_models/sweep.py, read through `api.list_sweeps`).
+Papers: Kaplan et al. (2020), Scaling Laws for Neural Language Models; Fedus, Zoph, Shazeer (2022), Switch
+Transformers. No deviation here; lab_models/sweep.py states how the points are counted and fitted.
+
+>>> fit_label("gpt", "switch", {"exponent": 0.1234, "r2": 0.98, "points": 4})
+'gpt switch: L ∝ x^-0.123 (R² 0.98, 4 points)'
+"""
+from __future__ import annotations
+
+import html
+import math
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from .train_figures import _empty_figure
+
+SWEEP_COLORS = ("#2563eb", "#ea580c", "#16a34a", "#db2777", "#0891b2", "#7c3aed")  # dense, switch per sweep
+VARIANT_SYMBOLS = {"dense": "circle", "switch": "diamond"}
+VARIANT_DASH = {"dense": "dash", "switch": "dot"}
+AXES = (("parameters", "non_embedding", "non-embedding parameters N"),
+        ("flops", "train_flops", "training FLOPs C = 6 N T"))
+TABLE_COLUMNS = ["sweep", "variant", "size", "state", "N (non-embedding)", "active N", "training FLOPs", "tokens",
+                 "val bits/byte", "seconds", "message"]
+
+
+def fit_label(family: str, variant: str, law: dict) -> str:
+    """The legend text of a fitted line."""
+    return (f"{family} {variant}: L ∝ x^-{law['exponent']:.3f} (R² {law['r2']:.2f}, {law['points']} points)")
+
+
+def _short(sweep_id: str) -> str:
+    """A sweep id without its family prefix and random tail: "gpt-sweep-20260101-120000-ab12" -> "01-01 12:00"."""
+    parts = sweep_id.split("-")
+    if len(parts) >= 4 and len(parts[-3]) == 8 and len(parts[-2]) == 6:
+        day, clock = parts[-3], parts[-2]
+        return f"{day[4:6]}-{day[6:]} {clock[:2]}:{clock[2:4]}"
+    return sweep_id
+
+
+def scaling_figure(sweeps: list[dict], *, height: int = 460) -> go.Figure:
+    """Two log-log panels (against parameters, against training FLOPs): the finished points of every sweep and
+    variant as markers, and its fitted power law as a line over the points' range, labelled with the exponent."""
+    drawn = [s for s in sweeps if any(p.get("bits_per_byte") is not None for p in s.get("points") or [])]
+    if not drawn:
+        return _empty_figure("No finished sweep point yet: start a sweep (left), or pick one that has finished runs.",
+                             height)
+    figure = make_subplots(rows=1, cols=2, horizontal_spacing=0.1,
+                           subplot_titles=["bits per byte against parameters", "bits per byte against compute"])
+    for index, sweep in enumerate(drawn):
+        family = (sweep.get("config") or {}).get("family") or "?"
+        name = family if len(drawn) == 1 else f"{family} · {_short(sweep['sweep_id'])}"
+        for variant_index, variant in enumerate(("dense", "switch")):
+            color = SWEEP_COLORS[(2 * index + variant_index) % len(SWEEP_COLORS)]
+            points = [p for p in sweep.get("points") or [] if p.get("variant") == variant
+                      and p.get("bits_per_byte") is not None and p.get("state") == "finished"]
+            if not points:
+                continue
+            law_entry = (sweep.get("fits") or {}).get(variant) or {}
+            for column, (axis, key, _) in enumerate(AXES, start=1):
+                xs = [p.get(key) for p in points]
+                ys = [p["bits_per_byte"] for p in points]
+                group = f"{sweep['sweep_id']}-{variant}"
+                figure.add_trace(go.Scatter(
+                    x=xs, y=ys, mode="markers", name=f"{name} {variant}", legendgroup=group, showlegend=column == 1,
+                    marker={"color": color, "size": 10, "symbol": VARIANT_SYMBOLS[variant],
+                            "line": {"width": 1, "color": "#0f172a"}},
+                    text=[p["size"] for p in points],
+                    hovertemplate="%{text}: %{y:.4f} bits/byte at %{x:.3s}<extra>" + f"{name} {variant}</extra>"),
+                    row=1, col=column)
+                law = law_entry.get(axis) or {}
+                valid = [x for x in xs if x and x > 0]
+                if "exponent" in law and len(valid) >= 2:
+                    line_x = np.geomspace(min(valid), max(valid), 30)
+                    line_y = law["coefficient"] * line_x ** (-law["exponent"])
+                    figure.add_trace(go.Scatter(
+                        x=line_x, y=line_y, mode="lines", legendgroup=group,
+                        name=fit_label(name, variant, law) + (" vs N" if axis == "parameters" else " vs C"),
+                        line={"color": color, "dash": VARIANT_DASH[variant], "width": 1.6},
+                        hovertemplate=f"fit: exponent {law['exponent']:.3f}<extra></extra>"), row=1, col=column)
+    for column, (_, _, title) in enumerate(AXES, start=1):
+        figure.update_xaxes(type="log", title_text=title, row=1, col=column)
+        figure.update_yaxes(type="log", title_text="validation bits per byte" if column == 1 else None,
+                            row=1, col=column)
+    figure.update_layout(template="plotly_white", height=height, margin={"l": 70, "r": 20, "t": 50, "b": 60},
+                         legend={"orientation": "h", "yanchor": "top", "y": -0.2, "xanchor": "left", "x": 0,
+                                 "font": {"size": 11}},
+                         uirevision="scaling")
+    return figure
+
+
+def fits_markdown(sweeps: list[dict]) -> str:
+    """One line per sweep and variant: the fitted exponents against N and C, or why there is no fit yet."""
+    lines = []
+    for sweep in sweeps:
+        family = (sweep.get("config") or {}).get("family") or "?"
+        for variant, entry in (sweep.get("fits") or {}).items():
+            parts = []
+            for axis, _, _ in AXES:
+                law = entry.get(axis) or {}
+                parts.append(f"against {'compute C' if axis == 'flops' else 'parameters N'}: "
+                             + (f"**α = {law['exponent']:.3f}** (R² {law['r2']:.2f}, {law['points']} points)"
+                                if "exponent" in law else f"no fit ({law.get('error', 'no points')})"))
+            lines.append(f"- `{sweep['sweep_id']}` {family} **{variant}**: " + "; ".join(parts))
+    if not lines:
+        return "_No fit yet: a power law needs two finished sizes._"
+    return "Fitted power laws, bits per byte = a · x^(−α) (least squares in log-log space):\n\n" + "\n".join(lines)
+
+
+def _sci(value) -> str:
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        return ""
+    return "" if not math.isfinite(value) else f"{value:.3g}"
+
+
+def points_table(frame: pd.DataFrame) -> pd.DataFrame:
+    """`api.sweep_points`' frame formatted for reading: TABLE_COLUMNS, numbers as text, failures with their message."""
+    records = []
+    for row in frame.to_dict("records"):
+        bpb = row.get("bits_per_byte")
+        records.append([row.get("sweep"), row.get("variant"), row.get("size"), row.get("state"),
+                        f"{int(row['non_embedding']):,}" if _sci(row.get("non_embedding")) else "",
+                        f"{int(row['active_non_embedding']):,}" if _sci(row.get("active_non_embedding")) else "",
+                        _sci(row.get("train_flops")), f"{int(row['tokens']):,}" if _sci(row.get("tokens")) else "",
+                        f"{bpb:.4f}" if _sci(bpb) else "", _sci(row.get("seconds")),
+                        "" if row.get("state") == "finished" else (row.get("message") or "")])
+    return pd.DataFrame(records, columns=TABLE_COLUMNS)
+
+
+def sweep_label(sweep: dict) -> str:
+    """The picker's label: "gpt-sweep-... · gpt · 32x1,64x2 · dense + switch · finished 4/4"."""
+    config = sweep.get("config") or {}
+    status = sweep.get("status") or {}
+    variants = "dense + switch" if config.get("switch") else "dense"
+    done = status.get("step")
+    total = status.get("total_steps")
+    progress = f" {done}/{total}" if total else ""
+    return (f"{sweep['sweep_id']} · {config.get('family', '?')} · {','.join(config.get('sizes') or [])} · "
+            f"{variants} · {status.get('state', '?')}{progress}")
+
+
+def status_html(sweeps: list[dict]) -> str:
+    """A progress line per picked sweep: state, runs done, the current message."""
+    if not sweeps:
+        return '<div class="sweep-status">No sweep picked.</div>'
+    rows = []
+    for sweep in sweeps:
+        status = sweep.get("status") or {}
+        total = status.get("total_steps") or 0
+        done = int(status.get("step") or 0)
+        fraction = min(1.0, done / total) if total else 0.0
+        rows.append(f'<div class="sweep-status" data-state="{html.escape(str(status.get("state")))}">'
+                    f'<b>{html.escape(sweep["sweep_id"])}</b> · {html.escape(str(status.get("state", "?")))} · '
+                    f'{done} of {total or "?"} runs · {html.escape(str(status.get("message") or ""))}'
+                    f'<div class="train-bar"><div class="train-bar-fill" style="width:{fraction * 100:.0f}%">'
+                    f'</div></div></div>')
+    return "".join(rows)

@@ -1,0 +1,167 @@
+"""Scaling tab: train one family at several sizes (a sweep), and see validation bits per byte against parameters and
+against training FLOPs on log-log axes with a fitted power law, dense and Switch Transformer on the same axes.
+
+Papers: Kaplan et al. (2020), Scaling Laws for Neural Language Models; Fedus, Zoph, Shazeer (2022), Switch
+Transformers. A sweep is one `python -m lab_models.sweep` worker queued on the app's job manager (lab_models/sweep.py
+says how it trains, counts and fits); this tab only turns the controls into `api.start_sweep` and draws the sweeps of
+the lab home (app/scaling_figures.py).
+
+Endpoints (every event has an `api_name`):
+* `/sweep_command` and `/start_sweep`: (family, sizes, steps, preset, switch, n_experts, capacity_factor,
+  expert_every, max_minutes, device, seed) -> the equivalent command / the new sweep's id (then picked).
+* `/stop_sweep`: the picked sweeps -> their status line (each running or queued one is stopped).
+* `/show_sweeps`: the picked sweep ids -> (status, figure, fits, points table); `/refresh_sweeps` is the live tick
+  (redrawn only when a sweep moved); `/list_sweeps` (Refresh, or opening the tab): the picker.
+"""
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import gradio as gr
+
+from lab_models import api
+
+from .errors import user_errors
+from .scaling_figures import TABLE_COLUMNS, fits_markdown, points_table, scaling_figure, status_html, sweep_label
+
+DEFAULT_FAMILY = "gpt"
+DEFAULT_SIZES = "32x1,48x1,64x2,96x2,128x2"  # about ten minutes for 300 steps each on two CPU cores, dense + Switch
+DEFAULT_STEPS = 300
+DEFAULT_MAX_MINUTES = 10
+REFRESH_S = 3.0
+MAX_PICKED = 6
+
+
+class ScalingView:
+    def __init__(self, jobs):
+        self.jobs = jobs
+
+    def _kwargs(self, family, sizes, steps, preset, switch, n_experts, capacity_factor, expert_every, max_minutes,
+                device, seed) -> dict:
+        if not family:
+            raise ValueError("Choose a family to sweep.")
+        return {"family": family, "sizes": sizes or "", "steps": int(steps or 0), "preset": preset or "tiny",
+                "switch": bool(switch), "n_experts": int(n_experts or 8),
+                "capacity_factor": float(capacity_factor or 0),
+                "expert_every": int(expert_every or 1), "max_minutes": float(max_minutes) if max_minutes else None,
+                "device": device or "auto", "seed": int(seed or 0)}
+
+    def command(self, *controls) -> str:
+        try:
+            kwargs = self._kwargs(*controls)
+            return api.sweep_command(self.jobs, kwargs.pop("family"), kwargs.pop("sizes"), **kwargs)
+        except ValueError as error:
+            return f"# {' '.join(str(error).split())}"
+
+    def start(self, *controls):
+        kwargs = self._kwargs(*controls)
+        sweep_id = api.start_sweep(self.jobs, kwargs.pop("family"), kwargs.pop("sizes"), **kwargs)
+        return self.picker([sweep_id])
+
+    def stop(self, picked):
+        sweeps = {sweep["sweep_id"]: sweep for sweep in api.list_sweeps(self.jobs)}
+        active = [s for s in _ids(picked) if (sweeps.get(s, {}).get("status") or {}).get("state") in ("queued",
+                                                                                                      "running")]
+        if not active:
+            raise ValueError("None of the picked sweeps is queued or running: nothing to stop.")
+        for sweep_id in active:
+            api.stop_sweep(self.jobs, sweep_id)
+        return status_html([s for s in api.list_sweeps(self.jobs) if s["sweep_id"] in _ids(picked)])
+
+    def picker(self, picked=None):
+        sweeps = api.list_sweeps(self.jobs)
+        ids = [s["sweep_id"] for s in sweeps]
+        value = [s for s in _ids(picked) if s in ids] or ids[:1]  # nothing picked: the newest sweep
+        return gr.update(choices=[(sweep_label(s), s["sweep_id"]) for s in sweeps], value=value)
+
+    def show(self, picked):
+        picked = _ids(picked)
+        sweeps = [s for s in api.list_sweeps(self.jobs) if s["sweep_id"] in picked]
+        frame = api.sweep_points(picked, self.jobs) if picked else None
+        table = points_table(frame) if frame is not None else points_table(api.sweep_points([], self.jobs))
+        signature = [[s["sweep_id"], (s.get("status") or {}).get("state"), (s.get("status") or {}).get("step"),
+                      len(s.get("points") or [])] for s in sweeps]
+        return status_html(sweeps), scaling_figure(sweeps), fits_markdown(sweeps), table, signature
+
+    def tick(self, picked, signature):
+        try:
+            now = self.show(picked)
+        except ValueError:
+            return (gr.skip(),) * 5
+        return (gr.skip(),) * 5 if now[-1] == signature else now
+
+
+def _ids(picked) -> list[str]:
+    if picked is None:
+        return []
+    items = [picked] if isinstance(picked, str) else list(picked)
+    return [str(item).strip() for item in items if item and str(item).strip()][:MAX_PICKED]
+
+
+def build(home, jobs, tab=None):
+    """Lay out the tab. `tab` refreshes the sweep picker when opened."""
+    view = ScalingView(jobs)
+    families = [(spec.title, spec.name) for spec in api.trainable_families() if spec.kind != "rnn"]
+    gr.Markdown("**Scaling laws** (Kaplan et al. 2020): the loss falls as a power law of the parameters N and of the "
+                "compute C = 6 N T. A sweep trains one family at several sizes, one after another (each an ordinary "
+                "run with the same data, steps and learning rate), then fits bits per byte = a · x^(−α) on log-log "
+                "axes. Tick **Switch** to train every size again with Switch Transformer layers: the same FLOPs per "
+                "token, more parameters (Fedus et al. 2022). A size that runs out of memory or past its time limit "
+                "is recorded with its message and the sweep goes on.")
+    with gr.Row():
+        with gr.Column(scale=2, min_width=340):
+            family = gr.Dropdown(families, value=DEFAULT_FAMILY, label="Family", elem_id="scaling-family")
+            sizes = gr.Textbox(DEFAULT_SIZES, label="Sizes", elem_id="scaling-sizes",
+                               info="comma-separated: DxL (d_model × layers, d_ff = 4·D) or a preset (tiny = 64x2, "
+                                    "small = 256x4)")
+            with gr.Row():
+                steps = gr.Number(DEFAULT_STEPS, precision=0, minimum=1, label="Steps per size")
+                preset = gr.Dropdown(list(api.TRAINING_PRESETS), value="tiny", label="Data and training preset",
+                                     info="corpus, vocabulary, sequence length, batch, learning rate")
+            with gr.Row():
+                max_minutes = gr.Number(DEFAULT_MAX_MINUTES, minimum=0, label="Minutes per size at most",
+                                        info="0 = no limit")
+                device = gr.Dropdown(list(api.TRAINING_DEVICES), value="auto", label="Device")
+                seed = gr.Number(0, precision=0, minimum=0, label="Seed")
+            switch = gr.Checkbox(True, label="Switch: also train every size with Switch layers",
+                                 elem_id="scaling-switch")
+            with gr.Row():
+                defaults = api.SWITCH_DEFAULTS
+                n_experts = gr.Number(defaults["n_experts"], precision=0, minimum=1, label="experts")
+                capacity = gr.Number(defaults["capacity_factor"], minimum=0, step=0.05, label="capacity factor")
+                every = gr.Number(defaults["expert_every"], precision=0, minimum=1, label="every k-th layer")
+            with gr.Row():
+                start = gr.Button("Start sweep", variant="primary", elem_id="scaling-start")
+                stop = gr.Button("Stop", variant="stop")
+            command = gr.Code("", language="shell", label="Equivalent command", lines=2, interactive=False,
+                              wrap_lines=True, show_line_numbers=False)
+        with gr.Column(scale=3, min_width=440):
+            with gr.Row():
+                picker = gr.Dropdown([], value=[], multiselect=True, max_choices=MAX_PICKED, label="Sweeps",
+                                     info="pick sweeps to draw together", scale=4, allow_custom_value=True,
+                                     elem_id="scaling-picker")
+                refresh = gr.Button("Refresh", size="sm", scale=0, min_width=100)
+            status = gr.HTML(status_html([]), elem_id="scaling-status")
+            plot = gr.Plot(scaling_figure([]), label="Scaling", elem_id="scaling-plot")
+            fits = gr.Markdown(fits_markdown([]), elem_id="scaling-fits")
+    table = gr.Dataframe(points_table(api.sweep_points([], jobs)), headers=TABLE_COLUMNS, interactive=False,
+                         wrap=True, label="Points (one per size and variant; failed ones with their message)",
+                         elem_id="scaling-points")
+    signature = gr.State(None)
+    timer = gr.Timer(REFRESH_S)
+
+    controls = [family, sizes, steps, preset, switch, n_experts, capacity, every, max_minutes, device, seed]
+    outputs = [status, plot, fits, table, signature]
+    gr.on([c.change for c in controls], view.command, controls, command, api_name="sweep_command",
+          trigger_mode="always_last", show_progress="hidden")
+    start.click(user_errors(view.start), controls, picker, api_name="start_sweep")
+    stop.click(user_errors(view.stop), picker, status, api_name="stop_sweep")
+    picker.change(user_errors(view.show), picker, outputs, api_name="show_sweeps", show_progress="hidden")
+    timer.tick(view.tick, [picker, signature], outputs, api_name="refresh_sweeps", show_progress="hidden",
+               queue=False)
+    refresh.click(user_errors(view.picker), picker, picker, api_name="list_sweeps")
+    if tab is not None:
+        tab.select(user_errors(view.picker), picker, picker, api_name="list_sweeps_on_select",
+                   show_progress="hidden")
+        tab.select(view.command, controls, command, api_name="sweep_command_on_select", show_progress="hidden")
+    return SimpleNamespace(view=view, picker=picker, load=(view.picker, None, picker))

@@ -1,0 +1,111 @@
+"""The Train tab's Switch Transformer section: a toggle with its settings (added to the run's `--model` overrides)
+and the live per-expert routing plot of the selected run.
+
+Paper: Fedus, Zoph, Shazeer (2022), Switch Transformers; the layer is lab_models/nn/moe.py. The UI only turns the
+controls into `api.switch_settings(...)` (the `model` argument of `api.start_training`) and draws the `switch` entries
+of the run's metrics rows (app/switch_figures.py). Deviation from the paper's defaults: none (8 experts, capacity
+factor 1.25, every other feed-forward, no z-loss unless asked for).
+
+Endpoints: `/switch_visibility` (family -> the section, shown for the Transformer families only), `/show_routing`
+(run id -> the routing figure and its signature) and `/refresh_routing` (the live tick: redrawn only when new metrics
+rows arrived). The section's five controls are the last inputs of `/start_training` and `/training_command`:
+(..., switch_on, n_experts, capacity_factor, expert_every, router_z_weight); left out by an API client, they keep their
+defaults (Switch off).
+"""
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import gradio as gr
+
+from lab_models import api
+
+from .switch_figures import routing_figure
+
+SWITCH_NOTE = (
+    "**Switch Transformer** (Fedus, Zoph & Shazeer 2022): every *k*-th feed-forward becomes *n* experts and a router "
+    "sends each token to **one** of them, so a token still costs one feed-forward's FLOPs while the layer holds *n* "
+    "times the parameters. An expert takes at most `capacity factor × tokens / n` tokens per batch; the rest are "
+    "dropped and pass through the residual connection. The load-balancing loss (`load_balance`, 1.0 = balanced, "
+    "weight 0.01) is added to every family's loss.")
+
+
+def _is_rnn(family) -> bool:
+    try:
+        return bool(family) and api.family(family).kind == "rnn"
+    except ValueError:
+        return False
+
+
+def switch_model_overrides(family, on, n_experts, capacity_factor, expert_every, router_z_weight) -> dict:
+    """The controls as `api.start_training`'s `model` argument: {} when the toggle is off, or for an RNN family
+    (whose page hides the section)."""
+    if _is_rnn(family):
+        return {}
+    return api.switch_settings(bool(on), n_experts, capacity_factor, expert_every, router_z_weight)
+
+
+def switch_visibility(family):
+    """The section is for the Transformer families: an LSTM has no feed-forward to replace."""
+    return gr.update(visible=not _is_rnn(family))
+
+
+def build_switch_controls():
+    """The toggle and its settings (call inside the tab's left column). Returns a namespace with `group` (to hide for
+    the RNN families) and `controls` (the five inputs, in `switch_model_overrides` order)."""
+    defaults = api.SWITCH_DEFAULTS
+    with gr.Accordion("Switch Transformer (mixture of experts)", open=False, elem_id="train-switch") as group:
+        gr.Markdown(SWITCH_NOTE)
+        on = gr.Checkbox(False, label="Switch layers", elem_id="train-switch-on",
+                         info="adds --model ffn=switch and the settings below to the command")
+        with gr.Row():
+            n_experts = gr.Number(defaults["n_experts"], precision=0, minimum=1, label="experts",
+                                  info="n: feed-forwards per Switch layer", elem_id="train-switch-experts")
+            capacity = gr.Number(defaults["capacity_factor"], minimum=0, step=0.05, label="capacity factor",
+                                 info="room per expert, × tokens / n", elem_id="train-switch-capacity")
+        with gr.Row():
+            every = gr.Number(defaults["expert_every"], precision=0, minimum=1, label="every k-th layer",
+                              info="2 = every other feed-forward", elem_id="train-switch-every")
+            z_loss = gr.Number(defaults["router_z_weight"], minimum=0, step=0.001, label="router z-loss weight",
+                               info="ST-MoE's 1e-3; 0 = off", elem_id="train-switch-z")
+    return SimpleNamespace(group=group, controls=[on, n_experts, capacity, every, z_loss])
+
+
+class RoutingLive:
+    """The routing plot's handlers, bound to the app's run store."""
+
+    def __init__(self, jobs):
+        self.jobs = jobs
+
+    def show(self, run_id):
+        """The run's per-expert routing figure and its signature (the number of metrics rows)."""
+        run_id = str(run_id or "").strip()
+        if not run_id:
+            return routing_figure([]), None
+        rows = api.run_metrics(self.jobs, run_id)
+        return routing_figure(rows, title=f"routing · {run_id}"), [run_id, len(rows)]
+
+    def tick(self, run_id, signature):
+        """Redraw only when the run has new metrics rows."""
+        try:
+            run_id = str(run_id or "").strip()
+            if not run_id:
+                return self.show(None) if signature is not None else (gr.skip(),) * 2
+            if [run_id, len(api.run_metrics(self.jobs, run_id))] == signature:
+                return (gr.skip(),) * 2
+            return self.show(run_id)
+        except ValueError:
+            return (gr.skip(),) * 2
+
+
+def build_routing_plot(jobs, run, live: gr.Timer):
+    """The routing plot (call inside the tab's right column) and its events: drawn when `run` changes and on every
+    `live` tick. Returns the plot."""
+    view = RoutingLive(jobs)
+    with gr.Accordion("Switch routing (per expert: tokens routed and dropped)", open=True):
+        plot = gr.Plot(routing_figure([]), label="Switch routing", elem_id="train-switch-routing")
+    signature = gr.State(None)
+    run.change(view.show, run, [plot, signature], api_name="show_routing", show_progress="hidden")
+    live.tick(view.tick, [run, signature], [plot, signature], api_name="refresh_routing", show_progress="hidden",
+              queue=False)
+    return plot

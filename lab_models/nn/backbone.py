@@ -209,6 +209,9 @@ class Backbone(nn.Module):
         if not isinstance(config, ModelConfig):
             raise ValueError(f"Backbone needs a ModelConfig, got {type(config).__name__}")
         self.config = config
+        # FlexAttention block masks instead of SDPA's dense boolean masks (a CUDA fast path set by
+        # lab_models/performance.py; not part of the config: it changes no number the model computes)
+        self.flex_attention = False
         H, E = config.d_model, config.embedding_width
         self.embeddings = Embeddings(config)
         # XLNet's w: where every query-stream row starts (before its position is added)
@@ -251,7 +254,8 @@ class Backbone(nn.Module):
         B, T = self._check_ids("input_ids", input_ids)
         x = self._embed(self.embeddings.token(input_ids), position_ids, segment_ids, B, T)  # (B, T, H)
         past = self._check_cache(cache, self.config.n_layers, B, T)
-        mask = prepare_mask(self._check_mask("attention_mask", attention_mask, B, T, past + T))  # once for all layers
+        mask = prepare_mask(self._check_mask("attention_mask", attention_mask, B, T, past + T),
+                            flex=self.flex_attention)  # once for all layers
         maps = []
         for i, block in enumerate(self._stack(self.blocks, self.config.n_layers)):
             layer_cache = None if cache is None else cache.layers[i]
@@ -302,7 +306,7 @@ class Backbone(nn.Module):
         g = self._embed(start, slot_positions, slot_segments, B, Q)  # (B, Q, H)
 
         x = torch.cat([h, g], dim=1)  # (B, T+Q, H): rows [0, T) content, [T, T+Q) query
-        mask = prepare_mask(torch.cat([content_mask, query_mask], dim=1))  # (B, T+Q, T), keys are h only
+        mask = prepare_mask(torch.cat([content_mask, query_mask], dim=1), flex=self.flex_attention)  # (B, T+Q, T), keys are h only
         for block in self._stack(self.blocks, self.config.n_layers):
             x = block(x, mask, n_context=T)  # (B, T+Q, H)
         x = self.ln_f(x)
@@ -335,8 +339,9 @@ class Backbone(nn.Module):
         T = memory.shape[1]
         y = self._embed(self.embeddings.token(decoder_input_ids), decoder_position_ids, None, B, S)  # (B, S, H)
         past = self._check_cache(cache, self.config.decoder_layers, B, S, cross=True)
-        self_mask = prepare_mask(self._check_mask("decoder_mask", decoder_mask, B, S, past + S))
-        cross = prepare_mask(self._check_mask("cross_mask", cross_mask, B, S, T))
+        self_mask = prepare_mask(self._check_mask("decoder_mask", decoder_mask, B, S, past + S),
+                                 flex=self.flex_attention)
+        cross = prepare_mask(self._check_mask("cross_mask", cross_mask, B, S, T), flex=self.flex_attention)
         for i, block in enumerate(self._stack(self.decoder_blocks, self.config.decoder_layers)):
             layer_cache = None if cache is None else cache.layers[i]
             y = block(y, self_mask, memory=memory, cross_mask=cross, cache=layer_cache)  # (B, S, H)

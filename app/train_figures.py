@@ -226,6 +226,18 @@ def state_label(summary: dict) -> str:
     return state
 
 
+def format_mfu(summary: dict) -> str:
+    """"41.3%", "unknown" (FLOPs counted, the device's peak not known: a CPU) or "—" (nothing counted yet).
+
+    >>> format_mfu({"mfu": 0.4131, "flops_per_token": 1e8}), format_mfu({"mfu": None, "flops_per_token": 1e8})
+    ('41.3%', 'unknown')
+    """
+    value = _finite(summary.get("mfu"))
+    if value is not None:
+        return f"{value:.1%}"
+    return "unknown" if _finite(summary.get("flops_per_token")) is not None else "—"
+
+
 def progress_html(summary: dict | None) -> str:
     """A progress bar with step / total, tokens/s and ETA, coloured by state."""
     if not summary:
@@ -241,7 +253,9 @@ def progress_html(summary: dict | None) -> str:
     tokens = _finite(summary.get("tokens_per_s"))
     parts = [f'<span class="train-state">{html.escape(state_label(summary))}</span>',
              f"<span>step <b>{step:,}</b> / {f'{int(total):,}' if total is not None else '?'} ({fraction:.0%})</span>",
-             f"<span>{f'{tokens:,.0f}' if tokens is not None else '—'} tokens/s</span>"]
+             f"<span>{f'{tokens:,.0f}' if tokens is not None else '—'} tokens/s</span>",
+             f"<span title=\"model FLOPs utilisation: the FLOPs/s the model needs over the device's peak (unknown for "
+             f"a CPU or a GPU missing from the peak table)\">MFU {format_mfu(summary)}</span>"]
     if state == "running":
         parts.append(f"<span>ETA {format_duration(summary.get('eta_s'))}</span>")
     color = STATE_COLORS.get(state, "#64748b")
@@ -269,6 +283,8 @@ def status_markdown(summary: dict | None, log_tail: str = "") -> str:
         numbers.append(f"val loss **{summary['val_loss']:.4f}**")
     if _finite(summary.get("val_bits_per_byte")) is not None:
         numbers.append(f"val bits/byte **{summary['val_bits_per_byte']:.3f}**")
+    if _finite(summary.get("flops_per_token")) is not None:
+        numbers.append(f"{summary['flops_per_token'] / 1e6:,.1f} MFLOPs per token · MFU {format_mfu(summary)}")
     if numbers:
         lines.append(" · ".join(numbers))
     message = (summary.get("message") or "").strip()

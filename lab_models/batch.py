@@ -51,18 +51,26 @@ class Batch:
     query_slots: torch.Tensor | None = None  # (B, Q); padded rows point at slot 0 and carry no target
     extras: dict[str, torch.Tensor] = field(default_factory=dict)  # (B, ...) each
 
-    def to(self, device: torch.device | str) -> "Batch":
-        """Move every tensor to `device` (non_blocking where the source is pinned)."""
-        moved = {}
+    def _map_tensors(self, fn) -> "Batch":
+        """A new Batch with `fn` applied to every tensor (the stream dicts and extras included)."""
+        mapped = {}
         for f in fields(self):
             value = getattr(self, f.name)
             if isinstance(value, torch.Tensor):
-                moved[f.name] = value.to(device, non_blocking=True)
+                mapped[f.name] = fn(value)
             elif isinstance(value, dict):
-                moved[f.name] = {k: v.to(device, non_blocking=True) for k, v in value.items()}
+                mapped[f.name] = {k: fn(v) for k, v in value.items()}
             else:
-                moved[f.name] = value
-        return Batch(**moved)
+                mapped[f.name] = value
+        return Batch(**mapped)
+
+    def pin_memory(self) -> "Batch":
+        """The same batch in page-locked host memory, so that `to(cuda)` copies asynchronously (prefetching)."""
+        return self._map_tensors(lambda t: t.pin_memory())
+
+    def to(self, device: torch.device | str) -> "Batch":
+        """Move every tensor to `device` (non_blocking where the source is pinned)."""
+        return self._map_tensors(lambda t: t.to(device, non_blocking=True))
 
 
 def _pad_1d(values: list[torch.Tensor], fill: int) -> torch.Tensor:

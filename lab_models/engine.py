@@ -52,6 +52,7 @@ next emission, before any checkpoint of the bad weights can be written.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import math
@@ -64,6 +65,8 @@ import torch.distributed as dist
 from torch import nn
 
 from lab_models.batch import Batch
+from lab_models.flops import device_peak_flops, mfu, training_flops_per_token
+from lab_models.performance import PerformanceConfig, Prefetcher, prepare_model, warm_up
 
 logger = logging.getLogger(__name__)
 
@@ -196,6 +199,8 @@ class StepEvent:
     tokens_seen: int  # input tokens trained on so far, all ranks
     checkpoint_due: bool = False
     record: dict = field(default_factory=dict)  # the model's StepPlan.record of the last step (stage, group rates)
+    flops_per_token: float | None = None  # model FLOPs of one training token (lab_models/flops.py)
+    mfu: float | None = None  # model FLOPs utilisation per device; None when the device's peak is unknown
 
 
 @dataclass(frozen=True)
@@ -244,6 +249,19 @@ class _Interval:
     seconds: float = 0.0
 
 
+def _mean_outputs(outputs: list) -> "LossOutput":
+    """One LossOutput for K micro-batches: the mean total and parts (for logging; each micro-batch already did its
+    backward), and the targets of all of them."""
+    from lab_models.objectives.losses import LossOutput
+
+    k = len(outputs)
+    parts = {name: sum(o.parts[name] for o in outputs if name in o.parts) /
+             sum(1 for o in outputs if name in o.parts) for name in {n for o in outputs for n in o.parts}}
+    return LossOutput(total=sum(o.total.detach() for o in outputs) / k, parts=parts,
+                      target_ids=torch.cat([o.target_ids for o in outputs]),
+                      target_nll=torch.cat([o.target_nll for o in outputs]))
+
+
 def _distributed(world_size: int) -> bool:
     return world_size > 1 and dist.is_available() and dist.is_initialized()
 
@@ -253,7 +271,8 @@ class Trainer:
 
     def __init__(self, model: nn.Module, batches: BatchSource, config: EngineConfig, *,
                  device: torch.device | str = "cpu", byte_lengths: torch.Tensor | None = None,
-                 rank: int = 0, world_size: int = 1, find_unused_parameters: bool = True):
+                 rank: int = 0, world_size: int = 1, find_unused_parameters: bool = True,
+                 performance: PerformanceConfig | None = None):
         self.model = model
         self.batches = batches
         self.config = config
@@ -266,8 +285,15 @@ class Trainer:
         self.tokens_seen = 0
         self._validation: list[Batch] | None = None
         self._part_names: list[str] | None = None
+        self.performance = performance or PerformanceConfig()
+        self.performance.check_device(self.device)
+        self.flops_per_token: float | None = None  # counted on the first call of run(), before compiling
+        self.peak_flops = device_peak_flops(self.device, self.performance.resolved_precision(self.device))
+        self.compile_s: float | None = None
+        self._prepared = False
+        self._prefetcher: Prefetcher | None = None
         self.model.to(self.device)
-        fused = self.device.type == "cuda"
+        fused = self.performance.uses_fused_adamw(self.device)
         own_groups = getattr(model, "optimizer_groups", None)
         self._own_plan = callable(getattr(model, "begin_step", None))
         groups = own_groups(config.weight_decay) if callable(own_groups) else parameter_groups(model,
@@ -290,7 +316,6 @@ class Trainer:
                               else {"broadcast_buffers": False})
             self.forward = DistributedDataParallel(self.forward, device_ids=device_ids,
                                                    find_unused_parameters=find_unused_parameters, **no_buffer_sync)
-        self._autocast = self.device.type == "cuda"
 
     # -------------------------------------------------------------------------------- state
     def state(self) -> dict:
@@ -313,7 +338,46 @@ class Trainer:
 
     # -------------------------------------------------------------------------------- one step
     def _autocast_context(self):
-        return torch.autocast(device_type="cuda", dtype=torch.bfloat16, enabled=self._autocast)
+        return self.performance.autocast(self.device)
+
+    def _build_batch(self, key: tuple[int, int]) -> Batch:
+        """The batch of micro-step `micro` of step `step`, on the host. Micro-step 0 uses the step's own generator,
+        so a run without accumulation draws exactly the batches it always drew."""
+        step, micro = key
+        parts = (self.config.seed, "batch", step, self.rank) + ((("micro", micro),) if micro else ())
+        generator = generator_for(*parts)
+        batch_at = getattr(self.batches, "train_batch_at", None)
+        return batch_at(step, generator) if callable(batch_at) else self.batches.train_batch(generator)
+
+    def _batch(self, step: int, micro: int) -> Batch:
+        if self._prefetcher is None:
+            return self._build_batch((step, micro))
+        accum = self.performance.grad_accum
+        following = (step, micro + 1) if micro + 1 < accum else (step + 1, 0)
+        return self._prefetcher.get((step, micro), following if following[0] <= self.config.steps else None)
+
+    def _prepare(self) -> None:
+        """Once, before the first step: count the model's FLOPs per token on a real batch (uncompiled, without
+        recomputation, so MFU counts what the model needs), then apply the performance settings that change the
+        model (activation checkpointing, attention backend, compile; compilation is timed by a warm-up pass)."""
+        if self._prepared:
+            return
+        self._prepared = True
+        probe = self._build_batch((max(1, self.step + 1), 0))
+        tokens = count_tokens(probe)
+        probe = probe.to(self.device)
+        try:
+            self.flops_per_token = training_flops_per_token(self.model, probe, tokens, self._autocast_context())
+        except Exception:  # noqa: BLE001 - MFU is a reading, never a reason for a run to fail
+            logger.warning("could not count the model's FLOPs; MFU will not be reported", exc_info=True)
+        done = prepare_model(self.model, self.performance, self.device)
+        if done:
+            logger.info("performance settings applied: %s", done)
+        if self.performance.compile:
+            self.compile_s = warm_up(self.model, probe, self._autocast_context())
+            logger.info("compiled in %.1f s (warm-up pass, not counted in the step times)", self.compile_s)
+        if self.performance.uses_prefetch(self.device):
+            self._prefetcher = Prefetcher(self._build_batch, pin=self.device.type == "cuda")
 
     def train_step(self, step: int):
         """Run step `step` (1-based): returns its LossOutput (on the device) and the grad norm tensor."""
@@ -327,18 +391,24 @@ class Trainer:
             self._record = dict(plan.record)
         else:
             lrs = [learning_rate(step, self.config)] * len(self.optimizer.param_groups)
-        generator = generator_for(self.config.seed, "batch", step, self.rank)
-        batch_at = getattr(self.batches, "train_batch_at", None)
-        batch = batch_at(step, generator) if callable(batch_at) else self.batches.train_batch(generator)
-        tokens = count_tokens(batch)
-        batch = batch.to(self.device)
         for group, lr in zip(self.optimizer.param_groups, lrs):
             group["lr"] = lr
         lr = max(lrs) if lrs else 0.0
         self.model.train()
-        with self._autocast_context():
-            out = self.forward(batch)
-        out.total.backward()
+        accum = self.performance.grad_accum
+        outputs, tokens = [], 0
+        for micro in range(accum):
+            batch = self._batch(step, micro)
+            tokens += count_tokens(batch)
+            batch = batch.to(self.device)
+            # DDP: reduce the gradients once per optimizer step, on the last micro-batch
+            sync = micro == accum - 1 or not isinstance(self.forward, nn.parallel.DistributedDataParallel)
+            with (contextlib.nullcontext() if sync else self.forward.no_sync()):
+                with self._autocast_context():
+                    out = self.forward(batch)
+                (out.total / accum if accum > 1 else out.total).backward()
+            outputs.append(out)
+        out = outputs[0] if accum == 1 else _mean_outputs(outputs)
         if self._own_plan:  # a group at rate 0 is frozen this step: no AdamW update, no moment update
             for group, group_lr in zip(self.optimizer.param_groups, lrs):
                 if group_lr == 0:
@@ -383,10 +453,18 @@ class Trainer:
             count = interval.part_steps.get(name, 0) * self.world_size
             losses[name] = total / count if count else float("nan")
         seconds = max(interval.seconds, 1e-9)
+        tokens_per_s = interval.tokens / seconds
+        record = dict(self._record)
+        if self.compile_s is not None and not getattr(self, "_compile_reported", False):
+            record["compile_s"] = self.compile_s  # once, in the first row after compiling
+            self._compile_reported = True
+        per_device = tokens_per_s / self.world_size  # MFU is per device: each device's tokens against its peak
         return StepEvent(step=self.step, loss=loss, losses=losses, lr=lr,
-                         grad_norm=float(grad_norm), tokens_per_s=interval.tokens / seconds,
+                         grad_norm=float(grad_norm), tokens_per_s=tokens_per_s,
                          elapsed_s=self.elapsed_before + self._elapsed_here(), tokens_seen=self.tokens_seen,
-                         checkpoint_due=checkpoint_due, record=dict(self._record))
+                         checkpoint_due=checkpoint_due, record=record, flops_per_token=self.flops_per_token,
+                         mfu=None if self.flops_per_token is None else mfu(self.flops_per_token, per_device,
+                                                                            self.peak_flops))
 
     # -------------------------------------------------------------------------------- evaluation
     def validation_batches(self) -> list[Batch]:
@@ -442,8 +520,18 @@ class Trainer:
         """Train from step `self.step + 1` to `config.steps`, yielding events; ends early with a StopEvent when
         `should_stop()` turns true (checked after every step, agreed across ranks)."""
         cfg = self.config
+        self._prepare()
         self._started = time.perf_counter()
         interval = _Interval()
+        try:
+            yield from self._loop(should_stop, interval)
+        finally:
+            if self._prefetcher is not None:
+                self._prefetcher.close()
+                self._prefetcher = None
+
+    def _loop(self, should_stop: Callable[[], bool], interval: "_Interval") -> Iterator[Event]:
+        cfg = self.config
         while self.step < cfg.steps:
             resumed = time.perf_counter()
             step = self.step + 1

@@ -297,6 +297,8 @@ class RunStore:
             "val_bits_per_byte": _number(last_val.get("bits_per_byte")),
             "val_perplexity": _number(last_val.get("perplexity")),
             "tokens_per_s": _number(last.get("tokens_per_s")),
+            "flops_per_token": _number(last.get("flops_per_token")),
+            "mfu": _number(last.get("mfu")),
             "eta_s": _eta(train, step, total) if status.get("state") == "running" else None,
             "created": self._created(run_dir),
             "updated": status.get("updated"),

@@ -93,6 +93,7 @@ from lab_models.nn.config import PRESETS, ModelConfig
 from lab_models.objectives import objective_module
 from lab_models.objectives.common import BatchConfig
 from lab_models.switch import check_switch_overrides, switch_metrics
+from lab_models.performance import PerformanceConfig, parse_performance_overrides
 from lab_models.tokenization import TOKENIZER_KINDS, load_tokenizer_file
 from lab_models.vocab import prepare_tokenizer, token_byte_lengths
 
@@ -143,6 +144,10 @@ class TrainConfig:
     grad_clip: float = 1.0
     min_lr_ratio: float = 0.1
     home: str | None = None
+    performance: dict = field(default_factory=dict)  # PerformanceConfig overrides given with --perf
+
+    def performance_config(self) -> PerformanceConfig:
+        return PerformanceConfig.from_dict(self.performance)
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -356,6 +361,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--log-every", type=int)
     p.add_argument("--weight-decay", type=float, help="default 0.01")
     p.add_argument("--grad-clip", type=float, help="default 1.0 (0 = off)")
+    p.add_argument("--perf", action="append", default=[], metavar="KEY=VALUE",
+                   help="speed settings (lab_models/performance.py): precision=auto|bf16|fp32, fused_adamw, compile, "
+                        "attention=sdpa|flex, grad_accum=K, activation_checkpointing, prefetch")
     p.add_argument("--resume", action="store_true")
     p.add_argument("--home", help="the lab home (default: $PRETRAINING_LAB_HOME or ~/.pretraining-lab)")
     return p
@@ -477,7 +485,9 @@ def config_from_args(args) -> tuple[TrainConfig, Corpus]:
         eval_batches=pick("eval_batches"), checkpoint_every=pick("checkpoint_every"), log_every=pick("log_every"),
         weight_decay=weight_decay, grad_clip=grad_clip,
         home=str(Path(home).expanduser().resolve()) if home else None,
+        performance=parse_performance_overrides(args.perf),
     )
+    config.performance_config().check_device(select_device(device))
     config.engine_config()  # validates the combination
     return config, corpus
 
@@ -497,6 +507,8 @@ def config_from_run(args) -> tuple[TrainConfig, Corpus]:
         given = getattr(args, name, None)
         if given is not None:
             values[name] = given
+    if getattr(args, "perf", None):  # speed settings may change on a resume (a GPU after a CPU, more accumulation)
+        values["performance"] = {**values.get("performance", {}), **parse_performance_overrides(args.perf)}
     _positive("steps", values.get("steps"))
     select_device(values.get("device", "auto"))
     try:
@@ -794,7 +806,8 @@ def _run(config: TrainConfig, corpus: Corpus, resume: bool, world: _World, out: 
         engine_config = config.engine_config()
         find_unused = _find_unused_needed(model, batches, world, config.seed) if world.distributed else False
         trainer = Trainer(model, batches, engine_config, device=world.device, byte_lengths=byte_lengths,
-                          rank=world.rank, world_size=world.world_size, find_unused_parameters=find_unused)
+                          rank=world.rank, world_size=world.world_size, find_unused_parameters=find_unused,
+                          performance=config.performance_config())
         if checkpoint is not None:
             trainer.restore(runs.load_checkpoint(out, model=model, optimizer=trainer.optimizer))
             logger.info("resumed from %s at step %d", checkpoint.name, trainer.step)
@@ -826,7 +839,7 @@ def _run(config: TrainConfig, corpus: Corpus, resume: bool, world: _World, out: 
                     "losses": {k: _finite(v) for k, v in event.losses.items()}, "lr": event.lr,
                     "grad_norm": _finite(event.grad_norm), "tokens_per_s": event.tokens_per_s,
                     "elapsed_s": event.elapsed_s, "tokens": event.tokens_seen, "max_rss_mb": _max_rss_mb(),
-                    **event.record, **switch_metrics(model)})
+                    **_speed_fields(event), **event.record, **switch_metrics(model)})
                 if event.checkpoint_due:
                     runs.save_checkpoint(out, model=model, optimizer=trainer.optimizer, state=_state(trainer, config))
                     saved_step = event.step
@@ -863,6 +876,13 @@ def _run(config: TrainConfig, corpus: Corpus, resume: bool, world: _World, out: 
     except Exception as error:  # noqa: BLE001
         logger.exception("training failed at step %d", step)
         return _fail(out, world, config, step, f"{type(error).__name__}: {error}", EXIT_FAILED)
+
+
+def _speed_fields(event: StepEvent) -> dict:
+    """FLOPs per token and MFU for a metrics row ("mfu" is null where the device's peak is unknown, e.g. a CPU)."""
+    if event.flops_per_token is None:
+        return {}
+    return {"flops_per_token": event.flops_per_token, "mfu": event.mfu}
 
 
 def _state(trainer: Trainer, config: TrainConfig) -> dict:

@@ -69,6 +69,9 @@ class AttentionMask:
     # A float additive mask (B or 1, nh or 1, Tq, Tk) in the activation dtype: a position bias where `allowed`, -inf
     # elsewhere (`add_position_bias`). None: no bias, the attention reads `allowed` (or `pattern`).
     bias: torch.Tensor | None = None
+    # FlexAttention's BlockMask of `allowed`, built once per batch when the backbone runs on the flex backend
+    # (lab_models/performance.py); None = SDPA.
+    block_mask: object | None = None
 
     @property
     def shape(self) -> tuple[int, int, int]:
@@ -78,8 +81,10 @@ class AttentionMask:
 
 
 def prepare_mask(mask: torch.Tensor | AttentionMask, n_queries: int | None = None,
-                 n_keys: int | None = None, batch_size: int | None = None) -> AttentionMask:
-    """Validate a (B, Tq, Tk) bool mask, repair its empty rows, add the head axis. Idempotent on an AttentionMask."""
+                 n_keys: int | None = None, batch_size: int | None = None, flex: bool = False) -> AttentionMask:
+    """Validate a (B, Tq, Tk) bool mask, repair its empty rows, add the head axis. Idempotent on an AttentionMask.
+
+    flex: also build FlexAttention's block mask, for the masks that SDPA cannot skip (not "full", not "causal")."""
     if isinstance(mask, AttentionMask):
         _check_mask_shape(mask.shape, n_queries, n_keys, batch_size)
         return mask
@@ -93,11 +98,26 @@ def prepare_mask(mask: torch.Tensor | AttentionMask, n_queries: int | None = Non
     empty = ~mask.any(dim=-1, keepdim=True)  # (B, Tq, 1)
     has_empty, pattern = _inspect(mask, empty)
     if not has_empty:  # the common case: nothing to repair
-        return AttentionMask(allowed=mask.unsqueeze(1), empty_rows=None, pattern=pattern)  # (B, 1, Tq, Tk)
+        return AttentionMask(allowed=mask.unsqueeze(1), empty_rows=None, pattern=pattern,  # (B, 1, Tq, Tk)
+                             block_mask=flex_block_mask(mask) if flex and pattern is None else None)
     first_key = torch.zeros_like(mask)
     first_key[:, :, 0] = True
     repaired = mask | (empty & first_key)  # (B, Tq, Tk): empty rows now attend key 0 only
-    return AttentionMask(allowed=repaired.unsqueeze(1), empty_rows=empty)
+    return AttentionMask(allowed=repaired.unsqueeze(1), empty_rows=empty,
+                         block_mask=flex_block_mask(repaired) if flex else None)
+
+
+def flex_block_mask(allowed: torch.Tensor):
+    """FlexAttention's BlockMask for a (B, Tq, Tk) bool mask: tiles with no allowed pair are skipped by the kernel,
+    the others read `allowed` itself, so the result is exactly the boolean mask (tested against SDPA)."""
+    from torch.nn.attention.flex_attention import create_block_mask
+
+    B, Tq, Tk = allowed.shape
+
+    def may_attend(b, h, q, kv):
+        return allowed[b, q, kv]
+
+    return create_block_mask(may_attend, B, None, Tq, Tk, device=allowed.device)
 
 
 def add_position_bias(mask: AttentionMask, bias: torch.Tensor) -> AttentionMask:
@@ -231,7 +251,11 @@ class MultiHeadAttention(nn.Module):
         dropout_p = self.attention_dropout if self.training else 0.0
 
         weights = None
-        if self.impl == "sdpa" and not return_weights:
+        if mask.block_mask is not None and mask.bias is None and not return_weights and dropout_p == 0.0:
+            from torch.nn.attention.flex_attention import flex_attention
+
+            y = flex_attention(q, k, v, block_mask=mask.block_mask, scale=self.scale)  # (B, nh, Tq, hs)
+        elif self.impl == "sdpa" and not return_weights:
             scale = self.scale
             if mask.bias is not None:  # a position bias, folded into one additive mask for every layer
                 y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask.bias.to(q.dtype), dropout_p=dropout_p,

@@ -324,6 +324,9 @@ class Backbone(nn.Module):
         if not isinstance(config, ModelConfig):
             raise ValueError(f"Backbone needs a ModelConfig, got {type(config).__name__}")
         self.config = config
+        # FlexAttention block masks instead of SDPA's dense boolean masks (a CUDA fast path set by
+        # lab_models/performance.py; not part of the config: it changes no number the model computes)
+        self.flex_attention = False
         H, E = config.d_model, config.embedding_width
         self.pad_id: int | None = None  # [PAD] (FamilyModel sets it): Switch layers give padding no capacity
         self.embeddings = Embeddings(config)
@@ -398,7 +401,8 @@ class Backbone(nn.Module):
         B, T = self._check_ids("input_ids", input_ids)
         x = self._embed(self.embeddings.token(input_ids), position_ids, segment_ids, B, T)  # (B, T, H)
         past = self._check_cache(cache, self.config.n_layers, B, T)
-        mask = prepare_mask(self._check_mask("attention_mask", attention_mask, B, T, past + T))  # once for all layers
+        mask = prepare_mask(self._check_mask("attention_mask", attention_mask, B, T, past + T),
+                            flex=self.flex_attention)  # once for all layers
         positions, key_positions, segments, key_segments = self._key_ids(position_ids, segment_ids, B, T, cache)
         mask = self._with_position_bias(self.relative_bias, mask, positions, key_positions, x)  # buckets (or mask)
         relative = self._relative(positions, key_positions, segments, key_segments)  # XLNet's terms (or None)
@@ -455,7 +459,8 @@ class Backbone(nn.Module):
         g = self._embed(start, slot_positions, slot_segments, B, Q)  # (B, Q, H)
 
         x = torch.cat([h, g], dim=1)  # (B, T+Q, H): rows [0, T) content, [T, T+Q) query
-        mask = prepare_mask(torch.cat([content_mask, query_mask], dim=1))  # (B, T+Q, T), keys are h only
+        # (B, T+Q, T), keys are h only
+        mask = prepare_mask(torch.cat([content_mask, query_mask], dim=1), flex=self.flex_attention)
         # the query rows sit at their slots' positions: distances to the content keys as in the text
         query_positions = torch.cat([position_ids[:, 0], slot_positions[:, 0]], dim=1)  # (B, T+Q)
         mask = self._with_position_bias(self.relative_bias, mask, query_positions, position_ids[:, 0], x)
@@ -495,11 +500,13 @@ class Backbone(nn.Module):
         T = memory.shape[1]
         y = self._embed(self.embeddings.token(decoder_input_ids), decoder_position_ids, None, B, S)  # (B, S, H)
         past = self._check_cache(cache, self.config.decoder_layers, B, S, cross=True)
-        self_mask = prepare_mask(self._check_mask("decoder_mask", decoder_mask, B, S, past + S))
+        self_mask = prepare_mask(self._check_mask("decoder_mask", decoder_mask, B, S, past + S),
+                                 flex=self.flex_attention)
         positions, key_positions, _, _ = self._key_ids(decoder_position_ids, None, B, S, cache)
         self_mask = self._with_position_bias(self.decoder_relative_bias, self_mask, positions, key_positions, y)
         relative = self._relative(positions, key_positions, None, None)  # decoder self-attention only
-        cross = prepare_mask(self._check_mask("cross_mask", cross_mask, B, S, T))  # no relative terms (as T5)
+        cross = prepare_mask(self._check_mask("cross_mask", cross_mask, B, S, T),
+                             flex=self.flex_attention)  # no relative terms (as T5)
         tokens = self._token_mask(decoder_input_ids)  # (B, S) or None
         for i, block in enumerate(self._stack(self.decoder_blocks, self.config.decoder_layers)):
             layer_cache = None if cache is None else cache.layers[i]

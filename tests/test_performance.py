@@ -125,10 +125,10 @@ def test_settings_parse_and_refuse_what_the_device_cannot_run():
 # ------------------------------------------------------------------------------------------------ FlexAttention
 
 
-@pytest.mark.parametrize("family", ["unilm", "glm", "mass"])
+@pytest.mark.parametrize("family", ["unilm", "glm"])
 def test_flex_block_masks_give_the_sdpa_outputs(family):
     """The block mask built from each family's real boolean mask reads exactly that mask: the backbone's outputs
-    are those of SDPA (forward only on the CPU). UniLM's and GLM's structured masks, MASS's causal decoder."""
+    are those of SDPA (forward only on the CPU). UniLM's and GLM's structured masks."""
     info = vocab()
     m = model(family, info).eval()
     batch = batches(family, info).train_batch(torch.Generator().manual_seed(1))

@@ -260,9 +260,11 @@ def checkpoint_tokenizer(folder: Path, model_type: str, uses_mask: bool = True,
                                original_size=original_size)
 
 
-def export_tokenizer_config(roles: dict[str, str], tokenizer: Tokenizer, max_length: int) -> dict:
+def export_tokenizer_config(roles: dict[str, str], tokenizer: Tokenizer, max_length: int,
+                            extras: dict | None = None) -> dict:
     """tokenizer_config.json for `AutoTokenizer.from_pretrained`: the generic fast tokenizer over tokenizer.json,
-    with the tokens that play each role as transformers' special tokens."""
+    with the tokens that play each role as transformers' special tokens, and the converter's `extras` (T5's
+    sentinels as additional_special_tokens)."""
     config: dict = {"tokenizer_class": "PreTrainedTokenizerFast", "model_max_length": int(max_length),
                     "clean_up_tokenization_spaces": False}
     for role, name in (("pad", PAD), ("mask", MASK), ("cls", CLS), ("sep", SEP), ("bos", BOS), ("eos", EOS)):
@@ -271,7 +273,7 @@ def export_tokenizer_config(roles: dict[str, str], tokenizer: Tokenizer, max_len
     unk = _unknown_token(tokenizer)
     if unk is not None:
         config["unk_token"] = unk
-    return config
+    return {**config, **(extras or {})}
 
 
 def _unknown_token(tokenizer: Tokenizer) -> str | None:

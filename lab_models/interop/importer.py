@@ -54,8 +54,8 @@ import torch
 from .. import runs
 from ..home import atomic_write_text
 from ..objectives import objective_module
-from .checkpoint import (CheckpointFolder, folder_size_text, list_files, load_state, read_checkpoint_folder,
-                         tensor_shapes)
+from .checkpoint import (TENSOR_NAMES_KEY, CheckpointFolder, folder_size_text, list_files, load_state,
+                         read_checkpoint_folder, tensor_shapes)
 from .hf_tokenizer import CheckpointTokenizer, checkpoint_tokenizer
 from .registry import architecture_module, module_name_for_model_type
 
@@ -85,6 +85,8 @@ def _source(src, generator, allow_pickle: bool) -> _Source:
     folder = read_checkpoint_folder(src, allow_pickle=allow_pickle)
     module = architecture_module(module_name_for_model_type(folder.model_type))
     hf_config = dict(folder.config)
+    if not folder.pickled:  # the names, from the safetensors headers (no tensor is read)
+        hf_config[TENSOR_NAMES_KEY] = tuple(tensor_shapes(folder))
     companion = None
     if module.FAMILY == "electra":
         if "ElectraForMaskedLM" in folder.architectures and generator is None:

@@ -233,6 +233,16 @@ def _grow_vocabulary(state: dict[str, torch.Tensor], old_size: int, new_size: in
     return state
 
 
+def _owned(tensor: torch.Tensor) -> torch.Tensor:
+    """A float32 contiguous tensor that owns its storage: a slice of a checkpoint tensor (MPNet's position table
+    without its two padding rows) is copied, or safetensors would refuse to save the run (and keep the whole
+    storage alive)."""
+    tensor = tensor.detach().to(torch.float32).contiguous()
+    if tensor.untyped_storage().nbytes() != tensor.numel() * tensor.element_size():
+        tensor = tensor.clone()
+    return tensor
+
+
 def _check_state(state: dict[str, torch.Tensor], model) -> None:
     wanted = {name: tuple(t.shape) for name, t in model.state_dict().items()}
     missing = sorted(set(wanted) - set(state))
@@ -354,7 +364,7 @@ def import_checkpoint(src, out, *, generator=None, allow_pickle: bool = False, c
         state = _grow_vocabulary(state, V, final_size, list(added_ids.values()), model)
     _check_state(state, model)
     for name in list(state):  # in place: each transposed view's source is freed as its copy is made
-        state[name] = state[name].detach().to(torch.float32).contiguous()
+        state[name] = _owned(state[name])
     step(0.6, "checking that every weight is a finite number")
     _check_finite(state)
     model.load_state_dict(state, strict=True, assign=True)

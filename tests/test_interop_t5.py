@@ -250,7 +250,7 @@ def folder_and_run(request, tmp_path_factory, lab_home_dir):
 
 
 def test_a_saved_t5_folder_imports_with_its_own_special_tokens_and_parity(folder_and_run):
-    hf, tokenizer, _, run_dir, structure = folder_and_run
+    hf, tokenizer, folder, run_dir, structure = folder_and_run
     run = lab_run(run_dir)
     assert (run.model_config.tie_embeddings, run.model_config.output_scale) == structure
     assert hf.config.scale_decoder_outputs == structure[1]
@@ -263,6 +263,13 @@ def test_a_saved_t5_folder_imports_with_its_own_special_tokens_and_parity(folder
     config = read_json(run_dir / "config.json")
     assert config["imported_from"]["added_tokens"] == {} and config["token_roles"]["[MASK]"] == "</s>"
     assert "never saw" not in (run_dir / "NOTE.md").read_text()
+    summary = api.inspect_hf(folder)  # what the Train tab's Look shows
+    assert (summary["objectives"], summary["tokenizer"]["sentinels"], summary["tokenizer"]["added"]) == \
+        ({"span_corruption": 1.0}, N_SENTINELS, [])
+    from lab_models.vocab import token_byte_lengths  # bits per byte: "▁the" is a space and "the"
+    text = "the cat sat, hello!"
+    ids = run.tokenizer.encode(text, add_special_tokens=False).ids
+    assert int(token_byte_lengths(run.tokenizer)[ids].sum()) == len(text.encode()) + 1  # + the ▁ before "the"
     ids, enc_mask, dec = batch()
     ids, dec = ids % 50 + 3, dec % 50 + 3  # ordinary pieces of this vocabulary
     ids[1, 6:], dec[:, 0] = 0, 0

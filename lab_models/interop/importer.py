@@ -156,10 +156,16 @@ def _architecture(source: _Source) -> str:
 def inspect_checkpoint(src, *, generator=None, allow_pickle: bool = False) -> dict:
     """What an import of `src` would make, without converting anything: path, model_type, architecture, family,
     sizes (d_model, n_layers, n_heads, d_ff, vocab_size, max_positions), parameters (from the safetensors headers;
-    None for pickled weights), weights_size, tokenizer (source, kind, size, added tokens, roles), files [(name,
+    None for pickled weights), weights_size, objectives (every objective's weight in the run it would make),
+    tokenizer (source, kind, size, added tokens, roles, sentinels: how many T5 <extra_id_k> it has), files [(name,
     bytes)], generator (ELECTRA: its path and sizes). ValueError with the reason when it cannot be imported."""
+    from ..models import resolve_objective_weights
+
     source = _source(src, generator, allow_pickle)
     model_config, settings, objectives = _import_config(source)
+    family = source.module.FAMILY
+    objectives = resolve_objective_weights(  # what the run will train: the converter's, the family's for the rest
+        family, dataclasses.replace(objective_module(family).Settings(), **settings), objectives)
     tokenizer = _tokenizer(source)
     shapes = tensor_shapes(source.folder)
     summary = {
@@ -172,7 +178,8 @@ def inspect_checkpoint(src, *, generator=None, allow_pickle: bool = False) -> di
         "weights_size": folder_size_text(source.folder.weight_bytes()), "pickled": source.folder.pickled,
         "objectives": objectives, "settings": settings,
         "tokenizer": {"source": tokenizer.source, "kind": tokenizer.kind, "size": tokenizer.original_size,
-                      "added": list(tokenizer.added), "roles": _shown_roles(tokenizer)},
+                      "added": list(tokenizer.added), "roles": _shown_roles(tokenizer),
+                      "sentinels": sum(1 for name in tokenizer.roles if name.startswith("<extra_id_"))},
         "files": list_files(source.folder.path), "generator": None,
     }
     if source.generator is not None:

@@ -294,7 +294,8 @@ def test_infill_translate_and_fill_mask_through_the_lab_match_transformers(folde
     v = run.vocab
     ordinary = [i for i in range(v.size) if not ctx.banned[i]]
     sentinels = list(v.sentinel_ids)
-    # infill, two blanks: the encoder reads the text with <extra_id_0>, <extra_id_1>; the decoder starts <pad> <extra_id_0>
+    # infill, two blanks: the encoder reads the text with <extra_id_0>, <extra_id_1>; the decoder starts with
+    # <pad> <extra_id_0>
     prompt = "the girl ___ a red apple at ___ ."
     generation, lab_ids = gen._generate(run_dir, prompt, mode="infill", max_new_tokens=10, strategy="greedy",
                                         temperature=1.0, top_k=0, top_p=1.0, beam_size=1, seed=0, iterations=10,

@@ -5,6 +5,10 @@ reference numbers positions itself, from the pad id 1), on the SDPA and the eage
 and two-stream forward. The lab's fill_mask on a run folder of the imported model gives the reference's top-5 with the
 same probabilities. Export: a lab-built MPNet (the family defaults) loads in `from_pretrained` with the same logits.
 Bad configs are ValueErrors that name the field.
+
+Through the framework: an MPNet saved with mpnet-base's token layout and MPNetTokenizerFast goes through api.import_hf
+(roles, logits, fill-mask top-5 and mask-predict against transformers) and api.export_hf; a lab word-piece MPNet run
+exports with [PAD] renumbered to transformers' padding id 1, so a text with [UNK] gets the lab's logits there too.
 """
 from __future__ import annotations
 

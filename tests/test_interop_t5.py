@@ -6,6 +6,11 @@ included), on the SDPA and on the eager path. Greedy decoding through the lab's 
 `generate` with its KV cache) writes the tokens `generate(do_sample=False)` writes. Export: a lab-built T5 (the family
 defaults, and a v1.1-style one) saved with export_config / export_state loads in `from_pretrained` with the same
 logits. Bad configs and checkpoints are ValueErrors that name the field or tensor.
+
+Through the framework: a T5 saved by save_pretrained with T5's tokenizer layout (<pad> 0, </s> 1, <unk> 2, sentinels
+counted down at the end; v1.0, transformers 5's tied unscaled v1.1, and a released untied v1.1) goes through
+api.import_hf; the run's roles, logits, greedy infill and translation and fill-mask match transformers, and
+api.export_hf of it and of a lab T5 run loads in AutoModelForSeq2SeqLM and AutoTokenizer with the same logits and ids.
 """
 from __future__ import annotations
 

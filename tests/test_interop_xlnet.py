@@ -6,6 +6,10 @@ imported and compared in fp32: (a) one stream without perm_mask or target_mappin
 factorization-order batches; then a lab-built XLNet is exported, loaded by transformers (`from_pretrained` on the
 written folder) and gives the same logits; import(export(model)) is the model again; what cannot be represented is
 refused with a ValueError. Nothing is downloaded.
+
+Through the framework: an XLNet saved with xlnet-base's token layout and XLNetTokenizerFast goes through api.import_hf
+(roles, logits, greedy continuation and fill-mask against transformers' perm_mask/target_mapping computation) and
+api.export_hf (the import and a lab run, loaded by AutoModelForCausalLM and AutoTokenizer).
 """
 from __future__ import annotations
 

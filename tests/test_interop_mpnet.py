@@ -207,6 +207,7 @@ def test_a_saved_mpnet_folder_imports_with_its_own_special_tokens_and_parity(fol
     assert (v.cls_id, v.pad_id, v.sep_id, v.mask_id, v.size, run.model_config.vocab_size) == (0, 1, 2, V - 1, V, V)
     config = read_json(run_dir / "config.json")
     assert config["imported_from"]["added_tokens"] == {} and config["token_roles"]["[MASK]"] == "<mask>"
+    assert run.tokenizer.get_added_tokens_decoder()[V - 1].lstrip  # MPNet's <mask> keeps the space before it
     ids = torch.tensor([tokenizer.encode("the cat sat on the mat , hello !").ids] * 2)  # (2, T)
     ids[1, 7:] = 1
     attention = (ids != 1).long()

@@ -195,9 +195,10 @@ def read_tokenizer(folder: Path, model_type: str) -> tuple[Tokenizer, dict[str, 
         raise ValueError(f"{folder} has no tokenizer: expected tokenizer.json (or vocab.txt for BERT, or vocab.json "
                          "with merges.txt for GPT-2, RoBERTa and GPT)")
     vocab = tokenizer.get_vocab()
+    already = {added.content for added in tokenizer.get_added_tokens_decoder().values() if added.special}
     marked = []
-    for role, token in specials.items():
-        if token in vocab and token not in marked:
+    for role, token in specials.items():  # a token already special keeps its own flags (MPNet's <mask> lstrip)
+        if token in vocab and token not in marked and token not in already:
             marked.append(token)
     if marked:  # the checkpoint's special tokens, marked special (a tokenizer.json usually has them already)
         tokenizer.add_special_tokens([AddedToken(token, special=True, normalized=False,

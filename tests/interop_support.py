@@ -216,3 +216,35 @@ def lab_run(run_dir: Path):
 
 def read_json(path: Path) -> dict:
     return json.loads(Path(path).read_text(encoding="utf-8"))
+
+
+def save_tiny_checkpoint(family: str, folder: Path) -> Path:
+    """A small random (perturbed) T5, MPNet or XLNet with its own tokenizer layout (t5_sentencepiece, mpnet_wordpiece,
+    xlnet_sentencepiece), saved by save_pretrained: a folder as a hub download holds it."""
+    import transformers
+
+    torch.manual_seed(0)
+    if family == "t5":
+        tokenizer = t5_sentencepiece(8)
+        model = transformers.T5ForConditionalGeneration(transformers.T5Config(
+            vocab_size=tokenizer.get_vocab_size(), d_model=32, d_kv=8, num_heads=4, d_ff=64, num_layers=2,
+            relative_attention_num_buckets=8, relative_attention_max_distance=20, pad_token_id=0, eos_token_id=1,
+            decoder_start_token_id=0))
+        hf_tokenizer = transformers.T5TokenizerFast(tokenizer_object=tokenizer, extra_ids=8)
+    elif family == "mpnet":
+        tokenizer = mpnet_wordpiece()
+        model = transformers.MPNetForMaskedLM(transformers.MPNetConfig(
+            vocab_size=tokenizer.get_vocab_size(), hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+            intermediate_size=64, max_position_embeddings=40, pad_token_id=1))
+        hf_tokenizer = transformers.MPNetTokenizerFast(tokenizer_object=tokenizer, unk_token="[UNK]")
+    elif family == "xlnet":
+        tokenizer = xlnet_sentencepiece()
+        model = transformers.XLNetLMHeadModel(transformers.XLNetConfig(
+            vocab_size=tokenizer.get_vocab_size(), d_model=32, n_layer=2, n_head=4, d_inner=64, pad_token_id=5,
+            bos_token_id=1, eos_token_id=2))
+        hf_tokenizer = transformers.XLNetTokenizerFast(tokenizer_object=tokenizer)
+    else:
+        raise ValueError(f"no tiny checkpoint recipe for {family!r}")
+    perturb(model, scale=0.3).save_pretrained(folder)
+    hf_tokenizer.save_pretrained(folder)
+    return folder

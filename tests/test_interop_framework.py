@@ -341,3 +341,29 @@ def test_an_imported_run_on_the_leaderboard(imported_in_home, lab_home_dir):
     assert (row["family"], row["preset"], row["steps"]) == ("bert", "imported", 0)
     assert 1 <= row["fill_mask_examples"] <= 3 and 0.0 <= row["fill_mask_accuracy"] <= 1.0
     assert row["parameters"] == read_json(imported_in_home / "config.json")["num_parameters"]
+
+
+@pytest.fixture(scope="module")
+def imported_seq2seq_and_two_stream(lab_home_dir, tmp_path_factory):
+    """An imported T5, MPNet and XLNet in the session's lab home, filed under the synthetic corpus."""
+    from tests.interop_support import save_tiny_checkpoint
+
+    root = tmp_path_factory.mktemp("hf")
+    return {family: api.import_hf(save_tiny_checkpoint(family, root / family), corpus="synthetic", home=lab_home_dir)
+            for family in ("t5", "mpnet", "xlnet")}
+
+
+def test_imported_t5_mpnet_and_xlnet_in_the_understand_probes_and_on_the_leaderboard(imported_seq2seq_and_two_stream,
+                                                                                    lab_home_dir):
+    runs = imported_seq2seq_and_two_stream
+    streams = {"t5": {"encoder", "decoder", "cross"}, "mpnet": {"content", "query"}, "xlnet": {"content", "query"}}
+    for family, run_dir in runs.items():
+        maps = api.attention_maps(run_dir, "the cat sat on the mat .")
+        assert set(maps.streams) == streams[family] and maps.check_error < 1e-4
+        assert len(api.fill_mask(run_dir, "the cat [MASK] on the mat .")[0]) == 5
+    frame = api.contextual_similarity(list(runs.values()), "the cat sat .", "a cat ran .", "cat")
+    assert set(frame["family"]) == set(runs)
+    board = api.leaderboard(home=lab_home_dir, corpus="synthetic", max_examples=3)
+    rows = board[board["run_id"].isin([run.name for run in runs.values()])].set_index("family")
+    assert set(rows.index) == set(runs) and (rows["preset"] == "imported").all()
+    assert (rows["fill_mask_examples"] >= 1).all() and rows.loc["t5", "infill_examples"] >= 1

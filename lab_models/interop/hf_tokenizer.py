@@ -334,4 +334,3 @@ def renumber_tokenizer(tokenizer: Tokenizer, new_id: dict[int, int]) -> Tokenize
 
     processor(data.get("post_processor"))
     return Tokenizer.from_str(json.dumps(data))
-

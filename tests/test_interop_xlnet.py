@@ -261,22 +261,31 @@ def test_continue_and_fill_mask_through_the_lab_match_transformers(folder_and_ru
     run = lab_run(run_dir)
     v = run.vocab
     banned = gen._Context(run).banned.clone()
-    # continue: the left-to-right order after </s> (the lab's document start); the next token is predicted by the
-    # query stream at an appended slot, the known tokens' content causal
-    prompt = "the girl eats"
+    # continue: after </s> (the lab's document start) the query stream at an appended slot predicts the next token;
+    # the known tokens see each other (bidirectional_context, the official code's _local_perm), as transformers'
+    # prepare_inputs_for_generation arranges it: perm_mask hides only the slot, target_mapping reads the slot
+    assert run.settings.bidirectional_context
+    prompt = "she walks to the"  # a prompt this random checkpoint continues with several different tokens
     generation, lab_ids = gen._generate(run_dir, prompt, mode="continue", max_new_tokens=6, strategy="greedy",
                                         temperature=1.0, top_k=0, top_p=1.0, beam_size=1, seed=0, iterations=10,
                                         blank_length=None, use_cache=True)
     known, produced = [v.eos_id] + tokenizer.encode(prompt).ids, []
-    while len(produced) < 6:
-        logits = hf_slot_logits(hf, known + produced + [v.mask_id], [len(known) + len(produced)], causal=True)[0]
-        allowed = banned.clone()
-        allowed[v.eos_id] = False
+    allowed = banned.clone()
+    allowed[v.eos_id] = False
+    while len(produced) < 6:  # recomputed in full at every step
+        logits = hf_slot_logits(hf, known + produced + [v.mask_id], [len(known) + len(produced)], causal=False)[0]
         produced.append(int(logits.masked_fill(allowed, float("-inf")).argmax()))
         if produced[-1] == v.eos_id:
             break
-    assert lab_ids == produced and len(set(produced)) > 1
+    assert lab_ids == produced and len(set(produced)) > 2
     assert generation.supported and generation.text.startswith(prompt)
+    # transformers' own generate gives the first token (after it, its mems reuse recomputes only the last two
+    # tokens: an approximation of this computation, not the same numbers)
+    with torch.no_grad():
+        out = hf.generate(input_ids=torch.tensor([known]), max_new_tokens=1, do_sample=False, num_beams=1,
+                          eos_token_id=v.eos_id, pad_token_id=v.pad_id,
+                          suppress_tokens=[i for i in range(v.size) if banned[i] and i != v.eos_id])
+    assert out[0, len(known):].tolist() == produced[:1]
     # fill-mask: every slot read by the query stream, from the other tokens, never from a slot
     text = "the girl [MASK] a red apple at the [MASK] ."
     lab = api.fill_mask(run_dir, text, top_k=5)

@@ -266,6 +266,8 @@ def test_the_export_of_an_imported_mpnet_loads_in_transformers_as_the_source(fol
     source, loaded = transformers.AutoTokenizer.from_pretrained(folder), transformers.AutoTokenizer.from_pretrained(out)
     text = "The girl eats a red apple!"
     assert loaded(text).input_ids == source(text).input_ids  # the checkpoint's own framing: <s> ... </s>
+    assert loaded(text, add_special_tokens=False).input_ids == \
+        lab_run(run_dir).tokenizer.encode(text, add_special_tokens=False).ids  # what the lab reads
     assert (loaded.mask_token, loaded.pad_token, loaded.cls_token, loaded.sep_token) == ("<mask>", "<pad>", "<s>",
                                                                                          "</s>")
 

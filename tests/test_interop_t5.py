@@ -351,6 +351,8 @@ def test_the_export_of_an_imported_t5_loads_in_transformers_as_the_source(folder
     assert again.config.decoder_start_token_id == 0 and again.config.pad_token_id == 0
     source, loaded = transformers.AutoTokenizer.from_pretrained(folder), transformers.AutoTokenizer.from_pretrained(out)
     assert loaded(PROMPT).input_ids == source(PROMPT).input_ids  # the checkpoint's own post-processor: text + </s>
+    assert loaded(PROMPT, add_special_tokens=False).input_ids == \
+        lab_run(run_dir).tokenizer.encode(PROMPT, add_special_tokens=False).ids  # what the lab reads
     assert (loaded.pad_token, loaded.eos_token, loaded.unk_token) == ("<pad>", "</s>", "<unk>")
     assert loaded.convert_tokens_to_ids(["<extra_id_0>", "<extra_id_1>"]) == [tokenizer.get_vocab_size() - 1,
                                                                                 tokenizer.get_vocab_size() - 2]

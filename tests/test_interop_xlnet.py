@@ -309,6 +309,8 @@ def test_the_export_of_an_imported_xlnet_loads_in_transformers_as_the_source(fol
     assert_close(hf_query_logits(again, batch), hf_query_logits(hf, batch))
     source, loaded = transformers.AutoTokenizer.from_pretrained(folder), transformers.AutoTokenizer.from_pretrained(out)
     assert loaded(PROMPT).input_ids == source(PROMPT).input_ids  # the checkpoint's own framing: text <sep> <cls>
+    assert loaded(PROMPT, add_special_tokens=False).input_ids == \
+        lab_run(run_dir).tokenizer.encode(PROMPT, add_special_tokens=False).ids  # what the lab reads
     assert source(PROMPT).input_ids[-2:] == [4, 3]
     assert (loaded.mask_token, loaded.pad_token, loaded.cls_token, loaded.sep_token) == ("<mask>", "<pad>", "<cls>",
                                                                                          "<sep>")

@@ -72,6 +72,9 @@ def summary_markdown(summary: dict) -> str:
         f"- objectives: " + ", ".join(f"{name} {weight:g}" for name, weight in summary["objectives"].items()),
         f"- tokenizer: {tokenizer['source']} ({tokenizer['kind']}, {tokenizer['size']:,} tokens); roles: {roles}",
     ]
+    if tokenizer.get("sentinels"):
+        lines.append(f"- T5's sentinels: `<extra_id_0>` ... `<extra_id_{tokenizer['sentinels'] - 1}>` "
+                     f"({tokenizer['sentinels']}; infilling and span corruption use them)")
     if tokenizer["added"]:
         lines.append(f"- the lab will add {', '.join(tokenizer['added'])}: this vocabulary has no such token (the "
                      "model never saw it; its embedding starts as the mean of the others)")

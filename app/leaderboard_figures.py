@@ -100,7 +100,7 @@ def notes_markdown(frame: pd.DataFrame) -> str:
         for run, labels in per_run.items():
             by_metrics.setdefault(" and ".join(labels), []).append(f"**{run}**")
         for metrics, run_names in by_metrics.items():
-            lines.append(f"- {metrics}, {', '.join(run_names)}: {note}")
+            lines.append(f"- {metrics}, {', '.join(run_names)}: {html.escape(note, quote=False)}")  # <pad>: text
     return "\n".join(lines)
 
 

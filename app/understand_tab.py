@@ -32,6 +32,7 @@ Endpoints (every event has an `api_name`, so `gradio_client` can drive the tab):
 """
 from __future__ import annotations
 
+import html
 import logging
 from types import SimpleNamespace
 
@@ -194,7 +195,8 @@ class UnderstandView:
         progress(0.8, desc="Drawing")
         note = (f"**{maps.run_id}** ({maps.family}, step {maps.step:,}) · {len(maps.tokens)} tokens · "
                 f"{n_layers} layers × {maps.n_heads} heads · streams: "
-                f"{', '.join(stream_title(s) for s in streams)}\n\n{maps.note}")
+                f"{', '.join(stream_title(s) for s in streams)}\n\n"
+                f"{html.escape(maps.note, quote=False)}")  # a token such as <pad> is text, not an HTML tag
         return (gr.update(choices=[(stream_title(s), s) for s in streams], value=stream),
                 gr.update(maximum=max(n_layers, 2), value=layer, interactive=n_layers > 1),
                 attention_figure(maps, stream, layer), note, attention_details(maps, stream, layer))

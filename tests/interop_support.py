@@ -67,6 +67,55 @@ def gpt_bpe(vocab_size: int = 120) -> Tokenizer:
     return tok
 
 
+def _words_and_characters() -> tuple[list[str], list[str]]:
+    words = sorted({word for text in TEXTS for word in text.split()})
+    characters = sorted({char for text in TEXTS for char in text if not char.isspace()})
+    return words, characters
+
+
+def sentencepiece_like(head: list[str], tail: list[str] = (), unk_id: int = 0) -> Tokenizer:
+    """A SentencePiece-style unigram tokenizer over a tiny hand-made vocabulary (nothing trained, so the same on every
+    machine): the special tokens `head` first, then "▁", every word of TEXTS as "▁word", every character, then the
+    special tokens `tail` (T5's sentinels, counted down). Pre-tokenized and decoded as T5's and XLNet's are (whitespace
+    split, then ▁ before every word)."""
+    words, characters = _words_and_characters()
+    vocab = [(token, 0.0) for token in head] + [("\u2581", -3.0)]
+    vocab += [("\u2581" + word, -4.0 - 0.01 * i) for i, word in enumerate(words)]
+    vocab += [(char, -8.0) for char in characters] + [(token, 0.0) for token in tail]
+    tok = Tokenizer(models.Unigram(vocab, unk_id=unk_id, byte_fallback=False))
+    tok.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.WhitespaceSplit(),
+        pre_tokenizers.Metaspace(replacement="\u2581", prepend_scheme="always", split=True)])
+    tok.decoder = decoders.Metaspace(replacement="\u2581", prepend_scheme="always", split=True)
+    return tok
+
+
+def t5_sentencepiece(n_sentinels: int = 8) -> Tokenizer:
+    """T5's layout: <pad> 0, </s> 1, <unk> 2, the pieces, then <extra_id_{n-1}> ... <extra_id_0> (the last id)."""
+    return sentencepiece_like(["<pad>", "</s>", "<unk>"], [f"<extra_id_{k}>" for k in range(n_sentinels - 1, -1, -1)],
+                              unk_id=2)
+
+
+XLNET_SPECIALS = ["<unk>", "<s>", "</s>", "<cls>", "<sep>", "<pad>", "<mask>", "<eod>", "<eop>"]  # xlnet-base's ids
+
+
+def xlnet_sentencepiece() -> Tokenizer:
+    return sentencepiece_like(XLNET_SPECIALS, unk_id=0)
+
+
+def mpnet_wordpiece() -> Tokenizer:
+    """mpnet-base's layout: <s> 0, <pad> 1, </s> 2, <unk> 3, then BERT's word pieces ([UNK] among them, the one the
+    WordPiece model uses), <mask> last; lower-cased, BERT's pre-tokenizer."""
+    words, characters = _words_and_characters()
+    tokens = ["<s>", "<pad>", "</s>", "<unk>", "[UNK]", *words, *(c for c in characters if c not in words),
+              *(f"##{c}" for c in characters), "<mask>"]
+    tok = Tokenizer(models.WordPiece({token: i for i, token in enumerate(tokens)}, unk_token="[UNK]"))
+    tok.normalizer = normalizers.BertNormalizer(lowercase=True)
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tok.decoder = decoders.WordPiece()
+    return tok
+
+
 def perturb(model: torch.nn.Module, seed: int = 0, scale: float = 0.1) -> torch.nn.Module:
     """Add N(0, scale) noise to every parameter, in place (tied parameters once); returns the model in eval mode."""
     generator = torch.Generator().manual_seed(seed)
@@ -167,3 +216,35 @@ def lab_run(run_dir: Path):
 
 def read_json(path: Path) -> dict:
     return json.loads(Path(path).read_text(encoding="utf-8"))
+
+
+def save_tiny_checkpoint(family: str, folder: Path) -> Path:
+    """A small random (perturbed) T5, MPNet or XLNet with its own tokenizer layout (t5_sentencepiece, mpnet_wordpiece,
+    xlnet_sentencepiece), saved by save_pretrained: a folder as a hub download holds it."""
+    import transformers
+
+    torch.manual_seed(0)
+    if family == "t5":
+        tokenizer = t5_sentencepiece(8)
+        model = transformers.T5ForConditionalGeneration(transformers.T5Config(
+            vocab_size=tokenizer.get_vocab_size(), d_model=32, d_kv=8, num_heads=4, d_ff=64, num_layers=2,
+            relative_attention_num_buckets=8, relative_attention_max_distance=20, pad_token_id=0, eos_token_id=1,
+            decoder_start_token_id=0))
+        hf_tokenizer = transformers.T5TokenizerFast(tokenizer_object=tokenizer, extra_ids=8)
+    elif family == "mpnet":
+        tokenizer = mpnet_wordpiece()
+        model = transformers.MPNetForMaskedLM(transformers.MPNetConfig(
+            vocab_size=tokenizer.get_vocab_size(), hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+            intermediate_size=64, max_position_embeddings=40, pad_token_id=1))
+        hf_tokenizer = transformers.MPNetTokenizerFast(tokenizer_object=tokenizer, unk_token="[UNK]")
+    elif family == "xlnet":
+        tokenizer = xlnet_sentencepiece()
+        model = transformers.XLNetLMHeadModel(transformers.XLNetConfig(
+            vocab_size=tokenizer.get_vocab_size(), d_model=32, n_layer=2, n_head=4, d_inner=64, pad_token_id=5,
+            bos_token_id=1, eos_token_id=2))
+        hf_tokenizer = transformers.XLNetTokenizerFast(tokenizer_object=tokenizer)
+    else:
+        raise ValueError(f"no tiny checkpoint recipe for {family!r}")
+    perturb(model, scale=0.3).save_pretrained(folder)
+    hf_tokenizer.save_pretrained(folder)
+    return folder

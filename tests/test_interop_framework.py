@@ -3,7 +3,6 @@ and nothing half-written), pickled and sharded weights, the CLIs, and imported r
 (run lists, Understand probes, fine-tuning, the leaderboard)."""
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -23,8 +22,6 @@ from tests.interop_support import (assert_close, backbone_logits, byte_bpe, caus
 
 REPO = Path(__file__).resolve().parent.parent
 EOT = "<|endoftext|>"
-MINE = ("gpt", "gpt2", "bert", "roberta", "albert", "electra")
-LATER = ("xlnet", "mpnet", "t5")  # converters that other branches add to lab_models/interop/
 
 
 @pytest.fixture(scope="module")
@@ -51,24 +48,27 @@ def nothing_written(parent: Path, name: str) -> bool:
 
 
 # ------------------------------------------------------------------------------------------------ the registry
-def test_the_registry_knows_all_nine_architectures_and_imports_mine():
-    assert list(registry.ARCHITECTURES) == ["gpt", "gpt2", "bert", "roberta", "albert", "electra", "xlnet", "mpnet",
-                                            "t5"]
-    for name in MINE:
+ALL = ("gpt", "gpt2", "bert", "roberta", "albert", "electra", "xlnet", "mpnet", "t5")
+
+
+def test_the_registry_knows_all_nine_architectures_and_every_converter_is_in_the_build():
+    assert tuple(registry.ARCHITECTURES) == ALL
+    for name in ALL:
         module = registry.architecture_module(name)
         assert module.FAMILY == registry.ARCHITECTURES[name][1] and module.HF_ARCHITECTURES
         assert registry.module_name_for_model_type(module.MODEL_TYPES[0]) == name
         assert registry.module_name_for_family(module.FAMILY) == name
-    assert {row["module"]: row["available"] for row in api.interop_architectures()}.items() >= \
-        {name: True for name in MINE}.items()
+    rows = {row["module"]: row for row in api.interop_architectures()}
+    assert {name: row["available"] for name, row in rows.items()} == {name: True for name in ALL}
+    assert (rows["t5"]["reference"], rows["mpnet"]["reference"], rows["xlnet"]["reference"]) == \
+        ("T5ForConditionalGeneration", "MPNetForMaskedLM", "XLNetLMHeadModel")
 
 
-@pytest.mark.parametrize("name", LATER)
-def test_a_converter_missing_from_this_build_says_so(name):
-    if importlib.util.find_spec(f"lab_models.interop.{name}") is not None:
-        pytest.skip(f"lab_models/interop/{name}.py is in this build")
-    with pytest.raises(ValueError, match="not available in this build"):
-        registry.architecture_module(name)
+def test_a_converter_missing_from_this_build_says_so(monkeypatch):
+    monkeypatch.setitem(registry.ARCHITECTURES, "nosuch", (("nosuch-type",), "nosuch"))
+    with pytest.raises(ValueError, match="nosuch-type checkpoints are not available in this build"):
+        registry.architecture_module("nosuch")
+    assert registry.available()["nosuch"] is False
 
 
 @pytest.mark.parametrize("family", ["spanbert", "unilm", "mass", "glm", "elmo"])
@@ -341,3 +341,29 @@ def test_an_imported_run_on_the_leaderboard(imported_in_home, lab_home_dir):
     assert (row["family"], row["preset"], row["steps"]) == ("bert", "imported", 0)
     assert 1 <= row["fill_mask_examples"] <= 3 and 0.0 <= row["fill_mask_accuracy"] <= 1.0
     assert row["parameters"] == read_json(imported_in_home / "config.json")["num_parameters"]
+
+
+@pytest.fixture(scope="module")
+def imported_seq2seq_and_two_stream(lab_home_dir, tmp_path_factory):
+    """An imported T5, MPNet and XLNet in the session's lab home, filed under the synthetic corpus."""
+    from tests.interop_support import save_tiny_checkpoint
+
+    root = tmp_path_factory.mktemp("hf")
+    return {family: api.import_hf(save_tiny_checkpoint(family, root / family), corpus="synthetic", home=lab_home_dir)
+            for family in ("t5", "mpnet", "xlnet")}
+
+
+def test_imported_t5_mpnet_and_xlnet_in_the_understand_probes_and_on_the_leaderboard(imported_seq2seq_and_two_stream,
+                                                                                    lab_home_dir):
+    runs = imported_seq2seq_and_two_stream
+    streams = {"t5": {"encoder", "decoder", "cross"}, "mpnet": {"content", "query"}, "xlnet": {"content", "query"}}
+    for family, run_dir in runs.items():
+        maps = api.attention_maps(run_dir, "the cat sat on the mat .")
+        assert set(maps.streams) == streams[family] and maps.check_error < 1e-4
+        assert len(api.fill_mask(run_dir, "the cat [MASK] on the mat .")[0]) == 5
+    frame = api.contextual_similarity(list(runs.values()), "the cat sat .", "a cat ran .", "cat")
+    assert set(frame["family"]) == set(runs)
+    board = api.leaderboard(home=lab_home_dir, corpus="synthetic", max_examples=3)
+    rows = board[board["run_id"].isin([run.name for run in runs.values()])].set_index("family")
+    assert set(rows.index) == set(runs) and (rows["preset"] == "imported").all()
+    assert (rows["fill_mask_examples"] >= 1).all() and rows.loc["t5", "infill_examples"] >= 1

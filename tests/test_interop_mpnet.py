@@ -5,6 +5,10 @@ reference numbers positions itself, from the pad id 1), on the SDPA and the eage
 and two-stream forward. The lab's fill_mask on a run folder of the imported model gives the reference's top-5 with the
 same probabilities. Export: a lab-built MPNet (the family defaults) loads in `from_pretrained` with the same logits.
 Bad configs are ValueErrors that name the field.
+
+Through the framework: an MPNet saved with mpnet-base's token layout and MPNetTokenizerFast goes through api.import_hf
+(roles, logits, fill-mask top-5 and mask-predict against transformers) and api.export_hf; a lab word-piece MPNet run
+exports with [PAD] renumbered to transformers' padding id 1, so a text with [UNK] gets the lab's logits there too.
 """
 from __future__ import annotations
 
@@ -24,6 +28,8 @@ from lab_models.objectives import mpnet  # noqa: E402
 from lab_models.objectives.common import VocabInfo  # noqa: E402
 from lab_models.train import settings_to_dict  # noqa: E402
 from lab_models.vocab import prepare_tokenizer  # noqa: E402
+from tests.interop_support import (assert_close, display, lab_run, masked_ids, mpnet_wordpiece, perturb,  # noqa: E402
+                                   read_json, reference_top_k, write_lab_run)
 
 V = 64
 VOCAB = VocabInfo(size=V, pad_id=1, mask_id=4, cls_id=0, sep_id=2, bos_id=0, eos_id=2, start_id=5, end_id=6,
@@ -170,3 +176,123 @@ def test_an_unknown_tensor_is_reported_not_silently_dropped(caplog):
         interop.import_state(hf.config.to_dict(), state, model)
     assert "encoder.layer.0.attention.attn.extra.weight" in caplog.text
     assert "pooler" not in caplog.text and "position_embeddings" not in caplog.text
+
+
+# ---- through the framework: a saved folder with MPNet's word-piece tokenizer, api.import_hf, api.export_hf --------
+TEXT = "the girl [MASK] a red [MASK] at the market ."
+
+
+@pytest.fixture(scope="module")
+def folder_and_run(tmp_path_factory, lab_home_dir):
+    """A random MPNet (perturbed) with mpnet-base's token layout (<s> 0, <pad> 1, </s> 2, <mask> last), saved by
+    save_pretrained with its MPNetTokenizerFast, imported through api.import_hf."""
+    tokenizer = mpnet_wordpiece()
+    config = transformers.MPNetConfig(vocab_size=tokenizer.get_vocab_size(), hidden_size=32, num_hidden_layers=2,
+                                      num_attention_heads=4, intermediate_size=64, max_position_embeddings=40,
+                                      layer_norm_eps=1e-5, pad_token_id=1)
+    torch.manual_seed(0)
+    hf = perturb(transformers.MPNetForMaskedLM(config), scale=0.3)
+    folder = tmp_path_factory.mktemp("hf") / "mpnet"
+    hf.save_pretrained(folder)
+    transformers.MPNetTokenizerFast(tokenizer_object=tokenizer, unk_token="[UNK]").save_pretrained(folder)
+    run_dir = api.import_hf(folder, tmp_path_factory.mktemp("runs") / "mpnet", corpus="synthetic", home=lab_home_dir)
+    return hf, tokenizer, folder, run_dir
+
+
+def test_a_saved_mpnet_folder_imports_with_its_own_special_tokens_and_parity(folder_and_run):
+    hf, tokenizer, _, run_dir = folder_and_run
+    run = lab_run(run_dir)
+    v = run.vocab
+    V = tokenizer.get_vocab_size()
+    assert (v.cls_id, v.pad_id, v.sep_id, v.mask_id, v.size, run.model_config.vocab_size) == (0, 1, 2, V - 1, V, V)
+    config = read_json(run_dir / "config.json")
+    assert config["imported_from"]["added_tokens"] == {} and config["token_roles"]["[MASK]"] == "<mask>"
+    assert run.tokenizer.get_added_tokens_decoder()[V - 1].lstrip  # MPNet's <mask> keeps the space before it
+    ids = torch.tensor([tokenizer.encode("the cat sat on the mat , hello !").ids] * 2)  # (2, T)
+    ids[1, 7:] = 1
+    attention = (ids != 1).long()
+    with torch.no_grad():
+        expected = hf(input_ids=ids, attention_mask=attention).logits
+        assert_close(lab_logits(run.model, ids, attention)[attention.bool()], expected[attention.bool()])
+
+
+def test_fill_mask_and_mask_predict_through_the_lab_match_transformers(folder_and_run):
+    hf, tokenizer, _, run_dir = folder_and_run
+    run = lab_run(run_dir)
+    ctx = gen._Context(run)
+    mask = run.vocab.mask_id
+    ids, slots = masked_ids(tokenizer, TEXT, mask)
+    lab = api.fill_mask(run_dir, TEXT, top_k=5)
+    with torch.no_grad():
+        logits = hf(input_ids=torch.tensor([ids])).logits[0]  # (T, V)
+    for row, slot in enumerate(slots):
+        top_ids, top_probs = reference_top_k(logits[slot], {i for i in range(run.vocab.size) if ctx.banned[i]})
+        assert [piece for piece, _ in lab[row]] == [display(tokenizer, ids[:slot], i) for i in top_ids]
+        assert [p for _, p in lab[row]] == pytest.approx(top_probs, abs=1e-4)
+
+    # mask-predict (Ghazvininejad et al. 2019), written here on transformers' logits: predict every slot, then
+    # re-mask the N (T - t) / T least confident and predict them again
+    iterations = 4
+    _, lab_tokens = gen._generate(run_dir, TEXT, mode="mask_predict", max_new_tokens=8, strategy="greedy",
+                                  temperature=1.0, top_k=0, top_p=1.0, beam_size=1, seed=0, iterations=iterations,
+                                  blank_length=None, use_cache=True)
+    current, tokens, probs = list(ids), [0] * len(slots), [0.0] * len(slots)
+    masked = list(range(len(slots)))
+    for t in range(iterations):
+        if t:
+            n = len(slots) * (iterations - t) // iterations
+            if n == 0:
+                break
+            masked = sorted(sorted(range(len(slots)), key=lambda i: probs[i])[:n])
+            for i in masked:
+                current[slots[i]] = mask
+        with torch.no_grad():
+            logits = hf(input_ids=torch.tensor([current])).logits[0].masked_fill(ctx.banned, float("-inf"))
+        for i in masked:
+            p = torch.softmax(logits[slots[i]], -1)
+            tokens[i], probs[i] = int(p.argmax()), float(p.max())
+            current[slots[i]] = tokens[i]
+    assert lab_tokens == tokens
+
+
+def test_the_export_of_an_imported_mpnet_loads_in_transformers_as_the_source(folder_and_run, tmp_path):
+    hf, tokenizer, folder, run_dir = folder_and_run
+    out = api.export_hf(run_dir, tmp_path / "export")
+    again = transformers.AutoModelForMaskedLM.from_pretrained(out).eval()
+    assert type(again).__name__ == "MPNetForMaskedLM" and again.config.pad_token_id == 1
+    ids = torch.tensor([tokenizer.encode("she walks to the park every morning .").ids])
+    with torch.no_grad():
+        assert_close(again(ids).logits, hf(ids).logits)
+    source, loaded = transformers.AutoTokenizer.from_pretrained(folder), transformers.AutoTokenizer.from_pretrained(out)
+    text = "The girl eats a red apple!"
+    assert loaded(text).input_ids == source(text).input_ids  # the checkpoint's own framing: <s> ... </s>
+    assert loaded(text, add_special_tokens=False).input_ids == \
+        lab_run(run_dir).tokenizer.encode(text, add_special_tokens=False).ids  # what the lab reads
+    assert (loaded.mask_token, loaded.pad_token, loaded.cls_token, loaded.sep_token) == ("<mask>", "<pad>", "<s>",
+                                                                                         "</s>")
+
+
+def test_a_lab_mpnet_run_exports_with_its_pad_token_at_transformers_padding_id(tmp_path):
+    """A lab word-piece vocabulary has [UNK] at id 1, which transformers' MPNet takes for padding when it numbers
+    positions: the export trades the ids of [PAD] and [UNK], in the tokenizer and in the weights, so a text with an
+    unknown character gets the lab's logits in transformers too."""
+    run_dir = write_lab_run(tmp_path / "lab-mpnet", "mpnet", "wordpiece")
+    run = lab_run(run_dir)
+    v = run.vocab
+    assert (v.pad_id, run.tokenizer.token_to_id("[UNK]")) == (0, 1)
+    out = api.export_hf(run_dir, tmp_path / "export")
+    hf = transformers.AutoModelForMaskedLM.from_pretrained(out).eval()
+    loaded = transformers.AutoTokenizer.from_pretrained(out)
+    assert hf.config.pad_token_id == 1 and loaded.pad_token_id == 1 and loaded.unk_token_id == 0
+    text = "the girl eats a red qz apple ."  # q and z are not in the lab vocabulary: [UNK]
+    lab_ids = run.tokenizer.encode(text).ids
+    assert 1 in lab_ids
+    swap = {0: 1, 1: 0}
+    assert loaded(text).input_ids == [swap.get(i, i) for i in lab_ids]  # no framing, as the lab trained
+    order = torch.arange(v.size)
+    order[[0, 1]] = torch.tensor([1, 0])  # the lab's token i is transformers' token order[i]
+    x = torch.tensor([lab_ids])
+    with torch.no_grad():
+        expected = lab_logits(run.model, x, torch.ones_like(x))
+        got = hf(torch.tensor([loaded(text).input_ids])).logits
+    assert_close(got[..., order], expected)

@@ -6,6 +6,11 @@ included), on the SDPA and on the eager path. Greedy decoding through the lab's 
 `generate` with its KV cache) writes the tokens `generate(do_sample=False)` writes. Export: a lab-built T5 (the family
 defaults, and a v1.1-style one) saved with export_config / export_state loads in `from_pretrained` with the same
 logits. Bad configs and checkpoints are ValueErrors that name the field or tensor.
+
+Through the framework: a T5 saved by save_pretrained with T5's tokenizer layout (<pad> 0, </s> 1, <unk> 2, sentinels
+counted down at the end; v1.0, transformers 5's tied unscaled v1.1, and a released untied v1.1) goes through
+api.import_hf; the run's roles, logits, greedy infill and translation and fill-mask match transformers, and
+api.export_hf of it and of a lab T5 run loads in AutoModelForSeq2SeqLM and AutoTokenizer with the same logits and ids.
 """
 from __future__ import annotations
 
@@ -26,6 +31,8 @@ from lab_models.objectives import t5, translation  # noqa: E402
 from lab_models.objectives.common import VocabInfo  # noqa: E402
 from lab_models.train import settings_to_dict  # noqa: E402
 from lab_models.vocab import prepare_tokenizer  # noqa: E402
+from tests.interop_support import (assert_close, display, lab_run, perturb, read_json, reference_top_k,  # noqa: E402
+                                   t5_sentencepiece, write_lab_run)
 
 V = 64
 VOCAB = VocabInfo(size=V, pad_id=0, mask_id=2, cls_id=3, sep_id=4, bos_id=5, eos_id=1, start_id=6, end_id=7,
@@ -199,3 +206,172 @@ def test_bad_configs_and_checkpoints_are_value_errors():
     lab = build_model("t5", family_model_config("t5", "tiny", V, linear_bias=True), t5.Settings(), VOCAB, None)
     with pytest.raises(ValueError, match="linear_bias"):
         interop.export_config(lab)
+
+
+# ---- through the framework: a saved folder with its SentencePiece-style tokenizer, api.import_hf, api.export_hf ----
+N_SENTINELS = 8
+# name -> (T5Config options, the lab's (tie_embeddings, output_scale))
+FOLDER_CASES = {"v1.0": (dict(feed_forward_proj="relu"), (True, True)),
+                # a v1.1 built from a config and saved by transformers 5: tied in memory, unscaled
+                "v1.1": (dict(feed_forward_proj="gated-gelu", tie_word_embeddings=False), (True, False)),
+                # a released v1.1 (transformers 4's config): an lm_head of its own, tie_word_embeddings false
+                "v1.1-released": (dict(feed_forward_proj="gated-gelu", tie_word_embeddings=False), (False, False))}
+PROMPT = "the girl eats a red apple at the market ."
+
+
+def as_released_v11(folder) -> None:
+    """Rewrite a saved v1.1 folder as the released v1.1 checkpoints are: config.json as transformers 4 wrote it
+    (tie_word_embeddings false, no scale_decoder_outputs) and a separate lm_head.weight."""
+    from safetensors.torch import load_file
+
+    config = read_json(folder / "config.json")
+    config.pop("scale_decoder_outputs")
+    (folder / "config.json").write_text(json.dumps({**config, "tie_word_embeddings": False}))
+    state = load_file(str(folder / "model.safetensors"))
+    state["lm_head.weight"] = torch.randn(state["shared.weight"].shape, generator=torch.Generator().manual_seed(9))
+    save_file(state, str(folder / "model.safetensors"), metadata={"format": "pt"})
+
+
+@pytest.fixture(scope="module", params=list(FOLDER_CASES))
+def folder_and_run(request, tmp_path_factory, lab_home_dir):
+    """A random T5 (perturbed) and T5's tokenizer layout (<pad> 0, </s> 1, <unk> 2, sentinels counted down at the end),
+    saved by save_pretrained into a folder, imported through api.import_hf; the reference is the folder loaded back
+    by from_pretrained (transformers 5 reads a separate lm_head only there)."""
+    tokenizer = t5_sentencepiece(N_SENTINELS)
+    options, structure = FOLDER_CASES[request.param]
+    config = transformers.T5Config(vocab_size=tokenizer.get_vocab_size(), d_model=32, d_kv=8, num_heads=4, d_ff=64,
+                                   num_layers=2, relative_attention_num_buckets=8, relative_attention_max_distance=20,
+                                   pad_token_id=0, eos_token_id=1, decoder_start_token_id=0, **options)
+    torch.manual_seed(0)
+    folder = tmp_path_factory.mktemp("hf") / f"t5-{request.param}"
+    perturb(transformers.T5ForConditionalGeneration(config), scale=0.3).save_pretrained(folder)
+    transformers.T5TokenizerFast(tokenizer_object=tokenizer, extra_ids=N_SENTINELS).save_pretrained(folder)
+    if request.param == "v1.1-released":
+        as_released_v11(folder)
+    hf = transformers.T5ForConditionalGeneration.from_pretrained(folder).eval()
+    run_dir = api.import_hf(folder, tmp_path_factory.mktemp("runs") / f"t5-{request.param}", corpus="synthetic",
+                            home=lab_home_dir)
+    return hf, tokenizer, folder, run_dir, structure
+
+
+def test_a_saved_t5_folder_imports_with_its_own_special_tokens_and_parity(folder_and_run):
+    hf, tokenizer, folder, run_dir, structure = folder_and_run
+    run = lab_run(run_dir)
+    assert (run.model_config.tie_embeddings, run.model_config.output_scale) == structure
+    assert hf.config.scale_decoder_outputs == structure[1]
+    assert (hf.lm_head.weight.data_ptr() == hf.shared.weight.data_ptr()) == structure[0]
+    V = tokenizer.get_vocab_size()
+    v = run.vocab
+    assert (v.pad_id, v.eos_id, run.model_config.vocab_size, v.size) == (0, 1, V, V)  # nothing added
+    assert v.sentinel_ids == tuple(V - 1 - k for k in range(N_SENTINELS))  # <extra_id_0> is the last id
+    assert gen._Context(run).decoder_start == 0  # the checkpoint's decoder_start_token_id, its pad
+    config = read_json(run_dir / "config.json")
+    assert config["imported_from"]["added_tokens"] == {} and config["token_roles"]["[MASK]"] == "</s>"
+    assert "never saw" not in (run_dir / "NOTE.md").read_text()
+    summary = api.inspect_hf(folder)  # what the Train tab's Look shows
+    assert (summary["objectives"], summary["tokenizer"]["sentinels"], summary["tokenizer"]["added"]) == \
+        ({"span_corruption": 1.0}, N_SENTINELS, [])
+    from lab_models.vocab import token_byte_lengths  # bits per byte: "▁the" is a space and "the"
+    text = "the cat sat, hello!"
+    ids = run.tokenizer.encode(text, add_special_tokens=False).ids
+    assert int(token_byte_lengths(run.tokenizer)[ids].sum()) == len(text.encode()) + 1  # + the ▁ before "the"
+    ids, enc_mask, dec = batch()
+    ids, dec = ids % 50 + 3, dec % 50 + 3  # ordinary pieces of this vocabulary
+    ids[1, 6:], dec[:, 0] = 0, 0
+    with torch.no_grad():
+        expected = hf(input_ids=ids, attention_mask=enc_mask, decoder_input_ids=dec).logits
+        assert_close(lab_logits(run.model, ids, enc_mask, dec), expected)
+
+
+def _allowed_after(sentinels: list[int], eos: int, ordinary: list[int], forced: int):
+    """transformers' prefix_allowed_tokens_fn for the lab's T5 infill rule: ordinary tokens, </s>, and the sentinel
+    after the spans written so far (the decoder input's first `forced` ids are the start and <extra_id_0>)."""
+    def allowed(_, decoder_ids):
+        done = sum(1 for t in decoder_ids[forced - 1:].tolist() if t in sentinels)
+        return ordinary + [eos] + ([sentinels[done]] if done < len(sentinels) else [])
+    return allowed
+
+
+def test_infill_translate_and_fill_mask_through_the_lab_match_transformers(folder_and_run):
+    hf, tokenizer, _, run_dir, _ = folder_and_run
+    run = lab_run(run_dir)
+    ctx = gen._Context(run)
+    v = run.vocab
+    ordinary = [i for i in range(v.size) if not ctx.banned[i]]
+    sentinels = list(v.sentinel_ids)
+    # infill, two blanks: the encoder reads the text with <extra_id_0>, <extra_id_1>; the decoder starts with
+    # <pad> <extra_id_0>
+    prompt = "the girl ___ a red apple at ___ ."
+    generation, lab_ids = gen._generate(run_dir, prompt, mode="infill", max_new_tokens=10, strategy="greedy",
+                                        temperature=1.0, top_k=0, top_p=1.0, beam_size=1, seed=0, iterations=10,
+                                        blank_length=None, use_cache=True)
+    encoder = tokenizer.encode("the girl").ids + [sentinels[0]] + tokenizer.encode(" a red apple at").ids + \
+        [sentinels[1]] + tokenizer.encode(" .").ids
+    with torch.no_grad():
+        out = hf.generate(input_ids=torch.tensor([encoder]), decoder_input_ids=torch.tensor([[0, sentinels[0]]]),
+                          max_new_tokens=10, do_sample=False, num_beams=1, eos_token_id=[v.eos_id, sentinels[2]],
+                          prefix_allowed_tokens_fn=_allowed_after(sentinels, v.eos_id, ordinary, 2))
+    assert out[0, :2].tolist() == [0, sentinels[0]]
+    assert out[0, 2:].tolist() == lab_ids and len(lab_ids) >= 3
+    assert generation.supported and generation.text.startswith("the girl")
+
+    # translate: the encoder reads the task prefix and the English; the decoder writes from <pad> until </s>
+    from lab_models.objectives import translation
+    generation, lab_ids = gen._generate(run_dir, PROMPT, mode="translate", max_new_tokens=8, strategy="greedy",
+                                        temperature=1.0, top_k=0, top_p=1.0, beam_size=1, seed=0, iterations=10,
+                                        blank_length=None, use_cache=True)
+    encoder = translation.encoder_ids("t5", run.tokenizer, v, PROMPT)
+    with torch.no_grad():
+        out = hf.generate(input_ids=torch.tensor([encoder]), max_new_tokens=8, do_sample=False, num_beams=1,
+                          suppress_tokens=[i for i in range(v.size) if ctx.banned[i] and i != v.eos_id])
+    assert out[0, 0].item() == 0 and out[0, 1:].tolist() == lab_ids and len(lab_ids) >= 3
+
+    # fill-mask: one slot is a one-token span, <extra_id_0> in the encoder; the decoder reads <pad> <extra_id_0>
+    lab = api.fill_mask(run_dir, "the girl [MASK] a red apple .", top_k=5)[0]
+    left = tokenizer.encode("the girl").ids
+    encoder = left + [sentinels[0]] + tokenizer.encode(" a red apple .").ids
+    with torch.no_grad():
+        logits = hf(input_ids=torch.tensor([encoder]), decoder_input_ids=torch.tensor([[0, sentinels[0]]])).logits
+    top_ids, top_probs = reference_top_k(logits[0, -1], {i for i in range(v.size) if ctx.banned[i]})
+    assert [piece for piece, _ in lab] == [display(tokenizer, left, i) for i in top_ids]
+    assert [p for _, p in lab] == pytest.approx(top_probs, abs=1e-4)
+
+
+def test_the_export_of_an_imported_t5_loads_in_transformers_as_the_source(folder_and_run, tmp_path):
+    hf, tokenizer, folder, run_dir, _ = folder_and_run
+    out = api.export_hf(run_dir, tmp_path / "export")
+    again = transformers.AutoModelForSeq2SeqLM.from_pretrained(out).eval()
+    assert type(again).__name__ == "T5ForConditionalGeneration"
+    ids, enc_mask, dec = batch()
+    ids, dec = ids % 50 + 3, dec % 50 + 3
+    dec[:, 0] = 0
+    with torch.no_grad():
+        assert_close(again(input_ids=ids, attention_mask=enc_mask, decoder_input_ids=dec).logits,
+                     hf(input_ids=ids, attention_mask=enc_mask, decoder_input_ids=dec).logits)
+    assert again.config.decoder_start_token_id == 0 and again.config.pad_token_id == 0
+    source, loaded = transformers.AutoTokenizer.from_pretrained(folder), transformers.AutoTokenizer.from_pretrained(out)
+    assert loaded(PROMPT).input_ids == source(PROMPT).input_ids  # the checkpoint's own post-processor: text + </s>
+    assert loaded(PROMPT, add_special_tokens=False).input_ids == \
+        lab_run(run_dir).tokenizer.encode(PROMPT, add_special_tokens=False).ids  # what the lab reads
+    assert (loaded.pad_token, loaded.eos_token, loaded.unk_token) == ("<pad>", "</s>", "<unk>")
+    assert loaded.convert_tokens_to_ids(["<extra_id_0>", "<extra_id_1>"]) == [tokenizer.get_vocab_size() - 1,
+                                                                                tokenizer.get_vocab_size() - 2]
+    assert loaded.extra_special_tokens[:2] == ["<extra_id_0>", "<extra_id_1>"]  # transformers 5's name
+
+
+def test_a_lab_t5_run_exports_with_its_tokenizer(tmp_path):
+    run_dir = write_lab_run(tmp_path / "lab-t5", "t5", "unigram")
+    run = lab_run(run_dir)
+    out = api.export_hf(run_dir, tmp_path / "export")
+    hf = transformers.AutoModelForSeq2SeqLM.from_pretrained(out).eval()
+    loaded = transformers.AutoTokenizer.from_pretrained(out)
+    assert loaded(PROMPT).input_ids == run.tokenizer.encode(PROMPT).ids  # no framing, as the lab trained
+    v = run.vocab
+    assert loaded.convert_tokens_to_ids([f"<extra_id_{k}>" for k in range(3)]) == list(v.sentinel_ids[:3])
+    assert (hf.config.decoder_start_token_id, hf.config.pad_token_id, hf.config.eos_token_id) == \
+        (v.pad_id, v.pad_id, v.eos_id)
+    ids = torch.tensor([run.tokenizer.encode(PROMPT).ids])
+    dec = torch.tensor([[v.pad_id, v.sentinel_ids[0]] + ids[0, :4].tolist()])
+    with torch.no_grad():
+        expected = lab_logits(run.model, ids, torch.ones_like(ids), dec)
+        assert_close(hf(input_ids=ids, decoder_input_ids=dec).logits, expected)

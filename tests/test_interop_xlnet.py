@@ -6,6 +6,10 @@ imported and compared in fp32: (a) one stream without perm_mask or target_mappin
 factorization-order batches; then a lab-built XLNet is exported, loaded by transformers (`from_pretrained` on the
 written folder) and gives the same logits; import(export(model)) is the model again; what cannot be represented is
 refused with a ValueError. Nothing is downloaded.
+
+Through the framework: an XLNet saved with xlnet-base's token layout and XLNetTokenizerFast goes through api.import_hf
+(roles, logits, greedy continuation and fill-mask against transformers' perm_mask/target_mapping computation) and
+api.export_hf (the import and a lab run, loaded by AutoModelForCausalLM and AutoTokenizer).
 """
 from __future__ import annotations
 
@@ -21,7 +25,11 @@ from lab_models.batch import IGNORE_INDEX  # noqa: E402
 from lab_models.interop import xlnet as interop  # noqa: E402
 from lab_models.models import build_model, family_model_config  # noqa: E402
 from lab_models.objectives import xlnet  # noqa: E402
+from lab_models import api  # noqa: E402
+from lab_models import generate as gen  # noqa: E402
 from lab_models.objectives.common import BatchConfig, VocabInfo  # noqa: E402
+from tests.interop_support import (assert_close, display, lab_run, masked_ids, read_json,  # noqa: E402
+                                   reference_top_k, write_lab_run, xlnet_sentencepiece)
 
 V = 96
 VOCAB = VocabInfo(size=V, pad_id=5, mask_id=6, cls_id=3, sep_id=4, bos_id=1, eos_id=2, start_id=7, end_id=8,
@@ -37,11 +45,11 @@ def one_thread():
     torch.set_num_threads(before)
 
 
-def perturb(model: torch.nn.Module, seed: int) -> None:
+def perturb(model: torch.nn.Module, seed: int, scale: float = 0.1) -> None:
     g = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for p in model.parameters():
-            p.add_(0.1 * torch.randn(p.shape, generator=g))
+            p.add_(scale * torch.randn(p.shape, generator=g))
 
 
 def hf_model(**overrides):
@@ -192,3 +200,136 @@ def test_export_refuses_what_xlnet_cannot_hold():
     model = build_model("xlnet", config, None, VOCAB, seed=0)
     with pytest.raises(ValueError, match="relative_attention=None.*learned absolute positions"):
         interop.export_config(model)
+
+
+# ---- through the framework: a saved folder with XLNet's SentencePiece-style tokenizer, api.import_hf/export_hf ----
+PROMPT = "the girl eats a red apple at the market ."
+
+
+@pytest.fixture(scope="module")
+def folder_and_run(tmp_path_factory, lab_home_dir):
+    """A random XLNet (perturbed) with xlnet-base's token layout (<unk> 0, <s> 1, </s> 2, <cls> 3, <sep> 4, <pad> 5,
+    <mask> 6, <eod> 7, <eop> 8), saved with its XLNetTokenizerFast, imported through api.import_hf."""
+    tokenizer = xlnet_sentencepiece()
+    config = transformers.XLNetConfig(vocab_size=tokenizer.get_vocab_size(), d_model=32, n_layer=2, n_head=4,
+                                      d_inner=64, pad_token_id=5, bos_token_id=1, eos_token_id=2)
+    torch.manual_seed(0)
+    hf = transformers.XLNetLMHeadModel(config).eval()
+    perturb(hf, seed=1, scale=0.5)  # enough that greedy decoding does not repeat one token
+    folder = tmp_path_factory.mktemp("hf") / "xlnet"
+    hf.save_pretrained(folder)
+    transformers.XLNetTokenizerFast(tokenizer_object=tokenizer).save_pretrained(folder)
+    run_dir = api.import_hf(folder, tmp_path_factory.mktemp("runs") / "xlnet", corpus="synthetic", home=lab_home_dir)
+    return hf, tokenizer, folder, run_dir
+
+
+def test_a_saved_xlnet_folder_imports_with_its_own_special_tokens_and_parity(folder_and_run):
+    hf, tokenizer, _, run_dir = folder_and_run
+    run = lab_run(run_dir)
+    v = run.vocab
+    assert (v.bos_id, v.eos_id, v.cls_id, v.sep_id, v.pad_id, v.mask_id) == (1, 2, 3, 4, 5, 6)
+    assert v.size == run.model_config.vocab_size == tokenizer.get_vocab_size()  # nothing added
+    assert read_json(run_dir / "config.json")["imported_from"]["added_tokens"] == {}
+    x = torch.tensor([tokenizer.encode(PROMPT).ids])  # (1, T)
+    T = x.shape[1]
+    with torch.no_grad():
+        ours = run.model.backbone.lm_logits(run.model.backbone(x, torch.ones(1, T, T, dtype=torch.bool),
+                                                               torch.arange(T)[None]))
+        assert_close(ours, hf(x).logits)
+        batch = plm_batch_of(run.vocab, [x[0, :9], x[0, 2:]])
+        assert_close(run.model.target_logits(batch), hf_query_logits(hf, batch))
+
+
+def plm_batch_of(vocab, rows):
+    return xlnet.make_batch(rows, torch.Generator().manual_seed(4), BatchConfig(xlnet.Settings(k=3), vocab))
+
+
+def hf_slot_logits(hf, ids: list[int], predicted: list[int], causal: bool) -> torch.Tensor:
+    """transformers' query-stream logits (len(predicted), V) at `predicted`, whose content no one reads; the other
+    tokens' content sees the other tokens (all of them, or the earlier ones when `causal`)."""
+    n = len(ids)
+    perm = torch.triu(torch.ones(n, n), diagonal=1) if causal else torch.zeros(n, n)  # 1: may not attend
+    perm[:, predicted] = 1.0
+    mapping = torch.zeros(1, len(predicted), n)
+    mapping[0, torch.arange(len(predicted)), torch.tensor(predicted)] = 1.0
+    with torch.no_grad():
+        return hf(torch.tensor([ids]), perm_mask=perm[None], target_mapping=mapping).logits[0]
+
+
+def test_continue_and_fill_mask_through_the_lab_match_transformers(folder_and_run):
+    hf, tokenizer, _, run_dir = folder_and_run
+    run = lab_run(run_dir)
+    v = run.vocab
+    banned = gen._Context(run).banned.clone()
+    # continue: after </s> (the lab's document start) the query stream at an appended slot predicts the next token;
+    # the known tokens see each other (bidirectional_context, the official code's _local_perm), as transformers'
+    # prepare_inputs_for_generation arranges it: perm_mask hides only the slot, target_mapping reads the slot
+    assert run.settings.bidirectional_context
+    prompt = "she walks to the"  # a prompt this random checkpoint continues with several different tokens
+    generation, lab_ids = gen._generate(run_dir, prompt, mode="continue", max_new_tokens=6, strategy="greedy",
+                                        temperature=1.0, top_k=0, top_p=1.0, beam_size=1, seed=0, iterations=10,
+                                        blank_length=None, use_cache=True)
+    known, produced = [v.eos_id] + tokenizer.encode(prompt).ids, []
+    allowed = banned.clone()
+    allowed[v.eos_id] = False
+    while len(produced) < 6:  # recomputed in full at every step
+        logits = hf_slot_logits(hf, known + produced + [v.mask_id], [len(known) + len(produced)], causal=False)[0]
+        produced.append(int(logits.masked_fill(allowed, float("-inf")).argmax()))
+        if produced[-1] == v.eos_id:
+            break
+    assert lab_ids == produced and len(set(produced)) > 2
+    assert generation.supported and generation.text.startswith(prompt)
+    # transformers' own generate gives the first token (after it, its mems reuse recomputes only the last two
+    # tokens: an approximation of this computation, not the same numbers)
+    with torch.no_grad():
+        out = hf.generate(input_ids=torch.tensor([known]), max_new_tokens=1, do_sample=False, num_beams=1,
+                          eos_token_id=v.eos_id, pad_token_id=v.pad_id,
+                          suppress_tokens=[i for i in range(v.size) if banned[i] and i != v.eos_id])
+    assert out[0, len(known):].tolist() == produced[:1]
+    # fill-mask: every slot read by the query stream, from the other tokens, never from a slot
+    text = "the girl [MASK] a red apple at the [MASK] ."
+    lab = api.fill_mask(run_dir, text, top_k=5)
+    ids, slots = masked_ids(tokenizer, text, v.mask_id)
+    logits = hf_slot_logits(hf, ids, slots, causal=False)
+    for row, slot in enumerate(slots):
+        top_ids, top_probs = reference_top_k(logits[row], set(banned.nonzero().flatten().tolist()))
+        assert [piece for piece, _ in lab[row]] == [display(tokenizer, ids[:slot], i) for i in top_ids]
+        assert [p for _, p in lab[row]] == pytest.approx(top_probs, abs=1e-4)
+
+
+def test_the_export_of_an_imported_xlnet_loads_in_transformers_as_the_source(folder_and_run, tmp_path):
+    hf, tokenizer, folder, run_dir = folder_and_run
+    out = api.export_hf(run_dir, tmp_path / "export")
+    again = transformers.AutoModelForCausalLM.from_pretrained(out).eval()
+    assert type(again).__name__ == "XLNetLMHeadModel"
+    x = torch.tensor([tokenizer.encode(PROMPT).ids])
+    with torch.no_grad():
+        assert_close(again(x).logits, hf(x).logits)
+    batch = plm_batch_of(lab_run(run_dir).vocab, [x[0, :9], x[0, 2:]])
+    assert_close(hf_query_logits(again, batch), hf_query_logits(hf, batch))
+    source, loaded = transformers.AutoTokenizer.from_pretrained(folder), transformers.AutoTokenizer.from_pretrained(out)
+    assert loaded(PROMPT).input_ids == source(PROMPT).input_ids  # the checkpoint's own framing: text <sep> <cls>
+    assert loaded(PROMPT, add_special_tokens=False).input_ids == \
+        lab_run(run_dir).tokenizer.encode(PROMPT, add_special_tokens=False).ids  # what the lab reads
+    assert source(PROMPT).input_ids[-2:] == [4, 3]
+    assert (loaded.mask_token, loaded.pad_token, loaded.cls_token, loaded.sep_token) == ("<mask>", "<pad>", "<cls>",
+                                                                                         "<sep>")
+
+
+def test_a_lab_xlnet_run_exports_with_its_tokenizer(tmp_path):
+    run_dir = write_lab_run(tmp_path / "lab-xlnet", "xlnet", "unigram")
+    run = lab_run(run_dir)
+    out = api.export_hf(run_dir, tmp_path / "export")
+    hf = transformers.AutoModelForCausalLM.from_pretrained(out).eval()
+    loaded = transformers.AutoTokenizer.from_pretrained(out)
+    assert loaded(PROMPT).input_ids == run.tokenizer.encode(PROMPT).ids  # no framing, as the lab trained
+    assert (loaded.mask_token_id, loaded.pad_token_id) == (run.vocab.mask_id, run.vocab.pad_id)
+    x = torch.tensor([run.tokenizer.encode(PROMPT).ids])
+    T = x.shape[1]
+    with torch.no_grad():
+        ours = run.model.backbone.lm_logits(run.model.backbone(x, torch.ones(1, T, T, dtype=torch.bool),
+                                                               torch.arange(T)[None]))
+    assert_close(hf(x).logits, ours)
+    batch = plm_batch_of(run.vocab, [x[0, :9], x[0, 1:]])
+    with torch.no_grad():
+        assert_close(hf_query_logits(hf, batch), run.model.target_logits(batch))

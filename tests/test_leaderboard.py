@@ -322,3 +322,13 @@ def test_a_missing_bits_per_byte_is_explained_under_the_table():
                           "fill_mask_note": ["", ""], "infill_note": ["", ""]})
     notes = notes_markdown(frame)
     assert "- bits per byte, **tagger**: no validation bits per byte" in notes and "**lm**" not in notes
+
+
+def test_a_note_that_names_a_token_shows_it_as_text():
+    """An imported T5's notes name tokens such as <pad>: Markdown would take them for HTML tags and hide the rest."""
+    from app.leaderboard_figures import notes_markdown
+
+    frame = pd.DataFrame({"run_id": ["t5"], "val_bits_per_byte": [1.0], "fill_mask_note": [""],
+                          "infill_note": ["the decoder starts <pad> <extra_id_0> and stops at </s>"]})
+    assert "- infill, **t5**: the decoder starts &lt;pad&gt; &lt;extra_id_0&gt; and stops at &lt;/s&gt;" in \
+        notes_markdown(frame)

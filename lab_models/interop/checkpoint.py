@@ -44,6 +44,10 @@ PICKLE_FILE = "pytorch_model.bin"
 PICKLE_INDEX = "pytorch_model.bin.index.json"
 OTHER_FRAMEWORKS = ("tf_model.h5", "flax_model.msgpack", "model.ckpt.index")
 MAX_CONFIG_BYTES = 1 << 20  # a config.json is a few KB; refuse to parse megabytes of something else
+# the importer puts the checkpoint's tensor names (from the safetensors headers; absent for a pickle) into the
+# config dict its converter reads, under this key: T5 saved by transformers 5 says whether its lm_head is tied only
+# through them (lab_models/interop/t5.py)
+TENSOR_NAMES_KEY = "_tensor_names"
 
 
 @dataclass(frozen=True)

@@ -49,6 +49,8 @@ from .registry import architecture_module, module_name_for_family
 logger = logging.getLogger(__name__)
 
 COMPANION_HOOK = "export_companions"  # optional in a converter: {sub-folder: (config, state)} (ELECTRA's generator)
+TOKENIZER_HOOK = "export_tokenizer"  # optional: (model, tokenizer) -> the tokenizer to write (MPNet: ids permuted)
+TOKENIZER_CONFIG_HOOK = "tokenizer_config_extras"  # optional: (model, tokenizer) -> more tokenizer_config.json fields
 
 
 def _target(out_dir) -> Path:
@@ -71,12 +73,16 @@ def _roles(run) -> dict[str, str]:
         ("[EOS]", v.eos_id))}
 
 
-def _write_folder(folder: Path, config: dict, state: dict, run, readme: str) -> None:
+def _write_folder(folder: Path, config: dict, state: dict, run, readme: str, module) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     atomic_write_text(folder / "config.json", json.dumps(config, indent=2, sort_keys=True) + "\n")
     save_file(state, str(folder / "model.safetensors"), metadata={"format": "pt"})
-    atomic_write_text(folder / "tokenizer.json", run.tokenizer.to_str())
-    tokenizer_config = export_tokenizer_config(_roles(run), run.tokenizer, run.max_positions)
+    tokenizer = getattr(module, TOKENIZER_HOOK)(run.model, run.tokenizer) if hasattr(module, TOKENIZER_HOOK) \
+        else run.tokenizer
+    atomic_write_text(folder / "tokenizer.json", tokenizer.to_str())
+    extras = getattr(module, TOKENIZER_CONFIG_HOOK)(run.model, tokenizer) if hasattr(module, TOKENIZER_CONFIG_HOOK) \
+        else None
+    tokenizer_config = export_tokenizer_config(_roles(run), tokenizer, run.max_positions, extras)
     atomic_write_text(folder / "tokenizer_config.json", json.dumps(tokenizer_config, indent=2, sort_keys=True) + "\n")
     atomic_write_text(folder / "README.md", readme)
 
@@ -112,9 +118,9 @@ def export_run(run_dir, out_dir) -> Path:
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = target.parent / f".{target.name}.exporting-{secrets.token_hex(3)}"
     try:
-        _write_folder(staging, config, state, run, readme)
+        _write_folder(staging, config, state, run, readme, module)
         for name, (sub_config, sub_state) in companions.items():
-            _write_folder(staging / name, sub_config, sub_state, run, readme)
+            _write_folder(staging / name, sub_config, sub_state, run, readme, module)
         if target.exists():
             raise ValueError(f"{target} appeared while exporting: choose a new folder (nothing is overwritten)")
         os.rename(staging, target)

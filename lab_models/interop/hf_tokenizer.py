@@ -195,9 +195,10 @@ def read_tokenizer(folder: Path, model_type: str) -> tuple[Tokenizer, dict[str, 
         raise ValueError(f"{folder} has no tokenizer: expected tokenizer.json (or vocab.txt for BERT, or vocab.json "
                          "with merges.txt for GPT-2, RoBERTa and GPT)")
     vocab = tokenizer.get_vocab()
+    already = {added.content for added in tokenizer.get_added_tokens_decoder().values() if added.special}
     marked = []
-    for role, token in specials.items():
-        if token in vocab and token not in marked:
+    for role, token in specials.items():  # a token already special keeps its own flags (MPNet's <mask> lstrip)
+        if token in vocab and token not in marked and token not in already:
             marked.append(token)
     if marked:  # the checkpoint's special tokens, marked special (a tokenizer.json usually has them already)
         tokenizer.add_special_tokens([AddedToken(token, special=True, normalized=False,
@@ -260,9 +261,11 @@ def checkpoint_tokenizer(folder: Path, model_type: str, uses_mask: bool = True,
                                original_size=original_size)
 
 
-def export_tokenizer_config(roles: dict[str, str], tokenizer: Tokenizer, max_length: int) -> dict:
+def export_tokenizer_config(roles: dict[str, str], tokenizer: Tokenizer, max_length: int,
+                            extras: dict | None = None) -> dict:
     """tokenizer_config.json for `AutoTokenizer.from_pretrained`: the generic fast tokenizer over tokenizer.json,
-    with the tokens that play each role as transformers' special tokens."""
+    with the tokens that play each role as transformers' special tokens, and the converter's `extras` (T5's
+    sentinels as additional_special_tokens)."""
     config: dict = {"tokenizer_class": "PreTrainedTokenizerFast", "model_max_length": int(max_length),
                     "clean_up_tokenization_spaces": False}
     for role, name in (("pad", PAD), ("mask", MASK), ("cls", CLS), ("sep", SEP), ("bos", BOS), ("eos", EOS)):
@@ -271,7 +274,7 @@ def export_tokenizer_config(roles: dict[str, str], tokenizer: Tokenizer, max_len
     unk = _unknown_token(tokenizer)
     if unk is not None:
         config["unk_token"] = unk
-    return config
+    return {**config, **(extras or {})}
 
 
 def _unknown_token(tokenizer: Tokenizer) -> str | None:
@@ -281,3 +284,53 @@ def _unknown_token(tokenizer: Tokenizer) -> str | None:
         return tokenizer.id_to_token(unk_id) if isinstance(unk_id, int) else None
     unk = model.get("unk_token")
     return unk if isinstance(unk, str) and tokenizer.token_to_id(unk) is not None else None
+
+
+def renumber_tokenizer(tokenizer: Tokenizer, new_id: dict[int, int]) -> Tokenizer:
+    """A copy of `tokenizer` in which token id i becomes new_id.get(i, i) everywhere the tokenizer.json names ids: the
+    model's vocabulary (WordPiece, BPE, WordLevel: token -> id; Unigram: the list in id order and its unk_id), the
+    added tokens, the post-processor's special tokens and the padding id. `new_id` must be a permutation of its keys
+    (MPNet's export puts the pad token at transformers' hard-coded padding id 1).
+
+    >>> from tokenizers import models
+    >>> tok = Tokenizer(models.WordPiece({"[PAD]": 0, "[UNK]": 1, "cat": 2}, unk_token="[UNK]"))
+    >>> swapped = renumber_tokenizer(tok, {0: 1, 1: 0})
+    >>> swapped.token_to_id("[PAD]"), swapped.token_to_id("[UNK]"), swapped.encode("dog").ids
+    (1, 0, [0])
+    """
+    if sorted(new_id) != sorted(new_id.values()):
+        raise ValueError("new_id must map a set of token ids onto itself (a permutation)")
+    data = json.loads(tokenizer.to_str())
+
+    def moved(token_id):
+        return new_id.get(token_id, token_id) if isinstance(token_id, int) else token_id
+
+    model = data.get("model") or {}
+    vocab = model.get("vocab")
+    if isinstance(vocab, dict):
+        model["vocab"] = {token: moved(token_id) for token, token_id in vocab.items()}
+    elif isinstance(vocab, list):  # Unigram: [piece, score] at index = id
+        pieces = list(vocab)
+        for old, new in new_id.items():
+            pieces[new] = vocab[old]
+        model["vocab"] = pieces
+        model["unk_id"] = moved(model.get("unk_id"))
+    for added in data.get("added_tokens") or []:
+        added["id"] = moved(added["id"])
+    if isinstance(data.get("padding"), dict):
+        data["padding"]["pad_id"] = moved(data["padding"].get("pad_id"))
+
+    def processor(config):
+        if not isinstance(config, dict):
+            return
+        for key in ("sep", "cls"):  # BertProcessing, RobertaProcessing: [token, id]
+            if isinstance(config.get(key), list) and len(config[key]) == 2:
+                config[key][1] = moved(config[key][1])
+        for special in (config.get("special_tokens") or {}).values():  # TemplateProcessing
+            if isinstance(special, dict) and isinstance(special.get("ids"), list):
+                special["ids"] = [moved(i) for i in special["ids"]]
+        for inner in config.get("processors") or []:  # Sequence
+            processor(inner)
+
+    processor(data.get("post_processor"))
+    return Tokenizer.from_str(json.dumps(data))

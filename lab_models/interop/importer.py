@@ -54,8 +54,8 @@ import torch
 from .. import runs
 from ..home import atomic_write_text
 from ..objectives import objective_module
-from .checkpoint import (CheckpointFolder, folder_size_text, list_files, load_state, read_checkpoint_folder,
-                         tensor_shapes)
+from .checkpoint import (TENSOR_NAMES_KEY, CheckpointFolder, folder_size_text, list_files, load_state,
+                         read_checkpoint_folder, tensor_shapes)
 from .hf_tokenizer import CheckpointTokenizer, checkpoint_tokenizer
 from .registry import architecture_module, module_name_for_model_type
 
@@ -85,6 +85,8 @@ def _source(src, generator, allow_pickle: bool) -> _Source:
     folder = read_checkpoint_folder(src, allow_pickle=allow_pickle)
     module = architecture_module(module_name_for_model_type(folder.model_type))
     hf_config = dict(folder.config)
+    if not folder.pickled:  # the names, from the safetensors headers (no tensor is read)
+        hf_config[TENSOR_NAMES_KEY] = tuple(tensor_shapes(folder))
     companion = None
     if module.FAMILY == "electra":
         if "ElectraForMaskedLM" in folder.architectures and generator is None:
@@ -154,10 +156,16 @@ def _architecture(source: _Source) -> str:
 def inspect_checkpoint(src, *, generator=None, allow_pickle: bool = False) -> dict:
     """What an import of `src` would make, without converting anything: path, model_type, architecture, family,
     sizes (d_model, n_layers, n_heads, d_ff, vocab_size, max_positions), parameters (from the safetensors headers;
-    None for pickled weights), weights_size, tokenizer (source, kind, size, added tokens, roles), files [(name,
+    None for pickled weights), weights_size, objectives (every objective's weight in the run it would make),
+    tokenizer (source, kind, size, added tokens, roles, sentinels: how many T5 <extra_id_k> it has), files [(name,
     bytes)], generator (ELECTRA: its path and sizes). ValueError with the reason when it cannot be imported."""
+    from ..models import resolve_objective_weights
+
     source = _source(src, generator, allow_pickle)
     model_config, settings, objectives = _import_config(source)
+    family = source.module.FAMILY
+    objectives = resolve_objective_weights(  # what the run will train: the converter's, the family's for the rest
+        family, dataclasses.replace(objective_module(family).Settings(), **settings), objectives)
     tokenizer = _tokenizer(source)
     shapes = tensor_shapes(source.folder)
     summary = {
@@ -170,7 +178,8 @@ def inspect_checkpoint(src, *, generator=None, allow_pickle: bool = False) -> di
         "weights_size": folder_size_text(source.folder.weight_bytes()), "pickled": source.folder.pickled,
         "objectives": objectives, "settings": settings,
         "tokenizer": {"source": tokenizer.source, "kind": tokenizer.kind, "size": tokenizer.original_size,
-                      "added": list(tokenizer.added), "roles": _shown_roles(tokenizer)},
+                      "added": list(tokenizer.added), "roles": _shown_roles(tokenizer),
+                      "sentinels": sum(1 for name in tokenizer.roles if name.startswith("<extra_id_"))},
         "files": list_files(source.folder.path), "generator": None,
     }
     if source.generator is not None:
@@ -229,6 +238,16 @@ def _grow_vocabulary(state: dict[str, torch.Tensor], old_size: int, new_size: in
                 grown[token_id] = 0.0
         state[name] = grown
     return state
+
+
+def _owned(tensor: torch.Tensor) -> torch.Tensor:
+    """A float32 contiguous tensor that owns its storage: a slice of a checkpoint tensor (MPNet's position table
+    without its two padding rows) is copied, or safetensors would refuse to save the run (and keep the whole
+    storage alive)."""
+    tensor = tensor.detach().to(torch.float32).contiguous()
+    if tensor.untyped_storage().nbytes() != tensor.numel() * tensor.element_size():
+        tensor = tensor.clone()
+    return tensor
 
 
 def _check_state(state: dict[str, torch.Tensor], model) -> None:
@@ -352,7 +371,7 @@ def import_checkpoint(src, out, *, generator=None, allow_pickle: bool = False, c
         state = _grow_vocabulary(state, V, final_size, list(added_ids.values()), model)
     _check_state(state, model)
     for name in list(state):  # in place: each transposed view's source is freed as its copy is made
-        state[name] = state[name].detach().to(torch.float32).contiguous()
+        state[name] = _owned(state[name])
     step(0.6, "checking that every weight is a finite number")
     _check_finite(state)
     model.load_state_dict(state, strict=True, assign=True)

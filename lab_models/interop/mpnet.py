@@ -34,9 +34,11 @@ Deviations and limits:
 - The lab keeps attention dropout at 0 (its CPU-friendly default; the checkpoint's attention_probs_dropout_prob is
   not used): training only.
 - transformers' MPNet treats token id 1 as padding when it numbers positions (padding_idx is hard-coded to 1, the
-  `<pad>` of MPNet's vocabulary). A lab vocabulary exported with another token at id 1 (word-piece: [UNK]) gets
-  shifted positions in transformers for texts that contain it; with MPNet's own vocabulary (and its tokenizer) the
-  two agree.
+  `<pad>` of MPNet's vocabulary). A lab vocabulary has another token there (word-piece: [UNK]), so the export
+  renumbers: the lab's [PAD] and the token at id 1 trade ids, in the tokenizer.json (`export_tokenizer`), the
+  config's special ids and the rows of the embedding, the LM head and its bias (`export_state`). The exported model
+  then computes exactly what the lab's does, for every text; only those two tokens' ids differ from the run's (an
+  import of the export is the same model under its own, renumbered tokenizer).
 - `MPNetForMaskedLM` is one stream; the lab trains MPNet with its two streams. An imported checkpoint runs with the
   default input mode ("mpnet"): for fill-mask every query row sees everything, which is the masked LM's computation.
   A lab run in "xlnet" input mode has a learned query start w that MPNet has no place for: it does not export.
@@ -48,13 +50,15 @@ from __future__ import annotations
 import torch
 
 from ..nn.config import ModelConfig
+from .hf_tokenizer import renumber_tokenizer
 from .state_mapping import Rule, fit_state, gather, require, scatter, strip_prefix, warn_unused
 
 FAMILY = "mpnet"
 MODEL_TYPES = ("mpnet",)
 HF_ARCHITECTURES = ("MPNetForMaskedLM",)
 
-POSITION_OFFSET = 2  # padding_idx (1) + 1: the first real token's row in the checkpoint's position table
+PADDING_IDX = 1  # transformers' MPNetEmbeddings.padding_idx, hard-coded (not config.pad_token_id)
+POSITION_OFFSET = PADDING_IDX + 1  # the first real token's row in the checkpoint's position table
 BUCKETS, MAX_DISTANCE = 32, 128  # what transformers' MPNetEncoder.compute_position_bias uses, whatever the config says
 _ROOTS = ("lm_head.",)
 # read elsewhere (the position table, sliced), saved twice (the tied decoder and its bias), or not used by a masked LM
@@ -160,10 +164,31 @@ def _check_exportable(model) -> ModelConfig:
     return c
 
 
+def _swap(model) -> dict[int, int]:
+    """The export's renumbering of token ids: the lab's [PAD] and whatever token has id 1 trade places, so that
+    transformers' hard-coded padding id 1 is the pad token ({} when it already is: an imported MPNet). A lab
+    word-piece vocabulary has [UNK] at 1, which transformers would otherwise take for padding when it numbers the
+    positions of a text that contains it."""
+    pad = model.vocab.pad_id
+    return {} if pad == PADDING_IDX else {pad: PADDING_IDX, PADDING_IDX: pad}
+
+
+def _hf_id(model):
+    swap = _swap(model)
+    return lambda token_id: swap.get(token_id, token_id)
+
+
+def export_tokenizer(model, tokenizer):
+    """The run's tokenizer with the export's ids (exporter hook, `_swap`)."""
+    swap = _swap(model)
+    return renumber_tokenizer(tokenizer, swap) if swap else tokenizer
+
+
 def export_config(model) -> dict:
     """The config.json of an `MPNetForMaskedLM` with this lab model's structure and special tokens."""
     c = _check_exportable(model)
     vocab = model.vocab
+    hf_id = _hf_id(model)
     return {
         "model_type": "mpnet", "architectures": list(HF_ARCHITECTURES), "vocab_size": c.vocab_size,
         "hidden_size": c.d_model, "num_hidden_layers": c.n_layers, "num_attention_heads": c.n_heads,
@@ -171,8 +196,8 @@ def export_config(model) -> dict:
         "attention_probs_dropout_prob": c.attention_dropout,
         "max_position_embeddings": c.max_positions + POSITION_OFFSET, "layer_norm_eps": c.layer_norm_eps,
         "relative_attention_num_buckets": c.relative_attention_buckets, "initializer_range": 0.02,
-        "tie_word_embeddings": c.tie_embeddings, "pad_token_id": vocab.pad_id, "bos_token_id": vocab.bos_id,
-        "eos_token_id": vocab.eos_id,
+        "tie_word_embeddings": c.tie_embeddings, "pad_token_id": hf_id(vocab.pad_id), "bos_token_id":
+        hf_id(vocab.bos_id), "eos_token_id": hf_id(vocab.eos_id),
     }
 
 
@@ -188,4 +213,12 @@ def export_state(model) -> dict[str, torch.Tensor]:
     out["lm_head.decoder.bias"] = out["lm_head.bias"].clone()  # the reference saves the shared bias under both names
     if c.tie_embeddings:  # untied, the rules already wrote lm_head.decoder.weight
         out["lm_head.decoder.weight"] = out["mpnet.embeddings.word_embeddings.weight"].clone()
+    swap = _swap(model)
+    if swap:  # the rows of every per-token tensor follow the tokenizer's renumbering
+        order = torch.arange(c.vocab_size)
+        for old, new in swap.items():
+            order[new] = old  # HF row new = lab row old
+        for name in ("mpnet.embeddings.word_embeddings.weight", "lm_head.bias", "lm_head.decoder.bias",
+                     "lm_head.decoder.weight"):
+            out[name] = out[name][order].contiguous()
     return out

@@ -13,8 +13,10 @@ Each module `lab_models/interop/<name>.py` defines
 
 Optional: `USES_MASK_TOKEN = False` (the family never reads [MASK]; without a mask token in the vocabulary it stands
 in as the end-of-text token instead of being added) and `ROLE_CHAINS` (lab role -> the checkpoint's roles that may
-play it, in order, overriding hf_tokenizer.ROLE_CHAINS), and `export_companions(model)` (more folders to export
-beside the main one: ELECTRA's generator).
+play it, in order, overriding hf_tokenizer.ROLE_CHAINS), `export_companions(model)` (more folders to export
+beside the main one: ELECTRA's generator), `export_tokenizer(model, tokenizer)` (the tokenizer to write, when the
+export renumbers ids: MPNet) and `tokenizer_config_extras(model, tokenizer)` (more tokenizer_config.json fields: T5's
+sentinels).
 
 A module that is not in this build (`ModuleNotFoundError` for exactly that module) is reported as "not available in
 this build", so adding `t5.py`, `mpnet.py` or `xlnet.py` to the package makes those architectures work with no other

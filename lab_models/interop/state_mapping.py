@@ -19,6 +19,7 @@ Deviation: none.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 
 import torch
 
@@ -27,14 +28,19 @@ logger = logging.getLogger(__name__)
 Rule = tuple[str, tuple[str, ...]]
 
 
-def strip_prefix(hf_state: dict[str, torch.Tensor], prefix: str, bare_roots: tuple[str, ...]
+def strip_prefix(hf_state: Mapping[str, torch.Tensor], prefix: str, bare_roots: tuple[str, ...]
                  ) -> dict[str, torch.Tensor]:
     """The checkpoint's names with a base-model prefix (e.g. "mpnet.") removed from every name that has it, so that
-    checkpoints saved with or without it read alike. `bare_roots`: the first name parts that stay as they are."""
-    if not isinstance(hf_state, dict) or not all(isinstance(v, torch.Tensor) for v in hf_state.values()):
-        raise ValueError("hf_state must be a dict of tensor name -> torch.Tensor (the checkpoint's state dict)")
+    checkpoints saved with or without it read alike. `bare_roots`: the first name parts that stay as they are.
+    `hf_state` may be a plain dict or the importer's lazy mapping over safetensors files (each tensor is read here,
+    once: the converted state holds these tensors, so the peak stays about one copy of the checkpoint)."""
+    if not isinstance(hf_state, Mapping):
+        raise ValueError("hf_state must map tensor names to torch.Tensor (the checkpoint's state dict)")
     out = {}
-    for name, tensor in hf_state.items():
+    for name in hf_state.keys():
+        tensor = hf_state[name]
+        if not isinstance(tensor, torch.Tensor):
+            raise ValueError(f"the checkpoint's {name!r} is a {type(tensor).__name__}, not a tensor")
         if name.startswith(prefix) and not name.startswith(bare_roots):
             name = name[len(prefix):]
         out[name] = tensor

@@ -16,7 +16,7 @@ an ordinary lab T5 with the same numbers (max abs logit difference ~1e-6 in floa
     DenseReluDense wi/wo (v1.0, relu)         activation="relu"
     wi_0/wi_1/wo (v1.1, gated-gelu)           ffn_gated=True, activation="gelu_tanh" (transformers' gelu_new)
     shared embedding, lm_head                 tie_embeddings; untied (v1.1): lm_out = lm_head
-    decoder output * d_model^-0.5 (tied)      output_scale=True; no LM bias (lm_bias=False)
+    decoder output * d_model^-0.5 (v1.0)      output_scale=True; no LM bias (lm_bias=False)
     decoder_start_token_id = pad_token_id     the T5 setting decoder_start="pad"
 
 Names: `shared.weight` -> `backbone.embeddings.token.weight`; `{encoder,decoder}.block.i.layer.0.SelfAttention.{q,k,v}`
@@ -37,18 +37,26 @@ Deviations: the lab's dropout sits on the embeddings and after each residual bra
 feed-forward, on the attention probabilities and after the final norm): training only, the logits are the same.
 Imported runs get T5's reference-code targets (`final_token="eos"`), so that further span-corruption training ends
 targets as the checkpoint was trained. transformers 5 ties T5's lm_head to its embedding in memory and reads a
-v1.1 checkpoint's separate lm_head only through `from_pretrained` (both tensors present and different).
+v1.1 checkpoint's separate lm_head only through `from_pretrained` (both tensors present and different); a v1.1 built
+from a config and saved by transformers 5 is therefore tied and unscaled (scale_decoder_outputs=false, no
+lm_head.weight in the file), and imports so (`_tied`). Export writes lm_head.weight always (a copy when tied) and
+tie_word_embeddings = the scaling, which transformers 4 and 5 both read right; a scaled output with an untied head
+(which transformers 4 cannot express) is refused.
 """
 from __future__ import annotations
 
 import torch
 
 from ..nn.config import ModelConfig
+from .checkpoint import TENSOR_NAMES_KEY
 from .state_mapping import Rule, fit_state, gather, require, scatter, strip_prefix, warn_unused
 
 FAMILY = "t5"
 MODEL_TYPES = ("t5",)
 HF_ARCHITECTURES = ("T5ForConditionalGeneration",)
+# T5 has no mask token and the lab's T5 never feeds one (its blanks are sentinels): [MASK] stands in as </s>, so an
+# import adds no token the checkpoint never saw (lab_models/interop/hf_tokenizer.py)
+USES_MASK_TOKEN = False
 
 # tensors a checkpoint may hold that the lab reads elsewhere or that transformers itself ignores: the stacks' copies of
 # the shared embedding, a tied lm_head, and a cross-attention bias table older versions saved
@@ -72,13 +80,24 @@ def _feed_forward(projection: str) -> tuple[str, bool]:
     return _ACTIVATIONS[act], gated
 
 
-def _scaled_and_tied(hf_config: dict) -> bool:
-    """Whether the checkpoint is T5 v1.0-style (tied embeddings, decoder output * d_model^-0.5) rather than v1.1
-    (untied, unscaled). transformers 4 reads both from tie_word_embeddings; transformers 5 writes
-    scale_decoder_outputs and always writes tie_word_embeddings=true."""
+def _scaled(hf_config: dict) -> bool:
+    """Whether the decoder output is multiplied by d_model^-0.5 before the LM head (T5 v1.0; v1.1 does not).
+    transformers 4 reads it from tie_word_embeddings (v1.1 checkpoints say false); transformers 5 writes
+    scale_decoder_outputs (and always tie_word_embeddings=true)."""
     if "scale_decoder_outputs" in hf_config:
         return bool(hf_config["scale_decoder_outputs"])
     return hf_config.get("tie_word_embeddings", True) is not False
+
+
+def _tied(hf_config: dict, scaled: bool) -> bool:
+    """Whether the LM head is the shared embedding. transformers 4: exactly when the output is scaled (one flag for
+    both). transformers 5 ties them in memory unless the checkpoint holds an lm_head.weight of its own (a v1.1 built
+    from a config and saved by transformers 5 is tied and unscaled), so with the tensor names the importer passes
+    (TENSOR_NAMES_KEY) a transformers 5 config is tied exactly when the file has no lm_head.weight."""
+    names = hf_config.get(TENSOR_NAMES_KEY)
+    if "scale_decoder_outputs" in hf_config and names is not None:
+        return not any(name in names for name in ("lm_head.weight", "transformer.lm_head.weight"))
+    return scaled
 
 
 def import_config(hf_config: dict) -> tuple[ModelConfig, dict, dict]:
@@ -98,14 +117,15 @@ def import_config(hf_config: dict) -> tuple[ModelConfig, dict, dict]:
     start = hf_config.get("decoder_start_token_id", pad)
     require(start == pad, f"decoder_start_token_id ({start}) is not the pad token ({pad}): the lab's T5 starts its "
                           f"decoder with the pad token or [BOS] only")
-    scaled = _scaled_and_tied(hf_config)
+    scaled = _scaled(hf_config)
     try:
         config = ModelConfig(
             vocab_size=hf_config.get("vocab_size", 32128), d_model=d_model, n_layers=n_layers, n_heads=n_heads,
             d_ff=hf_config.get("d_ff", 2048), max_positions=hf_config.get("n_positions", 512),
             dropout=float(hf_config.get("dropout_rate", 0.1)), norm="pre",
             layer_norm_eps=float(hf_config.get("layer_norm_epsilon", 1e-6)), decoder_layers=decoder_layers,
-            tie_embeddings=scaled, activation=activation, norm_type="rmsnorm", linear_bias=False, ffn_gated=gated,
+            tie_embeddings=_tied(hf_config, scaled), activation=activation, norm_type="rmsnorm", linear_bias=False,
+            ffn_gated=gated,
             absolute_positions=False, relative_attention="buckets",
             relative_attention_buckets=hf_config.get("relative_attention_num_buckets", 32),
             relative_attention_max_distance=hf_config.get("relative_attention_max_distance", 128),
@@ -184,8 +204,9 @@ def _check_exportable(model) -> ModelConfig:
             ("n_segments", c.n_segments == 0, "T5 has no segment embeddings"),
             ("n_position_rows", c.n_position_rows == 1, "T5 has one position axis"),
             ("query_stream", c.query_stream is None, "T5 has one stream"),
-            ("output_scale", c.output_scale == c.tie_embeddings,
-             "transformers scales the decoder output exactly when the embeddings are tied (T5 v1.0)"),
+            ("output_scale", c.tie_embeddings or not c.output_scale,
+             "transformers 4 scales the decoder output exactly when the embeddings are tied, so a scaled output with "
+             "an untied head has no config both versions read alike"),
             ("activation", not (c.ffn_gated and c.activation == "gelu"),
              "transformers' gated-gelu uses the tanh GeLU (gelu_tanh); gated exact GeLU has no name")):
         require(ok, f"{option}={getattr(c, option)!r} has no transformers T5 equivalent: {why}")
@@ -208,10 +229,19 @@ def export_config(model) -> dict:
         "relative_attention_num_buckets": c.relative_attention_buckets,
         "relative_attention_max_distance": c.relative_attention_max_distance, "dropout_rate": c.dropout,
         "layer_norm_epsilon": c.layer_norm_eps, "initializer_factor": 1.0, "feed_forward_proj": projection,
-        "tie_word_embeddings": c.tie_embeddings, "n_positions": c.max_positions,
+        # transformers 4 reads both the scaling and the tying from tie_word_embeddings, transformers 5 the scaling from
+        # scale_decoder_outputs and the tying from the weights: lm_head.weight is always written (a copy when tied),
+        # so a tied unscaled model (transformers 5's v1.1) loads untied-but-equal in 4 and tied in 5
+        "tie_word_embeddings": c.output_scale, "scale_decoder_outputs": c.output_scale, "n_positions": c.max_positions,
         "pad_token_id": vocab.pad_id, "eos_token_id": vocab.eos_id,
         "decoder_start_token_id": decoder_start_id(model.settings, vocab),
     }
+
+
+def tokenizer_config_extras(model, tokenizer) -> dict:
+    """tokenizer_config.json fields beyond the roles (exporter hook): the sentinels <extra_id_0>, <extra_id_1>, ... as
+    additional special tokens, in order, as T5's own tokenizer lists them (transformers 4 and 5 read the name)."""
+    return {"additional_special_tokens": [tokenizer.id_to_token(i) for i in model.vocab.sentinel_ids]}
 
 
 def export_state(model) -> dict[str, torch.Tensor]:

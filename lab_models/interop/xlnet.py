@@ -31,7 +31,7 @@ Worked example (the config of xlnet-base-cased, shortened):
 >>> config.relative_attention, config.absolute_positions, config.embedding_norm, config.relative_attention_clamp_len
 ('xlnet', False, False, None)
 >>> settings, weights
-({}, {'plm': 1.0})
+({'bidirectional_context': True}, {'plm': 1.0})
 
 Deviations, stated:
 - What XLNet's config can ask for and the lab cannot represent is refused with a ValueError naming the field:
@@ -49,6 +49,10 @@ Deviations, stated:
   only with a target_mapping, which such a run never learned to use.
 - `lm_loss.weight` is not written (it is the token embedding, tied: transformers' own files leave it out too) and is
   ignored on import.
+- Imported runs get `bidirectional_context=True`, the official code's `_local_perm` (context tokens share the lowest
+  rank and see each other), which the released checkpoints were trained with, rather than the paper's rule (the lab's
+  default). The lab's continuation then reads the prompt bidirectionally, as `XLNetLMHeadModel.generate` does (its
+  prepare_inputs_for_generation hides only the appended slot), and further training samples orders as that code did.
 """
 from __future__ import annotations
 
@@ -111,7 +115,9 @@ def import_config(hf_config: dict) -> tuple[ModelConfig, dict, dict]:
         lm_transform=False, query_stream="learned", absolute_positions=False, embedding_norm=False,
         relative_attention="xlnet", relative_attention_clamp_len=clamp_len if clamp_len > 0 else None,
         activation=ACTIVATIONS_IN[activation])
-    return config, {}, {"plm": 1.0}
+    # the released checkpoints were trained by the official code, whose `_local_perm` lets the context tokens see each
+    # other (the lab's bidirectional_context); continuing text then reads the prompt as transformers' generate does
+    return config, {"bidirectional_context": True}, {"plm": 1.0}
 
 
 def _einsum_to_linear(weight: torch.Tensor) -> torch.Tensor:

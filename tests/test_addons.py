@@ -131,6 +131,25 @@ def test_addon_batches_leave_the_family_batch_unchanged_and_draw_after_it():
     assert torch.equal(moved.addons[contrastive.IDS_KEY], batch.addons[contrastive.IDS_KEY])
 
 
+def test_addon_batches_pass_the_step_so_an_addon_can_start_later(monkeypatch):
+    vocab = StringVocab("the cat sees a ball . dog".split())
+    view = contrastive.SentenceView("bert", word_tokenizer(vocab), vocab.info, ["the cat sees a ball . the dog ."],
+                                    [], contrastive.Settings())
+    data = back_translation.MonolingualData(bt_codec(), TRAIN_PAIRS, HELD_OUT)
+    wrapped = addons.AddonBatches(_RowSource(), view, data, 2, 2, back_translation_start=3, contrastive_start=5)
+    flags = [(bool(b.addons[contrastive.ACTIVE_KEY]), bool(b.addons[back_translation.ACTIVE_KEY]))
+             for b in (wrapped.train_batch_at(step, torch.Generator().manual_seed(0)) for step in (1, 3, 5))]
+    assert flags == [(False, False), (False, True), (True, True)]
+    early, late = (wrapped.train_batch_at(s, torch.Generator().manual_seed(0)) for s in (1, 9))
+    assert all(torch.equal(early.addons[k], late.addons[k]) for k in back_translation.KEYS)  # drawn either way
+    model = toy_mass({"seq2seq": 0.0, "translation": 1.0, "back_translation": 1.0})
+    monkeypatch.setattr(back_translation, "translate", lambda *args: pytest.fail("back-translated too early"))
+    _, parts = back_translation.loss(model, early, back_translation.Settings(), bt_codec())
+    assert set(parts) == {"translation_zh_en"}  # not computed at all (null in the metrics row), not a 0
+    _, parts = back_translation.loss(model, late, back_translation.Settings(back_translate=False), bt_codec())
+    assert set(parts) == {"translation_zh_en"}  # the control run
+
+
 def attached(model, settings: dict):
     model.addons = addons.Addons(addons.settings_objects(settings))
     return model

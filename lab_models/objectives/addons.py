@@ -25,6 +25,8 @@ How they plug in, so that the family's batch builder, its loss and the engine st
 3. Loss: `FamilyModel.forward` (and CoVe's) calls `Addons.apply(model, batch, out)` after the family's loss when
    add-ons are attached (`attach`, by the trainer): total = the family's total + sum of weight * add-on loss, and the
    add-ons' parts join `parts` (so metrics.jsonl "losses" and the Train tab's curves show them with no other change).
+   Before an add-on's `start_step` (contrastive, back-translation) its part is not computed (null in the rows): the
+   wrapper passes the engine's step along (`train_batch_at`), so which parts a step has depends on the step alone.
 4. Evaluation: `Addons.evaluate(model)` adds numbers to each validation row: alignment, uniformity and topic_gap
    (contrastive), bleu_en_zh, bleu_zh_en, chrf_en_zh, chrf_zh_en (back-translation).
 
@@ -182,7 +184,7 @@ class Addons:
             regulariser, logged = adversarial.pretraining_loss(model, batch, self.settings["adversarial"])
             total = total + weights["adversarial"] * regulariser
             parts.update(adversarial=regulariser.detach(), **{k: v.detach() for k, v in logged.items()})
-        if "contrastive" in self.settings:
+        if "contrastive" in self.settings and bool(batch.addons.get(contrastive.ACTIVE_KEY, True)):
             ids = batch.addons.get(contrastive.IDS_KEY)
             if ids is None:
                 raise ValueError("contrastive learning needs the batch's sentences (Batch.addons"
@@ -212,11 +214,13 @@ class AddonBatches:
     """A batch source (lab_models/engine.py's protocol) that adds the add-ons' data to another one's batches."""
 
     def __init__(self, inner, sentences: contrastive.SentenceView | None, monolingual:
-                 back_translation.MonolingualData | None, contrastive_n: int, back_translation_n: int):
+                 back_translation.MonolingualData | None, contrastive_n: int, back_translation_n: int,
+                 back_translation_start: int = 0, contrastive_start: int = 0):
         if hasattr(inner, "train_batch_at"):
             raise ValueError("add-on objectives need a batch source whose batches depend on the step generator only")
         self.inner, self.sentences, self.monolingual = inner, sentences, monolingual
         self.contrastive_n, self.back_translation_n = contrastive_n, back_translation_n
+        self.back_translation_start, self.contrastive_start = back_translation_start, contrastive_start
 
     def __getattr__(self, name):  # validation_note, tokens_per_batch, ...: the wrapped source's
         return getattr(self.inner, name)
@@ -229,11 +233,20 @@ class AddonBatches:
             extra.update(monolingual)
         return dataclasses.replace(batch, addons={**batch.addons, **extra})
 
-    def train_batch(self, generator: torch.Generator) -> Batch:
+    def train_batch_at(self, step: int, generator: torch.Generator) -> Batch:
+        """The batch of step `step` (the engine calls this when it exists): the family's, then the add-ons' data."""
         batch = self.inner.train_batch(generator)  # the family's draws come first
         sentences = self.sentences.sample(generator, self.contrastive_n) if self.sentences else None
         monolingual = self.monolingual.sample(generator, self.back_translation_n) if self.monolingual else None
-        return self._add(batch, sentences, monolingual)
+        if monolingual is not None:  # back-translation waits for its start_step (its module docstring)
+            monolingual[back_translation.ACTIVE_KEY] = torch.tensor(step >= self.back_translation_start)
+        batch = self._add(batch, sentences, monolingual)
+        if sentences is not None:  # and contrastive learning for its own
+            batch.addons[contrastive.ACTIVE_KEY] = torch.tensor(step >= self.contrastive_start)
+        return batch
+
+    def train_batch(self, generator: torch.Generator) -> Batch:
+        return self.train_batch_at(1 << 62, generator)
 
     def validation_batches(self, generators) -> list[Batch]:
         return [self._add(batch, self.sentences.validation(i, self.contrastive_n) if self.sentences else None,
@@ -250,18 +263,18 @@ def attach(model, settings: dict[str, dict], *, tokenizer, vocab, corpus, batche
     objects = settings_objects(settings)
     facts = {name: {"weight": model.objective_weights[name], "settings": settings[name]} for name in objects}
     sentences = monolingual = codec = probe = None
-    contrastive_n = back_translation_n = 0
+    contrastive_n = back_translation_n = back_translation_start = 0
     held_out = ()
     if "contrastive" in objects:
         chosen = objects["contrastive"]
         contrastive_n = chosen.sentences or batch_size
         sentences = contrastive.SentenceView(model.family, tokenizer, vocab, corpus.train, corpus.validation, chosen)
-        probe = contrastive.SentenceProbe(model.family, tokenizer, vocab, chosen.max_tokens)
-        facts["contrastive"].update(sentences_per_step=contrastive_n, **sentences.facts(),
-                                    pooling=contrastive.pooling_for(model.family))
+        probe = contrastive.SentenceProbe(model.family, tokenizer, vocab, chosen.max_tokens, pooling=chosen.pooling)
+        facts["contrastive"].update(sentences_per_step=contrastive_n, **sentences.facts(), pooling=(
+            contrastive.pooling_for(model.family) if chosen.pooling == "auto" else chosen.pooling))
     if "back_translation" in objects:
         chosen = objects["back_translation"]
-        back_translation_n = chosen.sentences or batch_size
+        back_translation_n, back_translation_start = chosen.sentences or batch_size, chosen.start_step
         codec = back_translation.Codec(model.family, tokenizer, vocab, max_positions)
         monolingual = back_translation.MonolingualData(codec)
         held_out = monolingual.validation_pairs[: chosen.eval_pairs]
@@ -271,7 +284,8 @@ def attach(model, settings: dict[str, dict], *, tokenizer, vocab, corpus, batche
         facts["adversarial"]["method"] = "smart"
     model.addons = Addons(objects, codec=codec, probe=probe, held_out_pairs=held_out)
     if sentences is not None or monolingual is not None:
-        batches = AddonBatches(batches, sentences, monolingual, contrastive_n, back_translation_n)
+        batches = AddonBatches(batches, sentences, monolingual, contrastive_n, back_translation_n,
+                               back_translation_start, objects["contrastive"].start_step if sentences else 0)
     logger.info("add-on objectives: %s", ", ".join(f"{name} (weight {model.objective_weights[name]:g})"
                                                     for name in objects))
     return batches, model.addons, {"addons": facts}

@@ -73,6 +73,10 @@ Deviations, stated:
   sampling better); online, every step, rather than once over the whole monolingual corpus.
 - `back_translate=False` leaves only `translation_zh_en`: the control run that isolates what the synthetic pairs add
   (benchmarks/bench_addons.py).
+- Sennrich et al. back-translate with a trained reverse model; a run that starts from scratch translates badly for
+  its first hundreds of steps, and its synthetic pairs are then noise that costs the real ones (measured: README).
+  `start_step` holds the synthetic pairs back until the model translates (the real zh -> en pairs train from step 1,
+  the monolingual sentences are drawn at every step either way, so the data order does not depend on it).
 """
 from __future__ import annotations
 
@@ -93,6 +97,7 @@ DIRECTIONS = ("en_zh", "zh_en")
 T5_PREFIXES = {"en_zh": translation.T5_TASK_PREFIX, "zh_en": "translate Chinese to English: "}
 SYNTHETIC_FLAG = "back_translated"  # extras of the back-translation batch: (B,) bool, True = a synthetic pair
 KEYS = ("bt_zh_source", "bt_zh_target", "bt_en_source", "bt_en_target", "bt_real_source", "bt_real_target")
+ACTIVE_KEY = "bt_active"  # Batch.addons: () bool, False before `start_step` (the synthetic pairs are skipped)
 
 
 @dataclass(frozen=True)
@@ -103,11 +108,12 @@ class Settings:
     back_translate: bool = True  # false: train only zh->en on real pairs (the control run without synthetic pairs)
     max_new_tokens: int = 48  # longest greedy back-translation, in tokens
     eval_pairs: int = 100  # held-out pairs translated both ways for BLEU and chrF at every evaluation
+    start_step: int = 0  # back-translate from this step on (before it only zh->en on real pairs trains)
 
     def __post_init__(self):
         if not isinstance(self.back_translate, bool):
             raise ValueError(f"back_translation.back_translate must be true or false, got {self.back_translate!r}")
-        for name, minimum in (("sentences", 0), ("max_new_tokens", 1), ("eval_pairs", 0)):
+        for name, minimum in (("sentences", 0), ("max_new_tokens", 1), ("eval_pairs", 0), ("start_step", 0)):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
                 raise ValueError(f"back_translation.{name} must be a whole number >= {minimum}, got {value!r}")
@@ -302,7 +308,8 @@ def loss(model, batch: Batch, settings: Settings, codec: Codec) -> tuple[torch.T
     pad = model.vocab.pad_id
     data = batch.addons
     synthetic: list[tuple[list[int], list[int]]] = []
-    if settings.back_translate:
+    active = settings.back_translate and bool(data.get(ACTIVE_KEY, True))  # decided by the step alone (DDP)
+    if active:
         for source_key, target_key, direction in (("bt_zh_source", "bt_zh_target", "en_zh"),
                                                   ("bt_en_source", "bt_en_target", "zh_en")):
             hypotheses = codec.texts(translate(model, data[source_key], settings.max_new_tokens))
@@ -314,7 +321,7 @@ def loss(model, batch: Batch, settings: Settings, codec: Codec) -> tuple[torch.T
     device = data["bt_real_source"].device
     if not rows:  # nothing to train on this step: exact zeros, still connected to the parameters
         zero = sum(p.sum() for p in model.parameters() if p.requires_grad) * 0.0
-        return zero, {OBJECTIVE: zero.detach(), REVERSE_PART: zero.detach()}
+        return zero, {**({OBJECTIVE: zero.detach()} if active else {}), REVERSE_PART: zero.detach()}
     pairs = collate(rows, pad_id=pad).to(device)
     where = pairs.targets != IGNORE_INDEX  # (B, S)
     logits = model.target_logits(pairs, where)  # (N, V)
@@ -322,6 +329,8 @@ def loss(model, batch: Batch, settings: Settings, codec: Codec) -> tuple[torch.T
     is_synthetic = pairs.extras[SYNTHETIC_FLAG].bool()[:, None].expand_as(where)[where]  # (N,)
     back = nll[is_synthetic].sum() / max(int(is_synthetic.sum()), 1)
     reverse = nll[~is_synthetic].sum() / max(int((~is_synthetic).sum()), 1)
+    if not active:  # before start_step, or the control run: no back_translation part at all
+        return reverse, {REVERSE_PART: reverse}
     return back + reverse, {OBJECTIVE: back, REVERSE_PART: reverse}
 
 
@@ -346,6 +355,7 @@ def translation_scores(model, codec: Codec, pairs: Sequence[tuple[str, str]], ba
         for start in range(0, len(ids), batch_size):
             rows = _pad([row or [codec.vocab.eos_id] for row in ids[start:start + batch_size]], codec.vocab.pad_id)
             hypotheses += codec.texts(translate(model, rows.to(device), max_new_tokens))
-        outputs[f"bleu_{direction}"] = float(sacrebleu.corpus_bleu(hypotheses, [references], tokenize=tokenize).score)
+        outputs[f"bleu_{direction}"] = float(sacrebleu.corpus_bleu(hypotheses, [references], tokenize=tokenize,
+                                                                 force=True).score)  # " ." is the corpus's own
         outputs[f"chrf_{direction}"] = float(sacrebleu.corpus_chrf(hypotheses, [references]).score)
     return outputs

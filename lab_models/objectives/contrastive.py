@@ -43,7 +43,8 @@ from the step's generator, after the family's own draws, so the family's batch i
 without the add-on. Validation batch i holds the validation split's sentences i*N .. i*N+N-1 (wrapping around).
 
 The pooled representation is the one fine-tuning reads: the [CLS] position for the encoder families, the last real
-token ([EOS]) for GPT and GPT-2 (under a causal mask only it has read the whole sentence). Each family reads the
+token ([EOS]) for GPT and GPT-2 (under a causal mask only it has read the whole sentence); `pooling=mean` averages the
+real tokens' states instead (SimCSE's Table 6 compares both). Each family reads the
 sentence as it reads text downstream: a full mask among the real tokens (UniLM: its bidirectional mode; MPNet: its
 content stream alone), a causal mask for GPT, and ELECTRA's discriminator. The N sentences are stacked twice into one
 (2N, L) forward pass, so every row draws its own dropout mask (SimCSE's implementation does the same).
@@ -66,6 +67,12 @@ Deviations, stated:
   [CLS] position (and ELECTRA's and RoBERTa's, which have no sentence objective of their own).
 - Sentences come from a rule-based split (no sentence splitter model); a "sentence" of the stdlib-docs corpus can be
   a heading or a code fragment.
+- SimCSE fine-tunes a pretrained BERT or RoBERTa; here the objective is mixed into pretraining from `start_step`
+  (default 0, the first step). Set it to part of the run to pretrain first, then learn contrastively, as SimCSE does.
+  What it does at the tiny preset (README, benchmarks/bench_addons.py): the sentence space stops being anisotropic
+  (different sentences' cosine falls from about 1 to about 0, uniformity from 0 to below -1.5), but dropout-noise
+  positives teach no semantic closeness by themselves: held-out entailed pairs end up as far apart as unrelated
+  ones, and same-topic sentences are barely closer than different-topic ones.
 """
 from __future__ import annotations
 
@@ -83,6 +90,7 @@ ENCODER_DECODER_FAMILIES = ("mass", "t5")
 RNN_FAMILIES = ("elmo", "cove", "ulmfit", "cvt")
 POOLINGS = ("first", "last", "mean")
 IDS_KEY = "contrastive_ids"  # Batch.addons: (N, L) long, framed sentences padded with [PAD]
+ACTIVE_KEY = "contrastive_active"  # Batch.addons: () bool, False before `start_step` (no contrastive loss that step)
 _SENTENCE = re.compile(r"[^.!?。！？]+[.!?。！？]*")
 
 
@@ -93,12 +101,16 @@ class Settings:
     temperature: float = 0.05  # SimCSE's tau: the softmax temperature over cosine similarities
     sentences: int = 0  # sentences per step, each encoded twice (0 = the run's batch size)
     max_tokens: int = 32  # longest framed sentence in tokens ([CLS] and [SEP] included; SimCSE: 32)
+    pooling: str = "auto"  # auto: [CLS] (encoders) or the last token (GPT); mean: the average of the tokens
+    start_step: int = 0  # contrastive learning from this step on (SimCSE continues a pretrained model)
 
     def __post_init__(self):
+        if self.pooling not in ("auto", "mean"):
+            raise ValueError(f"contrastive.pooling must be auto or mean, got {self.pooling!r}")
         if isinstance(self.temperature, bool) or not isinstance(self.temperature, (int, float)) \
                 or not 0 < self.temperature <= 10:
             raise ValueError(f"contrastive.temperature must be in (0, 10], got {self.temperature!r}")
-        for name, minimum in (("sentences", 0), ("max_tokens", 3)):
+        for name, minimum in (("sentences", 0), ("max_tokens", 3), ("start_step", 0)):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
                 raise ValueError(f"contrastive.{name} must be a whole number >= {minimum}, got {value!r}")
@@ -205,7 +217,8 @@ def loss(model, ids: torch.Tensor, settings: Settings) -> torch.Tensor:
     """The contrastive loss of one step: the N sentences `ids` (N, L) encoded twice in one (2N, L) pass (different
     dropout masks per row), InfoNCE between the two halves."""
     n = ids.shape[0]
-    vectors = sentence_vectors(model, torch.cat([ids, ids]), model.vocab.pad_id)  # (2N, H)
+    pooling = None if settings.pooling == "auto" else settings.pooling
+    vectors = sentence_vectors(model, torch.cat([ids, ids]), model.vocab.pad_id, pooling)  # (2N, H)
     return info_nce(vectors[:n], vectors[n:], settings.temperature)
 
 
@@ -262,10 +275,11 @@ class SentenceProbe:
     above 4), `uniformity` over the held-out topic sentences, and `topic_gap`: the mean cosine similarity of
     same-topic pairs minus that of different-topic pairs (the Understand tab's sentence-similarity view)."""
 
-    def __init__(self, family: str, tokenizer, vocab, max_tokens: int = 32, limit: int = 256):
+    def __init__(self, family: str, tokenizer, vocab, max_tokens: int = 32, limit: int = 256, pooling: str = "auto"):
         from lab_models.tasks import load_task
 
         self.family, self.vocab = family, vocab
+        self.pooling = None if pooling == "auto" else pooling  # the pooling the run trains
         topic = load_task("topic")
         sentences = topic.validation[:limit]
         self.topics = torch.tensor([example.label for example in sentences])  # (n,)
@@ -285,7 +299,8 @@ class SentenceProbe:
     def __call__(self, model, batch_size: int = 64) -> dict[str, float]:
         def vectors(ids: torch.Tensor) -> torch.Tensor:
             device = next(model.parameters()).device
-            return torch.cat([sentence_vectors(model, ids[i:i + batch_size].to(device), self.vocab.pad_id).float()
+            return torch.cat([sentence_vectors(model, ids[i:i + batch_size].to(device), self.vocab.pad_id,
+                                               self.pooling).float()
                               for i in range(0, ids.shape[0], batch_size)]).cpu()
 
         was_training = model.training

@@ -91,8 +91,8 @@ def topic_similarity_figure(results) -> go.Figure:
     a bright diagonal (same topic closer) shows whatever the run's overall level; the numbers are in the cells."""
     if not results:
         return empty_figure("Pick runs and press Compare sentences.", 360)
-    titles = [f"{r.run_id}<br>{r.family} · step {r.step:,} · {r.pooling} pooling<br>same {r.same:.3f} · "
-              f"different {r.different:.3f} · <b>gap {r.gap:+.3f}</b>" for r in results]
+    titles = [f"{r.run_id}<br>{r.family} · step {r.step:,} · {r.pooling} pooling · AUC {r.auc:.3f}<br>same "
+              f"{r.same:.3f} · different {r.different:.3f} · <b>gap {r.gap:+.3f}</b>" for r in results]
     figure = make_subplots(rows=1, cols=len(results), subplot_titles=titles, horizontal_spacing=0.08)
     for column, result in enumerate(results, start=1):
         values = [v for line in result.matrix for v in line if _number(v) is not None] or [0.0, 1.0]

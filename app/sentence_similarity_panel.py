@@ -28,8 +28,9 @@ from .errors import user_errors
 from .inputs import picked_runs, whole_number
 
 MAX_RUNS = 4
-TABLE_COLUMNS = ["run", "family", "step", "pooling", "same topic", "different topics", "gap", "sentences"]
-POOLING_CHOICES = [("the family's ([CLS] / last token / encoder)", "auto"), ("mean of the tokens", "mean")]
+TABLE_COLUMNS = ["run", "family", "step", "pooling", "same topic", "different topics", "gap", "AUC",
+                 "nearest is same topic", "sentences"]
+POOLING_CHOICES = [("mean of the tokens", "mean"), ("the family's fine-tuning vector ([CLS] / last token)", "auto")]
 NO_RUNS_INFO = "No run has weights yet: train one in the Train tab, then press Refresh runs."
 
 
@@ -40,7 +41,8 @@ def similarity_table(results) -> pd.DataFrame:
     ['run', 'family', 'step', 'pooling']
     """
     return pd.DataFrame([[r.run_id, r.family, r.step, r.pooling, round(r.same, 4), round(r.different, 4),
-                          round(r.gap, 4), r.sentences] for r in results], columns=TABLE_COLUMNS)
+                          round(r.gap, 4), round(r.auc, 3), round(r.nearest_same_topic, 3), r.sentences]
+                         for r in results], columns=TABLE_COLUMNS)
 
 
 class SentenceSimilarityView:
@@ -63,10 +65,10 @@ class SentenceSimilarityView:
         return gr.update(choices=choices, value=[r for r in current if r in ids],
                          info=f"up to {MAX_RUNS} runs with weights" if choices else NO_RUNS_INFO)
 
-    def compare(self, run_ids, pooling="auto", per_topic=api.SENTENCE_SIMILARITY_PER_TOPIC, progress=gr.Progress()):
+    def compare(self, run_ids, pooling="mean", per_topic=api.SENTENCE_SIMILARITY_PER_TOPIC, progress=gr.Progress()):
         """(heatmaps figure, same/different bars, table) for the picked runs."""
         run_ids = picked_runs(run_ids, MAX_RUNS, "compare")
-        pooling = pooling or "auto"
+        pooling = pooling or "mean"
         if pooling not in api.SENTENCE_SIMILARITY_POOLINGS:
             raise ValueError(f"Unknown pooling {pooling!r}: choose one of "
                              f"{', '.join(api.SENTENCE_SIMILARITY_POOLINGS)}.")
@@ -88,14 +90,17 @@ def build(home, jobs=None, choices=None):
     gr.Markdown("Do the runs place sentences about the same topic close together? Each run encodes held-out "
                 "sentences of the synthetic corpus's five topics (never trained on) into one vector each; the "
                 "heatmap shows the mean cosine similarity between topics, the bars the same-topic and "
-                "different-topic means. A **gap** above 0 means same-topic sentences are closer. Runs trained with "
-                "the **contrastive** objective (SimCSE) should show a larger gap and lower similarities overall.")
+                "different-topic means. A **gap** above 0 means same-topic sentences are closer; the table adds the "
+                "AUC (the chance that a same-topic pair is closer than a different-topic pair; 0.5 = no topic) and "
+                "how often a sentence's nearest neighbour shares its topic (0.2 = chance). A run trained with the "
+                "**contrastive** objective (SimCSE) spreads the sentences out and, on the mean of its tokens, "
+                "brings the topics apart.")
     with gr.Row():
         runs = gr.Dropdown(choices, value=[run_id for _, run_id in choices[:2]], multiselect=True,
                            max_choices=MAX_RUNS, label="Runs", allow_custom_value=True, scale=4,
                            info=f"up to {MAX_RUNS} runs with weights" if choices else NO_RUNS_INFO,
                            elem_id="understand-sentences-runs")
-        pooling = gr.Dropdown(POOLING_CHOICES, value="auto", label="Sentence vector", scale=2,
+        pooling = gr.Dropdown(POOLING_CHOICES, value="mean", label="Sentence vector", scale=2,
                               elem_id="understand-sentences-pooling")
         per_topic = gr.Number(api.SENTENCE_SIMILARITY_PER_TOPIC, precision=0, label="Sentences per topic",
                               minimum=2, maximum=api.SENTENCE_SIMILARITY_MAX_PER_TOPIC, scale=1, min_width=120)

@@ -356,7 +356,7 @@ def build(home, jobs, corpus_choices=None):
     spec = view.specs[default_family]
     corpora = [("preset's corpus", "")] + [(name, name) for name in (corpus_choices or api.list_corpora(home=home))]
     default_settings = settings_frame(default_family)
-    default_rows = [value for objective in spec.objectives for value in (True, objective.weight)]
+    default_rows = [value for objective in spec.objectives for value in (objective.weight > 0, objective.weight)]
     *_, default_note = view.family_defaults(default_family)
 
     gr.Markdown("Pick a family and its objectives, press **Start**, and watch the loss fall. Each run trains in its "

@@ -5,11 +5,12 @@ Run `python benchmarks/bench_addons.py [--parts contrastive,adversarial,back_tra
 command it shows). Every run is `python -m lab_models.train` at the tiny preset on the synthetic corpus, seed 0, run
 in this process; a pair of runs differs only in the add-on.
 
-1. contrastive (BERT and GPT): `--steps` steps with and without `--objective contrastive=1`. Then, on the synthetic
-   corpus's held-out sentences (lab_models/sentence_similarity.py, 40 per topic): the mean cosine similarity of
-   same-topic and of different-topic pairs and their gap, with the family's pooling ([CLS] / last token) and with
-   mean pooling; alignment (held-out entailed pairs) and uniformity (Wang & Isola 2020); and the validation loss of
-   the family's own objective (does the add-on cost it anything?).
+1. contrastive (BERT and GPT): `--steps` steps without and with `--objective contrastive=1` (BERT twice: the
+   default mean pooling and SimCSE's [CLS]). Then, on the synthetic corpus's held-out sentences
+   (lab_models/sentence_similarity.py, 40 per topic), read with mean pooling and with the family's own vector: the
+   mean cosine of same-topic and of different-topic pairs, their gap, the AUC of that separation and how often a
+   sentence's nearest neighbour shares its topic; alignment (held-out entailed pairs) and uniformity (Wang & Isola
+   2020); and the validation loss of the family's own objective (does the add-on cost it anything?).
 2. adversarial (BERT): `--steps` steps with and without `--objective adversarial=1` (SMART, K = 1): the mean
    clean_nll and adversarial_nll of the last 20 logged steps, the validation MLM loss of both runs, and the step time
    of the loss and backward pass with and without the add-on, timed on the same batches, interleaved (`--rounds`).
@@ -68,23 +69,33 @@ def mean_part(run_dir: Path, name: str, last: int = 20) -> float:
 
 
 def bench_contrastive(args, home: Path, out: Path) -> None:
-    print("\n## contrastive: same-topic vs different-topic cosine on held-out sentences", flush=True)
-    header = ("family", "run", "pooling", "same", "different", "gap", "alignment", "uniformity", "val loss (own)")
+    print("\n## contrastive: held-out sentences by topic (same vs different), alignment, uniformity", flush=True)
+    header = ("family", "run", "view", "same", "different", "gap", "AUC", "nearest same topic", "alignment",
+              "uniformity", "val loss (own)")
     lines = []
-    for family in ("bert", "gpt"):
-        for label, extra in (("without", ()), ("contrastive=1", ("--objective", "contrastive=1"))):
-            run_dir = run_cli(out / f"{family}-{'plain' if not extra else 'contrastive'}", family, args.steps, home,
-                              *extra)
+    variants = {"bert": (("plain", "without", ()),
+                         ("contrastive", "contrastive=1 (mean)", ("--objective", "contrastive=1")),
+                         ("contrastive-first", "contrastive=1 ([CLS])", ("--objective", "contrastive=1", "--set",
+                                                                          "contrastive.pooling=first"))),
+                "gpt": (("plain", "without", ()), ("contrastive", "contrastive=1 (last)", ("--objective",
+                                                                                            "contrastive=1")))}
+    for family, runs in variants.items():
+        for key, label, extra in runs:
+            run_dir = run_cli(out / f"{family}-{key}", family, args.steps, home, *extra)
             loaded = load_run(run_dir)
-            probe = contrastive.SentenceProbe(family, loaded.tokenizer, loaded.vocab)
-            numbers = probe(loaded.model)
+            settings = json.loads((run_dir / "config.json").read_text())["train"].get("addons", {})
+            pooling = settings.get("contrastive", {}).get("pooling", "auto")
+            numbers = contrastive.SentenceProbe(family, loaded.tokenizer, loaded.vocab, pooling=pooling)(loaded.model)
             own = {k: v for k, v in last_val(run_dir)["losses"].items() if k != "contrastive"}
-            for pooling in ("auto", "mean"):
-                result = topic_similarity(run_dir, pooling)
+            for view in ("mean", "auto"):
+                result = topic_similarity(run_dir, view)
                 lines.append((family, label, result.pooling, f"{result.same:.3f}", f"{result.different:.3f}",
-                              f"{result.gap:.3f}", f"{numbers['alignment']:.3f}", f"{numbers['uniformity']:.3f}",
+                              f"{result.gap:.3f}", f"{result.auc:.3f}", f"{result.nearest_same_topic:.2f}",
+                              f"{numbers['alignment']:.3f}", f"{numbers['uniformity']:.3f}",
                               " ".join(f"{k} {v:.3f}" for k, v in own.items())))
     table(header, lines)
+    print("(alignment and uniformity: on the vector the contrastive objective trains, the run's own setting, or for a "
+          "run without it the add-on's default: BERT's token mean, GPT's last token)")
 
 
 def bench_adversarial(args, home: Path, out: Path) -> None:

@@ -403,12 +403,13 @@ SENTENCE_SIMILARITY_MAX_PER_TOPIC = _sentence_similarity.MAX_PER_TOPIC
 __all__ += ["TopicSimilarity", "sentence_similarity"]
 
 
-def sentence_similarity(run_dirs, pooling: str = "auto",
+def sentence_similarity(run_dirs, pooling: str = "mean",
                         per_topic: int = _sentence_similarity.DEFAULT_PER_TOPIC) -> list[TopicSimilarity]:
     """For each run, the mean cosine similarity between the pooled vectors of held-out synthetic sentences of each
-    pair of topics, and the gap between same-topic and different-topic pairs (`TopicSimilarity`). `pooling`: "auto"
-    (the family's: [CLS], GPT's last token, ...) or "mean". ValueError for no run, a run without weights, or a bad
-    pooling or count."""
+    pair of topics, the gap between same-topic and different-topic pairs, the AUC of that separation and the share of
+    sentences whose nearest neighbour shares their topic (`TopicSimilarity`). `pooling`: "mean" (of the tokens) or
+    "auto" (the family's fine-tuning vector: [CLS], GPT's last token, ...). ValueError for no run, a run without
+    weights, or a bad pooling or count."""
     dirs = [run_dirs] if isinstance(run_dirs, (str, Path)) else list(run_dirs or [])
     if not dirs:
         raise ValueError("Pick at least one run to compare.")

@@ -71,7 +71,7 @@ def test_the_contrastive_loss_pairs_each_sentence_with_its_own_second_view(monke
 
     monkeypatch.setattr(contrastive, "sentence_vectors", spy)
     ids = torch.tensor([[2, 16, 17, 3], [2, 18, 3, 0], [2, 19, 20, 3]])
-    model = type("M", (), {"vocab": VOCAB.info})()
+    model = type("M", (), {"vocab": VOCAB.info, "family": "bert"})()
     loss = contrastive.loss(model, ids, contrastive.Settings())
     doubled = seen["ids"]
     assert doubled.shape == (6, 4) and torch.equal(doubled[:3], ids) and torch.equal(doubled[3:], ids)
@@ -456,7 +456,7 @@ def test_bert_with_contrastive_and_adversarial_trains_and_reports_its_numbers(be
     config = json.loads((bert_run / "config.json").read_text())
     assert config["objectives"] == {"mlm": 1.0, "nsp": 1.0, "contrastive": 1.0, "adversarial": 1.0}
     facts = config["addons"]
-    assert facts["contrastive"]["pooling"] == "first" and facts["contrastive"]["train_sentences"] > 1000
+    assert facts["contrastive"]["pooling"] == "mean" and facts["contrastive"]["train_sentences"] > 1000
     assert facts["adversarial"]["method"] == "smart" and facts["adversarial"]["settings"]["steps"] == 1
     assert config["train"]["addons"]["contrastive"]["temperature"] == 0.05
     assert api.sentence_similarity([bert_run])[0].family == "bert"  # the run loads like any other
@@ -524,6 +524,8 @@ def test_sentence_similarity_view_and_figures(bert_run):
     auto, mean = api.sentence_similarity([bert_run, bert_run], "auto", 5)[0], api.sentence_similarity(bert_run,
                                                                                                       "mean", 5)[0]
     assert auto.pooling == "first" and mean.pooling == "mean" and auto.sentences == 25
+    assert 0 <= auto.auc <= 1 and 0 <= mean.nearest_same_topic <= 1 and api.sentence_similarity(bert_run)[0].pooling \
+        == "mean"  # the default: what the contrastive add-on trains for BERT
     assert len(auto.matrix) == 5 and all(len(line) == 5 for line in auto.matrix)
     assert -1 <= auto.different <= 1 and auto.gap == pytest.approx(auto.same - auto.different)
     with pytest.raises(ValueError, match="unknown pooling"):

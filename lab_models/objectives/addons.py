@@ -66,7 +66,7 @@ WHY_NOT = {  # why a family outside an add-on's list cannot use it (the error me
 }
 DESCRIPTIONS = {  # one line each for the Train tab
     "contrastive": "add-on, SimCSE: two dropout views of a sentence are positives, the batch's other sentences "
-                   "negatives (InfoNCE, τ 0.05)",
+                   "negatives (InfoNCE, τ 0.05, on the mean of the tokens; GPT: the last token)",
     "adversarial": "add-on, SMART/ALUM: smoothness under a worst-case perturbation of the input embeddings "
                    "(symmetric KL, L2 ball ε)",
     "back_translation": "add-on, Sennrich et al.: translate monolingual Chinese/English with the model itself and "
@@ -223,6 +223,8 @@ class AddonBatches:
         self.back_translation_start, self.contrastive_start = back_translation_start, contrastive_start
 
     def __getattr__(self, name):  # validation_note, tokens_per_batch, ...: the wrapped source's
+        if name == "inner":  # not set yet (a copy being built): no recursion
+            raise AttributeError(name)
         return getattr(self.inner, name)
 
     def _add(self, batch: Batch, sentences, monolingual) -> Batch:
@@ -270,8 +272,8 @@ def attach(model, settings: dict[str, dict], *, tokenizer, vocab, corpus, batche
         contrastive_n = chosen.sentences or batch_size
         sentences = contrastive.SentenceView(model.family, tokenizer, vocab, corpus.train, corpus.validation, chosen)
         probe = contrastive.SentenceProbe(model.family, tokenizer, vocab, chosen.max_tokens, pooling=chosen.pooling)
-        facts["contrastive"].update(sentences_per_step=contrastive_n, **sentences.facts(), pooling=(
-            contrastive.pooling_for(model.family) if chosen.pooling == "auto" else chosen.pooling))
+        facts["contrastive"].update(sentences_per_step=contrastive_n, **sentences.facts(),
+                                    pooling=contrastive.trained_pooling(model.family, chosen.pooling))
     if "back_translation" in objects:
         chosen = objects["back_translation"]
         back_translation_n, back_translation_start = chosen.sentences or batch_size, chosen.start_step

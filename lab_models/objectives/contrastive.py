@@ -42,10 +42,14 @@ max_seq_length, 32). Each step draws `sentences` of them (default: the run's bat
 from the step's generator, after the family's own draws, so the family's batch is byte for byte the one it would be
 without the add-on. Validation batch i holds the validation split's sentences i*N .. i*N+N-1 (wrapping around).
 
-The pooled representation is the one fine-tuning reads: the [CLS] position for the encoder families, the last real
-token ([EOS]) for GPT and GPT-2 (under a causal mask only it has read the whole sentence); `pooling=mean` averages the
-real tokens' states instead (SimCSE's Table 6 compares both). Each family reads the
-sentence as it reads text downstream: a full mask among the real tokens (UniLM: its bidirectional mode; MPNet: its
+The pooled representation (`pooling`, SimCSE's Table 6 compares these): by default ("auto") the mean of the real
+tokens' final states for the encoder families and the last real token ([EOS]) for GPT and GPT-2 (under a causal mask
+only it has read the whole sentence). "first" takes the [CLS] position instead (SimCSE's own default for BERT), "last"
+and "mean" force the others. Why not [CLS] by default: SimCSE starts from a BERT whose [CLS] pretraining shaped (NSP),
+while the lab's pretraining rows carry no [CLS] at all (lab_models/data.py), so only this loss would ever train it,
+and it learns to tell sentences apart without learning what they mean; the token states that MLM shapes do carry
+meaning, and averaging them keeps it (measured: README; at the tiny preset, mean pooling makes same-topic sentences
+clearly closer, [CLS] pooling does not). Each family reads the sentence as it reads text downstream: a full mask among the real tokens (UniLM: its bidirectional mode; MPNet: its
 content stream alone), a causal mask for GPT, and ELECTRA's discriminator. The N sentences are stacked twice into one
 (2N, L) forward pass, so every row draws its own dropout mask (SimCSE's implementation does the same).
 
@@ -60,19 +64,18 @@ the sentences are told apart), and `alignment`, `uniformity` and `topic_gap` on 
 sentences (see `SentenceProbe`).
 
 Deviations, stated:
-- No MLP over [CLS] in training: SimCSE trains unsupervised models with an MLP pooler and drops it at test time; the
-  lab uses the plain [CLS] (or last-token) state in both (SimCSE's Table 6 "w/o MLP", about one point lower), so the
-  add-on adds no parameter and a run loads like any other.
-- The encoder families' pretraining rows have no [CLS]; the contrastive rows do, so this objective is what trains the
-  [CLS] position (and ELECTRA's and RoBERTa's, which have no sentence objective of their own).
+- No MLP over [CLS] in training: SimCSE trains unsupervised models with an MLP pooler over [CLS] and drops it at test
+  time; the lab pools the token states with no MLP (SimCSE's Table 6 "avg." and "w/o MLP" rows, within about a
+  point), so the add-on adds no parameter and a run loads like any other.
+- The encoder families pool the mean by default, not [CLS] (above; `pooling=first` gives SimCSE's [CLS]).
 - Sentences come from a rule-based split (no sentence splitter model); a "sentence" of the stdlib-docs corpus can be
   a heading or a code fragment.
 - SimCSE fine-tunes a pretrained BERT or RoBERTa; here the objective is mixed into pretraining from `start_step`
   (default 0, the first step). Set it to part of the run to pretrain first, then learn contrastively, as SimCSE does.
-  What it does at the tiny preset (README, benchmarks/bench_addons.py): the sentence space stops being anisotropic
-  (different sentences' cosine falls from about 1 to about 0, uniformity from 0 to below -1.5), but dropout-noise
-  positives teach no semantic closeness by themselves: held-out entailed pairs end up as far apart as unrelated
-  ones, and same-topic sentences are barely closer than different-topic ones.
+  What it does at the tiny preset (README, benchmarks/bench_addons.py, 400 steps): with BERT's mean pooling the
+  sentence space spreads out (uniformity -0.8 -> -3.2) and same-topic sentences become clearly closer than
+  different-topic ones (gap 0.019 -> 0.087, AUC 0.57 -> 0.62); with [CLS] pooling it spreads out too but learns no
+  topic at all (AUC 0.50), and GPT's last token likewise (AUC 0.52), at a cost to GPT's own loss.
 """
 from __future__ import annotations
 
@@ -89,6 +92,7 @@ CAUSAL_FAMILIES = ("gpt", "gpt2")
 ENCODER_DECODER_FAMILIES = ("mass", "t5")
 RNN_FAMILIES = ("elmo", "cove", "ulmfit", "cvt")
 POOLINGS = ("first", "last", "mean")
+SETTING_POOLINGS = ("auto", *POOLINGS)
 IDS_KEY = "contrastive_ids"  # Batch.addons: (N, L) long, framed sentences padded with [PAD]
 ACTIVE_KEY = "contrastive_active"  # Batch.addons: () bool, False before `start_step` (no contrastive loss that step)
 _SENTENCE = re.compile(r"[^.!?。！？]+[.!?。！？]*")
@@ -101,12 +105,12 @@ class Settings:
     temperature: float = 0.05  # SimCSE's tau: the softmax temperature over cosine similarities
     sentences: int = 0  # sentences per step, each encoded twice (0 = the run's batch size)
     max_tokens: int = 32  # longest framed sentence in tokens ([CLS] and [SEP] included; SimCSE: 32)
-    pooling: str = "auto"  # auto: [CLS] (encoders) or the last token (GPT); mean: the average of the tokens
+    pooling: str = "auto"  # auto: the mean of the tokens (encoders), the last token (GPT); or first ([CLS]), last, mean
     start_step: int = 0  # contrastive learning from this step on (SimCSE continues a pretrained model)
 
     def __post_init__(self):
-        if self.pooling not in ("auto", "mean"):
-            raise ValueError(f"contrastive.pooling must be auto or mean, got {self.pooling!r}")
+        if self.pooling not in SETTING_POOLINGS:
+            raise ValueError(f"contrastive.pooling must be one of {', '.join(SETTING_POOLINGS)}, got {self.pooling!r}")
         if isinstance(self.temperature, bool) or not isinstance(self.temperature, (int, float)) \
                 or not 0 < self.temperature <= 10:
             raise ValueError(f"contrastive.temperature must be in (0, 10], got {self.temperature!r}")
@@ -207,6 +211,17 @@ def pool(states: torch.Tensor, lengths: torch.Tensor, pooling: str) -> torch.Ten
     raise ValueError(f"unknown pooling {pooling!r}: choose one of {', '.join(POOLINGS)}")
 
 
+def trained_pooling(family: str, pooling: str = "auto") -> str:
+    """The pooling the contrastive objective trains for `family` under the setting `pooling`.
+
+    >>> trained_pooling("bert"), trained_pooling("gpt"), trained_pooling("bert", "first")
+    ('mean', 'last', 'first')
+    """
+    if pooling != "auto":
+        return pooling
+    return "last" if family in CAUSAL_FAMILIES else "mean"
+
+
 def sentence_vectors(model, ids: torch.Tensor, pad_id: int, pooling: str | None = None) -> torch.Tensor:
     """(N, L) framed sentences -> (N, H) pooled vectors (pooling None = the family's, `pooling_for`)."""
     states, lengths = sentence_states(model, ids, pad_id)
@@ -217,7 +232,7 @@ def loss(model, ids: torch.Tensor, settings: Settings) -> torch.Tensor:
     """The contrastive loss of one step: the N sentences `ids` (N, L) encoded twice in one (2N, L) pass (different
     dropout masks per row), InfoNCE between the two halves."""
     n = ids.shape[0]
-    pooling = None if settings.pooling == "auto" else settings.pooling
+    pooling = trained_pooling(model.family, settings.pooling)
     vectors = sentence_vectors(model, torch.cat([ids, ids]), model.vocab.pad_id, pooling)  # (2N, H)
     return info_nce(vectors[:n], vectors[n:], settings.temperature)
 
@@ -279,7 +294,7 @@ class SentenceProbe:
         from lab_models.tasks import load_task
 
         self.family, self.vocab = family, vocab
-        self.pooling = None if pooling == "auto" else pooling  # the pooling the run trains
+        self.pooling = trained_pooling(family, pooling)  # the pooling the run trains
         topic = load_task("topic")
         sentences = topic.validation[:limit]
         self.topics = torch.tensor([example.label for example in sentences])  # (n,)

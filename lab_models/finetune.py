@@ -238,9 +238,7 @@ class FinetuneConfig:
         if family in RNN_FAMILIES and weight > 0:
             raise ValueError(f"the auxiliary LM loss (λ = {weight}) is for the transformer families; fine-tune a "
                              f"{family} run with λ = 0 (empty)")
-        if family in RNN_FAMILIES and self.adversarial != "none":
-            raise ValueError(f"adversarial training ({self.adversarial}) perturbs a Transformer's token embeddings; "
-                             f"fine-tune the {family} run without it")
+        _check_adversarial(family, self.adversarial)
         max_len = self.max_len if self.max_len is not None else min(int(seq_len or max_positions), max_positions)
         if max_len > max_positions:
             raise ValueError(f"--max-len {max_len} is longer than the run's {max_positions} positions")
@@ -254,6 +252,12 @@ class FinetuneConfig:
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
+
+
+def _check_adversarial(family: str, method: str) -> None:
+    if family in RNN_FAMILIES and method != "none":
+        raise ValueError(f"adversarial training ({method}) perturbs a Transformer's token embeddings; fine-tune the "
+                         f"{family} run without it")
 
 
 def auto_pooling(family: str) -> str:
@@ -928,8 +932,7 @@ def start_finetune(manager, run: str, task: str, **options) -> str:
 
     if config_json.get("family") not in TRAINED_FAMILIES or not isinstance(config_json.get("model"), dict):
         raise ValueError(f"{run_dir.name} is not a trained run this lab can fine-tune")
-    if config.adversarial != "none":  # the checks that need the family (an LSTM run cannot), before queueing
-        config.resolved(config_json["family"], 2, 2 ** 20)
+    _check_adversarial(config_json["family"], config.adversarial)  # an LSTM run cannot: say so before queueing
     weights_file(run_dir)  # ValueError when the run has no weights yet
     the_task = _load_task(config)  # a bad CSV fails here, not in the worker
     folder = new_finetune_dir(home, run_dir.name, the_task.slug)

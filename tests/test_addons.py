@@ -501,10 +501,17 @@ def test_back_translation_trains_both_directions_and_logs_bleu(family, own, tmp_
 # ------------------------------------------------------------------------------------------------ fine-tuning
 
 def test_adversarial_fine_tuning_logs_both_losses_and_is_recorded(bert_run, tmp_path):
-    from lab_models.finetune import FinetuneConfig, finetune, finetune_command
+    from lab_models.finetune import FinetuneConfig, finetune, finetune_command, start_finetune
 
     with pytest.raises(ValueError, match="adversarial must be one of none, freelb, smart"):
         FinetuneConfig(run_dir=str(bert_run), task="topic", adversarial="pgd")
+    with pytest.raises(ValueError, match="fine-tune the cove run without it"):
+        FinetuneConfig(run_dir=str(bert_run), task="topic", adversarial="smart").resolved("cove", 64, 128)
+    queued = []
+    manager = type("Jobs", (), {"home": bert_run.parent.parent,
+                                "start_command": lambda self, *args, **kwargs: queued.append(args) or "queued"})()
+    assert start_finetune(manager, str(bert_run), "topic", steps=3, adversarial="freelb") == "queued"
+    assert "--adversarial" in queued[0][1]  # the page's Start queues it (it once failed a check before queueing)
     for method in ("freelb", "smart"):
         config = FinetuneConfig(run_dir=str(bert_run), task="topic", steps=3, batch_size=8, eval_every=3,
                                 adversarial=method, out=str(tmp_path / method))

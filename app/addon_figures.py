@@ -56,8 +56,9 @@ def empty_figure(message: str, height: int = 300) -> go.Figure:
 
 
 def addon_figure(rows: list[dict], *, title: str = "", height: int = 320) -> go.Figure:
-    """One panel per add-on with numbers: the sentence space (contrastive) and translation quality
-    (back-translation), each metric a line over the validation steps."""
+    """One panel per add-on with numbers: the sentence space (contrastive; the topic gap on its own axis, on the
+    right, since it is a small difference of cosines) and translation quality (back-translation), each metric a line
+    over the validation steps."""
     val = _val_rows(rows)
     keys = set(addon_keys(rows))
     panels = [(name, [(k, label) for k, label in group if k in keys])
@@ -67,13 +68,17 @@ def addon_figure(rows: list[dict], *, title: str = "", height: int = 320) -> go.
     if not panels:
         return empty_figure(NO_ADDON_NUMBERS, height)
     figure = make_subplots(rows=1, cols=len(panels), subplot_titles=[name for name, _ in panels],
-                           horizontal_spacing=0.12)
+                           horizontal_spacing=0.14, specs=[[{"secondary_y": True} for _ in panels]])
     for column, (_, group) in enumerate(panels, start=1):
         for index, (key, label) in enumerate(group):
             points = [(row["step"], _number(row.get(key))) for row in val if _number(row.get(key)) is not None]
+            right = key == "topic_gap"
             figure.add_trace(go.Scatter(x=[s for s, _ in points], y=[v for _, v in points], mode="lines+markers",
-                                        name=label, line={"color": COLORS[index % len(COLORS)], "width": 2},
-                                        legendgroup=str(column)), row=1, col=column)
+                                        name=label, line={"color": COLORS[index % len(COLORS)], "width": 2,
+                                                          "dash": "dot" if right else "solid"},
+                                        legendgroup=str(column)), row=1, col=column, secondary_y=right)
+            if right:
+                figure.update_yaxes(title_text="topic gap", secondary_y=True, row=1, col=column, showgrid=False)
         figure.update_xaxes(title_text="step", row=1, col=column)
     figure.update_layout(title={"text": title, "x": 0.01, "font": {"size": 14}}, height=height,
                          template="plotly_white", hovermode="x unified",

@@ -15,9 +15,10 @@ in this process; a pair of runs differs only in the add-on.
    clean_nll and adversarial_nll of the last 20 logged steps, the validation MLM loss of both runs, and the step time
    of the loss and backward pass with and without the add-on, timed on the same batches, interleaved (`--rounds`).
 3. back_translation (`--bt-families`, default MASS): `--bt-steps` steps of translation alone (the denoising objective
-   off, lr 3e-3, as the README's translation example) in three runs: English -> Chinese only; + the add-on with
-   `back_translate=false` (zh -> en on real pairs too: the control); + the add-on (back-translated pairs both ways).
-   Then BLEU and chrF both ways (sacrebleu) on 100 held-out pairs, greedy, for all three.
+   off, lr 3e-3, as the README's translation example) in four runs: English -> Chinese only; + the add-on with
+   `back_translate=false` (zh -> en on real pairs too: the control); + the add-on (back-translated pairs both ways
+   from the first step); + the add-on from half-way (`start_step`). Then BLEU and chrF both ways (sacrebleu) on 100
+   held-out pairs, greedy, and the last validation losses of both directions.
 
 Prints one table per part and the command that made it. Timings on a shared machine move by 10-20%: compare the
 ratios within one run of this script.
@@ -142,7 +143,8 @@ def bench_adversarial(args, home: Path, out: Path) -> None:
 
 def bench_back_translation(args, home: Path, out: Path) -> None:
     print("\n## back-translation: BLEU / chrF on 100 held-out pairs, greedy", flush=True)
-    header = ("family", "run", "BLEU en->zh", "BLEU zh->en", "chrF en->zh", "chrF zh->en", "val translation")
+    header = ("family", "run", "BLEU en->zh", "BLEU zh->en", "chrF en->zh", "chrF zh->en", "val loss en->zh",
+              "val loss zh->en")
     lines = []
     for family in args.bt_families:
         own = {"mass": ("--objective", "seq2seq=0", "--objective", "translation=1"),
@@ -150,7 +152,9 @@ def bench_back_translation(args, home: Path, out: Path) -> None:
         variants = (("none", "en->zh only", ()),
                     ("control", "+ zh->en real (control)", ("--objective", "back_translation=1", "--set",
                                                             "back_translation.back_translate=false")),
-                    ("bt", "+ back-translation", ("--objective", "back_translation=1")))
+                    ("bt", "+ back-translation", ("--objective", "back_translation=1")),
+                    ("late", "+ back-translation from half-way", ("--objective", "back_translation=1", "--set",
+                                                                 f"back_translation.start_step={args.bt_steps // 2}")))
         for key, label, extra in variants:
             quiet = ("--set", "back_translation.eval_pairs=0") if extra else ()  # scored below, once
             run_dir = run_cli(out / f"{family}-bt-{key}", family, args.bt_steps, home, "--lr", "3e-3", *own, *extra,
@@ -162,7 +166,8 @@ def bench_back_translation(args, home: Path, out: Path) -> None:
             val = last_val(run_dir)["losses"]
             lines.append((family, label, f"{scores['bleu_en_zh']:.1f}", f"{scores['bleu_zh_en']:.1f}",
                           f"{scores['chrf_en_zh']:.1f}", f"{scores['chrf_zh_en']:.1f}",
-                          f"{val.get('translation', val.get('nmt', float('nan'))):.3f}"))
+                          f"{val.get('translation', val.get('nmt', float('nan'))):.3f}",
+                          f"{val['translation_zh_en']:.3f}" if "translation_zh_en" in val else "—"))
     table(header, lines)
 
 

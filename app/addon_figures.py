@@ -63,7 +63,7 @@ def addon_figure(rows: list[dict], *, title: str = "", height: int = 320) -> go.
     keys = set(addon_keys(rows))
     panels = [(name, [(k, label) for k, label in group if k in keys])
               for name, group in (("sentence space (held-out synthetic sentences)", SENTENCE_KEYS),
-                                  ("translation of 100 held-out pairs (0-100)", TRANSLATION_KEYS))]
+                                  ("translation of held-out pairs (0-100)", TRANSLATION_KEYS))]
     panels = [(name, group) for name, group in panels if group]
     if not panels:
         return empty_figure(NO_ADDON_NUMBERS, height)

@@ -57,9 +57,9 @@ LIMITS = {"steps": (1, 100_000), "batch_size": (1, 1024), "seed": (0, 2**31 - 1)
 MAX_LR = 1.0
 MAX_LM_AUX_WEIGHT = 10.0
 NO_RUNS_INFO = "No run has weights yet: train one in the Train tab, then press Refresh runs."
-ADVERSARIAL_INFO = ("perturb the input embeddings inside an L2 ball and train on the worst case too: freelb (Zhu et al. "
-                    "2020: the task loss at K = 2 ascent steps) or smart (Jiang et al. 2020: the symmetric KL between "
-                    "clean and perturbed predictions). Transformer runs only; the metrics log both losses.")
+ADVERSARIAL_INFO = ("perturb the input embeddings inside an L2 ball and train on the worst case too: freelb (Zhu "
+                    "et al. 2020: the task loss at K = 2 ascent steps) or smart (Jiang et al. 2020: the symmetric KL "
+                    "between clean and perturbed predictions). Transformer runs only; the metrics log both losses.")
 LAMBDA_INFO = ("weight of the auxiliary LM loss (GPT §3.2: L3 = L2 + λ·L1). Empty = the family default: 0.5 for "
                "GPT/GPT-2 as in the paper, 0 for the others. On tiny models λ = 0.5 can cost accuracy (the LM "
                "gradient swamps the fresh classifier's): try 0 to compare.")

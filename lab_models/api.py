@@ -609,13 +609,14 @@ def list_finetunes(jobs: RunStore | None = None, *, home=None) -> list[dict]:
 def finetune_leaderboard(jobs: RunStore | None = None, *, home=None, runs=None, tasks=None):
     """A pandas DataFrame, one row per fine-tuning with a result (finished, or stopped with its result so far), best
     accuracy first within each task: FINETUNE_LEADERBOARD_COLUMNS (finetune, pretrained run, family, task, pooling,
-    accuracy, macro F1, majority baseline, steps, seconds, state, λ, adversarial). `runs` / `tasks`: keep only these pretrained
-    run ids / task names (None or empty: all)."""
+    accuracy, macro F1, majority baseline, steps, seconds, state, λ, adversarial). `runs` / `tasks`: keep only these
+    pretrained run ids / task names (None or empty: all)."""
     root = jobs.home if jobs is not None else lab_home(home)
     frame = _finetune.finetune_leaderboard(root, runs_filter=runs or None, tasks=tasks or None)
     rows = {row["finetune_id"]: row for row in _finetune.list_finetunes(root)}
     frame["λ"] = [rows.get(finetune_id, {}).get("lm_aux_weight") for finetune_id in frame["finetune"]]
-    frame["adversarial"] = [rows.get(finetune_id, {}).get("adversarial") or "none" for finetune_id in frame["finetune"]]
+    frame["adversarial"] = [rows.get(finetune_id, {}).get("adversarial") or "none"
+                            for finetune_id in frame["finetune"]]
     return frame[FINETUNE_LEADERBOARD_COLUMNS]
 # ================================================================================================ finetune (end)
 

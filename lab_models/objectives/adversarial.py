@@ -310,10 +310,10 @@ def finetune_loss(classifier, batch, clean_logits: torch.Tensor, loss_of: Callab
                   method: str, settings: Settings, generator: torch.Generator, dropout_seed: int
                   ) -> tuple[torch.Tensor, torch.Tensor]:
     """The adversarial loss of one fine-tuning step (lab_models/finetune.py's hook): FreeLB's L_adv (`method`
-    "freelb") or SMART's regulariser ("smart") on the classifier's logits. `classifier(batch)` returns (logits, hidden); `clean_logits` are the
-    step's own (with their graph), computed right after `torch.manual_seed(dropout_seed)`, whose dropout masks every
-    perturbed pass replays; `loss_of(logits)` is the task loss. Returns (the loss to add with its weight, the task
-    loss under the final perturbation, detached)."""
+    "freelb") or SMART's regulariser ("smart") on the classifier's logits. `classifier(batch)` returns (logits,
+    hidden); `clean_logits` are the step's own (with their graph), computed right after
+    `torch.manual_seed(dropout_seed)`, whose dropout masks every perturbed pass replays; `loss_of(logits)` is the
+    task loss. Returns (the loss to add with its weight, the task loss under the final perturbation, detached)."""
     base = getattr(classifier, "base", None)
     backbone = getattr(base, "backbone", None)
     if backbone is None:

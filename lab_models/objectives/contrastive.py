@@ -44,14 +44,15 @@ without the add-on. Validation batch i holds the validation split's sentences i*
 
 The pooled representation (`pooling`, SimCSE's Table 6 compares these): by default ("auto") the mean of the real
 tokens' final states for the encoder families and the last real token ([EOS]) for GPT and GPT-2 (under a causal mask
-only it has read the whole sentence). "first" takes the [CLS] position instead (SimCSE's own default for BERT), "last"
-and "mean" force the others. Why not [CLS] by default: SimCSE starts from a BERT whose [CLS] pretraining shaped (NSP),
-while the lab's pretraining rows carry no [CLS] at all (lab_models/data.py), so only this loss would ever train it,
-and it learns to tell sentences apart without learning what they mean; the token states that MLM shapes do carry
-meaning, and averaging them keeps it (measured: README; at the tiny preset, mean pooling makes same-topic sentences
-clearly closer, [CLS] pooling does not). Each family reads the sentence as it reads text downstream: a full mask among the real tokens (UniLM: its bidirectional mode; MPNet: its
-content stream alone), a causal mask for GPT, and ELECTRA's discriminator. The N sentences are stacked twice into one
-(2N, L) forward pass, so every row draws its own dropout mask (SimCSE's implementation does the same).
+only it has read the whole sentence). "first" takes the [CLS] position instead (SimCSE's own default for BERT),
+"last" and "mean" force the others. Why not [CLS] by default: SimCSE starts from a BERT whose [CLS] pretraining
+shaped (NSP), while the lab's pretraining rows carry no [CLS] at all (lab_models/data.py), so only this loss would
+ever train it, and it learns to tell sentences apart without learning what they mean; the token states that MLM
+shapes do carry meaning, and averaging them keeps it (measured: README; at the tiny preset, mean pooling makes
+same-topic sentences clearly closer, [CLS] pooling does not). Each family reads the sentence as it reads text
+downstream: a full mask among the real tokens (UniLM: its bidirectional mode; MPNet: its content stream alone), a
+causal mask for GPT, and ELECTRA's discriminator. The N sentences are stacked twice into one (2N, L) forward pass,
+so every row draws its own dropout mask (SimCSE's implementation does the same).
 
 No leak into the family's objective: the contrastive rows are separate rows of a separate forward pass (no row
 attends another), so the logits that predict the family's targets do not depend on them, and they do not depend on

@@ -20,8 +20,8 @@ from .understand_figures import FONT, MARGIN, RUN_COLORS, empty_figure
 
 # the table the page shows: who, on what, how well, then how it was fine-tuned
 TABLE_COLUMNS = ["pretrained run", "family", "task", "accuracy", "macro F1", "majority baseline", "pooling", "λ",
-                 "steps", "seconds", "state", "finetune"]
-TABLE_COLUMN_WIDTHS = ["15%", "6%", "8%", "8%", "7%", "9%", "7%", "4%", "6%", "7%", "7%", "16%"]  # sums to 100%
+                 "adversarial", "steps", "seconds", "state", "finetune"]
+TABLE_COLUMN_WIDTHS = ["14%", "6%", "7%", "7%", "7%", "8%", "7%", "4%", "8%", "6%", "6%", "6%", "14%"]  # sums to 100%
 BASELINE_COLOR = "#0f172a"
 BAR_GROUP_HALF_WIDTH = 0.4  # the baseline line spans the group of bars: category i covers i ± this (plotly's 0.8 gap)
 

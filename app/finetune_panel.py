@@ -14,7 +14,8 @@ calls; app/finetune_figures.py draws.
 
 Endpoints (every `api_name` starts with `understand_finetune_`):
 * `_start`: (runs, task, CSV file, text column, label column, pair column, pooling, λ, steps, batch size, lr, seed,
-  shown fine-tunings) -> (shown fine-tunings, status markdown, progress HTML); then `_leaderboard_after_start`.
+  shown fine-tunings, adversarial: none / freelb / smart) -> (shown fine-tunings, status markdown, progress HTML);
+  then `_leaderboard_after_start`.
 * `_stop`: (shown fine-tunings) -> (status markdown, progress HTML).
 * `_progress` (the timer): (shown fine-tunings, runs, leaderboard scope, signature) -> (progress HTML, table, plot,
   signature); parts that did not change are skipped.
@@ -56,6 +57,9 @@ LIMITS = {"steps": (1, 100_000), "batch_size": (1, 1024), "seed": (0, 2**31 - 1)
 MAX_LR = 1.0
 MAX_LM_AUX_WEIGHT = 10.0
 NO_RUNS_INFO = "No run has weights yet: train one in the Train tab, then press Refresh runs."
+ADVERSARIAL_INFO = ("perturb the input embeddings inside an L2 ball and train on the worst case too: freelb (Zhu "
+                    "et al. 2020: the task loss at K = 2 ascent steps) or smart (Jiang et al. 2020: the symmetric KL "
+                    "between clean and perturbed predictions). Transformer runs only; the metrics log both losses.")
 LAMBDA_INFO = ("weight of the auxiliary LM loss (GPT §3.2: L3 = L2 + λ·L1). Empty = the family default: 0.5 for "
                "GPT/GPT-2 as in the paper, 0 for the others. On tiny models λ = 0.5 can cost accuracy (the LM "
                "gradient swamps the fresh classifier's): try 0 to compare.")
@@ -229,7 +233,7 @@ class FinetuneView:
         return task, options
 
     def start(self, run_ids, task, csv_file, text_column, label_column, pair_column, pooling, lm_aux_weight, steps,
-              batch_size, lr, seed, shown=None):
+              batch_size, lr, seed, shown=None, adversarial="none"):
         """Queue one fine-tuning per run. Returns (shown picker, status markdown, progress HTML). Settings that are
         wrong for every run raise; a run that cannot be fine-tuned (no weights, say) is skipped with a warning."""
         if not hasattr(self.jobs, "start_command"):
@@ -237,6 +241,12 @@ class FinetuneView:
         run_ids = self._run_ids(run_ids)
         task, options = self.options(task, csv_file, text_column, label_column, pair_column, pooling,
                                      lm_aux_weight, steps, batch_size, lr, seed)
+        adversarial = adversarial or "none"
+        if adversarial not in api.FINETUNE_ADVERSARIAL_METHODS:
+            raise ValueError(f"Unknown adversarial training {adversarial!r}: choose one of "
+                             f"{', '.join(api.FINETUNE_ADVERSARIAL_METHODS)}.")
+        if adversarial != "none":
+            options["adversarial"] = adversarial
         started, problems = [], []
         for run_id in run_ids:
             try:
@@ -375,6 +385,8 @@ def build(home, jobs=None, choices=None, tab=None):
                 lr = gr.Textbox("", label="Learning rate", placeholder="auto", min_width=110,
                                 info="empty: the run's pretraining rate")
                 seed = gr.Number(defaults["seed"], precision=0, label="Seed", minimum=0, min_width=90)
+            adversarial = gr.Radio(list(api.FINETUNE_ADVERSARIAL_METHODS), value="none", label="Adversarial training",
+                                   info=ADVERSARIAL_INFO, elem_id="understand-finetune-adversarial")
     with gr.Row():
         start = gr.Button("Start fine-tuning", variant="primary", scale=2, elem_id="understand-finetune-start")
         stop = gr.Button("Stop", variant="stop", scale=1, elem_id="understand-finetune-stop")
@@ -394,7 +406,7 @@ def build(home, jobs=None, choices=None, tab=None):
 
     # ---------------------------------------------------------------- events
     controls = [runs, task, csv_file, text_column, label_column, pair_column, pooling, lm_aux_weight, steps,
-                batch_size, lr, seed, shown_picker]
+                batch_size, lr, seed, shown_picker, adversarial]
     leaderboard = user_errors(view.leaderboard)
     start.click(user_errors(view.start), controls, [shown_picker, status, progress],
                 api_name="understand_finetune_start").then(

@@ -23,7 +23,12 @@ OBJECTIVE_COLORS = ("#2563eb", "#16a34a", "#d97706", "#7c3aed", "#0891b2", "#db2
 RUN_COLORS = ("#2563eb", "#dc2626", "#16a34a", "#d97706", "#7c3aed", "#0891b2", "#db2777", "#4b5563")
 STATE_COLORS = {"queued": "#94a3b8", "running": "#2563eb", "finished": "#16a34a", "stopped": "#d97706",
                 "failed": "#dc2626"}
-COMPARE_METRICS = {"loss": "train loss", "val_loss": "validation loss", "val_bits_per_byte": "validation bits/byte"}
+COMPARE_METRICS = {"loss": "train loss", "val_loss": "validation loss", "val_bits_per_byte": "validation bits/byte",
+                   # the add-on objectives' validation numbers (app/addon_figures.py)
+                   "val_topic_gap": "validation topic gap (contrastive)",
+                   "val_uniformity": "validation uniformity (contrastive)",
+                   "val_bleu_en_zh": "validation BLEU en→zh", "val_bleu_zh_en": "validation BLEU zh→en",
+                   "val_chrf_en_zh": "validation chrF en→zh", "val_chrf_zh_en": "validation chrF zh→en"}
 RUNS_COLUMNS = ["run id", "family", "preset", "corpus", "state", "step / total", "loss", "val loss", "val bits/byte",
                 "tokens/s"]
 
@@ -187,7 +192,7 @@ def compare_figure(curves: dict[str, list[dict]], metric: str = "loss", *, heigh
         if metric == "loss":
             points, key, mode = thin(train), "loss", "lines"
         else:
-            points, key, mode = val, ("loss" if metric == "val_loss" else "bits_per_byte"), "lines+markers"
+            points, key, mode = val, metric[len("val_"):], "lines+markers"  # val_loss -> the val row's "loss"
         figure.add_trace(go.Scatter(x=[row["step"] for row in points], y=[_finite(row.get(key)) for row in points],
                                     mode=mode, name=run_id, line={"color": RUN_COLORS[index % len(RUN_COLORS)]}))
     figure.update_layout(

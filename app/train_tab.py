@@ -15,6 +15,8 @@ Endpoints (every event has an `api_name`, so `gradio_client` can drive the tab):
   expert_every, router_z_weight) (app/switch_panel.py: `/switch_visibility`, `/show_routing`, `/refresh_routing`).
 * `/show_run`, `/stop_run`, `/resume_run`: input a run id; return the progress bar, the status, the loss curve, the
   log tail and the raw status (a dict with state, step, total_steps, ..., metric_rows).
+* `/show_addon_numbers`, `/refresh_addon_numbers`: a run id -> the add-on objectives' validation numbers (topic gap,
+  alignment, uniformity; BLEU and chrF both ways), for runs with contrastive learning or back-translation.
 * `/show_schedule`: a run id -> the learning-rate figure (one line per layer group and the stages shaded for runs
   that record them, ULMFiT's); `/refresh_schedule` redraws it live.
 * `/list_runs`: the runs table (and the choices of the run pickers); `/compare_runs`: (run ids, metric) -> figure.
@@ -34,13 +36,14 @@ import pandas as pd
 from lab_models import api
 
 from . import import_panel
+from .addon_figures import addon_figure
 from .errors import user_errors
 from .switch_panel import (build_routing_plot, build_switch_controls, switch_model_overrides,
                            switch_visibility)
 from .train_figures import (COMPARE_METRICS, compare_figure, loss_figure, lr_figure, progress_html, runs_table,
                             status_markdown)
 
-MAX_OBJECTIVES = 4  # the most objectives any family has is 2; rows beyond a family's objectives are hidden
+MAX_OBJECTIVES = 4  # the most any family has (with its add-ons) is 4; rows beyond them are hidden
 DEFAULT_FAMILY = "bert"
 DEFAULT_PRESET = "tiny"
 LIVE_REFRESH_S = 1.5  # the selected run's curve and progress bar
@@ -153,7 +156,8 @@ class TrainView:
             on = rows[2 * index] if 2 * index < len(rows) else True
             weight = rows[2 * index + 1] if 2 * index + 1 < len(rows) else objective.weight
             if not on:
-                weights[objective.name] = 0.0
+                if objective.weight > 0:  # an opt-in objective left off (translation, the add-ons) is not passed
+                    weights[objective.name] = 0.0
                 continue
             if weight is None or weight == "":
                 raise ValueError(f"Enter a weight for {objective.name} (e.g. {objective.weight:g}), or untick it.")
@@ -293,6 +297,24 @@ class TrainView:
         except ValueError:
             return (gr.skip(),) * 2
 
+    def addon_numbers(self, run_id):
+        """The selected run's add-on validation numbers (contrastive, back-translation) and their signature."""
+        if not run_id:
+            return addon_figure([]), None
+        rows = api.run_metrics(self.jobs, self._run_id(run_id))
+        return addon_figure(rows, title=f"add-on objectives · {str(run_id).strip()}"), [str(run_id).strip(), len(rows)]
+
+    def addon_tick(self, run_id, signature):
+        """The live refresh of the add-on figure: redrawn only when new metrics rows arrived."""
+        try:
+            if not run_id:
+                return self.addon_numbers(None) if signature is not None else (gr.skip(),) * 2
+            if [str(run_id).strip(), len(api.run_metrics(self.jobs, self._run_id(run_id)))] == signature:
+                return (gr.skip(),) * 2
+            return self.addon_numbers(run_id)
+        except ValueError:
+            return (gr.skip(),) * 2
+
     # ------------------------------------------------------------------ all runs
     def leak_demo(self, steps: int = LEAK_DEMO_STEPS):
         """Queue the two-stream leak demonstration: tiny XLNet with two streams, then without. Returns (the leaky run,
@@ -343,7 +365,7 @@ def build(home, jobs, corpus_choices=None):
     spec = view.specs[default_family]
     corpora = [("preset's corpus", "")] + [(name, name) for name in (corpus_choices or api.list_corpora(home=home))]
     default_settings = settings_frame(default_family)
-    default_rows = [value for objective in spec.objectives for value in (True, objective.weight)]
+    default_rows = [value for objective in spec.objectives for value in (objective.weight > 0, objective.weight)]
     *_, default_note = view.family_defaults(default_family)
 
     live = gr.Timer(LIVE_REFRESH_S)
@@ -402,6 +424,8 @@ def build(home, jobs, corpus_choices=None):
             with gr.Accordion("Learning rate (per layer group and stage, where the run records them)", open=True):
                 schedule_plot = gr.Plot(lr_figure([]), label="Learning rate", elem_id="train-lr")
             build_routing_plot(jobs, run, live)
+            with gr.Accordion("Add-on objectives: validation numbers (contrastive, back-translation)", open=True):
+                addon_plot = gr.Plot(addon_figure([]), label="Add-on objectives", elem_id="train-addons")
             with gr.Accordion("Trainer log (last lines)", open=False):
                 log = gr.Code("", language=None, lines=8, interactive=False, show_line_numbers=False, label="log")
             with gr.Accordion("Raw status", open=False):
@@ -420,6 +444,7 @@ def build(home, jobs, corpus_choices=None):
     run_signature = gr.State(None)
     schedule_signature = gr.State(None)
     table_signature = gr.State(None)
+    addon_signature = gr.State(None)
     slow = gr.Timer(TABLE_REFRESH_S)
 
     controls = [family, preset, corpus, tokenizer, steps, seed, device, settings, *rows, *switch.controls]
@@ -448,6 +473,8 @@ def build(home, jobs, corpus_choices=None):
     run.change(user_errors(view.show), run, watched, api_name="show_run", show_progress="hidden")
     run.change(user_errors(view.schedule), run, [schedule_plot, schedule_signature], api_name="show_schedule",
                show_progress="hidden")
+    run.change(user_errors(view.addon_numbers), run, [addon_plot, addon_signature], api_name="show_addon_numbers",
+               show_progress="hidden")
     stop.click(user_errors(view.stop), run, watched, api_name="stop_run").then(
         overview, overview_inputs, overview_outputs, api_name="list_runs_after_stop", show_progress="hidden")
     resume.click(user_errors(view.resume), run, watched, api_name="resume_run").then(
@@ -457,6 +484,8 @@ def build(home, jobs, corpus_choices=None):
     live.tick(view.tick, [run, run_signature], watched, api_name="refresh_run", show_progress="hidden", queue=False)
     live.tick(view.schedule_tick, [run, schedule_signature], [schedule_plot, schedule_signature],
               api_name="refresh_schedule", show_progress="hidden", queue=False)
+    live.tick(view.addon_tick, [run, addon_signature], [addon_plot, addon_signature],
+              api_name="refresh_addon_numbers", show_progress="hidden", queue=False)
     slow.tick(view.overview, [*overview_inputs, table_signature], overview_outputs, api_name="refresh_runs",
               show_progress="hidden", queue=False)
     refresh.click(overview, overview_inputs, overview_outputs, api_name="list_runs")

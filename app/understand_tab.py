@@ -7,6 +7,9 @@
   similarity of its two vectors at every layer, one line per run (`api.contextual_similarity`), and the final layer's
   token vectors of a few sentences on their first two principal components, one scatter per run
   (`api.embedding_projection`).
+* **Sentence similarity**: held-out sentences of five topics, one pooled vector each; per run the mean cosine between
+  topics and the gap between same-topic and different-topic pairs (app/sentence_similarity_panel.py; the contrastive
+  add-on's view; its endpoints start with `understand_sentences`).
 * **Attention**: one run and a sentence; every head of one layer of one stream as a heatmap, under the mask the family
   really uses (`api.attention_maps`; lab_models/probes.py documents the mask per family).
 * **Fine-tune**: up to four runs fine-tuned on a labelled task (built-in or a CSV), queued on the job manager, with
@@ -41,7 +44,7 @@ import pandas as pd
 
 from lab_models import api
 
-from . import finetune_panel, routing_panel
+from . import finetune_panel, routing_panel, sentence_similarity_panel
 from .errors import user_errors
 from .inputs import picked_runs, whole_number
 from .understand_figures import (attention_details, attention_figure, empty_figure, fill_mask_figure,
@@ -271,6 +274,9 @@ def build(home, jobs=None, tab=None):
                 similarity_frame = gr.Dataframe(pd.DataFrame(columns=["run", "family"]), interactive=False)
             projection_plot = gr.Plot(empty_figure("The projection appears here."), label="Token vectors (PCA)",
                                       elem_id="understand-projection-plot")
+        # ---------------------------------------------------------------- sentence similarity (contrastive add-on)
+        with gr.Tab("Sentence similarity", id="understand-sentences"):
+            sentences = sentence_similarity_panel.build(home, view.jobs, choices)
         # ---------------------------------------------------------------- attention
         with gr.Tab("Attention", id="understand-attention"):
             gr.Markdown("Every head of one layer, as a heatmap: **rows attend, columns are attended**; each row sums "
@@ -339,7 +345,10 @@ def build(home, jobs=None, tab=None):
     if tab is not None:
         tab.select(refresh_runs, pickers, pickers, api_name="understand_runs_on_select", show_progress="hidden")
     refresh.click(*finetune.refresh_runs, api_name="understand_finetune_runs_list")
+    refresh.click(*sentences.refresh_runs, api_name="understand_sentences_runs_list")
+    if tab is not None:
+        tab.select(*sentences.refresh_runs, api_name="understand_sentences_runs_on_select", show_progress="hidden")
     if tab is not None:
         tab.select(*finetune.refresh_runs, api_name="understand_finetune_runs_on_select", show_progress="hidden")
     return SimpleNamespace(view=view, fill_runs=fill_runs, embed_runs=embed_runs, attention_run=attention_run,
-                           refresh=(refresh_runs, pickers, pickers), finetune=finetune)
+                           refresh=(refresh_runs, pickers, pickers), finetune=finetune, sentences=sentences)

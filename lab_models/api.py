@@ -15,6 +15,7 @@ from .anatomy import Anatomy, build_anatomy
 from .device import describe_device, select_device
 from .families import FamilySpec, ObjectiveSpec, all_families, family_spec
 from .home import lab_home
+from .objectives.addons import ADDONS as _addon_names, MODULES as _addon_modules
 
 logger = logging.getLogger(__name__)
 
@@ -179,8 +180,12 @@ def family_settings_help(family: str) -> dict[str, str]:
     from .objectives import objective_module
     from .setting_help import settings_help
 
-    family_spec(family)  # ValueError for an unknown family
-    return settings_help(objective_module(family).Settings)
+    spec = family_spec(family)  # ValueError for an unknown family
+    explained = settings_help(objective_module(family).Settings)
+    for objective in spec.objectives:  # the add-on objectives' settings are "contrastive.temperature" and so on
+        if objective.name in _addon_names:
+            explained.update(settings_help(_addon_modules[objective.name].Settings, prefix=f"{objective.name}."))
+    return explained
 
 
 def _setting_value(family: str, key: str, value, default):
@@ -225,8 +230,9 @@ def _training_request(jobs: RunStore, family, preset, corpus, steps, seed, devic
     unknown = [name for name in weights if name not in defaults]
     if unknown:
         raise ValueError(f"{spec.title} has no objective {unknown[0]!r}: its objectives are {', '.join(defaults)}.")
-    if not any(float(weights.get(name, weight) or 0) > 0 for name, weight in defaults.items()):
-        raise ValueError(f"Turn on at least one of {spec.title}'s objectives ({', '.join(defaults)}).")
+    own = [name for name in defaults if name not in _addon_names]  # an add-on adds to the family's own objectives
+    if not any(float(weights.get(name, defaults[name]) or 0) > 0 for name in own):
+        raise ValueError(f"Turn on at least one of {spec.title}'s objectives ({', '.join(own)}).")
     known = family_settings(family)
     values = {}
     for key, value in dict(settings or {}).items():
@@ -590,6 +596,30 @@ def runs_with_weights(jobs: RunStore | None = None, *, home=None) -> list[dict]:
             continue
         rows.append({**row, "weights_step": step})
     return rows
+
+
+# Sentence similarity by topic (lab_models/sentence_similarity.py): the view that shows what the contrastive add-on
+# (objectives/contrastive.py) changes.
+from . import sentence_similarity as _sentence_similarity  # noqa: E402
+
+TopicSimilarity = _sentence_similarity.TopicSimilarity
+SENTENCE_SIMILARITY_POOLINGS = _sentence_similarity.POOLINGS
+SENTENCE_SIMILARITY_PER_TOPIC = _sentence_similarity.DEFAULT_PER_TOPIC
+SENTENCE_SIMILARITY_MAX_PER_TOPIC = _sentence_similarity.MAX_PER_TOPIC
+__all__ += ["TopicSimilarity", "sentence_similarity"]
+
+
+def sentence_similarity(run_dirs, pooling: str = "mean",
+                        per_topic: int = _sentence_similarity.DEFAULT_PER_TOPIC) -> list[TopicSimilarity]:
+    """For each run, the mean cosine similarity between the pooled vectors of held-out synthetic sentences of each
+    pair of topics, the gap between same-topic and different-topic pairs, the AUC of that separation and the share of
+    sentences whose nearest neighbour shares their topic (`TopicSimilarity`). `pooling`: "mean" (of the tokens) or
+    "auto" (the family's fine-tuning vector: [CLS], GPT's last token, ...). ValueError for no run, a run without
+    weights, or a bad pooling or count."""
+    dirs = [run_dirs] if isinstance(run_dirs, (str, Path)) else list(run_dirs or [])
+    if not dirs:
+        raise ValueError("Pick at least one run to compare.")
+    return [_sentence_similarity.topic_similarity(_probe_run_dir(d), pooling, per_topic) for d in dirs]
 # ================================================================================================ understand (end)
 
 
@@ -629,7 +659,8 @@ FINETUNE_MIN_CSV_ROWS = _tasks.MIN_CSV_ROWS
 FINETUNE_DEFAULTS = {field.name: field.default for field in _dataclasses.fields(_finetune.FinetuneConfig)
                      if field.name in ("steps", "batch_size", "seed", "pooling")}
 # finetune_leaderboard's columns, plus λ (the auxiliary LM weight the fine-tuning used)
-FINETUNE_LEADERBOARD_COLUMNS = [*_finetune.LEADERBOARD_COLUMNS, "λ"]
+FINETUNE_LEADERBOARD_COLUMNS = [*_finetune.LEADERBOARD_COLUMNS, "λ", "adversarial"]
+FINETUNE_ADVERSARIAL_METHODS = _finetune.ADVERSARIAL_METHODS  # none, freelb, smart (objectives/adversarial.py)
 TASK_CSV_FOLDER = "task-csv"  # <home>/task-csv/<hash>/<name>.csv: uploaded CSV tasks, kept for their workers
 __all__ += ["FinetuneTaskSpec", "FINETUNE_TASKS", "FINETUNE_POOLINGS", "FINETUNE_CAUSAL_FAMILIES",
             "FINETUNE_DEFAULT_LM_AUX_WEIGHT", "FINETUNE_MIN_CSV_ROWS", "FINETUNE_DEFAULTS",
@@ -784,12 +815,14 @@ def list_finetunes(jobs: RunStore | None = None, *, home=None) -> list[dict]:
 def finetune_leaderboard(jobs: RunStore | None = None, *, home=None, runs=None, tasks=None):
     """A pandas DataFrame, one row per fine-tuning with a result (finished, or stopped with its result so far), best
     accuracy first within each task: FINETUNE_LEADERBOARD_COLUMNS (finetune, pretrained run, family, task, pooling,
-    accuracy, macro F1, majority baseline, steps, seconds, state, λ). `runs` / `tasks`: keep only these pretrained
-    run ids / task names (None or empty: all)."""
+    accuracy, macro F1, majority baseline, steps, seconds, state, λ, adversarial). `runs` / `tasks`: keep only these
+    pretrained run ids / task names (None or empty: all)."""
     root = jobs.home if jobs is not None else lab_home(home)
     frame = _finetune.finetune_leaderboard(root, runs_filter=runs or None, tasks=tasks or None)
-    weights = {row["finetune_id"]: row.get("lm_aux_weight") for row in _finetune.list_finetunes(root)}
-    frame["λ"] = [weights.get(finetune_id) for finetune_id in frame["finetune"]]
+    rows = {row["finetune_id"]: row for row in _finetune.list_finetunes(root)}
+    frame["λ"] = [rows.get(finetune_id, {}).get("lm_aux_weight") for finetune_id in frame["finetune"]]
+    frame["adversarial"] = [rows.get(finetune_id, {}).get("adversarial") or "none"
+                            for finetune_id in frame["finetune"]]
     return frame[FINETUNE_LEADERBOARD_COLUMNS]
 # ================================================================================================ finetune (end)
 

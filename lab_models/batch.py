@@ -50,6 +50,9 @@ class Batch:
     decoder_position_ids: torch.Tensor | None = None  # (B, S)
     query_slots: torch.Tensor | None = None  # (B, Q); padded rows point at slot 0 and carry no target
     extras: dict[str, torch.Tensor] = field(default_factory=dict)  # (B, ...) each
+    # the add-on objectives' own data (objectives/addons.py: contrastive sentences, back-translation's monolingual
+    # sentences), not rows of this batch: collate never fills it, `to` moves it
+    addons: dict[str, torch.Tensor] = field(default_factory=dict)
 
     def _map_tensors(self, fn) -> "Batch":
         """A new Batch with `fn` applied to every tensor (the stream dicts and extras included)."""

@@ -9,6 +9,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from .objectives import FAMILY_MODULES, objective_module
+from .objectives.addons import DESCRIPTIONS as ADDON_DESCRIPTIONS, default_settings, family_addons
 
 
 @dataclass(frozen=True)
@@ -32,6 +33,7 @@ OBJECTIVE_DESCRIPTIONS: dict[str, str] = {
     "classifier": "ULMFiT's stage 3: the task's classifier (concat pooling, gradual unfreezing)",
     "labelled": "CVT: the primary tagger's cross-entropy on labelled sentences (odd steps)",
     "unlabelled": "CVT: auxiliary views matching the primary's predictions on unlabelled text (even steps)",
+    **ADDON_DESCRIPTIONS,
 }
 
 
@@ -121,7 +123,11 @@ def family_spec(name: str) -> FamilySpec:
     return FamilySpec(
         name=name, title=title, kind=kind, tokenizer=tokenizer, paper=paper,
         objectives=tuple(ObjectiveSpec(obj, weight, settings, OBJECTIVE_DESCRIPTIONS.get(obj, ""))
-                         for obj, weight in objectives),
+                         for obj, weight in objectives)
+        # the add-on objectives (objectives/addons.py): off (weight 0) until asked for; their settings nest under
+        # their name, so the Train tab's table shows them as "contrastive.temperature" and so on
+        + tuple(ObjectiveSpec(addon, 0.0, {addon: default_settings(addon)}, ADDON_DESCRIPTIONS[addon])
+                for addon in family_addons(name)),
         has_anatomy=module is not None and hasattr(module, "build_example"),  # the RNN families draw no mask
         anatomy_choices=tuple(module.CHOICES) if module is not None else (),
     )

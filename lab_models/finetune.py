@@ -4,7 +4,7 @@ leaderboard over all fine-tunings, and queueing one on the `JobManager`.
     python -m lab_models.finetune --run RUN_DIR_OR_ID --task sentiment|topic|entailment|tagging [--out DIR]
         [--steps N] [--pool auto|first|last|mean] [--lm-aux-weight X] [--batch-size N] [--lr X] [--seed S]
         [--max-len N] [--device auto|cpu|cuda|mps] [--eval-every N] [--log-every N] [--warmup-fraction X]
-        [--weight-decay X] [--home DIR] [--save-weights]
+        [--weight-decay X] [--home DIR] [--save-weights] [--adversarial none|freelb|smart] [--adversarial-weight X]
         [--csv PATH --text-column C --label-column L [--text-pair-column P]]     (then --task csv, or no --task)
 
     finetune(FinetuneConfig(run_dir=..., task="topic", out=...)) -> the result dict (what result.json holds)
@@ -28,6 +28,10 @@ What it does (the recipe of BERT §4 / GPT §3.2, scaled down):
    causal families and 0 for the others.
 4. Evaluate on the task's validation split every `eval_every` steps and at the end: accuracy and macro F1 (the mean
    F1 over the classes that occur in the gold labels or the predictions, as scikit-learn's "macro").
+5. Optionally (`adversarial`, off by default) add adversarial training on the input embeddings, FreeLB or SMART,
+   weighted by `adversarial_weight`: lab_models/objectives/adversarial.py (`finetune_step`) has the method, its
+   papers and deviations; the train rows' losses then hold "adversarial" and "adversarial_task" (the task loss under
+   the final perturbation).
 
 Per family: which hidden states the head reads, and the auxiliary LM loss. Every family reads its framed input in
 one forward pass of the backbone it was pretrained with; the mask is full (every position sees every real token)
@@ -123,6 +127,7 @@ from lab_models.engine import derive_seed, generator_for, parameter_groups
 from lab_models.home import atomic_write_json, lab_home
 from lab_models.nn.moe import collect_routing
 from lab_models.switch import routing_loss
+from lab_models.objectives.adversarial import FINETUNE_METHODS as ADVERSARIAL_METHODS, finetune_step
 from lab_models.tasks import TASKS, Task, csv_task, encode_words, load_task
 
 logger = logging.getLogger("lab_models.finetune")
@@ -183,6 +188,8 @@ class FinetuneConfig:
     text_pair_column: str | None = None
     save_weights: bool = False
     home: str | None = None
+    adversarial: str = "none"  # none, freelb or smart: objectives/adversarial.py
+    adversarial_weight: float = 1.0  # the adversarial loss's weight in the total
 
     def __post_init__(self):
         for name in ("run_dir", "task"):
@@ -198,6 +205,9 @@ class FinetuneConfig:
             raise ValueError(f"--csv goes with --task csv (or no --task), not with the built-in task {self.task!r}")
         if self.pooling not in POOLINGS:
             raise ValueError(f"unknown pooling {self.pooling!r}: choose one of {', '.join(POOLINGS)}")
+        if self.adversarial not in ADVERSARIAL_METHODS or not _real(self.adversarial_weight, minimum=0.0):
+            raise ValueError(f"adversarial must be one of {', '.join(ADVERSARIAL_METHODS)} with a finite weight >= 0, "
+                             f"got {self.adversarial!r} and {self.adversarial_weight!r}")
         if self.lm_aux_weight is not None and not _real(self.lm_aux_weight, minimum=0.0):
             raise ValueError(f"lm_aux_weight must be a finite number >= 0, got {self.lm_aux_weight!r}")
         for name, minimum in (("steps", 1), ("batch_size", 1), ("seed", 0), ("max_len", 4), ("eval_every", 1),
@@ -230,6 +240,7 @@ class FinetuneConfig:
         if family in RNN_FAMILIES and weight > 0:
             raise ValueError(f"the auxiliary LM loss (λ = {weight}) is for the transformer families; fine-tune a "
                              f"{family} run with λ = 0 (empty)")
+        _check_adversarial(family, self.adversarial)
         max_len = self.max_len if self.max_len is not None else min(int(seq_len or max_positions), max_positions)
         if max_len > max_positions:
             raise ValueError(f"--max-len {max_len} is longer than the run's {max_positions} positions")
@@ -243,6 +254,12 @@ class FinetuneConfig:
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
+
+
+def _check_adversarial(family: str, method: str) -> None:
+    if family in RNN_FAMILIES and method != "none":
+        raise ValueError(f"adversarial training ({method}) perturbs a Transformer's token embeddings; fine-tune the "
+                         f"{family} run without it")
 
 
 def auto_pooling(family: str) -> str:
@@ -720,8 +737,12 @@ def _train(p: _Prepared, causal: bool, two_d: bool, token_task: bool, pad_id: in
             logits, hidden = model(batch)
             task_loss = _task_loss(logits, batch.labels)
             lm_loss = auxiliary(batch, hidden, step, cfg.seed) if auxiliary is not None else None
+            adversarial = None if cfg.adversarial == "none" else finetune_step(  # (loss, task loss under delta)
+                model, batch, logits, lambda out: _task_loss(out, batch.labels), cfg.adversarial, cfg.seed, step)
         total = task_loss if lm_loss is None else task_loss + cfg.lm_aux_weight * lm_loss
         total = total + routing_loss(routing)  # Switch layers keep their load-balancing loss (0 for dense models)
+        if adversarial is not None:
+            total = total + cfg.adversarial_weight * adversarial[0]
         total.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip if cfg.grad_clip > 0 else float("inf"))
         optimizer.step()
@@ -738,6 +759,8 @@ def _train(p: _Prepared, causal: bool, two_d: bool, token_task: bool, pad_id: in
         interval["loss"] += float(total.detach())
         interval["task"] += float(task_loss.detach())
         interval["lm"] += float(lm_loss.detach()) if lm_loss is not None else 0.0
+        for key, value in zip(("adversarial", "adversarial_task"), adversarial or ()):
+            interval[key] = interval.get(key, 0.0) + float(value.detach())
         stopped = bool(should_stop())
         last = step == cfg.steps
         elapsed = time.perf_counter() - started
@@ -746,6 +769,9 @@ def _train(p: _Prepared, causal: bool, two_d: bool, token_task: bool, pad_id: in
             losses = {"task": interval["task"] / n}
             if auxiliary is not None:
                 losses["lm"] = interval["lm"] / n
+            if adversarial is not None:  # the trained adversarial loss, and the task loss under the perturbation
+                losses.update(adversarial=interval["adversarial"] / n,
+                              adversarial_task=interval["adversarial_task"] / n)
             runs.append_metrics(out, {"split": "train", "step": step, "loss": interval["loss"] / n, "losses": losses,
                                       "accuracy": interval["correct"] / max(1, interval["scored"]), "lr": lr,
                                       "elapsed_s": elapsed})
@@ -771,7 +797,8 @@ def _train(p: _Prepared, causal: bool, two_d: bool, token_task: bool, pad_id: in
         "finetune_id": out.name, "state": state, "task": p.task.name, "task_kind": p.task.kind,
         "run_id": p.run_id, "run_dir": str(p.run_dir), "family": p.family,
         "pooling": "per-token" if token_task else cfg.pooling,
-        "lm_aux_weight": cfg.lm_aux_weight, "accuracy": last_eval["accuracy"], "macro_f1": last_eval["macro_f1"],
+        "lm_aux_weight": cfg.lm_aux_weight, "adversarial": cfg.adversarial,
+        "accuracy": last_eval["accuracy"], "macro_f1": last_eval["macro_f1"],
         "validation_loss": last_eval["loss"], "majority_baseline": p.task.majority_baseline(), "steps": step,
         "total_steps": cfg.steps, "seconds": seconds, "num_parameters": model.num_parameters(),
         "label_names": list(p.task.label_names), "confusion": last_eval["confusion"], "scored": last_eval["scored"],
@@ -808,6 +835,7 @@ def _summary(folder: Path) -> dict:
         or request.get("run_id"), "family": result.get("family") or config.get("family") or request.get("family"),
         "task": task, "pooling": result.get("pooling") or settings.get("pooling"),
         "lm_aux_weight": result.get("lm_aux_weight", settings.get("lm_aux_weight")), "state": state,
+        "adversarial": result.get("adversarial", settings.get("adversarial", "none")),
         "message": status.get("message", ""), "step": status.get("step", result.get("steps", 0)),
         "total_steps": status.get("total_steps") or settings.get("steps"), "accuracy": result.get("accuracy"),
         "macro_f1": result.get("macro_f1"), "majority_baseline": result.get("majority_baseline"),
@@ -877,6 +905,8 @@ def finetune_command(config: FinetuneConfig) -> list[str]:
             args += [flag, repr(float(value)) if isinstance(value, float) else str(value)]
     if config.save_weights:
         args.append("--save-weights")
+    if config.adversarial != "none":
+        args += ["--adversarial", config.adversarial, "--adversarial-weight", repr(float(config.adversarial_weight))]
     return args
 
 
@@ -907,6 +937,7 @@ def start_finetune(manager, run: str, task: str, **options) -> str:
 
     if config_json.get("family") not in TRAINED_FAMILIES or not isinstance(config_json.get("model"), dict):
         raise ValueError(f"{run_dir.name} is not a trained run this lab can fine-tune")
+    _check_adversarial(config_json["family"], config.adversarial)  # an LSTM run cannot: say so before queueing
     weights_file(run_dir)  # ValueError when the run has no weights yet
     the_task = _load_task(config)  # a bad CSV fails here, not in the worker
     folder = new_finetune_dir(home, run_dir.name, the_task.slug)
@@ -946,6 +977,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--label-column")
     p.add_argument("--text-pair-column")
     p.add_argument("--save-weights", action="store_true")
+    p.add_argument("--adversarial", help="none | freelb | smart (default none): adversarial training on the input "
+                                         "embeddings")
+    p.add_argument("--adversarial-weight", type=float, help="its weight in the loss (default 1)")
     p.add_argument("--home", help="the lab home (default: $PRETRAINING_LAB_HOME or ~/.pretraining-lab)")
     return p
 
@@ -961,7 +995,8 @@ def config_from_args(args) -> FinetuneConfig:
              "device": args.device, "eval_every": args.eval_every, "log_every": args.log_every,
              "warmup_fraction": args.warmup_fraction, "weight_decay": args.weight_decay, "grad_clip": args.grad_clip,
              "csv_path": args.csv_path, "text_column": args.text_column, "label_column": args.label_column,
-             "text_pair_column": args.text_pair_column, "home": args.home}
+             "text_pair_column": args.text_pair_column, "home": args.home, "adversarial": args.adversarial,
+             "adversarial_weight": args.adversarial_weight}
     return FinetuneConfig(run_dir=args.run, task=task, save_weights=args.save_weights,
                           **{k: v for k, v in given.items() if v is not None})
 

@@ -125,7 +125,9 @@ UniLM (on by default when `settings.nsp` is on, the default: UniLM §2.2 trains 
 An objective whose default weight in families.py is 0 is opt-in: it appears in the resolved weights (and config.json)
 only when a weight is given for it. MASS and T5 have one, `translation` (objectives/translation.py): English ->
 Chinese through the same encoder-decoder and tied LM head, on rows flagged in the batch; it adds no parameters, and
-with the denoising objective at 0 and translation on, the LM head stays trainable.
+with the denoising objective at 0 and translation on, the LM head stays trainable. The add-on objectives
+(contrastive, adversarial, back_translation: objectives/addons.py) are opt-in the same way and add no parameters;
+their weights are checked here, and their losses join the family's in `forward` when a training run attaches them.
 
 Deviations, stated:
 - BERT-family inputs carry no [CLS]/[SEP] framing from the objectives; the pooled "first" position is whatever token
@@ -172,6 +174,7 @@ from .nn.backbone import activation_module, normal_init_
 from .nn.config import PRESETS, preset_config
 from .nn.moe import switch_layers
 from .objectives import objective_module
+from .objectives.addons import check_names as check_addon_names, check_weights as check_addon_weights
 from .objectives.common import VocabInfo
 from .objectives.losses import LossOutput, output_matrix, run_backbone
 from .rnn import RNN_FAMILIES, RNNConfig, build_rnn_model, rnn_preset_config
@@ -389,6 +392,7 @@ def resolve_objective_weights(family: str, settings, objective_weights: dict | N
         defaults[name] = 1.0 if getattr(settings, switch) else 0.0
     if family == "electra" and "rtd" not in objective_weights:
         defaults["rtd"] = float(settings.disc_weight)
+    check_addon_names(family, objective_weights)  # add-on objectives (objectives/addons.py): a clear error
     unknown = sorted(set(objective_weights) - set(defaults))
     if unknown:
         raise ValueError(f"{family} has no objective {', '.join(map(repr, unknown))}: its objectives are "
@@ -413,6 +417,7 @@ def resolve_objective_weights(family: str, settings, objective_weights: dict | N
     if not any(w > 0 for w in weights.values()):
         raise ValueError(f"every objective of {family} has weight 0: give at least one of {', '.join(defaults)} a "
                          f"positive weight")
+    check_addon_weights(family, weights)
     return weights
 
 
@@ -499,6 +504,7 @@ class FamilyModel(nn.Module):
         self.heads = nn.ModuleDict()
         self.generator: Backbone | None = None
         self.generator_config: ModelConfig | None = None
+        self.addons = None  # the add-on objectives a training run attaches (objectives/addons.py: attach)
         w = self.objective_weights
         H = model_config.d_model
         for name in ("nsp", "sop"):
@@ -549,8 +555,15 @@ class FamilyModel(nn.Module):
         if not isinstance(batch, Batch):
             raise ValueError(f"a FamilyModel takes a Batch (from the family's make_batch), got {type(batch).__name__}")
         if self.switch_layers:  # + the load-balancing loss of every Switch layer, whatever the family
-            return loss_with_routing(self, lambda: objective_module(self.family).loss(self, batch))
-        return objective_module(self.family).loss(self, batch)
+            return loss_with_routing(self, lambda: self._family_loss(batch))
+        return self._family_loss(batch)
+
+    def _family_loss(self, batch: Batch) -> LossOutput:
+        """The family's own loss, then the add-on objectives' (objectives/addons.py), if any."""
+        out = objective_module(self.family).loss(self, batch)
+        if self.addons is not None:
+            out = self.addons.apply(self, batch, out)
+        return out
 
     def loss(self, batch: Batch) -> LossOutput:
         """The weighted sum of the enabled objectives, their parts, and the main token objective's per-target NLL."""

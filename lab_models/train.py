@@ -51,6 +51,10 @@ or `--objective span_corruption=0` (T5) with translation on trains translation a
 tokenizer is also trained on the pairs (their Chinese side) unless the corpus is the synthetic one, and, for T5, on
 its task prefix; config.json records it all under "translation".
 
+Add-on objectives (lab_models/objectives/addons.py): `--objective contrastive=W`, `adversarial=W` or
+`back_translation=W` for the families that support them, tuned with `--set NAME.SETTING=VALUE`; their settings are
+saved under "train.addons", their facts under config.json "addons", their numbers in the validation rows.
+
 Resuming. `--resume` continues the run in DIR from its newest checkpoint with its saved configuration
 (config.json "train"); the other arguments are ignored except --steps (to train longer; a changed total changes the
 cosine schedule after the checkpoint), --device, --eval-every, --checkpoint-every and --log-every. The batches of
@@ -148,6 +152,7 @@ class TrainConfig:
 
     def performance_config(self) -> PerformanceConfig:
         return PerformanceConfig.from_dict(self.performance)
+    addons: dict = field(default_factory=dict)  # add-on objective -> its resolved settings (objectives/addons.py)
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -448,13 +453,17 @@ def config_from_args(args) -> tuple[TrainConfig, Corpus]:
     if tokenizer not in TOKENIZER_KINDS:
         raise ValueError(f"unknown tokenizer {tokenizer!r}: choose one of {', '.join(TOKENIZER_KINDS)}")
 
+    from lab_models.objectives.addons import resolve_settings, split_settings
+
     explicit_weights = parse_objectives(args.objective)
-    settings = settings_with_overrides(family, args.settings)
+    family_items, addon_items = split_settings(args.settings)  # "contrastive.temperature=0.1" is an add-on's
+    settings = settings_with_overrides(family, family_items)
     bools = {f.name for f in dataclasses.fields(settings) if isinstance(getattr(settings, f.name), bool)}
     switched_off = {name: False for name, weight in explicit_weights.items() if weight == 0 and name in bools}
     if switched_off:
         settings = dataclasses.replace(settings, **switched_off)
     weights = resolve_objective_weights(family, settings, explicit_weights)
+    addons = resolve_settings(family, weights, addon_items)
 
     defaults = PRESET_DEFAULTS[args.preset]
 
@@ -485,7 +494,7 @@ def config_from_args(args) -> tuple[TrainConfig, Corpus]:
         eval_batches=pick("eval_batches"), checkpoint_every=pick("checkpoint_every"), log_every=pick("log_every"),
         weight_decay=weight_decay, grad_clip=grad_clip,
         home=str(Path(home).expanduser().resolve()) if home else None,
-        performance=parse_performance_overrides(args.perf),
+        performance=parse_performance_overrides(args.perf), addons=addons,
     )
     config.performance_config().check_device(select_device(device))
     config.engine_config()  # validates the combination
@@ -803,6 +812,11 @@ def _run(config: TrainConfig, corpus: Corpus, resume: bool, world: _World, out: 
         model = build_model(config.family, model_config, settings, info, config.objectives,
                             seed=derive_seed(config.seed, "init") & 0x7FFFFFFF)
         model.to(world.device)
+        from lab_models.objectives.addons import attach
+
+        batches, addons, addon_facts = attach(model, config.addons, tokenizer=tokenizer, vocab=info, corpus=corpus,
+                                              batches=batches, batch_size=config.batch_size,
+                                              max_positions=model_config.max_positions)
         engine_config = config.engine_config()
         find_unused = _find_unused_needed(model, batches, world, config.seed) if world.distributed else False
         trainer = Trainer(model, batches, engine_config, device=world.device, byte_lengths=byte_lengths,
@@ -814,8 +828,9 @@ def _run(config: TrainConfig, corpus: Corpus, resume: bool, world: _World, out: 
         step = trainer.step
         if world.is_main:
             runs.truncate_metrics(out, trainer.step)
-            runs.write_config(out, _config_json(config, model, tokenizer_facts, corpus, world, created,
-                                                batches.validation_note, _translation_json(config, corpus, pairs)))
+            runs.write_config(out, {**_config_json(config, model, tokenizer_facts, corpus, world, created,
+                                                   batches.validation_note, _translation_json(config, corpus, pairs)),
+                                    **addon_facts})
             runs.write_status(out, "running", step=trainer.step, total_steps=config.steps, message="training")
             logger.info("training %s (%d parameters) on %s for %d steps", config.family, model.num_parameters(),
                         world.device, config.steps)
@@ -854,6 +869,8 @@ def _run(config: TrainConfig, corpus: Corpus, resume: bool, world: _World, out: 
                        "targets": event.targets, "bytes": event.bytes, "elapsed_s": event.elapsed_s}
                 if causal:
                     row["perplexity"] = _finite(event.perplexity)
+                if addons is not None:  # alignment, uniformity, BLEU, ... (objectives/addons.py)
+                    row.update({k: _finite(v) for k, v in addons.evaluate(model).items()})
                 runs.append_metrics(out, row)
                 logger.info("step %d: val loss %.4f, %.4f bits per byte", event.step, event.loss, event.bits_per_byte)
         step = trainer.step

@@ -50,7 +50,7 @@ def test_the_four_families_are_registered_and_trainable():
     assert set(RNN_FAMILIES) <= set(TRAINED_FAMILIES) and set(RNN_FAMILIES) <= set(specs)
     assert {name: specs[name].kind for name in RNN_FAMILIES} == dict.fromkeys(RNN_FAMILIES, "rnn")
     assert {name: [(o.name, o.weight) for o in specs[name].objectives] for name in RNN_FAMILIES} == {
-        "elmo": [("forward_lm", 0.5), ("backward_lm", 0.5)], "cove": [("nmt", 1.0)],
+        "elmo": [("forward_lm", 0.5), ("backward_lm", 0.5)], "cove": [("nmt", 1.0), ("back_translation", 0.0)],
         "ulmfit": [("lm", 1.0), ("classifier", 1.0)], "cvt": [("labelled", 1.0), ("unlabelled", 1.0)]}
     assert "Peters" in specs["elmo"].paper and "Howard" in specs["ulmfit"].paper
     assert not any(specs[name].has_anatomy for name in RNN_FAMILIES)  # no attention mask to draw

@@ -63,11 +63,13 @@ class RNNFamilyModel(nn.Module):
         self.settings = settings
         self.vocab = vocab
         self.objective_weights = dict(objective_weights)
+        self.addons = None  # add-on objectives attached by a training run (objectives/addons.py; CoVe's BT)
 
     def forward(self, batch: Batch) -> LossOutput:
         if not isinstance(batch, Batch):
             raise ValueError(f"a {self.family} model takes a Batch (from its batch source), got {type(batch).__name__}")
-        return self.compute_loss(batch)
+        out = self.compute_loss(batch)
+        return out if self.addons is None else self.addons.apply(self, batch, out)
 
     def loss(self, batch: Batch) -> LossOutput:
         return self(batch)

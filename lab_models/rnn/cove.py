@@ -179,15 +179,21 @@ class CoVe(RNNFamilyModel):
         states, state = self.decoder(y, state)  # (B, S, h)
         return self.output(self.dropout(self.attend(states, H, lengths))), state
 
-    def compute_loss(self, batch: Batch):
+    def target_logits(self, batch: Batch, positions: torch.Tensor | None = None) -> torch.Tensor:
+        """The decoder's vocabulary logits (N, V) at `positions` (default: where batch.targets has a target), in
+        row-major order, as `FamilyModel.target_logits` (back-translation reads both the same way)."""
         if batch.decoder_input_ids is None:
             raise ValueError("CoVe's batch needs decoder inputs: build it with cove.batch_source")
         H, lengths, final = self.encode(batch.input_ids)
         y = self.dropout(self.embedding(batch.decoder_input_ids))  # (B, S, E)
         states, _ = self.decoder(y, self.bridge(final))  # (B, S, h): one fused call over all target steps
-        where = batch.targets != IGNORE_INDEX  # (B, S)
+        where = batch.targets != IGNORE_INDEX if positions is None else positions  # (B, S)
         attended = self.attend(states, H, lengths)  # (B, S, h)
-        logits = self.output(self.dropout(attended[where]))  # (N, V)
+        return self.output(self.dropout(attended[where]))  # (N, V)
+
+    def compute_loss(self, batch: Batch):
+        where = batch.targets != IGNORE_INDEX  # (B, S)
+        logits = self.target_logits(batch, where)  # (N, V)
         nll = token_nll(logits, batch.targets[where])
         parts = {OBJECTIVE: mean_or_zero(nll)}
         return build_loss(weighted_total(self.objective_weights, parts), parts, batch.targets[where], nll)

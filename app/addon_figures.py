@@ -1,0 +1,131 @@
+"""Plotly figures for the add-on objectives (lab_models/objectives/addons.py): the Train tab's validation numbers of a
+run with contrastive learning or back-translation, and the Understand tab's sentence similarity by topic.
+
+Presentation only. A validation row of metrics.jsonl may carry `alignment`, `uniformity` and `topic_gap`
+(contrastive) and `bleu_en_zh`, `bleu_zh_en`, `chrf_en_zh`, `chrf_zh_en` (back-translation); the adversarial add-on
+needs no figure of its own (its `clean_nll` and `adversarial_nll` are loss parts, drawn by the loss curve).
+
+>>> [key for key, _ in SENTENCE_KEYS]
+['topic_gap', 'alignment', 'uniformity']
+>>> addon_keys([{"split": "val", "step": 5, "bleu_en_zh": 1.5}, {"split": "train", "step": 5, "loss": 2.0}])
+['bleu_en_zh']
+"""
+from __future__ import annotations
+
+import math
+
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+SENTENCE_KEYS = (("topic_gap", "topic gap (same − different cosine, ↑)"), ("alignment", "alignment (↓)"),
+                 ("uniformity", "uniformity (↓)"))
+TRANSLATION_KEYS = (("bleu_en_zh", "BLEU en→zh"), ("bleu_zh_en", "BLEU zh→en"), ("chrf_en_zh", "chrF en→zh"),
+                    ("chrf_zh_en", "chrF zh→en"))
+COLORS = ("#2563eb", "#dc2626", "#16a34a", "#d97706")
+NO_ADDON_NUMBERS = ("No add-on numbers for this run: they appear in the validation rows of runs with the "
+                    "contrastive or back_translation objective.")
+
+
+def _number(value) -> float | None:
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        return None
+    return value if math.isfinite(value) else None
+
+
+def _val_rows(rows: list[dict]) -> list[dict]:
+    by_step = {int(row["step"]): row for row in rows if row.get("split") == "val"
+               and isinstance(row.get("step"), (int, float)) and not isinstance(row.get("step"), bool)}
+    return [by_step[step] for step in sorted(by_step)]
+
+
+def addon_keys(rows: list[dict]) -> list[str]:
+    """The add-on metrics present in the validation rows, in display order."""
+    present = {key for row in _val_rows(rows) for key in row if _number(row.get(key)) is not None}
+    return [key for key, _ in (*SENTENCE_KEYS, *TRANSLATION_KEYS) if key in present]
+
+
+def empty_figure(message: str, height: int = 300) -> go.Figure:
+    figure = go.Figure()
+    figure.add_annotation(text=message, showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper",
+                          font={"size": 13, "color": "#64748b"})
+    figure.update_layout(height=height, template="plotly_white", margin={"l": 40, "r": 20, "t": 30, "b": 30},
+                         xaxis={"visible": False}, yaxis={"visible": False})
+    return figure
+
+
+def addon_figure(rows: list[dict], *, title: str = "", height: int = 320) -> go.Figure:
+    """One panel per add-on with numbers: the sentence space (contrastive; the topic gap on its own axis, on the
+    right, since it is a small difference of cosines) and translation quality (back-translation), each metric a line
+    over the validation steps."""
+    val = _val_rows(rows)
+    keys = set(addon_keys(rows))
+    panels = [(name, [(k, label) for k, label in group if k in keys])
+              for name, group in (("sentence space (held-out synthetic sentences)", SENTENCE_KEYS),
+                                  ("translation of held-out pairs (0-100)", TRANSLATION_KEYS))]
+    panels = [(name, group) for name, group in panels if group]
+    if not panels:
+        return empty_figure(NO_ADDON_NUMBERS, height)
+    figure = make_subplots(rows=1, cols=len(panels), subplot_titles=[name for name, _ in panels],
+                           horizontal_spacing=0.14, specs=[[{"secondary_y": True} for _ in panels]])
+    for column, (_, group) in enumerate(panels, start=1):
+        for index, (key, label) in enumerate(group):
+            points = [(row["step"], _number(row.get(key))) for row in val if _number(row.get(key)) is not None]
+            right = key == "topic_gap"
+            figure.add_trace(go.Scatter(x=[s for s, _ in points], y=[v for _, v in points], mode="lines+markers",
+                                        name=label, line={"color": COLORS[index % len(COLORS)], "width": 2,
+                                                          "dash": "dot" if right else "solid"},
+                                        legendgroup=str(column)), row=1, col=column, secondary_y=right)
+            if right:
+                figure.update_yaxes(title_text="topic gap", secondary_y=True, row=1, col=column, showgrid=False)
+        figure.update_xaxes(title_text="step", row=1, col=column)
+    figure.update_layout(title={"text": title, "x": 0.01, "font": {"size": 14}}, height=height,
+                         template="plotly_white", hovermode="x unified",
+                         legend={"orientation": "h", "yanchor": "top", "y": -0.25, "xanchor": "left", "x": 0},
+                         margin={"l": 50, "r": 20, "t": 60, "b": 60}, uirevision=title or "addons")
+    return figure
+
+
+# ------------------------------------------------------------------------------------------------ Understand
+
+
+def topic_similarity_figure(results) -> go.Figure:
+    """For each run (an `api.TopicSimilarity`): its topic x topic mean-cosine heatmap, titled with the same-topic and
+    different-topic means and their gap. Each run has its own colour scale (its lowest to its highest mean), so that
+    a bright diagonal (same topic closer) shows whatever the run's overall level; the numbers are in the cells."""
+    if not results:
+        return empty_figure("Pick runs and press Compare sentences.", 360)
+    titles = [f"{r.run_id}<br>{r.family} · step {r.step:,} · {r.pooling} pooling · AUC {r.auc:.3f}<br>same "
+              f"{r.same:.3f} · different {r.different:.3f} · <b>gap {r.gap:+.3f}</b>" for r in results]
+    figure = make_subplots(rows=1, cols=len(results), subplot_titles=titles, horizontal_spacing=0.08)
+    for column, result in enumerate(results, start=1):
+        values = [v for line in result.matrix for v in line if _number(v) is not None] or [0.0, 1.0]
+        figure.add_trace(go.Heatmap(
+            z=result.matrix, x=list(result.topics), y=list(result.topics), zmin=min(values), zmax=max(values),
+            colorscale="Viridis", showscale=False,
+            text=[[f"{v:.3f}" for v in line] for line in result.matrix], texttemplate="%{text}",
+            hovertemplate="%{y} vs %{x}: mean cosine %{z:.3f}<extra></extra>"), row=1, col=column)
+        figure.update_yaxes(autorange="reversed", row=1, col=column)
+    figure.update_annotations(font_size=11)
+    figure.add_annotation(text="colour: each run from its lowest to its highest mean cosine", showarrow=False,
+                          x=0, y=-0.14, xref="paper", yref="paper", xanchor="left", font={"size": 11,
+                                                                                          "color": "#64748b"})
+    figure.update_layout(height=440, template="plotly_white", margin={"l": 70, "r": 20, "t": 110, "b": 50})
+    return figure
+
+
+def topic_gap_figure(results) -> go.Figure:
+    """Same-topic and different-topic mean cosine per run, as grouped bars (the gap between them is the point)."""
+    if not results:
+        return empty_figure("The same-topic and different-topic similarities appear here.", 300)
+    names = [f"{r.run_id} ({r.family})" for r in results]
+    figure = go.Figure([
+        go.Bar(name="same topic", x=names, y=[r.same for r in results], marker_color="#16a34a",
+               text=[f"{r.same:.3f}" for r in results], textposition="outside"),
+        go.Bar(name="different topics", x=names, y=[r.different for r in results], marker_color="#94a3b8",
+               text=[f"{r.different:.3f}" for r in results], textposition="outside")])
+    figure.update_layout(barmode="group", height=320, template="plotly_white", yaxis_title="mean cosine similarity",
+                         legend={"orientation": "h", "yanchor": "bottom", "y": 1.02, "xanchor": "right", "x": 1},
+                         margin={"l": 60, "r": 20, "t": 40, "b": 60})
+    return figure

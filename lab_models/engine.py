@@ -47,8 +47,12 @@ Models and batch sources with a plan of their own (the RNN families, lab_models/
   at the same step (a step-based plan does).
 
 Events are emitted every `log_every` steps, at checkpoint steps, at the last step and on a stop; each emission reads
-the loss back from the device (one sync). A NaN/inf loss anywhere in the interval raises `NonFiniteLossError` at the
-next emission, before any checkpoint of the bad weights can be written.
+the loss back from the device (one sync). A NaN/inf loss or gradient norm anywhere in the interval raises
+`NonFiniteLossError` ("non-finite loss at step N: ...", N the first bad step) at the next emission, before any checkpoint of the bad weights
+can be written (and lab_models/runs.py refuses to checkpoint non-finite weights whatever the loss said). With
+`on_nonfinite="skip"` a step whose loss or gradient norm is NaN/inf instead changes nothing (no AdamW update, no moment
+update; one extra sync per step), is logged as a warning and listed in its metrics row's "skipped_steps"; more than
+MAX_SKIPPED_IN_A_ROW such steps in a row fail the run as above.
 """
 from __future__ import annotations
 
@@ -64,10 +68,13 @@ import torch.distributed as dist
 from torch import nn
 
 from lab_models.batch import Batch
+from lab_models.faults import poisoned_loss
 
 logger = logging.getLogger(__name__)
 
 SCHEDULES = ("cosine", "constant")
+NONFINITE_POLICIES = ("fail", "skip")
+MAX_SKIPPED_IN_A_ROW = 10  # with on_nonfinite="skip": more non-finite steps than this in a row fail the run anyway
 LN2 = math.log(2.0)
 
 
@@ -96,6 +103,7 @@ class EngineConfig:
     log_every: int = 1
     checkpoint_every: int = 0  # 0 = no periodic checkpoints (the caller still gets StopEvent and the end)
     seed: int = 0
+    on_nonfinite: str = "fail"  # "fail": stop the run at a NaN/inf loss; "skip": drop that step's update and go on
 
     def __post_init__(self):
         for name in ("steps", "log_every"):
@@ -108,6 +116,8 @@ class EngineConfig:
                 raise ValueError(f"{name} must be a whole number >= 0, got {value!r}")
         if not (isinstance(self.lr, (int, float)) and math.isfinite(self.lr) and self.lr > 0):
             raise ValueError(f"lr must be a positive number such as 3e-4, got {self.lr!r}")
+        if self.on_nonfinite not in NONFINITE_POLICIES:
+            raise ValueError(f"on_nonfinite must be one of {', '.join(NONFINITE_POLICIES)}, got {self.on_nonfinite!r}")
         if self.schedule not in SCHEDULES:
             raise ValueError(f"unknown schedule {self.schedule!r}: choose one of {', '.join(SCHEDULES)}")
         if not 0.0 <= self.min_lr_ratio <= 1.0:
@@ -239,7 +249,9 @@ class _Interval:
     total: torch.Tensor | None = None
     parts: dict[str, torch.Tensor] = field(default_factory=dict)
     part_steps: dict[str, int] = field(default_factory=dict)  # how many steps of the interval reported each part
-    finite: torch.Tensor | None = None
+    finite: list[torch.Tensor] = field(default_factory=list)  # per counted step: was its loss finite? (on the device)
+    finite_steps: list[int] = field(default_factory=list)  # the step number of each entry of `finite`
+    skipped: list[int] = field(default_factory=list)  # steps whose update was dropped (on_nonfinite="skip")
     tokens: int = 0
     seconds: float = 0.0
 
@@ -273,6 +285,7 @@ class Trainer:
         groups = own_groups(config.weight_decay) if callable(own_groups) else parameter_groups(model,
                                                                                                 config.weight_decay)
         self._record: dict = {}
+        self.last_step_skipped = False  # set by train_step (on_nonfinite="skip")
         self.optimizer = torch.optim.AdamW(groups, lr=config.lr,
                                            betas=tuple(config.betas), eps=config.eps,
                                            **({"fused": True} if fused else {}))
@@ -338,6 +351,7 @@ class Trainer:
         self.model.train()
         with self._autocast_context():
             out = self.forward(batch)
+        out.total = poisoned_loss(out.total, step)  # test-only fault injection (lab_models/faults.py); else a no-op
         out.total.backward()
         if self._own_plan:  # a group at rate 0 is frozen this step: no AdamW update, no moment update
             for group, group_lr in zip(self.optimizer.param_groups, lrs):
@@ -346,7 +360,10 @@ class Trainer:
                         param.grad = None
         max_norm = self.config.grad_clip if self.config.grad_clip > 0 else float("inf")
         grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), max_norm)
-        self.optimizer.step()
+        self.last_step_skipped = self.config.on_nonfinite == "skip" and self._any_rank(
+            not bool(torch.isfinite(out.total.detach()) & torch.isfinite(grad_norm)))  # one sync, in skip mode only
+        if not self.last_step_skipped:
+            self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         return out, grad_norm, tokens * self.world_size, lr
 
@@ -363,30 +380,54 @@ class Trainer:
         dist.all_reduce(flag, op=dist.ReduceOp.MAX)
         return bool(flag.item() > 0)
 
+    def _any_rank(self, local: bool) -> bool:
+        return self._stop_agreed(local)  # the same MAX reduction as the stop flag
+
     def _collective_device(self) -> torch.device:
         backend = dist.get_backend() if _distributed(self.world_size) else "gloo"
         return self.device if backend == "nccl" else torch.device("cpu")
 
+    def _first_nonfinite_step(self, interval: _Interval) -> int:
+        """The first step of the interval whose loss was NaN/inf on any rank (every rank calls this together)."""
+        first = self.step + 1  # no bad step here: another rank had it
+        if interval.finite:
+            bad = (~torch.stack(interval.finite)).nonzero()
+            if len(bad):
+                first = interval.finite_steps[int(bad[0, 0])]
+        first_step = torch.tensor([float(first)])
+        if _distributed(self.world_size):
+            first_step = first_step.to(self._collective_device())
+            dist.all_reduce(first_step, op=dist.ReduceOp.MIN)
+        return int(first_step.item())
+
     def _emit_step(self, interval: _Interval, lr: float, grad_norm: torch.Tensor, checkpoint_due: bool) -> StepEvent:
         names = self._part_names or []
         zero = torch.zeros((), device=self.device)
-        stacked = torch.stack([interval.total.float(), *[interval.parts.get(n, zero).float() for n in names],
-                               (~interval.finite).float()])
+        total = interval.total if interval.total is not None else zero  # None: every step of the interval skipped
+        unfinite = (~torch.stack(interval.finite)).sum() if interval.finite else zero
+        stacked = torch.stack([total.float(), *[interval.parts.get(n, zero).float() for n in names],
+                               unfinite.float()])
         stacked = self._all_reduce(stacked.to(self._collective_device())).cpu()
         if stacked[-1].item() > 0:
-            raise NonFiniteLossError(f"the training loss became NaN or infinite between steps "
-                                     f"{self.step - interval.steps + 1} and {self.step}; lower --lr or check the data")
+            step = self._first_nonfinite_step(interval)
+            raise NonFiniteLossError(f"non-finite loss at step {step}: the training loss or its gradient became NaN "
+                                     "or infinite; lower --lr, check the data, or pass --on-nonfinite skip to skip "
+                                     "such steps")
         sums = stacked[:-1].tolist()
-        loss = sums[0] / (interval.steps * self.world_size)
+        counted = interval.steps - len(interval.skipped)
+        loss = sums[0] / (counted * self.world_size) if counted else float("nan")
         losses = {}
         for name, total in zip(names, sums[1:]):  # each part: the mean over the steps that reported it
             count = interval.part_steps.get(name, 0) * self.world_size
             losses[name] = total / count if count else float("nan")
         seconds = max(interval.seconds, 1e-9)
+        record = dict(self._record)
+        if interval.skipped:  # a metrics row says which of its steps changed nothing
+            record["skipped_steps"] = list(interval.skipped)
         return StepEvent(step=self.step, loss=loss, losses=losses, lr=lr,
                          grad_norm=float(grad_norm), tokens_per_s=interval.tokens / seconds,
                          elapsed_s=self.elapsed_before + self._elapsed_here(), tokens_seen=self.tokens_seen,
-                         checkpoint_due=checkpoint_due, record=dict(self._record))
+                         checkpoint_due=checkpoint_due, record=record)
 
     # -------------------------------------------------------------------------------- evaluation
     def validation_batches(self) -> list[Batch]:
@@ -444,6 +485,7 @@ class Trainer:
         cfg = self.config
         self._started = time.perf_counter()
         interval = _Interval()
+        skipped_in_a_row = 0
         while self.step < cfg.steps:
             resumed = time.perf_counter()
             step = self.step + 1
@@ -453,14 +495,23 @@ class Trainer:
             if self._part_names is None or not set(out.parts) <= set(self._part_names):
                 self._part_names = sorted(set(self._part_names or ()) | set(out.parts))
             total = out.total.detach().float()
-            interval.total = total if interval.total is None else interval.total + total
-            for name, value in out.parts.items():
-                value = value.detach().float()
-                interval.parts[name] = value if name not in interval.parts else interval.parts[name] + value
-                interval.part_steps[name] = interval.part_steps.get(name, 0) + 1
-            finite = torch.isfinite(total)
-            interval.finite = finite if interval.finite is None else interval.finite & finite
             interval.steps += 1
+            if self.last_step_skipped:
+                interval.skipped.append(step)
+                skipped_in_a_row = skipped_in_a_row + 1
+                logger.warning("step %d skipped: its loss or gradient was NaN or infinite (on_nonfinite=skip)", step)
+                if skipped_in_a_row > MAX_SKIPPED_IN_A_ROW:
+                    raise NonFiniteLossError(f"non-finite loss at step {step}: {skipped_in_a_row} steps in a row were "
+                                             "skipped (--on-nonfinite skip); lower --lr or check the data")
+            else:
+                skipped_in_a_row = 0
+                interval.total = total if interval.total is None else interval.total + total
+                for name, value in out.parts.items():
+                    value = value.detach().float()
+                    interval.parts[name] = value if name not in interval.parts else interval.parts[name] + value
+                    interval.part_steps[name] = interval.part_steps.get(name, 0) + 1
+                interval.finite.append(torch.isfinite(total) & torch.isfinite(grad_norm.detach().to(total.device)))
+                interval.finite_steps.append(step)
             interval.tokens += tokens
             stop = self._stop_agreed(bool(should_stop()))
             last = step == cfg.steps

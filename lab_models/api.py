@@ -282,7 +282,8 @@ def resume_training(jobs: JobManager, run_id: str) -> dict:
 
 
 def training_status(jobs: RunStore, run_id: str) -> dict:
-    """Where a run stands: state ("queued", "running", "finished", "stopped", "failed"), step, total_steps,
+    """Where a run stands: state ("queued", "running", "finished", "stopped", "failed", or "died": its trainer was killed
+    from outside; the message names the signal and the step, training_log has its last lines), step, total_steps,
     queue_position (1 = next; None unless queued), tokens_per_s, eta_s, message, interrupted, stopping, and the last
     losses (loss, losses per objective, val_loss, val_bits_per_byte, val_perplexity)."""
     return jobs.summary(run_id)

@@ -22,8 +22,11 @@ read-only part is `RunStore`, which anything may create: it starts and changes n
   folders live in `<lab home>/finetunes/`; see lab_models/finetune.py: start_finetune). It shares the queue, the
   per-device limit, `stop`, `status` and `metrics` with the training runs; it is not resumable. `run_dir(id)` finds
   such folders too, but `run_ids()` and `list_runs()` list only `<lab home>/runs/`.
-* A worker that exits non-zero without having written "failed" (killed by the OOM killer, a bad argument, an import
-  error) is marked "failed" with the last lines of `worker.log`. A crashed run is reported; the app stays up.
+* A worker that exits non-zero without having written "failed" (a bad argument, an import error) is marked "failed"
+  with the last lines of `worker.log`. One that is killed by a signal nobody here sent (`kill -9` from outside, the
+  out-of-memory killer) is marked "died", with the signal, its last step and the last log lines (`log_tail`); it
+  frees its device slot at once and can be resumed from its last checkpoint. A crashed run is reported; the app stays
+  up.
 
 Decisions a user should know about
 ----------------------------------
@@ -66,7 +69,7 @@ logger = logging.getLogger(__name__)
 PRESETS = ("tiny", "small", "medium", "base")
 DEVICES = ("auto", "cpu", "cuda", "mps")
 ACTIVE_STATES = ("queued", "running")
-TERMINAL_STATES = ("finished", "stopped", "failed")
+TERMINAL_STATES = ("finished", "stopped", "failed", "died")
 STATUS_FILE = "status.json"
 JOB_FILE = "job.json"
 CONFIG_FILE = "config.json"
@@ -764,8 +767,8 @@ class JobManager(RunStore):
         """Make status.json tell the truth after a worker has exited.
 
         A final state the trainer wrote itself (finished / stopped / failed) is kept. Otherwise: a stop we asked for
-        is "stopped"; an adopted worker that vanished is "stopped (interrupted)"; anything else is "failed" with the
-        end of worker.log.
+        is "stopped"; an adopted worker that vanished is "stopped (interrupted)"; one killed by a signal nobody here
+        sent "died"; anything else is "failed". Both "died" and "failed" keep the end of worker.log in "log_tail".
         """
         state = read_json(job.run_dir / STATUS_FILE).get("state")
         if state in TERMINAL_STATES:
@@ -786,9 +789,14 @@ class JobManager(RunStore):
             return
         tail = log_tail(job.run_dir / LOG_FILE)
         last_line = tail.splitlines()[-1] if tail else "no output"
-        if code < 0:
-            why = f"was killed by {_signal_name(code)}" + (" (out of memory?)" if code == -signal.SIGKILL else "")
-        elif code == 0:
+        if code < 0:  # a signal nobody here sent (a stop we asked for returned above)
+            step = read_json(job.run_dir / STATUS_FILE).get("step")
+            message = (f"the trainer was killed by {_signal_name(code)} at step {step or 0} (from outside the lab, or "
+                       f"by the out-of-memory killer).{resumable}")
+            logger.warning("%s died: killed by %s", job.run_id, _signal_name(code))
+            self._write_status(job.run_dir, {"state": "died", "pid": None, "message": message, "log_tail": tail})
+            return
+        if code == 0:
             why = "exited without reporting that it finished"
         else:
             why = f"exited with code {code}"

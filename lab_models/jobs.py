@@ -63,6 +63,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .home import atomic_write_json, lab_home
+from .safe_paths import inside, plain_name, shown
 
 logger = logging.getLogger(__name__)
 
@@ -223,19 +224,21 @@ class RunStore:
         return [d.name for d in sorted(dirs, key=self._created, reverse=True)]
 
     def run_dir(self, run_id: str) -> Path:
-        """The folder of an existing run; ValueError for a malformed or unknown id."""
+        """The folder of an existing run (or job) named by its id, inside the lab home; ValueError for a malformed or
+        unknown id. The id is one plain name (`lab_models.safe_paths.plain_name`: no '/', no '..', no NUL, at most
+        200 characters) and its folder must resolve inside runs/ or finetunes/ (a symlink out of them is refused)."""
         if not isinstance(run_id, str) or not run_id.strip():
             raise ValueError("Choose a run first.")
-        run_id = run_id.strip()
-        if not _RUN_ID.match(run_id):
-            raise ValueError(f"{run_id!r} is not a run id (run ids look like bert-tiny-20260101-120000-ab12).")
-        run_dir = self.runs_dir / run_id
-        if not run_dir.is_dir():
-            other = next((root / run_id for root in self.job_roots[1:] if (root / run_id).is_dir()), None)
-            if other is None:
-                raise ValueError(f"Unknown run {run_id!r}: no folder {run_dir}.")
-            return other
-        return run_dir
+        try:
+            run_id = plain_name(run_id, "run id")
+        except ValueError as error:
+            raise ValueError(f"{error} Run ids look like bert-tiny-20260101-120000-ab12.") from None
+        for root in self.job_roots:  # runs/ first
+            folder = root / run_id
+            if folder.is_dir():
+                inside(root, folder, "run folder")
+                return folder
+        raise ValueError(f"Unknown run {shown(run_id)}: no folder {self.runs_dir / run_id}.")
 
     def has_checkpoint(self, run_id: str) -> bool:
         """Whether the run has a complete checkpoint to resume from (`lab_models.runs.has_checkpoint`)."""

@@ -8,7 +8,8 @@ headlessly.
 Endpoints (every event has an `api_name`, so `gradio_client` can drive the tab):
 * `/start_training`, `/training_command`: inputs (family, preset, corpus, tokenizer, steps, seed, device, settings,
   on_1, weight_1, ..., on_4, weight_4). Row k is the k-th objective of the family (`api.family(f).objectives`);
-  rows past the family's objectives are ignored. `corpus` "" = the preset's corpus, `tokenizer` "" = the family's
+  rows past the family's objectives are ignored. `corpus` "" = the preset's corpus, else a built-in or imported
+  corpus name (never a path: `api.corpus_name`), `tokenizer` "" = the family's
   own, `steps` 0 = the preset's (a blank Number reads 0 in the page). `settings` is a table (setting, value,
   default): rows whose value differs from the default are passed on (`api.family_settings`). `/start_training`
   returns the new run id.
@@ -135,7 +136,7 @@ class TrainView:
 
     # ------------------------------------------------------------------ the request
     def _spec(self, family):
-        if not family or family not in self.specs:
+        if not isinstance(family, str) or family not in self.specs:
             raise ValueError(f"Unknown or untrainable family {family!r}: choose one of {', '.join(self.specs)}.")
         return self.specs[family]
 
@@ -170,7 +171,8 @@ class TrainView:
         steps = float(steps) if steps not in (None, "") else 0.0
         if not steps.is_integer() or steps < 0:
             raise ValueError(f"Steps must be a whole number: 1 or more, or 0 for the preset's; got {steps:g}.")
-        return {"family": family, "preset": preset or DEFAULT_PRESET, "corpus": corpus or None,
+        corpus = api.corpus_name(corpus, home=self.home) if corpus else None  # a name, never a path
+        return {"family": family, "preset": preset or DEFAULT_PRESET, "corpus": corpus,
                 "tokenizer": tokenizer or None, "steps": int(steps) or None,
                 "seed": int(seed or 0), "device": device or "auto",
                 "objectives": self.objective_weights(family, rows), "settings": settings_overrides(settings)}
@@ -447,7 +449,9 @@ def build(home, jobs, corpus_choices=None):
     slow.tick(view.overview, [*overview_inputs, table_signature], overview_outputs, api_name="refresh_runs",
               show_progress="hidden", queue=False)
     refresh.click(overview, overview_inputs, overview_outputs, api_name="list_runs")
-    table.select(view.select_from_table, table, run, api_name="select_run_from_table")
+    # private: its input is the browser's click (gr.SelectData), which no API client can send (Gradio fails before the
+    # handler runs); API clients pick a run by calling /show_run with its id.
+    table.select(view.select_from_table, table, run, api_name="select_run_from_table", api_visibility="private")
     gr.on([compared.change, metric.change], user_errors(view.compare), overview_inputs, comparison,
           api_name="compare_runs", show_progress="hidden")
     return SimpleNamespace(view=view, corpus=corpus, load=(overview, overview_inputs, overview_outputs))

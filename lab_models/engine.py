@@ -46,7 +46,8 @@ Models and batch sources with a plan of their own (the RNN families, lab_models/
   steps of the interval that reported it, NaN (logged as null) when none did. Every rank must report the same parts
   at the same step (a step-based plan does).
 
-Events are emitted every `log_every` steps, at checkpoint steps, at the last step and on a stop; each emission reads
+Events are emitted every `log_every` steps, at checkpoint steps, at the last step and on a stop; an evaluation step
+yields its StepEvent (marked `evaluation_follows`) and then its EvalEvent, also when the run is stopping there; each emission reads
 the loss back from the device (one sync). A NaN/inf loss or gradient norm anywhere in the interval raises
 `NonFiniteLossError` ("non-finite loss at step N: ...", N the first bad step) at the next emission, before any checkpoint of the bad weights
 can be written (and lab_models/runs.py refuses to checkpoint non-finite weights whatever the loss said). With
@@ -205,6 +206,8 @@ class StepEvent:
     elapsed_s: float  # wall time since the run began, across resumes
     tokens_seen: int  # input tokens trained on so far, all ranks
     checkpoint_due: bool = False
+    evaluation_follows: bool = False  # an EvalEvent of this same step comes next: checkpoint after it, so that a kill
+    # between the two never leaves a checkpoint whose step's evaluation is missing (a resume would skip it)
     record: dict = field(default_factory=dict)  # the model's StepPlan.record of the last step (stage, group rates)
 
 
@@ -400,7 +403,8 @@ class Trainer:
             dist.all_reduce(first_step, op=dist.ReduceOp.MIN)
         return int(first_step.item())
 
-    def _emit_step(self, interval: _Interval, lr: float, grad_norm: torch.Tensor, checkpoint_due: bool) -> StepEvent:
+    def _emit_step(self, interval: _Interval, lr: float, grad_norm: torch.Tensor, checkpoint_due: bool,
+                   evaluation_follows: bool = False) -> StepEvent:
         names = self._part_names or []
         zero = torch.zeros((), device=self.device)
         total = interval.total if interval.total is not None else zero  # None: every step of the interval skipped
@@ -427,7 +431,7 @@ class Trainer:
         return StepEvent(step=self.step, loss=loss, losses=losses, lr=lr,
                          grad_norm=float(grad_norm), tokens_per_s=interval.tokens / seconds,
                          elapsed_s=self.elapsed_before + self._elapsed_here(), tokens_seen=self.tokens_seen,
-                         checkpoint_due=checkpoint_due, record=record)
+                         checkpoint_due=checkpoint_due, evaluation_follows=evaluation_follows, record=record)
 
     # -------------------------------------------------------------------------------- evaluation
     def validation_batches(self) -> list[Batch]:
@@ -519,10 +523,10 @@ class Trainer:
             evaluate = last or (cfg.eval_every and step % cfg.eval_every == 0)
             interval.seconds += time.perf_counter() - resumed
             if last or stop or checkpoint_due or evaluate or step % cfg.log_every == 0:
-                event = self._emit_step(interval, lr, grad_norm, checkpoint_due)
+                event = self._emit_step(interval, lr, grad_norm, checkpoint_due, bool(evaluate))
                 interval = _Interval()
                 yield event
-            if evaluate and not stop:
+            if evaluate:  # also when stopping: a resume after the stop starts past this step
                 yield self.evaluate()
             if stop and not last:
                 yield StopEvent(step=self.step)

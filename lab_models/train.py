@@ -816,6 +816,7 @@ def _run(config: TrainConfig, corpus: Corpus, resume: bool, world: _World, out: 
     causal = model.objective_weights.get("clm", 0) > 0 or getattr(model, "is_language_model", False)
     last_status = 0.0
     saved_step = trainer.step if checkpoint is not None else -1
+    checkpoint_after_eval = False
     try:
         for event in trainer.run(should_stop=stop):
             step = event.step
@@ -828,10 +829,12 @@ def _run(config: TrainConfig, corpus: Corpus, resume: bool, world: _World, out: 
                     "grad_norm": _finite(event.grad_norm), "tokens_per_s": event.tokens_per_s,
                     "elapsed_s": event.elapsed_s, "tokens": event.tokens_seen, "max_rss_mb": _max_rss_mb(),
                     **event.record})
-                if event.checkpoint_due:
+                checkpoint_now = event.checkpoint_due and not event.evaluation_follows  # else after the evaluation
+                checkpoint_after_eval = event.checkpoint_due and event.evaluation_follows
+                if checkpoint_now:
                     runs.save_checkpoint(out, model=model, optimizer=trainer.optimizer, state=_state(trainer, config))
                     saved_step = event.step
-                if event.checkpoint_due or time.monotonic() - last_status >= STATUS_INTERVAL_S:
+                if checkpoint_now or time.monotonic() - last_status >= STATUS_INTERVAL_S:
                     runs.write_status(out, "running", step=event.step, total_steps=config.steps,
                                       message="training", loss=_finite(event.loss))
                     last_status = time.monotonic()
@@ -844,6 +847,11 @@ def _run(config: TrainConfig, corpus: Corpus, resume: bool, world: _World, out: 
                     row["perplexity"] = _finite(event.perplexity)
                 runs.append_metrics(out, row)
                 logger.info("step %d: val loss %.4f, %.4f bits per byte", event.step, event.loss, event.bits_per_byte)
+                if checkpoint_after_eval:  # the step is complete once its evaluation is logged
+                    runs.save_checkpoint(out, model=model, optimizer=trainer.optimizer, state=_state(trainer, config))
+                    saved_step, checkpoint_after_eval = event.step, False
+                    runs.write_status(out, "running", step=event.step, total_steps=config.steps, message="training")
+                    last_status = time.monotonic()
         step = trainer.step
         stopped = trainer.step < config.steps
         if world.is_main:

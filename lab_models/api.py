@@ -104,7 +104,8 @@ def _anatomy_settings(family: str, values: dict):
     converted = {}
     for key, value in values.items():
         if not _fits(value, hints[key]):
-            raise ValueError(f"{family}'s setting {key} takes {_type_words(hints[key])}, not {_safe_paths.shown(value)}.")
+            raise ValueError(f"{family}'s setting {key} takes {_type_words(hints[key])}, not "
+                             f"{_safe_paths.shown(value)}.")
         converted[key] = tuple(value) if isinstance(value, list) else value
     return dataclasses.replace(defaults, **converted)
 
@@ -312,7 +313,18 @@ def start_training(jobs: JobManager, family: str, *, preset: str = "tiny", corpu
     preset's default; `tokenizer=None` is the family's own. The run starts when its device is free.
     """
     request = _training_request(jobs, family, preset, corpus, steps, seed, device, objectives, settings, tokenizer)
-    return jobs.start(**request)
+    return _disk_errors_said(jobs, lambda: jobs.start(**request))
+
+
+def _disk_errors_said(jobs: RunStore, action):
+    """`action()`, with a full or read-only lab home turned into a ValueError that says so ("disk full: ...")."""
+    try:
+        return action()
+    except OSError as error:
+        message = _runs.disk_error_message(error, jobs.home)
+        if message is None:
+            raise
+        raise ValueError(message) from None
 
 
 def training_command(jobs: RunStore, family: str, *, preset: str = "tiny", corpus: str | None = None,
@@ -327,19 +339,19 @@ def training_command(jobs: RunStore, family: str, *, preset: str = "tiny", corpu
 
 def stop_training(jobs: JobManager, run_id: str) -> dict:
     """Stop a run: a queued one leaves the queue; a running one checkpoints and ends "stopped". Returns its status."""
-    jobs.stop(run_id)
+    _disk_errors_said(jobs, lambda: jobs.stop(run_id))
     return training_status(jobs, run_id)
 
 
 def resume_training(jobs: JobManager, run_id: str) -> dict:
-    """Queue a stopped or failed run again; it continues from its last checkpoint. Returns its status."""
-    jobs.resume(run_id)
+    """Queue a stopped, failed or died run again; it continues from its last checkpoint. Returns its status."""
+    _disk_errors_said(jobs, lambda: jobs.resume(run_id))
     return training_status(jobs, run_id)
 
 
 def training_status(jobs: RunStore, run_id: str) -> dict:
-    """Where a run stands: state ("queued", "running", "finished", "stopped", "failed", or "died": its trainer was killed
-    from outside; the message names the signal and the step, training_log has its last lines), step, total_steps,
+    """Where a run stands: state ("queued", "running", "finished", "stopped", "failed", or "died": its trainer was
+    killed from outside; the message names the signal and the step, training_log has its last lines), step, total_steps,
     queue_position (1 = next; None unless queued), tokens_per_s, eta_s, message, interrupted, stopping, and the last
     losses (loss, losses per objective, val_loss, val_bits_per_byte, val_perplexity)."""
     return jobs.summary(run_id)

@@ -47,10 +47,11 @@ Models and batch sources with a plan of their own (the RNN families, lab_models/
   at the same step (a step-based plan does).
 
 Events are emitted every `log_every` steps, at checkpoint steps, at the last step and on a stop; an evaluation step
-yields its StepEvent (marked `evaluation_follows`) and then its EvalEvent, also when the run is stopping there; each emission reads
-the loss back from the device (one sync). A NaN/inf loss or gradient norm anywhere in the interval raises
-`NonFiniteLossError` ("non-finite loss at step N: ...", N the first bad step) at the next emission, before any checkpoint of the bad weights
-can be written (and lab_models/runs.py refuses to checkpoint non-finite weights whatever the loss said). With
+yields its StepEvent (marked `evaluation_follows`) and then its EvalEvent, also when the run is stopping there; each
+emission reads the loss back from the device (one sync). A NaN/inf loss or gradient norm anywhere in the interval
+raises `NonFiniteLossError` ("non-finite loss at step N: ...", N the first bad step) at the next emission, before any
+checkpoint of the bad weights can be written (and lab_models/runs.py refuses to checkpoint non-finite weights whatever
+the loss said). With
 `on_nonfinite="skip"` a step whose loss or gradient norm is NaN/inf instead changes nothing (no AdamW update, no moment
 update; one extra sync per step), is logged as a warning and listed in its metrics row's "skipped_steps"; more than
 MAX_SKIPPED_IN_A_ROW such steps in a row fail the run as above.

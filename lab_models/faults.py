@@ -24,7 +24,8 @@ Points (in the order they happen):
 - `train:loss`: after the forward pass of a training step, before backward: lab_models/engine.py.
 
 Actions: `kill` (SIGKILL to itself: no handler, no cleanup, exactly like `kill -9`), `pause=SECONDS` (so that a test
-can kill it from outside at that moment), `enospc` (raise OSError ENOSPC, as a full disk does), and, at `train:loss`
+can kill it from outside, or fill its disk, at that moment; it ends early once the file named by
+$PRETRAINING_LAB_FAULT_RELEASE exists), `enospc` (raise OSError ENOSPC, as a full disk does), and, at `train:loss`
 only, `nan` and `inf` (the step's loss is multiplied by NaN, or becomes +inf). Without `@STEP` a fault fires every
 time its point is reached.
 
@@ -43,6 +44,7 @@ from dataclasses import dataclass
 logger = logging.getLogger(__name__)
 
 FAULT_ENV_VAR = "PRETRAINING_LAB_FAULT"
+RELEASE_ENV_VAR = "PRETRAINING_LAB_FAULT_RELEASE"  # a file whose appearance ends a pause early
 CHECKPOINT_POINTS = ("checkpoint:begin", "checkpoint:after_weights", "checkpoint:after_optimizer",
                      "checkpoint:after_state", "checkpoint:before_rename", "checkpoint:after_rename",
                      "checkpoint:after_latest")
@@ -109,9 +111,19 @@ def fault_point(point: str, *, step: int | None = None) -> None:
             os.kill(os.getpid(), signal.SIGKILL)
             time.sleep(10)  # SIGKILL is delivered asynchronously; never run on past the point
         elif fault.action == "pause":
-            time.sleep(fault.seconds)
+            _pause(fault.seconds)
         elif fault.action == "enospc":
             raise OSError(errno.ENOSPC, f"No space left on device (injected by {FAULT_ENV_VAR} at {point})")
+
+
+def _pause(seconds: float) -> None:
+    """Sleep `seconds`, or less: until the file named by PRETRAINING_LAB_FAULT_RELEASE exists, when that is set."""
+    release = os.environ.get(RELEASE_ENV_VAR)
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if release and os.path.exists(release):
+            return
+        time.sleep(min(0.05, max(0.0, deadline - time.monotonic())))
 
 
 def poisoned_loss(loss, step: int):

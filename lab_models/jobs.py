@@ -64,6 +64,7 @@ from pathlib import Path
 
 from .home import atomic_write_json, lab_home
 from .safe_paths import inside, plain_name, shown
+from .unwritten_status import UnwrittenStatuses
 
 logger = logging.getLogger(__name__)
 
@@ -426,6 +427,7 @@ class JobManager(RunStore):
         self.env = dict(env or {})
         self._lock = threading.RLock()
         self._wake = threading.Condition(self._lock)
+        self._unwritten = UnwrittenStatuses()
         self._queue: list[Job] = []
         self._running: dict[str, Job] = {}
         self._closed = False
@@ -567,6 +569,7 @@ class JobManager(RunStore):
         """status.json of the run, with the live queue position (1 = next) and whether a stop is under way."""
         with self._lock:  # read the file and the queue together, so a launch or an exit is seen whole
             status = super().status(run_id)
+            status = self._unwritten.overlay(status["run_id"], status)  # what a full disk kept from the file
             position = self._position(run_id)
             job = self._running.get(run_id)
         if position is not None:
@@ -662,13 +665,10 @@ class JobManager(RunStore):
             return run_id, run_dir
         raise ValueError("Could not create a fresh run folder; is the lab home writable?")
 
-    @staticmethod
-    def _write_status(run_dir: Path, changes: Mapping) -> dict:
-        status = read_json(run_dir / STATUS_FILE)
-        status.update(changes)
-        status["updated"] = time.time()
-        atomic_write_json(run_dir / STATUS_FILE, status)
-        return status
+    def _write_status(self, run_dir: Path, changes: Mapping, *, keep_when_full: bool = False) -> dict:
+        """Update status.json; with `keep_when_full` (the supervisor's writes) a full disk keeps it in memory
+        instead (lab_models/unwritten_status.py), so that the page still shows how the run ended."""
+        return self._unwritten.write(run_dir, dict(changes), keep_when_full=keep_when_full)
 
     def _find(self, run_id: str) -> Job | None:
         if run_id in self._running:
@@ -701,6 +701,7 @@ class JobManager(RunStore):
                 if self._closed:
                     return
                 try:
+                    self._unwritten.flush()  # statuses a full disk kept in memory, written once there is room
                     self._reap()
                     self._escalate()
                     self._launch_ready()
@@ -721,7 +722,8 @@ class JobManager(RunStore):
 
     def _launch(self, job: Job) -> bool:
         command = list(job.command) if job.command is not None else self.trainer_command + job.args
-        self._write_status(job.run_dir, {"state": "running", "message": "starting the trainer", "pid": None})
+        self._write_status(job.run_dir, {"state": "running", "message": "starting the trainer", "pid": None},
+                           keep_when_full=True)
         env = dict(os.environ)
         env.update(self.env)
         env["PYTHONUNBUFFERED"] = "1"
@@ -736,7 +738,7 @@ class JobManager(RunStore):
         except OSError as error:
             logger.error("could not launch %s: %s", job.run_id, error)
             self._write_status(job.run_dir, {"state": "failed", "pid": None,
-                                             "message": f"could not start the trainer: {error}"})
+                                             "message": f"could not start the trainer: {error}"}, keep_when_full=True)
             return False
         job.pid = job.process.pid
         job.started_at = time.time()
@@ -783,12 +785,13 @@ class JobManager(RunStore):
         if job.stop_requested_at is not None:
             how = (f"stopped: killed after it did not stop within {self.stop_timeout_s:g} s." if job.killed
                    else "stopped.")
-            self._write_status(job.run_dir, {"state": "stopped", "message": how + resumable, "pid": None})
+            self._write_status(job.run_dir, {"state": "stopped", "message": how + resumable, "pid": None},
+                               keep_when_full=True)
             return
         if code is None:
             self._write_status(job.run_dir, {"state": "stopped", "interrupted": True, "pid": None,
                                              "message": "interrupted: the trainer ended without a final state."
-                                                        + resumable})
+                                                        + resumable}, keep_when_full=True)
             return
         tail = log_tail(job.run_dir / LOG_FILE)
         last_line = tail.splitlines()[-1] if tail else "no output"
@@ -797,7 +800,8 @@ class JobManager(RunStore):
             message = (f"the trainer was killed by {_signal_name(code)} at step {step or 0} (from outside the lab, or "
                        f"by the out-of-memory killer).{resumable}")
             logger.warning("%s died: killed by %s", job.run_id, _signal_name(code))
-            self._write_status(job.run_dir, {"state": "died", "pid": None, "message": message, "log_tail": tail})
+            self._write_status(job.run_dir, {"state": "died", "pid": None, "message": message, "log_tail": tail},
+                               keep_when_full=True)
             return
         if code == 0:
             why = "exited without reporting that it finished"
@@ -805,7 +809,7 @@ class JobManager(RunStore):
             why = f"exited with code {code}"
         logger.warning("%s failed: the trainer %s", job.run_id, why)
         self._write_status(job.run_dir, {"state": "failed", "pid": None, "message": f"the trainer {why}: {last_line}",
-                                         "log_tail": tail})
+                                         "log_tail": tail}, keep_when_full=True)
 
     def _recover(self) -> None:
         """Adopt live workers of a previous server; mark its other queued/running runs 'stopped (interrupted)'."""

@@ -144,15 +144,20 @@ def disk_error_message(error: BaseException, run_dir: str | os.PathLike) -> str 
     if not isinstance(error, OSError) or error.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EROFS):
         return None
     try:
-        kept = latest_checkpoint(run_dir)
+        is_run = (Path(run_dir) / CONFIG_FILE).exists() or checkpoint_dir(run_dir).is_dir()
+        kept = latest_checkpoint(run_dir) if is_run else None
     except OSError:
-        kept = None
-    intact = (f"the last complete checkpoint ({kept.name}) is intact" if kept is not None
-              else "no checkpoint had been written yet")
+        is_run, kept = False, None
+    if is_run:
+        intact = (f"; the last complete checkpoint ({kept.name}) is intact" if kept is not None
+                  else "; no checkpoint had been written yet")
+        then = "press Resume"
+    else:  # the lab home or another folder: nothing of a run to speak of
+        intact, then = "", "try again"
     if error.errno == errno.EROFS:
-        return f"read-only disk: cannot write to {run_dir}; {intact}. Make it writable, then press Resume."
+        return f"read-only disk: cannot write to {run_dir}{intact}. Make it writable, then {then}."
     what = "disk quota exceeded" if error.errno == errno.EDQUOT else "no space left on the device"
-    return f"disk full: {what} of {run_dir}; {intact}. Free some space, then press Resume."
+    return f"disk full: {what} of {run_dir}{intact}. Free some space, then {then}."
 
 
 # ------------------------------------------------------------------------------------------------ weights

@@ -810,8 +810,8 @@ def _run(config: TrainConfig, corpus: Corpus, resume: bool, world: _World, out: 
         return _fail(out, world, config, step, str(error), EXIT_BAD_ARGUMENT)
     except Exception as error:  # noqa: BLE001 - reported in status.json, with the traceback in train.log
         logger.exception("setting up the run failed")
-        return _fail(out, world, config, step, runs.disk_error_message(error, out) or f"{type(error).__name__}: {error}",
-                     EXIT_FAILED)
+        message = runs.disk_error_message(error, out) or f"{type(error).__name__}: {error}"  # "disk full: ..."
+        return _fail(out, world, config, step, message, EXIT_FAILED)
 
     causal = model.objective_weights.get("clm", 0) > 0 or getattr(model, "is_language_model", False)
     last_status = 0.0
@@ -871,8 +871,8 @@ def _run(config: TrainConfig, corpus: Corpus, resume: bool, world: _World, out: 
         return _fail(out, world, config, step, str(error), EXIT_FAILED)
     except Exception as error:  # noqa: BLE001
         logger.exception("training failed at step %d", step)
-        return _fail(out, world, config, step, runs.disk_error_message(error, out) or f"{type(error).__name__}: {error}",
-                     EXIT_FAILED)
+        message = runs.disk_error_message(error, out) or f"{type(error).__name__}: {error}"  # "disk full: ..."
+        return _fail(out, world, config, step, message, EXIT_FAILED)
 
 
 def _state(trainer: Trainer, config: TrainConfig) -> dict:

@@ -252,7 +252,8 @@ class TrainView:
         summary, rows, signature = self._watch(self._run_id(run_id))
         log = api.training_log(self.jobs, summary["run_id"], LOG_LINES)
         details = dict(summary, metric_rows=len(rows))
-        return (progress_html(summary), status_markdown(summary, log if summary.get("state") in ("failed", "died") else ""),
+        ended_badly = summary.get("state") in ("failed", "died")  # the status then shows the end of the log
+        return (progress_html(summary), status_markdown(summary, log if ended_badly else ""),
                 loss_figure(rows, title=f"{summary['run_id']}"), log, details, signature)
 
     def tick(self, run_id, signature):

@@ -29,7 +29,7 @@ def shown(text: str, limit: int = 80) -> str:
     """`text` as a message may quote it: its repr, cut in the middle when long.
 
     >>> shown("x" * 500, limit=20)
-    "'xxxxxxxx…(482 more)…xxxxxxxxx'"
+    "'xxxxxxxx…(484 more)…xxxxxxxx'"
     """
     quoted = repr(text)
     if len(quoted) <= limit:

@@ -46,6 +46,7 @@ from safetensors.torch import load_file, load_model, save_file, save_model
 from lab_models.engine import NonFiniteLossError
 from lab_models.faults import fault_point
 from lab_models.home import atomic_write_json, atomic_write_text, lab_home
+from lab_models.safe_paths import is_inside
 
 logger = logging.getLogger(__name__)
 
@@ -388,11 +389,13 @@ def list_runs(home=None) -> list[dict]:
 
     Each row: run_id, path, family, preset, corpus, state ("running", "finished", "stopped", "failed", or
     "interrupted" when status.json says running but its process is gone), message, step, total_steps, loss (last
-    train row), val_loss, val_bits_per_byte (last evaluation), created (unix time).
+    train row), val_loss, val_bits_per_byte (last evaluation), created (unix time). A folder that is a symlink leading
+    out of runs/ is left out (the page serves nothing outside the lab home: lab_models/safe_paths.py).
     """
     runs_root = lab_home(home) / "runs"
     summaries = []
     for run_dir in runs_root.iterdir():
-        if run_dir.is_dir() and ((run_dir / CONFIG_FILE).exists() or (run_dir / STATUS_FILE).exists()):
+        if run_dir.is_dir() and ((run_dir / CONFIG_FILE).exists() or (run_dir / STATUS_FILE).exists()) \
+                and is_inside(runs_root, run_dir):
             summaries.append(run_summary(run_dir))
     return sorted(summaries, key=lambda row: row["created"], reverse=True)

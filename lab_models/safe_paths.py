@@ -75,6 +75,15 @@ def inside(root: str | os.PathLike, path: str | os.PathLike, what: str = "path")
     return resolved
 
 
+def is_inside(root: str | os.PathLike, path: str | os.PathLike) -> bool:
+    """Whether `path` resolves to `root` or under it (`inside` without the error)."""
+    try:
+        inside(root, path)
+    except ValueError:
+        return False
+    return True
+
+
 def child(root: str | os.PathLike, name, what: str = "name") -> Path:
     """`root / name` for a request's `name`: `plain_name` first, then the joined path must resolve inside `root`
     (a symlink inside `root` that points elsewhere is refused). Returns the unresolved `root / name`."""

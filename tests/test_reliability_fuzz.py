@@ -392,10 +392,15 @@ def test_safe_paths_resolve_names_inside_their_folder(tmp_path):
 
     store = api.RunStore(tmp_path / "home")  # a run id names a folder inside the lab home, nothing else
     assert api.run_folder("bert-tiny-1", jobs=store) == store.runs_dir / "bert-tiny-1"
-    (store.runs_dir / "bert-tiny-1" / "status.json").write_text("{}")
+    (store.runs_dir / "bert-tiny-1" / "status.json").write_text('{"state": "finished", "step": 1}')
     for bad in ("escape", "../runs/bert-tiny-1", str(store.runs_dir / "bert-tiny-1"), "x" * 10_000):
         with pytest.raises(ValueError):
             api.run_folder(bad, jobs=store)
+    (tmp_path / "elsewhere" / "config.json").write_text('{"family": "gpt"}')  # a run look-alike behind the link
+    from lab_models import runs
+
+    assert [row["run_id"] for row in api.list_runs(store)] == ["bert-tiny-1"]
+    assert [row["run_id"] for row in runs.list_runs(store.home)] == ["bert-tiny-1"]  # the leaderboard's listing
 
 
 def test_the_page_takes_corpus_names_and_the_python_api_keeps_paths(tmp_path):

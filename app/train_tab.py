@@ -32,6 +32,7 @@ import pandas as pd
 from lab_models import api
 
 from .errors import user_errors
+from .inputs import picked
 from .train_figures import (COMPARE_METRICS, compare_figure, loss_figure, lr_figure, progress_html, runs_table,
                             status_markdown)
 
@@ -308,13 +309,13 @@ class TrainView:
         ids = [row["run_id"] for row in rows]
         changed_ids = signature is None or ids != [entry[0] for entry in signature]
         picker = gr.update(choices=ids) if changed_ids else gr.skip()
-        compared = [run_id for run_id in (compared or []) if run_id in ids]
+        compared = [run_id for run_id in picked(compared) if run_id in ids]
         return (runs_table(rows), picker, gr.update(choices=ids, value=compared) if changed_ids else gr.skip(),
                 self.compare(compared, metric), now)
 
     def compare(self, run_ids, metric="loss"):
         """Overlay the chosen runs' curves: train loss, validation loss or validation bits per byte."""
-        run_ids = [self._run_id(run_id) for run_id in (run_ids or [])]
+        run_ids = picked(run_ids)
         if metric not in COMPARE_METRICS:
             raise ValueError(f"Unknown metric {metric!r}: choose one of {', '.join(COMPARE_METRICS)}.")
         return compare_figure({run_id: api.run_metrics(self.jobs, run_id) for run_id in run_ids}, metric)

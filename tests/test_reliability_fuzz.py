@@ -59,8 +59,7 @@ HOSTILE_TEXT = [
     "../../../etc/passwd", "/etc/passwd", "..", ".", "a/b", "..\\..\\windows", "~", "C:\\x", "x" * 10_000, MEGABYTE,
     "[MASK]", "___", "nan", "NaN", "-1", "1e309", "None", "null", "{}", "[]", "<script>alert(1)</script>",
     "'; DROP TABLE runs; --", "no-such-run", "bert-tiny-20260101-000000-abcd", "elmo", "bert", "synthetic",
-    "the cat sees a red ball .", "the [MASK] sees a ball .", "%s%n%x", "\ud800".encode("utf-8", "surrogatepass").decode(
-        "utf-8", "replace"),
+    "the cat sees a red ball .", "the [MASK] sees a ball .", "%s%n%x", "\ufffd\ufffd",  # what bad UTF-8 decodes to
 ]
 HOSTILE_INTEGERS = [0, 1, -1, 2, 7, 64, 100, 10**6, 2**31, -2**31, 2**63, 10**30]
 HOSTILE_FLOATS = [0.0, -0.0, 0.5, -1.5, 1e-300, 1e300, float("nan"), float("inf"), float("-inf")]

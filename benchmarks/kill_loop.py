@@ -7,7 +7,8 @@ In the spirit of Jepsen's kill loops and SQLite's crash tests. Each round starts
 tiny preset, one thread, a checkpoint every step, an evaluation every 5) and kills it one of four ways, chosen by a
 seeded generator:
 - `fault`: PRETRAINING_LAB_FAULT=checkpoint:<point>:kill@<step> makes the trainer SIGKILL itself at a named point of
-  its checkpoint writer (lab_models/faults.py), a few steps past its last checkpoint;
+  its checkpoint writer (lab_models/faults.py), a few steps past its last checkpoint (the seven points are taken in
+  turn, in a shuffled order, so 20 kills reach every one of them);
 - `pause`: the trainer pauses at such a point (checkpoint:<point>:pause=60@<step>), and is killed from outside while
   it waits there, its checkpoint half written;
 - `timer`: killed from outside at a random moment: one time in four during its start-up (0 to 2 s after launch,
@@ -54,6 +55,7 @@ class KillReport:
     points: Counter = field(default_factory=Counter)
     resumed_from: list[int] = field(default_factory=list)  # the checkpoint step after each kill (0: none yet)
     torn_lines: int = 0
+    point_order: list[str] = field(default_factory=list)  # the writer's points in a shuffled order, taken in turn
     steps: int = 0
     seconds: float = 0.0
 
@@ -143,7 +145,7 @@ def one_round(run_dir: Path, home: Path, steps: int, rng: random.Random, report:
     before = checkpoint_step(run_dir)
     kind = rng.choice(KILL_KINDS)
     target = min(steps, before + rng.randint(1, 3))
-    point = rng.choice(faults.CHECKPOINT_POINTS)
+    point = report.point_order[sum(report.points.values()) % len(report.point_order)]  # every point, in turn
     fault = {"fault": f"{point}:kill@{target}", "pause": f"{point}:pause=60@{target}", "timer": None}[kind]
     resume = runs.has_checkpoint(run_dir)
     process = subprocess.Popen(trainer_command(run_dir, home, steps, resume=resume), cwd=REPO, env=child_env(fault),
@@ -208,6 +210,7 @@ def kill_loop(workdir: str | os.PathLike, kills: int = 20, seed: int = 0, log=pr
                           capture_output=True, text=True, timeout=20 * START_TIMEOUT_S)
     assert done.returncode == 0, f"the uninterrupted run failed: {done.stderr[-2000:]}"
     rng = random.Random(seed)
+    report.point_order = rng.sample(faults.CHECKPOINT_POINTS, len(faults.CHECKPOINT_POINTS))
     rounds = 0
     while report.kills < kills:
         rounds += 1

@@ -21,7 +21,6 @@ import argparse
 import os
 import signal
 import socket
-import statistics
 import subprocess
 import sys
 import tempfile

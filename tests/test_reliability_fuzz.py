@@ -21,15 +21,16 @@ What it promises, and how it proves it:
 - Nothing is unpickled, evaluated or run through a shell: an AST scan of lab_models/, app/ and app.py.
 
 The app under test is the real page with a stand-in trainer command (the queue, the run folders and every handler are
-real; a started "run" exits at once), in its own lab home, so fuzzing `/start_training` trains nothing.
+real; a started "run" exits at once), in its own lab home, so fuzzing `/start_training` trains nothing; two tiny runs
+trained beforehand (GPT and BERT, 4 steps) give the run pickers real runs to point hostile prompts and settings at.
 """
 from __future__ import annotations
 
 import ast
 import json
-import math
 import os
 import re
+import subprocess
 import sys
 import time
 from dataclasses import dataclass
@@ -158,6 +159,23 @@ def fuzz_app(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
+def trained_runs(fuzz_app) -> list[str]:
+    """Two tiny runs with weights in the fuzz home (GPT and BERT, 4 steps each), so that hostile prompts, texts and
+    decoding settings reach generation, fill-mask, the probes and fine-tuning, not only "unknown run"."""
+    _, _, home = fuzz_app
+    run_ids = []
+    for family in ("gpt", "bert"):
+        run_id = f"{family}-tiny-fuzz"
+        done = subprocess.run([sys.executable, "-m", "lab_models.train", "--family", family, "--steps", "4",
+                               "--device", "cpu", "--out", str(home / "runs" / run_id), "--home", str(home)],
+                              cwd=REPO, capture_output=True, text=True, timeout=600,
+                              env={**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)})
+        assert done.returncode == 0, done.stderr[-2000:]
+        run_ids.append(run_id)
+    return run_ids
+
+
+@pytest.fixture(scope="module")
 def endpoints(fuzz_app) -> dict[str, list[dict]]:
     """Every named endpoint with its parameters, as the app describes itself to API clients."""
     from gradio_client import Client
@@ -197,11 +215,19 @@ def ping(url: str) -> None:
 
 
 # ------------------------------------------------------------------------------------------------ values per control
-def well_typed_values(parameter: dict, uploads: list[dict]) -> st.SearchStrategy:
-    """Hostile values of the JSON type the control declares (what a page could send, and worse)."""
+RUN_LABEL = re.compile(r"(?i)^(run|runs|compare runs)$")
+
+
+def well_typed_values(parameter: dict, uploads: list[dict], run_ids: list[str]) -> st.SearchStrategy:
+    """Hostile values of the JSON type the control declares (what a page could send, and worse). A run picker gets a
+    real run id half of the time, so that what follows the run's lookup is fuzzed too."""
     schema = parameter.get("type") or {}
     kind = schema.get("type")
     enum = list(schema.get("enum") or [])
+    if RUN_LABEL.match(parameter.get("label") or "") and run_ids and kind in ("string", "array"):
+        real = st.sampled_from(run_ids)
+        real = st.lists(real, min_size=1, max_size=2) if kind == "array" else real
+        return st.one_of(real, well_typed_values({**parameter, "label": ""}, uploads, run_ids))
     if "properties" in schema and "path" in schema.get("properties", {}):  # a File
         return st.one_of(st.none(), st.sampled_from(uploads))
     if parameter.get("component") == "Dataframe":  # a table: rows as long as its header (a page sends no other)
@@ -226,9 +252,9 @@ def well_typed_values(parameter: dict, uploads: list[dict]) -> st.SearchStrategy
     return st.sampled_from(HOSTILE_TEXT[:10] + WRONG_TYPES)  # a type this fuzzer does not know: anything goes
 
 
-def arguments(parameters: list[dict], uploads: list[dict]) -> st.SearchStrategy:
+def arguments(parameters: list[dict], uploads: list[dict], run_ids: list[str]) -> st.SearchStrategy:
     """(arguments, well_typed): mostly well-typed hostile values; one time in four, one argument of the wrong type."""
-    typed = st.tuples(*[well_typed_values(p, uploads) for p in parameters]) if parameters else st.just(())
+    typed = st.tuples(*[well_typed_values(p, uploads, run_ids) for p in parameters]) if parameters else st.just(())
 
     @st.composite
     def values_and_kind(draw):
@@ -248,7 +274,7 @@ def shorten(value, limit: int = 200) -> str:
 
 
 # ------------------------------------------------------------------------------------------------ the fuzz
-def test_every_named_endpoint_answers_hostile_input_with_a_message(fuzz_app, endpoints, uploads):
+def test_every_named_endpoint_answers_hostile_input_with_a_message(fuzz_app, endpoints, uploads, trained_runs):
     url, _, _ = fuzz_app
     assert len(endpoints) >= 60 and "explore_masks" in endpoints and "start_training" in endpoints
     failures: list[str] = []
@@ -259,7 +285,7 @@ def test_every_named_endpoint_answers_hostile_input_with_a_message(fuzz_app, end
 
         @settings(max_examples=examples, deadline=None, database=None, derandomize=DERANDOMIZE, phases=[Phase.generate],
                   suppress_health_check=list(HealthCheck))
-        @given(arguments(parameters, uploads))
+        @given(arguments(parameters, uploads, trained_runs))
         def fuzz_one(drawn):
             nonlocal calls
             values, well_typed = drawn

@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -126,7 +127,10 @@ def test_a_huge_learning_rate_fails_the_run_and_keeps_the_last_good_checkpoint(l
     assert done.stderr.strip().splitlines()[-1] == f"error: {status['message']}"
     # the page shows the reason: the Train tab's status for the run
     url, _ = running_app
-    progress, markdown, _, _, _ = Client(url, verbose=False).predict(run_id, api_name="/show_run")
+    try:
+        progress, markdown, _, _, _ = Client(url, verbose=False).predict(run_id, api_name="/show_run")
+    finally:
+        shutil.rmtree(run_dir)  # the session's later tests see only their own runs and the usual ones
     assert "failed" in progress and f"non-finite loss at step {bad_step}" in markdown
 
 

@@ -30,7 +30,7 @@ from lab_models import api
 from .compare_figures import (empty_html, error_column_html, generation_column_html, grid_html, latest_val_bits,
                               mode_title, modes_table_markdown)
 from .errors import user_errors
-from .inputs import picked_runs
+from .inputs import picked, picked_runs
 
 logger = logging.getLogger(__name__)
 
@@ -133,7 +133,7 @@ class CompareView:
         """The picker with the runs that have weights now, keeping the chosen ones that still exist."""
         choices = self.run_choices()
         ids = {value for _, value in choices}
-        kept = [run_id for run_id in (current or []) if run_id in ids]
+        kept = [run_id for run_id in picked(current) if run_id in ids]
         info = (f"up to {MAX_RUNS} runs with weights (finished, stopped, or running with a checkpoint)"
                 if choices else NO_RUNS_INFO)
         return gr.update(choices=choices, value=kept, info=info)

@@ -23,7 +23,7 @@ class CorporaView:
         """The corpus card: a table of facts, the language mix and a sample."""
         if not name:
             raise ValueError("Choose a corpus.")
-        card = api.corpus_card(api.load_corpus(name, home=self.home))
+        card = api.corpus_card(api.load_named_corpus(name, home=self.home))
         facts = {k: card[k] for k in ("name", "source", "documents", "train_documents", "validation_documents",
                                       "lines", "words", "characters", "bytes") if k in card}
         mix = ", ".join(f"{k} {v:.0%}" for k, v in card.get("language_mix", {}).items())

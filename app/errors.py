@@ -9,6 +9,21 @@ import gradio as gr
 logger = logging.getLogger(__name__)
 
 
+MAX_MESSAGE_CHARS = 600  # a message quoting a 1 MB input is cut in the middle: a toast is read, not scrolled
+
+
+def readable(message: str, limit: int = MAX_MESSAGE_CHARS) -> str:
+    """`message` cut in the middle when it is longer than `limit` characters.
+
+    >>> readable("Unknown corpus 'xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx': choose one of a, b.", limit=40)
+    "Unknown corpus ' … (42 characters cut) … ose one of a, b."
+    """
+    if len(message) <= limit:
+        return message
+    head, tail = message[:limit * 2 // 5], message[-(limit * 2 // 5):]
+    return f"{head} … ({len(message) - len(head) - len(tail):,} characters cut) … {tail}"
+
+
 def user_errors(handler):
     """Decorator: a `ValueError` from the backend becomes a `gr.Error` (shown in the page, sent to API clients)."""
 
@@ -19,7 +34,7 @@ def user_errors(handler):
         except gr.Error:
             raise
         except ValueError as error:
-            raise gr.Error(str(error)) from error
+            raise gr.Error(readable(str(error))) from error
         except Exception as error:  # keep the app up; say what happened
             logger.exception("unexpected error in %s", handler.__name__)
             raise gr.Error(f"Something went wrong in {handler.__name__}: {type(error).__name__}: {error}") from error

@@ -158,7 +158,7 @@ def _progress_row(status: dict) -> str:
         parts.append(f"<span>batches {format_accuracy(status['train_accuracy'])}</span>")
     if status.get("has_result") and _finite(status.get("seconds")) is not None:
         parts.append(f"<span>{format_duration(status['seconds'])}</span>")
-    if state == "failed" and status.get("message"):
+    if state in ("failed", "died") and status.get("message"):
         parts.append(f"<span>{html.escape(str(status['message']))}</span>")
     color = STATE_COLORS.get(state, "#64748b")
     title = html.escape(str(status.get("finetune_id") or ""))

@@ -134,7 +134,7 @@ class FinetuneView:
         """The runs picker with the runs that have weights now, keeping the chosen ones that still exist."""
         choices = self.run_choices()
         ids = [value for _, value in choices]
-        current = [run_ids] if isinstance(run_ids, str) else list(run_ids or [])
+        current = picked(run_ids)
         info = (f"up to {MAX_RUNS} runs with weights; each gets its own fine-tuning" if choices else NO_RUNS_INFO)
         return gr.update(choices=choices, value=[r for r in current if r in ids], info=info)
 

@@ -28,13 +28,29 @@ def whole_number(value, name: str, default: int, low: int, high: int) -> int:
 
 def picked(values) -> list[str]:
     """A multiselect's value (a list, one string or None) as its distinct, non-empty, stripped strings, in order.
+    Anything else (a number, a nested list: only an API client sends those) is a ValueError.
 
     >>> picked([" a", "b", "a", "", None]), picked("a"), picked(None)
     (['a', 'b'], ['a'], [])
+    >>> picked([["a"]])
+    Traceback (most recent call last):
+    ValueError: Pick from the list: each choice is one name, got list.
     """
+    if values is None:
+        return []
     if isinstance(values, str):
         values = [values]
-    return list(dict.fromkeys(str(v).strip() for v in (values or []) if v is not None and str(v).strip()))
+    if not isinstance(values, (list, tuple)):
+        raise ValueError(f"Pick from the list: expected a list of names, got {type(values).__name__}.")
+    names = []
+    for value in values:
+        if value is None:
+            continue
+        if not isinstance(value, (str, int, float)) or isinstance(value, bool):
+            raise ValueError(f"Pick from the list: each choice is one name, got {type(value).__name__}.")
+        if str(value).strip():
+            names.append(str(value).strip())
+    return list(dict.fromkeys(names))
 
 
 def picked_runs(run_ids, max_runs: int, purpose: str, *, together: str = "compare side by side",

@@ -28,14 +28,15 @@ def header_html() -> str:
             'attend to which</b> and <b>what is predicted</b>.</p>')
 
 
-def build_app(home=None) -> gr.Blocks:
+def build_app(home=None, jobs=None) -> gr.Blocks:
     """The whole page, bound to one lab home (default: $PRETRAINING_LAB_HOME or ~/.pretraining-lab).
 
-    Creates the app's training job manager (`demo.lab_jobs`); call its `close()` when the server stops.
+    Creates the app's training job manager (`demo.lab_jobs`), or uses `jobs` (one made by `api.create_job_manager`
+    for `home`, e.g. a test's with a stand-in trainer); call its `close()` when the server stops.
     """
     home = api.lab_home(home)
     corpus_choices = api.list_corpora(home=home)
-    jobs = api.create_job_manager(home)
+    jobs = jobs if jobs is not None else api.create_job_manager(home)
     try:
         with gr.Blocks(title=TITLE) as demo:
             gr.HTML(header_html())

@@ -33,7 +33,7 @@ class TokenizerLab:
             raise ValueError("Enter a vocabulary size, for example 2000.")
         if float(vocab_size) != int(vocab_size) or vocab_size <= 0:
             raise ValueError(f"The vocabulary size must be a positive whole number such as 2000, got {vocab_size}.")
-        corpus = api.load_corpus(corpus_name, home=self.home)
+        corpus = api.load_named_corpus(corpus_name, home=self.home)
         return api.cached_tokenizer(kind, corpus.train, int(vocab_size), corpus_fingerprint=corpus.fingerprint,
                                     home=self.home, progress=progress)
 
@@ -56,7 +56,7 @@ class TokenizerLab:
         kinds = self._kinds(kinds)
         if not corpus_name:
             raise ValueError("Choose a corpus first.")
-        corpus = api.load_corpus(corpus_name, home=self.home)
+        corpus = api.load_named_corpus(corpus_name, home=self.home)
         results, stats, histograms, failures = {}, [], {}, {}
         for index, kind in enumerate(kinds):
             progress(index / len(kinds), desc=f"Training {api.TOKENIZER_KINDS[kind]} ({index + 1}/{len(kinds)})")

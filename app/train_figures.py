@@ -22,7 +22,7 @@ VAL_COLOR = "#dc2626"
 OBJECTIVE_COLORS = ("#2563eb", "#16a34a", "#d97706", "#7c3aed", "#0891b2", "#db2777")
 RUN_COLORS = ("#2563eb", "#dc2626", "#16a34a", "#d97706", "#7c3aed", "#0891b2", "#db2777", "#4b5563")
 STATE_COLORS = {"queued": "#94a3b8", "running": "#2563eb", "finished": "#16a34a", "stopped": "#d97706",
-                "failed": "#dc2626"}
+                "failed": "#dc2626", "died": "#991b1b"}
 COMPARE_METRICS = {"loss": "train loss", "val_loss": "validation loss", "val_bits_per_byte": "validation bits/byte",
                    # the add-on objectives' validation numbers (app/addon_figures.py)
                    "val_topic_gap": "validation topic gap (contrastive)",
@@ -272,7 +272,7 @@ def progress_html(summary: dict | None) -> str:
 
 
 def status_markdown(summary: dict | None, log_tail: str = "") -> str:
-    """The run's id, state, message and last losses; for a failed run, the message and the end of its log."""
+    """The run's id, state, message and last losses; for a failed or died run, the message and the end of its log."""
     if not summary:
         return "No run selected."
     lines = [f"**Run** `{summary.get('run_id')}` · {summary.get('family') or '?'} · preset "
@@ -293,8 +293,8 @@ def status_markdown(summary: dict | None, log_tail: str = "") -> str:
     if numbers:
         lines.append(" · ".join(numbers))
     message = (summary.get("message") or "").strip()
-    if summary.get("state") == "failed":
-        lines.append(f"**The run failed:** {message or 'no message'}")
+    if summary.get("state") in ("failed", "died"):
+        lines.append(f"**The run {summary['state']}:** {message or 'no message'}")
         if log_tail:
             lines.append("End of its log:\n\n```text\n" + log_tail.replace("```", "'''") + "\n```")
     elif message and message not in (summary.get("state"), "queued", "training"):

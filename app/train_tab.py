@@ -8,7 +8,8 @@ headlessly.
 Endpoints (every event has an `api_name`, so `gradio_client` can drive the tab):
 * `/start_training`, `/training_command`: inputs (family, preset, corpus, tokenizer, steps, seed, device, settings,
   on_1, weight_1, ..., on_4, weight_4). Row k is the k-th objective of the family (`api.family(f).objectives`);
-  rows past the family's objectives are ignored. `corpus` "" = the preset's corpus, `tokenizer` "" = the family's
+  rows past the family's objectives are ignored. `corpus` "" = the preset's corpus, else a built-in or imported
+  corpus name (never a path: `api.corpus_name`), `tokenizer` "" = the family's
   own, `steps` 0 = the preset's (a blank Number reads 0 in the page). `settings` is a table (setting, value,
   default): rows whose value differs from the default are passed on (`api.family_settings`). `/start_training`
   returns the new run id. Then, optional: the Switch Transformer section's (switch_on, n_experts, capacity_factor,
@@ -40,6 +41,7 @@ from .addon_figures import addon_figure
 from .errors import user_errors
 from .switch_panel import (build_routing_plot, build_switch_controls, switch_model_overrides,
                            switch_visibility)
+from .inputs import picked
 from .train_figures import (COMPARE_METRICS, compare_figure, loss_figure, lr_figure, progress_html, runs_table,
                             status_markdown)
 
@@ -144,7 +146,7 @@ class TrainView:
 
     # ------------------------------------------------------------------ the request
     def _spec(self, family):
-        if not family or family not in self.specs:
+        if not isinstance(family, str) or family not in self.specs:
             raise ValueError(f"Unknown or untrainable family {family!r}: choose one of {', '.join(self.specs)}.")
         return self.specs[family]
 
@@ -181,7 +183,8 @@ class TrainView:
         steps = float(steps) if steps not in (None, "") else 0.0
         if not steps.is_integer() or steps < 0:
             raise ValueError(f"Steps must be a whole number: 1 or more, or 0 for the preset's; got {steps:g}.")
-        return {"family": family, "preset": preset or DEFAULT_PRESET, "corpus": corpus or None,
+        corpus = api.corpus_name(corpus, home=self.home) if corpus else None  # a name, never a path
+        return {"family": family, "preset": preset or DEFAULT_PRESET, "corpus": corpus,
                 "tokenizer": tokenizer or None, "steps": int(steps) or None,
                 "seed": int(seed or 0), "device": device or "auto",
                 "objectives": self.objective_weights(family, rows), "settings": settings_overrides(settings),
@@ -263,7 +266,8 @@ class TrainView:
         summary, rows, signature = self._watch(self._run_id(run_id))
         log = api.training_log(self.jobs, summary["run_id"], LOG_LINES)
         details = dict(summary, metric_rows=len(rows))
-        return (progress_html(summary), status_markdown(summary, log if summary.get("state") == "failed" else ""),
+        ended_badly = summary.get("state") in ("failed", "died")  # the status then shows the end of the log
+        return (progress_html(summary), status_markdown(summary, log if ended_badly else ""),
                 loss_figure(rows, title=f"{summary['run_id']}"), log, details, signature)
 
     def tick(self, run_id, signature):
@@ -336,13 +340,13 @@ class TrainView:
         ids = [row["run_id"] for row in rows]
         changed_ids = signature is None or ids != [entry[0] for entry in signature]
         picker = gr.update(choices=ids) if changed_ids else gr.skip()
-        compared = [run_id for run_id in (compared or []) if run_id in ids]
+        compared = [run_id for run_id in picked(compared) if run_id in ids]
         return (runs_table(rows), picker, gr.update(choices=ids, value=compared) if changed_ids else gr.skip(),
                 self.compare(compared, metric), now)
 
     def compare(self, run_ids, metric="loss"):
         """Overlay the chosen runs' curves: train loss, validation loss or validation bits per byte."""
-        run_ids = [self._run_id(run_id) for run_id in (run_ids or [])]
+        run_ids = picked(run_ids)
         if metric not in COMPARE_METRICS:
             raise ValueError(f"Unknown metric {metric!r}: choose one of {', '.join(COMPARE_METRICS)}.")
         return compare_figure({run_id: api.run_metrics(self.jobs, run_id) for run_id in run_ids}, metric)
@@ -491,7 +495,9 @@ def build(home, jobs, corpus_choices=None):
     refresh.click(overview, overview_inputs, overview_outputs, api_name="list_runs")
     importer.imported.then(overview, overview_inputs, overview_outputs, api_name="list_runs_after_import",
                            show_progress="hidden")
-    table.select(view.select_from_table, table, run, api_name="select_run_from_table")
+        # private: its input is the browser's click (gr.SelectData), which no API client can send (Gradio fails before the
+    # handler runs); API clients pick a run by calling /show_run with its id.
+    table.select(view.select_from_table, table, run, api_name="select_run_from_table", api_visibility="private")
     gr.on([compared.change, metric.change], user_errors(view.compare), overview_inputs, comparison,
           api_name="compare_runs", show_progress="hidden")
     return SimpleNamespace(view=view, corpus=corpus, load=(overview, overview_inputs, overview_outputs))

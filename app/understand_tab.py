@@ -46,7 +46,7 @@ from lab_models import api
 
 from . import finetune_panel, routing_panel, sentence_similarity_panel
 from .errors import user_errors
-from .inputs import picked_runs, whole_number
+from .inputs import picked, picked_runs, whole_number
 from .understand_figures import (attention_details, attention_figure, empty_figure, fill_mask_figure,
                                  fill_mask_table, projection_figure, similarity_figure, similarity_table,
                                  stream_title)
@@ -103,10 +103,10 @@ class UnderstandView:
                 if choices else NO_RUNS_INFO)
 
         def kept(current):
-            current = [current] if isinstance(current, str) else list(current or [])
-            return [run_id for run_id in current if run_id in ids]
+            return [run_id for run_id in picked(current) if run_id in ids]
 
-        attention = attention_run if attention_run in ids else (ids[0] if ids else None)
+        attention = attention_run if isinstance(attention_run, str) and attention_run in ids else (ids[0] if ids
+                                                                                                  else None)
         return (gr.update(choices=choices, value=kept(fill_runs), info=info),
                 gr.update(choices=choices, value=kept(embedding_runs), info=info),
                 gr.update(choices=choices, value=attention,

@@ -33,8 +33,13 @@ class Anatomy:
 
 
 def build_anatomy(family: str, tokens: list[str], *, seed: int = 0, settings=None, **choices) -> Anatomy:
-    """Run `family`'s batch builder on `tokens` and return the example as strings."""
+    """Run `family`'s batch builder on `tokens` and return the example as strings. ValueError for a family without a
+    mask to draw (the RNN families) and for any choice the family cannot draw."""
     module = objective_module(family)
+    if not callable(getattr(module, "build_example", None)):
+        raise ValueError(f"{family} is an RNN-era family: it has no attention mask to draw (its LSTMs read the tokens "
+                         "in order, left to right and/or right to left, so no position chooses what it attends). "
+                         "The Mask Explorer draws the Transformer families.")
     if not isinstance(tokens, (list, tuple)) or not tokens:
         raise ValueError("Give at least one token: the input is empty.")
     if not all(isinstance(t, str) and t for t in tokens):

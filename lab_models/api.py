@@ -6,6 +6,8 @@ can act on) and delegates to the module that does the work. No model logic lives
 from __future__ import annotations
 
 import logging
+import types
+import typing
 from pathlib import Path
 
 import torch
@@ -75,7 +77,9 @@ def anatomy(family: str, tokens, *, seed: int = 0, settings: dict | None = None,
         raise ValueError("tokens must be a list of token strings, not one string: split it first, e.g. text.split().")
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise ValueError(f"seed must be an integer, got {seed!r}")
-    if settings:
+    if not -2**63 <= seed < 2**64:  # what torch.Generator.manual_seed takes
+        raise ValueError(f"seed must be between -2**63 and 2**64 - 1, got {seed}")
+    if settings is not None:
         choices["settings"] = _anatomy_settings(family, settings)
     return build_anatomy(family, list(tokens), seed=seed, **choices)
 
@@ -86,12 +90,63 @@ def _anatomy_settings(family: str, values: dict):
 
     from .objectives import objective_module
 
-    defaults = objective_module(family).Settings()
+    if not isinstance(values, dict) or not all(isinstance(key, str) for key in values):
+        raise ValueError(f"settings must be a dict of setting names to values, e.g. {{'two_stream': False}}; got "
+                         f"{type(values).__name__}.")
+    module = objective_module(family)
+    if not hasattr(module, "Settings"):
+        raise ValueError(f"{family} has no batch-builder settings to change.")
+    defaults = module.Settings()
     known = {f.name for f in dataclasses.fields(defaults)}
     unknown = sorted(set(values) - known)
     if unknown:
         raise ValueError(f"{family} has no setting {', '.join(unknown)}; its settings are: {', '.join(sorted(known))}.")
-    return dataclasses.replace(defaults, **values)
+    hints = typing.get_type_hints(type(defaults))
+    converted = {}
+    for key, value in values.items():
+        if not _fits(value, hints[key]):
+            raise ValueError(f"{family}'s setting {key} takes {_type_words(hints[key])}, not "
+                             f"{_safe_paths.shown(value)}.")
+        converted[key] = tuple(value) if isinstance(value, list) else value
+    return dataclasses.replace(defaults, **converted)
+
+
+def _fits(value, annotation) -> bool:
+    """Whether `value` has the type a Settings field is annotated with (a list passes for a tuple).
+
+    >>> _fits(0.2, float), _fits(True, float), _fits([0.5, 0.5], tuple[float, ...]), _fits(None, int | None)
+    (True, False, True, True)
+    """
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin in (typing.Union, types.UnionType):
+        return any(_fits(value, option) for option in args)
+    if annotation is type(None):
+        return value is None
+    if annotation is bool:
+        return isinstance(value, bool)
+    if annotation in (int, float):
+        return isinstance(value, (int, float) if annotation is float else int) and not isinstance(value, bool)
+    if annotation is str:
+        return isinstance(value, str)
+    if origin is tuple:
+        if not isinstance(value, (tuple, list)):
+            return False
+        if args and args[-1] is Ellipsis:
+            return all(_fits(item, args[0]) for item in value)
+        return not args or (len(value) == len(args) and all(_fits(v, a) for v, a in zip(value, args)))
+    if isinstance(annotation, type):
+        return isinstance(value, annotation)  # e.g. a nested settings dataclass
+    return True  # an annotation this check does not know: the Settings class validates it
+
+
+def _type_words(annotation) -> str:
+    names = {bool: "true or false", int: "a whole number", float: "a number", str: "text", type(None): "None"}
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join(_type_words(option) for option in args)
+    if origin is tuple:
+        return "a list of " + (_type_words(args[0]) if args else "values")
+    return names.get(annotation, getattr(annotation, "__name__", str(annotation)))
 
 
 def split_for_explorer(text: str, tokenizer_path: str | Path | None = None, *, max_tokens: int = 64) -> list[str]:
@@ -125,6 +180,7 @@ def torch_version() -> str:
 # to these functions; nothing here keeps a global one. See lab_models/jobs.py for the queue's behaviour.
 from . import jobs as _jobs  # noqa: E402
 from . import runs as _runs  # noqa: E402
+from . import safe_paths as _safe_paths  # noqa: E402
 
 JobManager = _jobs.JobManager
 RunStore = _jobs.RunStore
@@ -135,7 +191,8 @@ __all__ += [
     "JobManager", "RunStore", "TRAINABLE_FAMILIES", "TRAINING_PRESETS", "TRAINING_DEVICES", "trainable_families",
     "create_job_manager", "family_settings", "family_settings_help", "start_training", "stop_training",
     "resume_training",
-    "training_status", "training_command", "list_runs", "run_metrics", "training_log",
+    "training_status", "training_command", "list_runs", "run_metrics", "training_log", "run_folder", "path_inside",
+    "corpus_name", "load_named_corpus",
 ]
 
 
@@ -280,7 +337,18 @@ def start_training(jobs: JobManager, family: str, *, preset: str = "tiny", corpu
     """
     request = _training_request(jobs, family, preset, corpus, steps, seed, device, objectives, settings, tokenizer,
                                 model)
-    return jobs.start(**request)
+    return _disk_errors_said(jobs, lambda: jobs.start(**request))
+
+
+def _disk_errors_said(jobs: RunStore, action):
+    """`action()`, with a full or read-only lab home turned into a ValueError that says so ("disk full: ...")."""
+    try:
+        return action()
+    except OSError as error:
+        message = _runs.disk_error_message(error, jobs.home)
+        if message is None:
+            raise
+        raise ValueError(message) from None
 
 
 def training_command(jobs: RunStore, family: str, *, preset: str = "tiny", corpus: str | None = None,
@@ -296,18 +364,19 @@ def training_command(jobs: RunStore, family: str, *, preset: str = "tiny", corpu
 
 def stop_training(jobs: JobManager, run_id: str) -> dict:
     """Stop a run: a queued one leaves the queue; a running one checkpoints and ends "stopped". Returns its status."""
-    jobs.stop(run_id)
+    _disk_errors_said(jobs, lambda: jobs.stop(run_id))
     return training_status(jobs, run_id)
 
 
 def resume_training(jobs: JobManager, run_id: str) -> dict:
-    """Queue a stopped or failed run again; it continues from its last checkpoint. Returns its status."""
-    jobs.resume(run_id)
+    """Queue a stopped, failed or died run again; it continues from its last checkpoint. Returns its status."""
+    _disk_errors_said(jobs, lambda: jobs.resume(run_id))
     return training_status(jobs, run_id)
 
 
 def training_status(jobs: RunStore, run_id: str) -> dict:
-    """Where a run stands: state ("queued", "running", "finished", "stopped", "failed"), step, total_steps,
+    """Where a run stands: state ("queued", "running", "finished", "stopped", "failed", or "died": its trainer was
+    killed from outside; the message names the signal and the step, training_log has its last lines), step, total_steps,
     queue_position (1 = next; None unless queued), tokens_per_s, eta_s, message, interrupted, stopping, and the last
     losses (loss, losses per objective, val_loss, val_bits_per_byte, val_perplexity)."""
     return jobs.summary(run_id)
@@ -328,6 +397,38 @@ def list_runs(jobs: RunStore | None = None, *, home=None) -> list[dict]:
         row.update({key: value for key, value in summary.items() if value is not None or key not in row})
         rows.append(row)
     return rows
+
+
+def run_folder(run_id: str, *, jobs: RunStore | None = None, home=None) -> Path:
+    """The folder of the run (or fine-tuning) named `run_id`, inside the lab home: how every page endpoint that takes a
+    run turns the id it got into a folder. ValueError for anything that is not the plain id of an existing run: '..',
+    a path, a separator, a NUL byte, more than 200 characters, or a folder that resolves outside the lab home. (The
+    Python API's own functions, e.g. `generate(run_dir, ...)`, keep taking a folder path from a local caller.)"""
+    store = jobs if jobs is not None else RunStore(lab_home(home))
+    return store.run_dir(run_id)
+
+
+def path_inside(folder, path, what: str = "path") -> Path:
+    """`path` (relative to `folder`, or absolute) resolved with symlinks followed, when it lies inside `folder`; else
+    ValueError. For a folder the user names on the server (an import): read only what is inside the folder named."""
+    return _safe_paths.inside(folder, path, what)
+
+
+def corpus_name(name, *, home=None) -> str:
+    """`name` when it names a built-in or imported corpus of the lab home; else ValueError. The page passes corpora by
+    name only: a path (which `load_corpus` accepts from a local caller) is refused here, so no request reads files
+    outside the lab home."""
+    names = corpora.list_corpora(home=home)
+    if not isinstance(name, str) or name.strip() not in names:
+        quoted = _safe_paths.shown(name) if isinstance(name, str) else type(name).__name__
+        raise ValueError(f"Unknown corpus {quoted}: choose one of {', '.join(names)}, or import a file in the Corpora "
+                         "tab (the page takes corpus names, not paths).")
+    return name.strip()
+
+
+def load_named_corpus(name, *, home=None):
+    """`load_corpus` for the page: a built-in or imported corpus by name only (`corpus_name`), never a path."""
+    return corpora.load_corpus(corpus_name(name, home=home), home=home)
 
 
 def run_metrics(jobs: RunStore, run_id: str) -> list[dict]:

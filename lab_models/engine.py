@@ -46,9 +46,15 @@ Models and batch sources with a plan of their own (the RNN families, lab_models/
   steps of the interval that reported it, NaN (logged as null) when none did. Every rank must report the same parts
   at the same step (a step-based plan does).
 
-Events are emitted every `log_every` steps, at checkpoint steps, at the last step and on a stop; each emission reads
-the loss back from the device (one sync). A NaN/inf loss anywhere in the interval raises `NonFiniteLossError` at the
-next emission, before any checkpoint of the bad weights can be written.
+Events are emitted every `log_every` steps, at checkpoint steps, at the last step and on a stop; an evaluation step
+yields its StepEvent (marked `evaluation_follows`) and then its EvalEvent, also when the run is stopping there; each
+emission reads the loss back from the device (one sync). A NaN/inf loss or gradient norm anywhere in the interval
+raises `NonFiniteLossError` ("non-finite loss at step N: ...", N the first bad step) at the next emission, before any
+checkpoint of the bad weights can be written (and lab_models/runs.py refuses to checkpoint non-finite weights whatever
+the loss said). With
+`on_nonfinite="skip"` a step whose loss or gradient norm is NaN/inf instead changes nothing (no AdamW update, no moment
+update; one extra sync per step), is logged as a warning and listed in its metrics row's "skipped_steps"; more than
+MAX_SKIPPED_IN_A_ROW such steps in a row fail the run as above.
 """
 from __future__ import annotations
 
@@ -67,10 +73,13 @@ from torch import nn
 from lab_models.batch import Batch
 from lab_models.flops import device_peak_flops, mfu, training_flops_per_token
 from lab_models.performance import PerformanceConfig, Prefetcher, prepare_model, warm_up
+from lab_models.faults import poisoned_loss
 
 logger = logging.getLogger(__name__)
 
 SCHEDULES = ("cosine", "constant")
+NONFINITE_POLICIES = ("fail", "skip")
+MAX_SKIPPED_IN_A_ROW = 10  # with on_nonfinite="skip": more non-finite steps than this in a row fail the run anyway
 LN2 = math.log(2.0)
 
 
@@ -99,6 +108,7 @@ class EngineConfig:
     log_every: int = 1
     checkpoint_every: int = 0  # 0 = no periodic checkpoints (the caller still gets StopEvent and the end)
     seed: int = 0
+    on_nonfinite: str = "fail"  # "fail": stop the run at a NaN/inf loss; "skip": drop that step's update and go on
 
     def __post_init__(self):
         for name in ("steps", "log_every"):
@@ -111,6 +121,8 @@ class EngineConfig:
                 raise ValueError(f"{name} must be a whole number >= 0, got {value!r}")
         if not (isinstance(self.lr, (int, float)) and math.isfinite(self.lr) and self.lr > 0):
             raise ValueError(f"lr must be a positive number such as 3e-4, got {self.lr!r}")
+        if self.on_nonfinite not in NONFINITE_POLICIES:
+            raise ValueError(f"on_nonfinite must be one of {', '.join(NONFINITE_POLICIES)}, got {self.on_nonfinite!r}")
         if self.schedule not in SCHEDULES:
             raise ValueError(f"unknown schedule {self.schedule!r}: choose one of {', '.join(SCHEDULES)}")
         if not 0.0 <= self.min_lr_ratio <= 1.0:
@@ -198,6 +210,8 @@ class StepEvent:
     elapsed_s: float  # wall time since the run began, across resumes
     tokens_seen: int  # input tokens trained on so far, all ranks
     checkpoint_due: bool = False
+    evaluation_follows: bool = False  # an EvalEvent of this same step comes next: checkpoint after it, so that a kill
+    # between the two never leaves a checkpoint whose step's evaluation is missing (a resume would skip it)
     record: dict = field(default_factory=dict)  # the model's StepPlan.record of the last step (stage, group rates)
     flops_per_token: float | None = None  # model FLOPs of one training token (lab_models/flops.py)
     mfu: float | None = None  # model FLOPs utilisation per device; None when the device's peak is unknown
@@ -244,7 +258,9 @@ class _Interval:
     total: torch.Tensor | None = None
     parts: dict[str, torch.Tensor] = field(default_factory=dict)
     part_steps: dict[str, int] = field(default_factory=dict)  # how many steps of the interval reported each part
-    finite: torch.Tensor | None = None
+    finite: list[torch.Tensor] = field(default_factory=list)  # per counted step: was its loss finite? (on the device)
+    finite_steps: list[int] = field(default_factory=list)  # the step number of each entry of `finite`
+    skipped: list[int] = field(default_factory=list)  # steps whose update was dropped (on_nonfinite="skip")
     tokens: int = 0
     seconds: float = 0.0
 
@@ -299,6 +315,7 @@ class Trainer:
         groups = own_groups(config.weight_decay) if callable(own_groups) else parameter_groups(model,
                                                                                                 config.weight_decay)
         self._record: dict = {}
+        self.last_step_skipped = False  # set by train_step (on_nonfinite="skip")
         self.optimizer = torch.optim.AdamW(groups, lr=config.lr,
                                            betas=tuple(config.betas), eps=config.eps,
                                            **({"fused": True} if fused else {}))
@@ -406,6 +423,8 @@ class Trainer:
             with (contextlib.nullcontext() if sync else self.forward.no_sync()):
                 with self._autocast_context():
                     out = self.forward(batch)
+                # test-only fault injection (lab_models/faults.py); else a no-op
+                out.total = poisoned_loss(out.total, step)
                 (out.total / accum if accum > 1 else out.total).backward()
             outputs.append(out)
         out = outputs[0] if accum == 1 else _mean_outputs(outputs)
@@ -416,7 +435,10 @@ class Trainer:
                         param.grad = None
         max_norm = self.config.grad_clip if self.config.grad_clip > 0 else float("inf")
         grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), max_norm)
-        self.optimizer.step()
+        self.last_step_skipped = self.config.on_nonfinite == "skip" and self._any_rank(
+            not bool(torch.isfinite(out.total.detach()) & torch.isfinite(grad_norm)))  # one sync, in skip mode only
+        if not self.last_step_skipped:
+            self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         return out, grad_norm, tokens * self.world_size, lr
 
@@ -433,21 +455,43 @@ class Trainer:
         dist.all_reduce(flag, op=dist.ReduceOp.MAX)
         return bool(flag.item() > 0)
 
+    def _any_rank(self, local: bool) -> bool:
+        return self._stop_agreed(local)  # the same MAX reduction as the stop flag
+
     def _collective_device(self) -> torch.device:
         backend = dist.get_backend() if _distributed(self.world_size) else "gloo"
         return self.device if backend == "nccl" else torch.device("cpu")
 
-    def _emit_step(self, interval: _Interval, lr: float, grad_norm: torch.Tensor, checkpoint_due: bool) -> StepEvent:
+    def _first_nonfinite_step(self, interval: _Interval) -> int:
+        """The first step of the interval whose loss was NaN/inf on any rank (every rank calls this together)."""
+        first = self.step + 1  # no bad step here: another rank had it
+        if interval.finite:
+            bad = (~torch.stack(interval.finite)).nonzero()
+            if len(bad):
+                first = interval.finite_steps[int(bad[0, 0])]
+        first_step = torch.tensor([float(first)])
+        if _distributed(self.world_size):
+            first_step = first_step.to(self._collective_device())
+            dist.all_reduce(first_step, op=dist.ReduceOp.MIN)
+        return int(first_step.item())
+
+    def _emit_step(self, interval: _Interval, lr: float, grad_norm: torch.Tensor, checkpoint_due: bool,
+                   evaluation_follows: bool = False) -> StepEvent:
         names = self._part_names or []
         zero = torch.zeros((), device=self.device)
-        stacked = torch.stack([interval.total.float(), *[interval.parts.get(n, zero).float() for n in names],
-                               (~interval.finite).float()])
+        total = interval.total if interval.total is not None else zero  # None: every step of the interval skipped
+        unfinite = (~torch.stack(interval.finite)).sum() if interval.finite else zero
+        stacked = torch.stack([total.float(), *[interval.parts.get(n, zero).float() for n in names],
+                               unfinite.float()])
         stacked = self._all_reduce(stacked.to(self._collective_device())).cpu()
         if stacked[-1].item() > 0:
-            raise NonFiniteLossError(f"the training loss became NaN or infinite between steps "
-                                     f"{self.step - interval.steps + 1} and {self.step}; lower --lr or check the data")
+            step = self._first_nonfinite_step(interval)
+            raise NonFiniteLossError(f"non-finite loss at step {step}: the training loss or its gradient became NaN "
+                                     "or infinite; lower --lr, check the data, or pass --on-nonfinite skip to skip "
+                                     "such steps")
         sums = stacked[:-1].tolist()
-        loss = sums[0] / (interval.steps * self.world_size)
+        counted = interval.steps - len(interval.skipped)
+        loss = sums[0] / (counted * self.world_size) if counted else float("nan")
         losses = {}
         for name, total in zip(names, sums[1:]):  # each part: the mean over the steps that reported it
             count = interval.part_steps.get(name, 0) * self.world_size
@@ -459,10 +503,13 @@ class Trainer:
             record["compile_s"] = self.compile_s  # once, in the first row after compiling
             self._compile_reported = True
         per_device = tokens_per_s / self.world_size  # MFU is per device: each device's tokens against its peak
+        if interval.skipped:  # a metrics row says which of its steps changed nothing
+            record["skipped_steps"] = list(interval.skipped)
         return StepEvent(step=self.step, loss=loss, losses=losses, lr=lr,
                          grad_norm=float(grad_norm), tokens_per_s=tokens_per_s,
                          elapsed_s=self.elapsed_before + self._elapsed_here(), tokens_seen=self.tokens_seen,
-                         checkpoint_due=checkpoint_due, record=record, flops_per_token=self.flops_per_token,
+                         checkpoint_due=checkpoint_due, evaluation_follows=evaluation_follows,
+                         record=record, flops_per_token=self.flops_per_token,
                          mfu=None if self.flops_per_token is None else mfu(self.flops_per_token, per_device,
                                                                             self.peak_flops))
 
@@ -519,7 +566,6 @@ class Trainer:
     def run(self, should_stop: Callable[[], bool] = lambda: False) -> Iterator[Event]:
         """Train from step `self.step + 1` to `config.steps`, yielding events; ends early with a StopEvent when
         `should_stop()` turns true (checked after every step, agreed across ranks)."""
-        cfg = self.config
         self._prepare()
         self._started = time.perf_counter()
         interval = _Interval()
@@ -532,6 +578,7 @@ class Trainer:
 
     def _loop(self, should_stop: Callable[[], bool], interval: "_Interval") -> Iterator[Event]:
         cfg = self.config
+        skipped_in_a_row = 0
         while self.step < cfg.steps:
             resumed = time.perf_counter()
             step = self.step + 1
@@ -541,14 +588,23 @@ class Trainer:
             if self._part_names is None or not set(out.parts) <= set(self._part_names):
                 self._part_names = sorted(set(self._part_names or ()) | set(out.parts))
             total = out.total.detach().float()
-            interval.total = total if interval.total is None else interval.total + total
-            for name, value in out.parts.items():
-                value = value.detach().float()
-                interval.parts[name] = value if name not in interval.parts else interval.parts[name] + value
-                interval.part_steps[name] = interval.part_steps.get(name, 0) + 1
-            finite = torch.isfinite(total)
-            interval.finite = finite if interval.finite is None else interval.finite & finite
             interval.steps += 1
+            if self.last_step_skipped:
+                interval.skipped.append(step)
+                skipped_in_a_row = skipped_in_a_row + 1
+                logger.warning("step %d skipped: its loss or gradient was NaN or infinite (on_nonfinite=skip)", step)
+                if skipped_in_a_row > MAX_SKIPPED_IN_A_ROW:
+                    raise NonFiniteLossError(f"non-finite loss at step {step}: {skipped_in_a_row} steps in a row were "
+                                             "skipped (--on-nonfinite skip); lower --lr or check the data")
+            else:
+                skipped_in_a_row = 0
+                interval.total = total if interval.total is None else interval.total + total
+                for name, value in out.parts.items():
+                    value = value.detach().float()
+                    interval.parts[name] = value if name not in interval.parts else interval.parts[name] + value
+                    interval.part_steps[name] = interval.part_steps.get(name, 0) + 1
+                interval.finite.append(torch.isfinite(total) & torch.isfinite(grad_norm.detach().to(total.device)))
+                interval.finite_steps.append(step)
             interval.tokens += tokens
             stop = self._stop_agreed(bool(should_stop()))
             last = step == cfg.steps
@@ -556,10 +612,10 @@ class Trainer:
             evaluate = last or (cfg.eval_every and step % cfg.eval_every == 0)
             interval.seconds += time.perf_counter() - resumed
             if last or stop or checkpoint_due or evaluate or step % cfg.log_every == 0:
-                event = self._emit_step(interval, lr, grad_norm, checkpoint_due)
+                event = self._emit_step(interval, lr, grad_norm, checkpoint_due, bool(evaluate))
                 interval = _Interval()
                 yield event
-            if evaluate and not stop:
+            if evaluate:  # also when stopping: a resume after the stop starts past this step
                 yield self.evaluate()
             if stop and not last:
                 yield StopEvent(step=self.step)

@@ -128,6 +128,7 @@ from lab_models.home import atomic_write_json, lab_home
 from lab_models.nn.moe import collect_routing
 from lab_models.switch import routing_loss
 from lab_models.objectives.adversarial import FINETUNE_METHODS as ADVERSARIAL_METHODS, finetune_step
+from lab_models.safe_paths import is_inside
 from lab_models.tasks import TASKS, Task, csv_task, encode_words, load_task
 
 logger = logging.getLogger("lab_models.finetune")
@@ -851,8 +852,8 @@ def list_finetunes(home=None) -> list[dict]:
     macro_f1, majority_baseline, steps, seconds, has_result, created."""
     rows = []
     for folder in finetunes_dir(home).iterdir():
-        if folder.is_dir() and any((folder / name).exists() for name in
-                                   (runs.CONFIG_FILE, runs.STATUS_FILE, RESULT_FILE)):
+        if folder.is_dir() and is_inside(finetunes_dir(home), folder) and any(
+                (folder / name).exists() for name in (runs.CONFIG_FILE, runs.STATUS_FILE, RESULT_FILE)):
             rows.append(_summary(folder))
     return sorted(rows, key=lambda row: row["created"], reverse=True)
 

@@ -22,8 +22,11 @@ read-only part is `RunStore`, which anything may create: it starts and changes n
   folders live in `<lab home>/finetunes/`; see lab_models/finetune.py: start_finetune). It shares the queue, the
   per-device limit, `stop`, `status` and `metrics` with the training runs; it is not resumable. `run_dir(id)` finds
   such folders too, but `run_ids()` and `list_runs()` list only `<lab home>/runs/`.
-* A worker that exits non-zero without having written "failed" (killed by the OOM killer, a bad argument, an import
-  error) is marked "failed" with the last lines of `worker.log`. A crashed run is reported; the app stays up.
+* A worker that exits non-zero without having written "failed" (a bad argument, an import error) is marked "failed"
+  with the last lines of `worker.log`. One that is killed by a signal nobody here sent (`kill -9` from outside, the
+  out-of-memory killer) is marked "died", with the signal, its last step and the last log lines (`log_tail`); it
+  frees its device slot at once and can be resumed from its last checkpoint. A crashed run is reported; the app stays
+  up.
 
 Decisions a user should know about
 ----------------------------------
@@ -60,13 +63,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .home import atomic_write_json, lab_home
+from .safe_paths import inside, plain_name, shown
+from .unwritten_status import UnwrittenStatuses
 
 logger = logging.getLogger(__name__)
 
 PRESETS = ("tiny", "small", "medium", "base")
 DEVICES = ("auto", "cpu", "cuda", "mps")
 ACTIVE_STATES = ("queued", "running")
-TERMINAL_STATES = ("finished", "stopped", "failed")
+TERMINAL_STATES = ("finished", "stopped", "failed", "died")
 STATUS_FILE = "status.json"
 JOB_FILE = "job.json"
 CONFIG_FILE = "config.json"
@@ -220,19 +225,21 @@ class RunStore:
         return [d.name for d in sorted(dirs, key=self._created, reverse=True)]
 
     def run_dir(self, run_id: str) -> Path:
-        """The folder of an existing run; ValueError for a malformed or unknown id."""
+        """The folder of an existing run (or job) named by its id, inside the lab home; ValueError for a malformed or
+        unknown id. The id is one plain name (`lab_models.safe_paths.plain_name`: no '/', no '..', no NUL, at most
+        200 characters) and its folder must resolve inside runs/ or finetunes/ (a symlink out of them is refused)."""
         if not isinstance(run_id, str) or not run_id.strip():
             raise ValueError("Choose a run first.")
-        run_id = run_id.strip()
-        if not _RUN_ID.match(run_id):
-            raise ValueError(f"{run_id!r} is not a run id (run ids look like bert-tiny-20260101-120000-ab12).")
-        run_dir = self.runs_dir / run_id
-        if not run_dir.is_dir():
-            other = next((root / run_id for root in self.job_roots[1:] if (root / run_id).is_dir()), None)
-            if other is None:
-                raise ValueError(f"Unknown run {run_id!r}: no folder {run_dir}.")
-            return other
-        return run_dir
+        try:
+            run_id = plain_name(run_id, "run id")
+        except ValueError as error:
+            raise ValueError(f"{error} Run ids look like bert-tiny-20260101-120000-ab12.") from None
+        for root in self.job_roots:  # runs/ first
+            folder = root / run_id
+            if folder.is_dir():
+                inside(root, folder, "run folder")
+                return folder
+        raise ValueError(f"Unknown run {shown(run_id)}: no folder {self.runs_dir / run_id}.")
 
     def has_checkpoint(self, run_id: str) -> bool:
         """Whether the run has a complete checkpoint to resume from (`lab_models.runs.has_checkpoint`)."""
@@ -422,6 +429,7 @@ class JobManager(RunStore):
         self.env = dict(env or {})
         self._lock = threading.RLock()
         self._wake = threading.Condition(self._lock)
+        self._unwritten = UnwrittenStatuses()
         self._queue: list[Job] = []
         self._running: dict[str, Job] = {}
         self._closed = False
@@ -563,6 +571,7 @@ class JobManager(RunStore):
         """status.json of the run, with the live queue position (1 = next) and whether a stop is under way."""
         with self._lock:  # read the file and the queue together, so a launch or an exit is seen whole
             status = super().status(run_id)
+            status = self._unwritten.overlay(status["run_id"], status)  # what a full disk kept from the file
             position = self._position(run_id)
             job = self._running.get(run_id)
         if position is not None:
@@ -658,13 +667,10 @@ class JobManager(RunStore):
             return run_id, run_dir
         raise ValueError("Could not create a fresh run folder; is the lab home writable?")
 
-    @staticmethod
-    def _write_status(run_dir: Path, changes: Mapping) -> dict:
-        status = read_json(run_dir / STATUS_FILE)
-        status.update(changes)
-        status["updated"] = time.time()
-        atomic_write_json(run_dir / STATUS_FILE, status)
-        return status
+    def _write_status(self, run_dir: Path, changes: Mapping, *, keep_when_full: bool = False) -> dict:
+        """Update status.json; with `keep_when_full` (the supervisor's writes) a full disk keeps it in memory
+        instead (lab_models/unwritten_status.py), so that the page still shows how the run ended."""
+        return self._unwritten.write(run_dir, dict(changes), keep_when_full=keep_when_full)
 
     def _find(self, run_id: str) -> Job | None:
         if run_id in self._running:
@@ -697,6 +703,7 @@ class JobManager(RunStore):
                 if self._closed:
                     return
                 try:
+                    self._unwritten.flush()  # statuses a full disk kept in memory, written once there is room
                     self._reap()
                     self._escalate()
                     self._launch_ready()
@@ -717,7 +724,8 @@ class JobManager(RunStore):
 
     def _launch(self, job: Job) -> bool:
         command = list(job.command) if job.command is not None else self.trainer_command + job.args
-        self._write_status(job.run_dir, {"state": "running", "message": "starting the trainer", "pid": None})
+        self._write_status(job.run_dir, {"state": "running", "message": "starting the trainer", "pid": None},
+                           keep_when_full=True)
         env = dict(os.environ)
         env.update(self.env)
         env["PYTHONUNBUFFERED"] = "1"
@@ -732,7 +740,7 @@ class JobManager(RunStore):
         except OSError as error:
             logger.error("could not launch %s: %s", job.run_id, error)
             self._write_status(job.run_dir, {"state": "failed", "pid": None,
-                                             "message": f"could not start the trainer: {error}"})
+                                             "message": f"could not start the trainer: {error}"}, keep_when_full=True)
             return False
         job.pid = job.process.pid
         job.started_at = time.time()
@@ -766,8 +774,8 @@ class JobManager(RunStore):
         """Make status.json tell the truth after a worker has exited.
 
         A final state the trainer wrote itself (finished / stopped / failed) is kept. Otherwise: a stop we asked for
-        is "stopped"; an adopted worker that vanished is "stopped (interrupted)"; anything else is "failed" with the
-        end of worker.log.
+        is "stopped"; an adopted worker that vanished is "stopped (interrupted)"; one killed by a signal nobody here
+        sent "died"; anything else is "failed". Both "died" and "failed" keep the end of worker.log in "log_tail".
         """
         state = read_json(job.run_dir / STATUS_FILE).get("state")
         if state in TERMINAL_STATES:
@@ -779,24 +787,31 @@ class JobManager(RunStore):
         if job.stop_requested_at is not None:
             how = (f"stopped: killed after it did not stop within {self.stop_timeout_s:g} s." if job.killed
                    else "stopped.")
-            self._write_status(job.run_dir, {"state": "stopped", "message": how + resumable, "pid": None})
+            self._write_status(job.run_dir, {"state": "stopped", "message": how + resumable, "pid": None},
+                               keep_when_full=True)
             return
         if code is None:
             self._write_status(job.run_dir, {"state": "stopped", "interrupted": True, "pid": None,
                                              "message": "interrupted: the trainer ended without a final state."
-                                                        + resumable})
+                                                        + resumable}, keep_when_full=True)
             return
         tail = log_tail(job.run_dir / LOG_FILE)
         last_line = tail.splitlines()[-1] if tail else "no output"
-        if code < 0:
-            why = f"was killed by {_signal_name(code)}" + (" (out of memory?)" if code == -signal.SIGKILL else "")
-        elif code == 0:
+        if code < 0:  # a signal nobody here sent (a stop we asked for returned above)
+            step = read_json(job.run_dir / STATUS_FILE).get("step")
+            message = (f"the trainer was killed by {_signal_name(code)} at step {step or 0} (from outside the lab, or "
+                       f"by the out-of-memory killer).{resumable}")
+            logger.warning("%s died: killed by %s", job.run_id, _signal_name(code))
+            self._write_status(job.run_dir, {"state": "died", "pid": None, "message": message, "log_tail": tail},
+                               keep_when_full=True)
+            return
+        if code == 0:
             why = "exited without reporting that it finished"
         else:
             why = f"exited with code {code}"
         logger.warning("%s failed: the trainer %s", job.run_id, why)
         self._write_status(job.run_dir, {"state": "failed", "pid": None, "message": f"the trainer {why}: {last_line}",
-                                         "log_tail": tail})
+                                         "log_tail": tail}, keep_when_full=True)
 
     def _recover(self) -> None:
         """Adopt live workers of a previous server; mark its other queued/running runs 'stopped (interrupted)'."""

@@ -11,11 +11,17 @@
         latest.json      {"step": 40, "dir": "step-00000040"}, replaced atomically after the folder is complete
         step-00000040/   model.safetensors, optimizer.safetensors, optimizer.json, state.json
 
+Finite weights only. `save_checkpoint` first checks that every weight is finite and raises `NonFiniteLossError`
+otherwise (an update can turn the weights NaN even when the loss that produced it was finite), so a diverged run never
+replaces its last good checkpoint.
+
 Atomicity. A checkpoint is written into a hidden temporary folder inside checkpoint/, each file flushed and fsynced,
 then the folder is renamed to its final name (a rename is atomic), then latest.json is replaced, then older step
 folders are deleted. A kill at any moment leaves the previous complete checkpoint readable: `load_checkpoint` follows
 latest.json, or, if that is missing or points at nothing, takes the highest step folder that has its state.json
 (written last). status.json and config.json go through `home.atomic_write_json` (temp file + fsync + os.replace).
+The writer calls `lab_models.faults.fault_point` at its named steps (inert unless $PRETRAINING_LAB_FAULT is set), so
+the reliability suite can kill it at each of them and check that the previous checkpoint still loads.
 metrics.jsonl is append-only, one line per write; a kill can leave a half-written last line, which `read_metrics`
 skips, and a resume first cuts the file back to the checkpoint's step, so no step appears twice.
 
@@ -24,6 +30,7 @@ optimizer's tensors to safetensors and the rest of its state (param groups, hype
 """
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
@@ -36,7 +43,10 @@ from typing import Any
 import torch
 from safetensors.torch import load_file, load_model, save_file, save_model
 
+from lab_models.engine import NonFiniteLossError
+from lab_models.faults import fault_point
 from lab_models.home import atomic_write_json, atomic_write_text, lab_home
+from lab_models.safe_paths import is_inside
 
 logger = logging.getLogger(__name__)
 
@@ -125,10 +135,50 @@ def truncate_metrics(run_dir: str | os.PathLike, step: int) -> int:
     return len(kept)
 
 
+def disk_error_message(error: BaseException, run_dir: str | os.PathLike) -> str | None:
+    """The run's failure message for a full or read-only disk (None for any other error): what happened, that the last
+    complete checkpoint is intact, and what to do.
+
+    >>> import errno; disk_error_message(OSError(errno.ENOSPC, "No space left on device"), "/nowhere")[:44]
+    'disk full: no space left on the device of /n'
+    """
+    if not isinstance(error, OSError) or error.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EROFS):
+        return None
+    try:
+        is_run = (Path(run_dir) / CONFIG_FILE).exists() or checkpoint_dir(run_dir).is_dir()
+        kept = latest_checkpoint(run_dir) if is_run else None
+    except OSError:
+        is_run, kept = False, None
+    if is_run:
+        intact = (f"; the last complete checkpoint ({kept.name}) is intact" if kept is not None
+                  else "; no checkpoint had been written yet")
+        then = "press Resume"
+    else:  # the lab home or another folder: nothing of a run to speak of
+        intact, then = "", "try again"
+    if error.errno == errno.EROFS:
+        return f"read-only disk: cannot write to {run_dir}{intact}. Make it writable, then {then}."
+    what = "disk quota exceeded" if error.errno == errno.EDQUOT else "no space left on the device"
+    return f"disk full: {what} of {run_dir}{intact}. Free some space, then {then}."
+
+
 # ------------------------------------------------------------------------------------------------ weights
 def _fsync_file(path: Path) -> None:
     with open(path, "rb") as handle:
         os.fsync(handle.fileno())
+
+
+def _fsync_dir(path: Path) -> None:
+    """Flush a folder's entries (renames into it) to the disk; a no-op where folders cannot be opened (Windows)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 def save_weights(module: torch.nn.Module, path: str | os.PathLike) -> Path:
@@ -190,6 +240,13 @@ def _join_optimizer_state(tensors: dict[str, torch.Tensor], rest: dict) -> dict:
 
 
 # ------------------------------------------------------------------------------------------------ checkpoints
+def nonfinite_parameters(model: torch.nn.Module) -> list[str]:
+    """The names of the model's floating-point weights and buffers that hold a NaN or an infinity ([] when all are
+    finite). `save_checkpoint` refuses to write such weights over a good checkpoint."""
+    return [name for name, tensor in model.state_dict().items()
+            if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all())]
+
+
 def checkpoint_dir(run_dir: str | os.PathLike) -> Path:
     return Path(run_dir) / CHECKPOINT_DIR
 
@@ -203,25 +260,42 @@ def save_checkpoint(run_dir: str | os.PathLike, *, model: torch.nn.Module, optim
     """Write a complete resumable checkpoint atomically (see the module docstring). `state` is JSON-able and must
     hold "step". Returns the step folder."""
     step = int(state["step"])
+    bad = nonfinite_parameters(model)
+    if bad:
+        kept = latest_checkpoint(run_dir)
+        raise NonFiniteLossError(
+            f"non-finite weights at step {step} ({', '.join(bad[:3])}{' ...' if len(bad) > 3 else ''} hold NaN or "
+            f"infinite values): not checkpointed, "
+            + (f"the checkpoint of {kept.name} is kept" if kept else "no earlier checkpoint exists")
+            + "; lower --lr or check the data")
     root = checkpoint_dir(run_dir)
     root.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".writing-{_step_dir_name(step)}-", dir=root))
     try:
+        fault_point("checkpoint:begin", step=step)
         save_model(model, str(staging / MODEL_FILE), force_contiguous=True)
+        fault_point("checkpoint:after_weights", step=step)
         tensors, rest = _split_optimizer_state(optimizer.state_dict())
         save_file(tensors, str(staging / "optimizer.safetensors"))
+        fault_point("checkpoint:after_optimizer", step=step)
         (staging / "optimizer.json").write_text(json.dumps(rest), encoding="utf-8")
         (staging / "state.json").write_text(json.dumps(state, indent=2, sort_keys=True), encoding="utf-8")
+        fault_point("checkpoint:after_state", step=step)
         for file in staging.iterdir():
             _fsync_file(file)
+        fault_point("checkpoint:before_rename", step=step)
         final = root / _step_dir_name(step)
         if final.exists():  # the same step saved again (a stop right after a periodic checkpoint)
             shutil.rmtree(final)
         os.replace(staging, final)
+        _fsync_dir(root)  # the rename itself reaches the disk (a power cut, not only a kill, keeps it)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
+    fault_point("checkpoint:after_rename", step=step)
     atomic_write_json(root / LATEST_FILE, {"step": step, "dir": final.name})
+    _fsync_dir(root)
+    fault_point("checkpoint:after_latest", step=step)
     for old in root.iterdir():  # older complete checkpoints, and leftovers of killed writes
         if old.name != final.name and old.is_dir() and (old.name.startswith("step-") or old.name.startswith(".")):
             shutil.rmtree(old, ignore_errors=True)
@@ -315,11 +389,13 @@ def list_runs(home=None) -> list[dict]:
 
     Each row: run_id, path, family, preset, corpus, state ("running", "finished", "stopped", "failed", or
     "interrupted" when status.json says running but its process is gone), message, step, total_steps, loss (last
-    train row), val_loss, val_bits_per_byte (last evaluation), created (unix time).
+    train row), val_loss, val_bits_per_byte (last evaluation), created (unix time). A folder that is a symlink leading
+    out of runs/ is left out (the page serves nothing outside the lab home: lab_models/safe_paths.py).
     """
     runs_root = lab_home(home) / "runs"
     summaries = []
     for run_dir in runs_root.iterdir():
-        if run_dir.is_dir() and ((run_dir / CONFIG_FILE).exists() or (run_dir / STATUS_FILE).exists()):
+        if run_dir.is_dir() and ((run_dir / CONFIG_FILE).exists() or (run_dir / STATUS_FILE).exists()) \
+                and is_inside(runs_root, run_dir):
             summaries.append(run_summary(run_dir))
     return sorted(summaries, key=lambda row: row["created"], reverse=True)

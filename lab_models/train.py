@@ -5,6 +5,7 @@
         [--model KEY=VALUE ...] [--tokenizer KIND] [--vocab-size N] [--batch-size N] [--seq-len N] [--lr X]
         [--schedule cosine|constant] [--eval-every N] [--checkpoint-every N] [--resume] [--home DIR]
         [--warmup-steps N] [--log-every N] [--eval-batches N] [--weight-decay X] [--grad-clip X]
+        [--on-nonfinite fail|skip]
 
 The same command runs under `torchrun --nproc_per_node K` (DistributedDataParallel; gloo on CPU, nccl on CUDA): each
 rank draws its own batches, rank 0 alone writes files, logged numbers are averaged over ranks. The batch size is per
@@ -63,7 +64,10 @@ repeats the same trajectory (exactly on a CPU). A DIR with a config.json but no 
 first checkpoint) starts over, with or without --resume; a DIR with a checkpoint and no --resume is an error.
 
 Signals. SIGTERM or SIGINT: the current step finishes, a checkpoint and model.safetensors are written, status.json
-says "stopped", the exit status is 0. A NaN/inf loss or an exception: status "failed" with the message, exit status 1.
+says "stopped", the exit status is 0. A NaN/inf loss: status "failed", message "non-finite loss at step N: ...", exit
+status 1, and the last good checkpoint is kept (non-finite weights are never checkpointed); `--on-nonfinite skip`
+instead drops such a step's update, logs it and goes on (lab_models/engine.py). A full disk: status "failed",
+message "disk full: ...", the last complete checkpoint intact. Any other exception: status "failed" with the message.
 The run folder's files are described in lab_models/runs.py.
 """
 from __future__ import annotations
@@ -113,7 +117,7 @@ PRESET_DEFAULTS: dict[str, dict] = {
     "base": dict(corpus="stdlib-docs", vocab_size=32000, seq_len=512, batch_size=32, steps=20000, lr=1e-4,
                  warmup_steps=1000, eval_every=1000, checkpoint_every=1000, log_every=10, eval_batches=16),
 }
-RESUME_OVERRIDABLE = ("steps", "device", "eval_every", "checkpoint_every", "log_every")
+RESUME_OVERRIDABLE = ("steps", "device", "eval_every", "checkpoint_every", "log_every", "on_nonfinite")
 EXIT_BAD_ARGUMENT = 2
 EXIT_FAILED = 1
 STATUS_INTERVAL_S = 1.0  # status.json is rewritten at most this often between checkpoints and evaluations
@@ -149,10 +153,11 @@ class TrainConfig:
     min_lr_ratio: float = 0.1
     home: str | None = None
     performance: dict = field(default_factory=dict)  # PerformanceConfig overrides given with --perf
+    addons: dict = field(default_factory=dict)  # add-on objective -> its resolved settings (objectives/addons.py)
+    on_nonfinite: str = "fail"  # or "skip" (engine.NONFINITE_POLICIES)
 
     def performance_config(self) -> PerformanceConfig:
         return PerformanceConfig.from_dict(self.performance)
-    addons: dict = field(default_factory=dict)  # add-on objective -> its resolved settings (objectives/addons.py)
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -161,7 +166,7 @@ class TrainConfig:
         return EngineConfig(steps=self.steps, lr=self.lr, schedule=self.schedule, warmup_steps=self.warmup_steps,
                             min_lr_ratio=self.min_lr_ratio, weight_decay=self.weight_decay, grad_clip=self.grad_clip,
                             eval_every=self.eval_every, log_every=self.log_every,
-                            checkpoint_every=self.checkpoint_every, seed=self.seed)
+                            checkpoint_every=self.checkpoint_every, seed=self.seed, on_nonfinite=self.on_nonfinite)
 
 
 # ------------------------------------------------------------------------------------------------ parsing values
@@ -369,6 +374,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--perf", action="append", default=[], metavar="KEY=VALUE",
                    help="speed settings (lab_models/performance.py): precision=auto|bf16|fp32, fused_adamw, compile, "
                         "attention=sdpa|flex, grad_accum=K, activation_checkpointing, prefetch")
+    p.add_argument("--on-nonfinite", help="fail (default): a NaN/inf loss fails the run; skip: drop that step")
     p.add_argument("--resume", action="store_true")
     p.add_argument("--home", help="the lab home (default: $PRETRAINING_LAB_HOME or ~/.pretraining-lab)")
     return p
@@ -492,7 +498,7 @@ def config_from_args(args) -> tuple[TrainConfig, Corpus]:
         vocab_size=pick("vocab_size"), batch_size=pick("batch_size"), seq_len=seq_len, lr=pick("lr"),
         schedule=schedule, warmup_steps=pick("warmup_steps"), eval_every=pick("eval_every"),
         eval_batches=pick("eval_batches"), checkpoint_every=pick("checkpoint_every"), log_every=pick("log_every"),
-        weight_decay=weight_decay, grad_clip=grad_clip,
+        weight_decay=weight_decay, grad_clip=grad_clip, on_nonfinite=args.on_nonfinite or "fail",
         home=str(Path(home).expanduser().resolve()) if home else None,
         performance=parse_performance_overrides(args.perf), addons=addons,
     )
@@ -838,11 +844,13 @@ def _run(config: TrainConfig, corpus: Corpus, resume: bool, world: _World, out: 
         return _fail(out, world, config, step, str(error), EXIT_BAD_ARGUMENT)
     except Exception as error:  # noqa: BLE001 - reported in status.json, with the traceback in train.log
         logger.exception("setting up the run failed")
-        return _fail(out, world, config, step, f"{type(error).__name__}: {error}", EXIT_FAILED)
+        message = runs.disk_error_message(error, out) or f"{type(error).__name__}: {error}"  # "disk full: ..."
+        return _fail(out, world, config, step, message, EXIT_FAILED)
 
     causal = model.objective_weights.get("clm", 0) > 0 or getattr(model, "is_language_model", False)
     last_status = 0.0
     saved_step = trainer.step if checkpoint is not None else -1
+    checkpoint_after_eval = False
     try:
         for event in trainer.run(should_stop=stop):
             step = event.step
@@ -855,10 +863,12 @@ def _run(config: TrainConfig, corpus: Corpus, resume: bool, world: _World, out: 
                     "grad_norm": _finite(event.grad_norm), "tokens_per_s": event.tokens_per_s,
                     "elapsed_s": event.elapsed_s, "tokens": event.tokens_seen, "max_rss_mb": _max_rss_mb(),
                     **_speed_fields(event), **event.record, **switch_metrics(model)})
-                if event.checkpoint_due:
+                checkpoint_now = event.checkpoint_due and not event.evaluation_follows  # else after the evaluation
+                checkpoint_after_eval = event.checkpoint_due and event.evaluation_follows
+                if checkpoint_now:
                     runs.save_checkpoint(out, model=model, optimizer=trainer.optimizer, state=_state(trainer, config))
                     saved_step = event.step
-                if event.checkpoint_due or time.monotonic() - last_status >= STATUS_INTERVAL_S:
+                if checkpoint_now or time.monotonic() - last_status >= STATUS_INTERVAL_S:
                     runs.write_status(out, "running", step=event.step, total_steps=config.steps,
                                       message="training", loss=_finite(event.loss))
                     last_status = time.monotonic()
@@ -873,6 +883,11 @@ def _run(config: TrainConfig, corpus: Corpus, resume: bool, world: _World, out: 
                     row.update({k: _finite(v) for k, v in addons.evaluate(model).items()})
                 runs.append_metrics(out, row)
                 logger.info("step %d: val loss %.4f, %.4f bits per byte", event.step, event.loss, event.bits_per_byte)
+                if checkpoint_after_eval:  # the step is complete once its evaluation is logged
+                    runs.save_checkpoint(out, model=model, optimizer=trainer.optimizer, state=_state(trainer, config))
+                    saved_step, checkpoint_after_eval = event.step, False
+                    runs.write_status(out, "running", step=event.step, total_steps=config.steps, message="training")
+                    last_status = time.monotonic()
         step = trainer.step
         stopped = trainer.step < config.steps
         if world.is_main:
@@ -892,7 +907,8 @@ def _run(config: TrainConfig, corpus: Corpus, resume: bool, world: _World, out: 
         return _fail(out, world, config, step, str(error), EXIT_FAILED)
     except Exception as error:  # noqa: BLE001
         logger.exception("training failed at step %d", step)
-        return _fail(out, world, config, step, f"{type(error).__name__}: {error}", EXIT_FAILED)
+        message = runs.disk_error_message(error, out) or f"{type(error).__name__}: {error}"  # "disk full: ..."
+        return _fail(out, world, config, step, message, EXIT_FAILED)
 
 
 def _speed_fields(event: StepEvent) -> dict:

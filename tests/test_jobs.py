@@ -222,16 +222,18 @@ def test_a_trainer_that_ignores_sigterm_is_killed(tmp_path, fake_trainer):
         jobs.close(timeout=2)
 
 
-@pytest.mark.parametrize("mode, expected", [
-    ("crash", "exited with code 3: RuntimeError: CUDA out of memory (fake)"),
-    ("sigkill", "killed by SIGKILL (out of memory?)"),
-    ("bad_argument", "error: --preset huge is not a preset"),
-    ("fail", "loss became NaN at step 3"),  # the trainer's own "failed" is kept as written
+@pytest.mark.parametrize("mode, final, expected", [
+    ("crash", "failed", "exited with code 3: RuntimeError: CUDA out of memory (fake)"),
+    ("sigkill", "died", "killed by SIGKILL at step 2 (from outside the lab, or by the out-of-memory killer)"),
+    ("bad_argument", "failed", "error: --preset huge is not a preset"),
+    ("fail", "failed", "loss became NaN at step 3"),  # the trainer's own "failed" is kept as written
 ])
-def test_failed_runs_are_reported_with_the_end_of_the_log(manager, mode, expected):
+def test_failed_runs_are_reported_with_the_end_of_the_log(manager, mode, final, expected):
     run_id = manager.start("gpt", "tiny", steps=10, device="cpu", settings={"fake": mode})
-    wait_for(lambda: state(manager, run_id) == "failed", what=f"{mode} to be reported")
+    wait_for(lambda: state(manager, run_id) == final, what=f"{mode} to be reported")
     assert expected in manager.status(run_id)["message"]
+    if mode in ("crash", "sigkill"):  # the page shows the end of the log with the message
+        assert "fake trainer starting" in manager.status(run_id)["log_tail"]
     follower = manager.start("gpt", "tiny", steps=2, device="cpu")  # the queue goes on after a crash
     wait_for(lambda: state(manager, follower) == "finished")
 

@@ -150,13 +150,19 @@ def test_buttons_without_a_run_say_so(client):
 
 
 def test_a_crashed_run_is_reported_in_the_page(client, tmp_path):
-    broken = tmp_path / "broken.txt"
-    broken.write_bytes(b"\x00\x01\x02binary\x00" * 50)  # exists, so it is queued; the trainer cannot read it
-    run_id = client.predict(*controls("gpt", corpus=str(broken), steps=5), api_name="/start_training")
+    # a setting of the right type that only the trainer refuses (a rate above 1): queued, then the trainer fails
+    run_id = client.predict(*controls("bert", settings={"mask_rate": "5"}, steps=5), api_name="/start_training")
     seen = wait_for(client, run_id, lambda s: s["state"] not in ("queued", "running"), 45, "the run to fail")
     assert seen["state"] == "failed" and seen["message"]
     assert "The run failed" in seen["status"] and "train-failed" in seen["progress"]
     assert client.predict(*controls("gpt"), api_name="/training_command").startswith("python")  # still up
+
+
+def test_the_page_trains_on_corpus_names_never_on_paths(client, tmp_path):
+    text = tmp_path / "private.txt"
+    text.write_text("someone else's words .\n" * 50)  # a file on the server: the page must not train on it
+    with pytest.raises(Exception, match=r"Unknown corpus .*\(the page takes corpus names, not paths\)"):
+        client.predict(*controls("gpt", corpus=str(text), steps=5), api_name="/start_training")
 
 
 # ------------------------------------------------------------------------------------------------ pure helpers

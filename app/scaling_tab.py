@@ -22,6 +22,7 @@ import gradio as gr
 from lab_models import api
 
 from .errors import user_errors
+from .inputs import picked as picked_names
 from .scaling_figures import TABLE_COLUMNS, fits_markdown, points_table, scaling_figure, status_html, sweep_label
 
 DEFAULT_FAMILY = "gpt"
@@ -92,10 +93,7 @@ class ScalingView:
 
 
 def _ids(picked) -> list[str]:
-    if picked is None:
-        return []
-    items = [picked] if isinstance(picked, str) else list(picked)
-    return [str(item).strip() for item in items if item and str(item).strip()][:MAX_PICKED]
+    return picked_names(picked)[:MAX_PICKED]
 
 
 def build(home, jobs, tab=None):

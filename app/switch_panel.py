@@ -20,6 +20,7 @@ import gradio as gr
 
 from lab_models import api
 
+from .errors import user_errors
 from .switch_figures import routing_figure
 
 SWITCH_NOTE = (
@@ -105,7 +106,7 @@ def build_routing_plot(jobs, run, live: gr.Timer):
     with gr.Accordion("Switch routing (per expert: tokens routed and dropped)", open=True):
         plot = gr.Plot(routing_figure([]), label="Switch routing", elem_id="train-switch-routing")
     signature = gr.State(None)
-    run.change(view.show, run, [plot, signature], api_name="show_routing", show_progress="hidden")
+    run.change(user_errors(view.show), run, [plot, signature], api_name="show_routing", show_progress="hidden")
     live.tick(view.tick, [run, signature], [plot, signature], api_name="refresh_routing", show_progress="hidden",
               queue=False)
     return plot

@@ -4,7 +4,7 @@
         [--steps N] [--seed S] [--device auto|cpu|cuda|mps] [--objective NAME=WEIGHT ...] [--set KEY=VALUE ...]
         [--model KEY=VALUE ...] [--tokenizer KIND] [--vocab-size N] [--batch-size N] [--seq-len N] [--lr X]
         [--schedule cosine|constant] [--eval-every N] [--checkpoint-every N] [--resume] [--home DIR]
-        [--warmup-steps N] [--log-every N] [--eval-batches N] [--weight-decay X] [--grad-clip X]
+        [--warmup-steps N] [--log-every N] [--eval-batches N] [--weight-decay X] [--grad-clip X] [--zoo NAME]
 
 The same command runs under `torchrun --nproc_per_node K` (DistributedDataParallel; gloo on CPU, nccl on CUDA): each
 rank draws its own batches, rank 0 alone writes files, logged numbers are averaged over ranks. The batch size is per
@@ -142,6 +142,7 @@ class TrainConfig:
     grad_clip: float = 1.0
     min_lr_ratio: float = 0.1
     home: str | None = None
+    zoo: str | None = None  # the zoo this run belongs to (lab_models/zoo.py), or None
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -353,6 +354,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--grad-clip", type=float, help="default 1.0 (0 = off)")
     p.add_argument("--resume", action="store_true")
     p.add_argument("--home", help="the lab home (default: $PRETRAINING_LAB_HOME or ~/.pretraining-lab)")
+    p.add_argument("--zoo", help="tag the run as a member of this zoo (python -m lab_models.zoo sets it)")
     return p
 
 
@@ -471,7 +473,7 @@ def config_from_args(args) -> tuple[TrainConfig, Corpus]:
         schedule=schedule, warmup_steps=pick("warmup_steps"), eval_every=pick("eval_every"),
         eval_batches=pick("eval_batches"), checkpoint_every=pick("checkpoint_every"), log_every=pick("log_every"),
         weight_decay=weight_decay, grad_clip=grad_clip,
-        home=str(Path(home).expanduser().resolve()) if home else None,
+        home=str(Path(home).expanduser().resolve()) if home else None, zoo=args.zoo or None,
     )
     config.engine_config()  # validates the combination
     return config, corpus
@@ -708,7 +710,7 @@ def _config_json(config: TrainConfig, model, tokenizer_facts: dict, corpus: Corp
         "special_ids": {"pad": info.pad_id, "mask": info.mask_id, "cls": info.cls_id, "sep": info.sep_id,
                         "bos": info.bos_id, "eos": info.eos_id, "start": info.start_id, "end": info.end_id},
         "validation_note": validation_note, "train": config.to_dict(), "created": created,
-        "torch_version": torch.__version__, **extra,
+        "torch_version": torch.__version__, "zoo": config.zoo, **extra,
     }
 
 

@@ -402,9 +402,10 @@ def _raise_interrupt(signum, frame):
     raise KeyboardInterrupt
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, *, trainer_command: list[str] | None = None) -> int:
     """The CLI: queue the zoo, print a line per run, exit 0 when every run finished (1 if one failed, 130 on
-    Ctrl-C or SIGTERM after stopping the zoo cleanly)."""
+    Ctrl-C or SIGTERM after stopping the zoo cleanly). `trainer_command` replaces `python -m lab_models.train`
+    (the tests' fake trainer)."""
     try:
         args = build_parser().parse_args(argv)
         home = lab_home(args.home)
@@ -413,7 +414,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {' '.join(str(error).split())}", file=sys.stderr)
         return EXIT_BAD_ARGUMENT
     signal.signal(signal.SIGTERM, _raise_interrupt)
-    jobs = JobManager(home, recover=False)  # never mark another process's queued runs as interrupted
+    # recover=False: never mark the runs another process (an app on this home) has queued as interrupted
+    jobs = JobManager(home, recover=False, trainer_command=trainer_command)
     began = time.monotonic()
     try:
         plan = start_zoo(jobs, config)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import torch
 
-from . import corpora, tokenization
+from . import corpora, tokenization, vocab_fit
 from .anatomy import Anatomy, build_anatomy
 from .device import describe_device, select_device
 from .families import FamilySpec, ObjectiveSpec, all_families, family_spec
@@ -26,6 +26,8 @@ __all__ = [
     # tokenizer lab
     "cached_tokenizer", "tokenize_for_display", "merge_replay", "merge_count", "tokenizer_stats",
     "token_length_histogram", "vocab_overlap", "load_tokenizer_file", "split_for_explorer",
+    # vocabulary sizes for any script (lab_models/vocab_fit.py)
+    "VocabSizeTooSmall", "VocabProposal", "minimum_vocab_size", "propose_vocab_size",
 ]
 
 TOKENIZER_KINDS = tokenization.TOKENIZER_KINDS
@@ -45,6 +47,13 @@ tokenizer_stats = tokenization.tokenizer_stats
 token_length_histogram = tokenization.token_length_histogram
 vocab_overlap = tokenization.vocab_overlap
 load_tokenizer_file = tokenization.load_tokenizer_file
+
+# A vocabulary too small for the corpus's alphabet (Chinese at 512 tokens) raises VocabSizeTooSmall with the smallest
+# size that works (`.minimum`); propose_vocab_size(kinds, texts, requested) is the smallest size for several kinds.
+VocabSizeTooSmall = tokenization.VocabSizeTooSmall
+VocabProposal = vocab_fit.VocabProposal
+minimum_vocab_size = vocab_fit.minimum_vocab_size
+propose_vocab_size = vocab_fit.propose_vocab_size
 
 
 def families() -> list[FamilySpec]:
@@ -619,3 +628,47 @@ def leaderboard_csv(frame, path=None) -> Path:
         path = folder / f"leaderboard-{_time.strftime('%Y%m%d-%H%M%S')}.csv"
     return _leaderboard.write_leaderboard_csv(frame, path)
 # ================================================================================================ leaderboard (end)
+
+
+# ================================================================================================ zoo (begin)
+# The model zoo (lab_models/zoo.py): one tagged run per family on one corpus at one budget, queued on the app's job
+# manager; the page's "Train the demo zoo" is `start_zoo(jobs)` with DEMO_ZOO (tiny preset, synthetic corpus, every
+# family). A second start continues: finished runs are skipped, stopped or failed ones resumed.
+from . import zoo as _zoo  # noqa: E402
+
+ZooConfig = _zoo.ZooConfig
+ZooProgress = _zoo.ZooProgress
+ZooRun = _zoo.ZooRun
+ZooPlan = _zoo.ZooPlan
+DEMO_ZOO = _zoo.DEMO_ZOO
+ZOO_ORDER = _zoo.ZOO_ORDER
+__all__ += ["ZooConfig", "ZooProgress", "ZooRun", "ZooPlan", "DEMO_ZOO", "ZOO_ORDER", "start_zoo", "stop_zoo",
+            "zoo_progress", "list_zoos", "has_runs"]
+
+
+def start_zoo(jobs: JobManager, config: ZooConfig = DEMO_ZOO) -> ZooPlan:
+    """Queue every family of the zoo that has not finished yet, in the zoo's order (GPT, BERT, T5 first); returns
+    which families were started, resumed, skipped (finished) or left running."""
+    return _zoo.start_zoo(jobs, config)
+
+
+def stop_zoo(jobs: JobManager, name: str = DEMO_ZOO.name) -> list[str]:
+    """Stop the zoo's queued and running runs (the running one checkpoints); `start_zoo` continues later."""
+    return _zoo.stop_zoo(jobs, name)
+
+
+def zoo_progress(jobs: RunStore, config: ZooConfig = DEMO_ZOO) -> ZooProgress:
+    """Every family of the zoo with its run's state, step, total steps, loss and validation bits per byte."""
+    return _zoo.zoo_progress(jobs, config)
+
+
+def list_zoos(jobs: RunStore | None = None, *, home=None) -> list[dict]:
+    """The zoos in the lab home, newest first: {"name", "runs", "finished"}."""
+    return _zoo.list_zoos(jobs if jobs is not None else RunStore(lab_home(home)))
+
+
+def has_runs(jobs: RunStore | None = None, *, home=None) -> bool:
+    """Whether the lab home holds any run at all (the first tab offers the demo zoo when it holds none)."""
+    store = jobs if jobs is not None else RunStore(lab_home(home))
+    return bool(store.run_ids())
+# ================================================================================================ zoo (end)

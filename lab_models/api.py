@@ -25,7 +25,7 @@ __all__ = [
     "BUILTIN_CORPORA", "list_corpora", "load_corpus", "import_corpus", "inspect_file", "corpus_card",
     # tokenizer lab
     "cached_tokenizer", "tokenize_for_display", "merge_replay", "merge_count", "tokenizer_stats",
-    "token_length_histogram", "vocab_overlap", "load_tokenizer_file", "split_for_explorer",
+    "token_length_histogram", "vocab_overlap", "load_tokenizer_file", "split_for_explorer", "explorer_split",
     # vocabulary sizes for any script (lab_models/vocab_fit.py)
     "VocabSizeTooSmall", "VocabProposal", "minimum_vocab_size", "propose_vocab_size",
 ]
@@ -102,21 +102,36 @@ def _anatomy_settings(family: str, values: dict):
     return dataclasses.replace(defaults, **values)
 
 
-def split_for_explorer(text: str, tokenizer_path: str | Path | None = None, *, max_tokens: int = 64) -> list[str]:
-    """Split `text` into token strings for the Mask Explorer: on whitespace, or with a saved tokenizer.json."""
+def explorer_split(text: str, tokenizer_path: str | Path | None = None, *, split: str = "whitespace",
+                   max_tokens: int = 64):
+    """`text` as token strings for the Mask Explorer, with the rule used (a `text_split.WordSplit`: tokens, mode,
+    note). `split` "whitespace" splits on spaces and makes each Chinese/Japanese/Korean character (and emoji) a token
+    of its own (BERT's rule; whitespace alone would give a Chinese sentence one token), "characters" one token per
+    character; a saved tokenizer.json (`tokenizer_path`) splits as that tokenizer does."""
+    from .text_split import WordSplit, split_words
+
     if not text or not text.strip():
         raise ValueError("Type a sentence first: the input is empty.")
     if tokenizer_path is None:
-        tokens = text.split()
+        result = split_words(text, split)
     else:
         tokenizer = tokenization.load_tokenizer_file(tokenizer_path)
         tokens = [t for t in tokenizer.encode(text, add_special_tokens=False).tokens if t]
-    if not tokens:
+        title = TOKENIZER_KINDS[tokenization.tokenizer_kind(tokenizer)]
+        result = WordSplit(tokens, "tokenizer", f"split with the {title} tokenizer")
+    if not result.tokens:
         raise ValueError("The tokenizer produced no tokens for this text.")
-    if len(tokens) > max_tokens:
-        raise ValueError(f"The sentence has {len(tokens)} tokens; the Mask Explorer draws at most {max_tokens}. "
-                         "Shorten it.")
-    return tokens
+    if len(result.tokens) > max_tokens:
+        raise ValueError(f"The sentence has {len(result.tokens)} tokens ({result.note}); the Mask Explorer draws at "
+                         f"most {max_tokens}. Shorten it.")
+    return result
+
+
+def split_for_explorer(text: str, tokenizer_path: str | Path | None = None, *, max_tokens: int = 64,
+                       split: str = "whitespace") -> list[str]:
+    """The tokens of `explorer_split`: on whitespace (CJK characters one by one), per character, or with a saved
+    tokenizer.json."""
+    return explorer_split(text, tokenizer_path, split=split, max_tokens=max_tokens).tokens
 
 
 def device_label() -> str:

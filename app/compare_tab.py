@@ -145,8 +145,8 @@ class CompareView:
 
     def zoo_picks(self, ids: list[str]) -> list[str]:
         """The demo zoo's finished runs among `ids`, in the zoo's order (GPT, BERT, T5, ...), at most MAX_RUNS."""
-        finished = {run.run_id for run in api.zoo_progress(self.jobs).runs if run.state == "finished"}
-        return [run_id for run_id in ids if run_id in finished][:MAX_RUNS] if finished else []
+        zoo = api.zoo_progress(self.jobs, api.DEMO_ZOO)
+        return [run.run_id for run in zoo.runs if run.state == "finished" and run.run_id in ids][:MAX_RUNS]
 
     def refresh_if_changed(self, current=None, auto_picked=None, signature=None):
         """The timer's refresh: (picker, the page's own picks, signature), skipped when the choices are unchanged.

@@ -25,7 +25,8 @@ Steps: the tiny table below (ZOO_STEPS["tiny"]), measured on a 2-core CPU so tha
 synthetic grammar and the whole zoo of 17 trains in under 10 minutes (benchmarks/bench_zoo.py prints the times and a
 quality check). `--steps N` gives every family N steps instead (and a different zoo name). Evaluation and
 checkpoints are spaced to the run's length (EVALUATIONS_PER_RUN, CHECKPOINTS_PER_RUN) instead of the tiny preset's
-every 25 steps, which would spend a tenth of a 1000-step run writing checkpoints.
+every 25 steps (40 checkpoints of 20 to 40 ms each in a 1000-step run: about 5% of its time). The tiny zoo trains at
+a vocabulary of 1024 tokens instead of the preset's 512 (ZOO_VOCAB_SIZE says why).
 
 Deviation from a "model zoo" of published checkpoints: nothing is downloaded; every model is trained here, small,
 on one corpus, so that the families are compared at an equal (and tiny) budget.
@@ -73,6 +74,12 @@ ZOO_STEPS: dict[str, dict[str, int]] = {
     # medium has no time target: a fifth of the preset's 10000 steps per family
     "medium": {family: 2000 for family in ZOO_ORDER},
 }
+# The tiny zoo's vocabulary: the tiny preset's 512 tokens spend about 330 on the Chinese half of the synthetic corpus,
+# which leaves the English words in 2 to 5 pieces ("beautiful" = b ea u ti fu l) and GPT's continuation of "the small
+# cat" half-spelled after 1000 steps ("does not watclean a beaure"); at 1024 every English word of the grammar is one
+# token and the same run writes "the small cat does not see the new worm ." (validation 0.76 against 1.06 bits per
+# byte). A corpus that supports fewer tokens lowers it, one whose alphabet needs more raises it (lab_models/data.py).
+ZOO_VOCAB_SIZE: dict[str, int] = {"tiny": 1024}
 EVALUATIONS_PER_RUN = 10
 CHECKPOINTS_PER_RUN = 4
 POLL_INTERVAL_S = 0.5
@@ -139,10 +146,13 @@ class ZooConfig:
         return self.steps or ZOO_STEPS[self.preset].get(family) or PRESET_DEFAULTS[self.preset]["steps"]
 
     def trainer_args(self, family: str) -> list[str]:
-        """Evaluation and checkpoint intervals spaced to the run's length (the module docstring says why)."""
+        """Evaluation and checkpoint intervals spaced to the run's length (the module docstring says why), and the
+        zoo's vocabulary size where it has one (ZOO_VOCAB_SIZE)."""
         steps = self.steps_for(family)
-        return ["--eval-every", str(max(1, steps // EVALUATIONS_PER_RUN)),
-                "--checkpoint-every", str(max(1, steps // CHECKPOINTS_PER_RUN))]
+        vocabulary = ZOO_VOCAB_SIZE.get(self.preset)
+        return (["--eval-every", str(max(1, steps // EVALUATIONS_PER_RUN)),
+                 "--checkpoint-every", str(max(1, steps // CHECKPOINTS_PER_RUN))]
+                + (["--vocab-size", str(vocabulary)] if vocabulary else []))
 
 
 DEMO_ZOO = ZooConfig()

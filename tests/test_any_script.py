@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 
 import pytest
@@ -149,3 +150,49 @@ def test_every_family_trains_at_the_tiny_preset_with_default_settings(corpus_fil
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert [row["step"] for row in rows if row.get("split", "train") == "train"] == [1, 2]
     assert (out / "model.safetensors").is_file()
+    if (name, family) == ("chinese", "bert"):  # the Compare and Understand tabs read Chinese sensibly
+        generation = api.generate(out, "小猫在[MASK]园里。", mode="mask_predict", iterations=2)
+        spaced = re.search(r"[\u4e00-\u9fff] [\u4e00-\u9fff]", generation.text)  # WordPiece's spaces, closed
+        assert generation.text.startswith("小猫在") and spaced is None, generation.text
+        similarity = api.contextual_similarity(out, "小猫在花园里。", "我的小猫喜欢睡觉。", "小猫")
+        assert set(similarity["pieces_a"]) == {"小 猫"}  # the word found inside the sentence, as its two characters
+
+
+def no_progress(*args, **kwargs):
+    """Stands in for gr.Progress outside a page."""
+
+
+def test_the_tokenizer_lab_proposes_the_size_instead_of_failing(corpus_files, tmp_path):
+    from app.tokenizer_tab import TokenizerLab
+
+    home = api.lab_home(tmp_path / "home")
+    api.import_corpus(corpus_files["chinese"], name="chinese", home=home)
+    lab = TokenizerLab(home)
+    kinds = ["bpe", "wordpiece", "byte_bpe"]
+    status, *_, button, proposed = lab.train("chinese", 512, kinds, "小猫", progress=no_progress)
+    texts = api.load_corpus("chinese", home=home).train
+    minimum = vocab_fit.minimum_vocab_size("bpe", texts)  # BPE's alphabet is the largest (each character twice)
+    assert minimum > vocab_fit.minimum_vocab_size("wordpiece", texts)
+    assert proposed == minimum and button["visible"] is True and button["value"] == f"Use vocabulary size {minimum}"
+    assert "Trained 1 tokenizer(s)" in status and f"{minimum} is the smallest size" in status
+    assert lab.use_proposed_size(proposed) == minimum
+    # (this small test text cannot fill that many WordPiece tokens, so train the two that can)
+    status, *_, button, proposed = lab.train("chinese", minimum, ["bpe", "byte_bpe"], "小猫", progress=no_progress)
+    assert "Trained 2 tokenizer(s)" in status and proposed is None and button["visible"] is False
+    # a bare-alphabet BPE has no merges: the replay still works (its slider keeps a maximum above 0)
+    _, slider = lab.replay("chinese", minimum, "bpe", "小猫", 0)
+    assert slider["maximum"] >= 1
+    # every ticked kind too small: still no error, only the proposal
+    status, *_, button, proposed = lab.train("chinese", 300, ["bpe"], "小猫", progress=no_progress)
+    assert "No tokenizer was trained" in status and proposed == minimum
+
+
+def test_the_mask_explorer_splits_chinese_per_character_and_says_so(tmp_path):
+    from app.mask_explorer_tab import MaskExplorer
+
+    assert api.split_for_explorer("小猫看见一个红球。") == list("小猫看见一个红球。")
+    assert api.split_for_explorer("the cat 小猫", split="characters") == list("thecat小猫")
+    explorer = MaskExplorer(api.lab_home(tmp_path))
+    choices = ("", None, None, "", None, "", True)  # masked, mode, src_len, order, num_predict, spans, shuffle
+    outputs = explorer.explore("小猫看见一个红球。", "whitespace", ["bert"], 0, *choices)
+    assert "whitespace alone gives 1 token" in outputs[-1] and "9 tokens" in outputs[-1]

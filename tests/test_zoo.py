@@ -121,7 +121,8 @@ def test_a_zoo_config_refuses_bad_values_with_a_message():
 
 def test_trainer_intervals_follow_the_run_length():
     config = zoo.ZooConfig(steps=400)
-    assert config.trainer_args("gpt") == ["--eval-every", "40", "--checkpoint-every", "100"]
+    assert config.trainer_args("gpt") == ["--eval-every", "40", "--checkpoint-every", "100", "--vocab-size", "1024"]
+    assert "--vocab-size" not in zoo.ZooConfig(preset="small").trainer_args("gpt")
     assert zoo.ZooConfig().steps_for("cove") == zoo.ZOO_STEPS["tiny"]["cove"]
 
 
@@ -231,3 +232,10 @@ def test_the_real_zoo_trains_two_families_into_ordinary_runs(tmp_path):
         assert config["zoo"] == "tiny-3steps" and config["train"]["zoo"] == "tiny-3steps"
         assert (run_dir / "model.safetensors").is_file()
     assert len(list((home / "runs").glob("zoo-tiny-3steps-*"))) == 2
+    # the Leaderboard ranks the zoo's runs alone
+    from lab_models import api
+
+    frame = api.leaderboard(home, zoo="tiny-3steps", max_examples=4)
+    assert sorted(frame["family"]) == ["gpt", "t5"] and frame.attrs["settings"]["zoo"] == "tiny-3steps"
+    with pytest.raises(ValueError, match="No run of the zoo 'tiny'"):
+        api.leaderboard(home, zoo="tiny")

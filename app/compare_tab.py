@@ -18,7 +18,7 @@ Endpoints (every event has an `api_name`, so `gradio_client` can drive the tab):
 * `/compare_decoding_controls`: strategy -> which decoding controls are shown.
 * `/compare_runs_refresh` (a timer, every few seconds): (the current selection, the picks made by the page, the last
   choices) -> the picker only when the runs with weights have changed, so new runs show up by themselves. While the
-  user has not picked runs of their own, the demo zoo's finished runs are picked as they finish (GPT, BERT, T5
+  user has not picked runs of their own, the demo zoo's finished runs are picked as they finish (GPT and GPT-2
   first, up to four), so the first comparison is one click on Generate.
 """
 from __future__ import annotations
@@ -144,7 +144,7 @@ class CompareView:
         return gr.update(choices=choices, value=kept, info=info)
 
     def zoo_picks(self, ids: list[str]) -> list[str]:
-        """The demo zoo's finished runs among `ids`, in the zoo's order (GPT, BERT, T5, ...), at most MAX_RUNS."""
+        """The demo zoo's finished runs among `ids`, in the zoo's order (GPT, GPT-2, BERT, ...), at most MAX_RUNS."""
         zoo = api.zoo_progress(self.jobs, api.DEMO_ZOO)
         return [run.run_id for run in zoo.runs if run.state == "finished" and run.run_id in ids][:MAX_RUNS]
 

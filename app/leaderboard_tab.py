@@ -132,6 +132,8 @@ class LeaderboardView:
         if not len(frame):
             return NO_RUNS, display_table(frame), "", empty_figure(NO_RUNS), None
         path = api.leaderboard_csv(frame)  # a new temporary folder per call: sessions never share a file
+        if zoo and chosen is None and frame["corpus"].nunique() == 1:
+            chosen = str(frame["corpus"].iloc[0])  # a zoo trains on one corpus: say which
         status = status_markdown(frame, chosen)
         if zoo:
             status = f"Zoo **{zoo}**: {status} {ZOO_NOTE}"

@@ -1,7 +1,7 @@
 """The demo zoo on the first tab: the offer on a fresh lab home, then one progress bar for the zoo and one per run.
 
 When the lab home holds no run at all, the panel says so and offers **Train the demo zoo** (`api.DEMO_ZOO`: the
-tiny preset, the synthetic corpus, every family, GPT, BERT and T5 first). The zoo trains on the app's job manager
+tiny preset, the synthetic corpus, every family, GPT and GPT-2 first). The zoo trains on the app's job manager
 like any run (lab_models/zoo.py), so the page stays responsive; a timer redraws the bars every few seconds, only
 when something changed. **Stop the zoo** stops it cleanly (the running model checkpoints); **Continue the demo zoo**
 goes on where it stopped. The panel stays while the demo zoo has runs and hides on a home with other runs only.
@@ -27,7 +27,7 @@ from .train_figures import STATE_COLORS
 
 REFRESH_S = 2.0
 OFFER = ("**This lab home has no runs yet.** Train the demo zoo: one tiny model of each of the 17 families on the "
-         "synthetic corpus, one after another (about 10 minutes on a 2-core CPU, GPT, BERT and T5 first). Compare, "
+         "synthetic corpus, one after another (about 10 minutes on a 2-core CPU, GPT and GPT-2 first). Compare, "
          "Understand and the Leaderboard pick up every run as it finishes.")
 TRAINING = ("**Training the demo zoo**: {finished} of {total} runs finished. Compare, Understand and the Leaderboard "
             "pick up every run as it finishes; Stop the zoo checkpoints the running model.")

@@ -662,7 +662,7 @@ __all__ += ["ZooConfig", "ZooProgress", "ZooRun", "ZooPlan", "DEMO_ZOO", "ZOO_OR
 
 
 def start_zoo(jobs: JobManager, config: ZooConfig = DEMO_ZOO) -> ZooPlan:
-    """Queue every family of the zoo that has not finished yet, in the zoo's order (GPT, BERT, T5 first); returns
+    """Queue every family of the zoo that has not finished yet, in the zoo's order (GPT, GPT-2, BERT, T5 first); returns
     which families were started, resumed, skipped (finished) or left running."""
     return _zoo.start_zoo(jobs, config)
 

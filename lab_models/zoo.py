@@ -18,8 +18,10 @@ waited for, and a missing one is started. Ctrl-C (or SIGTERM) stops the running 
 step and checkpoints), takes the others off the queue, and exits with status 130 and a line saying how to continue.
 The CLI's job manager does not take over runs that another process (an app on the same lab home) queued.
 
-The order is GPT, BERT, T5 first (a continuation, a fill-mask and an infilling to compare within the first minute or
-so), then the other Transformers, then the slower RNN-era families, CoVe last (its attentional LSTM is the slowest).
+The order is GPT and GPT-2 first: both continue a text, so the first two runs already answer the same prompt side by
+side in Compare (a fill-mask family and a continuation family cannot: one needs a blank, the other refuses one). BERT
+and T5 come next (a fill-mask and an infilling, which answer the same prompt with a blank), then the other
+Transformers, then the slower RNN-era families, CoVe last (its attentional LSTM is the slowest).
 
 Steps: the tiny table below (ZOO_STEPS["tiny"]), measured on a 2-core CPU so that each model visibly learns the
 synthetic grammar and the whole zoo of 17 trains in under 10 minutes (benchmarks/bench_zoo.py prints the times and a
@@ -52,7 +54,7 @@ from .train import PRESET_DEFAULTS
 
 logger = logging.getLogger(__name__)
 
-ZOO_ORDER: tuple[str, ...] = ("gpt", "bert", "t5", "gpt2", "roberta", "albert", "spanbert", "electra", "xlnet",
+ZOO_ORDER: tuple[str, ...] = ("gpt", "gpt2", "bert", "t5", "roberta", "albert", "spanbert", "electra", "xlnet",
                               "mpnet", "unilm", "mass", "glm", "elmo", "ulmfit", "cvt", "cove")
 ZOO_PRESETS = ("tiny", "small", "medium")
 DEMO_ZOO_PRESET = "tiny"

@@ -97,11 +97,11 @@ def wait_for(predicate, timeout=30.0, what="condition"):
     raise AssertionError(f"timed out after {timeout} s waiting for {what}")
 
 
-def test_the_zoo_order_holds_every_trainable_family_once_with_gpt_bert_t5_first():
+def test_the_zoo_order_holds_every_trainable_family_once_with_the_continuation_families_first():
     from lab_models.models import TRAINED_FAMILIES
 
     assert sorted(zoo.ZOO_ORDER) == sorted(TRAINED_FAMILIES) and len(zoo.ZOO_ORDER) == 17
-    assert zoo.ZOO_ORDER[:3] == ("gpt", "bert", "t5")
+    assert zoo.ZOO_ORDER[:4] == ("gpt", "gpt2", "bert", "t5")
     for preset in zoo.ZOO_PRESETS:
         assert set(zoo.ZOO_STEPS[preset]) == set(zoo.ZOO_ORDER)
 

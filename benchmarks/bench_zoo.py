@@ -175,7 +175,7 @@ def time_to_first_comparison(args) -> None:
     import httpx
     from gradio_client import Client
 
-    home = Path(tempfile.mkdtemp(prefix="bench-zoo-app-"))
+    home = Path(args.home) if args.home else Path(tempfile.mkdtemp(prefix="bench-zoo-app-"))
     port = args.port or _free_port()
     url = f"http://127.0.0.1:{port}/"
     print(f"python app.py on a fresh lab home {home} ({load()})", flush=True)
@@ -218,7 +218,10 @@ def time_to_first_comparison(args) -> None:
             app.wait(timeout=90)
         except subprocess.TimeoutExpired:
             app.kill()
-        shutil.rmtree(home, ignore_errors=True)
+        if args.home or args.keep:
+            print(f"lab home kept: {home} (python app.py --home {home} continues the zoo)")
+        else:
+            shutil.rmtree(home, ignore_errors=True)
 
 
 def main() -> None:
@@ -227,7 +230,7 @@ def main() -> None:
     parser.add_argument("--families", default="all")
     parser.add_argument("--steps", type=int)
     parser.add_argument("--device", default="auto")
-    parser.add_argument("--home", help="train into this lab home (kept) instead of a temporary one")
+    parser.add_argument("--home", help="a fresh lab home to use (kept) instead of a temporary one")
     parser.add_argument("--keep", action="store_true", help="keep the temporary lab home")
     parser.add_argument("--time-to-first-comparison", action="store_true")
     parser.add_argument("--port", type=int)

@@ -64,10 +64,11 @@ DEMO_ZOO_PRESET = "tiny"
 # - GPT and GPT-2 (20 to 35 ms a step) predict every next token: after 1000 steps GPT continues "the small cat" with
 #   "does not see the new worm . the cat does not see the new worm ." (validation 0.76 bits per byte).
 # - The masked-LM families (BERT, RoBERTa, ALBERT, UniLM; 13 to 15 ms a step) learn from the 15% of tokens they mask,
-#   a seventh of GPT's targets per step, and sit near the unigram loss for the first thousand steps (BERT's MLM: 5.08
-#   nats at step 1000, 4.72 at 2000, in a 3000-step run). At step 2000 BERT fills the easy blanks: the determiner
-#   that opens a sentence ("[MASK] cat sees a red ball ." -> "the", 0.40) and the full stop (0.56); 27% of 48
-#   held-out one-word blanks exactly, 48% with a word of the right class (nouns and verbs come later). ELECTRA and MPNet cost more per step (a generator; two streams):
+#   a seventh of GPT's targets per step, and stay near the unigram loss (5.4 nats) for the first thousand steps
+#   (the zoo's BERT: MLM 5.27 nats at step 200, 4.94 at 1000, 4.83 at 2000). After its 2000 steps BERT fills the
+#   easy blanks: the determiner that opens a sentence ("[MASK] cat sees a red ball ." -> "the") and the full stop;
+#   29% of 48 unseen one-word blanks exactly, 50% with a word of the right class (nouns and verbs need far longer:
+#   a 3000-step run still fills "the small [MASK] sees" with "the"). ELECTRA and MPNet cost more per step (a generator; two streams):
 #   1500. SpanBERT's span masking and boundary objective make it the slowest Transformer (about 39 ms): 800.
 # - T5, MASS, XLNet and GLM learn fast per step (their losses halve within 100 steps): 500 to 800.
 # - The RNN era: ELMo (two LSTM directions, about 70 ms a step) 300; ULMFiT's one run holds three stages (LM, LM

@@ -16,6 +16,10 @@ Endpoints (every event has an `api_name`, so `gradio_client` can drive the tab):
 * `/compare_runs_list` (the Refresh button) and `/compare_runs_on_select` (opening the tab): input the current
   selection; return the run picker with the runs that have weights now.
 * `/compare_decoding_controls`: strategy -> which decoding controls are shown.
+* `/compare_runs_refresh` (a timer, every few seconds): (the current selection, the picks made by the page, the last
+  choices) -> the picker only when the runs with weights have changed, so new runs show up by themselves. While the
+  user has not picked runs of their own, the demo zoo's finished runs are picked as they finish (GPT and GPT-2
+  first, up to four), so the first comparison is one click on Generate.
 """
 from __future__ import annotations
 
@@ -55,6 +59,7 @@ MODE_HELP = {
     "translate": "translate the English prompt to Chinese",
 }
 NO_RUNS_INFO = "No run has weights yet: train one in the Train tab, then press Refresh."
+RUNS_REFRESH_S = 5.0  # new runs with weights show up in the picker by themselves this often
 
 
 def _number(value, name: str, default, *, whole: bool):
@@ -137,6 +142,28 @@ class CompareView:
         info = (f"up to {MAX_RUNS} runs with weights (finished, stopped, or running with a checkpoint)"
                 if choices else NO_RUNS_INFO)
         return gr.update(choices=choices, value=kept, info=info)
+
+    def zoo_picks(self, ids: list[str]) -> list[str]:
+        """The demo zoo's finished runs among `ids`, in the zoo's order (GPT, GPT-2, BERT, ...), at most MAX_RUNS."""
+        zoo = api.zoo_progress(self.jobs, api.DEMO_ZOO)
+        return [run.run_id for run in zoo.runs if run.state == "finished" and run.run_id in ids][:MAX_RUNS]
+
+    def refresh_if_changed(self, current=None, auto_picked=None, signature=None):
+        """The timer's refresh: (picker, the page's own picks, signature), skipped when the choices are unchanged.
+        A selection the page made (or an empty one) follows the demo zoo; one the user changed is left alone."""
+        choices = self.run_choices()
+        if signature is not None and choices == [tuple(choice) for choice in signature]:
+            return gr.skip(), gr.skip(), gr.skip()
+        ids = [value for _, value in choices]
+        current = [run_id for run_id in (current or []) if run_id in ids]
+        auto_picked = list(auto_picked or [])
+        if not current or current == [run_id for run_id in auto_picked if run_id in ids]:
+            picks = self.zoo_picks(ids)
+            if picks:
+                current, auto_picked = picks, picks
+        info = (f"up to {MAX_RUNS} runs with weights (finished, stopped, or running with a checkpoint)"
+                if choices else NO_RUNS_INFO)
+        return gr.update(choices=choices, value=current, info=info), auto_picked, choices
 
     # ------------------------------------------------------------------ generating
     @staticmethod
@@ -310,4 +337,8 @@ def build(home, jobs=None, tab=None):
     refresh.click(refresh_runs, runs, runs, api_name="compare_runs_list")
     if tab is not None:
         tab.select(refresh_runs, runs, runs, api_name="compare_runs_on_select", show_progress="hidden")
+    auto_picked, choices_signature = gr.State([]), gr.State(None)
+    gr.Timer(RUNS_REFRESH_S).tick(view.refresh_if_changed, [runs, auto_picked, choices_signature],
+                                  [runs, auto_picked, choices_signature], api_name="compare_runs_refresh",
+                                  show_progress="hidden", queue=False)
     return SimpleNamespace(view=view, runs=runs, refresh=(refresh_runs, runs, runs))

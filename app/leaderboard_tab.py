@@ -14,6 +14,10 @@ Endpoints (every event has an `api_name`, so `gradio_client` can drive the tab):
   "(all corpora)" lists every run, grouped by corpus.
 * `/leaderboard_corpora_list` (the Refresh button) and `/leaderboard_corpora_on_select` (opening the tab): the
   current corpus -> the corpus picker with the corpora that have runs now.
+* `/leaderboard_rank_zoo` (**Rank the zoo**): (zoo name, held-out sentences, seed) -> the same outputs as
+  `/leaderboard_compute`, for the runs of that zoo only (lab_models/zoo.py: one run per family, one corpus).
+* `/leaderboard_refresh` (a timer, every few seconds): (corpus, zoo, the last signature) -> the corpus picker, the
+  zoo picker and its row, only when the corpora with runs or the zoos have changed.
 """
 from __future__ import annotations
 
@@ -35,6 +39,9 @@ ALL_CORPORA = "(all corpora)"  # not a corpus slug (those never hold parentheses
 NO_RUNS = "No run has weights yet: train some in the Train tab (e.g. gpt, bert and t5 on the tiny preset), then " \
           "press Refresh."
 EXAMPLE_CHOICES = (8, 256)  # the range of the held-out sentences slider
+REFRESH_S = 5.0  # the corpus and zoo pickers follow new runs this often
+ZOO_NOTE = ("A zoo's runs share one corpus and one preset; their steps follow the zoo's table (about the same time "
+            "per family, not the same steps).")
 
 
 def corpus_choices(corpora: list[str]) -> list[tuple[str, str]]:
@@ -60,6 +67,15 @@ def status_markdown(frame: pd.DataFrame, corpus: str | None) -> str:
             "higher is better. Compare runs with the same preset and steps: that is the equal budget.")
 
 
+def zoo_choices(zoos: list[dict]) -> list[tuple[str, str]]:
+    """The zoo picker's choices: each zoo with how many of its runs have finished.
+
+    >>> zoo_choices([{"name": "tiny", "runs": 17, "finished": 5}])
+    [('tiny (5 of 17 runs finished)', 'tiny')]
+    """
+    return [(f"{zoo['name']} ({zoo['finished']} of {zoo['runs']} runs finished)", zoo["name"]) for zoo in zoos]
+
+
 class LeaderboardView:
     """The tab's handlers, bound to the app's lab home."""
 
@@ -78,8 +94,31 @@ class LeaderboardView:
         info = "the corpora that have runs with weights" if corpora else NO_RUNS
         return gr.update(choices=corpus_choices(corpora), value=value, info=info)
 
-    def compute(self, corpus, max_examples=api.LEADERBOARD_DEFAULT_EXAMPLES, seed=0, progress=gr.Progress()):
-        """(status, display table, notes, figure, CSV file) for the runs on `corpus`; progress per run."""
+    def zoos(self) -> list[dict]:
+        return api.list_zoos(home=self.home)
+
+    def refresh_if_changed(self, corpus=None, zoo=None, signature=None):
+        """The timer's refresh: (corpus picker, zoo row, zoo picker, signature), all skipped when neither the
+        corpora with runs nor the zoos have changed."""
+        corpora, zoos = self.corpora(), self.zoos()
+        now = [corpora, [[z["name"], z["runs"], z["finished"]] for z in zoos]]
+        if signature is not None and now == signature:
+            return (gr.skip(),) * 4
+        names = [z["name"] for z in zoos]
+        return (self.refresh(corpus), gr.update(visible=bool(zoos)),
+                gr.update(choices=zoo_choices(zoos), value=zoo if zoo in names else (names[0] if names else None)),
+                now)
+
+    def rank_zoo(self, zoo, max_examples=api.LEADERBOARD_DEFAULT_EXAMPLES, seed=0, progress=gr.Progress()):
+        """The leaderboard of one zoo's runs (one per family), with the same outputs as `compute`."""
+        if not zoo:
+            raise ValueError("No zoo to rank yet: press Train the demo zoo on the first tab (or run python -m lab_models.zoo).")
+        return self.compute(None, max_examples, seed, progress, zoo=str(zoo))
+
+    def compute(self, corpus, max_examples=api.LEADERBOARD_DEFAULT_EXAMPLES, seed=0, progress=gr.Progress(),
+                zoo=None):
+        """(status, display table, notes, figure, CSV file) for the runs on `corpus` (or of `zoo`); progress per
+        run."""
         chosen = None if corpus in (None, "", ALL_CORPORA) else str(corpus)
         max_examples = whole_number(max_examples, "Held-out sentences", api.LEADERBOARD_DEFAULT_EXAMPLES, 1,
                               api.LEADERBOARD_MAX_EXAMPLES)
@@ -89,11 +128,16 @@ class LeaderboardView:
             progress(done / max(total, 1), desc=f"Evaluating {message}" if done < total else "Done")
 
         progress(0.0, desc="Finding the runs")
-        frame = api.leaderboard(self.home, chosen, max_examples=max_examples, seed=seed, progress=report)
+        frame = api.leaderboard(self.home, chosen, max_examples=max_examples, seed=seed, progress=report, zoo=zoo)
         if not len(frame):
             return NO_RUNS, display_table(frame), "", empty_figure(NO_RUNS), None
         path = api.leaderboard_csv(frame)  # a new temporary folder per call: sessions never share a file
-        return (status_markdown(frame, chosen), display_table(frame), notes_markdown(frame),
+        if zoo and chosen is None and frame["corpus"].nunique() == 1:
+            chosen = str(frame["corpus"].iloc[0])  # a zoo trains on one corpus: say which
+        status = status_markdown(frame, chosen)
+        if zoo:
+            status = f"Zoo **{zoo}**: {status} {ZOO_NOTE}"
+        return (status, display_table(frame), notes_markdown(frame),
                 leaderboard_figure(frame), str(path))
 
 
@@ -120,6 +164,12 @@ def build(home, jobs=None, tab=None):
     with gr.Row():
         compute = gr.Button("Compute", variant="primary", elem_id="leaderboard-compute", scale=2)
         refresh = gr.Button("Refresh corpora", size="sm", scale=0, min_width=160, elem_id="leaderboard-refresh")
+    zoos = view.zoos()
+    with gr.Row(visible=bool(zoos), elem_id="leaderboard-zoo-row") as zoo_row:
+        zoo = gr.Dropdown(zoo_choices(zoos), value=zoos[0]["name"] if zoos else None, label="Zoo", scale=3,
+                          info="one run per family, trained by the demo zoo or python -m lab_models.zoo",
+                          elem_id="leaderboard-zoo")
+        rank_zoo = gr.Button("Rank the zoo", variant="secondary", scale=1, elem_id="leaderboard-rank-zoo")
     status = gr.Markdown("Pick a corpus and press **Compute**.", elem_id="leaderboard-status")
     table = gr.Dataframe(pd.DataFrame(columns=["run", "family", "val bits/byte ↓"]), interactive=False,
                          label="Leaderboard (sorted by bits per byte within each corpus)", elem_id="leaderboard-table",
@@ -133,6 +183,11 @@ def build(home, jobs=None, tab=None):
     handler = user_errors(view.compute)
     compute.click(handler, [corpus, max_examples, seed], [status, table, notes, plot, download],
                   api_name="leaderboard_compute")
+    rank_zoo.click(user_errors(view.rank_zoo), [zoo, max_examples, seed], [status, table, notes, plot, download],
+                   api_name="leaderboard_rank_zoo")
+    signature = gr.State(None)
+    gr.Timer(REFRESH_S).tick(view.refresh_if_changed, [corpus, zoo, signature], [corpus, zoo_row, zoo, signature],
+                             api_name="leaderboard_refresh", show_progress="hidden", queue=False)
     refresh_corpora = user_errors(view.refresh)
     refresh.click(refresh_corpora, corpus, corpus, api_name="leaderboard_corpora_list")
     if tab is not None:

@@ -1,9 +1,10 @@
 """Builds the Pretraining Lab page: a header with the compute device, then one tab per view that works.
 
-`build_app(home)` returns the `gr.Blocks`; `app.py` launches it. Tabs: Mask Explorer (drawn on load), Train, Scaling
-(size sweeps, app/scaling_tab.py), Compare, Understand, Leaderboard, Tokenizer Lab, Corpora. The app's one training
-`JobManager` is created here and kept as `demo.lab_jobs`; whoever launches the app closes it at exit
-(`demo.lab_jobs.close()` stops the running trainers cleanly, with a checkpoint).
+`build_app(home)` returns the `gr.Blocks`; `app.py` launches it. Tabs: Mask Explorer (drawn on load; above it the
+demo zoo panel, app/zoo_panel.py, shown on a lab home without runs), Train, Scaling (size sweeps,
+app/scaling_tab.py), Compare, Understand, Leaderboard, Tokenizer Lab, Corpora. The app's one training `JobManager`
+is created here and kept as `demo.lab_jobs`; whoever launches the app closes it at exit (`demo.lab_jobs.close()`
+stops the running trainers cleanly, with a checkpoint).
 """
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import gradio as gr
 from lab_models import api
 
 from . import (compare_tab, corpora_tab, leaderboard_tab, mask_explorer_tab, scaling_tab, tokenizer_tab, train_tab,
-               understand_tab)
+               understand_tab, zoo_panel)
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
 TITLE = "Pretraining Lab"
@@ -42,6 +43,7 @@ def build_app(home=None, jobs=None) -> gr.Blocks:
             gr.HTML(header_html())
             with gr.Tabs():
                 with gr.Tab("Mask Explorer", id="mask-explorer"):
+                    zoo = zoo_panel.build(home, jobs)  # the demo zoo offer on a fresh lab home, then its progress
                     draw, explorer_inputs, explorer_outputs, explorer_handler = mask_explorer_tab.build(home)
                 with gr.Tab("Train", id="train"):
                     train = train_tab.build(home, jobs, corpus_choices)
@@ -62,6 +64,7 @@ def build_app(home=None, jobs=None) -> gr.Blocks:
             imported.then(train.view.refresh_corpora, train.corpus, train.corpus, api_name="refresh_train_corpora")
             demo.load(explorer_handler, explorer_inputs, explorer_outputs, api_name="explore_masks_on_load")
             demo.load(*train.load, api_name="list_runs_on_load", show_progress="hidden")
+            demo.load(*zoo.load, api_name="zoo_panel_on_load", show_progress="hidden")
     except BaseException:
         jobs.close()
         raise

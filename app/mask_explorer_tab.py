@@ -1,6 +1,10 @@
 """Mask Explorer tab: who may attend to whom, and what is predicted, for several families side by side.
 
 Every heatmap is drawn from `api.anatomy`, which runs the family's real batch builder; nothing here decides a mask.
+The sentence is split on whitespace with each Chinese/Japanese/Korean character (and emoji) a token of its own (a
+Chinese sentence has no spaces: whitespace alone would give one token), per character, or by a tokenizer; the note
+under the sentence says which split was used (`api.explorer_split`). `/explore_masks` returns the four family slots
+(header, figure, table) and then that note.
 """
 from __future__ import annotations
 
@@ -81,13 +85,17 @@ class MaskExplorer:
         self.home = home
         self.specs = {spec.name: spec for spec in api.families() if spec.has_anatomy}
 
-    def tokens(self, text: str, tokenizer_kind: str) -> list[str]:
-        if tokenizer_kind in (None, "", "whitespace"):
-            return api.split_for_explorer(text)
+    def split(self, text: str, tokenizer_kind: str):
+        """The sentence's tokens and the rule used (`api.explorer_split`)."""
+        if tokenizer_kind in (None, "", "whitespace", "characters"):
+            return api.explorer_split(text, split=tokenizer_kind or "whitespace")
         corpus = api.load_corpus(EXPLORER_TOKENIZER_CORPUS, home=self.home)
         result = api.cached_tokenizer(tokenizer_kind, corpus.train, EXPLORER_TOKENIZER_VOCAB,
                                       corpus_fingerprint=corpus.fingerprint, home=self.home)
-        return api.split_for_explorer(text, result.path)
+        return api.explorer_split(text, result.path)
+
+    def tokens(self, text: str, tokenizer_kind: str) -> list[str]:
+        return self.split(text, tokenizer_kind).tokens
 
     def explore(self, text, tokenizer_kind, families, seed, masked, mode, src_len, order, num_predict, spans,
                 shuffle, two_stream=True):
@@ -99,7 +107,8 @@ class MaskExplorer:
         unknown = [f for f in families if f not in self.specs]
         if unknown:
             raise ValueError(f"Unknown family {unknown[0]!r}: choose from {', '.join(self.specs)}.")
-        tokens = self.tokens(text, tokenizer_kind)
+        split = self.split(text, tokenizer_kind)
+        tokens = split.tokens
         outputs = []
         for family in families:
             spec = self.specs[family]
@@ -122,7 +131,7 @@ class MaskExplorer:
                         gr.update(value=anatomy_table(anatomy), visible=True)]
         for _ in range(MAX_FAMILIES - len(families)):
             outputs += [gr.update(visible=False)] * 3
-        return outputs
+        return outputs + [f"**Split used:** {split.note} ({len(tokens)} tokens)."]
 
     @staticmethod
     def resample(seed):
@@ -137,8 +146,11 @@ def build(home) -> None:
                 "*x3 may attend x1*. Rows attend, columns are attended.")
     with gr.Row():
         text = gr.Textbox(DEFAULT_SENTENCE, label="Sentence", scale=3)
-        tokenizer = gr.Dropdown([("whitespace", "whitespace")] + [(v, k) for k, v in api.TOKENIZER_KINDS.items()],
+        tokenizer = gr.Dropdown([("whitespace (each Chinese character its own token)", "whitespace"),
+                                 ("one token per character", "characters")]
+                                + [(v, k) for k, v in api.TOKENIZER_KINDS.items()],
                                 value="whitespace", label="Split with", scale=1)
+    split_note = gr.Markdown("", elem_id="explorer-split-note")
     families = gr.CheckboxGroup(names, value=DEFAULT_FAMILIES, label=f"Families (up to {MAX_FAMILIES})")
     with gr.Accordion("Choices: masked positions, spans, order, UniLM mode, seed (blank = sampled as in training)",
                       open=False):
@@ -169,7 +181,7 @@ def build(home) -> None:
         for _ in range(MAX_FAMILIES - MAX_FAMILIES // 2):
             with gr.Column():
                 slots.append((gr.Markdown(visible=False), gr.Plot(visible=False), gr.Dataframe(visible=False)))
-    outputs = [component for slot in slots for component in slot]
+    outputs = [component for slot in slots for component in slot] + [split_note]
     inputs = [text, tokenizer, families, seed, masked, mode, src_len, order, num_predict, spans, shuffle, two_stream]
     handler = user_errors(explorer.explore)
     draw.click(handler, inputs, outputs, api_name="explore_masks")

@@ -2,6 +2,10 @@
 
 Handlers are plain methods of `TokenizerLab`; the trained tokenizers live in the lab home's on-disk cache (keyed by
 corpus fingerprint, kind, vocabulary size), so every endpoint is stateless and `gradio_client` can drive it.
+
+A vocabulary size too small for the corpus's alphabet (a Chinese corpus at 512) is not a dead end: the status names
+the smallest size that works for every ticked kind (`api.propose_vocab_size`, lab_models/vocab_fit.py) and a button
+**Use vocabulary size N** (`/use_proposed_vocab_size`) sets it and trains again.
 """
 from __future__ import annotations
 
@@ -18,6 +22,7 @@ DEFAULT_TEXT = ("The tokenizer splits unbelievably long words, numbers like 3.14
                 "code such as `def f(x): return x**2`, emoji 🙂🚀 and Chinese 小猫看见一个红球。")
 DEFAULT_VOCAB = 2000
 BPE_KINDS = ("bpe", "byte_bpe")
+USE_SIZE_LABEL = "Use vocabulary size {size}"
 
 
 class TokenizerLab:
@@ -57,11 +62,14 @@ class TokenizerLab:
         if not corpus_name:
             raise ValueError("Choose a corpus first.")
         corpus = api.load_named_corpus(corpus_name, home=self.home)
-        results, stats, histograms, failures = {}, [], {}, {}
+        results, stats, histograms, failures, minimums = {}, [], {}, {}, {}
         for index, kind in enumerate(kinds):
             progress(index / len(kinds), desc=f"Training {api.TOKENIZER_KINDS[kind]} ({index + 1}/{len(kinds)})")
             try:
                 result = self._trained(corpus_name, vocab_size, kind)
+            except api.VocabSizeTooSmall as error:  # the alphabet does not fit: propose the size that does
+                minimums[kind] = error.minimum
+                continue
             except ValueError as error:
                 failures[kind] = str(error)
                 continue
@@ -72,18 +80,35 @@ class TokenizerLab:
             stats.append(row)
             histograms[kind] = api.token_length_histogram(result.tokenizer)
         progress(1.0, desc="Done")
-        if not results:
+        proposal = api.propose_vocab_size(list(minimums), [], int(vocab_size), known=minimums) if minimums else None
+        if not results and proposal is None:
             raise ValueError(" ".join(f"{api.TOKENIZER_KINDS[k]}: {m}" for k, m in failures.items()))
-        table = pd.DataFrame(stats).round(4)
-        overlap = api.vocab_overlap({k: r.tokenizer for k, r in results.items()}) if len(results) > 1 else None
         status = (f"Trained {len(results)} tokenizer(s) on **{corpus_name}** at vocabulary size {int(vocab_size)}. "
-                  f"Statistics are measured on the corpus's validation split.")
+                  f"Statistics are measured on the corpus's validation split." if results else
+                  f"No tokenizer was trained on **{corpus_name}** at vocabulary size {int(vocab_size)}.")
+        if proposal is not None:
+            status += (f"\n\n⚠️ {proposal.message()} Press **{USE_SIZE_LABEL.format(size=proposal.size)}** to "
+                       "train at that size.")
         for kind, message in failures.items():
             status += f"\n\n⚠️ **{api.TOKENIZER_KINDS[kind]}** was not trained: {message}"
+        use_size = gr.update(visible=proposal is not None,
+                             value=USE_SIZE_LABEL.format(size=proposal.size) if proposal else None)
+        if not results:
+            return status, None, None, None, "", [], use_size, proposal.size
+        table = pd.DataFrame(stats).round(4)
+        overlap = api.vocab_overlap({k: r.tokenizer for k, r in results.items()}) if len(results) > 1 else None
         chips = self._chips(results, text) if text and text.strip() else ""
         files = [str(r.path) for r in results.values()]
         return (status, table, token_length_figure(histograms),
-                overlap_figure(overlap) if overlap is not None else None, chips, files)
+                overlap_figure(overlap) if overlap is not None else None, chips, files, use_size,
+                proposal.size if proposal else None)
+
+    @staticmethod
+    def use_proposed_size(proposed):
+        """The proposed vocabulary size into the size box (the training follows as the next event)."""
+        if not proposed:
+            raise ValueError("There is no proposed vocabulary size: train the tokenizers first.")
+        return int(proposed)
 
     def _chips(self, results, text: str) -> str:
         rows = []
@@ -116,7 +141,8 @@ class TokenizerLab:
         total = api.merge_count(result.tokenizer)
         step = max(0, min(int(n_merges or 0), total))
         words = api.merge_replay(result.tokenizer, text, step)
-        return pieces_html(words, step, total), gr.update(maximum=total, value=step)
+        # a vocabulary of the bare alphabet (the proposed minimum) has no merges; a slider needs a maximum above 0
+        return pieces_html(words, step, total), gr.update(maximum=max(total, 1), value=step)
 
 
 def build(home, corpus_choices: list[str]) -> dict:
@@ -132,6 +158,9 @@ def build(home, corpus_choices: list[str]) -> dict:
                                  value=list(api.TOKENIZER_KINDS), label="Tokenizer kinds", scale=3)
     train_button = gr.Button("Train tokenizers", variant="primary")
     status = gr.Markdown()
+    use_size = gr.Button(USE_SIZE_LABEL.format(size=DEFAULT_VOCAB), variant="primary", visible=False,
+                         elem_id="tokenizer-use-size")
+    proposed = gr.State(None)
     text = gr.Textbox(DEFAULT_TEXT, lines=2, label="Text to tokenize (English, Chinese, emoji, numbers and code)")
     tokenize_button = gr.Button("Tokenize")
     chips = gr.HTML(label="Side by side")
@@ -150,11 +179,18 @@ def build(home, corpus_choices: list[str]) -> dict:
     files = gr.File(label="Download tokenizer.json", file_count="multiple", interactive=False)
 
     replay_inputs = [corpus, vocab_size, replay_kind, replay_text, merges]
-    trained = train_button.click(user_errors(lab.train), [corpus, vocab_size, kinds, text],
-                                 [status, stats, length_plot, overlap_plot, chips, files], api_name="train_tokenizers")
+    train_outputs = [status, stats, length_plot, overlap_plot, chips, files, use_size, proposed]
+    trained = train_button.click(user_errors(lab.train), [corpus, vocab_size, kinds, text], train_outputs,
+                                 api_name="train_tokenizers")
     # After training, show the replay at 0 merges so the slider knows how many merges there are.
     trained.success(user_errors(lab.replay_start), replay_inputs, [replay_view, merges],
                     api_name="merge_replay_after_training")
+    proposed_size = use_size.click(user_errors(lab.use_proposed_size), proposed, vocab_size,
+                                   api_name="use_proposed_vocab_size")
+    proposed_size.success(user_errors(lab.train), [corpus, vocab_size, kinds, text], train_outputs,
+                          api_name="train_tokenizers_at_proposed_size").success(
+        user_errors(lab.replay_start), replay_inputs, [replay_view, merges],
+        api_name="merge_replay_after_proposed_size")
     tokenize_button.click(user_errors(lab.tokenize), [corpus, vocab_size, kinds, text], chips,
                           api_name="tokenize_text")
     merges.release(user_errors(lab.replay), replay_inputs, [replay_view, merges], api_name="merge_replay")

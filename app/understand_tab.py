@@ -32,6 +32,8 @@ Endpoints (every event has an `api_name`, so `gradio_client` can drive the tab):
   deeper run asks for layer 1 first.
 * `/understand_runs_list` (the Refresh button) and `/understand_runs_on_select` (opening the tab): the current
   selections -> the three run pickers, with the runs that have weights now.
+* `/understand_runs_refresh` (a timer, every few seconds): (the three selections, the fine-tuning picker's, the last
+  choices) -> the four pickers only when the runs with weights have changed, so new runs show up by themselves.
 """
 from __future__ import annotations
 
@@ -59,6 +61,7 @@ MASK = "[MASK]"
 MAX_LAYERS = 12  # the layer slider's range before a run is shown (the base preset's depth); then the run's own
 STREAMS = ("self", "content", "query", "encoder", "decoder", "cross")  # every stream name an AttentionMaps can have
 NO_RUNS_INFO = "No run has weights yet: train one in the Train tab, then press Refresh runs."
+RUNS_REFRESH_S = 5.0  # new runs with weights show up in the pickers by themselves this often
 # Examples: ordinary English (the classic "apple" example), then sentences in the tiny preset's synthetic corpus's own
 # words (lower case, " ." before the stop), which a run trained for a minute has actually seen.
 FILL_MASK_EXAMPLES = [
@@ -111,6 +114,16 @@ class UnderstandView:
                 gr.update(choices=choices, value=kept(embedding_runs), info=info),
                 gr.update(choices=choices, value=attention,
                           info="one run with weights" if choices else NO_RUNS_INFO))
+
+    def refresh_if_changed(self, fill_runs=None, embedding_runs=None, attention_run=None, tuned_runs=None,
+                           signature=None, refresh_tuned=None):
+        """The timer's refresh: the three pickers, the fine-tuning picker (`refresh_tuned(tuned_runs)`) and the new
+        signature, or five skips when the runs with weights are the ones the pickers already list."""
+        choices = self.run_choices()
+        if signature is not None and choices == [tuple(choice) for choice in signature]:
+            return (gr.skip(),) * 5
+        tuned = refresh_tuned(tuned_runs) if refresh_tuned is not None else gr.skip()
+        return (*self.refresh(fill_runs, embedding_runs, attention_run), tuned, choices)
 
     @staticmethod
     def _run_ids(run_ids, what: str) -> list[str]:
@@ -350,5 +363,13 @@ def build(home, jobs=None, tab=None):
         tab.select(*sentences.refresh_runs, api_name="understand_sentences_runs_on_select", show_progress="hidden")
     if tab is not None:
         tab.select(*finetune.refresh_runs, api_name="understand_finetune_runs_on_select", show_progress="hidden")
+    choices_signature = gr.State(None)
+
+    def refresh_if_changed(fill, embedding, attention, tuned, signature):
+        return view.refresh_if_changed(fill, embedding, attention, tuned, signature, finetune.view.refresh_runs)
+
+    gr.Timer(RUNS_REFRESH_S).tick(refresh_if_changed, [*pickers, finetune.runs, choices_signature],
+                                  [*pickers, finetune.runs, choices_signature], api_name="understand_runs_refresh",
+                                  show_progress="hidden", queue=False)
     return SimpleNamespace(view=view, fill_runs=fill_runs, embed_runs=embed_runs, attention_run=attention_run,
                            refresh=(refresh_runs, pickers, pickers), finetune=finetune, sentences=sentences)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import torch
 
-from . import corpora, tokenization
+from . import corpora, tokenization, vocab_fit
 from .anatomy import Anatomy, build_anatomy
 from .device import describe_device, select_device
 from .families import FamilySpec, ObjectiveSpec, all_families, family_spec
@@ -28,7 +28,9 @@ __all__ = [
     "BUILTIN_CORPORA", "list_corpora", "load_corpus", "import_corpus", "inspect_file", "corpus_card",
     # tokenizer lab
     "cached_tokenizer", "tokenize_for_display", "merge_replay", "merge_count", "tokenizer_stats",
-    "token_length_histogram", "vocab_overlap", "load_tokenizer_file", "split_for_explorer",
+    "token_length_histogram", "vocab_overlap", "load_tokenizer_file", "split_for_explorer", "explorer_split",
+    # vocabulary sizes for any script (lab_models/vocab_fit.py)
+    "VocabSizeTooSmall", "VocabProposal", "minimum_vocab_size", "propose_vocab_size",
 ]
 
 TOKENIZER_KINDS = tokenization.TOKENIZER_KINDS
@@ -48,6 +50,13 @@ tokenizer_stats = tokenization.tokenizer_stats
 token_length_histogram = tokenization.token_length_histogram
 vocab_overlap = tokenization.vocab_overlap
 load_tokenizer_file = tokenization.load_tokenizer_file
+
+# A vocabulary too small for the corpus's alphabet (Chinese at 512 tokens) raises VocabSizeTooSmall with the smallest
+# size that works (`.minimum`); propose_vocab_size(kinds, texts, requested) is the smallest size for several kinds.
+VocabSizeTooSmall = tokenization.VocabSizeTooSmall
+VocabProposal = vocab_fit.VocabProposal
+minimum_vocab_size = vocab_fit.minimum_vocab_size
+propose_vocab_size = vocab_fit.propose_vocab_size
 
 
 def families() -> list[FamilySpec]:
@@ -149,21 +158,36 @@ def _type_words(annotation) -> str:
     return names.get(annotation, getattr(annotation, "__name__", str(annotation)))
 
 
-def split_for_explorer(text: str, tokenizer_path: str | Path | None = None, *, max_tokens: int = 64) -> list[str]:
-    """Split `text` into token strings for the Mask Explorer: on whitespace, or with a saved tokenizer.json."""
+def explorer_split(text: str, tokenizer_path: str | Path | None = None, *, split: str = "whitespace",
+                   max_tokens: int = 64):
+    """`text` as token strings for the Mask Explorer, with the rule used (a `text_split.WordSplit`: tokens, mode,
+    note). `split` "whitespace" splits on spaces and makes each Chinese/Japanese/Korean character (and emoji) a token
+    of its own (BERT's rule; whitespace alone would give a Chinese sentence one token), "characters" one token per
+    character; a saved tokenizer.json (`tokenizer_path`) splits as that tokenizer does."""
+    from .text_split import WordSplit, split_words
+
     if not text or not text.strip():
         raise ValueError("Type a sentence first: the input is empty.")
     if tokenizer_path is None:
-        tokens = text.split()
+        result = split_words(text, split)
     else:
         tokenizer = tokenization.load_tokenizer_file(tokenizer_path)
         tokens = [t for t in tokenizer.encode(text, add_special_tokens=False).tokens if t]
-    if not tokens:
+        title = TOKENIZER_KINDS[tokenization.tokenizer_kind(tokenizer)]
+        result = WordSplit(tokens, "tokenizer", f"split with the {title} tokenizer")
+    if not result.tokens:
         raise ValueError("The tokenizer produced no tokens for this text.")
-    if len(tokens) > max_tokens:
-        raise ValueError(f"The sentence has {len(tokens)} tokens; the Mask Explorer draws at most {max_tokens}. "
-                         "Shorten it.")
-    return tokens
+    if len(result.tokens) > max_tokens:
+        raise ValueError(f"The sentence has {len(result.tokens)} tokens ({result.note}); the Mask Explorer draws at "
+                         f"most {max_tokens}. Shorten it.")
+    return result
+
+
+def split_for_explorer(text: str, tokenizer_path: str | Path | None = None, *, max_tokens: int = 64,
+                       split: str = "whitespace") -> list[str]:
+    """The tokens of `explorer_split`: on whitespace (CJK characters one by one), per character, or with a saved
+    tokenizer.json."""
+    return explorer_split(text, tokenizer_path, split=split, max_tokens=max_tokens).tokens
 
 
 def device_label() -> str:
@@ -1015,3 +1039,47 @@ def interop_architectures() -> list[dict]:
                      "available": available})
     return rows
 # ================================================================================================ interop (end)
+
+
+# ================================================================================================ zoo (begin)
+# The model zoo (lab_models/zoo.py): one tagged run per family on one corpus at one budget, queued on the app's job
+# manager; the page's "Train the demo zoo" is `start_zoo(jobs)` with DEMO_ZOO (tiny preset, synthetic corpus, every
+# family). A second start continues: finished runs are skipped, stopped or failed ones resumed.
+from . import zoo as _zoo  # noqa: E402
+
+ZooConfig = _zoo.ZooConfig
+ZooProgress = _zoo.ZooProgress
+ZooRun = _zoo.ZooRun
+ZooPlan = _zoo.ZooPlan
+DEMO_ZOO = _zoo.DEMO_ZOO
+ZOO_ORDER = _zoo.ZOO_ORDER
+__all__ += ["ZooConfig", "ZooProgress", "ZooRun", "ZooPlan", "DEMO_ZOO", "ZOO_ORDER", "start_zoo", "stop_zoo",
+            "zoo_progress", "list_zoos", "has_runs"]
+
+
+def start_zoo(jobs: JobManager, config: ZooConfig = DEMO_ZOO) -> ZooPlan:
+    """Queue every family of the zoo that has not finished yet, in the zoo's order (GPT, GPT-2, BERT, T5 first); returns
+    which families were started, resumed, skipped (finished) or left running."""
+    return _zoo.start_zoo(jobs, config)
+
+
+def stop_zoo(jobs: JobManager, name: str = DEMO_ZOO.name) -> list[str]:
+    """Stop the zoo's queued and running runs (the running one checkpoints); `start_zoo` continues later."""
+    return _zoo.stop_zoo(jobs, name)
+
+
+def zoo_progress(jobs: RunStore, config: ZooConfig = DEMO_ZOO) -> ZooProgress:
+    """Every family of the zoo with its run's state, step, total steps, loss and validation bits per byte."""
+    return _zoo.zoo_progress(jobs, config)
+
+
+def list_zoos(jobs: RunStore | None = None, *, home=None) -> list[dict]:
+    """The zoos in the lab home, newest first: {"name", "runs", "finished"}."""
+    return _zoo.list_zoos(jobs if jobs is not None else RunStore(lab_home(home)))
+
+
+def has_runs(jobs: RunStore | None = None, *, home=None) -> bool:
+    """Whether the lab home holds any run at all (the first tab offers the demo zoo when it holds none)."""
+    store = jobs if jobs is not None else RunStore(lab_home(home))
+    return bool(store.run_ids())
+# ================================================================================================ zoo (end)

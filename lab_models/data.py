@@ -23,6 +23,8 @@ denoising rows; `denoising=False` leaves the denoising rows out (translation onl
 Vocabulary size: the tokenizer is asked for the requested size; if the corpus cannot support it (the tokenizer's
 ValueError "supports at most ~N"), `build_tokenizer` retries with N (the "~" means N can move by a few tokens between
 trainings, so it retries a few times with the new figure) and reports the lowered size in `TokenizerChoice.note`.
+If the size is too small to hold the corpus's alphabet (Chinese at the tiny preset's 512: `VocabSizeTooSmall`), it is
+raised to the smallest size that holds it and the note says so (lab_models/vocab_fit.py).
 """
 from __future__ import annotations
 
@@ -37,7 +39,8 @@ from tokenizers import Tokenizer
 from lab_models.batch import Batch
 from lab_models.corpora import Corpus
 from lab_models.objectives.common import BatchConfig
-from lab_models.tokenization import cached_tokenizer
+from lab_models.tokenization import VocabSizeTooSmall, cached_tokenizer
+from lab_models.vocab_fit import raised_note
 
 logger = logging.getLogger(__name__)
 
@@ -59,15 +62,23 @@ class TokenizerChoice:
 
 def build_tokenizer(corpus: Corpus, kind: str, vocab_size: int, *, home=None) -> TokenizerChoice:
     """Train (or load from the lab home's cache) a `kind` tokenizer of `vocab_size` on `corpus.train`, lowering the
-    size to what the corpus supports when it is too large.
+    size to what the corpus supports when it is too large, raising it to what the alphabet needs when it is too small.
 
-    Example: wordpiece at 8000 on the synthetic corpus -> vocab_size ~822 and a note "lowered from 8000 ...".
+    Examples: wordpiece at 8000 on the synthetic corpus -> vocab_size ~822 and a note "lowered from 8000 ..."; bpe at
+    512 on a Chinese corpus of ~470 distinct characters -> ~940 (each character, and each as a word end) and a note
+    "raised from 512 ...".
     """
     texts = list(corpus.train) or list(corpus.validation)
     size = vocab_size
     for _ in range(_MAX_VOCAB_RETRIES):
         try:
             result = cached_tokenizer(kind, texts, size, corpus_fingerprint=corpus.fingerprint, home=home)
+        except VocabSizeTooSmall as error:  # the alphabet does not fit (vocab_fit.py): the smallest size that does
+            if error.minimum <= size:
+                raise
+            logger.info("corpus %s needs at least %d %s tokens; retrying with that", corpus.name, error.minimum, kind)
+            size = error.minimum
+            continue
         except ValueError as error:
             match = _SUPPORTS_AT_MOST.search(str(error))
             if match is None:
@@ -76,9 +87,9 @@ def build_tokenizer(corpus: Corpus, kind: str, vocab_size: int, *, home=None) ->
             size = supported if supported < size else size - max(1, size // 100)
             logger.info("corpus %s supports about %d %s tokens; retrying with %d", corpus.name, supported, kind, size)
             continue
-        note = "" if size == vocab_size else (
-            f"vocabulary size lowered from {vocab_size} to {size}: the {corpus.name} corpus supports no more {kind} "
-            f"tokens")
+        note = "" if size == vocab_size else raised_note(kind, vocab_size, size, corpus.name) if size > vocab_size \
+            else (f"vocabulary size lowered from {vocab_size} to {size}: the {corpus.name} corpus supports no more "
+                  f"{kind} tokens")
         if note:
             logger.warning(note)
         return TokenizerChoice(result.tokenizer, kind, vocab_size, result.vocab_size, note, result.cache_key)

@@ -126,6 +126,8 @@ import torch
 
 from .families import family_spec
 from .inference import TrainedRun, load_run
+from .text_split import close_wide_spaces
+from .tokenization import tokenizer_kind
 
 __all__ = ["Generation", "GENERATION_MODES", "STRATEGIES", "MAX_NEW_TOKENS", "DEFAULT_BLANK_LENGTH",
            "generation_modes", "generate", "fill_mask"]
@@ -306,6 +308,7 @@ class _Context:
         self.backbone = getattr(run.model, "backbone", None)  # None for the LSTM families
         self.vocab = run.vocab
         self.tokenizer = run.tokenizer
+        self.spaces_wide = tokenizer_kind(run.tokenizer) == "wordpiece"  # text_split.close_wide_spaces
         self.device = run.device
         self.max_positions = run.max_positions
         V = run.model_config.vocab_size
@@ -329,7 +332,8 @@ class _Context:
         return list(self.tokenizer.encode(text, add_special_tokens=False).ids) if text.strip() else []
 
     def decode(self, ids: list[int]) -> str:
-        return self.tokenizer.decode(list(ids), skip_special_tokens=True)
+        text = self.tokenizer.decode(list(ids), skip_special_tokens=True)
+        return close_wide_spaces(text) if self.spaces_wide else text  # WordPiece spaces every CJK character
 
     def token_name(self, token_id: int) -> str:
         return self.tokenizer.id_to_token(token_id) or str(token_id)

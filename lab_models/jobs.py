@@ -8,7 +8,8 @@ read-only part is `RunStore`, which anything may create: it starts and changes n
 
 * `start(...)` creates the run folder, writes `status.json` {"state": "queued"} and `job.json` (the request, so the
   run can be resumed after a restart) atomically, and appends the job to a FIFO queue. It returns the run id
-  `f"{family}-{preset}-{YYYYmmdd-HHMMSS}-{4 hex}"`.
+  `f"{family}-{preset}-{YYYYmmdd-HHMMSS}-{4 hex}"`, or `f"zoo-{zoo}-{family}-..."` for a run of a zoo
+  (lab_models/zoo.py: `zoo=NAME` tags job.json and the trainer's config.json).
 * A supervisor thread launches queued jobs: at most `max_concurrent_per_device` run at a time on each device (cpu,
   cuda, mps; "auto" counts as the device it resolves to), in the order they were queued. A job for a free device does
   not wait behind jobs for a busy one. Each job is a subprocess in its own session (so a signal reaches the trainer
@@ -82,6 +83,7 @@ JOB_FOLDERS = ("runs", "finetunes", "sweeps")  # job folders under the lab home;
 LOG_TAIL_LINES = 20
 _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 _SETTING_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]*$")
+_ZOO_NAME = re.compile(r"^[a-z0-9][a-z0-9.-]{0,60}$")  # a zoo tag goes into run ids: lower-case slug
 _PACKAGE_ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -291,6 +293,7 @@ class RunStore:
             "preset": request.get("preset") or config.get("preset") or _nested(config, "train", "preset"),
             "corpus": request.get("corpus") or config.get("corpus") or _nested(config, "train", "corpus"),
             "device": request.get("device") or config.get("device") or _nested(config, "train", "device"),
+            "zoo": request.get("zoo") or config.get("zoo"),
             "state": status.get("state"),
             "queue_position": status.get("queue_position"),
             "stopping": status.get("stopping", False),
@@ -342,7 +345,7 @@ class RunStore:
     # ------------------------------------------------------------------ arguments
     @staticmethod
     def _validated_request(family, preset, corpus, steps, seed, device, objectives, settings, tokenizer,
-                           extra_args) -> dict:
+                           extra_args, zoo=None) -> dict:
         if not isinstance(family, str) or not re.fullmatch(r"[a-z][a-z0-9_]*", family or ""):
             raise ValueError(f"family must be a family name such as 'bert', got {family!r}.")
         if preset not in PRESETS:
@@ -381,9 +384,12 @@ class RunStore:
         extra = [str(a) for a in extra_args]
         if any("\n" in a for a in extra):
             raise ValueError("Extra trainer arguments must not contain line breaks.")
-        return {"family": family, "preset": preset, "corpus": corpus.strip() if corpus else None, "steps": steps,
-                "seed": int(seed), "device": device, "objectives": weights, "settings": values,
-                "tokenizer": tokenizer.strip() if tokenizer else None, "extra_args": extra}
+        if zoo is not None and (not isinstance(zoo, str) or not _ZOO_NAME.match(zoo)):
+            raise ValueError(f"A zoo name is a lower-case slug such as 'tiny' or 'tiny-synthetic', got {zoo!r}.")
+        request = {"family": family, "preset": preset, "corpus": corpus.strip() if corpus else None, "steps": steps,
+                   "seed": int(seed), "device": device, "objectives": weights, "settings": values,
+                   "tokenizer": tokenizer.strip() if tokenizer else None, "extra_args": extra}
+        return {**request, "zoo": zoo} if zoo else request
 
     def trainer_args(self, request: Mapping, run_dir: Path) -> list[str]:
         """The CLI arguments of a request (CONTRACT.md §2): --family ... --out <run_dir> --home <home> ..."""
@@ -400,6 +406,8 @@ class RunStore:
             args += ["--set", f"{key}={value}"]
         if request.get("tokenizer"):
             args += ["--tokenizer", request["tokenizer"]]
+        if request.get("zoo"):
+            args += ["--zoo", request["zoo"]]
         return args + list(request.get("extra_args") or [])
 
     def preview_command(self, family: str, preset: str = "tiny", corpus: str | None = None, steps: int | None = None,
@@ -442,14 +450,16 @@ class JobManager(RunStore):
     def start(self, family: str, preset: str = "tiny", corpus: str | None = None, steps: int | None = None,
               seed: int = 0, device: str = "auto", objectives: Mapping[str, float] | None = None,
               settings: Mapping[str, object] | None = None, tokenizer: str | None = None,
-              extra_args: Sequence[str] = ()) -> str:
-        """Create the run folder, write status "queued" and queue the job; return the run id."""
+              extra_args: Sequence[str] = (), zoo: str | None = None) -> str:
+        """Create the run folder, write status "queued" and queue the job; return the run id. `zoo` tags the run
+        as a member of that zoo (job.json "zoo", the trainer's --zoo, run id "zoo-<zoo>-<family>-...")."""
         request = self._validated_request(family, preset, corpus, steps, seed, device, objectives, settings,
-                                          tokenizer, extra_args)
+                                          tokenizer, extra_args, zoo)
         with self._lock:
             if self._closed:
                 raise ValueError("The job manager is shut down; restart the app to train.")
-            run_id, run_dir = self._new_run_dir(request["family"], request["preset"])
+            prefix = f"zoo-{zoo}-{request['family']}" if zoo else f"{request['family']}-{request['preset']}"
+            run_id, run_dir = self._new_run_dir(prefix)
             now = time.time()
             request.update(run_id=run_id, created=now)
             atomic_write_json(run_dir / JOB_FILE, request)
@@ -567,6 +577,17 @@ class JobManager(RunStore):
                     return
             time.sleep(0.05)
 
+    def wait_until_idle(self, timeout: float = 30.0) -> bool:
+        """Wait until no job is queued or running here (a trainer that has written its final state may still be
+        exiting); True when idle, False after `timeout` seconds."""
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            with self._lock:
+                if not self._queue and not self._running:
+                    return True
+            time.sleep(0.05)
+        return False
+
     def status(self, run_id: str) -> dict:
         """status.json of the run, with the live queue position (1 = next) and whether a stop is under way."""
         with self._lock:  # read the file and the queue together, so a launch or an exit is seen whole
@@ -655,10 +676,10 @@ class JobManager(RunStore):
                 "device": config.get("device") if config.get("device") in DEVICES else "auto"}
 
     # ------------------------------------------------------------------ internals (call with the lock held)
-    def _new_run_dir(self, family: str, preset: str) -> tuple[str, Path]:
+    def _new_run_dir(self, prefix: str) -> tuple[str, Path]:
         stamp = time.strftime("%Y%m%d-%H%M%S")
         for _ in range(100):
-            run_id = f"{family}-{preset}-{stamp}-{secrets.token_hex(2)}"
+            run_id = f"{prefix}-{stamp}-{secrets.token_hex(2)}"
             run_dir = self.runs_dir / run_id
             try:
                 run_dir.mkdir(parents=True)

@@ -2,6 +2,7 @@
 
     leaderboard(home)                        -> pandas.DataFrame, one row per run (all corpora, grouped by corpus)
     leaderboard(home, "synthetic")           -> only the runs trained on that corpus ("the same corpus" rule)
+    leaderboard(home, zoo="tiny")            -> only the runs of that zoo (lab_models/zoo.py), one per family
     leaderboard_corpora(home)                -> the corpora that have runs with weights
     write_leaderboard_csv(frame, path)       -> the CSV file (pandas reads it back unchanged)
 
@@ -382,15 +383,16 @@ def _check_settings(corpus, max_examples, seed) -> tuple[str | None, int, int]:
 
 
 def leaderboard(home=None, corpus: str | None = None, *, max_examples: int = DEFAULT_MAX_EXAMPLES, seed: int = 0,
-                progress: Callable[[int, int, str], None] | None = None):
+                progress: Callable[[int, int, str], None] | None = None, zoo: str | None = None):
     """One row per run with weights (see the module docstring for the columns and the metrics), as a DataFrame.
 
     corpus: None (or "") for every corpus, else only the runs trained on it; an unknown corpus (no run with weights
-    was trained on it) is a ValueError naming the ones that have runs. max_examples: held-out sentences per metric
-    (1 .. MAX_EXAMPLES_LIMIT); seed: picks the sentences and the masked positions. progress(done, total, message)
-    is called before each run and at the end. `frame.attrs` holds "computed" and "cached" (the run ids evaluated
-    now and those read from leaderboard.json), "seconds" (run id -> evaluation time), "tasks" (the fine-tuning tasks
-    with a column) and "settings".
+    was trained on it) is a ValueError naming the ones that have runs. zoo: only the runs tagged with that zoo (a
+    zoo's runs share a corpus and a preset; their steps follow the zoo's table). max_examples: held-out sentences
+    per metric (1 .. MAX_EXAMPLES_LIMIT); seed: picks the sentences and the masked positions. progress(done, total,
+    message) is called before each run and at the end. `frame.attrs` holds "computed" and "cached" (the run ids
+    evaluated now and those read from leaderboard.json), "seconds" (run id -> evaluation time), "tasks" (the
+    fine-tuning tasks with a column) and "settings".
     """
     import pandas as pd
 
@@ -405,6 +407,11 @@ def leaderboard(home=None, corpus: str | None = None, *, max_examples: int = DEF
                              f"{', '.join(names)}." if names else
                              "No run has weights yet: train one in the Train tab first.")
         found = chosen
+    if zoo is not None:
+        found = [item for item in found if runs.read_config(item[0]).get("zoo") == zoo]
+        if not found:
+            raise ValueError(f"No run of the zoo {zoo!r} has weights yet: train it first (the first tab's Train the "
+                             "demo zoo, or python -m lab_models.zoo).")
     examples_by_corpus: dict[str, HeldOutExamples | str] = {}
     rows, computed, cached, seconds = [], [], [], {}
     total = len(found)
@@ -446,7 +453,7 @@ def leaderboard(home=None, corpus: str | None = None, *, max_examples: int = DEF
         frame = frame.sort_values(["corpus", "val_bits_per_byte", "run_id"], na_position="last",
                                   kind="stable").reset_index(drop=True)
     frame.attrs.update(computed=computed, cached=cached, seconds=seconds, tasks=tasks,
-                       settings={"corpus": corpus, "max_examples": max_examples, "seed": seed})
+                       settings={"corpus": corpus, "max_examples": max_examples, "seed": seed, "zoo": zoo})
     if progress is not None:
         progress(total, total, "done")
     return frame

@@ -64,6 +64,7 @@ import torch.nn.functional as F
 from .families import family_spec
 from .inference import TrainedRun, load_run
 from .nn.attention import prepare_mask
+from .text_split import word_pattern
 
 __all__ = ["AttentionMaps", "MAX_TOKENS", "MAX_SENTENCES", "SIMILARITY_COLUMNS", "PROJECTION_COLUMNS",
            "contextual_similarity", "embedding_projection", "attention_maps", "hidden_states", "encode_sentence",
@@ -173,7 +174,7 @@ def word_pieces(encoded: Encoded, word: str, what: str = "the sentence") -> list
     [3, 4]
     """
     word = _check_text(word, "the word")
-    match = re.search(rf"(?<!\w){re.escape(word)}(?!\w)", encoded.text, flags=re.IGNORECASE)
+    match = re.search(word_pattern(word), encoded.text, flags=re.IGNORECASE)  # Chinese words: anywhere
     if match is None:
         raise ValueError(f"The word {word!r} does not occur in {what} ({encoded.text!r}): it must appear in both "
                          f"sentences, as a whole word.")
@@ -343,7 +344,7 @@ def contextual_similarity(run_dir, sentence_a: str, sentence_b: str, word: str) 
     sentence_a = _check_text(sentence_a, "sentence A")
     sentence_b = _check_text(sentence_b, "sentence B")
     for text, what in ((sentence_a, "sentence A"), (sentence_b, "sentence B")):
-        if re.search(rf"(?<!\w){re.escape(word)}(?!\w)", text, flags=re.IGNORECASE) is None:
+        if re.search(word_pattern(word), text, flags=re.IGNORECASE) is None:
             raise ValueError(f"The word {word!r} does not occur in {what} ({text!r}): it must appear in both "
                              f"sentences, as a whole word.")
     run = load_run(run_dir)

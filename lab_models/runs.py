@@ -373,6 +373,7 @@ def run_summary(run_dir: str | os.PathLike) -> dict:
         "family": config.get("family"),
         "preset": config.get("preset"),
         "corpus": config.get("corpus"),
+        "zoo": config.get("zoo"),
         "state": state,
         "message": status.get("message", ""),
         "step": status.get("step", train_rows[-1].get("step") if train_rows else 0),
@@ -387,7 +388,7 @@ def run_summary(run_dir: str | os.PathLike) -> dict:
 def list_runs(home=None) -> list[dict]:
     """Every run folder under `<lab home>/runs/` (one with a config.json or status.json), newest first.
 
-    Each row: run_id, path, family, preset, corpus, state ("running", "finished", "stopped", "failed", or
+    Each row: run_id, path, family, preset, corpus, zoo (lab_models/zoo.py; None for other runs), state ("running", "finished", "stopped", "failed", or
     "interrupted" when status.json says running but its process is gone), message, step, total_steps, loss (last
     train row), val_loss, val_bits_per_byte (last evaluation), created (unix time). A folder that is a symlink leading
     out of runs/ is left out (the page serves nothing outside the lab home: lab_models/safe_paths.py).

@@ -275,11 +275,20 @@ def _initial_vocabulary_size(kind: str, tokenizer: Tokenizer) -> int:
     return len(specials) + len(single_symbols)
 
 
-def _too_small(kind: str, vocab_size: int, minimum: int) -> ValueError:
-    return ValueError(
-        f"vocab_size {vocab_size} is too small for {TOKENIZER_KINDS[kind]} on this corpus: it needs at least {minimum} "
-        f"tokens ({len(special_tokens(kind))} special tokens plus the initial alphabet); raise the vocabulary size."
-    )
+class VocabSizeTooSmall(ValueError):
+    """The requested vocabulary cannot hold the special tokens plus the corpus's alphabet; `minimum` is the smallest
+    size that works for `kind` on that corpus (lab_models/vocab_fit.py raises a run's size to it)."""
+
+    def __init__(self, kind: str, requested: int, minimum: int):
+        super().__init__(
+            f"vocab_size {requested} is too small for {TOKENIZER_KINDS[kind]} on this corpus: it needs at least "
+            f"{minimum} tokens ({len(special_tokens(kind))} special tokens plus the initial alphabet); raise the "
+            "vocabulary size.")
+        self.kind, self.requested, self.minimum = kind, requested, minimum
+
+
+def _too_small(kind: str, vocab_size: int, minimum: int) -> VocabSizeTooSmall:
+    return VocabSizeTooSmall(kind, vocab_size, minimum)
 
 
 def _too_large(kind: str, vocab_size: int, supported: int) -> ValueError:

@@ -5,7 +5,7 @@
         [--model KEY=VALUE ...] [--tokenizer KIND] [--vocab-size N] [--batch-size N] [--seq-len N] [--lr X]
         [--schedule cosine|constant] [--eval-every N] [--checkpoint-every N] [--resume] [--home DIR]
         [--warmup-steps N] [--log-every N] [--eval-batches N] [--weight-decay X] [--grad-clip X]
-        [--on-nonfinite fail|skip]
+        [--on-nonfinite fail|skip] [--zoo NAME]
 
 The same command runs under `torchrun --nproc_per_node K` (DistributedDataParallel; gloo on CPU, nccl on CUDA): each
 rank draws its own batches, rank 0 alone writes files, logged numbers are averaged over ranks. The batch size is per
@@ -155,6 +155,7 @@ class TrainConfig:
     performance: dict = field(default_factory=dict)  # PerformanceConfig overrides given with --perf
     addons: dict = field(default_factory=dict)  # add-on objective -> its resolved settings (objectives/addons.py)
     on_nonfinite: str = "fail"  # or "skip" (engine.NONFINITE_POLICIES)
+    zoo: str | None = None  # the zoo this run belongs to (lab_models/zoo.py), or None
 
     def performance_config(self) -> PerformanceConfig:
         return PerformanceConfig.from_dict(self.performance)
@@ -377,6 +378,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--on-nonfinite", help="fail (default): a NaN/inf loss fails the run; skip: drop that step")
     p.add_argument("--resume", action="store_true")
     p.add_argument("--home", help="the lab home (default: $PRETRAINING_LAB_HOME or ~/.pretraining-lab)")
+    p.add_argument("--zoo", help="tag the run as a member of this zoo (python -m lab_models.zoo sets it)")
     return p
 
 
@@ -500,7 +502,7 @@ def config_from_args(args) -> tuple[TrainConfig, Corpus]:
         eval_batches=pick("eval_batches"), checkpoint_every=pick("checkpoint_every"), log_every=pick("log_every"),
         weight_decay=weight_decay, grad_clip=grad_clip, on_nonfinite=args.on_nonfinite or "fail",
         home=str(Path(home).expanduser().resolve()) if home else None,
-        performance=parse_performance_overrides(args.perf), addons=addons,
+        performance=parse_performance_overrides(args.perf), addons=addons, zoo=args.zoo or None,
     )
     config.performance_config().check_device(select_device(device))
     config.engine_config()  # validates the combination
@@ -741,7 +743,7 @@ def _config_json(config: TrainConfig, model, tokenizer_facts: dict, corpus: Corp
         "special_ids": {"pad": info.pad_id, "mask": info.mask_id, "cls": info.cls_id, "sep": info.sep_id,
                         "bos": info.bos_id, "eos": info.eos_id, "start": info.start_id, "end": info.end_id},
         "validation_note": validation_note, "train": config.to_dict(), "created": created,
-        "torch_version": torch.__version__, **extra,
+        "torch_version": torch.__version__, "zoo": config.zoo, **extra,
     }
 
 

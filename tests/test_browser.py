@@ -1,5 +1,6 @@
-"""One real-browser test: headless Chromium loads the page, opens the Tokenizer Lab, trains the tokenizers, and
-saves screenshots to artifacts/ (Mask Explorer on load, Tokenizer Lab after training).
+"""One real-browser test: headless Chromium loads the page (a fresh lab home: the first tab offers the demo zoo),
+opens the Tokenizer Lab, trains the tokenizers, and saves screenshots to artifacts/ (Mask Explorer on load, Tokenizer
+Lab after training).
 
 It skips only when Debian's chromium / chromedriver are not installed (.ci/run installs them), and says so.
 """
@@ -98,6 +99,9 @@ def test_page_loads_then_tokenizer_lab_trains(served_app, browser):
     _wait_for_text(browser, "Pretraining Lab", 60)
     _wait_for_text(browser, "compute device", 10)
     _wait_for_text(browser, "Density", 90)  # the Mask Explorer draws on load
+    _wait_for_text(browser, "This lab home has no runs yet", 10)  # the demo zoo's offer on a fresh home
+    assert any(button.is_displayed() for button in
+               browser.find_elements("xpath", "//button[normalize-space()='Train the demo zoo']"))
     browser.save_screenshot(str(ARTIFACTS / "browser-mask-explorer.png"))
 
     _click_button(browser, "Tokenizer Lab")

@@ -1,0 +1,245 @@
+"""Benchmark: the demo zoo, end to end. Targets (issue 15): the whole tiny zoo (17 families) in under 10 minutes on a
+2-core CPU; a first side-by-side comparison in under 3 minutes from `python app.py` on a fresh lab home; on a GPU,
+`--preset small` for every family in under 10 minutes.
+
+    python benchmarks/bench_zoo.py [--preset tiny] [--families all|gpt,bert,...] [--steps N] [--home DIR]
+    python benchmarks/bench_zoo.py --time-to-first-comparison [--port 7899]
+
+Default mode: trains the zoo into a fresh temporary lab home (or --home) through the job manager, exactly as
+`python -m lab_models.zoo` does, and prints the total time, the time until the first one, two and three runs had
+finished, each run's time (from launch to exit, tokenizer training and the Python start-up included), and a quality
+check: GPT's greedy continuation of "the small cat", and for every family that can fill a blank its accuracy on 48
+easy blanks of held-out synthetic sentences: one word masked (a noun after its adjective or determiner, a
+determiner, a verb after its subject, the final "."), scored twice, as the exact word and as the word's class (any
+noun for a noun, ...). The grammar's lexicon decides the classes (lab_models/synthetic.py). The load average
+(`os.getloadavg`) before and after is printed: timings on a busy machine are pessimistic.
+
+--time-to-first-comparison: starts `python app.py` on a fresh lab home, clicks "Train the demo zoo" through
+gradio_client (`/zoo_start`), and reports when the Compare tab could show two finished runs side by side: the first
+moment two demo-zoo runs are finished and `/compare_generate` answers for both without an error. Then it stops the zoo
+and the app.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from anywhere, as the other benchmarks
+
+from lab_models import api, synthetic  # noqa: E402
+from lab_models.jobs import JobManager  # noqa: E402
+from lab_models.zoo import ZooConfig, parse_families, start_zoo, stop_zoo, zoo_progress  # noqa: E402
+
+REPO = Path(__file__).resolve().parent.parent
+TARGET_ZOO_S = 600.0
+TARGET_FIRST_COMPARISON_S = 180.0
+PROMPT = "the small cat"
+BLANKS = 48
+BLANK_TAGS = ("NOUN", "DET", "VERB", "PUNCT")  # the easy blanks: a noun, a determiner, a verb, the final "."
+
+
+def load() -> str:
+    return "load average " + " / ".join(f"{value:.2f}" for value in os.getloadavg()) + f" on {os.cpu_count()} CPUs"
+
+
+def easy_blanks(count: int = BLANKS, seed: int = 1) -> list[tuple[str, str, str]]:
+    """(sentence with one [MASK], the word, its tag) for sentences of a synthetic seed the corpus was not drawn
+    from, each tag in BLANK_TAGS in turn."""
+    data = synthetic.synthetic_dataset(seed=seed, n_sentences=400)
+    rng = random.Random(seed)
+    blanks = []
+    examples = list(data.examples)
+    rng.shuffle(examples)
+    for example in examples:
+        tag = BLANK_TAGS[len(blanks) % len(BLANK_TAGS)]
+        positions = [i for i, t in enumerate(example.tags) if t == tag and i > 0]
+        if not positions:
+            continue
+        i = positions[0]
+        words = list(example.tokens)
+        word = words[i]
+        words[i] = "[MASK]"
+        blanks.append((" ".join(words), word, tag))
+        if len(blanks) == count:
+            break
+    return blanks
+
+
+def word_classes() -> dict[str, set[str]]:
+    """tag -> every word the grammar gives that tag (from a large sample of derivations)."""
+    classes: dict[str, set[str]] = {}
+    for example in synthetic.synthetic_dataset(seed=0, n_sentences=8000).examples:
+        for word, tag in zip(example.tokens, example.tags):
+            classes.setdefault(tag, set()).add(word)
+    return classes
+
+
+def fill_mask_scores(run_dir: Path, blanks, classes) -> tuple[float, float] | None:
+    """(exact accuracy, class accuracy) of the top-1 fill over the easy blanks; None when the family cannot."""
+    exact = right_class = 0
+    for sentence, word, tag in blanks:
+        try:
+            slots = api.fill_mask(run_dir, sentence, top_k=1)
+        except ValueError:
+            return None
+        guess = slots[0][0][0].strip() if slots and slots[0] else ""
+        exact += guess == word
+        right_class += guess in classes.get(tag, set())
+    return exact / len(blanks), right_class / len(blanks)
+
+
+def quality(home: Path, config: ZooConfig) -> None:
+    progress = zoo_progress(api.RunStore(home), config)
+    runs = {run.family: home / "runs" / run.run_id for run in progress.runs if run.state == "finished"}
+    lexicon = set(synthetic.vocabulary())
+    if "gpt" in runs:
+        generation = api.generate(runs["gpt"], PROMPT, max_new_tokens=24)
+        words = generation.new_text.split()
+        in_lexicon = sum(word in lexicon for word in words) / max(len(words), 1)
+        print(f"\nGPT continues {PROMPT!r}: {generation.text!r}\n  {in_lexicon:.0%} of its words are in the "
+              "grammar's lexicon")
+    blanks, classes = easy_blanks(), word_classes()
+    print(f"\nfill-mask on {len(blanks)} easy blanks of unseen synthetic sentences (e.g. {blanks[0][0]!r}):")
+    print(f"{'family':10s} {'exact':>6s} {'class':>6s}")
+    for family, run_dir in runs.items():
+        scores = fill_mask_scores(run_dir, blanks, classes)
+        if scores is not None:
+            print(f"{family:10s} {scores[0]:6.0%} {scores[1]:6.0%}")
+    if "bert" in runs:
+        sentence = "the small [MASK] sees a red ball ."
+        top = api.fill_mask(runs["bert"], sentence, top_k=3)[0]
+        print(f"BERT fills {sentence!r}: " + ", ".join(f"{token.strip()!r} {p:.2f}" for token, p in top))
+
+
+def train_zoo(args) -> None:
+    home = Path(args.home) if args.home else Path(tempfile.mkdtemp(prefix="bench-zoo-"))
+    config = ZooConfig(preset=args.preset, families=parse_families(args.families), steps=args.steps,
+                       device=args.device)
+    print(f"zoo {config.name}: {len(config.families)} families into {home} ({load()})", flush=True)
+    jobs = JobManager(home, recover=False, poll_interval_s=0.1)
+    began = time.monotonic()
+    start_zoo(jobs, config)
+    launched: dict[str, float] = {}
+    ended: dict[str, float] = {}
+    try:
+        while True:
+            progress = zoo_progress(jobs, config)
+            now = time.monotonic() - began
+            for run in progress.runs:
+                if run.state == "running":
+                    launched.setdefault(run.family, now)
+                elif run.state in ("finished", "failed", "stopped") and run.family not in ended:
+                    launched.setdefault(run.family, now)
+                    ended[run.family] = now
+                    print(f"  {len(ended):2d}/{len(progress.runs)} {run.family:9s} {run.state:8s} "
+                          f"{ended[run.family] - launched[run.family]:6.1f} s (at {now:6.1f} s)", flush=True)
+            if not progress.active:
+                break
+            time.sleep(0.2)
+    except KeyboardInterrupt:
+        stop_zoo(jobs, config.name)
+        raise
+    finally:
+        jobs.close()
+    total = time.monotonic() - began
+    order = sorted(ended.values())
+    firsts = ", ".join(f"{k + 1}: {order[k]:.1f} s" for k in range(min(3, len(order))))
+    verdict = "ok" if total < TARGET_ZOO_S or config.preset != "tiny" else "SLOW"
+    print(f"\ntotal {total:.1f} s for {len(ended)} runs (target < {TARGET_ZOO_S:.0f} s: {verdict}); first finished "
+          f"runs at {firsts}; {load()}")
+    print(f"{'family':10s} {'steps':>6s} {'seconds':>8s} {'val bits/byte':>14s}")
+    for run in zoo_progress(api.RunStore(home), config).runs:
+        seconds = ended.get(run.family, float("nan")) - launched.get(run.family, float("nan"))
+        bits = f"{run.val_bits_per_byte:.3f}" if run.val_bits_per_byte is not None else "—"
+        print(f"{run.family:10s} {run.total_steps:6d} {seconds:8.1f} {bits:>14s}")
+    quality(home, config)
+    if not args.home and not args.keep:
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def time_to_first_comparison(args) -> None:
+    import httpx
+    from gradio_client import Client
+
+    home = Path(args.home) if args.home else Path(tempfile.mkdtemp(prefix="bench-zoo-app-"))
+    port = args.port or _free_port()
+    url = f"http://127.0.0.1:{port}/"
+    print(f"python app.py on a fresh lab home {home} ({load()})", flush=True)
+    began = time.monotonic()
+    app = subprocess.Popen([sys.executable, "app.py", "--port", str(port)], cwd=REPO,
+                           env={**os.environ, "PRETRAINING_LAB_HOME": str(home)}, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL)
+    client = None
+    try:
+        while True:
+            try:
+                if httpx.get(url, timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.2)
+        served = time.monotonic() - began
+        client = Client(url, verbose=False)
+        client.predict(api_name="/zoo_start")
+        clicked = time.monotonic() - began
+        print(f"page served after {served:.1f} s; Train the demo zoo clicked at {clicked:.1f} s", flush=True)
+        store = api.RunStore(home)
+        while True:
+            finished = [run.run_id for run in zoo_progress(store).runs if run.state == "finished"]
+            if len(finished) >= 2:
+                page, details = client.predict(finished[:2], PROMPT, "auto", "greedy", 1.0, 0, 1.0, 4, 12, 0, 4, 0,
+                                               api_name="/compare_generate")
+                if len(details) == 2 and all("error" not in column for column in details):
+                    break
+            time.sleep(0.5)
+        shown = time.monotonic() - began
+        verdict = "ok" if shown < TARGET_FIRST_COMPARISON_S else "SLOW"
+        print(f"first side-by-side comparison ({', '.join(d['family'] for d in details)}) at {shown:.1f} s after "
+              f"python app.py (target < {TARGET_FIRST_COMPARISON_S:.0f} s: {verdict}); {load()}")
+        for column in details:
+            print(f"  {column['family']}: {column.get('text')!r}")
+        client.predict(api_name="/zoo_stop")
+    finally:
+        app.terminate()
+        try:
+            app.wait(timeout=90)
+        except subprocess.TimeoutExpired:
+            app.kill()
+        if args.home or args.keep:
+            print(f"lab home kept: {home} (python app.py --home {home} continues the zoo)")
+        else:
+            shutil.rmtree(home, ignore_errors=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--preset", default="tiny")
+    parser.add_argument("--families", default="all")
+    parser.add_argument("--steps", type=int)
+    parser.add_argument("--device", default="auto")
+    parser.add_argument("--home", help="a fresh lab home to use (kept) instead of a temporary one")
+    parser.add_argument("--keep", action="store_true", help="keep the temporary lab home")
+    parser.add_argument("--time-to-first-comparison", action="store_true")
+    parser.add_argument("--port", type=int)
+    args = parser.parse_args()
+    if args.time_to_first_comparison:
+        time_to_first_comparison(args)
+    else:
+        train_zoo(args)
+
+
+if __name__ == "__main__":
+    main()

@@ -17,6 +17,7 @@ from lab_models import api
 
 from . import (compare_tab, corpora_tab, leaderboard_tab, mask_explorer_tab, scaling_tab, tokenizer_tab, train_tab,
                understand_tab, zoo_panel)
+from .i18n import LANGUAGE_ON_LOAD_JS, LANGUAGE_SWITCH_JS, LANGUAGES, lab_i18n, text
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
 TITLE = "Pretraining Lab"
@@ -24,9 +25,20 @@ TITLE = "Pretraining Lab"
 
 def header_html() -> str:
     return (f'<div class="lab-header"><h1>{TITLE}</h1>'
-            f'<span class="lab-device" id="lab-device">compute device: {html.escape(api.device_label())}</span></div>'
-            '<p>One backbone, many batch builders: the pretraining families differ mostly in <b>which position may '
-            'attend to which</b> and <b>what is predicted</b>.</p>')
+            f'<span class="lab-device" id="lab-device">{text("header.device")}: '
+            f'{html.escape(api.device_label())}</span></div>')
+
+
+def build_header():
+    """The title with the compute device, the language switch (English / 中文) and the tagline."""
+    with gr.Row(equal_height=True):
+        gr.HTML(header_html(), elem_id="lab-header")
+        language = gr.Radio(list(LANGUAGES.values()), value=LANGUAGES["en"], label=text("header.language"),
+                            elem_id="lab-language", scale=0, min_width=200)
+    gr.Markdown(text("header.tagline"))
+    # The switch runs in the browser only (the frontend translates); no server round trip.
+    language.change(None, language, language, js=LANGUAGE_SWITCH_JS, api_name="switch_language")
+    return language
 
 
 def build_app(home=None, jobs=None) -> gr.Blocks:
@@ -40,24 +52,24 @@ def build_app(home=None, jobs=None) -> gr.Blocks:
     jobs = jobs if jobs is not None else api.create_job_manager(home)
     try:
         with gr.Blocks(title=TITLE) as demo:
-            gr.HTML(header_html())
+            language = build_header()
             with gr.Tabs():
-                with gr.Tab("Mask Explorer", id="mask-explorer"):
+                with gr.Tab(text("header.tab_mask_explorer"), id="mask-explorer"):
                     zoo = zoo_panel.build(home, jobs)  # the demo zoo offer on a fresh lab home, then its progress
                     draw, explorer_inputs, explorer_outputs, explorer_handler = mask_explorer_tab.build(home)
-                with gr.Tab("Train", id="train"):
+                with gr.Tab(text("header.tab_train"), id="train"):
                     train = train_tab.build(home, jobs, corpus_choices)
-                with gr.Tab("Scaling", id="scaling") as scaling_page:
+                with gr.Tab(text("header.tab_scaling"), id="scaling") as scaling_page:
                     scaling_tab.build(home, jobs, scaling_page)
-                with gr.Tab("Compare", id="compare") as compare_page:
+                with gr.Tab(text("header.tab_compare"), id="compare") as compare_page:
                     compare_tab.build(home, jobs, compare_page)
-                with gr.Tab("Understand", id="understand") as understand_page:
+                with gr.Tab(text("header.tab_understand"), id="understand") as understand_page:
                     understand_tab.build(home, jobs, understand_page)
-                with gr.Tab("Leaderboard", id="leaderboard") as leaderboard_page:
+                with gr.Tab(text("header.tab_leaderboard"), id="leaderboard") as leaderboard_page:
                     leaderboard_tab.build(home, jobs, leaderboard_page)
-                with gr.Tab("Tokenizer Lab", id="tokenizer-lab"):
+                with gr.Tab(text("header.tab_tokenizer_lab"), id="tokenizer-lab"):
                     tokenizer_components = tokenizer_tab.build(home, corpus_choices)
-                with gr.Tab("Corpora", id="corpora"):
+                with gr.Tab(text("header.tab_corpora"), id="corpora"):
                     corpus_dropdown, imported, corpora_view = corpora_tab.build(home, corpus_choices)
             imported.then(corpora_view.refresh, tokenizer_components["corpus"], tokenizer_components["corpus"],
                           api_name="refresh_tokenizer_corpora")
@@ -65,6 +77,7 @@ def build_app(home=None, jobs=None) -> gr.Blocks:
             demo.load(explorer_handler, explorer_inputs, explorer_outputs, api_name="explore_masks_on_load")
             demo.load(*train.load, api_name="list_runs_on_load", show_progress="hidden")
             demo.load(*zoo.load, api_name="zoo_panel_on_load", show_progress="hidden")
+            demo.load(None, None, language, js=LANGUAGE_ON_LOAD_JS, api_name="language_on_load")
     except BaseException:
         jobs.close()
         raise
@@ -74,4 +87,4 @@ def build_app(home=None, jobs=None) -> gr.Blocks:
 
 def launch_kwargs() -> dict:
     """Arguments for `Blocks.launch` that style the page (Gradio 6 takes css/theme at launch)."""
-    return {"css": (ASSETS / "lab.css").read_text(encoding="utf-8"), "theme": gr.themes.Soft()}
+    return {"css": (ASSETS / "lab.css").read_text(encoding="utf-8"), "theme": gr.themes.Soft(), "i18n": lab_i18n()}

@@ -82,7 +82,7 @@ def hammer_mask_explorer(url: str, clients: int, calls: int, deadline_s: float =
             try:
                 job = client.submit(*explorer_inputs(number * calls + call), api_name="/explore_masks")
                 outputs = job.result(timeout=deadline_s)
-                assert len(outputs) == 12 and outputs[0], "an empty answer"
+                assert len(outputs) == 13 and outputs[0], "an empty answer"  # 4 slots x 3, the split note
             except Exception as error:  # noqa: BLE001
                 with lock:
                     result.errors.append(f"client {number} call {call}: {type(error).__name__}: {error}")

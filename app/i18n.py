@@ -1,0 +1,118 @@
+"""The page's two languages, English and Chinese (中文), through Gradio's own i18n (`gr.I18n`).
+
+Every label, help text, legend and message that the page shows is a key here: `text("train.steps")` in the UI code,
+its English in `app/locales/en/<area>.json` and its Chinese in `app/locales/zh/<area>.json` (one folder per language;
+one file per tab or panel, the `<area>` part of the key). The browser picks the language from its own settings; the
+header's language switch (`LANGUAGE_SWITCH_JS`) changes it in place. Family names and paper terms (MLM, NSP, span,
+Switch, ...) stay as the papers write them, in both languages.
+
+Deviation from a complete translation: Gradio translates only static text in the frontend, so texts that the server
+computes (a run's status line, the figures' titles and axes, a backend error's message) stay in English; the UI's own
+messages and every static label are translated.
+"""
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from pathlib import Path
+
+import gradio as gr
+
+LOCALES = Path(__file__).resolve().parent / "locales"
+LANGUAGES = {"en": "English", "zh": "中文"}
+FALLBACK = "en"
+
+
+def _read_language(language: str) -> dict[str, dict[str, str]]:
+    """`app/locales/<language>/*.json` as {area: {name: text}}; an area's file is a flat {name: text} object."""
+    areas = {}
+    for path in sorted((LOCALES / language).glob("*.json")):
+        entries = json.loads(path.read_text(encoding="utf-8"))
+        if not isinstance(entries, dict) or not all(isinstance(v, str) for v in entries.values()):
+            raise ValueError(f"{path} must be one JSON object of name -> text.")
+        areas[path.stem] = entries
+    return areas
+
+
+@lru_cache(maxsize=1)
+def translations() -> dict[str, dict[str, dict[str, str]]]:
+    """{language: {area: {name: text}}} for every language in LANGUAGES (read once)."""
+    return {language: _read_language(language) for language in LANGUAGES}
+
+
+@lru_cache(maxsize=1)
+def lab_i18n() -> gr.I18n:
+    """The `gr.I18n` that `Blocks.launch(i18n=...)` gets. Chinese is registered as "zh" and as the browser tags
+    "zh-CN", "zh-TW", "zh-HK" and "zh-SG" so that every Chinese browser finds it."""
+    texts = translations()
+    by_locale = {language: _nested(areas) for language, areas in texts.items()}
+    for tag in ("zh-CN", "zh-TW", "zh-HK", "zh-SG"):
+        by_locale[tag] = by_locale["zh"]
+    return gr.I18n(**by_locale)
+
+
+def _nested(areas: dict[str, dict[str, str]]) -> dict[str, dict[str, str]]:
+    return {area: dict(entries) for area, entries in areas.items()}
+
+
+def text(key: str):
+    """The translatable text `key` ("area.name"), for a component's label, info, placeholder or value (a Button's
+    text, a Markdown's body). KeyError when English has no such text, so a typo fails when the page is built."""
+    area, _, name = key.partition(".")
+    if name not in translations()[FALLBACK].get(area, {}):
+        raise KeyError(f"no English text {key!r} in app/locales/en/{area}.json")
+    return lab_i18n()(key)
+
+
+def english(key: str) -> str:
+    """The English of `key` (for texts the server has to write itself, such as a note in a Markdown update)."""
+    area, _, name = key.partition(".")
+    return translations()[FALLBACK][area][name]
+
+
+STORAGE_KEY = "pretraining-lab-language"
+
+# The browser-side switch. Gradio keeps its locale in its frontend module (the one that exports `changeLocale`); the
+# page has loaded it already, so importing its URL again returns that same instance. A tab's name in the tab bar is
+# redrawn when the tab is shown, so after the change every tab is shown once and the one the user was on last.
+_SET_LANGUAGE = """
+async function setLabLanguage(code) {
+  const urls = performance.getEntriesByType("resource").map((entry) => entry.name)
+    .filter((name) => /\\/assets\\/core-[^/]*\\.js$/.test(name));
+  for (const url of urls) {
+    const module = await import(url);
+    if (typeof module.changeLocale !== "function") { continue; }
+    module.changeLocale(code === "zh" ? "zh-CN" : "en");  // zh-CN: Gradio's own texts have it too
+    await new Promise((resolve) => setTimeout(resolve, 400));  // the built-in Chinese texts load lazily
+    const tabs = Array.from(document.querySelectorAll("button[role=tab]"));
+    const current = tabs.find((tab) => tab.getAttribute("aria-selected") === "true");
+    for (const tab of tabs) { if (tab !== current) { tab.click(); await new Promise((r) => setTimeout(r, 30)); } }
+    if (current) { current.click(); }
+    return true;
+  }
+  return false;
+}
+"""
+
+# The header's switch: set the language now and remember it for the next visit.
+LANGUAGE_SWITCH_JS = """
+async (language) => {
+  %(set)s
+  const code = language === "%(zh)s" ? "zh" : "en";
+  try { window.localStorage.setItem("%(key)s", code); } catch (error) {}
+  await setLabLanguage(code);
+  return language;
+}
+""" % {"set": _SET_LANGUAGE, "key": STORAGE_KEY, "zh": LANGUAGES["zh"]}
+
+# On load: the browser's language, unless the switch was used before (then that choice); the switch shows it.
+LANGUAGE_ON_LOAD_JS = """
+async () => {
+  %(set)s
+  const browser = (navigator.language || "en").toLowerCase().startsWith("zh") ? "zh" : "en";
+  let code = browser;
+  try { code = window.localStorage.getItem("%(key)s") || browser; } catch (error) {}
+  if (code !== browser) { await setLabLanguage(code); }
+  return code === "zh" ? "%(zh)s" : "%(en)s";
+}
+""" % {"set": _SET_LANGUAGE, "key": STORAGE_KEY, "zh": LANGUAGES["zh"], "en": LANGUAGES["en"]}

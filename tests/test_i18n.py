@@ -1,0 +1,79 @@
+"""The page's two languages (app/i18n.py, app/locales/): every text the UI code asks for exists in English and in
+Chinese, both languages have the same texts, and the I18n handed to `launch` carries them."""
+from __future__ import annotations
+
+import ast
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from app import i18n
+
+APP = Path(__file__).resolve().parent.parent / "app"
+
+
+def _keys_used_in_app() -> dict[str, str]:
+    """Every literal key passed to `text(...)` in app/*.py -> the file that uses it."""
+    used = {}
+    for path in sorted(APP.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "text"
+                    and node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
+                used[node.args[0].value] = path.name
+    return used
+
+
+def _all_keys(language: str) -> set[str]:
+    return {f"{area}.{name}" for area, entries in i18n.translations()[language].items() for name in entries}
+
+
+def test_every_key_the_page_uses_is_in_both_languages():
+    used = _keys_used_in_app()
+    assert len(used) >= 10  # the header alone asks for ten
+    for language in i18n.LANGUAGES:
+        missing = sorted(f"{key} ({where})" for key, where in used.items() if key not in _all_keys(language))
+        assert not missing, f"{language} lacks: {missing}"
+
+
+def test_both_languages_have_the_same_texts_and_none_is_empty():
+    english, chinese = _all_keys("en"), _all_keys("zh")
+    assert english == chinese, {"only English": sorted(english - chinese), "only Chinese": sorted(chinese - english)}
+    for language in i18n.LANGUAGES:
+        for area, entries in i18n.translations()[language].items():
+            assert all(value.strip() for value in entries.values()), (language, area)
+
+
+def test_chinese_texts_are_chinese_and_keep_the_paper_terms():
+    chinese = i18n.translations()["zh"]
+    assert re.search(r"[\u4e00-\u9fff]", chinese["header"]["tab_train"])
+    for area, entries in chinese.items():
+        for name, value in entries.items():
+            english = i18n.translations()["en"][area][name]
+            # a family name in the English stays as the paper writes it in the Chinese
+            for family in ("GPT-2", "BERT", "RoBERTa", "ELECTRA", "XLNet", "UniLM", "T5", "Switch"):
+                if re.search(rf"\b{re.escape(family)}\b", english):
+                    assert family in value, (area, name, family)
+
+
+def test_text_refuses_a_key_english_lacks():
+    with pytest.raises(KeyError, match="app/locales/en/header.json"):
+        i18n.text("header.no_such_text")
+
+
+def test_launch_gets_both_languages_for_every_chinese_browser_tag():
+    from app.main import launch_kwargs
+
+    table = launch_kwargs()["i18n"].translations_dict
+    assert table["en"]["header"]["tab_train"] == "Train"
+    for tag in ("zh", "zh-CN", "zh-TW"):
+        assert table[tag]["header"]["tab_train"] == "训练"
+
+
+def test_locale_files_are_flat_objects_of_text(tmp_path, monkeypatch):
+    (tmp_path / "en").mkdir()
+    (tmp_path / "en" / "bad.json").write_text(json.dumps({"nested": {"a": "b"}}), encoding="utf-8")
+    monkeypatch.setattr(i18n, "LOCALES", tmp_path)
+    with pytest.raises(ValueError, match="one JSON object of name -> text"):
+        i18n._read_language("en")

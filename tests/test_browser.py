@@ -1,6 +1,6 @@
-"""One real-browser test: headless Chromium loads the page (a fresh lab home: the first tab offers the demo zoo),
+"""Real-browser tests: headless Chromium loads the page (a fresh lab home: the first tab offers the demo zoo),
 opens the Tokenizer Lab, trains the tokenizers, and saves screenshots to artifacts/ (Mask Explorer on load, Tokenizer
-Lab after training).
+Lab after training); a Chinese browser gets the page in Chinese, and the header's switch turns it to English.
 
 It skips only when Debian's chromium / chromedriver are not installed (.ci/run installs them), and says so.
 """
@@ -59,8 +59,7 @@ def served_app(tmp_path_factory):
         process.kill()
 
 
-@pytest.fixture(scope="module")
-def browser(tmp_path_factory):
+def _chromium(profile: Path, language: str):
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
@@ -68,10 +67,23 @@ def browser(tmp_path_factory):
     options.binary_location = CHROMIUM
     for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                 "--disable-dev-shm-usage", "--window-size=1400,1800",
-                 f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}"):
+                 "--disable-dev-shm-usage", "--window-size=1400,1800", f"--lang={language}",
+                 f"--user-data-dir={profile}"):
         options.add_argument(flag)
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    options.add_experimental_option("prefs", {"intl.accept_languages": language})
+    return webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory):
+    driver = _chromium(tmp_path_factory.mktemp("chromium-profile"), "en-US")
+    yield driver
+    driver.quit()
+
+
+@pytest.fixture
+def chinese_browser(tmp_path_factory):
+    driver = _chromium(tmp_path_factory.mktemp("chromium-profile-zh"), "zh-CN")
     yield driver
     driver.quit()
 
@@ -83,6 +95,10 @@ def _wait_for_text(driver, text: str, timeout: float) -> None:
             return
         time.sleep(0.5)
     raise AssertionError(f"{text!r} did not appear within {timeout} s")
+
+
+def _tab_names(driver) -> list[str]:
+    return [tab.text for tab in driver.find_elements("css selector", "button[role=tab]")]
 
 
 def _click_button(driver, label: str) -> None:
@@ -113,3 +129,32 @@ def test_page_loads_then_tokenizer_lab_trains(served_app, browser):
     body = browser.find_element("tag name", "body").text
     assert "Byte-level BPE (GPT-2)" in body and "WordPiece (BERT)" in body
     assert (ARTIFACTS / "browser-tokenizer-lab.png").stat().st_size > 10_000
+
+
+def test_a_chinese_browser_gets_the_page_in_chinese_and_the_switch_changes_it(served_app, chinese_browser):
+    """The browser's language picks the page's (gr.I18n, app/locales/); the header's switch changes it in place."""
+    driver = chinese_browser
+    driver.get(served_app)
+    _wait_for_text(driver, "计算设备", 60)  # "compute device" in the header
+    _wait_for_text(driver, "哪个位置可以注意哪个位置", 10)  # the tagline
+    assert _tab_names(driver)[:4] == ["掩码浏览器", "训练", "规模", "比较"]
+    body = driver.find_element("tag name", "body").text
+    assert "__i18n__" not in body  # no untranslated marker anywhere
+    assert "BERT" in body and "GPT-2" in body  # family names stay as the papers write them
+    driver.save_screenshot(str(ARTIFACTS / "browser-chinese.png"))
+
+    for label in driver.find_elements("xpath", "//label[normalize-space()='English']"):
+        if label.is_displayed():
+            label.click()
+            break
+    deadline = time.time() + 20
+    while time.time() < deadline and _tab_names(driver)[:2] != ["Mask Explorer", "Train"]:
+        time.sleep(0.5)
+    assert _tab_names(driver)[:4] == ["Mask Explorer", "Train", "Scaling", "Compare"]
+    _wait_for_text(driver, "compute device", 10)
+    driver.refresh()  # the choice is remembered over the browser's language
+    _wait_for_text(driver, "compute device", 60)
+    deadline = time.time() + 20
+    while time.time() < deadline and _tab_names(driver)[:1] != ["Mask Explorer"]:
+        time.sleep(0.5)
+    assert _tab_names(driver)[:2] == ["Mask Explorer", "Train"]

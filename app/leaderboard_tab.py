@@ -41,6 +41,9 @@ NO_RUNS = "No run has weights yet: train some in the Train tab (e.g. gpt, bert a
           "press Refresh."  # the status API clients read, and the empty figure's title (both stay English)
 NO_RUNS_INFO = str(text("leaderboard.no_runs"))  # the same, under the corpus picker, in the reader's language
 CORPUS_INFO = str(text("leaderboard.corpus_info"))  # "the corpora that have runs with weights"
+# "all corpora, grouped by corpus". A marker string, not the I18nData: an update's choices go out through json.dumps
+# on the /call API, which cannot write an I18nData object.
+ALL_CORPORA_LABEL = str(text("leaderboard.all_corpora"))
 EXAMPLE_CHOICES = (8, 256)  # the range of the held-out sentences slider
 REFRESH_S = 5.0  # the corpus and zoo pickers follow new runs this often
 ZOO_NOTE = ("A zoo's runs share one corpus and one preset; their steps follow the zoo's table (about the same time "
@@ -51,10 +54,10 @@ def corpus_choices(corpora: list[str]) -> list[tuple[str, str]]:
     """The picker's choices: each corpus with runs, then every corpus together.
 
     >>> choices = corpus_choices(["synthetic"])
-    >>> choices[0], choices[1][1], choices[1][0].key  # the last one's label: "all corpora, grouped by corpus"
-    (('synthetic', 'synthetic'), '(all corpora)', 'leaderboard.all_corpora')
+    >>> choices[0], choices[1][1], choices[1][0] == ALL_CORPORA_LABEL  # label: "all corpora, grouped by corpus"
+    (('synthetic', 'synthetic'), '(all corpora)', True)
     """
-    return [(name, name) for name in corpora] + [(text("leaderboard.all_corpora"), ALL_CORPORA)]
+    return [(name, name) for name in corpora] + [(ALL_CORPORA_LABEL, ALL_CORPORA)]
 
 
 def status_markdown(frame: pd.DataFrame, corpus: str | None) -> str:

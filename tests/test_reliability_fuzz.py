@@ -188,12 +188,14 @@ def endpoints(fuzz_app) -> dict[str, list[dict]]:
 
 
 def english_label(label):
-    """A parameter's label in English: a translated label reaches API clients as Gradio's i18n marker
-    (`__i18n__{"__type__": ..., "key": "tokenizer.corpus"}`, app/i18n.py), which the run and corpus checks read as
-    the English text."""
+    """A parameter's label in English: a translated label (app/i18n.py) reaches API clients as Gradio's i18n
+    metadata ({"_type": "translation_metadata", "key": "tokenizer.corpus"}, or that marker in a string), which the run
+    and corpus checks read as the English text."""
     from app.i18n import english
 
-    marker = re.fullmatch(r"__i18n__(\{.*\})", label or "")
+    if isinstance(label, dict) and "key" in label:
+        return english(label["key"])
+    marker = re.fullmatch(r"__i18n__(\{.*\})", label) if isinstance(label, str) else None
     return english(json.loads(marker.group(1))["key"]) if marker else label
 
 

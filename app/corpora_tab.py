@@ -10,6 +10,20 @@ import gradio as gr
 from lab_models import api
 
 from .errors import user_errors
+from .i18n import text
+
+# The built-in corpora that app/locales/*/corpora.json "intro" describes; another built-in corpus makes the page list
+# them all in `api.BUILTIN_CORPORA`'s English instead (tests/test_corpora.py keeps the two in step).
+DESCRIBED_CORPORA = ("stdlib-docs", "synthetic")
+SAMPLE_HEADING = str(text("corpora.sample"))  # "**Sample**" above the corpus card's sample, in the reader's language
+
+
+def corpora_intro():
+    """The tab's opening Markdown: the built-in corpora and their descriptions, then the invitation to upload."""
+    if tuple(api.BUILTIN_CORPORA) == DESCRIBED_CORPORA:
+        return text("corpora.intro")
+    descriptions = "\n".join(f"- **{name}**: {about}" for name, about in api.BUILTIN_CORPORA.items())
+    return f"Built-in corpora (nothing is downloaded):\n{descriptions}\n\nOr upload your own text below."
 
 
 class CorporaView:
@@ -30,7 +44,7 @@ class CorporaView:
         table = pd.DataFrame({"field": list(facts) + ["language mix"],
                               "value": [str(v) for v in facts.values()] + [mix]})
         sample = "\n\n".join(f"> {s}" for s in card.get("sample", []))
-        return table, f"**Sample**\n\n{sample}"
+        return table, SAMPLE_HEADING + f"\n\n{sample}"
 
     def inspect(self, file_path):
         """After an upload: which text columns the file has (for .csv / .jsonl)."""
@@ -59,23 +73,22 @@ class CorporaView:
 def build(home, corpus_choices: list[str]):
     """Lay out the tab; return (the corpus dropdown, the import event) so other tabs can follow new corpora."""
     view = CorporaView(home)
-    descriptions = "\n".join(f"- **{name}**: {text}" for name, text in api.BUILTIN_CORPORA.items())
-    gr.Markdown(f"Built-in corpora (nothing is downloaded):\n{descriptions}\n\nOr upload your own text below.")
+    gr.Markdown(corpora_intro())
     with gr.Row():
         with gr.Column(scale=1):
             corpus = gr.Dropdown(corpus_choices, value=corpus_choices[0] if corpus_choices else None,
-                                 label="Corpus")
-            show = gr.Button("Show corpus card")
-            gr.Markdown("### Upload a corpus")
-            upload = gr.File(label="A .txt, .md, .jsonl or .csv file", file_types=[".txt", ".md", ".jsonl", ".csv"],
+                                 label=text("corpora.corpus"))
+            show = gr.Button(text("corpora.show_card"))
+            gr.Markdown(text("corpora.upload_heading"))
+            upload = gr.File(label=text("corpora.upload"), file_types=[".txt", ".md", ".jsonl", ".csv"],
                              type="filepath")
             upload_note = gr.Markdown()
-            column = gr.Dropdown([], label="Text column", visible=False, allow_custom_value=False)
-            name = gr.Textbox(label="Name (optional; letters, digits, - _ .)", placeholder="my-corpus")
-            import_button = gr.Button("Import corpus", variant="primary")
+            column = gr.Dropdown([], label=text("corpora.column"), visible=False, allow_custom_value=False)
+            name = gr.Textbox(label=text("corpora.name"), placeholder="my-corpus")
+            import_button = gr.Button(text("corpora.import"), variant="primary")
             import_status = gr.Markdown()
         with gr.Column(scale=2):
-            card = gr.Dataframe(label="Corpus card", interactive=False)
+            card = gr.Dataframe(label=text("corpora.card"), interactive=False)
             sample = gr.Markdown()
 
     show.click(user_errors(view.card), corpus, [card, sample], api_name="corpus_card")

@@ -30,6 +30,7 @@ import pandas as pd
 from lab_models import api
 
 from .errors import user_errors
+from .i18n import text
 from .inputs import whole_number
 from .leaderboard_figures import display_table, empty_figure, leaderboard_figure, notes_markdown
 
@@ -37,7 +38,12 @@ logger = logging.getLogger(__name__)
 
 ALL_CORPORA = "(all corpora)"  # not a corpus slug (those never hold parentheses), so it cannot shadow a corpus
 NO_RUNS = "No run has weights yet: train some in the Train tab (e.g. gpt, bert and t5 on the tiny preset), then " \
-          "press Refresh."
+          "press Refresh."  # the status API clients read, and the empty figure's title (both stay English)
+NO_RUNS_INFO = str(text("leaderboard.no_runs"))  # the same, under the corpus picker, in the reader's language
+CORPUS_INFO = str(text("leaderboard.corpus_info"))  # "the corpora that have runs with weights"
+# "all corpora, grouped by corpus". A marker string, not the I18nData: an update's choices go out through json.dumps
+# on the /call API, which cannot write an I18nData object.
+ALL_CORPORA_LABEL = str(text("leaderboard.all_corpora"))
 EXAMPLE_CHOICES = (8, 256)  # the range of the held-out sentences slider
 REFRESH_S = 5.0  # the corpus and zoo pickers follow new runs this often
 ZOO_NOTE = ("A zoo's runs share one corpus and one preset; their steps follow the zoo's table (about the same time "
@@ -47,10 +53,11 @@ ZOO_NOTE = ("A zoo's runs share one corpus and one preset; their steps follow th
 def corpus_choices(corpora: list[str]) -> list[tuple[str, str]]:
     """The picker's choices: each corpus with runs, then every corpus together.
 
-    >>> corpus_choices(["synthetic"])
-    [('synthetic', 'synthetic'), ('all corpora, grouped by corpus', '(all corpora)')]
+    >>> choices = corpus_choices(["synthetic"])
+    >>> choices[0], choices[1][1], choices[1][0] == ALL_CORPORA_LABEL  # label: "all corpora, grouped by corpus"
+    (('synthetic', 'synthetic'), '(all corpora)', True)
     """
-    return [(name, name) for name in corpora] + [("all corpora, grouped by corpus", ALL_CORPORA)]
+    return [(name, name) for name in corpora] + [(ALL_CORPORA_LABEL, ALL_CORPORA)]
 
 
 def status_markdown(frame: pd.DataFrame, corpus: str | None) -> str:
@@ -91,7 +98,7 @@ class LeaderboardView:
         corpora = self.corpora()
         values = corpora + [ALL_CORPORA]
         value = current if current in values else (corpora[0] if corpora else ALL_CORPORA)
-        info = "the corpora that have runs with weights" if corpora else NO_RUNS
+        info = CORPUS_INFO if corpora else NO_RUNS_INFO
         return gr.update(choices=corpus_choices(corpora), value=value, info=info)
 
     def zoos(self) -> list[dict]:
@@ -146,38 +153,33 @@ def build(home, jobs=None, tab=None):
     namespace: `view` (the handlers), `corpus` (the picker) and `refresh` = (fn, inputs, outputs)."""
     view = LeaderboardView(home, jobs)
     corpora = view.corpora()
-    gr.Markdown(
-        "Every run trained on one corpus, measured the same way. **Validation bits per byte** is the trainer's own "
-        "(each family's objective, so it compares families only roughly); **fill-mask accuracy**: one token of each "
-        "held-out sentence masked, is the model's top guess right?; **infill exact match**: a span of 1 to 3 words "
-        "blanked, is the fill exactly right?; **classification accuracy**: the best finished fine-tuning per task "
-        "(Understand tab). A family that cannot do a metric shows — and the reason is listed under the table.")
+    gr.Markdown(text("leaderboard.intro"))
     with gr.Row():
-        corpus = gr.Dropdown(corpus_choices(corpora), value=corpora[0] if corpora else ALL_CORPORA, label="Corpus",
-                             info="the corpora that have runs with weights" if corpora else NO_RUNS, scale=3,
+        corpus = gr.Dropdown(corpus_choices(corpora), value=corpora[0] if corpora else ALL_CORPORA,
+                             label=text("leaderboard.corpus"), info=CORPUS_INFO if corpora else NO_RUNS_INFO, scale=3,
                              allow_custom_value=True, elem_id="leaderboard-corpus")
         max_examples = gr.Slider(*EXAMPLE_CHOICES, api.LEADERBOARD_DEFAULT_EXAMPLES, step=8,
-                                 label="Held-out sentences per metric", scale=2, elem_id="leaderboard-examples",
-                                 info="more is steadier and slower (cached per run after the first time)")
-        seed = gr.Number(0, precision=0, label="Seed", info="picks the sentences and the masked positions",
+                                 label=text("leaderboard.examples"), scale=2, elem_id="leaderboard-examples",
+                                 info=text("leaderboard.examples_info"))
+        seed = gr.Number(0, precision=0, label=text("leaderboard.seed"), info=text("leaderboard.seed_info"),
                          scale=1, min_width=120, elem_id="leaderboard-seed")
     with gr.Row():
-        compute = gr.Button("Compute", variant="primary", elem_id="leaderboard-compute", scale=2)
-        refresh = gr.Button("Refresh corpora", size="sm", scale=0, min_width=160, elem_id="leaderboard-refresh")
+        compute = gr.Button(text("leaderboard.compute"), variant="primary", elem_id="leaderboard-compute", scale=2)
+        refresh = gr.Button(text("leaderboard.refresh"), size="sm", scale=0, min_width=160,
+                            elem_id="leaderboard-refresh")
     zoos = view.zoos()
     with gr.Row(visible=bool(zoos), elem_id="leaderboard-zoo-row") as zoo_row:
-        zoo = gr.Dropdown(zoo_choices(zoos), value=zoos[0]["name"] if zoos else None, label="Zoo", scale=3,
-                          info="one run per family, trained by the demo zoo or python -m lab_models.zoo",
-                          elem_id="leaderboard-zoo")
-        rank_zoo = gr.Button("Rank the zoo", variant="secondary", scale=1, elem_id="leaderboard-rank-zoo")
-    status = gr.Markdown("Pick a corpus and press **Compute**.", elem_id="leaderboard-status")
+        zoo = gr.Dropdown(zoo_choices(zoos), value=zoos[0]["name"] if zoos else None, label=text("leaderboard.zoo"),
+                          scale=3, info=text("leaderboard.zoo_info"), elem_id="leaderboard-zoo")
+        rank_zoo = gr.Button(text("leaderboard.rank_zoo"), variant="secondary", scale=1, elem_id="leaderboard-rank-zoo")
+    status = gr.Markdown(text("leaderboard.pick"), elem_id="leaderboard-status")
     table = gr.Dataframe(pd.DataFrame(columns=["run", "family", "val bits/byte ↓"]), interactive=False,
-                         label="Leaderboard (sorted by bits per byte within each corpus)", elem_id="leaderboard-table",
+                         label=text("leaderboard.table"), elem_id="leaderboard-table",
                          buttons=["fullscreen", "copy"])
     notes = gr.Markdown("", elem_id="leaderboard-notes")
-    download = gr.File(None, label="The table as CSV (full precision, machine-readable column names)",
+    download = gr.File(None, label=text("leaderboard.csv"),
                        interactive=False, elem_id="leaderboard-csv")
-    plot = gr.Plot(empty_figure("Pick a corpus and press Compute."), label="Scores per run",
+    plot = gr.Plot(empty_figure("Pick a corpus and press Compute."), label=text("leaderboard.plot"),
                    elem_id="leaderboard-plot")
 
     handler = user_errors(view.compute)

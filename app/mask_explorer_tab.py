@@ -16,16 +16,18 @@ from lab_models import api
 
 from .errors import user_errors
 from .figures import anatomy_figure, anatomy_table, stream_density
+from .i18n import text
+from .tokenizer_tab import tokenizer_kind_choices
 
-MAX_FAMILIES = 4
+MAX_FAMILIES = 4  # app/locales/*/explorer.json "families" says "up to 4"
 DEFAULT_SENTENCE = "the quick brown fox jumps over the lazy dog"
 DEFAULT_FAMILIES = ["bert", "unilm", "xlnet", "glm"]
 EXPLORER_TOKENIZER_CORPUS = "stdlib-docs"
 EXPLORER_TOKENIZER_VOCAB = 4000
 MLM_FAMILIES = {"bert", "roberta", "albert", "spanbert", "electra"}
-LEAK_NOTE = ("**Two streams off: the leak.** One stream only, so every predicted row attends its own token (the "
-             "diagonal): the model can copy its target, the loss collapses and nothing is learned. The Train tab's "
-             "leak demo shows the curves.")
+# Notes the handler writes into a Markdown value: Gradio's i18n markers, which the page shows in the reader's language.
+LEAK_NOTE = str(text("explorer.leak_note"))  # "**Two streams off: the leak.** One stream only, ..."
+SPLIT_USED = str(text("explorer.split_used"))  # "**Split used:**", then the rule and the token count
 
 
 def parse_positions(text: str) -> list[int] | None:
@@ -131,7 +133,7 @@ class MaskExplorer:
                         gr.update(value=anatomy_table(anatomy), visible=True)]
         for _ in range(MAX_FAMILIES - len(families)):
             outputs += [gr.update(visible=False)] * 3
-        return outputs + [f"**Split used:** {split.note} ({len(tokens)} tokens)."]
+        return outputs + [SPLIT_USED + f" {split.note} ({len(tokens)} tokens)."]
 
     @staticmethod
     def resample(seed):
@@ -141,37 +143,37 @@ class MaskExplorer:
 def build(home) -> None:
     explorer = MaskExplorer(home)
     names = [(spec.title, name) for name, spec in explorer.specs.items()]
-    gr.Markdown("Type a sentence, pick families, and see **which position may attend to which** and **what is "
-                "predicted**, drawn from the same code that builds training batches. Hover a cell: "
-                "*x3 may attend x1*. Rows attend, columns are attended.")
+    gr.Markdown(text("explorer.intro"))
     with gr.Row():
-        text = gr.Textbox(DEFAULT_SENTENCE, label="Sentence", scale=3)
-        tokenizer = gr.Dropdown([("whitespace (each Chinese character its own token)", "whitespace"),
-                                 ("one token per character", "characters")]
-                                + [(v, k) for k, v in api.TOKENIZER_KINDS.items()],
-                                value="whitespace", label="Split with", scale=1)
+        sentence = gr.Textbox(DEFAULT_SENTENCE, label=text("explorer.sentence"), scale=3)
+        tokenizer = gr.Dropdown([(text("explorer.split_whitespace"), "whitespace"),
+                                 (text("explorer.split_characters"), "characters")]
+                                + tokenizer_kind_choices(),
+                                value="whitespace", label=text("explorer.split_with"), scale=1)
     split_note = gr.Markdown("", elem_id="explorer-split-note")
-    families = gr.CheckboxGroup(names, value=DEFAULT_FAMILIES, label=f"Families (up to {MAX_FAMILIES})")
-    with gr.Accordion("Choices: masked positions, spans, order, UniLM mode, seed (blank = sampled as in training)",
-                      open=False):
+    families = gr.CheckboxGroup(names, value=DEFAULT_FAMILIES, label=text("explorer.families"))
+    with gr.Accordion(text("explorer.choices"), open=False):
         with gr.Row():
-            seed = gr.Number(0, precision=0, label="Seed")
-            resample = gr.Button("Resample (seed + 1)")
+            seed = gr.Number(0, precision=0, label=text("explorer.seed"))
+            resample = gr.Button(text("explorer.resample"))
         with gr.Row():
-            masked = gr.Textbox(label="BERT / RoBERTa / ALBERT / ELECTRA / SpanBERT: masked positions",
-                                placeholder="e.g. 1, 4")
-            spans = gr.Textbox(label="GLM / T5 / MASS / SpanBERT: spans start:end (end excluded)",
-                               placeholder="e.g. 1:3, 5:6")
-            shuffle = gr.Checkbox(True, label="GLM: shuffle Part B")
+            masked = gr.Textbox(label=text("explorer.masked"),
+                                placeholder=text("explorer.masked_placeholder"))
+            spans = gr.Textbox(label=text("explorer.spans"), placeholder=text("explorer.spans_placeholder"))
+            shuffle = gr.Checkbox(True, label=text("explorer.shuffle"))
         with gr.Row():
-            mode = gr.Radio(["bidirectional", "left_to_right", "right_to_left", "seq2seq"], value=None,
-                            label="UniLM mode (none = sampled from the mix)")
-            src_len = gr.Number(None, precision=0, label="UniLM seq2seq: source length (0 = sampled)")
+            mode = gr.Radio([(text("explorer.mode_bidirectional"), "bidirectional"),
+                             (text("explorer.mode_left_to_right"), "left_to_right"),
+                             (text("explorer.mode_right_to_left"), "right_to_left"),
+                             (text("explorer.mode_seq2seq"), "seq2seq")], value=None,
+                            label=text("explorer.mode"))
+            src_len = gr.Number(None, precision=0, label=text("explorer.src_len"))
         with gr.Row():
-            order = gr.Textbox(label="XLNet / MPNet: factorization order", placeholder="e.g. 3 0 5 1 4 2 (blank = random)")
-            num_predict = gr.Number(None, precision=0, label="XLNet / MPNet: predicted positions (0 = about n/6)")
-            two_stream = gr.Checkbox(True, label="XLNet: two streams", info="untick to see the leak they prevent")
-    draw = gr.Button("Draw", variant="primary")
+            order = gr.Textbox(label=text("explorer.order"), placeholder=text("explorer.order_placeholder"))
+            num_predict = gr.Number(None, precision=0, label=text("explorer.num_predict"))
+            two_stream = gr.Checkbox(True, label=text("explorer.two_stream"),
+                                     info=text("explorer.two_stream_info"))
+    draw = gr.Button(text("explorer.draw"), variant="primary")
     slots = []
     with gr.Row():
         for _ in range(MAX_FAMILIES // 2):
@@ -182,10 +184,11 @@ def build(home) -> None:
             with gr.Column():
                 slots.append((gr.Markdown(visible=False), gr.Plot(visible=False), gr.Dataframe(visible=False)))
     outputs = [component for slot in slots for component in slot] + [split_note]
-    inputs = [text, tokenizer, families, seed, masked, mode, src_len, order, num_predict, spans, shuffle, two_stream]
+    inputs = [sentence, tokenizer, families, seed, masked, mode, src_len, order, num_predict, spans, shuffle,
+              two_stream]
     handler = user_errors(explorer.explore)
     draw.click(handler, inputs, outputs, api_name="explore_masks")
-    text.submit(handler, inputs, outputs, api_name="explore_masks_on_submit")
+    sentence.submit(handler, inputs, outputs, api_name="explore_masks_on_submit")
     resample.click(explorer.resample, seed, seed, api_name="resample_seed").then(
         handler, inputs, outputs, api_name="explore_masks_after_resample")
     return draw, inputs, outputs, handler

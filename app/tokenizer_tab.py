@@ -17,12 +17,21 @@ from lab_models import api
 from .chips import chips_html, pieces_html
 from .errors import user_errors
 from .figures import overlap_figure, token_length_figure
+from .i18n import text
 
 DEFAULT_TEXT = ("The tokenizer splits unbelievably long words, numbers like 3.14159 and 2026, "
                 "code such as `def f(x): return x**2`, emoji 🙂🚀 and Chinese 小猫看见一个红球。")
 DEFAULT_VOCAB = 2000
 BPE_KINDS = ("bpe", "byte_bpe")
-USE_SIZE_LABEL = "Use vocabulary size {size}"
+USE_SIZE_LABEL = "Use vocabulary size {size}"  # a number inside: stays English (API clients and tests read it)
+
+
+def tokenizer_kind_choices() -> list[tuple]:
+    """(label, kind) for every tokenizer kind, each label in the reader's language (`api.TOKENIZER_KINDS`' English
+    for a kind that has no text in app/locales/*/tokenizer.json yet)."""
+    labels = {"bpe": text("tokenizer.kind_bpe"), "byte_bpe": text("tokenizer.kind_byte_bpe"),
+              "wordpiece": text("tokenizer.kind_wordpiece"), "unigram": text("tokenizer.kind_unigram")}
+    return [(labels.get(kind, title), kind) for kind, title in api.TOKENIZER_KINDS.items()]
 
 
 class TokenizerLab:
@@ -148,50 +157,49 @@ class TokenizerLab:
 def build(home, corpus_choices: list[str]) -> dict:
     """Lay out the tab inside the current Blocks; return the components other tabs may update."""
     lab = TokenizerLab(home)
-    gr.Markdown("Train four tokenizer algorithms on the same corpus, then watch them split the same text. "
-                "Trained tokenizers are cached in the lab home, so training twice is instant.")
+    gr.Markdown(text("tokenizer.intro"))
     with gr.Row():
-        corpus = gr.Dropdown(corpus_choices, value=corpus_choices[0] if corpus_choices else None, label="Corpus",
-                             scale=2)
-        vocab_size = gr.Number(DEFAULT_VOCAB, precision=0, label="Vocabulary size", scale=1)
-        kinds = gr.CheckboxGroup([(label, kind) for kind, label in api.TOKENIZER_KINDS.items()],
-                                 value=list(api.TOKENIZER_KINDS), label="Tokenizer kinds", scale=3)
-    train_button = gr.Button("Train tokenizers", variant="primary")
+        corpus = gr.Dropdown(corpus_choices, value=corpus_choices[0] if corpus_choices else None,
+                             label=text("tokenizer.corpus"), scale=2)
+        vocab_size = gr.Number(DEFAULT_VOCAB, precision=0, label=text("tokenizer.vocab_size"), scale=1)
+        kinds = gr.CheckboxGroup(tokenizer_kind_choices(), value=list(api.TOKENIZER_KINDS),
+                                 label=text("tokenizer.kinds"), scale=3)
+    train_button = gr.Button(text("tokenizer.train"), variant="primary")
     status = gr.Markdown()
     use_size = gr.Button(USE_SIZE_LABEL.format(size=DEFAULT_VOCAB), variant="primary", visible=False,
                          elem_id="tokenizer-use-size")
     proposed = gr.State(None)
-    text = gr.Textbox(DEFAULT_TEXT, lines=2, label="Text to tokenize (English, Chinese, emoji, numbers and code)")
-    tokenize_button = gr.Button("Tokenize")
-    chips = gr.HTML(label="Side by side")
-    with gr.Accordion("BPE merge replay: watch the pieces join", open=True):
+    sample_text = gr.Textbox(DEFAULT_TEXT, lines=2, label=text("tokenizer.text"))
+    tokenize_button = gr.Button(text("tokenizer.tokenize"))
+    chips = gr.HTML(label=text("tokenizer.side_by_side"))
+    with gr.Accordion(text("tokenizer.replay"), open=True):
         with gr.Row():
-            replay_kind = gr.Radio([("BPE (GPT)", "bpe"), ("Byte-level BPE (GPT-2)", "byte_bpe")], value="bpe",
-                                   label="Tokenizer")
-            replay_text = gr.Textbox("unbelievably tokenization", label="Word or sentence", scale=2)
-        merges = gr.Slider(0, DEFAULT_VOCAB, value=0, step=1, label="Number of merges applied")
+            replay_kind = gr.Radio([(text("tokenizer.kind_bpe"), "bpe"), (text("tokenizer.kind_byte_bpe"), "byte_bpe")],
+                                   value="bpe", label=text("tokenizer.replay_tokenizer"))
+            replay_text = gr.Textbox("unbelievably tokenization", label=text("tokenizer.replay_text"), scale=2)
+        merges = gr.Slider(0, DEFAULT_VOCAB, value=0, step=1, label=text("tokenizer.merges"))
         replay_view = gr.HTML()
-    with gr.Accordion("Statistics", open=True):
-        stats = gr.Dataframe(label="Per tokenizer (measured on the validation split)", interactive=False)
+    with gr.Accordion(text("tokenizer.statistics"), open=True):
+        stats = gr.Dataframe(label=text("tokenizer.stats_table"), interactive=False)
         with gr.Row():
-            length_plot = gr.Plot(label="Token length distribution")
-            overlap_plot = gr.Plot(label="Vocabulary overlap")
-    files = gr.File(label="Download tokenizer.json", file_count="multiple", interactive=False)
+            length_plot = gr.Plot(label=text("tokenizer.length_plot"))
+            overlap_plot = gr.Plot(label=text("tokenizer.overlap_plot"))
+    files = gr.File(label=text("tokenizer.files"), file_count="multiple", interactive=False)
 
     replay_inputs = [corpus, vocab_size, replay_kind, replay_text, merges]
     train_outputs = [status, stats, length_plot, overlap_plot, chips, files, use_size, proposed]
-    trained = train_button.click(user_errors(lab.train), [corpus, vocab_size, kinds, text], train_outputs,
+    trained = train_button.click(user_errors(lab.train), [corpus, vocab_size, kinds, sample_text], train_outputs,
                                  api_name="train_tokenizers")
     # After training, show the replay at 0 merges so the slider knows how many merges there are.
     trained.success(user_errors(lab.replay_start), replay_inputs, [replay_view, merges],
                     api_name="merge_replay_after_training")
     proposed_size = use_size.click(user_errors(lab.use_proposed_size), proposed, vocab_size,
                                    api_name="use_proposed_vocab_size")
-    proposed_size.success(user_errors(lab.train), [corpus, vocab_size, kinds, text], train_outputs,
+    proposed_size.success(user_errors(lab.train), [corpus, vocab_size, kinds, sample_text], train_outputs,
                           api_name="train_tokenizers_at_proposed_size").success(
         user_errors(lab.replay_start), replay_inputs, [replay_view, merges],
         api_name="merge_replay_after_proposed_size")
-    tokenize_button.click(user_errors(lab.tokenize), [corpus, vocab_size, kinds, text], chips,
+    tokenize_button.click(user_errors(lab.tokenize), [corpus, vocab_size, kinds, sample_text], chips,
                           api_name="tokenize_text")
     merges.release(user_errors(lab.replay), replay_inputs, [replay_view, merges], api_name="merge_replay")
     replay_kind.change(user_errors(lab.replay), replay_inputs, [replay_view, merges], api_name="merge_replay_kind")

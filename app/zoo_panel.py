@@ -23,20 +23,20 @@ import gradio as gr
 from lab_models import api
 
 from .errors import user_errors
+from .i18n import text
 from .train_figures import STATE_COLORS
 
 REFRESH_S = 2.0
-OFFER = ("**This lab home has no runs yet.** Train the demo zoo: one tiny model of each of the 17 families on the "
-         "synthetic corpus, one after another (about 10 minutes on a 2-core CPU, GPT and GPT-2 first). Compare, "
-         "Understand and the Leaderboard pick up every run as it finishes.")
-TRAINING = ("**Training the demo zoo**: {finished} of {total} runs finished. Compare, Understand and the Leaderboard "
-            "pick up every run as it finishes; Stop the zoo checkpoints the running model.")
-STOPPED = ("**The demo zoo is stopped**: {finished} of {total} runs finished. Continue the demo zoo goes on where it "
-           "stopped.")
-TRAINED = ("**The demo zoo is trained**: {total} tiny models, one per family. Compare them side by side, probe them "
-           "in Understand, and rank them in the Leaderboard (Rank the zoo).")
-START_LABEL = "Train the demo zoo"
-CONTINUE_LABEL = "Continue the demo zoo"
+# The panel's message and button texts are Gradio i18n markers (app/locales/*/zoo.json): the page shows them in the
+# reader's language, API clients get the marker (its key names the state). How many runs have finished is in the
+# progress view's head, right under the message.
+OFFER = str(text("zoo.offer"))  # "**This lab home has no runs yet.** Train the demo zoo: ..."
+TRAINING = str(text("zoo.training"))  # "**Training the demo zoo.** ..."
+STOPPED = str(text("zoo.stopped"))  # "**The demo zoo is stopped.** ..."
+TRAINED = str(text("zoo.trained"))  # "**The demo zoo is trained**: one tiny model per family. ..."
+START_LABEL = str(text("zoo.start"))  # "Train the demo zoo"
+CONTINUE_LABEL = str(text("zoo.continue"))  # "Continue the demo zoo"
+RUNS_FINISHED = str(text("zoo.runs_finished"))  # "runs finished", after "<b>5</b> / 17" in the progress view
 
 
 def zoo_progress_html(progress) -> str:
@@ -44,7 +44,7 @@ def zoo_progress_html(progress) -> str:
     overall = progress.fraction
     head = (f'<div class="train-progress zoo-overall"><div class="train-progress-head">'
             f'<span class="train-state">zoo {html.escape(progress.name)}</span>'
-            f"<span><b>{progress.finished}</b> / {len(progress.runs)} runs finished ({overall:.0%})</span></div>"
+            f"<span><b>{progress.finished}</b> / {len(progress.runs)} {RUNS_FINISHED} ({overall:.0%})</span></div>"
             f'<div class="train-bar" role="progressbar" aria-valuemin="0" aria-valuemax="100" '
             f'aria-valuenow="{overall * 100:.0f}"><div class="train-bar-fill" style="width:{overall * 100:.1f}%;'
             f'background:#16a34a"></div></div></div>')
@@ -92,11 +92,11 @@ class ZooPanel:
         visible = started or not has_runs
         total = len(progress.runs)
         if progress.active:
-            message, start, stop = TRAINING.format(finished=progress.finished, total=total), None, True
+            message, start, stop = TRAINING, None, True
         elif progress.finished == total:
-            message, start, stop = TRAINED.format(total=total), None, False
+            message, start, stop = TRAINED, None, False
         elif started:
-            message, start, stop = STOPPED.format(finished=progress.finished, total=total), CONTINUE_LABEL, False
+            message, start, stop = STOPPED, CONTINUE_LABEL, False
         else:
             message, start, stop = OFFER, START_LABEL, False
         return (gr.update(visible=visible), message, zoo_progress_html(progress) if started else "",
@@ -121,7 +121,7 @@ def build(home, jobs):
         message = gr.Markdown(OFFER, elem_id="zoo-message")
         with gr.Row():
             start = gr.Button(START_LABEL, variant="primary", elem_id="zoo-start", scale=0, min_width=280)
-            stop = gr.Button("Stop the zoo", variant="stop", visible=False, elem_id="zoo-stop", scale=0,
+            stop = gr.Button(text("zoo.stop"), variant="stop", visible=False, elem_id="zoo-stop", scale=0,
                              min_width=160)
         progress = gr.HTML("", elem_id="zoo-progress-view")
     signature = gr.State(None)

@@ -89,12 +89,16 @@ def test_explore_masks_draws_each_family(client):
 
 
 def test_explore_masks_shows_the_two_stream_leak(client):
-    """Unticking XLNet's two streams draws one stream ("self") in which every target row attends its own token."""
+    """Unticking XLNet's two streams draws one stream ("self") in which every target row attends its own token; the
+    header then carries the leak note (a Gradio i18n marker: the page shows it in the reader's language)."""
+    from app.i18n import english
+    from app.mask_explorer_tab import LEAK_NOTE
+
     common = ("a b c d e f", "whitespace", ["xlnet"], 0, "", None, None, "3 0 5 1 4 2", 2, "", True)
     two = client.predict(*common, True, api_name="/explore_masks")
     leak = client.predict(*common, False, api_name="/explore_masks")
-    assert "content:" in str(two[0]) and "the leak" not in str(two[0])
-    assert "Two streams off: the leak" in str(leak[0])
+    assert "content:" in str(two[0]) and LEAK_NOTE not in str(two[0])
+    assert LEAK_NOTE in str(leak[0]) and english("explorer.leak_note").startswith("**Two streams off: the leak.**")
     assert "query stream" in str(two[1]) and "query stream" not in str(leak[1]) and "self-attention" in str(leak[1])
 
 

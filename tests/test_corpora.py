@@ -545,3 +545,17 @@ def test_corpus_rejects_empty_content():
         Corpus("empty", "path", (), (), "0" * 64)
     with pytest.raises(ValueError, match="source"):
         Corpus("x", "web", ("text",), (), "0" * 64)
+
+
+def test_the_corpora_tab_describes_every_built_in_corpus_in_both_languages():
+    """The tab's opening text (app/locales/*/corpora.json "intro") lists the built-in corpora with
+    `api.BUILTIN_CORPORA`'s descriptions: a new built-in corpus must be described there too."""
+    from app.corpora_tab import DESCRIBED_CORPORA, corpora_intro
+    from app.i18n import english, translations
+    from lab_models import api
+
+    assert tuple(api.BUILTIN_CORPORA) == DESCRIBED_CORPORA
+    assert "corpora.intro" in str(corpora_intro())
+    for name, description in api.BUILTIN_CORPORA.items():
+        assert f"- **{name}**: {description}" in english("corpora.intro")
+        assert f"- **{name}**：" in translations()["zh"]["corpora"]["intro"]

@@ -182,7 +182,21 @@ def endpoints(fuzz_app) -> dict[str, list[dict]]:
 
     url, _, _ = fuzz_app
     info = Client(url, verbose=False).view_api(print_info=False, return_format="dict")
-    return {name.lstrip("/"): spec["parameters"] for name, spec in info["named_endpoints"].items()}
+    return {name.lstrip("/"): [{**parameter, "label": english_label(parameter.get("label"))}
+                               for parameter in spec["parameters"]]
+            for name, spec in info["named_endpoints"].items()}
+
+
+def english_label(label):
+    """A parameter's label in English: a translated label (app/i18n.py) reaches API clients as Gradio's i18n
+    metadata ({"_type": "translation_metadata", "key": "tokenizer.corpus"}, or that marker in a string), which the run
+    and corpus checks read as the English text."""
+    from app.i18n import english
+
+    if isinstance(label, dict) and "key" in label:
+        return english(label["key"])
+    marker = re.fullmatch(r"__i18n__(\{.*\})", label) if isinstance(label, str) else None
+    return english(json.loads(marker.group(1))["key"]) if marker else label
 
 
 @pytest.fixture(scope="module")

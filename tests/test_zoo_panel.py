@@ -37,6 +37,21 @@ def updates(outputs):
     return dict(zip(("panel", "message", "progress", "start", "stop", "signature"), outputs))
 
 
+def test_the_panel_texts_are_translated_markers_of_their_english(jobs):
+    """The message and the button texts reach the page as Gradio i18n markers, one per state, of the English
+    below (app/locales/en/zoo.json); the browser shows them in the reader's language."""
+    from app.i18n import english
+
+    states = {zoo_panel.OFFER: "zoo.offer", zoo_panel.TRAINING: "zoo.training", zoo_panel.STOPPED: "zoo.stopped",
+              zoo_panel.TRAINED: "zoo.trained", zoo_panel.START_LABEL: "zoo.start",
+              zoo_panel.CONTINUE_LABEL: "zoo.continue"}
+    assert len(states) == 6 and all(marker.startswith("__i18n__") and f'"{key}"' in marker
+                                    for marker, key in states.items())
+    assert english("zoo.offer").startswith("**This lab home has no runs yet.** Train the demo zoo")
+    assert english("zoo.training").startswith("**Training the demo zoo.**")
+    assert english("zoo.start") == "Train the demo zoo" and english("zoo.continue") == "Continue the demo zoo"
+
+
 def test_an_empty_home_shows_the_offer_and_nothing_else(jobs):
     shown = updates(zoo_panel.ZooPanel(jobs.home, jobs).view())
     assert shown["panel"]["visible"] is True
@@ -55,14 +70,14 @@ def test_start_shows_the_progress_then_the_trained_zoo(jobs, monkeypatch):
     monkeypatch.setenv("FAKE_DELAY", "0.1")
     panel = zoo_panel.ZooPanel(jobs.home, jobs)
     started = updates(panel.start())
-    assert started["message"].startswith("**Training the demo zoo**") and started["stop"]["visible"] is True
+    assert started["message"] == zoo_panel.TRAINING and started["stop"]["visible"] is True
     assert started["start"]["visible"] is False
     assert "zoo tiny-6steps" in started["progress"] and started["progress"].count('class="zoo-run ') == 2
     wait_for(lambda: api.zoo_progress(jobs, SMALL_ZOO).finished == 2, what="the fake zoo to finish")
     done = updates(panel.view(started["signature"]))  # something changed: redrawn
-    assert done["message"].startswith("**The demo zoo is trained**")
+    assert done["message"] == zoo_panel.TRAINED
     assert done["start"]["visible"] is False and done["stop"]["visible"] is False
-    assert "<b>2</b> / 2 runs finished (100%)" in done["progress"]
+    assert f"<b>2</b> / 2 {zoo_panel.RUNS_FINISHED} (100%)" in done["progress"]
     # the timer's next tick finds nothing new: every output is skipped
     assert all(update == {"__type__": "update"} for update in panel.view(done["signature"]))
 
@@ -76,7 +91,7 @@ def test_stop_then_continue(jobs, monkeypatch):
     panel.stop()
     wait_for(lambda: not api.zoo_progress(jobs, SMALL_ZOO).active, what="the zoo to stop")
     stopped = updates(panel.view())
-    assert stopped["message"].startswith("**The demo zoo is stopped**")
+    assert stopped["message"] == zoo_panel.STOPPED
     assert stopped["start"]["value"] == zoo_panel.CONTINUE_LABEL and stopped["start"]["visible"] is True
     monkeypatch.setenv("FAKE_DELAY", "0.01")
     assert updates(panel.start())["stop"]["visible"] is True

@@ -70,11 +70,13 @@ from .inference import load_run  # re-exported: tests load runs through this mod
 from .generation.context import (GENERATION_MODES, STRATEGIES, MAX_NEW_TOKENS, MAX_BEAM_SIZE, MAX_ITERATIONS,
                                  MAX_TOP_K, DEFAULT_BLANK_LENGTH, BLANK, FAMILY_MODES, FILL_MASK_FAMILIES,
                                  RNN_FAMILIES, ONE_STREAM_MLM, Generation, _title, generation_modes,
-                                 _unsupported_reason, _is_int, _whole, _check_text, _check_decoding, _load, _Context,
-                                 _segments, _encode_segments, _pieces, _join, _assemble)
-from .generation.decoders import Item, _EncoderDecoder
-from .generation.search import _search, _strategy_text, _stop_text
-from .generation.plans import _plan_continue, _Unsupported, _plan_infill, _plan_translate, _slot_logits, _mask_predict
+                                 _unsupported_reason, _is_int, _whole, _is_real, _check_text, _check_decoding, _load,
+                                 _Context, _segments, _encode_segments, _pieces, _join, _assemble)
+from .generation.decoders import (_Decoder, Item, _OneStream, _EncoderDecoder, _T5Infill, _GLMInfill, _XLNetContinue,
+                                  _LSTMContinue, _CoVeTranslate)
+from .generation.search import _Result, _masked, _filtered, _pick, _search, _beam_search, _strategy_text, _stop_text
+from .generation.plans import (_Plan, _max_new_reason, _cap, _cache_text, _plan_continue, _glm_plan, _Unsupported,
+                               _plan_infill, _plan_translate, _slot_logits, _mask_predict)
 
 __all__ = ["Generation", "GENERATION_MODES", "STRATEGIES", "MAX_NEW_TOKENS", "DEFAULT_BLANK_LENGTH",
            "generation_modes", "generate", "fill_mask"]

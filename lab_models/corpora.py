@@ -22,31 +22,27 @@ It follows the usual data-card practice (counts, language mix, a sample) and the
 split depends only on its text, so shuffling or appending documents never moves a document across the split). It
 deviates from large-corpus pipelines in keeping every corpus in memory: the lab's corpora are a few MB.
 
+Where the parts are (both re-exported here): lab_models/stdlib_docs.py (the stdlib-docs text and its cleaning) and
+lab_models/corpus_files.py (reading an uploaded file: size cap, formats, text columns; its decisions on splitting text
+files, CSV delimiters, JSONL rows and the upload cap are written there). This module holds the records, the split,
+the lab's corpus folders (import, list, load) and the card.
+
 Decisions a user should know about
 ----------------------------------
-* Text files are split into documents on blank lines; a file with no blank line at all is read one line per document.
-  Line breaks inside a paragraph are kept; trailing spaces and Windows line endings are normalised.
-* In `.csv` files the first row is the header, and the delimiter is whichever of `, ; TAB |` the header row uses most.
-  `.jsonl` lines must be JSON objects; rows where the chosen field is missing, null or not a string are skipped.
 * Uploaded documents are not deduplicated (they are the user's data); the built-in stdlib text is.
-* The upload cap is `max_bytes` when given, else the environment variable PRETRAINING_LAB_MAX_UPLOAD_MB, else 200 MB.
-  Paths loaded directly with `load_corpus` (not uploads) are not capped.
+* Paths loaded directly with `load_corpus` (not uploads) are not capped (the upload cap: lab_models/corpus_files.py).
 * Corpus names are slugs: letters, digits, "-", "_" and "."; they start with a letter or digit (names starting with
   "_" or "." are reserved for the lab's own folders) and may not shadow a built-in name.
 """
 from __future__ import annotations
 
-import ast
-import csv
 import hashlib
-import io
 import json
 import logging
 import os
 import re
 import shutil
 import sys
-import sysconfig
 import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -55,15 +51,23 @@ from pathlib import Path
 from lab_models.home import atomic_write_json, atomic_write_text, lab_home
 from lab_models.synthetic import synthetic_dataset
 
+# The parts, re-exported: whatever was importable from here before the split still is.
+from .stdlib_docs import (_SKIPPED_STDLIB_FOLDERS, _UNDERLINE, _TABLE_LINE, _BULLET, _ROLE, _DOUBLE_BACKTICKS,
+                          _SINGLE_BACKTICKS, _EMPHASIS, _WHITESPACE, _CODE_WORD, _MIN_PARAGRAPH_CHARACTERS,
+                          _looks_like_prose, _join_wrapped_lines, _strip_inline_markup, prose_paragraphs,
+                          _stdlib_sources, _docstrings, build_stdlib_docs_paragraphs)
+from .corpus_files import (DEFAULT_MAX_UPLOAD_BYTES, MAX_UPLOAD_ENV_VAR, SUPPORTED_EXTENSIONS,
+                           _PREFERRED_TEXT_COLUMNS, max_upload_bytes, _human_size, _file_format, _TEXT_CONTROL_BYTES,
+                           _CONTROL_BYTES, _decode_text, _clean_document, _text_documents, _Table, _suggest_column,
+                           _read_jsonl, _csv_delimiter, _read_csv, _is_number, _table_documents, _Extracted, _extract,
+                           inspect_file)
+
 logger = logging.getLogger(__name__)
 
 BUILTIN_CORPORA: dict[str, str] = {
     "stdlib-docs": "English prose from CPython's own documentation: help() topics and stdlib docstrings (~1.4 MB).",
     "synthetic": "Seeded toy grammar: short English stories, each followed by its Chinese translation (bilingual).",
 }
-DEFAULT_MAX_UPLOAD_BYTES = 200 * 1024 * 1024
-MAX_UPLOAD_ENV_VAR = "PRETRAINING_LAB_MAX_UPLOAD_MB"
-SUPPORTED_EXTENSIONS = {".txt": "txt", ".md": "md", ".jsonl": "jsonl", ".csv": "csv"}
 DEFAULT_VALIDATION_FRACTION = 0.05
 SAMPLE_DOCUMENTS = 5
 SAMPLE_CHARACTERS = 300
@@ -73,7 +77,6 @@ _STDLIB_DOCS_BUILD_VERSION = 1  # bump when the cleaning rules change, so old ca
 _SLUG_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,79}")
 _DOCUMENTS_FILE = "documents.jsonl"
 _META_FILE = "meta.json"
-_PREFERRED_TEXT_COLUMNS = ("text", "content", "body", "document", "sentence", "review", "paragraph", "message")
 
 
 # ------------------------------------------------------------------------------------------------------- records
@@ -154,160 +157,6 @@ def split_train_validation(
     return train, validation
 
 
-# ---------------------------------------------------------------------------------------------- stdlib-docs text
-_SKIPPED_STDLIB_FOLDERS = frozenset({
-    "test", "tests", "idle_test", "idlelib", "lib2to3", "site-packages", "dist-packages", "turtledemo", "ensurepip",
-    "__pycache__", "pydoc_data", "encodings", "config-3", "distutils", "venv",
-})
-_UNDERLINE = re.compile(r"^\s*([=\-~*^#+`'\"._:])\1{2,}\s*$")
-_TABLE_LINE = re.compile(r"^\s*(\+[-=+]+\+?|\|.*)\s*$")
-_BULLET = re.compile(r"^\s*(?:[*\-+•]|\d+[.)])\s+")
-_ROLE = re.compile(r":[a-zA-Z:]+:`~?([^`]+)`")
-_DOUBLE_BACKTICKS = re.compile(r"``([^`]+)``")
-_SINGLE_BACKTICKS = re.compile(r"`([^`]+)`_?")
-_EMPHASIS = re.compile(r"(?<![\w*])\*{1,2}(\w[^*\n]*?\w|\w)\*{1,2}(?![\w*])")
-_WHITESPACE = re.compile(r"\s+")
-_CODE_WORD = re.compile(r"[\[\]{}=<>_\\/@$%^&|~;#]|\w\(|\)\.|^\W*\w+\.\w")  # x[0], a_b, f(, ).x, os.path
-_MIN_PARAGRAPH_CHARACTERS = 40
-
-
-def _looks_like_prose(paragraph: str) -> bool:
-    """Keep paragraphs of sentences; drop code, tables, signatures and lists of names."""
-    if len(paragraph) < _MIN_PARAGRAPH_CHARACTERS:
-        return False
-    visible = paragraph.replace(" ", "")
-    letters = sum(map(str.isalpha, visible))
-    if letters < 0.75 * len(visible):
-        return False
-    words = paragraph.split()
-    if len(words) < 6:
-        return False
-    plain_words = sum(map(str.isalpha, (word.strip(".,;:!?\"'()") for word in words)))
-    code_words = sum(map(bool, map(_CODE_WORD.search, words)))
-    return plain_words >= 0.6 * len(words) and code_words <= 0.15 * len(words)
-
-
-def _join_wrapped_lines(lines: list[str]) -> str:
-    """Join wrapped lines with spaces, but mend words split after a hyphen: ["built-", "in"] -> "built-in"."""
-    joined = lines[0]
-    for line in lines[1:]:
-        joined += line if re.search(r"[A-Za-z]-$", joined) and line[:1].islower() else " " + line
-    return joined
-
-
-def _strip_inline_markup(text: str) -> str:
-    text = _ROLE.sub(r"\1", text)
-    text = _DOUBLE_BACKTICKS.sub(r"\1", text)
-    text = _SINGLE_BACKTICKS.sub(r"\1", text)
-    return _EMPHASIS.sub(r"\1", text)
-
-
-def prose_paragraphs(text: str) -> list[str]:
-    """Clean reStructuredText-ish documentation into one-line prose paragraphs.
-
-    Drops doctest lines ('>>>', '...') with their output, literal blocks after '::', '.. ' directives, tables, title
-    underlines (and the titles above them) and anything that does not read as prose; strips inline markup and bullets;
-    collapses whitespace.
-
-    Example: "Returns the sum of the\\nvalues in the iterable, starting at zero.\\n\\n>>> sum([1, 2])\\n3"
-    -> ["Returns the sum of the values in the iterable, starting at zero."]
-    """
-    paragraphs: list[str] = []
-    literal_indent: int | None = None  # set after a paragraph ending in '::': deeper-indented blocks are code
-    for block in re.split(r"\n[ \t]*\n", text.expandtabs(8)):
-        lines = [line for line in block.split("\n") if line.strip()]
-        if not lines:
-            continue
-        indent = len(lines[0]) - len(lines[0].lstrip())
-        if literal_indent is not None:
-            if indent > literal_indent:
-                continue
-            literal_indent = None
-        kept: list[str] = []
-        in_doctest = in_directive = False
-        for line in lines:
-            stripped = line.strip()
-            if stripped.startswith((">>>", "... ")) or stripped == "...":
-                in_doctest = True
-            if in_doctest:
-                continue
-            if stripped.startswith(".. ") or stripped == "..":
-                in_directive = True
-                continue
-            if in_directive and line[:1].isspace():
-                continue
-            in_directive = False
-            if _UNDERLINE.match(line):
-                if kept:
-                    kept.pop()  # the title above an underline is a heading, not prose
-                continue
-            if _TABLE_LINE.match(line):
-                continue
-            kept.append(_BULLET.sub("", stripped))
-        if not kept:
-            continue
-        paragraph = _WHITESPACE.sub(" ", _strip_inline_markup(_join_wrapped_lines(kept))).strip()
-        if paragraph.endswith("::"):
-            literal_indent = indent
-            paragraph = paragraph[:-1]
-        if _looks_like_prose(paragraph):
-            paragraphs.append(paragraph)
-    return paragraphs
-
-
-def _stdlib_sources(stdlib_root: Path) -> list[Path]:
-    sources = []
-    for folder, subfolders, files in os.walk(stdlib_root):
-        subfolders[:] = sorted(
-            name for name in subfolders
-            if name not in _SKIPPED_STDLIB_FOLDERS and not name.startswith((".", "config-"))
-        )
-        sources += [Path(folder, name) for name in sorted(files) if name.endswith(".py")]
-    return sources
-
-
-def _docstrings(tree: ast.Module) -> list[str]:
-    """The module docstring, then class and function docstrings (not those of functions nested in functions)."""
-    found = []
-    pending: list[ast.AST] = [tree]
-    while pending:
-        node = pending.pop(0)
-        docstring = ast.get_docstring(node, clean=True)
-        if docstring:
-            found.append(docstring)
-        if isinstance(node, (ast.Module, ast.ClassDef)):
-            pending += [child for child in node.body
-                        if isinstance(child, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))]
-    return found
-
-
-def build_stdlib_docs_paragraphs() -> list[str]:
-    """All prose paragraphs of CPython's help() topics and stdlib docstrings, deduplicated, in a fixed order."""
-    texts: list[str] = []
-    try:
-        from pydoc_data.topics import topics
-    except ImportError:  # some distributions strip pydoc_data; the docstrings remain
-        logger.warning("pydoc_data is not installed; stdlib-docs will hold docstrings only")
-        topics = {}
-    texts += [topics[key] for key in sorted(topics)]
-    stdlib_root = Path(sysconfig.get_paths()["stdlib"])
-    for source in _stdlib_sources(stdlib_root):
-        try:
-            tree = ast.parse(source.read_bytes(), filename=str(source))
-        except (SyntaxError, ValueError, OSError) as error:
-            logger.debug("skipping %s: %s", source, error)
-            continue
-        texts += _docstrings(tree)
-    seen: set[str] = set()
-    paragraphs = []
-    for text in texts:
-        for paragraph in prose_paragraphs(text):
-            if paragraph not in seen:
-                seen.add(paragraph)
-                paragraphs.append(paragraph)
-    return paragraphs
-
-
 def _stdlib_docs_cache_path(home) -> Path:
     version = ".".join(map(str, sys.version_info[:3]))
     key = f"stdlib-docs-{sys.implementation.name}-{version}-v{_STDLIB_DOCS_BUILD_VERSION}.json"
@@ -347,255 +196,6 @@ def _load_synthetic() -> Corpus:
         return tuple(document for story in stories for document in (story, translation[story]))
 
     return _make_corpus("synthetic", "builtin", with_translations(train_stories), with_translations(validation_stories))
-
-
-# ----------------------------------------------------------------------------------------------- upload checks
-def max_upload_bytes(max_bytes: int | None = None) -> int:
-    """The upload cap: `max_bytes` if given, else $PRETRAINING_LAB_MAX_UPLOAD_MB, else 200 MB."""
-    if max_bytes is not None:
-        if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes <= 0:
-            raise ValueError(f"max_bytes must be a positive number of bytes, got {max_bytes!r}")
-        return max_bytes
-    configured = os.environ.get(MAX_UPLOAD_ENV_VAR, "").strip()
-    if not configured:
-        return DEFAULT_MAX_UPLOAD_BYTES
-    try:
-        megabytes = float(configured)
-    except ValueError:
-        megabytes = -1.0
-    if not megabytes > 0 or megabytes == float("inf"):
-        raise ValueError(f"{MAX_UPLOAD_ENV_VAR} must be a positive number of megabytes, got {configured!r}")
-    return int(megabytes * 1024 * 1024)
-
-
-def _human_size(size: int) -> str:
-    """Example: 512 -> '512 bytes', 3 * 1024 * 1024 -> '3.0 MB'."""
-    if size < 1024:
-        return f"{size} bytes"
-    if size < 1024 * 1024:
-        return f"{size / 1024:.1f} KB"
-    return f"{size / (1024 * 1024):.1f} MB"
-
-
-def _file_format(path: Path) -> str:
-    file_format = SUPPORTED_EXTENSIONS.get(path.suffix.lower())
-    if file_format is None:
-        shown = path.suffix or "(no extension)"
-        raise ValueError(f"{path.name}: unsupported file type {shown}; upload a "
-                         f"{', '.join(SUPPORTED_EXTENSIONS)} file (plain text, Markdown, JSON Lines or CSV)")
-    return file_format
-
-
-_TEXT_CONTROL_BYTES = b"\t\n\r\x0c\x1b"  # tab, newlines, form feed and escape appear in real text files
-_CONTROL_BYTES = bytes(byte for byte in range(32) if byte not in _TEXT_CONTROL_BYTES) + b"\x7f"
-
-
-def _decode_text(data: bytes, file_name: str) -> str:
-    """Check that bytes are non-empty UTF-8 text (a BOM is accepted) and decode them."""
-    if not data.strip():
-        raise ValueError(f"{file_name} is empty (or holds only whitespace); there is no text to train on")
-    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
-        raise ValueError(f"{file_name} is UTF-16 encoded; re-save it as UTF-8 (e.g. in your editor's "
-                         f"'Save with encoding' menu, or `iconv -f UTF-16 -t UTF-8`)")
-    if data.startswith(b"\xef\xbb\xbf"):
-        data = data[3:]
-    nul_offset = data.find(b"\x00")
-    if nul_offset >= 0:
-        raise ValueError(f"{file_name} looks like a binary file (a NUL byte at byte offset {nul_offset}); "
-                         f"upload plain text: export documents, PDFs or spreadsheets to .txt or .csv first")
-    control_count = len(data) - len(data.translate(None, delete=_CONTROL_BYTES))
-    if control_count > 0.1 * len(data):
-        raise ValueError(f"{file_name} looks like a binary file ({control_count} of {len(data)} bytes are control "
-                         f"characters); upload plain text")
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as error:
-        line = data.count(b"\n", 0, error.start) + 1
-        raise ValueError(
-            f"{file_name} is not valid UTF-8: byte 0x{data[error.start]:02x} at byte offset {error.start} "
-            f"(line {line}) cannot be decoded; re-save the file as UTF-8 (e.g. `iconv -f latin1 -t UTF-8`)"
-        ) from None
-    if not text.strip():
-        raise ValueError(f"{file_name} holds only whitespace; there is no text to train on")
-    return text
-
-
-def _clean_document(text: str) -> str:
-    """Normalise line endings, drop trailing spaces on each line and blank lines at either end."""
-    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
-    return "\n".join(line.rstrip() for line in lines).strip()
-
-
-def _text_documents(text: str) -> list[str]:
-    text = text.replace("\r\n", "\n").replace("\r", "\n")
-    blocks = re.split(r"\n[ \t]*\n", text)
-    if len(blocks) == 1:  # no blank line anywhere: treat every line as a document
-        blocks = text.split("\n")
-    return [document for document in map(_clean_document, blocks) if document]
-
-
-# -------------------------------------------------------------------------------------------- table extraction
-@dataclass(frozen=True)
-class _Table:
-    """Rows of a csv or jsonl file as dicts, with the string-valued columns in first-seen order."""
-    rows: tuple[dict, ...]
-    columns: tuple[str, ...]
-
-
-def _suggest_column(table: _Table) -> str | None:
-    by_lower_name = {column.lower(): column for column in table.columns}
-    for preferred in _PREFERRED_TEXT_COLUMNS:
-        if preferred in by_lower_name:
-            return by_lower_name[preferred]
-    if not table.columns:
-        return None
-
-    def mean_length(column):
-        values = [row[column] for row in table.rows[:1000] if isinstance(row.get(column), str)]
-        return sum(map(len, values)) / max(1, len(values))
-
-    return max(table.columns, key=lambda column: (mean_length(column), -table.columns.index(column)))
-
-
-def _read_jsonl(text: str, file_name: str) -> _Table:
-    rows = []
-    columns: dict[str, None] = {}
-    for line_number, line in enumerate(text.split("\n"), start=1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as error:
-            raise ValueError(f"{file_name}: line {line_number} is not valid JSON ({error.msg} at column "
-                             f"{error.colno}); each line must be one JSON object such as "
-                             f"{{\"text\": \"...\"}}") from None
-        if not isinstance(row, dict):
-            raise ValueError(f"{file_name}: line {line_number} is a JSON {type(row).__name__}, not an object; "
-                             f"each line must be one JSON object such as {{\"text\": \"...\"}}")
-        for key, value in row.items():
-            if isinstance(value, str):
-                columns.setdefault(key, None)
-        rows.append(row)
-    return _Table(tuple(rows), tuple(columns))
-
-
-def _csv_delimiter(text: str) -> str:
-    header = text.split("\n", 1)[0]
-    counts = {delimiter: header.count(delimiter) for delimiter in (",", ";", "\t", "|")}
-    best = max(counts, key=lambda delimiter: counts[delimiter])
-    return best if counts[best] else ","
-
-
-def _read_csv(text: str, file_name: str) -> _Table:
-    reader = csv.reader(io.StringIO(text, newline=""), delimiter=_csv_delimiter(text), strict=True)
-    try:
-        header = next(reader, None)
-        if header is None:
-            raise ValueError(f"{file_name} has no header row")
-        names = [name.strip() or f"column{index + 1}" for index, name in enumerate(header)]
-        duplicates = sorted({name for name in names if names.count(name) > 1})
-        if duplicates:
-            raise ValueError(f"{file_name}: the header repeats the column name(s) {', '.join(duplicates)}; "
-                             f"give every column a different name")
-        rows = tuple({name: value for name, value in zip(names, cells)} for cells in reader)
-    except csv.Error as error:
-        raise ValueError(f"{file_name}: CSV error on line {reader.line_num}: {error}. Check the quoting on that "
-                         f"line; cells longer than {csv.field_size_limit()} characters are not supported "
-                         f"(use .jsonl for long documents)") from None
-    if not rows:
-        raise ValueError(f"{file_name} has a header but no rows")
-
-    def is_text(column):
-        values = [row.get(column, "").strip() for row in rows]
-        return any(value and not _is_number(value) for value in values)
-
-    return _Table(rows, tuple(name for name in names if is_text(name)))
-
-
-def _is_number(value: str) -> bool:
-    try:
-        float(value)
-    except ValueError:
-        return False
-    return True
-
-
-def _table_documents(table: _Table, text_column: str | None, file_name: str, kind: str) -> tuple[list[str], str]:
-    if not table.columns:
-        raise ValueError(f"{file_name} has no {kind} holding text; it needs at least one "
-                         f"{'field with string values' if kind == 'field' else 'column of text'}")
-    column = text_column if text_column is not None else _suggest_column(table)
-    if column not in table.columns:
-        raise ValueError(f"{file_name} has no text {kind} {column!r}; available: {', '.join(table.columns)}")
-    documents = []
-    skipped = 0
-    for row in table.rows:
-        value = row.get(column)
-        cleaned = _clean_document(value) if isinstance(value, str) else ""
-        if cleaned:
-            documents.append(cleaned)
-        else:
-            skipped += 1
-    if skipped:
-        logger.info("%s: skipped %d rows with an empty or missing %r", file_name, skipped, column)
-    return documents, column
-
-
-@dataclass(frozen=True)
-class _Extracted:
-    file_format: str
-    columns: tuple[str, ...]
-    suggested_column: str | None
-    text_column: str | None
-    documents: tuple[str, ...]
-    size: int
-
-
-def _extract(path, text_column: str | None, max_bytes: int | None) -> _Extracted:
-    """Validate one file and pull its documents out; every problem becomes a ValueError naming the file."""
-    path = Path(path)
-    if not path.exists():
-        raise ValueError(f"{path} does not exist")
-    if not path.is_file():
-        raise ValueError(f"{path} is not a file")
-    file_format = _file_format(path)
-    size = path.stat().st_size
-    if max_bytes is not None and size > max_bytes:
-        raise ValueError(f"{path.name} is {_human_size(size)}, over the upload limit of {_human_size(max_bytes)}; "
-                         f"pass a larger max_bytes or set {MAX_UPLOAD_ENV_VAR} (in MB) to raise the limit")
-    try:
-        data = path.read_bytes()
-    except OSError as error:
-        raise ValueError(f"could not read {path}: {error.strerror or error}") from None
-    text = _decode_text(data, path.name)
-    if file_format in ("txt", "md"):
-        if text_column is not None:
-            raise ValueError(f"{path.name} is plain text; a text column only applies to .csv and .jsonl files")
-        documents, columns, suggested, chosen = _text_documents(text), (), None, None
-    else:
-        table = _read_jsonl(text, path.name) if file_format == "jsonl" else _read_csv(text, path.name)
-        kind = "field" if file_format == "jsonl" else "column"
-        documents, chosen = _table_documents(table, text_column, path.name, kind)
-        columns, suggested = table.columns, _suggest_column(table)
-    if not documents:
-        raise ValueError(f"{path.name} has no non-empty text" + (f" in {chosen!r}" if chosen else ""))
-    return _Extracted(file_format, tuple(columns), suggested, chosen, tuple(documents), size)
-
-
-def inspect_file(path, *, max_bytes: int | None = None) -> dict:
-    """Validate a file as `import_corpus` would and describe it, e.g. for a column picker.
-
-    Example: a csv with header `id,text,label` -> {"format": "csv", "columns": ["text", "label"],
-    "suggested_column": "text", "bytes": 123, "documents": 10} (numeric columns such as `id` are not offered).
-    """
-    extracted = _extract(path, None, max_upload_bytes(max_bytes))
-    return {
-        "format": extracted.file_format,
-        "columns": list(extracted.columns),
-        "suggested_column": extracted.suggested_column,
-        "bytes": extracted.size,
-        "documents": len(extracted.documents),
-    }
 
 
 # ------------------------------------------------------------------------------------------ the lab's corpora

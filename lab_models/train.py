@@ -11,33 +11,9 @@ The same command runs under `torchrun --nproc_per_node K` (DistributedDataParall
 rank draws its own batches, rank 0 alone writes files, logged numbers are averaged over ranks. The batch size is per
 rank. A bad argument exits with status 2 and one line on stderr ("error: ...").
 
-Presets (the model sizes are lab_models/nn/config.py's; everything here can be overridden by its flag):
-
-    preset  corpus       vocab   seq_len  batch  steps   lr     warmup  eval/ckpt every  log every  eval batches
-    tiny    synthetic      512       64     16      50   1e-3        5        25              1           2
-    small   stdlib-docs   4000      128     16    2000   5e-4      100       200              5           8
-    medium  stdlib-docs  16000      256     32   10000   3e-4      500       500             10          16
-    base    stdlib-docs  32000      512     32   20000   1e-4     1000      1000             10          16
-
-Why these: `tiny` is for tests and smoke runs (50 steps of a 2-layer, 64-wide model on the small synthetic corpus
-train in seconds on a CPU). `small` is the CPU demo: a 4-layer, 256-wide model on CPython's own documentation
-(English prose, ~1.3 MB) at BERT's 128-token phase-1 length; 4000 tokens keep the vocabulary projection cheap on a
-CPU. `medium` and `base` are GPU sizes (base = BERT-base / GPT-2 small) at BERT's learning rate. The vocabulary is
-the size the tokenizer is trained to; if the corpus cannot support it, it is lowered to what the corpus supports and
-the run says so (config.json "tokenizer.note", train.log). The model's vocabulary is that plus the lab's special
-tokens (lab_models/vocab.py). Other training defaults: AdamW betas (0.9, 0.98), eps 1e-8, weight decay 0.01 on
-matrices only, gradient clipping at 1.0, linear warmup then cosine decay to 10% of the peak (lab_models/engine.py).
-A family module may set its own `DEFAULT_LR`, used when --lr is not given: ULMFiT's AWD-LSTM peaks at 5e-3 (at the
-presets' 1e-3 and below its tiny LM stays at the unigram plateau, loss 5.47, for its whole first stage).
-
-Overrides. `--objective NAME=WEIGHT` sets an objective's weight (0 turns it off; names per family in
-lab_models/families.py, plus SpanBERT's and UniLM's optional nsp). `--set KEY=VALUE` sets a field of the family's
-objective Settings, parsed by the field's type: bools true/false/1/0/yes/no, ints, floats, tuples as comma lists
-(mix=0.33,0.33,0.17,0.17), fields of a nested settings dataclass as `name.field=value`, `none` for optional fields.
-A weight of 0 for an objective that has a bool setting of the same name (nsp, sop) turns that setting off too, and
-a setting turned off turns its objective's weight to 0 (lab_models/models.py). `--model KEY=VALUE` overrides a
-ModelConfig field (d_model=128, dropout=0.0, ...; vocab_size comes from the tokenizer); for the RNN families
-(elmo, cove, ulmfit, cvt) an RNNConfig field (embedding_size=128, hidden_size=256, n_layers=3, ...).
+Presets, `TrainConfig` and the parsing of overrides (`--objective`, `--set`, `--model`) are in
+lab_models/train_config.py; the argument parser and `--resume` in lab_models/train_cli.py (both re-exported here).
+This module runs the training: the distributed world, signals, the run folder, the loop and the exit statuses.
 
 The RNN families (lab_models/rnn/) run through the same loop. Where their data is not corpus windows (CoVe's
 sentence pairs, ULMFiT's three stages, CVT's labelled and unlabelled minibatches), the family module's
@@ -56,13 +32,6 @@ Add-on objectives (lab_models/objectives/addons.py): `--objective contrastive=W`
 `back_translation=W` for the families that support them, tuned with `--set NAME.SETTING=VALUE`; their settings are
 saved under "train.addons", their facts under config.json "addons", their numbers in the validation rows.
 
-Resuming. `--resume` continues the run in DIR from its newest checkpoint with its saved configuration
-(config.json "train"); the other arguments are ignored except --steps (to train longer; a changed total changes the
-cosine schedule after the checkpoint), --device, --eval-every, --checkpoint-every and --log-every. The batches of
-step s depend only on (seed, s, rank), and the checkpoint holds the exact weights and AdamW state, so a resumed run
-repeats the same trajectory (exactly on a CPU). A DIR with a config.json but no checkpoint (a run killed before its
-first checkpoint) starts over, with or without --resume; a DIR with a checkpoint and no --resume is an error.
-
 Signals. SIGTERM or SIGINT: the current step finishes, a checkpoint and model.safetensors are written, status.json
 says "stopped", the exit status is 0. A NaN/inf loss: status "failed", message "non-finite loss at step N: ...", exit
 status 1, and the last good checkpoint is kept (non-finite weights are never checkpointed); `--on-nonfinite skip`
@@ -72,8 +41,6 @@ The run folder's files are described in lab_models/runs.py.
 """
 from __future__ import annotations
 
-import argparse
-import dataclasses
 import logging
 import math
 import os
@@ -81,8 +48,6 @@ import resource
 import signal
 import sys
 import time
-import types
-import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -90,452 +55,25 @@ import torch
 import torch.distributed as dist
 
 from lab_models import runs
-from lab_models.corpora import BUILTIN_CORPORA, Corpus, load_corpus
+from lab_models.corpora import Corpus
 from lab_models.data import PackedBatches, build_tokenizer, encode_stream
-from lab_models.device import DEVICE_CHOICES, select_device
-from lab_models.engine import (SCHEDULES, EngineConfig, EvalEvent, NonFiniteLossError, StepEvent, StopEvent, Trainer,
-                               derive_seed, generator_for)
-from lab_models.families import family_spec
+from lab_models.device import select_device
+from lab_models.engine import EvalEvent, NonFiniteLossError, StepEvent, Trainer, derive_seed, generator_for
 from lab_models.home import lab_home
-from lab_models.nn.config import PRESETS, ModelConfig
 from lab_models.objectives import objective_module
 from lab_models.objectives.common import BatchConfig
-from lab_models.switch import check_switch_overrides, switch_metrics
-from lab_models.performance import PerformanceConfig, parse_performance_overrides
-from lab_models.tokenization import TOKENIZER_KINDS, load_tokenizer_file
+from lab_models.switch import switch_metrics
+from lab_models.tokenization import load_tokenizer_file
 from lab_models.vocab import prepare_tokenizer, token_byte_lengths
 
+# The parts, re-exported: whatever was importable from here before the split still is.
+from .train_config import (PRESET_DEFAULTS, RESUME_OVERRIDABLE, EXIT_BAD_ARGUMENT, EXIT_FAILED, STATUS_INTERVAL_S,
+                           TrainConfig, _parse_bool, parse_value, _key_value, _settings_keys, settings_with_overrides,
+                           settings_to_dict, settings_from_dict, parse_objectives, parse_model_overrides)
+from .train_cli import (_OneLineParser, build_parser, _positive, _corpus_reference, fit_row_length, config_from_args,
+                        config_from_run)
+
 logger = logging.getLogger("lab_models.train")
-
-PRESET_DEFAULTS: dict[str, dict] = {
-    "tiny": dict(corpus="synthetic", vocab_size=512, seq_len=64, batch_size=16, steps=50, lr=1e-3, warmup_steps=5,
-                 eval_every=25, checkpoint_every=25, log_every=1, eval_batches=2),
-    "small": dict(corpus="stdlib-docs", vocab_size=4000, seq_len=128, batch_size=16, steps=2000, lr=5e-4,
-                  warmup_steps=100, eval_every=200, checkpoint_every=200, log_every=5, eval_batches=8),
-    "medium": dict(corpus="stdlib-docs", vocab_size=16000, seq_len=256, batch_size=32, steps=10000, lr=3e-4,
-                   warmup_steps=500, eval_every=500, checkpoint_every=500, log_every=10, eval_batches=16),
-    "base": dict(corpus="stdlib-docs", vocab_size=32000, seq_len=512, batch_size=32, steps=20000, lr=1e-4,
-                 warmup_steps=1000, eval_every=1000, checkpoint_every=1000, log_every=10, eval_batches=16),
-}
-RESUME_OVERRIDABLE = ("steps", "device", "eval_every", "checkpoint_every", "log_every", "on_nonfinite")
-EXIT_BAD_ARGUMENT = 2
-EXIT_FAILED = 1
-STATUS_INTERVAL_S = 1.0  # status.json is rewritten at most this often between checkpoints and evaluations
-
-
-@dataclass(frozen=True)
-class TrainConfig:
-    """Everything a run is made from, fully resolved (no None left except `home`). Saved as config.json "train"."""
-
-    family: str
-    out: str
-    preset: str
-    corpus: str
-    steps: int
-    seed: int
-    device: str
-    objectives: dict[str, float]  # every objective of the family with its weight (0 = off)
-    settings: dict  # the family's objective Settings, as a dict (nested dataclasses as dicts)
-    model: dict  # ModelConfig overrides given with --model
-    tokenizer: str
-    vocab_size: int  # requested tokenizer size (the trained one may be lower; see config.json "tokenizer")
-    batch_size: int
-    seq_len: int
-    lr: float
-    schedule: str
-    warmup_steps: int
-    eval_every: int
-    eval_batches: int
-    checkpoint_every: int
-    log_every: int
-    weight_decay: float = 0.01
-    grad_clip: float = 1.0
-    min_lr_ratio: float = 0.1
-    home: str | None = None
-    performance: dict = field(default_factory=dict)  # PerformanceConfig overrides given with --perf
-    addons: dict = field(default_factory=dict)  # add-on objective -> its resolved settings (objectives/addons.py)
-    on_nonfinite: str = "fail"  # or "skip" (engine.NONFINITE_POLICIES)
-    zoo: str | None = None  # the zoo this run belongs to (lab_models/zoo.py), or None
-
-    def performance_config(self) -> PerformanceConfig:
-        return PerformanceConfig.from_dict(self.performance)
-
-    def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
-
-    def engine_config(self) -> EngineConfig:
-        return EngineConfig(steps=self.steps, lr=self.lr, schedule=self.schedule, warmup_steps=self.warmup_steps,
-                            min_lr_ratio=self.min_lr_ratio, weight_decay=self.weight_decay, grad_clip=self.grad_clip,
-                            eval_every=self.eval_every, log_every=self.log_every,
-                            checkpoint_every=self.checkpoint_every, seed=self.seed, on_nonfinite=self.on_nonfinite)
-
-
-# ------------------------------------------------------------------------------------------------ parsing values
-def _parse_bool(text: str) -> bool:
-    lowered = text.strip().lower()
-    if lowered in ("true", "1", "yes", "on"):
-        return True
-    if lowered in ("false", "0", "no", "off"):
-        return False
-    raise ValueError(f"expected true or false, got {text!r}")
-
-
-def parse_value(text: str, annotation):
-    """`text` converted to `annotation` (bool, int, float, str, tuples, optionals).
-
-    >>> parse_value("false", bool), parse_value("0.2", float), parse_value("0.5,0.5", tuple[float, ...])
-    (False, 0.2, (0.5, 0.5))
-    """
-    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
-    if origin in (typing.Union, types.UnionType):
-        options = [a for a in args if a is not type(None)]
-        if len(options) < len(args) and text.strip().lower() in ("none", "null"):
-            return None
-        errors = []
-        for option in options:
-            try:
-                return parse_value(text, option)
-            except ValueError as error:
-                errors.append(str(error))
-        raise ValueError("; ".join(errors))
-    if annotation is bool:
-        return _parse_bool(text)
-    if annotation is int:
-        try:
-            return int(text.strip())
-        except ValueError:
-            raise ValueError(f"expected a whole number, got {text!r}") from None
-    if annotation is float:
-        try:
-            return float(text.strip())
-        except ValueError:
-            raise ValueError(f"expected a number, got {text!r}") from None
-    if annotation is str:
-        return text
-    if origin is tuple:
-        parts = [part.strip() for part in text.split(",") if part.strip()]
-        if args and args[-1] is Ellipsis:
-            return tuple(parse_value(part, args[0]) for part in parts)
-        if args and len(parts) != len(args):
-            raise ValueError(f"expected {len(args)} comma-separated values, got {text!r}")
-        return tuple(parse_value(part, kind) for part, kind in zip(parts, args or [str] * len(parts)))
-    raise ValueError(f"cannot parse a value of type {annotation}")
-
-
-def _key_value(item: str, flag: str, example: str) -> tuple[str, str]:
-    key, sep, value = item.partition("=")
-    if not sep or not key.strip() or not value.strip():
-        raise ValueError(f"bad {flag} {item!r}: write KEY=VALUE, e.g. {flag} {example}")
-    return key.strip(), value.strip()
-
-
-def _settings_keys(cls) -> list[str]:
-    hints = typing.get_type_hints(cls)
-    keys = []
-    for f in dataclasses.fields(cls):
-        kind = hints[f.name]
-        if isinstance(kind, type) and dataclasses.is_dataclass(kind):
-            keys += [f"{f.name}.{sub.name}" for sub in dataclasses.fields(kind)]
-        else:
-            keys.append(f.name)
-    return keys
-
-
-def settings_with_overrides(family: str, items: list[str], base=None):
-    """The family's Settings (paper defaults, or `base`) with `--set KEY=VALUE` items applied."""
-    cls = objective_module(family).Settings
-    base = cls() if base is None else base
-    hints = typing.get_type_hints(cls)
-    names = {f.name for f in dataclasses.fields(cls)}
-    valid = _settings_keys(cls)
-    top: dict = {}
-    nested: dict[str, dict] = {}
-    for item in items:
-        key, text = _key_value(item, "--set", "mask_rate=0.2")
-        head, dot, sub = key.partition(".")
-        kind = hints.get(head)
-        is_nested = isinstance(kind, type) and dataclasses.is_dataclass(kind)
-        if head not in names or bool(dot) != is_nested or (
-                is_nested and sub not in {f.name for f in dataclasses.fields(kind)}):
-            hint = f"valid keys: {', '.join(valid)}" if valid else f"{family} has no settings"
-            raise ValueError(f"unknown setting {key!r} for {family}; {hint}")
-        annotation = typing.get_type_hints(kind)[sub] if is_nested else kind
-        try:
-            value = parse_value(text, annotation)
-        except ValueError as error:
-            raise ValueError(f"bad --set {key}={text}: {error}") from None
-        if is_nested:
-            nested.setdefault(head, {})[sub] = value
-        else:
-            top[key] = value
-    for head, subs in nested.items():
-        top[head] = dataclasses.replace(getattr(base, head), **subs)
-    try:
-        return dataclasses.replace(base, **top)
-    except TypeError as error:
-        raise ValueError(f"bad settings for {family}: {error}") from None
-
-
-def settings_to_dict(settings) -> dict:
-    return {f.name: (dataclasses.asdict(v) if dataclasses.is_dataclass(v := getattr(settings, f.name)) else v)
-            for f in dataclasses.fields(settings)}
-
-
-def settings_from_dict(family: str, values: dict):
-    """The inverse of `settings_to_dict` (JSON lists become tuples, nested dicts dataclasses). A field the saved dict
-    lacks takes the value runs saved before it existed used (the module's SAVED_BEFORE), else its default."""
-    cls = objective_module(family).Settings
-    values = {**getattr(objective_module(family), "SAVED_BEFORE", {}), **values}
-    hints = typing.get_type_hints(cls)
-    kwargs = {}
-    for f in dataclasses.fields(cls):
-        if f.name not in values:
-            continue
-        value, kind = values[f.name], hints[f.name]
-        if isinstance(kind, type) and dataclasses.is_dataclass(kind) and isinstance(value, dict):
-            value = kind(**value)
-        elif isinstance(value, list):
-            value = tuple(value)
-        kwargs[f.name] = value
-    return cls(**kwargs)
-
-
-def parse_objectives(items: list[str]) -> dict[str, float]:
-    weights: dict[str, float] = {}
-    for item in items:
-        name, sep, text = item.partition("=")
-        if not sep or not name.strip() or not text.strip():
-            raise ValueError(f"bad --objective {item!r}: write NAME=WEIGHT, e.g. --objective mlm=1.0")
-        try:
-            weight = float(text)
-        except ValueError:
-            raise ValueError(f"bad --objective {item!r}: the weight must be a number, e.g. {name.strip()}=0.5") from None
-        if not math.isfinite(weight) or weight < 0:
-            raise ValueError(f"bad --objective {item!r}: the weight must be a finite number >= 0")
-        weights[name.strip()] = weight
-    return weights
-
-
-def parse_model_overrides(items: list[str], family: str | None = None) -> dict:
-    from lab_models.models import model_config_class
-
-    config_class = model_config_class(family) if family else ModelConfig
-    hints = typing.get_type_hints(config_class)
-    valid = [f.name for f in dataclasses.fields(config_class) if f.name != "vocab_size"]
-    overrides = {}
-    for item in items:
-        key, text = _key_value(item, "--model", "dropout=0.0")
-        if family:
-            check_switch_overrides(family, [key])  # the RNN families have no feed-forward to switch
-        if key == "vocab_size":
-            raise ValueError("the model's vocab_size comes from the tokenizer: use --vocab-size N instead")
-        if key not in valid:
-            raise ValueError(f"unknown model setting {key!r}; valid keys: {', '.join(valid)}")
-        try:
-            overrides[key] = parse_value(text, hints[key])
-        except ValueError as error:
-            raise ValueError(f"bad --model {key}={text}: {error}") from None
-    return overrides
-
-
-# ------------------------------------------------------------------------------------------------ the parser
-class _OneLineParser(argparse.ArgumentParser):
-    """argparse, but a usage error is one line on stderr (the contract), not usage + error."""
-
-    def error(self, message):
-        raise ValueError(message)
-
-
-def build_parser() -> argparse.ArgumentParser:
-    p = _OneLineParser(prog="python -m lab_models.train", description="Train one pretraining family headlessly.")
-    p.add_argument("--family", help="gpt, gpt2, bert, roberta, albert, spanbert, electra, unilm, xlnet, mpnet, "
-                                    "mass, glm, t5, elmo, cove, ulmfit or cvt")
-    p.add_argument("--out", required=True, help="the run folder")
-    p.add_argument("--preset", default="tiny", help="tiny | small | medium | base (default tiny)")
-    p.add_argument("--corpus", help="a built-in or imported corpus name, or a path (default: per preset)")
-    p.add_argument("--steps", type=int)
-    p.add_argument("--seed", type=int, help="default 0")
-    p.add_argument("--device", help="auto | cpu | cuda | mps (default auto)")
-    p.add_argument("--objective", action="append", default=[], metavar="NAME=WEIGHT")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="settings")
-    p.add_argument("--model", action="append", default=[], metavar="KEY=VALUE")
-    p.add_argument("--tokenizer", help="bpe | byte_bpe | wordpiece | unigram (default: the family's)")
-    p.add_argument("--vocab-size", type=int)
-    p.add_argument("--batch-size", type=int)
-    p.add_argument("--seq-len", type=int)
-    p.add_argument("--lr", type=float)
-    p.add_argument("--schedule", help="cosine | constant (default cosine)")
-    p.add_argument("--warmup-steps", type=int)
-    p.add_argument("--eval-every", type=int)
-    p.add_argument("--eval-batches", type=int)
-    p.add_argument("--checkpoint-every", type=int)
-    p.add_argument("--log-every", type=int)
-    p.add_argument("--weight-decay", type=float, help="default 0.01")
-    p.add_argument("--grad-clip", type=float, help="default 1.0 (0 = off)")
-    p.add_argument("--perf", action="append", default=[], metavar="KEY=VALUE",
-                   help="speed settings (lab_models/performance.py): precision=auto|bf16|fp32, fused_adamw, compile, "
-                        "attention=sdpa|flex, grad_accum=K, activation_checkpointing, prefetch")
-    p.add_argument("--on-nonfinite", help="fail (default): a NaN/inf loss fails the run; skip: drop that step")
-    p.add_argument("--resume", action="store_true")
-    p.add_argument("--home", help="the lab home (default: $PRETRAINING_LAB_HOME or ~/.pretraining-lab)")
-    p.add_argument("--zoo", help="tag the run as a member of this zoo (python -m lab_models.zoo sets it)")
-    return p
-
-
-def _positive(name: str, value, minimum: int = 1):
-    if value is not None and value < minimum:
-        raise ValueError(f"--{name.replace('_', '-')} must be at least {minimum}, got {value}")
-
-
-def _corpus_reference(name_or_path: str, corpus: Corpus) -> str:
-    """What config.json records: a built-in or imported name as given, a path made absolute."""
-    if corpus.source == "path":
-        return str(Path(name_or_path).expanduser().resolve())
-    return name_or_path
-
-
-def fit_row_length(family: str, settings, seq_len: int, max_positions: int, model_overrides: dict) -> dict:
-    """Check that a row of `seq_len` tokens fits the family's batches; returns `model_overrides`, with max_positions
-    raised where the batch builder lengthens rows.
-
-    - GLM adds a [MASK] and an [S] per span (Parts A and B) and MPNet one [MASK] slot per predicted token, so their
-      inputs are longer than seq_len (their position ids stay below seq_len). The backbone accepts no input longer
-      than max_positions, so max_positions is raised to fit (config.json records it under train.model), unless
-      --model max_positions was given: then too small is an error.
-    - T5 needs one sentinel per noise span (+1); the lab's tokenizers have vocab.NUM_LAB_SENTINELS.
-    """
-    module = objective_module(family)
-    longest = module.max_length(seq_len, settings) if hasattr(module, "max_length") else seq_len
-    if longest > max_positions:
-        if "max_positions" in model_overrides:
-            raise ValueError(f"{family} turns a {seq_len}-token row into up to {longest} inputs, more than "
-                             f"max_positions={max_positions}: pass --model max_positions={longest} or lower --seq-len")
-        logger.info("%s: max_positions raised from %d to %d (rows of %d tokens become up to %d inputs)", family,
-                    max_positions, longest, seq_len, longest)
-        model_overrides = {**model_overrides, "max_positions": longest}
-    if hasattr(module, "sentinels_needed"):
-        from lab_models.vocab import NUM_LAB_SENTINELS
-
-        needed = module.sentinels_needed(seq_len, settings)
-        if needed > NUM_LAB_SENTINELS:
-            raise ValueError(f"{family} corrupts a {seq_len}-token row with {needed} sentinels, but the lab's "
-                             f"tokenizers have {NUM_LAB_SENTINELS}: lower --seq-len or raise "
-                             f"mean_noise_span_length (--set mean_noise_span_length=...)")
-    return model_overrides
-
-
-def config_from_args(args) -> tuple[TrainConfig, Corpus]:
-    """Validate the arguments of a fresh run and resolve every default. ValueError with a one-line message."""
-    from lab_models.models import TRAINED_FAMILIES, family_model_config, resolve_objective_weights
-
-    if not args.family:
-        raise ValueError("--family is required (one of " + ", ".join(TRAINED_FAMILIES) + ")")
-    if args.family not in TRAINED_FAMILIES:
-        raise ValueError(f"unknown or untrainable family {args.family!r}: choose one of {', '.join(TRAINED_FAMILIES)}")
-    if args.preset not in PRESET_DEFAULTS:
-        raise ValueError(f"unknown preset {args.preset!r}: choose one of {', '.join(PRESET_DEFAULTS)}")
-    device = args.device or "auto"
-    schedule = args.schedule or "cosine"
-    seed = 0 if args.seed is None else args.seed
-    weight_decay = 0.01 if args.weight_decay is None else args.weight_decay
-    grad_clip = 1.0 if args.grad_clip is None else args.grad_clip
-    if device not in DEVICE_CHOICES:
-        raise ValueError(f"unknown device {device!r}: choose one of {', '.join(DEVICE_CHOICES)}")
-    select_device(device)  # ValueError when the named device is not there
-    if schedule not in SCHEDULES:
-        raise ValueError(f"unknown schedule {schedule!r}: choose one of {', '.join(SCHEDULES)}")
-    for name in ("steps", "vocab_size", "batch_size", "log_every", "eval_batches"):
-        _positive(name, getattr(args, name))
-    _positive("seq_len", args.seq_len, 2)
-    for name in ("warmup_steps", "eval_every", "checkpoint_every", "seed"):
-        _positive(name, getattr(args, name), 0)
-    if args.lr is not None and not (math.isfinite(args.lr) and args.lr > 0):
-        raise ValueError(f"--lr must be a positive number such as 3e-4, got {args.lr}")
-    if not (math.isfinite(weight_decay) and weight_decay >= 0):
-        raise ValueError(f"--weight-decay must be >= 0, got {weight_decay}")
-    if not (math.isfinite(grad_clip) and grad_clip >= 0):
-        raise ValueError(f"--grad-clip must be >= 0 (0 turns clipping off), got {grad_clip}")
-    family = args.family
-    spec = family_spec(family)
-    tokenizer = args.tokenizer or spec.tokenizer
-    if tokenizer not in TOKENIZER_KINDS:
-        raise ValueError(f"unknown tokenizer {tokenizer!r}: choose one of {', '.join(TOKENIZER_KINDS)}")
-
-    from lab_models.objectives.addons import resolve_settings, split_settings
-
-    explicit_weights = parse_objectives(args.objective)
-    family_items, addon_items = split_settings(args.settings)  # "contrastive.temperature=0.1" is an add-on's
-    settings = settings_with_overrides(family, family_items)
-    bools = {f.name for f in dataclasses.fields(settings) if isinstance(getattr(settings, f.name), bool)}
-    switched_off = {name: False for name, weight in explicit_weights.items() if weight == 0 and name in bools}
-    if switched_off:
-        settings = dataclasses.replace(settings, **switched_off)
-    weights = resolve_objective_weights(family, settings, explicit_weights)
-    addons = resolve_settings(family, weights, addon_items)
-
-    defaults = PRESET_DEFAULTS[args.preset]
-
-    module_defaults = {"lr": getattr(objective_module(family), "DEFAULT_LR", None)}
-
-    def pick(name):
-        value = getattr(args, name, None)
-        if value is None and module_defaults.get(name) is not None:
-            return module_defaults[name]
-        return defaults[name] if value is None else value
-
-    model_overrides = parse_model_overrides(args.model, family)
-    probe = family_model_config(family, args.preset, 1000, settings=settings, **model_overrides)
-    seq_len = pick("seq_len")
-    if seq_len > probe.max_positions:
-        raise ValueError(f"--seq-len {seq_len} is longer than the model's {probe.max_positions} positions; lower it "
-                         f"or pass --model max_positions={seq_len}")
-    model_overrides = fit_row_length(family, settings, seq_len, probe.max_positions, model_overrides)
-    home = args.home
-    corpus_name = args.corpus or defaults["corpus"]
-    corpus = load_corpus(corpus_name, home=lab_home(home))
-    config = TrainConfig(
-        family=family, out=str(Path(args.out).expanduser().resolve()), preset=args.preset,
-        corpus=_corpus_reference(corpus_name, corpus), steps=pick("steps"), seed=seed, device=device,
-        objectives=weights, settings=settings_to_dict(settings), model=model_overrides, tokenizer=tokenizer,
-        vocab_size=pick("vocab_size"), batch_size=pick("batch_size"), seq_len=seq_len, lr=pick("lr"),
-        schedule=schedule, warmup_steps=pick("warmup_steps"), eval_every=pick("eval_every"),
-        eval_batches=pick("eval_batches"), checkpoint_every=pick("checkpoint_every"), log_every=pick("log_every"),
-        weight_decay=weight_decay, grad_clip=grad_clip, on_nonfinite=args.on_nonfinite or "fail",
-        home=str(Path(home).expanduser().resolve()) if home else None,
-        performance=parse_performance_overrides(args.perf), addons=addons, zoo=args.zoo or None,
-    )
-    config.performance_config().check_device(select_device(device))
-    config.engine_config()  # validates the combination
-    return config, corpus
-
-
-def config_from_run(args) -> tuple[TrainConfig, Corpus]:
-    """The saved configuration of the run in --out, with the few arguments a resume may change."""
-    out = Path(args.out).expanduser().resolve()
-    saved = runs.read_config(out).get("train")
-    if not isinstance(saved, dict):
-        raise ValueError(f"nothing to resume in {out}: it has no config.json from an earlier run")
-    if args.family and args.family != saved.get("family"):
-        raise ValueError(f"{out} holds a {saved.get('family')} run, not {args.family}; choose another --out")
-    known = {f.name for f in dataclasses.fields(TrainConfig)}
-    values = {k: v for k, v in saved.items() if k in known}
-    values["out"] = str(out)
-    for name in RESUME_OVERRIDABLE:
-        given = getattr(args, name, None)
-        if given is not None:
-            values[name] = given
-    if getattr(args, "perf", None):  # speed settings may change on a resume (a GPU after a CPU, more accumulation)
-        values["performance"] = {**values.get("performance", {}), **parse_performance_overrides(args.perf)}
-    _positive("steps", values.get("steps"))
-    select_device(values.get("device", "auto"))
-    try:
-        config = TrainConfig(**values)
-        config.engine_config()
-    except TypeError as error:
-        raise ValueError(f"{out}/config.json is not a run configuration this version can resume ({error})") from None
-    corpus = load_corpus(config.corpus, home=lab_home(config.home))
-    return config, corpus
-
 
 # ------------------------------------------------------------------------------------------------ distributed
 @dataclass

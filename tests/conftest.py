@@ -1,10 +1,33 @@
-"""Shared fixtures: an isolated lab home per test session, and a running app for the app tests."""
+"""Shared fixtures: an isolated lab home per test session, a running app and a client for the app tests, and one
+intra-op thread for the modules that ask for it."""
 from __future__ import annotations
 
 import os
 import socket
 
 import pytest
+
+
+@pytest.fixture(scope="module")
+def one_thread():
+    """One intra-op torch thread for the whole module, restored afterwards. Tiny models (and decoding them, a chain of
+    small ops) gain nothing from intra-op threads, and on a busy 2-core machine OpenMP spin-waits cost ~100x. A module
+    opts in with `pytestmark = pytest.mark.usefixtures("one_thread")`."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def client(running_app):
+    """A gradio_client `Client` on the running app (modules that need trained runs first define their own)."""
+    from gradio_client import Client
+
+    url, _ = running_app
+    return Client(url, verbose=False)
 
 
 def free_port() -> int:

@@ -33,12 +33,7 @@ BT_WORDS = "the cat sees a ball . 猫 看见 一个 球 。".split()
 BT_VOCAB = StringVocab(BT_WORDS)  # "the" 16 ... "." 21, "猫" 22 ... "。" 26
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
 
 def word_tokenizer(vocab: StringVocab) -> Tokenizer:

@@ -2,15 +2,8 @@
 from __future__ import annotations
 
 import pytest
-from gradio_client import Client
 
 import app as app_script  # noqa: F401  (the package `app/`; the launcher is tested through its parser below)
-
-
-@pytest.fixture(scope="module")
-def client(running_app):
-    url, _ = running_app
-    return Client(url, verbose=False)
 
 
 def test_launcher_binds_loopback_and_never_shares_by_default():

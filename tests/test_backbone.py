@@ -16,13 +16,7 @@ from lab_models.nn import (AttentionMask, Backbone, ModelConfig, MultiHeadAttent
 V = 50  # vocabulary size for every test model
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny models gain nothing from intra-op threads, and on a busy 2-core machine OpenMP spin-waits cost ~100x."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
 
 def tiny(**overrides) -> ModelConfig:

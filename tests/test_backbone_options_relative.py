@@ -32,12 +32,7 @@ T5_LIKE = dict(norm="pre", norm_type="rmsnorm", linear_bias=False, activation="r
 MPNET_LIKE = dict(norm="post", lm_transform=True, relative_attention="buckets", query_stream="token")
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
 
 def build(seed: int = 0, **overrides) -> Backbone:

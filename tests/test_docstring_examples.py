@@ -9,13 +9,16 @@ import pytest
 
 import app
 import lab_models
+import lab_models.api_parts
+import lab_models.finetuning
+import lab_models.generation
 import lab_models.interop
 import lab_models.nn
 import lab_models.objectives
 
 MODULES = sorted(
     f"{package.__name__}.{info.name}"
-    for package in (lab_models, lab_models.interop, lab_models.nn, lab_models.objectives, app)
+    for package in (lab_models, lab_models.api_parts, lab_models.finetuning, lab_models.generation, lab_models.interop, lab_models.nn, lab_models.objectives, app)
     for info in pkgutil.iter_modules(package.__path__)
     if not info.ispkg
 )

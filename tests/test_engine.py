@@ -24,12 +24,7 @@ from lab_models.tokenization import train_tokenizer
 from lab_models.vocab import LAB_SPECIAL_TOKENS, EndMarkedVocabInfo, prepare_tokenizer, token_byte_lengths
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
 
 WORDS = ("the cat dog bird sat ran flew over under near a big small red blue green house tree river quickly slowly "

@@ -39,13 +39,7 @@ V = VOCAB.info.size
 FIRST_WORD = VOCAB.token_to_id[WORDS[0]]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny models gain nothing from intra-op threads, and the test machine's two cores are shared."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
 
 def settings_for(family: str, **changes):

@@ -32,15 +32,7 @@ def _env(home: Path) -> dict:
     return env
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """The in-process fine-tunings run on one thread (several times faster than two on a busy 2-core machine)."""
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
 
 @pytest.fixture(scope="module")

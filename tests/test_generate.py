@@ -102,14 +102,7 @@ def write_untrained_run(run_dir: Path, family: str, tokenizer_from: Path) -> Pat
     return run_dir
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """Decoding a tiny model is a chain of small ops: one intra-op thread is fastest (and immune to a busy machine).
-    The setting is restored after the module."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
 
 @pytest.fixture(scope="module")

@@ -4,19 +4,12 @@ from __future__ import annotations
 
 import pytest
 import torch
-from gradio_client import Client
 
 transformers = pytest.importorskip("transformers")
 
 from tests.interop_support import byte_bpe, perturb, save_hf  # noqa: E402
 
 EOT = "<|endoftext|>"
-
-
-@pytest.fixture(scope="module")
-def client(running_app):
-    url, _ = running_app
-    return Client(url, verbose=False)
 
 
 @pytest.fixture(scope="module")

@@ -36,12 +36,7 @@ VOCAB = VocabInfo(size=V, pad_id=1, mask_id=4, cls_id=0, sep_id=2, bos_id=0, eos
                   sentinel_ids=(), random_ids=tuple(range(8, V)))  # mpnet-base's <s> 0, <pad> 1, </s> 2
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
 
 def reference(vocab_size: int = V, seed: int = 0, pad: int = 1):

@@ -44,12 +44,7 @@ CASES = {  # name -> T5Config arguments
 }
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
 
 def reference(vocab_size: int = V, pad: int = 0, eos: int = 1, seed: int = 0, **options):

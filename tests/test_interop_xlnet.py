@@ -37,12 +37,7 @@ VOCAB = VocabInfo(size=V, pad_id=5, mask_id=6, cls_id=3, sep_id=4, bos_id=1, eos
 ATOL = 1e-4  # the bar for fp32 logits
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
 
 def perturb(model: torch.nn.Module, seed: int, scale: float = 0.1) -> None:

@@ -16,7 +16,6 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-import torch
 from gradio_client import Client
 
 from app.leaderboard_figures import display_table, leaderboard_figure, notes_markdown
@@ -39,13 +38,7 @@ BASE_COLUMNS = ["run_id", "family", "preset", "corpus", "steps", "training_token
                 "infill_examples"]
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """Tiny models evaluate fastest on one intra-op thread; restored after the module."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
 
 @pytest.fixture(scope="module")

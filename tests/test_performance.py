@@ -28,12 +28,7 @@ from lab_models.vocab import prepare_tokenizer, token_byte_lengths
 CUDA = torch.cuda.is_available()
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
 
 def vocab(size: int = 300) -> VocabInfo:

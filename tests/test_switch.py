@@ -35,12 +35,7 @@ from tests import test_family_models_seq2seq as seq2seq
 TRANSFORMER_FAMILIES = [f for f in TRAINED_FAMILIES if f not in RNN_FAMILIES]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
 
 def switch_layer(n_experts=4, capacity_factor=1.0, d_model=8, d_ff=16, seed=0) -> SwitchFeedForward:

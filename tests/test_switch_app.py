@@ -9,18 +9,11 @@ import shutil
 import time
 
 import pytest
-from gradio_client import Client
 
 from app.switch_figures import routing_figure, routing_series
 from app.switch_panel import switch_model_overrides
 from lab_models import api
 from tests.test_train_tab import controls
-
-
-@pytest.fixture(scope="module")
-def client(running_app):
-    url, _ = running_app
-    return Client(url, verbose=False)
 
 
 def switch_controls(on=True, n_experts=4, capacity_factor=1.25, expert_every=2, z=0.0):

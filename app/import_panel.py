@@ -14,7 +14,8 @@ its generator's folder in a second box; pickled weights (pytorch_model.bin) need
 
 Endpoints:
 * `/import_checkpoint_look`: (folder, generator folder, allow pickle) -> (summary markdown, files table).
-* `/import_checkpoint`: (folder, generator folder, allow pickle, corpus) -> result markdown; then the runs table is
+* `/import_checkpoint`: (folder, generator folder, allow pickle, corpus) -> result markdown (a translatable note,
+  then the new run's id in bold and its folder: `... **gpt2-imported-...** (in `...`).`); then the runs table is
   refreshed (`/list_runs_after_import`).
 """
 from __future__ import annotations

@@ -109,7 +109,7 @@ def fits_markdown(sweeps: list[dict]) -> str:
                                 if "exponent" in law else f"no fit ({law.get('error', 'no points')})"))
             lines.append(f"- `{sweep['sweep_id']}` {family} **{variant}**: " + "; ".join(parts))
     if not lines:
-        return text("scaling.no_fit")
+        return str(text("scaling.no_fit"))  # a handler returns it: plain JSON, the marker as a string
     return text("scaling.fits_heading") + "\n\n" + "\n".join(lines)
 
 

@@ -278,7 +278,7 @@ def progress_html(summary: dict | None) -> str:
 def status_markdown(summary: dict | None, log_tail: str = "") -> str:
     """The run's id, state, message and last losses; for a failed or died run, the message and the end of its log."""
     if not summary:
-        return text("train.no_run")
+        return str(text("train.no_run"))  # a handler returns it too: plain JSON, the marker as a string
     lines = [f"**Run** `{summary.get('run_id')}` · {summary.get('family') or '?'} · preset "
              f"{summary.get('preset') or '?'} · corpus {summary.get('corpus') or 'preset default'} · "
              f"device {summary.get('device') or 'auto'} — **{state_label(summary)}**"]

@@ -96,8 +96,11 @@ LEAK_DEMO_STEPS = 150  # about 30 s per run on 2 CPU cores; the gap is already w
 
 
 def objective_info(objective) -> str:
-    """The help text under an objective's checkbox: the page's own text for it, else the objective's description."""
-    return OBJECTIVE_TITLES.get(objective.name) or objective.description or objective.name
+    """The help text under an objective's checkbox: the page's own text for it (as its marker string: a handler's
+    update must be plain JSON), else the objective's description."""
+    if objective.name in OBJECTIVE_TITLES:
+        return str(OBJECTIVE_TITLES[objective.name])
+    return objective.description or objective.name
 
 
 def weight_label(name: str) -> str:
@@ -255,7 +258,7 @@ class TrainView:
                 + [(label, kind) for kind, label in api.TOKENIZER_KINDS.items()])
 
     def corpus_choices(self) -> list[tuple[str, str]]:
-        return [(text("train.corpus_preset"), "")] + [(name, name) for name in api.list_corpora(home=self.home)]
+        return [(str(text("train.corpus_preset")), "")] + [(name, name) for name in api.list_corpora(home=self.home)]
 
     def refresh_corpora(self, current):
         """After a corpus import: the corpus choices again, keeping the current one."""

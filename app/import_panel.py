@@ -14,7 +14,8 @@ its generator's folder in a second box; pickled weights (pytorch_model.bin) need
 
 Endpoints:
 * `/import_checkpoint_look`: (folder, generator folder, allow pickle) -> (summary markdown, files table).
-* `/import_checkpoint`: (folder, generator folder, allow pickle, corpus) -> result markdown; then the runs table is
+* `/import_checkpoint`: (folder, generator folder, allow pickle, corpus) -> result markdown (a translatable note,
+  then the new run's id in bold and its folder: `... **gpt2-imported-...** (in `...`).`); then the runs table is
   refreshed (`/list_runs_after_import`).
 """
 from __future__ import annotations
@@ -28,26 +29,25 @@ import pandas as pd
 from lab_models import api
 
 from .errors import user_errors
+from .i18n import text
 
 FILES_COLUMNS = ["file", "size"]
-INTRO = ("Bring a real checkpoint next to your runs: type the path of a folder **on this server's disk** that "
-         "transformers' `save_pretrained` wrote (config.json, model.safetensors, the tokenizer files). The lab never "
-         "downloads. **Look** shows what it found; **Import** makes it a run (step 0, preset *imported*) that "
-         "Compare, Understand and the Leaderboard list like any other.")
+INTRO = text("import.intro")
 
 
-def architectures_markdown(rows: list[dict]) -> str:
-    """The architectures the lab converts, one line: "GPT-2 (GPT2LMHeadModel), ..., t5 (not in this build)".
+def architectures_markdown(rows: list[dict], importable="Importable here:", not_yet="Not in this build yet:"
+                           ) -> tuple[str, str]:
+    """The architectures the lab converts and those it does not yet, as two Markdown lines (the second "" when every
+    one converts). The page passes the two lead-ins in its language (one translated text per Markdown).
 
     >>> architectures_markdown([{"module": "gpt2", "family": "gpt2", "model_types": ["gpt2"],
     ...     "reference": "GPT2LMHeadModel", "available": True}, {"module": "t5", "family": "t5",
     ...     "model_types": ["t5"], "reference": None, "available": False}])
-    'Importable here: **gpt2** (`GPT2LMHeadModel`). Not in this build yet: t5.'
+    ('Importable here: **gpt2** (`GPT2LMHeadModel`).', 'Not in this build yet: t5.')
     """
     ready = [f"**{row['model_types'][0]}** (`{row['reference']}`)" for row in rows if row["available"]]
     later = [row["model_types"][0] for row in rows if not row["available"]]
-    text = "Importable here: " + ", ".join(ready) + "."
-    return text + (f" Not in this build yet: {', '.join(later)}." if later else "")
+    return (importable + " " + ", ".join(ready) + ".", (not_yet + f" {', '.join(later)}.") if later else "")
 
 
 def _count(n) -> str:
@@ -126,34 +126,36 @@ class ImportView:
         run_dir = api.import_hf(self._folder(folder), generator_dir=(generator or None),
                                 allow_pickle=bool(allow_pickle), corpus=(corpus or api.INTEROP_DEFAULT_CORPUS),
                                 home=self.home, progress=lambda fraction, message: progress(fraction, desc=message))
-        return (f"Imported as **{run_dir.name}** (in `{run_dir.parent}`). It is in the runs table above and in the "
-                "run pickers of Compare, Understand and the Leaderboard (press their Refresh). Its NOTE.md says what "
-                "the lab changed.")
+        return text("import.imported_as") + f" **{run_dir.name}** (in `{run_dir.parent}`)."
 
 
 def build(home) -> SimpleNamespace:
     """The section (an accordion); returns its Import event, for the Train tab to refresh its runs table after it."""
     view = ImportView(home)
-    with gr.Accordion("Import a checkpoint (a Hugging Face folder on this server)", open=False,
+    with gr.Accordion(text("import.accordion"), open=False,
                       elem_id="import-checkpoint"):
         gr.Markdown(INTRO)
-        gr.Markdown(architectures_markdown(api.interop_architectures()))
+        importable, not_yet = architectures_markdown(api.interop_architectures(), text("import.importable"),
+                                                     text("import.not_yet"))
+        gr.Markdown(importable)
+        if not_yet:
+            gr.Markdown(not_yet)
         with gr.Row():
-            folder = gr.Textbox(label="Checkpoint folder", placeholder="~/models/bert-base-uncased", scale=3,
+            folder = gr.Textbox(label=text("import.folder"), placeholder="~/models/bert-base-uncased", scale=3,
                                 elem_id="import-folder")
-            generator = gr.Textbox(label="ELECTRA generator folder (optional)", placeholder="~/models/electra-gen",
+            generator = gr.Textbox(label=text("import.generator"), placeholder="~/models/electra-gen",
                                    scale=2)
         with gr.Row():
-            allow_pickle = gr.Checkbox(False, label="Allow pytorch_model.bin (a pickle; read as weights only)")
+            allow_pickle = gr.Checkbox(False, label=text("import.allow_pickle"))
             corpus = gr.Dropdown(api.list_corpora(home=home), value=api.INTEROP_DEFAULT_CORPUS, allow_custom_value=True,
-                                 label="File it under corpus (what the Leaderboard evaluates it on)")
+                                 label=text("import.corpus"))
         with gr.Row():
-            look = gr.Button("Look", variant="secondary", elem_id="import-look")
-            start = gr.Button("Import", variant="primary", elem_id="import-start")
-        summary = gr.Markdown("Type a folder path and press **Look**.", elem_id="import-summary")
-        files = gr.Dataframe(files_frame([]), interactive=False, label="Files in the folder", max_height=240)
+            look = gr.Button(text("import.look"), variant="secondary", elem_id="import-look")
+            start = gr.Button(text("import.import"), variant="primary", elem_id="import-start")
+        summary = gr.Markdown(text("import.summary_empty"), elem_id="import-summary")
+        files = gr.Dataframe(files_frame([]), interactive=False, label=text("import.files"), max_height=240)
         # a visible placeholder: the progress bar of an import is drawn over this component
-        result = gr.Markdown("The imported run's name appears here.", elem_id="import-result", min_height=60)
+        result = gr.Markdown(text("import.result_empty"), elem_id="import-result", min_height=60)
     look.click(user_errors(view.look), [folder, generator, allow_pickle], [summary, files],
                api_name="import_checkpoint_look")
     imported = start.click(user_errors(view.run_import), [folder, generator, allow_pickle, corpus], result,

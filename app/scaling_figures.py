@@ -18,6 +18,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from .i18n import text
 from .train_figures import _empty_figure
 
 SWEEP_COLORS = ("#2563eb", "#ea580c", "#16a34a", "#db2777", "#0891b2", "#7c3aed")  # dense, switch per sweep
@@ -108,8 +109,8 @@ def fits_markdown(sweeps: list[dict]) -> str:
                                 if "exponent" in law else f"no fit ({law.get('error', 'no points')})"))
             lines.append(f"- `{sweep['sweep_id']}` {family} **{variant}**: " + "; ".join(parts))
     if not lines:
-        return "_No fit yet: a power law needs two finished sizes._"
-    return "Fitted power laws, bits per byte = a · x^(−α) (least squares in log-log space):\n\n" + "\n".join(lines)
+        return str(text("scaling.no_fit"))  # a handler returns it: plain JSON, the marker as a string
+    return text("scaling.fits_heading") + "\n\n" + "\n".join(lines)
 
 
 def _sci(value) -> str:
@@ -149,7 +150,7 @@ def sweep_label(sweep: dict) -> str:
 def status_html(sweeps: list[dict]) -> str:
     """A progress line per picked sweep: state, runs done, the current message."""
     if not sweeps:
-        return '<div class="sweep-status">No sweep picked.</div>'
+        return '<div class="sweep-status">' + text("scaling.no_sweep") + "</div>"
     rows = []
     for sweep in sweeps:
         status = sweep.get("status") or {}

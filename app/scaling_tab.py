@@ -22,6 +22,7 @@ import gradio as gr
 from lab_models import api
 
 from .errors import user_errors
+from .i18n import text
 from .inputs import picked as picked_names
 from .scaling_figures import TABLE_COLUMNS, fits_markdown, points_table, scaling_figure, status_html, sweep_label
 
@@ -100,50 +101,46 @@ def build(home, jobs, tab=None):
     """Lay out the tab. `tab` refreshes the sweep picker when opened."""
     view = ScalingView(jobs)
     families = [(spec.title, spec.name) for spec in api.trainable_families() if spec.kind != "rnn"]
-    gr.Markdown("**Scaling laws** (Kaplan et al. 2020): the loss falls as a power law of the parameters N and of the "
-                "compute C = 6 N T. A sweep trains one family at several sizes, one after another (each an ordinary "
-                "run with the same data, steps and learning rate), then fits bits per byte = a · x^(−α) on log-log "
-                "axes. Tick **Switch** to train every size again with Switch Transformer layers: the same FLOPs per "
-                "token, more parameters (Fedus et al. 2022). A size that runs out of memory or past its time limit "
-                "is recorded with its message and the sweep goes on.")
+    gr.Markdown(text("scaling.intro"))
     with gr.Row():
         with gr.Column(scale=2, min_width=340):
-            family = gr.Dropdown(families, value=DEFAULT_FAMILY, label="Family", elem_id="scaling-family")
-            sizes = gr.Textbox(DEFAULT_SIZES, label="Sizes", elem_id="scaling-sizes",
-                               info="comma-separated: DxL (d_model × layers, d_ff = 4·D) or a preset (tiny = 64x2, "
-                                    "small = 256x4)")
+            family = gr.Dropdown(families, value=DEFAULT_FAMILY, label=text("scaling.family"),
+                                 elem_id="scaling-family")
+            sizes = gr.Textbox(DEFAULT_SIZES, label=text("scaling.sizes"), elem_id="scaling-sizes",
+                               info=text("scaling.sizes_info"))
             with gr.Row():
-                steps = gr.Number(DEFAULT_STEPS, precision=0, minimum=1, label="Steps per size")
-                preset = gr.Dropdown(list(api.TRAINING_PRESETS), value="tiny", label="Data and training preset",
-                                     info="corpus, vocabulary, sequence length, batch, learning rate")
+                steps = gr.Number(DEFAULT_STEPS, precision=0, minimum=1, label=text("scaling.steps"))
+                preset = gr.Dropdown(list(api.TRAINING_PRESETS), value="tiny", label=text("scaling.preset"),
+                                     info=text("scaling.preset_info"))
             with gr.Row():
-                max_minutes = gr.Number(DEFAULT_MAX_MINUTES, minimum=0, label="Minutes per size at most",
-                                        info="0 = no limit")
-                device = gr.Dropdown(list(api.TRAINING_DEVICES), value="auto", label="Device")
-                seed = gr.Number(0, precision=0, minimum=0, label="Seed")
-            switch = gr.Checkbox(True, label="Switch: also train every size with Switch layers",
+                max_minutes = gr.Number(DEFAULT_MAX_MINUTES, minimum=0, label=text("scaling.max_minutes"),
+                                        info=text("scaling.max_minutes_info"))
+                device = gr.Dropdown(list(api.TRAINING_DEVICES), value="auto", label=text("scaling.device"))
+                seed = gr.Number(0, precision=0, minimum=0, label=text("scaling.seed"))
+            switch = gr.Checkbox(True, label=text("scaling.switch"),
                                  elem_id="scaling-switch")
             with gr.Row():
                 defaults = api.SWITCH_DEFAULTS
-                n_experts = gr.Number(defaults["n_experts"], precision=0, minimum=1, label="experts")
-                capacity = gr.Number(defaults["capacity_factor"], minimum=0, step=0.05, label="capacity factor")
-                every = gr.Number(defaults["expert_every"], precision=0, minimum=1, label="every k-th layer")
+                n_experts = gr.Number(defaults["n_experts"], precision=0, minimum=1, label=text("scaling.experts"))
+                capacity = gr.Number(defaults["capacity_factor"], minimum=0, step=0.05, label=text("scaling.capacity"))
+                every = gr.Number(defaults["expert_every"], precision=0, minimum=1, label=text("scaling.every"))
             with gr.Row():
-                start = gr.Button("Start sweep", variant="primary", elem_id="scaling-start")
-                stop = gr.Button("Stop", variant="stop")
-            command = gr.Code("", language="shell", label="Equivalent command", lines=2, interactive=False,
+                start = gr.Button(text("scaling.start"), variant="primary", elem_id="scaling-start")
+                stop = gr.Button(text("scaling.stop"), variant="stop")
+            command = gr.Code("", language="shell", label=text("scaling.command"), lines=2, interactive=False,
                               wrap_lines=True, show_line_numbers=False)
         with gr.Column(scale=3, min_width=440):
             with gr.Row():
-                picker = gr.Dropdown([], value=[], multiselect=True, max_choices=MAX_PICKED, label="Sweeps",
-                                     info="pick sweeps to draw together", scale=4, allow_custom_value=True,
+                picker = gr.Dropdown([], value=[], multiselect=True, max_choices=MAX_PICKED,
+                                     label=text("scaling.picker"),
+                                     info=text("scaling.picker_info"), scale=4, allow_custom_value=True,
                                      elem_id="scaling-picker")
-                refresh = gr.Button("Refresh", size="sm", scale=0, min_width=100)
+                refresh = gr.Button(text("scaling.refresh"), size="sm", scale=0, min_width=100)
             status = gr.HTML(status_html([]), elem_id="scaling-status")
-            plot = gr.Plot(scaling_figure([]), label="Scaling", elem_id="scaling-plot")
+            plot = gr.Plot(scaling_figure([]), label=text("scaling.plot"), elem_id="scaling-plot")
             fits = gr.Markdown(fits_markdown([]), elem_id="scaling-fits")
     table = gr.Dataframe(points_table(api.sweep_points([], jobs)), headers=TABLE_COLUMNS, interactive=False,
-                         wrap=True, label="Points (one per size and variant; failed ones with their message)",
+                         wrap=True, label=text("scaling.points"),
                          elem_id="scaling-points")
     signature = gr.State(None)
     timer = gr.Timer(REFRESH_S)

@@ -21,14 +21,10 @@ import gradio as gr
 from lab_models import api
 
 from .errors import user_errors
+from .i18n import text
 from .switch_figures import routing_figure
 
-SWITCH_NOTE = (
-    "**Switch Transformer** (Fedus, Zoph & Shazeer 2022): every *k*-th feed-forward becomes *n* experts and a router "
-    "sends each token to **one** of them, so a token still costs one feed-forward's FLOPs while the layer holds *n* "
-    "times the parameters. An expert takes at most `capacity factor × tokens / n` tokens per batch; the rest are "
-    "dropped and pass through the residual connection. The load-balancing loss (`load_balance`, 1.0 = balanced, "
-    "weight 0.01) is added to every family's loss.")
+SWITCH_NOTE = text("switch.note")
 
 
 def _is_rnn(family) -> bool:
@@ -55,20 +51,20 @@ def build_switch_controls():
     """The toggle and its settings (call inside the tab's left column). Returns a namespace with `group` (to hide for
     the RNN families) and `controls` (the five inputs, in `switch_model_overrides` order)."""
     defaults = api.SWITCH_DEFAULTS
-    with gr.Accordion("Switch Transformer (mixture of experts)", open=False, elem_id="train-switch") as group:
+    with gr.Accordion(text("switch.accordion"), open=False, elem_id="train-switch") as group:
         gr.Markdown(SWITCH_NOTE)
-        on = gr.Checkbox(False, label="Switch layers", elem_id="train-switch-on",
-                         info="adds --model ffn=switch and the settings below to the command")
+        on = gr.Checkbox(False, label=text("switch.on"), elem_id="train-switch-on",
+                         info=text("switch.on_info"))
         with gr.Row():
-            n_experts = gr.Number(defaults["n_experts"], precision=0, minimum=1, label="experts",
-                                  info="n: feed-forwards per Switch layer", elem_id="train-switch-experts")
-            capacity = gr.Number(defaults["capacity_factor"], minimum=0, step=0.05, label="capacity factor",
-                                 info="room per expert, × tokens / n", elem_id="train-switch-capacity")
+            n_experts = gr.Number(defaults["n_experts"], precision=0, minimum=1, label=text("switch.experts"),
+                                  info=text("switch.experts_info"), elem_id="train-switch-experts")
+            capacity = gr.Number(defaults["capacity_factor"], minimum=0, step=0.05, label=text("switch.capacity"),
+                                 info=text("switch.capacity_info"), elem_id="train-switch-capacity")
         with gr.Row():
-            every = gr.Number(defaults["expert_every"], precision=0, minimum=1, label="every k-th layer",
-                              info="2 = every other feed-forward", elem_id="train-switch-every")
-            z_loss = gr.Number(defaults["router_z_weight"], minimum=0, step=0.001, label="router z-loss weight",
-                               info="ST-MoE's 1e-3; 0 = off", elem_id="train-switch-z")
+            every = gr.Number(defaults["expert_every"], precision=0, minimum=1, label=text("switch.every"),
+                              info=text("switch.every_info"), elem_id="train-switch-every")
+            z_loss = gr.Number(defaults["router_z_weight"], minimum=0, step=0.001, label=text("switch.z_loss"),
+                               info=text("switch.z_loss_info"), elem_id="train-switch-z")
     return SimpleNamespace(group=group, controls=[on, n_experts, capacity, every, z_loss])
 
 
@@ -103,8 +99,8 @@ def build_routing_plot(jobs, run, live: gr.Timer):
     """The routing plot (call inside the tab's right column) and its events: drawn when `run` changes and on every
     `live` tick. Returns the plot."""
     view = RoutingLive(jobs)
-    with gr.Accordion("Switch routing (per expert: tokens routed and dropped)", open=True):
-        plot = gr.Plot(routing_figure([]), label="Switch routing", elem_id="train-switch-routing")
+    with gr.Accordion(text("switch.routing_accordion"), open=True):
+        plot = gr.Plot(routing_figure([]), label=text("switch.routing_plot"), elem_id="train-switch-routing")
     signature = gr.State(None)
     run.change(user_errors(view.show), run, [plot, signature], api_name="show_routing", show_progress="hidden")
     live.tick(view.tick, [run, signature], [plot, signature], api_name="refresh_routing", show_progress="hidden",

@@ -16,6 +16,8 @@ import math
 import pandas as pd
 import plotly.graph_objects as go
 
+from .i18n import text
+
 MAX_POINTS = 600  # per line: enough for a smooth curve, small enough to resend every 1.5 s
 TOTAL_COLOR = "#0f172a"
 VAL_COLOR = "#dc2626"
@@ -246,9 +248,11 @@ def format_mfu(summary: dict) -> str:
 def progress_html(summary: dict | None) -> str:
     """A progress bar with step / total, tokens/s and ETA, coloured by state."""
     if not summary:
-        return ('<div class="train-progress train-idle"><div class="train-progress-head">'
-                '<span class="train-state">no run selected</span><span>press Start, or pick a run below</span>'
-                '</div><div class="train-bar"><div class="train-bar-fill" style="width:0%"></div></div></div>')
+        # one translated text per HTML value (Gradio's frontend translates one marker per string): the badge; the
+        # status line under the bar says what to do (status_markdown(None))
+        return ('<div class="train-progress train-idle"><div class="train-progress-head"><span class="train-state">'
+                + text("train.progress_idle") +
+                '</span></div><div class="train-bar"><div class="train-bar-fill" style="width:0%"></div></div></div>')
     state = summary.get("state") or "unknown"
     step = int(summary.get("step") or 0)
     total = summary.get("total_steps")
@@ -274,7 +278,7 @@ def progress_html(summary: dict | None) -> str:
 def status_markdown(summary: dict | None, log_tail: str = "") -> str:
     """The run's id, state, message and last losses; for a failed or died run, the message and the end of its log."""
     if not summary:
-        return "No run selected."
+        return str(text("train.no_run"))  # a handler returns it too: plain JSON, the marker as a string
     lines = [f"**Run** `{summary.get('run_id')}` · {summary.get('family') or '?'} · preset "
              f"{summary.get('preset') or '?'} · corpus {summary.get('corpus') or 'preset default'} · "
              f"device {summary.get('device') or 'auto'} — **{state_label(summary)}**"]

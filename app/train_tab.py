@@ -39,6 +39,7 @@ from lab_models import api
 from . import import_panel
 from .addon_figures import addon_figure
 from .errors import user_errors
+from .i18n import text
 from .switch_panel import (build_routing_plot, build_switch_controls, switch_model_overrides,
                            switch_visibility)
 from .inputs import picked
@@ -52,28 +53,59 @@ LIVE_REFRESH_S = 1.5  # the selected run's curve and progress bar
 TABLE_REFRESH_S = 5.0  # the runs table and the comparison plot
 LOG_LINES = 20
 SETTINGS_HEADERS = ["setting", "value", "default", "what it does"]
+# What each objective does, in the page's language (objectives without a text here show their own description).
 OBJECTIVE_TITLES = {
-    "clm": "causal language modelling: predict the next token",
-    "mlm": "masked language modelling: predict the corrupted tokens",
-    "nsp": "next sentence prediction: is part B the real continuation?",
-    "sop": "sentence order prediction: are the two segments swapped?",
-    "sbo": "span boundary objective: predict span tokens from the span's boundaries",
-    "rtd": "replaced token detection (the discriminator; its weight is ELECTRA's λ)",
-    "cloze": "cloze under UniLM's mix of attention masks",
-    "plm": "permutation language modelling: predict the last 1/K of a random factorization order",
-    "mplm": "masked and permuted language modelling: XLNet's order with every position visible",
-    "seq2seq": "masked sequence to sequence: the decoder writes the fragment masked in the encoder",
-    "blank_infilling": "autoregressive blank infilling: write each blanked span after [S]",
-    "span_corruption": "span corruption: the decoder writes the spans that sentinels replaced",
+    "clm": text("train.objective_clm"),
+    "mlm": text("train.objective_mlm"),
+    "nsp": text("train.objective_nsp"),
+    "sop": text("train.objective_sop"),
+    "sbo": text("train.objective_sbo"),
+    "rtd": text("train.objective_rtd"),
+    "cloze": text("train.objective_cloze"),
+    "plm": text("train.objective_plm"),
+    "mplm": text("train.objective_mplm"),
+    "seq2seq": text("train.objective_seq2seq"),
+    "blank_infilling": text("train.objective_blank_infilling"),
+    "span_corruption": text("train.objective_span_corruption"),
+    "contrastive": text("train.objective_contrastive"),
+    "adversarial": text("train.objective_adversarial"),
+    "translation": text("train.objective_translation"),
+    "back_translation": text("train.objective_back_translation"),
+    "forward_lm": text("train.objective_forward_lm"),
+    "backward_lm": text("train.objective_backward_lm"),
+    "nmt": text("train.objective_nmt"),
+    "lm": text("train.objective_lm"),
+    "classifier": text("train.objective_classifier"),
+    "labelled": text("train.objective_labelled"),
+    "unlabelled": text("train.objective_unlabelled"),
 }
-PRESET_CORPUS_NOTE = "blank = the preset's corpus (synthetic for tiny, stdlib-docs otherwise)"
+# The comparison plot's choices, in the page's language (the keys of COMPARE_METRICS, in its order).
+METRIC_CHOICES = {
+    "loss": text("train.metric_loss"),
+    "val_loss": text("train.metric_val_loss"),
+    "val_bits_per_byte": text("train.metric_val_bits_per_byte"),
+    "val_topic_gap": text("train.metric_val_topic_gap"),
+    "val_uniformity": text("train.metric_val_uniformity"),
+    "val_bleu_en_zh": text("train.metric_val_bleu_en_zh"),
+    "val_bleu_zh_en": text("train.metric_val_bleu_zh_en"),
+    "val_chrf_en_zh": text("train.metric_val_chrf_en_zh"),
+    "val_chrf_zh_en": text("train.metric_val_chrf_zh_en"),
+}
 LEAK_DEMO_FAMILY = "xlnet"
 LEAK_DEMO_STEPS = 150  # about 30 s per run on 2 CPU cores; the gap is already wide (val loss ~1.3 vs ~4.4)
-LEAK_DEMO_NOTE = (
-    "**Why two streams?** XLNet predicts a token from a query stream that knows the token's *position* but never its "
-    "*content*. With `two_stream = false` the target is read from the content stream, which contains the token "
-    "itself: the model learns to copy and the loss collapses while it learns nothing. The leak demo trains both "
-    "(tiny, {steps} steps each) and overlays their validation losses below.")
+
+
+def objective_info(objective) -> str:
+    """The help text under an objective's checkbox: the page's own text for it (as its marker string: a handler's
+    update must be plain JSON), else the objective's description."""
+    if objective.name in OBJECTIVE_TITLES:
+        return str(OBJECTIVE_TITLES[objective.name])
+    return objective.description or objective.name
+
+
+def weight_label(name: str) -> str:
+    """The label of an objective's weight box: "weight of mlm" (权重 mlm)."""
+    return text("train.weight_of") + f" {name}"
 
 
 def setting_text(value) -> str:
@@ -208,24 +240,25 @@ class TrainView:
         for index in range(MAX_OBJECTIVES):
             if index < len(spec.objectives):
                 objective = spec.objectives[index]
-                info = OBJECTIVE_TITLES.get(objective.name) or objective.description or objective.name
-                rows += [gr.update(visible=True, value=objective.weight > 0, label=objective.name, info=info),
-                         gr.update(visible=True, value=objective.weight, label=f"weight of {objective.name}")]
+                rows += [gr.update(visible=True, value=objective.weight > 0, label=objective.name,
+                                   info=objective_info(objective)),
+                         gr.update(visible=True, value=objective.weight, label=weight_label(objective.name))]
             else:
                 rows += [gr.update(visible=False, value=False), gr.update(visible=False, value=0)]
         frame = settings_frame(family)
-        note = (f"**{spec.title}** · {spec.kind} · tokenizer {own} · {spec.paper}\n\n" +
-                ("Objective settings: edit a **value**; rows left at their default are not passed on."
-                 if len(frame) else f"{spec.title} has no objective settings."))
+        # one translated word per Markdown value (Gradio's frontend translates one marker per string); how to edit
+        # the settings is the settings table's label
+        note = f"**{spec.title}** · {spec.kind} · " + text("train.tokenizer_in_note") + f" {own} · {spec.paper}"
         return [tokenizer, *rows, gr.update(value=frame, visible=bool(len(frame))), note]
 
     def tokenizer_choices(self, family: str) -> list[tuple[str, str]]:
         spec = self.specs.get(family)
         own = api.TOKENIZER_KINDS.get(spec.tokenizer, spec.tokenizer).split(" (")[0] if spec else "the family's"
-        return [(f"default: {own}", "")] + [(label, kind) for kind, label in api.TOKENIZER_KINDS.items()]
+        return ([(text("train.tokenizer_default") + f" {own}", "")]
+                + [(label, kind) for kind, label in api.TOKENIZER_KINDS.items()])
 
     def corpus_choices(self) -> list[tuple[str, str]]:
-        return [("preset's corpus", "")] + [(name, name) for name in api.list_corpora(home=self.home)]
+        return [(str(text("train.corpus_preset")), "")] + [(name, name) for name in api.list_corpora(home=self.home)]
 
     def refresh_corpora(self, current):
         """After a corpus import: the corpus choices again, keeping the current one."""
@@ -367,30 +400,32 @@ def build(home, jobs, corpus_choices=None):
     families = [(spec.title, name) for name, spec in view.specs.items()]
     default_family = DEFAULT_FAMILY if DEFAULT_FAMILY in view.specs else families[0][1]
     spec = view.specs[default_family]
-    corpora = [("preset's corpus", "")] + [(name, name) for name in (corpus_choices or api.list_corpora(home=home))]
+    corpora = [(text("train.corpus_preset"), "")] + [(name, name) for name in
+                                                     (corpus_choices or api.list_corpora(home=home))]
     default_settings = settings_frame(default_family)
     default_rows = [value for objective in spec.objectives for value in (objective.weight > 0, objective.weight)]
     *_, default_note = view.family_defaults(default_family)
 
     live = gr.Timer(LIVE_REFRESH_S)
-    gr.Markdown("Pick a family and its objectives, press **Start**, and watch the loss fall. Each run trains in its "
-                "own worker process (one per device at a time; the rest wait in a queue) and is saved under the lab "
-                "home's `runs/`. **Stop** checkpoints a run, **Resume** continues it from that checkpoint.")
+    gr.Markdown(text("train.intro"))
     with gr.Row():
         with gr.Column(scale=2, min_width=340):
             with gr.Row():
-                family = gr.Dropdown(families, value=default_family, label="Family", allow_custom_value=True)
-                preset = gr.Dropdown(list(api.TRAINING_PRESETS), value=DEFAULT_PRESET, label="Preset",
-                                     info="tiny: seconds on a CPU · small: the CPU demo · medium, base: GPU sizes")
-            with gr.Row():
-                corpus = gr.Dropdown(corpora, value="", label="Corpus", info=PRESET_CORPUS_NOTE,
+                family = gr.Dropdown(families, value=default_family, label=text("train.family"),
                                      allow_custom_value=True)
-                tokenizer = gr.Dropdown(view.tokenizer_choices(default_family), value="", label="Tokenizer")
+                preset = gr.Dropdown(list(api.TRAINING_PRESETS), value=DEFAULT_PRESET, label=text("train.preset"),
+                                     info=text("train.preset_info"))
             with gr.Row():
-                steps = gr.Number(0, precision=0, label="Steps", info="0 = the preset's")
-                seed = gr.Number(0, precision=0, label="Seed")
-                device = gr.Dropdown(list(api.TRAINING_DEVICES), value="auto", label="Device")
-            gr.Markdown("**Objectives**: untick one to turn it off; the training loss is the weighted sum.")
+                corpus = gr.Dropdown(corpora, value="", label=text("train.corpus"),
+                                     info=text("train.corpus_info"),
+                                     allow_custom_value=True)
+                tokenizer = gr.Dropdown(view.tokenizer_choices(default_family), value="",
+                                        label=text("train.tokenizer"))
+            with gr.Row():
+                steps = gr.Number(0, precision=0, label=text("train.steps"), info=text("train.steps_info"))
+                seed = gr.Number(0, precision=0, label=text("train.seed"))
+                device = gr.Dropdown(list(api.TRAINING_DEVICES), value="auto", label=text("train.device"))
+            gr.Markdown(text("train.objectives_note"))
             rows = []
             for index in range(MAX_OBJECTIVES):
                 objective = spec.objectives[index] if index < len(spec.objectives) else None
@@ -398,52 +433,54 @@ def build(home, jobs, corpus_choices=None):
                 with gr.Row(equal_height=True):
                     rows.append(gr.Checkbox(value=objective is not None and objective.weight > 0,
                                             visible=objective is not None, scale=3, label=name,
-                                            info=OBJECTIVE_TITLES.get(name) or (objective.description
-                                                                                if objective else "")))
+                                            info=objective_info(objective) if objective else ""))
                     rows.append(gr.Number(objective.weight if objective else 0, visible=objective is not None,
-                                          scale=1, min_width=110, label=f"weight of {name}"))
+                                          scale=1, min_width=110, label=weight_label(name)))
             family_note = gr.Markdown(default_note)
             with gr.Group(visible=default_family == LEAK_DEMO_FAMILY) as leak_group:
-                gr.Markdown(LEAK_DEMO_NOTE.format(steps=LEAK_DEMO_STEPS))
-                leak = gr.Button("Run the leak demo (two tiny XLNet runs)", size="sm")
+                gr.Markdown(text("train.leak_note") + f" {LEAK_DEMO_STEPS}.")
+                leak = gr.Button(text("train.leak_button"), size="sm")
             settings = gr.Dataframe(default_settings, headers=SETTINGS_HEADERS, datatype="str", interactive=True,
-                                    static_columns=[0, 2, 3], label="Objective settings",
+                                    static_columns=[0, 2, 3], label=text("train.settings_label"),
                                     column_widths=["24%", "14%", "14%", "48%"], wrap=True,
                                     visible=bool(len(default_settings)), max_height=420)
             switch = build_switch_controls()
             command = gr.Code(view.command(default_family, DEFAULT_PRESET, "", "", 0, 0, "auto", default_settings,
                                            *default_rows),
-                              language="shell", label="Equivalent command (RUN_DIR = the run's folder)", lines=2,
+                              language="shell", label=text("train.command"), lines=2,
                               interactive=False, wrap_lines=True, show_line_numbers=False)
         with gr.Column(scale=3, min_width=440):
             with gr.Row():
-                start = gr.Button("Start", variant="primary", scale=2)
-                stop = gr.Button("Stop", variant="stop", scale=1)
-                resume = gr.Button("Resume", scale=1)
-            run = gr.Dropdown(view.run_ids(), value=None, label="Run", allow_custom_value=True,
-                              info="the run that Stop, Resume and the live view act on")
+                start = gr.Button(text("train.start"), variant="primary", scale=2)
+                stop = gr.Button(text("train.stop"), variant="stop", scale=1)
+                resume = gr.Button(text("train.resume"), scale=1)
+            run = gr.Dropdown(view.run_ids(), value=None, label=text("train.run"), allow_custom_value=True,
+                              info=text("train.run_info"))
             progress = gr.HTML(progress_html(None), elem_id="train-progress")
-            status = gr.Markdown("No run selected.", elem_id="train-status")
-            curve = gr.Plot(loss_figure([]), label="Loss", elem_id="train-curve")
-            with gr.Accordion("Learning rate (per layer group and stage, where the run records them)", open=True):
-                schedule_plot = gr.Plot(lr_figure([]), label="Learning rate", elem_id="train-lr")
+            status = gr.Markdown(status_markdown(None), elem_id="train-status")
+            curve = gr.Plot(loss_figure([]), label=text("train.loss_plot"), elem_id="train-curve")
+            with gr.Accordion(text("train.lr_accordion"), open=True):
+                schedule_plot = gr.Plot(lr_figure([]), label=text("train.lr_plot"), elem_id="train-lr")
             build_routing_plot(jobs, run, live)
-            with gr.Accordion("Add-on objectives: validation numbers (contrastive, back-translation)", open=True):
-                addon_plot = gr.Plot(addon_figure([]), label="Add-on objectives", elem_id="train-addons")
-            with gr.Accordion("Trainer log (last lines)", open=False):
-                log = gr.Code("", language=None, lines=8, interactive=False, show_line_numbers=False, label="log")
-            with gr.Accordion("Raw status", open=False):
-                details = gr.JSON({}, label="status")
+            with gr.Accordion(text("train.addons_accordion"), open=True):
+                addon_plot = gr.Plot(addon_figure([]), label=text("train.addons_plot"), elem_id="train-addons")
+            with gr.Accordion(text("train.log_accordion"), open=False):
+                log = gr.Code("", language=None, lines=8, interactive=False, show_line_numbers=False,
+                              label=text("train.log"))
+            with gr.Accordion(text("train.raw_status_accordion"), open=False):
+                details = gr.JSON({}, label=text("train.raw_status"))
     with gr.Row():
-        gr.Markdown("### Runs\nClick a row to watch that run; pick runs under the table to overlay their curves.")
-        refresh = gr.Button("Refresh runs", size="sm", scale=0, min_width=140)
-    table = gr.Dataframe(runs_table([]), interactive=False, label="Runs (newest first)", elem_id="train-runs",
+        gr.Markdown(text("train.runs_heading"))
+        refresh = gr.Button(text("train.refresh_runs"), size="sm", scale=0, min_width=140)
+    table = gr.Dataframe(runs_table([]), interactive=False, label=text("train.runs_table"), elem_id="train-runs",
                          max_height=360)
     with gr.Row():
-        compared = gr.Dropdown([], value=[], multiselect=True, allow_custom_value=True, label="Compare runs", scale=3)
-        metric = gr.Dropdown([(label, key) for key, label in COMPARE_METRICS.items()], value="loss", label="Plot",
-                             scale=1)
-    comparison = gr.Plot(compare_figure({}, "loss"), label="Comparison", elem_id="train-compare")
+        compared = gr.Dropdown([], value=[], multiselect=True, allow_custom_value=True,
+                               label=text("train.compare_runs"), scale=3)
+        metric = gr.Dropdown([(METRIC_CHOICES.get(key, label), key) for key, label in COMPARE_METRICS.items()],
+                             value="loss", label=text("train.compare_metric"), scale=1)
+    comparison = gr.Plot(compare_figure({}, "loss"), label=text("train.comparison_plot"),
+                         elem_id="train-compare")
     importer = import_panel.build(home)  # an import makes a run, as training does: it lands in the table above
     run_signature = gr.State(None)
     schedule_signature = gr.State(None)

@@ -232,13 +232,18 @@ def ping(url: str) -> None:
 RUN_LABEL = re.compile(r"(?i)^(run|runs|compare runs)$")
 
 
+def label_of(parameter: dict) -> str:
+    """A control's label in English (`english_label`), "" when it has none."""
+    return english_label(parameter.get("label")) or ""
+
+
 def well_typed_values(parameter: dict, uploads: list[dict], run_ids: list[str]) -> st.SearchStrategy:
     """Hostile values of the JSON type the control declares (what a page could send, and worse). A run picker gets a
     real run id half of the time, so that what follows the run's lookup is fuzzed too."""
     schema = parameter.get("type") or {}
     kind = schema.get("type")
     enum = list(schema.get("enum") or [])
-    if RUN_LABEL.match(parameter.get("label") or "") and run_ids and kind in ("string", "array"):
+    if RUN_LABEL.match(label_of(parameter)) and run_ids and kind in ("string", "array"):
         real = st.sampled_from(run_ids)
         real = st.lists(real, min_size=1, max_size=2) if kind == "array" else real
         return st.one_of(real, well_typed_values({**parameter, "label": ""}, uploads, run_ids))
@@ -370,13 +375,13 @@ def test_run_ids_and_corpus_names_never_reach_outside_the_lab_home(fuzz_app, end
     checked, failures, seen = 0, [], set()
     for name, parameters in sorted(endpoints.items()):
         for index, parameter in enumerate(parameters):
-            if not PATH_LABEL.match(parameter.get("label") or ""):
+            if not PATH_LABEL.match(label_of(parameter)):
                 continue
             key = (_handler_key(demo, name), index)
             if key in seen:  # the same handler behind another event: called once
                 continue
             seen.add(key)
-            kind = "corpus" if parameter["label"].lower() == "corpus" else "run"
+            kind = "corpus" if label_of(parameter).lower() == "corpus" else "run"
             for reference in references[kind]:
                 values = [p.get("parameter_default") if p.get("parameter_has_default") else None for p in parameters]
                 values[index] = [reference] if (parameter.get("type") or {}).get("type") == "array" else reference

@@ -237,3 +237,30 @@ def test_settings_overrides_pass_only_edited_rows():
     assert settings_overrides(frame) == {"mask_rate": "0.2"}
     assert settings_overrides({"headers": SETTINGS_HEADERS, "data": [["nsp", "false", "true", ""]]}) == {"nsp": "false"}
     assert settings_overrides(None) == {}
+
+
+def test_every_objective_and_compared_metric_has_its_text_in_both_languages():
+    """The bilingual page: an objective's help text and a comparison metric's name come from app/locales (English and
+    Chinese), never from an English-only description; the family's own name stays the checkbox's label."""
+    from app.i18n import english, translations
+    from app.train_figures import COMPARE_METRICS
+    from app.train_tab import METRIC_CHOICES, OBJECTIVE_TITLES, TrainView, objective_info, weight_label
+
+    for spec in api.trainable_families():
+        for objective in spec.objectives:
+            assert objective.name in OBJECTIVE_TITLES, f"{spec.name}'s {objective.name} has no text in app/locales"
+            assert objective_info(objective) == str(OBJECTIVE_TITLES[objective.name])
+    assert set(METRIC_CHOICES) == set(COMPARE_METRICS)
+    assert all(english(f"train.metric_{key}") == label for key, label in COMPARE_METRICS.items())
+    assert translations()["zh"]["train"]["metric_val_loss"] == "验证损失"
+    assert english("train.objective_mlm") == "masked language modelling: predict the corrupted tokens"
+    assert weight_label("mlm").endswith(' "key": "train.weight_of"} mlm')  # translated in the browser: "权重 mlm"
+    view = TrainView(None, None)
+    tokenizer, *rows, _, note = view.family_defaults("spanbert")
+    boxes = rows[0::2]
+    assert [box["label"] for box in boxes[:3]] == ["mlm", "sbo", "adversarial"]
+    assert [box["info"] for box in boxes[:2]] == [str(OBJECTIVE_TITLES["mlm"]), str(OBJECTIVE_TITLES["sbo"])]
+    # what a handler returns is plain JSON (Gradio's /call route cannot encode a gr.I18nData): markers as strings
+    json.dumps([tokenizer, rows, note, view.corpus_choices(), status_markdown(None), progress_html(None)])
+    from app.scaling_figures import fits_markdown, status_html
+    json.dumps([fits_markdown([]), status_html([])])

@@ -242,9 +242,11 @@ class CompareView:
                 gr.update(visible=beam))
 
 
-def runs_info(choices) -> object:
-    """The run picker's help line (translated in the page): what it lists, or how to get a run with weights."""
-    return text("compare.runs_info") if choices else text("compare.no_runs_info")
+def runs_info(choices) -> str:
+    """The run picker's help line, what it lists or how to get a run with weights, as a translation marker that the
+    page translates. A string, not the `text()` object: handlers return it, and Gradio's `/call/` route serializes
+    their updates with plain `json`."""
+    return str(text("compare.runs_info") if choices else text("compare.no_runs_info"))
 
 
 def mode_label(mode: str):

@@ -62,13 +62,15 @@ LABEL_GUESSES = ("label", "labels", "class", "category", "target", "sentiment", 
 
 
 def runs_info(choices):
-    """The runs picker's help line (translated in the page)."""
-    return text("finetune.runs_info") if choices else text("finetune.no_runs_info")
+    """The runs picker's help line, as a translation marker (a string: handlers return it in updates, which Gradio's
+    `/call/` route serializes with plain `json`)."""
+    return str(text("finetune.runs_info") if choices else text("finetune.no_runs_info"))
 
 
-def pair_none_choice() -> tuple[object, str]:
-    """The second text column's "none" choice (its label translated in the page; its value the empty string)."""
-    return (text("finetune.pair_none"), "")
+def pair_none_choice() -> tuple[str, str]:
+    """The second text column's "none" choice: its label a translation marker (a string, for `/call/`'s plain `json`),
+    its value the empty string."""
+    return (str(text("finetune.pair_none")), "")
 
 
 def scope_choices() -> list[tuple[object, str]]:

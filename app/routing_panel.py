@@ -52,8 +52,9 @@ class RoutingView:
 
 
 def run_info(choices):
-    """The run picker's help line (translated in the page); NO_SWITCH_RUNS stays the English of the error message."""
-    return text("routing.run_info") if choices else text("routing.no_switch_runs")
+    """The run picker's help line, as a translation marker (a string: `refresh` returns it in an update, which
+    Gradio's `/call/` route serializes with plain `json`); NO_SWITCH_RUNS stays the error message's English."""
+    return str(text("routing.run_info") if choices else text("routing.no_switch_runs"))
 
 
 def build(jobs, tab=None):

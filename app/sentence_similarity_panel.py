@@ -41,8 +41,9 @@ def pooling_choices() -> list[tuple[object, str]]:
 
 
 def runs_info(choices):
-    """The runs picker's help line (translated in the page)."""
-    return text("similarity.runs_info") if choices else text("similarity.no_runs_info")
+    """The runs picker's help line, as a translation marker (a string: handlers return it in updates, which Gradio's
+    `/call/` route serializes with plain `json`)."""
+    return str(text("similarity.runs_info") if choices else text("similarity.no_runs_info"))
 
 
 def similarity_table(results) -> pd.DataFrame:

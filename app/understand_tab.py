@@ -103,7 +103,8 @@ class UnderstandView:
         """The three pickers with the runs that have weights now, keeping the chosen ones that still exist."""
         choices = self.run_choices()
         ids = [value for _, value in choices]
-        info = text("understand.runs_info") if choices else text("understand.no_runs_info")
+        # the help lines as translation markers, strings: Gradio's `/call/` route serializes updates with plain `json`
+        info = str(text("understand.runs_info") if choices else text("understand.no_runs_info"))
 
         def kept(current):
             return [run_id for run_id in picked(current) if run_id in ids]
@@ -113,7 +114,7 @@ class UnderstandView:
         return (gr.update(choices=choices, value=kept(fill_runs), info=info),
                 gr.update(choices=choices, value=kept(embedding_runs), info=info),
                 gr.update(choices=choices, value=attention,
-                          info=text("understand.run_info") if choices else text("understand.no_runs_info")))
+                          info=str(text("understand.run_info") if choices else text("understand.no_runs_info"))))
 
     def refresh_if_changed(self, fill_runs=None, embedding_runs=None, attention_run=None, tuned_runs=None,
                            signature=None, refresh_tuned=None):

@@ -182,7 +182,21 @@ def endpoints(fuzz_app) -> dict[str, list[dict]]:
 
     url, _, _ = fuzz_app
     info = Client(url, verbose=False).view_api(print_info=False, return_format="dict")
-    return {name.lstrip("/"): spec["parameters"] for name, spec in info["named_endpoints"].items()}
+    return {name.lstrip("/"): [{**parameter, "label": english_label(parameter.get("label"))}
+                               for parameter in spec["parameters"]]
+            for name, spec in info["named_endpoints"].items()}
+
+
+def english_label(label) -> str | None:
+    """A control's label as English: the page's labels are translation keys (app/i18n.py), which the API describes as
+    {"key": ..., "_type": "translation_metadata"} or, inside a longer label, as an `__i18n__{...}` marker."""
+    from app.i18n import english
+
+    if isinstance(label, dict) and isinstance(label.get("key"), str):
+        return english(label["key"])
+    if isinstance(label, str) and "__i18n__" in label:
+        return re.sub(r"__i18n__(\{[^{}]*\})", lambda match: english(json.loads(match.group(1))["key"]), label)
+    return label
 
 
 @pytest.fixture(scope="module")

@@ -28,19 +28,21 @@ import math
 from types import SimpleNamespace
 
 import gradio as gr
+from gradio.i18n import I18nData
 
 from lab_models import api
 
-from .compare_figures import (empty_html, error_column_html, generation_column_html, grid_html, latest_val_bits,
+from .compare_figures import (error_column_html, generation_column_html, grid_html, latest_val_bits,
                               mode_title, modes_table_markdown)
 from .errors import user_errors
+from .i18n import english, text
 from .inputs import picked, picked_runs
 
 logger = logging.getLogger(__name__)
 
 MAX_RUNS = 4
 AUTO = "auto"
-STRATEGIES = {"greedy": "greedy", "sample": "sample", "beam": "beam search"}
+STRATEGIES = ("greedy", "sample", "beam")
 WEIGHTS_FILE = "model.safetensors"  # CONTRACT.md §2: a finished or stopped run's weights
 DEFAULTS = {"strategy": "greedy", "temperature": 1.0, "top_k": 0, "top_p": 1.0, "beam_size": 4, "max_new_tokens": 30,
             "seed": 0, "iterations": 10, "blank_length": 0}
@@ -52,13 +54,6 @@ EXAMPLE_PROMPTS = {
     "mask_predict": ["the tutor [MASK] a red [MASK] at the market .", "She [MASK] to the market [MASK] morning."],
     "translate": ["the beautiful horse wants your bone on the farm ."],
 }
-MODE_HELP = {
-    "continue": "continue the prompt left to right",
-    "infill": r"fill the blank marked [MASK] or \_\_\_",
-    "mask_predict": r"fill every [MASK] or \_\_\_ by iterative mask-predict",
-    "translate": "translate the English prompt to Chinese",
-}
-NO_RUNS_INFO = "No run has weights yet: train one in the Train tab, then press Refresh."
 RUNS_REFRESH_S = 5.0  # new runs with weights show up in the picker by themselves this often
 
 
@@ -139,8 +134,7 @@ class CompareView:
         choices = self.run_choices()
         ids = {value for _, value in choices}
         kept = [run_id for run_id in picked(current) if run_id in ids]
-        info = (f"up to {MAX_RUNS} runs with weights (finished, stopped, or running with a checkpoint)"
-                if choices else NO_RUNS_INFO)
+        info = runs_info(choices)
         return gr.update(choices=choices, value=kept, info=info)
 
     def zoo_picks(self, ids: list[str]) -> list[str]:
@@ -161,8 +155,7 @@ class CompareView:
             picks = self.zoo_picks(ids)
             if picks:
                 current, auto_picked = picks, picks
-        info = (f"up to {MAX_RUNS} runs with weights (finished, stopped, or running with a checkpoint)"
-                if choices else NO_RUNS_INFO)
+        info = runs_info(choices)
         return gr.update(choices=choices, value=current, info=info), auto_picked, choices
 
     # ------------------------------------------------------------------ generating
@@ -249,22 +242,56 @@ class CompareView:
                 gr.update(visible=beam))
 
 
-def mode_choices() -> list[tuple[str, str]]:
-    return [("Auto: each run's default", AUTO)] + [(mode_title(mode), mode) for mode in api.GENERATION_MODES]
+def runs_info(choices) -> str:
+    """The run picker's help line, what it lists or how to get a run with weights, as a translation marker that the
+    page translates. A string, not the `text()` object: handlers return it, and Gradio's `/call/` route serializes
+    their updates with plain `json`."""
+    return str(text("compare.runs_info") if choices else text("compare.no_runs_info"))
+
+
+def mode_label(mode: str):
+    """A mode's name in the Mode picker (translated in the page); a mode added later shows its `mode_title`."""
+    labels = {"continue": text("compare.mode_continue"), "infill": text("compare.mode_infill"),
+              "mask_predict": text("compare.mode_mask_predict"), "translate": text("compare.mode_translate")}
+    return labels.get(mode, mode_title(mode))
+
+
+def strategy_label(strategy: str):
+    labels = {"greedy": text("compare.strategy_greedy"), "sample": text("compare.strategy_sample"),
+              "beam": text("compare.strategy_beam")}
+    return labels[strategy]
+
+
+def mode_choices() -> list[tuple[object, str]]:
+    return [(text("compare.mode_auto"), AUTO)] + [(mode_label(mode), mode) for mode in api.GENERATION_MODES]
 
 
 def modes_markdown() -> str:
-    """Which family does what, from `api.generation_modes` (a family added later appears by itself)."""
+    """Which family does what, as a table from `api.generation_modes` (a family added later appears by itself). It is
+    computed from the family registry, so it stays English; the notes around it are translated."""
     rows = []
     for spec in api.families():
         try:
             rows.append((spec.title, list(api.generation_modes(spec.name))))
         except ValueError:
             rows.append((spec.title, []))
-    notes = " · ".join(f"**{mode_title(mode)}**: {MODE_HELP.get(mode, mode_title(mode))}"
-                       for mode in api.GENERATION_MODES)
-    return (f"{notes}\n\n{modes_table_markdown(rows, api.GENERATION_MODES)}\n\n"
-            "A family asked for a mode it cannot do says why in its column.")
+    return modes_table_markdown(rows, api.GENERATION_MODES)
+
+
+def english_examples(examples: gr.Examples) -> gr.Examples:
+    """Gradio's examples table shows its column headers (the inputs' labels) and a Radio's choice labels as they are,
+    without translating them: give it their English instead of the raw translation markers."""
+    def plain(value):
+        return english(value.key) if isinstance(value, I18nData) else value
+
+    dataset = examples.dataset
+    if dataset.headers:
+        dataset.headers = [plain(header) for header in dataset.headers]
+    dataset.component_props = [
+        {**props, **({"choices": [(plain(label), value) for label, value in props["choices"]]}
+                     if props.get("choices") else {})}
+        for props in dataset.component_props]
+    return examples
 
 
 def build(home, jobs=None, tab=None):
@@ -272,59 +299,58 @@ def build(home, jobs=None, tab=None):
     namespace: `view` (the handlers), `runs` (the picker) and `refresh` = (fn, inputs, outputs)."""
     view = CompareView(home, jobs)
     choices = view.run_choices()
-    gr.Markdown("Pick up to four trained runs (any families, any corpora) and one prompt, then press **Generate**: "
-                "each run answers in its own column. Every produced token is shaded by the probability it had "
-                "when it was chosen; hover a token to read it.")
+    gr.Markdown(text("compare.intro"))
     with gr.Row():
-        runs = gr.Dropdown(choices, value=[], multiselect=True, max_choices=MAX_RUNS, label="Runs", scale=4,
-                           allow_custom_value=True,
-                           info=(f"up to {MAX_RUNS} runs with weights (finished, stopped, or running with a "
-                                 "checkpoint)" if choices else NO_RUNS_INFO), elem_id="compare-runs")
-        refresh = gr.Button("Refresh runs", size="sm", scale=0, min_width=140)
+        runs = gr.Dropdown(choices, value=[], multiselect=True, max_choices=MAX_RUNS, label=text("compare.runs_label"),
+                           scale=4, allow_custom_value=True, info=runs_info(choices), elem_id="compare-runs")
+        refresh = gr.Button(text("compare.refresh_runs"), size="sm", scale=0, min_width=140)
     with gr.Row():
         with gr.Column(scale=3, min_width=360):
-            prompt = gr.Textbox(EXAMPLE_PROMPTS["continue"][0], label="Prompt", lines=2, elem_id="compare-prompt",
-                                info="for infilling and mask-predict, mark each blank with [MASK] or ___ "
-                                     "(three underscores)")
-            mode = gr.Radio(mode_choices(), value=AUTO, label="Mode",
-                            info="Auto lets each run use its family's default mode")
-            generate = gr.Button("Generate", variant="primary", elem_id="compare-generate")
-            examples = [[text, mode_name] for mode_name in api.GENERATION_MODES
-                        for text in EXAMPLE_PROMPTS.get(mode_name, [])]
-            gr.Examples(examples, [prompt, mode], label="Example prompts (click one: it sets the prompt and the mode)",
-                        api_name="compare_load_example", examples_per_page=10)
+            prompt = gr.Textbox(EXAMPLE_PROMPTS["continue"][0], label=text("compare.prompt_label"), lines=2,
+                                elem_id="compare-prompt", info=text("compare.prompt_info"))
+            mode = gr.Radio(mode_choices(), value=AUTO, label=text("compare.mode_label"),
+                            info=text("compare.mode_info"))
+            generate = gr.Button(text("compare.generate"), variant="primary", elem_id="compare-generate")
+            examples = [[example, mode_name] for mode_name in api.GENERATION_MODES
+                        for example in EXAMPLE_PROMPTS.get(mode_name, [])]
+            english_examples(gr.Examples(examples, [prompt, mode], label=text("compare.examples_label"),
+                                         api_name="compare_load_example", examples_per_page=10))
         with gr.Column(scale=2, min_width=320):
-            strategy = gr.Radio([(label, key) for key, label in STRATEGIES.items()], value=DEFAULTS["strategy"],
-                                label="Decoding", info="greedy: the most likely token · sample: draw from the "
-                                "distribution · beam: keep the best few sequences")
+            strategy = gr.Radio([(strategy_label(key), key) for key in STRATEGIES], value=DEFAULTS["strategy"],
+                                label=text("compare.decoding_label"), info=text("compare.decoding_info"))
             with gr.Row():
-                temperature = gr.Slider(0.05, 2.0, DEFAULTS["temperature"], step=0.05, label="Temperature",
-                                        info="below 1 sharpens, above 1 flattens", visible=False,
+                temperature = gr.Slider(0.05, 2.0, DEFAULTS["temperature"], step=0.05,
+                                        label=text("compare.temperature_label"),
+                                        info=text("compare.temperature_info"), visible=False,
                                         elem_id="compare-temperature")
                 top_k = gr.Slider(0, 100, DEFAULTS["top_k"], step=1, label="Top-k",
-                                  info="draw from the k most likely (0 = all)", visible=False)
+                                  info=text("compare.top_k_info"), visible=False)
             with gr.Row():
                 top_p = gr.Slider(0.05, 1.0, DEFAULTS["top_p"], step=0.05, label="Top-p",
-                                  info="draw from the smallest set holding this much probability (1 = all)",
-                                  visible=False)
-                beam_size = gr.Slider(2, 8, DEFAULTS["beam_size"], step=1, label="Beam size",
-                                      info="sequences kept at each step", visible=False)
+                                  info=text("compare.top_p_info"), visible=False)
+                beam_size = gr.Slider(2, 8, DEFAULTS["beam_size"], step=1, label=text("compare.beam_size_label"),
+                                      info=text("compare.beam_size_info"), visible=False)
             with gr.Row():
-                max_new_tokens = gr.Slider(1, 200, DEFAULTS["max_new_tokens"], step=1, label="Max new tokens",
+                max_new_tokens = gr.Slider(1, 200, DEFAULTS["max_new_tokens"], step=1,
+                                           label=text("compare.max_new_tokens_label"),
                                            elem_id="compare-max-new")
-                seed = gr.Number(DEFAULTS["seed"], precision=0, label="Seed", info="same seed, same output",
-                                 min_width=120, elem_id="compare-seed")
+                seed = gr.Number(DEFAULTS["seed"], precision=0, label=text("compare.seed_label"),
+                                 info=text("compare.seed_info"), min_width=120, elem_id="compare-seed")
             with gr.Row():
-                iterations = gr.Slider(1, 20, DEFAULTS["iterations"], step=1, label="Mask-predict iterations",
-                                       info="rounds of re-masking the least sure tokens")
-                blank_length = gr.Number(DEFAULTS["blank_length"], precision=0, label="Tokens per ___ blank",
-                                         info="where the model cannot choose a length (mask-predict, fixed-length "
-                                              "infilling); 0 = the default, 3", min_width=120)
-            with gr.Accordion("Which family can do which mode", open=False):
+                iterations = gr.Slider(1, 20, DEFAULTS["iterations"], step=1, label=text("compare.iterations_label"),
+                                       info=text("compare.iterations_info"))
+                blank_length = gr.Number(DEFAULTS["blank_length"], precision=0,
+                                         label=text("compare.blank_length_label"),
+                                         info=text("compare.blank_length_info"), min_width=120)
+            with gr.Accordion(text("compare.modes_accordion"), open=False):
+                gr.Markdown(text("compare.modes_notes"))
                 gr.Markdown(modes_markdown())
-    output = gr.HTML(empty_html("Pick up to 4 runs, type a prompt and press Generate."), elem_id="compare-output")
-    with gr.Accordion("Raw results (tokens, probabilities, timings)", open=False):
-        details = gr.JSON([], label="generations")
+                gr.Markdown(text("compare.modes_footer"))
+    # the page's own note, translated; the marker sits inside the HTML (empty_html would escape it)
+    output = gr.HTML(f'<div class="cmp-result cmp-empty">{text("compare.empty_output")}</div>',
+                     elem_id="compare-output")
+    with gr.Accordion(text("compare.raw_accordion"), open=False):
+        details = gr.JSON([], label=text("compare.raw_label"))
 
     inputs = [runs, prompt, mode, strategy, temperature, top_k, top_p, beam_size, max_new_tokens, seed, iterations,
               blank_length]

@@ -15,6 +15,7 @@ import math
 import pandas as pd
 import plotly.graph_objects as go
 
+from .i18n import text
 from .train_figures import STATE_COLORS, format_duration
 from .understand_figures import FONT, MARGIN, RUN_COLORS, empty_figure
 
@@ -72,8 +73,8 @@ def csv_summary_markdown(summary: dict | None, error: str | None = None) -> str:
     """The CSV task as the worker will read it (`api.check_csv_task`), or the error that stops it."""
     if error:
         return f"⚠️ {_md(error)}"
-    if not summary:
-        return "Upload a CSV file with a header row."
+    if not summary:  # the page's own note: translated in the page (a marker in the Markdown's value)
+        return str(text("finetune.csv_upload_note"))
     counts = summary.get("train_label_counts") or {}
     shown = ", ".join(f"{_md(str(name))} {count}" for name, count in list(counts.items())[:12])
     more = f", … ({len(counts) - 12} more)" if len(counts) > 12 else ""
@@ -87,8 +88,8 @@ def csv_summary_markdown(summary: dict | None, error: str | None = None) -> str:
 def defaults_markdown(rows: list[dict]) -> str:
     """What "auto" means for each selected run: one line per run with its family's pooling and λ. Each row:
     run_id, family, pooling, lm_aux_weight (or error)."""
-    if not rows:
-        return "Pick runs above: each gets its own fine-tuning, with the head its family uses."
+    if not rows:  # the page's own note: translated in the page (a marker in the Markdown's value)
+        return str(text("finetune.defaults_empty"))
     lines = ["| run | family | pooling when auto | λ when empty |", "| --- | --- | --- | --- |"]
     for row in rows:
         if row.get("error"):

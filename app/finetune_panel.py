@@ -38,6 +38,7 @@ import gradio as gr
 from lab_models import api
 
 from .errors import user_errors
+from .i18n import text
 from .inputs import picked, picked_runs, whole_number
 from .finetune_figures import (TABLE_COLUMN_WIDTHS, accuracy_figure, csv_summary_markdown, defaults_markdown, leaderboard_table,
                                progress_html, task_markdown)
@@ -56,15 +57,26 @@ ACTIVE = ("queued", "running")
 LIMITS = {"steps": (1, 100_000), "batch_size": (1, 1024), "seed": (0, 2**31 - 1)}
 MAX_LR = 1.0
 MAX_LM_AUX_WEIGHT = 10.0
-NO_RUNS_INFO = "No run has weights yet: train one in the Train tab, then press Refresh runs."
-ADVERSARIAL_INFO = ("perturb the input embeddings inside an L2 ball and train on the worst case too: freelb (Zhu "
-                    "et al. 2020: the task loss at K = 2 ascent steps) or smart (Jiang et al. 2020: the symmetric KL "
-                    "between clean and perturbed predictions). Transformer runs only; the metrics log both losses.")
-LAMBDA_INFO = ("weight of the auxiliary LM loss (GPT §3.2: L3 = L2 + λ·L1). Empty = the family default: 0.5 for "
-               "GPT/GPT-2 as in the paper, 0 for the others. On tiny models λ = 0.5 can cost accuracy (the LM "
-               "gradient swamps the fresh classifier's): try 0 to compare.")
 TEXT_GUESSES = ("text", "sentence", "review", "content", "body", "premise", "sentence1", "question")
 LABEL_GUESSES = ("label", "labels", "class", "category", "target", "sentiment", "y")
+
+
+def runs_info(choices):
+    """The runs picker's help line, as a translation marker (a string: handlers return it in updates, which Gradio's
+    `/call/` route serializes with plain `json`)."""
+    return str(text("finetune.runs_info") if choices else text("finetune.no_runs_info"))
+
+
+def pair_none_choice() -> tuple[str, str]:
+    """The second text column's "none" choice: its label a translation marker (a string, for `/call/`'s plain `json`),
+    its value the empty string."""
+    return (str(text("finetune.pair_none")), "")
+
+
+def scope_choices() -> list[tuple[object, str]]:
+    """The leaderboard scope's (label, value) pairs: the values stay the English SCOPES that API clients send."""
+    labels = {SCOPES[0]: text("finetune.scope_selected"), SCOPES[1]: text("finetune.scope_all")}
+    return [(labels[scope], scope) for scope in SCOPES]
 
 
 def _whole(value, name: str, key: str, default: int) -> int:
@@ -118,7 +130,8 @@ class FinetuneView:
         return [(run_label(row), row["run_id"]) for row in api.runs_with_weights(self.jobs)]
 
     def task_choices(self) -> list[tuple[str, str]]:
-        return [(spec.title, name) for name, spec in self.task_specs.items()] + [("Upload CSV", CSV_TASK)]
+        return ([(spec.title, name) for name, spec in self.task_specs.items()]
+                + [(text("finetune.upload_csv"), CSV_TASK)])
 
     def finetune_choices(self) -> list[str]:
         return [row["finetune_id"] for row in api.list_finetunes(self.jobs)[:RECENT_CHOICES]]
@@ -135,8 +148,7 @@ class FinetuneView:
         choices = self.run_choices()
         ids = [value for _, value in choices]
         current = picked(run_ids)
-        info = (f"up to {MAX_RUNS} runs with weights; each gets its own fine-tuning" if choices else NO_RUNS_INFO)
-        return gr.update(choices=choices, value=[r for r in current if r in ids], info=info)
+        return gr.update(choices=choices, value=[r for r in current if r in ids], info=runs_info(choices))
 
     def refresh(self, run_ids=None, shown=None, scope=SCOPES[0]):
         """The Refresh button (and opening the section): runs picker, shown fine-tunings (`default_shown` when none
@@ -161,17 +173,17 @@ class FinetuneView:
         path = _file_path(file)
         if not path:
             empty = gr.update(choices=[], value=None)
-            return empty, empty, gr.update(choices=[("(none: single sentences)", "")], value=""), \
+            return empty, empty, gr.update(choices=[pair_none_choice()], value=""), \
                 csv_summary_markdown(None)
         try:
             columns = api.csv_columns(path)
         except ValueError as error:
             empty = gr.update(choices=[], value=None)
-            return empty, empty, gr.update(choices=[("(none: single sentences)", "")], value=""), \
+            return empty, empty, gr.update(choices=[pair_none_choice()], value=""), \
                 csv_summary_markdown(None, str(error))
         text = _guess(columns, TEXT_GUESSES) or columns[0]
         label = _guess(columns, LABEL_GUESSES, avoid=text) or next((c for c in reversed(columns) if c != text), text)
-        pair_choices = [("(none: single sentences)", "")] + [(c, c) for c in columns]
+        pair_choices = [pair_none_choice()] + [(c, c) for c in columns]
         return (gr.update(choices=columns, value=text), gr.update(choices=columns, value=label),
                 gr.update(choices=pair_choices, value=""), self.csv_check(path, text, label, ""))
 
@@ -346,59 +358,64 @@ def build(home, jobs=None, choices=None, tab=None):
     initial_runs = [run_id for _, run_id in choices[:MAX_RUNS]]
     table, plot = view.leaderboard(initial_runs)
 
-    gr.Markdown("Fine-tune each picked run on a labelled task and compare them. A classification head is put on "
-                "the backbone: on the **[CLS]** (first) position for BERT-like models (BERT §4), on the **last** "
-                "token for GPT-style models, which also keep a weight **λ** of their language-modelling loss (GPT "
-                "§3.2), or on the **mean** of all positions. Every weight is trained. Results are scored on the "
-                "task's validation split, against always guessing the most frequent label.")
+    gr.Markdown(text("finetune.intro"))
     with gr.Row():
-        runs = gr.Dropdown(choices, value=initial_runs, multiselect=True, max_choices=MAX_RUNS, label="Runs",
-                           info=(f"up to {MAX_RUNS} runs with weights; each gets its own fine-tuning" if choices
-                                 else NO_RUNS_INFO), allow_custom_value=True, scale=4,
+        runs = gr.Dropdown(choices, value=initial_runs, multiselect=True, max_choices=MAX_RUNS,
+                           label=text("finetune.runs_label"), info=runs_info(choices), allow_custom_value=True, scale=4,
                            elem_id="understand-finetune-runs")
     defaults_note = gr.Markdown(view.defaults(initial_runs), elem_id="understand-finetune-defaults")
     with gr.Row():
         with gr.Column(scale=1, min_width=360):
-            task = gr.Radio(task_choices, value=DEFAULT_TASK, label="Task", elem_id="understand-finetune-task")
+            task = gr.Radio(task_choices, value=DEFAULT_TASK, label=text("finetune.task_label"),
+                            elem_id="understand-finetune-task")
             task_note = gr.Markdown(task_markdown(view.task_specs.get(DEFAULT_TASK)),
                                     elem_id="understand-finetune-task-note")
             with gr.Group(visible=False) as csv_group:
-                csv_file = gr.File(label="CSV file (header row, then one example per row)",
+                csv_file = gr.File(label=text("finetune.csv_file_label"),
                                    file_types=[".csv", ".tsv", ".txt"], type="filepath", height=110,
                                    elem_id="understand-finetune-csv")
                 with gr.Row():
-                    text_column = gr.Dropdown([], value=None, label="Text column", allow_custom_value=True)
-                    label_column = gr.Dropdown([], value=None, label="Label column", allow_custom_value=True)
-                    pair_column = gr.Dropdown([("(none: single sentences)", "")], value="", allow_custom_value=True,
-                                              label="Second text column", info="for sentence pairs")
+                    text_column = gr.Dropdown([], value=None, label=text("finetune.text_column"),
+                                              allow_custom_value=True)
+                    label_column = gr.Dropdown([], value=None, label=text("finetune.label_column"),
+                                               allow_custom_value=True)
+                    pair_column = gr.Dropdown([pair_none_choice()], value="", allow_custom_value=True,
+                                              label=text("finetune.pair_column"),
+                                              info=text("finetune.pair_column_info"))
                 csv_note = gr.Markdown(csv_summary_markdown(None))
         with gr.Column(scale=1, min_width=360):
             with gr.Row():
-                pooling = gr.Dropdown(list(api.FINETUNE_POOLINGS), value=defaults["pooling"], label="Pooling",
-                                      scale=1, min_width=120, info="auto: last for GPT/GPT-2/ULMFiT, mean for ELMo/CoVe/CVT, first ([CLS]) else")
-                lm_aux_weight = gr.Textbox("", label="λ (auxiliary LM weight)", placeholder="auto", scale=2,
-                                           info=LAMBDA_INFO, elem_id="understand-finetune-lambda")
+                pooling = gr.Dropdown(list(api.FINETUNE_POOLINGS), value=defaults["pooling"],
+                                      label=text("finetune.pooling_label"), scale=1, min_width=120,
+                                      info=text("finetune.pooling_info"))
+                lm_aux_weight = gr.Textbox("", label=text("finetune.lambda_label"), placeholder="auto",
+                                           scale=2, info=text("finetune.lambda_info"),
+                                           elem_id="understand-finetune-lambda")
             with gr.Row():
-                steps = gr.Number(defaults["steps"], precision=0, label="Steps", minimum=1, min_width=90)
-                batch_size = gr.Number(defaults["batch_size"], precision=0, label="Batch size", minimum=1,
-                                       min_width=90)
-                lr = gr.Textbox("", label="Learning rate", placeholder="auto", min_width=110,
-                                info="empty: the run's pretraining rate")
-                seed = gr.Number(defaults["seed"], precision=0, label="Seed", minimum=0, min_width=90)
-            adversarial = gr.Radio(list(api.FINETUNE_ADVERSARIAL_METHODS), value="none", label="Adversarial training",
-                                   info=ADVERSARIAL_INFO, elem_id="understand-finetune-adversarial")
+                steps = gr.Number(defaults["steps"], precision=0, label=text("finetune.steps_label"), minimum=1,
+                                  min_width=90)
+                batch_size = gr.Number(defaults["batch_size"], precision=0, label=text("finetune.batch_size_label"),
+                                       minimum=1, min_width=90)
+                lr = gr.Textbox("", label=text("finetune.lr_label"), placeholder="auto", min_width=110,
+                                info=text("finetune.lr_info"))
+                seed = gr.Number(defaults["seed"], precision=0, label=text("finetune.seed_label"), minimum=0,
+                                 min_width=90)
+            adversarial = gr.Radio(list(api.FINETUNE_ADVERSARIAL_METHODS), value="none",
+                                   label=text("finetune.adversarial_label"),
+                                   info=text("finetune.adversarial_info"), elem_id="understand-finetune-adversarial")
     with gr.Row():
-        start = gr.Button("Start fine-tuning", variant="primary", scale=2, elem_id="understand-finetune-start")
-        stop = gr.Button("Stop", variant="stop", scale=1, elem_id="understand-finetune-stop")
-        refresh = gr.Button("Refresh", scale=1, elem_id="understand-finetune-refresh")
+        start = gr.Button(text("finetune.start"), variant="primary", scale=2, elem_id="understand-finetune-start")
+        stop = gr.Button(text("finetune.stop"), variant="stop", scale=1, elem_id="understand-finetune-stop")
+        refresh = gr.Button(text("finetune.refresh"), scale=1, elem_id="understand-finetune-refresh")
     status = gr.Markdown("", elem_id="understand-finetune-status")
     shown_picker = gr.Dropdown(view._shown_choices(shown), value=shown, multiselect=True, allow_custom_value=True,
-                               label="Fine-tunings shown", info="Start adds its fine-tunings here; Stop stops the "
-                               "shown ones that are queued or running", elem_id="understand-finetune-shown")
+                               label=text("finetune.shown_label"), info=text("finetune.shown_info"),
+                               elem_id="understand-finetune-shown")
     progress = gr.HTML(progress_html(view.statuses(shown)), elem_id="understand-finetune-progress")
-    scope = gr.Radio(list(SCOPES), value=SCOPES[0], label="Leaderboard of", elem_id="understand-finetune-scope")
-    plot_out = gr.Plot(plot, label="Validation accuracy", elem_id="understand-finetune-plot")
-    table_out = gr.Dataframe(table, interactive=False, label="Leaderboard (best accuracy first within each task)",
+    scope = gr.Radio(scope_choices(), value=SCOPES[0], label=text("finetune.scope_label"),
+                     elem_id="understand-finetune-scope")
+    plot_out = gr.Plot(plot, label=text("finetune.plot_label"), elem_id="understand-finetune-plot")
+    table_out = gr.Dataframe(table, interactive=False, label=text("finetune.table_label"),
                              elem_id="understand-finetune-table", max_height=360, wrap=True,
                              column_widths=TABLE_COLUMN_WIDTHS)
     signature = gr.State(None)

@@ -19,13 +19,13 @@ import pandas as pd
 from lab_models import api
 
 from .errors import user_errors
+from .i18n import text
 from .switch_figures import routing_chips_html, routing_table
 
 NO_SWITCH_RUNS = ("No run with Switch layers has weights yet: tick “Switch Transformer” in the Train tab, train a "
                   "run, then press Refresh.")
 EXAMPLES = [["the cat sees a red ball in the park ."], ["the girl does not eat the apple ."],
             ["I ate an apple with my lunch."]]
-EMPTY = '<div class="switch-routing">Pick a run with Switch layers, type a sentence and press Show routing.</div>'
 
 
 class RoutingView:
@@ -41,8 +41,7 @@ class RoutingView:
         choices = self.choices()
         ids = [value for _, value in choices]
         value = current if current in ids else (ids[0] if ids else None)
-        return gr.update(choices=choices, value=value,
-                         info="runs trained with Switch layers" if choices else NO_SWITCH_RUNS)
+        return gr.update(choices=choices, value=value, info=run_info(choices))
 
     def show(self, run_id, sentence):
         """The run's routing of `sentence`: chips per Switch layer, a note on the input used, the table."""
@@ -52,27 +51,33 @@ class RoutingView:
         return routing_chips_html(view), view.note, routing_table(view)
 
 
+def run_info(choices):
+    """The run picker's help line, as a translation marker (a string: `refresh` returns it in an update, which
+    Gradio's `/call/` route serializes with plain `json`); NO_SWITCH_RUNS stays the error message's English."""
+    return str(text("routing.run_info") if choices else text("routing.no_switch_runs"))
+
+
 def build(jobs, tab=None):
     """Lay out the section (call inside a gr.Tab). `tab` refreshes the run picker when it is opened."""
     view = RoutingView(jobs)
     choices = view.choices()
-    gr.Markdown("Each Switch layer sends every token to **one** expert. Here the chips of a sentence are coloured by "
-                "the expert they go to, one row per Switch layer (hover a chip for its router probability; a pale "
-                "chip is a close call). A trained router groups tokens: punctuation, frequent function words, a "
-                "topic's nouns...")
+    gr.Markdown(text("routing.intro"))
     with gr.Row():
-        run = gr.Dropdown(choices, value=choices[0][1] if choices else None, label="Run with Switch layers",
-                          info="runs trained with Switch layers" if choices else NO_SWITCH_RUNS,
+        run = gr.Dropdown(choices, value=choices[0][1] if choices else None, label=text("routing.run_label"),
+                          info=run_info(choices),
                           allow_custom_value=True, scale=4, elem_id="understand-routing-run")
-        refresh = gr.Button("Refresh", size="sm", scale=0, min_width=100)
+        refresh = gr.Button(text("routing.refresh"), size="sm", scale=0, min_width=100)
     with gr.Row():
-        sentence = gr.Textbox(EXAMPLES[0][0], label="Sentence", scale=4, elem_id="understand-routing-sentence",
-                              info=f"at most {api.PROBE_MAX_TOKENS} tokens")
-        button = gr.Button("Show routing", variant="primary", scale=1, elem_id="understand-routing-show")
-    gr.Examples(EXAMPLES, [sentence], label="Examples", api_name="understand_routing_example")
-    chips = gr.HTML(EMPTY, elem_id="understand-routing")
+        sentence = gr.Textbox(EXAMPLES[0][0], label=text("routing.sentence_label"), scale=4,
+                              elem_id="understand-routing-sentence",
+                              info=text("routing.max_tokens_info") + f" {api.PROBE_MAX_TOKENS}")
+        button = gr.Button(text("routing.show_routing"), variant="primary", scale=1, elem_id="understand-routing-show")
+    gr.Examples(EXAMPLES, [sentence], label=text("routing.examples_label"), api_name="understand_routing_example")
+    # the page's own note, translated (the marker sits inside the HTML, which the page translates)
+    chips = gr.HTML(f'<div class="switch-routing">{text("routing.empty")}</div>',
+                    elem_id="understand-routing")
     note = gr.Markdown("")
-    with gr.Accordion("Routing as a table", open=False):
+    with gr.Accordion(text("routing.table_accordion"), open=False):
         table = gr.Dataframe(pd.DataFrame(columns=["layer", "position", "token", "expert", "probability"]),
                              interactive=False)
     show = user_errors(view.show)

@@ -25,13 +25,25 @@ from lab_models import api
 
 from .addon_figures import empty_figure, topic_gap_figure, topic_similarity_figure
 from .errors import user_errors
+from .i18n import text
 from .inputs import picked_runs, whole_number
 
 MAX_RUNS = 4
 TABLE_COLUMNS = ["run", "family", "step", "pooling", "same topic", "different topics", "gap", "AUC",
                  "nearest is same topic", "sentences"]
-POOLING_CHOICES = [("mean of the tokens", "mean"), ("the family's fine-tuning vector ([CLS] / last token)", "auto")]
-NO_RUNS_INFO = "No run has weights yet: train one in the Train tab, then press Refresh runs."
+POOLINGS = ("mean", "auto")  # the sentence vector's choices, in the picker's order (labels: pooling_choices)
+
+
+def pooling_choices() -> list[tuple[object, str]]:
+    """The Sentence vector picker's (label, value) pairs; the labels are translated in the page."""
+    labels = {"mean": text("similarity.pooling_mean"), "auto": text("similarity.pooling_auto")}
+    return [(labels[pooling], pooling) for pooling in POOLINGS]
+
+
+def runs_info(choices):
+    """The runs picker's help line, as a translation marker (a string: handlers return it in updates, which Gradio's
+    `/call/` route serializes with plain `json`)."""
+    return str(text("similarity.runs_info") if choices else text("similarity.no_runs_info"))
 
 
 def similarity_table(results) -> pd.DataFrame:
@@ -63,7 +75,7 @@ class SentenceSimilarityView:
         ids = [value for _, value in choices]
         current = [run_ids] if isinstance(run_ids, str) else list(run_ids or [])
         return gr.update(choices=choices, value=[r for r in current if r in ids],
-                         info=f"up to {MAX_RUNS} runs with weights" if choices else NO_RUNS_INFO)
+                         info=runs_info(choices))
 
     def compare(self, run_ids, pooling="mean", per_topic=api.SENTENCE_SIMILARITY_PER_TOPIC, progress=gr.Progress()):
         """(heatmaps figure, same/different bars, table) for the picked runs."""
@@ -87,28 +99,23 @@ def build(home, jobs=None, choices=None):
     `refresh_runs` = (fn, inputs, outputs) for the tab's Refresh runs button and its select event."""
     view = SentenceSimilarityView(home, jobs)
     choices = view.run_choices() if choices is None else choices
-    gr.Markdown("Do the runs place sentences about the same topic close together? Each run encodes held-out "
-                "sentences of the synthetic corpus's five topics (never trained on) into one vector each; the "
-                "heatmap shows the mean cosine similarity between topics, the bars the same-topic and "
-                "different-topic means. A **gap** above 0 means same-topic sentences are closer; the table adds the "
-                "AUC (the chance that a same-topic pair is closer than a different-topic pair; 0.5 = no topic) and "
-                "how often a sentence's nearest neighbour shares its topic (0.2 = chance). A run trained with the "
-                "**contrastive** objective (SimCSE) spreads the sentences out and, on the mean of its tokens, "
-                "brings the topics apart.")
+    gr.Markdown(text("similarity.intro"))
     with gr.Row():
         runs = gr.Dropdown(choices, value=[run_id for _, run_id in choices[:2]], multiselect=True,
-                           max_choices=MAX_RUNS, label="Runs", allow_custom_value=True, scale=4,
-                           info=f"up to {MAX_RUNS} runs with weights" if choices else NO_RUNS_INFO,
+                           max_choices=MAX_RUNS, label=text("similarity.runs_label"), allow_custom_value=True,
+                           scale=4, info=runs_info(choices),
                            elem_id="understand-sentences-runs")
-        pooling = gr.Dropdown(POOLING_CHOICES, value="mean", label="Sentence vector", scale=2,
+        pooling = gr.Dropdown(pooling_choices(), value="mean", label=text("similarity.pooling_label"), scale=2,
                               elem_id="understand-sentences-pooling")
-        per_topic = gr.Number(api.SENTENCE_SIMILARITY_PER_TOPIC, precision=0, label="Sentences per topic",
+        per_topic = gr.Number(api.SENTENCE_SIMILARITY_PER_TOPIC, precision=0, label=text("similarity.per_topic_label"),
                               minimum=2, maximum=api.SENTENCE_SIMILARITY_MAX_PER_TOPIC, scale=1, min_width=120)
-    button = gr.Button("Compare sentences", variant="primary", elem_id="understand-sentences-compare")
-    heatmaps = gr.Plot(empty_figure("Pick runs and press Compare sentences.", 360), label="Mean cosine by topic",
+    button = gr.Button(text("similarity.compare_button"), variant="primary", elem_id="understand-sentences-compare")
+    heatmaps = gr.Plot(empty_figure("Pick runs and press Compare sentences.", 360),
+                       label=text("similarity.heatmaps_label"),
                        elem_id="understand-sentences-heatmaps")
-    bars = gr.Plot(topic_gap_figure([]), label="Same topic vs different topics", elem_id="understand-sentences-bars")
-    with gr.Accordion("Numbers as a table", open=False):
+    bars = gr.Plot(topic_gap_figure([]), label=text("similarity.bars_label"),
+                   elem_id="understand-sentences-bars")
+    with gr.Accordion(text("similarity.table_accordion"), open=False):
         table = gr.Dataframe(similarity_table([]), interactive=False, elem_id="understand-sentences-table")
     button.click(user_errors(view.compare), [runs, pooling, per_topic], [heatmaps, bars, table],
                  api_name="understand_sentences")

@@ -47,7 +47,9 @@ import pandas as pd
 from lab_models import api
 
 from . import finetune_panel, routing_panel, sentence_similarity_panel
+from .compare_tab import english_examples
 from .errors import user_errors
+from .i18n import text
 from .inputs import picked, picked_runs, whole_number
 from .understand_figures import (attention_details, attention_figure, empty_figure, fill_mask_figure,
                                  fill_mask_table, projection_figure, similarity_figure, similarity_table,
@@ -60,7 +62,6 @@ DEFAULT_TOP_K = 5
 MASK = "[MASK]"
 MAX_LAYERS = 12  # the layer slider's range before a run is shown (the base preset's depth); then the run's own
 STREAMS = ("self", "content", "query", "encoder", "decoder", "cross")  # every stream name an AttentionMaps can have
-NO_RUNS_INFO = "No run has weights yet: train one in the Train tab, then press Refresh runs."
 RUNS_REFRESH_S = 5.0  # new runs with weights show up in the pickers by themselves this often
 # Examples: ordinary English (the classic "apple" example), then sentences in the tiny preset's synthetic corpus's own
 # words (lower case, " ." before the stop), which a run trained for a minute has actually seen.
@@ -102,8 +103,8 @@ class UnderstandView:
         """The three pickers with the runs that have weights now, keeping the chosen ones that still exist."""
         choices = self.run_choices()
         ids = [value for _, value in choices]
-        info = (f"up to {MAX_RUNS} runs with weights (finished, stopped, or running with a checkpoint)"
-                if choices else NO_RUNS_INFO)
+        # the help lines as translation markers, strings: Gradio's `/call/` route serializes updates with plain `json`
+        info = str(text("understand.runs_info") if choices else text("understand.no_runs_info"))
 
         def kept(current):
             return [run_id for run_id in picked(current) if run_id in ids]
@@ -113,7 +114,7 @@ class UnderstandView:
         return (gr.update(choices=choices, value=kept(fill_runs), info=info),
                 gr.update(choices=choices, value=kept(embedding_runs), info=info),
                 gr.update(choices=choices, value=attention,
-                          info="one run with weights" if choices else NO_RUNS_INFO))
+                          info=str(text("understand.run_info") if choices else text("understand.no_runs_info"))))
 
     def refresh_if_changed(self, fill_runs=None, embedding_runs=None, attention_run=None, tuned_runs=None,
                            signature=None, refresh_tuned=None):
@@ -218,16 +219,15 @@ class UnderstandView:
                 attention_figure(maps, stream, layer), note, attention_details(maps, stream, layer))
 
 
-def _run_picker(choices, label: str, elem_id: str, *, multiselect: bool):
-    info = (f"up to {MAX_RUNS} runs with weights (finished, stopped, or running with a checkpoint)" if multiselect
-            else "one run with weights")
+def _run_picker(choices, label, elem_id: str, *, multiselect: bool):
+    info = text("understand.runs_info") if multiselect else text("understand.run_info")
     if multiselect:
         value = [run_id for _, run_id in choices[:MAX_RUNS]]  # the newest runs, ready to compare
     else:
         value = choices[0][1] if choices else None
     return gr.Dropdown(choices, value=value, multiselect=multiselect, max_choices=MAX_RUNS if multiselect else None,
-                       label=label, info=info if choices else NO_RUNS_INFO, allow_custom_value=True, scale=4,
-                       elem_id=elem_id)
+                       label=label, info=info if choices else text("understand.no_runs_info"), allow_custom_value=True,
+                       scale=4, elem_id=elem_id)
 
 
 def build(home, jobs=None, tab=None):
@@ -235,94 +235,92 @@ def build(home, jobs=None, tab=None):
     `view` (the handlers) and the pickers."""
     view = UnderstandView(home, jobs)
     choices = view.run_choices()
-    gr.Markdown("What did each run learn? Ask its masked-word guesses, see how one word's vector changes with its "
-                "context, layer by layer, and look inside its attention heads. Pick runs with weights: finished, "
-                "stopped, or still training with a checkpoint.")
+    gr.Markdown(text("understand.intro"))
     with gr.Row():
-        refresh = gr.Button("Refresh runs", size="sm", scale=0, min_width=140, elem_id="understand-refresh")
+        refresh = gr.Button(text("understand.refresh_runs"), size="sm", scale=0, min_width=140,
+                            elem_id="understand-refresh")
     with gr.Tabs():
         # ---------------------------------------------------------------- fill-mask
-        with gr.Tab("Fill-mask", id="understand-fill-mask"):
-            gr.Markdown(f"Mark one or more words with **{MASK}**: each run shows its top predictions for every slot "
-                        "with their probabilities. A family that cannot fill masks says why in its column.")
-            fill_runs = _run_picker(choices, "Runs", "understand-fill-runs", multiselect=True)
+        with gr.Tab(text("understand.tab_fill_mask"), id="understand-fill-mask"):
+            gr.Markdown(text("understand.fill_intro"))
+            fill_runs = _run_picker(choices, text("understand.runs_label"), "understand-fill-runs", multiselect=True)
             with gr.Row():
-                fill_text = gr.Textbox(FILL_MASK_EXAMPLES[0][0], label="Text with [MASK]", lines=1, scale=4,
+                fill_text = gr.Textbox(FILL_MASK_EXAMPLES[0][0], label=text("understand.fill_text_label"), lines=1,
+                                       scale=4,
                                        elem_id="understand-fill-text")
                 top_k = gr.Slider(1, 20, DEFAULT_TOP_K, step=1, label="Top-k", scale=1)
-            gr.Examples(FILL_MASK_EXAMPLES, [fill_text], label="Examples (the first two use the synthetic corpus's "
-                        "words)", api_name="understand_fill_mask_example")
-            fill_button = gr.Button("Fill", variant="primary", elem_id="understand-fill")
+            gr.Examples(FILL_MASK_EXAMPLES, [fill_text], label=text("understand.fill_examples_label"),
+                        api_name="understand_fill_mask_example")
+            fill_button = gr.Button(text("understand.fill_button"), variant="primary", elem_id="understand-fill")
             fill_plot = gr.Plot(empty_figure("Pick up to 4 runs, type a text with [MASK] and press Fill."),
-                                label="Top predictions per [MASK]", elem_id="understand-fill-plot")
-            with gr.Accordion("Predictions as a table", open=False):
+                                label=text("understand.fill_plot_label"), elem_id="understand-fill-plot")
+            with gr.Accordion(text("understand.fill_table_accordion"), open=False):
                 fill_table = gr.Dataframe(pd.DataFrame(columns=["slot", "rank"]), interactive=False, wrap=True)
-                fill_details = gr.JSON([], label="raw predictions")
+                fill_details = gr.JSON([], label=text("understand.fill_raw_label"))
         # ---------------------------------------------------------------- contextual embeddings
-        with gr.Tab("Contextual embeddings", id="understand-embeddings"):
-            gr.Markdown("The same word in two contexts: its vector (the mean over its sub-word pieces) is compared "
-                        "between sentence A and sentence B at every layer. A static embedding stays the same; a "
-                        "contextual model moves it apart when the meanings differ. Below, the final layer's token "
-                        "vectors of the sentences, on their first two principal components. Encoder-decoder "
-                        "families use their encoder, XLNet and MPNet their content stream, ELECTRA its "
-                        "discriminator; GPT-style models see only the words before.")
-            embed_runs = _run_picker(choices, "Runs", "understand-embed-runs", multiselect=True)
+        with gr.Tab(text("understand.tab_embeddings"), id="understand-embeddings"):
+            gr.Markdown(text("understand.embed_intro"))
+            embed_runs = _run_picker(choices, text("understand.runs_label"), "understand-embed-runs",
+                                     multiselect=True)
             with gr.Row():
-                sentence_a = gr.Textbox(SIMILARITY_EXAMPLES[0][0], label="Sentence A", scale=3,
+                sentence_a = gr.Textbox(SIMILARITY_EXAMPLES[0][0], label=text("understand.sentence_a"), scale=3,
                                         elem_id="understand-sentence-a")
-                sentence_b = gr.Textbox(SIMILARITY_EXAMPLES[0][1], label="Sentence B", scale=3,
+                sentence_b = gr.Textbox(SIMILARITY_EXAMPLES[0][1], label=text("understand.sentence_b"), scale=3,
                                         elem_id="understand-sentence-b")
-                word = gr.Textbox(SIMILARITY_EXAMPLES[0][2], label="Word", scale=1, elem_id="understand-word",
-                                  info="must occur in both sentences")
+                word = gr.Textbox(SIMILARITY_EXAMPLES[0][2], label=text("understand.word_label"), scale=1,
+                                  elem_id="understand-word", info=text("understand.word_info"))
             projected = gr.Textbox("\n".join(SIMILARITY_EXAMPLES[0][:2]), lines=3,
-                                   label=f"Sentences to project (one per line, up to {api.PROBE_MAX_SENTENCES})",
+                                   label=text("understand.projected_label") + f" {api.PROBE_MAX_SENTENCES}",
                                    elem_id="understand-projected")
-            gr.Examples(SIMILARITY_EXAMPLES, [sentence_a, sentence_b, word], label="Examples",
-                        api_name="understand_similarity_example")
-            embed_button = gr.Button("Compare contexts", variant="primary", elem_id="understand-compare")
+            english_examples(gr.Examples(SIMILARITY_EXAMPLES, [sentence_a, sentence_b, word],
+                                         label=text("understand.examples_label"),
+                                         api_name="understand_similarity_example"))
+            embed_button = gr.Button(text("understand.compare_contexts"), variant="primary",
+                                     elem_id="understand-compare")
             similarity_plot = gr.Plot(empty_figure("Pick runs, two sentences and a word, then press Compare "
                                                    "contexts."),
-                                      label="Similarity per layer", elem_id="understand-similarity-plot")
-            with gr.Accordion("Similarities as a table", open=False):
+                                      label=text("understand.similarity_plot_label"),
+                                      elem_id="understand-similarity-plot")
+            with gr.Accordion(text("understand.similarity_table_accordion"), open=False):
                 similarity_frame = gr.Dataframe(pd.DataFrame(columns=["run", "family"]), interactive=False)
-            projection_plot = gr.Plot(empty_figure("The projection appears here."), label="Token vectors (PCA)",
+            projection_plot = gr.Plot(empty_figure("The projection appears here."),
+                                      label=text("understand.projection_plot_label"),
                                       elem_id="understand-projection-plot")
         # ---------------------------------------------------------------- sentence similarity (contrastive add-on)
-        with gr.Tab("Sentence similarity", id="understand-sentences"):
+        with gr.Tab(text("understand.tab_sentences"), id="understand-sentences"):
             sentences = sentence_similarity_panel.build(home, view.jobs, choices)
         # ---------------------------------------------------------------- attention
-        with gr.Tab("Attention", id="understand-attention"):
-            gr.Markdown("Every head of one layer, as a heatmap: **rows attend, columns are attended**; each row sums "
-                        "to 1. Grey cells are forbidden by the mask the family really uses (causal for GPT, none "
-                        "for BERT; XLNet and MPNet are shown with the left-to-right factorization order, MASS and T5 "
-                        "with the sentence in the encoder and shifted right in the decoder).")
+        with gr.Tab(text("understand.tab_attention"), id="understand-attention"):
+            gr.Markdown(text("understand.attention_intro"))
             with gr.Row():
-                attention_run = _run_picker(choices, "Run", "understand-attention-run", multiselect=False)
+                attention_run = _run_picker(choices, text("understand.run_label"), "understand-attention-run",
+                                            multiselect=False)
             with gr.Row():
-                attention_sentence = gr.Textbox(ATTENTION_EXAMPLES[0][0], label="Sentence", scale=4,
-                                                elem_id="understand-attention-sentence",
-                                                info=f"at most {api.PROBE_MAX_TOKENS} tokens")
-                attention_button = gr.Button("Show attention", variant="primary", scale=1,
+                attention_sentence = gr.Textbox(ATTENTION_EXAMPLES[0][0], label=text("understand.sentence_label"),
+                                                scale=4, elem_id="understand-attention-sentence",
+                                                info=text("understand.max_tokens_info") + f" {api.PROBE_MAX_TOKENS}")
+                attention_button = gr.Button(text("understand.show_attention"), variant="primary", scale=1,
                                              elem_id="understand-attention-show")
-            gr.Examples(ATTENTION_EXAMPLES, [attention_sentence], label="Examples",
+            gr.Examples(ATTENTION_EXAMPLES, [attention_sentence], label=text("understand.examples_label"),
                         api_name="understand_attention_example")
             with gr.Row():
                 # a Dropdown that accepts any value: an API client may ask any run for any stream name
-                stream = gr.Dropdown([(stream_title(s), s) for s in STREAMS], value="self", label="Stream",
+                stream = gr.Dropdown([(stream_title(s), s) for s in STREAMS], value="self",
+                                     label=text("understand.stream_label"),
                                      scale=3, allow_custom_value=True, elem_id="understand-attention-stream",
-                                     info="after Show attention, only the picked run's streams are listed")
-                layer = gr.Slider(1, MAX_LAYERS, 1, step=1, label="Layer", scale=2, elem_id="understand-layer",
-                                  info="the picked run's layers, after Show attention")
+                                     info=text("understand.stream_info"))
+                layer = gr.Slider(1, MAX_LAYERS, 1, step=1, label=text("understand.layer_label"), scale=2,
+                                  elem_id="understand-layer", info=text("understand.layer_info"))
             attention_plot = gr.Plot(empty_figure("Pick a run, type a sentence and press Show attention."),
-                                     label="Attention heads", elem_id="understand-attention-plot")
+                                     label=text("understand.attention_plot_label"), elem_id="understand-attention-plot")
             attention_note = gr.Markdown("")
-            with gr.Accordion("This layer's probabilities as data", open=False):
-                attention_data = gr.JSON({}, label="attention")
+            with gr.Accordion(text("understand.attention_data_accordion"), open=False):
+                attention_data = gr.JSON({}, label=text("understand.attention_data_label"))
         # ---------------------------------------------------------------- fine-tuning (app/finetune_panel.py)
-        with gr.Tab("Fine-tune", id="understand-finetune") as finetune_tab:
+        with gr.Tab(text("understand.tab_finetune"), id="understand-finetune") as finetune_tab:
             finetune = finetune_panel.build(home, view.jobs, choices, finetune_tab)
         # ---------------------------------------------------------------- Switch routing (app/routing_panel.py)
-        with gr.Tab("Switch routing", id="understand-routing") as routing_tab:
+        with gr.Tab(text("understand.tab_routing"), id="understand-routing") as routing_tab:
             routing_panel.build(view.jobs, routing_tab)
 
     # ---------------------------------------------------------------- events

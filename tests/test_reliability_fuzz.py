@@ -187,16 +187,16 @@ def endpoints(fuzz_app) -> dict[str, list[dict]]:
             for name, spec in info["named_endpoints"].items()}
 
 
-def english_label(label):
-    """A parameter's label in English: a translated label (app/i18n.py) reaches API clients as Gradio's i18n
-    metadata ({"_type": "translation_metadata", "key": "tokenizer.corpus"}, or that marker in a string), which the run
-    and corpus checks read as the English text."""
+def english_label(label) -> str | None:
+    """A control's label as English: the page's labels are translation keys (app/i18n.py), which the API describes as
+    {"key": ..., "_type": "translation_metadata"} or, inside a longer label, as an `__i18n__{...}` marker."""
     from app.i18n import english
 
-    if isinstance(label, dict) and "key" in label:
+    if isinstance(label, dict) and isinstance(label.get("key"), str):
         return english(label["key"])
-    marker = re.fullmatch(r"__i18n__(\{.*\})", label) if isinstance(label, str) else None
-    return english(json.loads(marker.group(1))["key"]) if marker else label
+    if isinstance(label, str) and "__i18n__" in label:
+        return re.sub(r"__i18n__(\{[^{}]*\})", lambda match: english(json.loads(match.group(1))["key"]), label)
+    return label
 
 
 @pytest.fixture(scope="module")

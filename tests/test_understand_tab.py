@@ -174,3 +174,24 @@ def test_similarity_ticks_name_a_layer_only_where_every_run_names_it_the_same():
                          columns=["run", "family", "layer", "layer_name", "cosine", "pieces_a", "pieces_b"])
     axis = similarity_figure(frame, "apple").layout.xaxis
     assert list(axis.ticktext) == ["embeddings", "1", "ELMo (scalar mix)"] and "hover" in axis.title.text
+
+
+def test_the_pickers_help_lines_are_translation_markers_that_the_call_route_can_send(running_app, runs):
+    """The refresh handlers return their pickers' help lines as translation markers (the page shows them in the
+    browser's language); Gradio's `/call/` route (curl) serializes updates with plain `json`, so they are strings."""
+    import httpx
+
+    url, _ = running_app
+    calls = {"compare_runs_list": ([[]], "compare.runs_info"),
+             "understand_runs_list": ([[], [], None], "understand.runs_info"),
+             "understand_sentences_runs_list": ([[]], "similarity.runs_info"),
+             "understand_finetune_runs_list": ([[]], "finetune.runs_info"),
+             "understand_routing_runs": ([None], "routing.no_switch_runs")}  # the tiny runs have no Switch layers
+    for name, (data, key) in calls.items():
+        posted = httpx.post(f"{url}gradio_api/call/{name}", json={"data": data}, timeout=60)
+        assert posted.status_code == 200, (name, posted.text[:300])
+        event = posted.json()["event_id"]
+        stream = httpx.get(f"{url}gradio_api/call/{name}/{event}", timeout=120).text
+        assert stream.startswith("event: complete"), (name, stream[:300])
+        picker = json.loads(stream.split("data: ", 1)[1].splitlines()[0])[0]
+        assert picker["info"].startswith("__i18n__") and json.loads(picker["info"][len("__i18n__"):])["key"] == key

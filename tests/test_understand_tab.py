@@ -186,7 +186,8 @@ def test_the_pickers_help_lines_are_translation_markers_that_the_call_route_can_
              "understand_runs_list": ([[], [], None], "understand.runs_info"),
              "understand_sentences_runs_list": ([[]], "similarity.runs_info"),
              "understand_finetune_runs_list": ([[]], "finetune.runs_info"),
-             "understand_routing_runs": ([None], "routing.no_switch_runs")}  # the tiny runs have no Switch layers
+             # "no Switch run yet", or the usual help line once another test of the session trained one
+             "understand_routing_runs": ([None], ("routing.no_switch_runs", "routing.run_info"))}
     for name, (data, key) in calls.items():
         posted = httpx.post(f"{url}gradio_api/call/{name}", json={"data": data}, timeout=60)
         assert posted.status_code == 200, (name, posted.text[:300])
@@ -194,4 +195,5 @@ def test_the_pickers_help_lines_are_translation_markers_that_the_call_route_can_
         stream = httpx.get(f"{url}gradio_api/call/{name}/{event}", timeout=120).text
         assert stream.startswith("event: complete"), (name, stream[:300])
         picker = json.loads(stream.split("data: ", 1)[1].splitlines()[0])[0]
-        assert picker["info"].startswith("__i18n__") and json.loads(picker["info"][len("__i18n__"):])["key"] == key
+        assert picker["info"].startswith("__i18n__")
+        assert json.loads(picker["info"][len("__i18n__"):])["key"] in ((key,) if isinstance(key, str) else key)

@@ -187,7 +187,7 @@ def build(home) -> None:
     inputs = [sentence, tokenizer, families, seed, masked, mode, src_len, order, num_predict, spans, shuffle,
               two_stream]
     handler = user_errors(explorer.explore)
-    draw.click(handler, inputs, outputs, api_name="explore_masks")
+    draw.click(handler, inputs, outputs, api_name="explore_masks", concurrency_limit=None)
     sentence.submit(handler, inputs, outputs, api_name="explore_masks_on_submit")
     resample.click(explorer.resample, seed, seed, api_name="resample_seed").then(
         handler, inputs, outputs, api_name="explore_masks_after_resample")

@@ -99,8 +99,13 @@ class UnderstandView:
     def run_choices(self) -> list[tuple[str, str]]:
         return [(run_label(row), row["run_id"]) for row in self.runs()]
 
+    def fill_picks(self) -> list[str]:
+        """What the fill-mask picker holds until the user picks: runs that can fill a mask, the zoo's best first."""
+        return api.fill_mask_picks(self.jobs, MAX_RUNS)
+
     def refresh(self, fill_runs=None, embedding_runs=None, attention_run=None):
-        """The three pickers with the runs that have weights now, keeping the chosen ones that still exist."""
+        """The three pickers with the runs that have weights now, keeping the chosen ones that still exist (an empty
+        fill-mask picker gets `fill_picks`, so the demo zoo's BERT-like runs appear there as they finish)."""
         choices = self.run_choices()
         ids = [value for _, value in choices]
         # the help lines as translation markers, strings: Gradio's `/call/` route serializes updates with plain `json`
@@ -111,7 +116,7 @@ class UnderstandView:
 
         attention = attention_run if isinstance(attention_run, str) and attention_run in ids else (ids[0] if ids
                                                                                                   else None)
-        return (gr.update(choices=choices, value=kept(fill_runs), info=info),
+        return (gr.update(choices=choices, value=kept(fill_runs) or self.fill_picks(), info=info),
                 gr.update(choices=choices, value=kept(embedding_runs), info=info),
                 gr.update(choices=choices, value=attention,
                           info=str(text("understand.run_info") if choices else text("understand.no_runs_info"))))
@@ -219,10 +224,11 @@ class UnderstandView:
                 attention_figure(maps, stream, layer), note, attention_details(maps, stream, layer))
 
 
-def _run_picker(choices, label, elem_id: str, *, multiselect: bool):
+def _run_picker(choices, label, elem_id: str, *, multiselect: bool, picks=None):
     info = text("understand.runs_info") if multiselect else text("understand.run_info")
     if multiselect:
-        value = [run_id for _, run_id in choices[:MAX_RUNS]]  # the newest runs, ready to compare
+        # the runs that fill masks best (the zoo's BERT-like runs), else the newest runs, ready to compare
+        value = list(picks) if picks else [run_id for _, run_id in choices[:MAX_RUNS]]
     else:
         value = choices[0][1] if choices else None
     return gr.Dropdown(choices, value=value, multiselect=multiselect, max_choices=MAX_RUNS if multiselect else None,
@@ -243,7 +249,8 @@ def build(home, jobs=None, tab=None):
         # ---------------------------------------------------------------- fill-mask
         with gr.Tab(text("understand.tab_fill_mask"), id="understand-fill-mask"):
             gr.Markdown(text("understand.fill_intro"))
-            fill_runs = _run_picker(choices, text("understand.runs_label"), "understand-fill-runs", multiselect=True)
+            fill_runs = _run_picker(choices, text("understand.runs_label"), "understand-fill-runs", multiselect=True,
+                                    picks=view.fill_picks())
             with gr.Row():
                 fill_text = gr.Textbox(FILL_MASK_EXAMPLES[0][0], label=text("understand.fill_text_label"), lines=1,
                                        scale=4,

@@ -315,7 +315,7 @@ ZooPlan = _zoo.ZooPlan
 DEMO_ZOO = _zoo.DEMO_ZOO
 ZOO_ORDER = _zoo.ZOO_ORDER
 __all__ += ["ZooConfig", "ZooProgress", "ZooRun", "ZooPlan", "DEMO_ZOO", "ZOO_ORDER", "start_zoo", "stop_zoo",
-            "zoo_progress", "list_zoos", "has_runs"]
+            "zoo_progress", "list_zoos", "has_runs", "fill_mask_picks"]
 
 
 def start_zoo(jobs: JobManager, config: ZooConfig = DEMO_ZOO) -> ZooPlan:
@@ -337,6 +337,22 @@ def zoo_progress(jobs: RunStore, config: ZooConfig = DEMO_ZOO) -> ZooProgress:
 def list_zoos(jobs: RunStore | None = None, *, home=None) -> list[dict]:
     """The zoos in the lab home, newest first: {"name", "runs", "finished"}."""
     return _zoo.list_zoos(jobs if jobs is not None else RunStore(lab_home(home)))
+
+
+def fill_mask_picks(jobs: RunStore, max_runs: int = 4) -> list[str]:
+    """The runs to show first where a model fills masks (the Understand tab before the user picks): the demo zoo's
+    finished runs that fill masks best at its budget (BERT, RoBERTa, MPNet, UniLM), then the newest other runs with
+    weights of a family that can fill a mask; at most `max_runs`. [] when no run can fill a mask."""
+    from .generation.context import FILL_MASK_FAMILIES
+    from .api_parts.understand import runs_with_weights
+
+    rows = runs_with_weights(jobs)  # newest first
+    with_weights = {row["run_id"] for row in rows}
+    zoo = _zoo.zoo_progress(jobs, DEMO_ZOO)
+    by_family = {run.family: run.run_id for run in zoo.runs if run.state == "finished" and run.run_id in with_weights}
+    picks = [by_family[family] for family in _zoo.ZOO_FILL_MASK_SHOWCASE if family in by_family]
+    picks += [row["run_id"] for row in rows if row.get("family") in FILL_MASK_FAMILIES and row["run_id"] not in picks]
+    return picks[:max_runs]
 
 
 def has_runs(jobs: RunStore | None = None, *, home=None) -> bool:

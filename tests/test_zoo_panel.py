@@ -13,6 +13,7 @@ import pytest
 from app import zoo_panel
 from app.compare_tab import CompareView
 from app.leaderboard_tab import LeaderboardView
+from app.understand_tab import UnderstandView
 from lab_models import api
 from lab_models.jobs import JobManager
 
@@ -112,6 +113,21 @@ def test_compare_picks_the_finished_zoo_runs_until_the_user_picks_others(jobs):
     wait_for(lambda: jobs.status(other)["state"] == "finished", what="a plain run")
     picker, auto, _ = view.refresh_if_changed([bert], auto, signature)
     assert picker["value"] == [bert] and other in [value for _, value in picker["choices"]]
+
+
+def test_understand_fills_masks_with_the_zoos_bert_like_runs_until_the_user_picks(jobs):
+    view = UnderstandView(jobs.home, jobs)
+    assert api.fill_mask_picks(jobs) == [] and view.refresh([], [], None)[0]["value"] == []
+    api.start_zoo(jobs, SMALL_ZOO)
+    wait_for(lambda: api.zoo_progress(jobs, SMALL_ZOO).finished == 2, what="the fake zoo to finish")
+    gpt, bert = (run.run_id for run in api.zoo_progress(jobs, SMALL_ZOO).runs)
+    other = jobs.start("t5", steps=2)  # newer, not in the showcase, but T5 fills a blank: after the zoo's BERT
+    wait_for(lambda: jobs.status(other)["state"] == "finished", what="a plain run")
+    assert api.fill_mask_picks(jobs) == [bert, other]  # GPT cannot fill a mask
+    assert api.fill_mask_picks(jobs, max_runs=1) == [bert]
+    fill, embeddings, attention = view.refresh([], [], None)
+    assert fill["value"] == [bert, other] and embeddings["value"] == []
+    assert view.refresh([gpt], [], None)[0]["value"] == [gpt]  # the user's pick stays
 
 
 def test_rank_the_zoo_without_a_zoo_says_what_to_do(tmp_path):

@@ -28,14 +28,13 @@ import math
 from types import SimpleNamespace
 
 import gradio as gr
-from gradio.i18n import I18nData
 
 from lab_models import api
 
 from .compare_figures import (error_column_html, generation_column_html, grid_html, latest_val_bits,
                               mode_title, modes_table_markdown)
 from .errors import user_errors
-from .i18n import english, text
+from .i18n import english_examples, text
 from .inputs import picked, picked_runs
 
 logger = logging.getLogger(__name__)
@@ -276,22 +275,6 @@ def modes_markdown() -> str:
         except ValueError:
             rows.append((spec.title, []))
     return modes_table_markdown(rows, api.GENERATION_MODES)
-
-
-def english_examples(examples: gr.Examples) -> gr.Examples:
-    """Gradio's examples table shows its column headers (the inputs' labels) and a Radio's choice labels as they are,
-    without translating them: give it their English instead of the raw translation markers."""
-    def plain(value):
-        return english(value.key) if isinstance(value, I18nData) else value
-
-    dataset = examples.dataset
-    if dataset.headers:
-        dataset.headers = [plain(header) for header in dataset.headers]
-    dataset.component_props = [
-        {**props, **({"choices": [(plain(label), value) for label, value in props["choices"]]}
-                     if props.get("choices") else {})}
-        for props in dataset.component_props]
-    return examples
 
 
 def build(home, jobs=None, tab=None):

@@ -10,12 +10,12 @@ import gradio as gr
 from lab_models import api
 
 from .errors import user_errors
-from .i18n import text
+from .i18n import marker, text
 
 # The built-in corpora that app/locales/*/corpora.json "intro" describes; another built-in corpus makes the page list
 # them all in `api.BUILTIN_CORPORA`'s English instead (tests/test_corpora.py keeps the two in step).
 DESCRIBED_CORPORA = ("stdlib-docs", "synthetic")
-SAMPLE_HEADING = str(text("corpora.sample"))  # "**Sample**" above the corpus card's sample, in the reader's language
+SAMPLE_HEADING = marker("corpora.sample")  # "**Sample**" above the corpus card's sample, in the reader's language
 
 
 def corpora_intro():

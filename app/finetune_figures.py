@@ -15,7 +15,7 @@ import math
 import pandas as pd
 import plotly.graph_objects as go
 
-from .i18n import text
+from .i18n import marker
 from .train_figures import STATE_COLORS, format_duration
 from .understand_figures import FONT, MARGIN, RUN_COLORS, empty_figure
 
@@ -74,7 +74,7 @@ def csv_summary_markdown(summary: dict | None, error: str | None = None) -> str:
     if error:
         return f"⚠️ {_md(error)}"
     if not summary:  # the page's own note: translated in the page (a marker in the Markdown's value)
-        return str(text("finetune.csv_upload_note"))
+        return marker("finetune.csv_upload_note")
     counts = summary.get("train_label_counts") or {}
     shown = ", ".join(f"{_md(str(name))} {count}" for name, count in list(counts.items())[:12])
     more = f", … ({len(counts) - 12} more)" if len(counts) > 12 else ""
@@ -89,7 +89,7 @@ def defaults_markdown(rows: list[dict]) -> str:
     """What "auto" means for each selected run: one line per run with its family's pooling and λ. Each row:
     run_id, family, pooling, lm_aux_weight (or error)."""
     if not rows:  # the page's own note: translated in the page (a marker in the Markdown's value)
-        return str(text("finetune.defaults_empty"))
+        return marker("finetune.defaults_empty")
     lines = ["| run | family | pooling when auto | λ when empty |", "| --- | --- | --- | --- |"]
     for row in rows:
         if row.get("error"):

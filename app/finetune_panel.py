@@ -38,7 +38,7 @@ import gradio as gr
 from lab_models import api
 
 from .errors import user_errors
-from .i18n import text
+from .i18n import marker, text
 from .inputs import picked, picked_runs, whole_number
 from .finetune_figures import (TABLE_COLUMN_WIDTHS, accuracy_figure, csv_summary_markdown, defaults_markdown, leaderboard_table,
                                progress_html, task_markdown)
@@ -70,7 +70,7 @@ def runs_info(choices):
 def pair_none_choice() -> tuple[str, str]:
     """The second text column's "none" choice: its label a translation marker (a string, for `/call/`'s plain `json`),
     its value the empty string."""
-    return (str(text("finetune.pair_none")), "")
+    return (marker("finetune.pair_none"), "")
 
 
 def scope_choices() -> list[tuple[object, str]]:

@@ -17,6 +17,7 @@ from functools import lru_cache
 from pathlib import Path
 
 import gradio as gr
+from gradio.i18n import I18nData
 
 LOCALES = Path(__file__).resolve().parent / "locales"
 LANGUAGES = {"en": "English", "zh": "中文"}
@@ -68,6 +69,29 @@ def english(key: str) -> str:
     """The English of `key` (for texts the server has to write itself, such as a note in a Markdown update)."""
     area, _, name = key.partition(".")
     return translations()[FALLBACK][area][name]
+
+
+def marker(key: str) -> str:
+    """`text(key)` as a plain string (its `__i18n__{...}` marker), for what a handler returns: the page translates it
+    like a static text, and Gradio's `/call/` route, which serializes outputs with plain `json`, can send it."""
+    return str(text(key))
+
+
+def english_examples(examples: gr.Examples) -> gr.Examples:
+    """Gradio's examples table shows its column headers (the inputs' labels) and a Radio's choice labels as they are,
+    without translating them: give it their English instead of the raw translation markers."""
+    def plain(value):
+        return english(value.key) if isinstance(value, I18nData) else value
+
+    dataset = examples.dataset
+    if dataset.headers:
+        dataset.headers = [plain(header) for header in dataset.headers]
+    dataset.component_props = [
+        {**props, **({"choices": [(plain(label), value) for label, value in props["choices"]]}
+                     if props.get("choices") else {})}
+        for props in dataset.component_props]
+    return examples
+
 
 
 STORAGE_KEY = "pretraining-lab-language"

@@ -69,7 +69,7 @@ def summary_markdown(summary: dict) -> str:
         f"activation {summary['activation']}",
         f"- parameters: {_count(summary['parameters'])} ({summary['weights_size']} of "
         f"{'pickled ' if summary['pickled'] else ''}weights)",
-        f"- objectives: " + ", ".join(f"{name} {weight:g}" for name, weight in summary["objectives"].items()),
+        "- objectives: " + ", ".join(f"{name} {weight:g}" for name, weight in summary["objectives"].items()),
         f"- tokenizer: {tokenizer['source']} ({tokenizer['kind']}, {tokenizer['size']:,} tokens); roles: {roles}",
     ]
     if tokenizer.get("sentinels"):

@@ -30,7 +30,7 @@ import pandas as pd
 from lab_models import api
 
 from .errors import user_errors
-from .i18n import text
+from .i18n import marker, text
 from .inputs import whole_number
 from .leaderboard_figures import display_table, empty_figure, leaderboard_figure, notes_markdown
 
@@ -39,11 +39,11 @@ logger = logging.getLogger(__name__)
 ALL_CORPORA = "(all corpora)"  # not a corpus slug (those never hold parentheses), so it cannot shadow a corpus
 NO_RUNS = "No run has weights yet: train some in the Train tab (e.g. gpt, bert and t5 on the tiny preset), then " \
           "press Refresh."  # the status API clients read, and the empty figure's title (both stay English)
-NO_RUNS_INFO = str(text("leaderboard.no_runs"))  # the same, under the corpus picker, in the reader's language
-CORPUS_INFO = str(text("leaderboard.corpus_info"))  # "the corpora that have runs with weights"
+NO_RUNS_INFO = marker("leaderboard.no_runs")  # the same, under the corpus picker, in the reader's language
+CORPUS_INFO = marker("leaderboard.corpus_info")  # "the corpora that have runs with weights"
 # "all corpora, grouped by corpus". A marker string, not the I18nData: an update's choices go out through json.dumps
 # on the /call API, which cannot write an I18nData object.
-ALL_CORPORA_LABEL = str(text("leaderboard.all_corpora"))
+ALL_CORPORA_LABEL = marker("leaderboard.all_corpora")
 EXAMPLE_CHOICES = (8, 256)  # the range of the held-out sentences slider
 REFRESH_S = 5.0  # the corpus and zoo pickers follow new runs this often
 ZOO_NOTE = ("A zoo's runs share one corpus and one preset; their steps follow the zoo's table (about the same time "

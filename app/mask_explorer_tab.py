@@ -16,7 +16,7 @@ from lab_models import api
 
 from .errors import user_errors
 from .figures import anatomy_figure, anatomy_table, stream_density
-from .i18n import text
+from .i18n import marker, text
 from .tokenizer_tab import tokenizer_kind_choices
 
 MAX_FAMILIES = 4  # app/locales/*/explorer.json "families" says "up to 4"
@@ -26,8 +26,8 @@ EXPLORER_TOKENIZER_CORPUS = "stdlib-docs"
 EXPLORER_TOKENIZER_VOCAB = 4000
 MLM_FAMILIES = {"bert", "roberta", "albert", "spanbert", "electra"}
 # Notes the handler writes into a Markdown value: Gradio's i18n markers, which the page shows in the reader's language.
-LEAK_NOTE = str(text("explorer.leak_note"))  # "**Two streams off: the leak.** One stream only, ..."
-SPLIT_USED = str(text("explorer.split_used"))  # "**Split used:**", then the rule and the token count
+LEAK_NOTE = marker("explorer.leak_note")  # "**Two streams off: the leak.** One stream only, ..."
+SPLIT_USED = marker("explorer.split_used")  # "**Split used:**", then the rule and the token count
 
 
 def parse_positions(text: str) -> list[int] | None:

@@ -18,7 +18,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from .i18n import text
+from .i18n import marker, text
 from .train_figures import _empty_figure
 
 SWEEP_COLORS = ("#2563eb", "#ea580c", "#16a34a", "#db2777", "#0891b2", "#7c3aed")  # dense, switch per sweep
@@ -109,7 +109,7 @@ def fits_markdown(sweeps: list[dict]) -> str:
                                 if "exponent" in law else f"no fit ({law.get('error', 'no points')})"))
             lines.append(f"- `{sweep['sweep_id']}` {family} **{variant}**: " + "; ".join(parts))
     if not lines:
-        return str(text("scaling.no_fit"))  # a handler returns it: plain JSON, the marker as a string
+        return marker("scaling.no_fit")  # a handler returns it: plain JSON, the marker as a string
     return text("scaling.fits_heading") + "\n\n" + "\n".join(lines)
 
 

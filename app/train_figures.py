@@ -16,7 +16,7 @@ import math
 import pandas as pd
 import plotly.graph_objects as go
 
-from .i18n import text
+from .i18n import marker, text
 
 MAX_POINTS = 600  # per line: enough for a smooth curve, small enough to resend every 1.5 s
 TOTAL_COLOR = "#0f172a"
@@ -278,7 +278,7 @@ def progress_html(summary: dict | None) -> str:
 def status_markdown(summary: dict | None, log_tail: str = "") -> str:
     """The run's id, state, message and last losses; for a failed or died run, the message and the end of its log."""
     if not summary:
-        return str(text("train.no_run"))  # a handler returns it too: plain JSON, the marker as a string
+        return marker("train.no_run")  # a handler returns it too: plain JSON, the marker as a string
     lines = [f"**Run** `{summary.get('run_id')}` · {summary.get('family') or '?'} · preset "
              f"{summary.get('preset') or '?'} · corpus {summary.get('corpus') or 'preset default'} · "
              f"device {summary.get('device') or 'auto'} — **{state_label(summary)}**"]

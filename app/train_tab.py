@@ -39,7 +39,7 @@ from lab_models import api
 from . import import_panel
 from .addon_figures import addon_figure
 from .errors import user_errors
-from .i18n import text
+from .i18n import marker, text
 from .switch_panel import (build_routing_plot, build_switch_controls, switch_model_overrides,
                            switch_visibility)
 from .inputs import picked
@@ -258,7 +258,7 @@ class TrainView:
                 + [(label, kind) for kind, label in api.TOKENIZER_KINDS.items()])
 
     def corpus_choices(self) -> list[tuple[str, str]]:
-        return [(str(text("train.corpus_preset")), "")] + [(name, name) for name in api.list_corpora(home=self.home)]
+        return [(marker("train.corpus_preset"), "")] + [(name, name) for name in api.list_corpora(home=self.home)]
 
     def refresh_corpora(self, current):
         """After a corpus import: the corpus choices again, keeping the current one."""

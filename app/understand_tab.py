@@ -47,9 +47,8 @@ import pandas as pd
 from lab_models import api
 
 from . import finetune_panel, routing_panel, sentence_similarity_panel
-from .compare_tab import english_examples
 from .errors import user_errors
-from .i18n import text
+from .i18n import english_examples, text
 from .inputs import picked, picked_runs, whole_number
 from .understand_figures import (attention_details, attention_figure, empty_figure, fill_mask_figure,
                                  fill_mask_table, projection_figure, similarity_figure, similarity_table,

@@ -23,20 +23,20 @@ import gradio as gr
 from lab_models import api
 
 from .errors import user_errors
-from .i18n import text
+from .i18n import marker, text
 from .train_figures import STATE_COLORS
 
 REFRESH_S = 2.0
 # The panel's message and button texts are Gradio i18n markers (app/locales/*/zoo.json): the page shows them in the
 # reader's language, API clients get the marker (its key names the state). How many runs have finished is in the
 # progress view's head, right under the message.
-OFFER = str(text("zoo.offer"))  # "**This lab home has no runs yet.** Train the demo zoo: ..."
-TRAINING = str(text("zoo.training"))  # "**Training the demo zoo.** ..."
-STOPPED = str(text("zoo.stopped"))  # "**The demo zoo is stopped.** ..."
-TRAINED = str(text("zoo.trained"))  # "**The demo zoo is trained**: one tiny model per family. ..."
-START_LABEL = str(text("zoo.start"))  # "Train the demo zoo"
-CONTINUE_LABEL = str(text("zoo.continue"))  # "Continue the demo zoo"
-RUNS_FINISHED = str(text("zoo.runs_finished"))  # "runs finished", after "<b>5</b> / 17" in the progress view
+OFFER = marker("zoo.offer")  # "**This lab home has no runs yet.** Train the demo zoo: ..."
+TRAINING = marker("zoo.training")  # "**Training the demo zoo.** ..."
+STOPPED = marker("zoo.stopped")  # "**The demo zoo is stopped.** ..."
+TRAINED = marker("zoo.trained")  # "**The demo zoo is trained**: one tiny model per family. ..."
+START_LABEL = marker("zoo.start")  # "Train the demo zoo"
+CONTINUE_LABEL = marker("zoo.continue")  # "Continue the demo zoo"
+RUNS_FINISHED = marker("zoo.runs_finished")  # "runs finished", after "<b>5</b> / 17" in the progress view
 
 
 def zoo_progress_html(progress) -> str:

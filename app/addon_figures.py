@@ -12,10 +12,10 @@ needs no figure of its own (its `clean_nll` and `adversarial_nll` are loss parts
 """
 from __future__ import annotations
 
-import math
-
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
+
+from .inputs import finite
 
 SENTENCE_KEYS = (("topic_gap", "topic gap (same − different cosine, ↑)"), ("alignment", "alignment (↓)"),
                  ("uniformity", "uniformity (↓)"))
@@ -26,12 +26,6 @@ NO_ADDON_NUMBERS = ("No add-on numbers for this run: they appear in the validati
                     "contrastive or back_translation objective.")
 
 
-def _number(value) -> float | None:
-    try:
-        value = float(value)
-    except (TypeError, ValueError):
-        return None
-    return value if math.isfinite(value) else None
 
 
 def _val_rows(rows: list[dict]) -> list[dict]:
@@ -42,7 +36,7 @@ def _val_rows(rows: list[dict]) -> list[dict]:
 
 def addon_keys(rows: list[dict]) -> list[str]:
     """The add-on metrics present in the validation rows, in display order."""
-    present = {key for row in _val_rows(rows) for key in row if _number(row.get(key)) is not None}
+    present = {key for row in _val_rows(rows) for key in row if finite(row.get(key)) is not None}
     return [key for key, _ in (*SENTENCE_KEYS, *TRANSLATION_KEYS) if key in present]
 
 
@@ -71,7 +65,7 @@ def addon_figure(rows: list[dict], *, title: str = "", height: int = 320) -> go.
                            horizontal_spacing=0.14, specs=[[{"secondary_y": True} for _ in panels]])
     for column, (_, group) in enumerate(panels, start=1):
         for index, (key, label) in enumerate(group):
-            points = [(row["step"], _number(row.get(key))) for row in val if _number(row.get(key)) is not None]
+            points = [(row["step"], finite(row.get(key))) for row in val if finite(row.get(key)) is not None]
             right = key == "topic_gap"
             figure.add_trace(go.Scatter(x=[s for s, _ in points], y=[v for _, v in points], mode="lines+markers",
                                         name=label, line={"color": COLORS[index % len(COLORS)], "width": 2,
@@ -100,7 +94,7 @@ def topic_similarity_figure(results) -> go.Figure:
               f"{r.same:.3f} · different {r.different:.3f} · <b>gap {r.gap:+.3f}</b>" for r in results]
     figure = make_subplots(rows=1, cols=len(results), subplot_titles=titles, horizontal_spacing=0.08)
     for column, result in enumerate(results, start=1):
-        values = [v for line in result.matrix for v in line if _number(v) is not None] or [0.0, 1.0]
+        values = [v for line in result.matrix for v in line if finite(v) is not None] or [0.0, 1.0]
         figure.add_trace(go.Heatmap(
             z=result.matrix, x=list(result.topics), y=list(result.topics), zmin=min(values), zmax=max(values),
             colorscale="Viridis", showscale=False,

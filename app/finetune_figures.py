@@ -10,12 +10,12 @@ lab_models/finetune.py states how the lab deviates from them. This module adds n
 from __future__ import annotations
 
 import html
-import math
 
 import pandas as pd
 import plotly.graph_objects as go
 
 from .i18n import marker
+from .inputs import finite
 from .train_figures import STATE_COLORS, format_duration
 from .understand_figures import FONT, MARGIN, RUN_COLORS, empty_figure
 
@@ -27,12 +27,6 @@ BASELINE_COLOR = "#0f172a"
 BAR_GROUP_HALF_WIDTH = 0.4  # the baseline line spans the group of bars: category i covers i ± this (plotly's 0.8 gap)
 
 
-def _finite(value) -> float | None:
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return None
-    return number if math.isfinite(number) else None
 
 
 def format_accuracy(value) -> str:
@@ -41,7 +35,7 @@ def format_accuracy(value) -> str:
     >>> format_accuracy(0.86), format_accuracy(None)
     ('0.860', '—')
     """
-    number = _finite(value)
+    number = finite(value)
     return "—" if number is None else f"{number:.3f}"
 
 
@@ -130,7 +124,7 @@ def _head_settings(status: dict) -> str:
     parts = []
     if status.get("pooling") and status.get("pooling") != "auto":
         parts.append(f"pooling {html.escape(str(status['pooling']))}")
-    if _finite(status.get("lm_aux_weight")) is not None:
+    if finite(status.get("lm_aux_weight")) is not None:
         parts.append(f"λ {float(status['lm_aux_weight']):g}")
     return f" · {', '.join(parts)}" if parts else ""
 
@@ -146,7 +140,7 @@ def _progress_row(status: dict) -> str:
     fraction = min(1.0, step / total) if total else 0.0
     if state == "finished":
         fraction = 1.0
-    accuracy = _finite(status.get("accuracy")) if status.get("has_result") else _finite(status.get("val_accuracy"))
+    accuracy = finite(status.get("accuracy")) if status.get("has_result") else finite(status.get("val_accuracy"))
     where = "final" if status.get("has_result") else (f"step {status['val_step']}" if status.get("val_step") else "")
     parts = [f'<span class="train-state">{html.escape(_state_label(status))}</span>',
              f"<span><b>{html.escape(str(status.get('run_id') or '?'))}</b> "
@@ -155,9 +149,9 @@ def _progress_row(status: dict) -> str:
              f"<span>step <b>{step:,}</b> / {f'{int(total):,}' if total else '?'} ({fraction:.0%})</span>",
              f"<span>validation accuracy <b>{format_accuracy(accuracy)}</b>"
              f"{f' ({where})' if accuracy is not None and where else ''}</span>"]
-    if _finite(status.get("train_accuracy")) is not None and not status.get("has_result"):
+    if finite(status.get("train_accuracy")) is not None and not status.get("has_result"):
         parts.append(f"<span>batches {format_accuracy(status['train_accuracy'])}</span>")
-    if status.get("has_result") and _finite(status.get("seconds")) is not None:
+    if status.get("has_result") and finite(status.get("seconds")) is not None:
         parts.append(f"<span>{format_duration(status['seconds'])}</span>")
     if state in ("failed", "died") and status.get("message"):
         parts.append(f"<span>{html.escape(str(status['message']))}</span>")
@@ -181,10 +175,10 @@ def leaderboard_table(frame: pd.DataFrame) -> pd.DataFrame:
         if column not in table.columns:
             table[column] = None
     for column in ("accuracy", "macro F1", "majority baseline"):
-        table[column] = [round(float(v), 3) if _finite(v) is not None else None for v in table[column]]
-    table["seconds"] = [round(float(v), 1) if _finite(v) is not None else None for v in table["seconds"]]
-    table["λ"] = [float(v) if _finite(v) is not None else None for v in table["λ"]]
-    table["steps"] = [int(v) if _finite(v) is not None else None for v in table["steps"]]
+        table[column] = [round(float(v), 3) if finite(v) is not None else None for v in table[column]]
+    table["seconds"] = [round(float(v), 1) if finite(v) is not None else None for v in table["seconds"]]
+    table["λ"] = [float(v) if finite(v) is not None else None for v in table["λ"]]
+    table["steps"] = [int(v) if finite(v) is not None else None for v in table["steps"]]
     return table[TABLE_COLUMNS].reset_index(drop=True)
 
 
@@ -192,7 +186,7 @@ def best_per_run_and_task(frame: pd.DataFrame) -> pd.DataFrame:
     """The best fine-tuning (highest accuracy; the first on a tie) of each pretrained run on each task."""
     if frame is None or not len(frame):
         return pd.DataFrame(columns=list(frame.columns) if frame is not None else [])
-    ordered = frame.assign(_accuracy=[_finite(v) if _finite(v) is not None else -1.0 for v in frame["accuracy"]])
+    ordered = frame.assign(_accuracy=[finite(v) if finite(v) is not None else -1.0 for v in frame["accuracy"]])
     ordered = ordered.sort_values("_accuracy", ascending=False, kind="stable")
     best = ordered.drop_duplicates(["pretrained run", "task"], keep="first").drop(columns="_accuracy")
     return best.reset_index(drop=True)
@@ -213,7 +207,7 @@ def accuracy_figure(frame: pd.DataFrame, task_titles: dict[str, str] | None = No
     for index, run in enumerate(runs):
         rows = best[best["pretrained run"] == run].set_index("task")
         family = str(rows["family"].iloc[0] or "?")
-        accuracy = [_finite(rows.at[task, "accuracy"]) if task in rows.index else None for task in tasks]
+        accuracy = [finite(rows.at[task, "accuracy"]) if task in rows.index else None for task in tasks]
         hover = []
         for task in tasks:
             if task not in rows.index:
@@ -228,7 +222,7 @@ def accuracy_figure(frame: pd.DataFrame, task_titles: dict[str, str] | None = No
             x=labels, y=accuracy, name=f"{run} ({family})", marker_color=RUN_COLORS[index % len(RUN_COLORS)],
             text=[format_accuracy(a) if a is not None else "" for a in accuracy], textposition="outside",
             hovertext=hover, hoverinfo="text", cliponaxis=False))
-    baselines = [_finite(best[best["task"] == task]["majority baseline"].iloc[0]) for task in tasks]
+    baselines = [finite(best[best["task"] == task]["majority baseline"].iloc[0]) for task in tasks]
     for position, baseline in enumerate(baselines):
         if baseline is None:
             continue

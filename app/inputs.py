@@ -1,9 +1,12 @@
-"""Reading the page's controls: whole numbers from number boxes and sliders, and the runs picked in a multiselect.
+"""Reading the page's controls and values: whole numbers from number boxes and sliders, the runs picked in a
+multiselect, finite numbers from metrics rows.
 
 Shared by the tabs so that every tab refuses the same bad input with the same words (a ValueError, which
 app/errors.py turns into a message in the page).
 """
 from __future__ import annotations
+
+import math
 
 
 def whole_number(value, name: str, default: int, low: int, high: int) -> int:
@@ -24,6 +27,19 @@ def whole_number(value, name: str, default: int, low: int, high: int) -> int:
     if not number.is_integer() or not low <= number <= high:  # inf and nan are not integers
         raise ValueError(f"{name} must be a whole number from {low:,} to {high:,}, got {value!r}.")
     return int(number)
+
+
+def finite(value) -> float | None:
+    """`value` as a float when it is a finite number (a metrics row's field, a status field), else None.
+
+    >>> finite("0.5"), finite(None), finite(float("nan")), finite("n/a")
+    (0.5, None, None, None)
+    """
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
 
 
 def picked(values) -> list[str]:

@@ -17,6 +17,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from .i18n import marker, text
+from .inputs import finite
 
 MAX_POINTS = 600  # per line: enough for a smooth curve, small enough to resend every 1.5 s
 TOTAL_COLOR = "#0f172a"
@@ -35,12 +36,6 @@ RUNS_COLUMNS = ["run id", "family", "preset", "corpus", "state", "step / total",
                 "tokens/s"]
 
 
-def _finite(value) -> float | None:
-    try:
-        value = float(value)
-    except (TypeError, ValueError):
-        return None
-    return value if math.isfinite(value) else None
 
 
 def split_rows(rows: list[dict]) -> tuple[list[dict], list[dict]]:
@@ -90,7 +85,7 @@ def loss_figure(rows: list[dict], *, title: str = "", height: int = 380) -> go.F
     figure = go.Figure()
     train = thin(train)
     steps = [row["step"] for row in train]
-    figure.add_trace(go.Scatter(x=steps, y=[_finite(row.get("loss")) for row in train], mode="lines",
+    figure.add_trace(go.Scatter(x=steps, y=[finite(row.get("loss")) for row in train], mode="lines",
                                 name="train loss (total)", line={"color": TOTAL_COLOR, "width": 2}))
     objectives = []
     for row in train:
@@ -100,11 +95,11 @@ def loss_figure(rows: list[dict], *, title: str = "", height: int = 380) -> go.F
     if len(objectives) > 1:
         for index, name in enumerate(objectives):
             figure.add_trace(go.Scatter(
-                x=steps, y=[_finite((row.get("losses") or {}).get(name)) for row in train], mode="lines",
+                x=steps, y=[finite((row.get("losses") or {}).get(name)) for row in train], mode="lines",
                 name=f"train {name}", connectgaps=True,  # a step may not train every objective (CVT alternates)
                 line={"color": OBJECTIVE_COLORS[index % len(OBJECTIVE_COLORS)], "width": 1.5, "dash": "dot"}))
     if val:
-        figure.add_trace(go.Scatter(x=[row["step"] for row in val], y=[_finite(row.get("loss")) for row in val],
+        figure.add_trace(go.Scatter(x=[row["step"] for row in val], y=[finite(row.get("loss")) for row in val],
                                     mode="lines+markers", name="validation loss",
                                     line={"color": VAL_COLOR, "width": 1, "dash": "dash"},
                                     marker={"size": 9, "color": VAL_COLOR, "symbol": "diamond"}))
@@ -154,7 +149,7 @@ def lr_figure(rows: list[dict], *, title: str = "", height: int = 300) -> go.Fig
     discriminative rates), one line per layer group on a log axis (a frozen group, rate 0, leaves a gap), with the
     stages shaded."""
     train, _ = split_rows(rows)
-    train = thin([row for row in train if _finite(row.get("lr")) is not None])
+    train = thin([row for row in train if finite(row.get("lr")) is not None])
     if not train:
         return _empty_figure("No learning rates yet: they appear with the first logged step.", height)
     figure = go.Figure()
@@ -166,12 +161,12 @@ def lr_figure(rows: list[dict], *, title: str = "", height: int = 300) -> go.Fig
                 groups.append(name)
     if groups:
         for index, name in enumerate(groups):
-            values = [_finite((row.get("lrs") or {}).get(name)) for row in train]
+            values = [finite((row.get("lrs") or {}).get(name)) for row in train]
             figure.add_trace(go.Scatter(x=steps, y=[v if v else None for v in values], mode="lines",
                                         name=f"lr {name}", line={"color": OBJECTIVE_COLORS[index % len(
                                             OBJECTIVE_COLORS)], "width": 1.5}))
     else:
-        figure.add_trace(go.Scatter(x=steps, y=[_finite(row.get("lr")) for row in train], mode="lines",
+        figure.add_trace(go.Scatter(x=steps, y=[finite(row.get("lr")) for row in train], mode="lines",
                                     name="learning rate", line={"color": TOTAL_COLOR, "width": 2}))
     figure.update_layout(
         title={"text": title, "x": 0.01, "font": {"size": 14}}, height=height, template="plotly_white",
@@ -195,7 +190,7 @@ def compare_figure(curves: dict[str, list[dict]], metric: str = "loss", *, heigh
             points, key, mode = thin(train), "loss", "lines"
         else:
             points, key, mode = val, metric[len("val_"):], "lines+markers"  # val_loss -> the val row's "loss"
-        figure.add_trace(go.Scatter(x=[row["step"] for row in points], y=[_finite(row.get(key)) for row in points],
+        figure.add_trace(go.Scatter(x=[row["step"] for row in points], y=[finite(row.get(key)) for row in points],
                                     mode=mode, name=run_id, line={"color": RUN_COLORS[index % len(RUN_COLORS)]}))
     figure.update_layout(
         height=height, template="plotly_white", xaxis_title="step", yaxis_title=COMPARE_METRICS[metric],
@@ -210,7 +205,7 @@ def format_duration(seconds) -> str:
     >>> format_duration(42), format_duration(190), format_duration(7260), format_duration(None)
     ('42 s', '3 min 10 s', '2 h 01 min', '—')
     """
-    seconds = _finite(seconds)
+    seconds = finite(seconds)
     if seconds is None or seconds < 0:
         return "—"
     seconds = int(round(seconds))
@@ -239,10 +234,10 @@ def format_mfu(summary: dict) -> str:
     >>> format_mfu({"mfu": 0.4131, "flops_per_token": 1e8}), format_mfu({"mfu": None, "flops_per_token": 1e8})
     ('41.3%', 'unknown')
     """
-    value = _finite(summary.get("mfu"))
+    value = finite(summary.get("mfu"))
     if value is not None:
         return f"{value:.1%}"
-    return "unknown" if _finite(summary.get("flops_per_token")) is not None else "—"
+    return "unknown" if finite(summary.get("flops_per_token")) is not None else "—"
 
 
 def progress_html(summary: dict | None) -> str:
@@ -259,7 +254,7 @@ def progress_html(summary: dict | None) -> str:
     fraction = min(1.0, step / total) if total else 0.0
     if state == "finished":
         fraction = 1.0
-    tokens = _finite(summary.get("tokens_per_s"))
+    tokens = finite(summary.get("tokens_per_s"))
     parts = [f'<span class="train-state">{html.escape(state_label(summary))}</span>',
              f"<span>step <b>{step:,}</b> / {f'{int(total):,}' if total is not None else '?'} ({fraction:.0%})</span>",
              f"<span>{f'{tokens:,.0f}' if tokens is not None else '—'} tokens/s</span>",
@@ -284,15 +279,15 @@ def status_markdown(summary: dict | None, log_tail: str = "") -> str:
              f"device {summary.get('device') or 'auto'} — **{state_label(summary)}**"]
     losses = summary.get("losses") or {}
     numbers = []
-    if _finite(summary.get("loss")) is not None:
+    if finite(summary.get("loss")) is not None:
         numbers.append(f"loss **{summary['loss']:.4f}**")
     if len(losses) > 1:
-        numbers += [f"{name} {value:.4f}" for name, value in losses.items() if _finite(value) is not None]
-    if _finite(summary.get("val_loss")) is not None:
+        numbers += [f"{name} {value:.4f}" for name, value in losses.items() if finite(value) is not None]
+    if finite(summary.get("val_loss")) is not None:
         numbers.append(f"val loss **{summary['val_loss']:.4f}**")
-    if _finite(summary.get("val_bits_per_byte")) is not None:
+    if finite(summary.get("val_bits_per_byte")) is not None:
         numbers.append(f"val bits/byte **{summary['val_bits_per_byte']:.3f}**")
-    if _finite(summary.get("flops_per_token")) is not None:
+    if finite(summary.get("flops_per_token")) is not None:
         numbers.append(f"{summary['flops_per_token'] / 1e6:,.1f} MFLOPs per token · MFU {format_mfu(summary)}")
     if numbers:
         lines.append(" · ".join(numbers))
@@ -307,7 +302,7 @@ def status_markdown(summary: dict | None, log_tail: str = "") -> str:
 
 
 def _fmt(value, digits: int) -> str:
-    value = _finite(value)
+    value = finite(value)
     return "" if value is None else f"{value:.{digits}f}"
 
 
@@ -316,7 +311,7 @@ def runs_table(rows: list[dict]) -> pd.DataFrame:
     records = []
     for row in rows:
         total = row.get("total_steps")
-        tokens = _finite(row.get("tokens_per_s"))
+        tokens = finite(row.get("tokens_per_s"))
         records.append([row.get("run_id"), row.get("family") or "", row.get("preset") or "",
                         row.get("corpus") or "(preset default)", state_label(row),
                         f"{int(row.get('step') or 0)} / {int(total) if total is not None else '?'}",  # 0 / 0: an import

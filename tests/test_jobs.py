@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
 import sys
 import textwrap
 import time
@@ -18,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from lab_models.jobs import JobManager, log_tail, read_json
+from .conftest import wait_for
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -114,14 +114,6 @@ def manager(tmp_path, fake_trainer):
     jobs.close(timeout=5)
 
 
-def wait_for(predicate, timeout=20.0, what="condition"):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
 
 
 def state(jobs, run_id):

@@ -27,7 +27,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -35,6 +34,7 @@ import pytest
 from benchmarks.kill_loop import check_checkpoint_loads, child_env, kill_loop
 from lab_models import faults, runs
 from tests.conftest import free_port
+from tests.conftest import wait_for as _wait_for
 
 REPO = Path(__file__).resolve().parent.parent
 KILLS = int(os.environ.get("PRETRAINING_LAB_KILLS", "5"))
@@ -49,18 +49,14 @@ def train(run_dir: Path, home: Path, *extra: str, fault: str | None = None, step
                           capture_output=True, text=True, timeout=TIMEOUT_S)
 
 
+def wait_for(predicate, timeout: float = TIMEOUT_S, what: str = "condition"):
+    return _wait_for(predicate, timeout, what, every=0.1)
+
+
 def train_rows(run_dir: Path, split: str = "train") -> list[dict]:
     return [row for row in runs.read_metrics(run_dir) if row.get("split", "train") == split]
 
 
-def wait_for(predicate, timeout: float = TIMEOUT_S, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
 
 
 # ------------------------------------------------------------------------------------------------ the hooks

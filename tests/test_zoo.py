@@ -12,13 +12,13 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
 
 from lab_models import zoo
 from lab_models.jobs import JobManager, read_json
+from .conftest import wait_for
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -87,14 +87,6 @@ def manager(tmp_path, fake_trainer):
     jobs.close(timeout=5)
 
 
-def wait_for(predicate, timeout=30.0, what="condition"):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
 
 
 def test_the_zoo_order_holds_every_trainable_family_once_with_the_continuation_families_first():

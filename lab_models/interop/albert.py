@@ -36,9 +36,9 @@ import torch
 from ..models import family_model_config
 from ..nn import ModelConfig
 from .bert import check_encoder_exportable
-from .convert import (LAB_TO_HF_ACTIVATION, StateReader, bert_embeddings_from_lab, bert_embeddings_to_lab,
-                      fused_qkv, lab_activation, owned, require, require_absolute_positions, segments_from_type_vocab,
-                      split_qkv)
+from .convert import (LAB_TO_HF_ACTIVATION, StateReader, bert_embeddings_from_lab, bert_embeddings_to_lab, fused_qkv,
+                      lab_activation, mlm_head_from_lab, mlm_head_to_lab, owned, require, require_absolute_positions,
+                      segments_from_type_vocab, split_qkv)
 
 FAMILY = "albert"
 MODEL_TYPES = ("albert",)
@@ -94,14 +94,9 @@ def import_state(hf_config: dict, hf_state: dict[str, torch.Tensor], model) -> d
             weight_shape, bias_shape = shapes[lab_name]
             state[f"{lab}{lab_name}.weight"] = r.take(f"{hf}{hf_name}.weight", weight_shape)
             state[f"{lab}{lab_name}.bias"] = r.take(f"{hf}{hf_name}.bias", bias_shape)
-    state.update({
-        "backbone.lm_transform.0.weight": r.take("predictions.dense.weight", (E, H)),
-        "backbone.lm_transform.0.bias": r.take("predictions.dense.bias", (E,)),
-        "backbone.lm_transform.2.weight": r.take("predictions.LayerNorm.weight", (E,)),
-        "backbone.lm_transform.2.bias": r.take("predictions.LayerNorm.bias", (E,)),
-        "backbone.lm_bias": r.take("predictions.bias" if r.has("predictions.bias") else "predictions.decoder.bias",
-                                   (V,)),
-    })
+    state.update(mlm_head_to_lab(r, "predictions.dense", "predictions.LayerNorm",
+                                 "predictions.bias" if r.has("predictions.bias") else "predictions.decoder.bias",
+                                 width=E, hidden=H, vocab=V))
     r.ignore("predictions.decoder.bias")  # the same parameter as predictions.bias
     if cfg.tie_embeddings:
         r.ignore("predictions.decoder.weight")
@@ -159,11 +154,7 @@ def export_state(model) -> dict[str, torch.Tensor]:
         for lab_name, hf_name in BLOCK_NAMES.items():
             out[f"{hf}{hf_name}.weight"] = s[f"{lab}{lab_name}.weight"]
             out[f"{hf}{hf_name}.bias"] = s[f"{lab}{lab_name}.bias"]
-    out.update({"predictions.dense.weight": s["backbone.lm_transform.0.weight"],
-                "predictions.dense.bias": s["backbone.lm_transform.0.bias"],
-                "predictions.LayerNorm.weight": s["backbone.lm_transform.2.weight"],
-                "predictions.LayerNorm.bias": s["backbone.lm_transform.2.bias"],
-                "predictions.bias": s["backbone.lm_bias"]})
+    out.update(mlm_head_from_lab(s, "predictions.dense", "predictions.LayerNorm", "predictions.bias"))
     if not cfg.tie_embeddings:
         out["predictions.decoder.weight"] = s["backbone.lm_out.weight"]
     if "sop" in model.heads:

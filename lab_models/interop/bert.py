@@ -35,8 +35,8 @@ import torch
 from ..models import family_model_config
 from ..nn import ModelConfig
 from .convert import (LAB_TO_HF_ACTIVATION, StateReader, bert_embeddings_from_lab, bert_embeddings_to_lab,
-                      bert_layer_from_lab, bert_layer_to_lab, lab_activation, owned, require,
-                      require_absolute_positions, segments_from_type_vocab)
+                      bert_layer_from_lab, bert_layer_to_lab, lab_activation, mlm_head_from_lab, mlm_head_to_lab, owned,
+                      require, require_absolute_positions, segments_from_type_vocab)
 
 FAMILY = "bert"
 MODEL_TYPES = ("bert",)
@@ -79,14 +79,9 @@ def import_state(hf_config: dict, hf_state: dict[str, torch.Tensor], model) -> d
     state = bert_embeddings_to_lab(r, "backbone.embeddings.", cfg)
     for i in range(cfg.n_layers):
         state.update(bert_layer_to_lab(r, f"encoder.layer.{i}.", f"backbone.blocks.{i}.", H, cfg.d_ff))
-    state.update({
-        "backbone.lm_transform.0.weight": r.take("cls.predictions.transform.dense.weight", (H, H)),
-        "backbone.lm_transform.0.bias": r.take("cls.predictions.transform.dense.bias", (H,)),
-        "backbone.lm_transform.2.weight": r.take("cls.predictions.transform.LayerNorm.weight", (H,)),
-        "backbone.lm_transform.2.bias": r.take("cls.predictions.transform.LayerNorm.bias", (H,)),
-    })
     bias = "cls.predictions.bias" if r.has("cls.predictions.bias") else "cls.predictions.decoder.bias"
-    state["backbone.lm_bias"] = r.take(bias, (V,))
+    state.update(mlm_head_to_lab(r, "cls.predictions.transform.dense", "cls.predictions.transform.LayerNorm", bias,
+                                 width=H, hidden=H, vocab=V))
     r.ignore("cls.predictions.decoder.bias")  # the same parameter as cls.predictions.bias
     if cfg.tie_embeddings:
         r.ignore("cls.predictions.decoder.weight")
@@ -145,11 +140,8 @@ def export_state(model) -> dict[str, torch.Tensor]:
     out = bert_embeddings_from_lab(s, "backbone.embeddings.", "bert.", cfg)
     for i in range(cfg.n_layers):
         out.update(bert_layer_from_lab(s, f"backbone.blocks.{i}.", f"bert.encoder.layer.{i}."))
-    out.update({"cls.predictions.transform.dense.weight": s["backbone.lm_transform.0.weight"],
-                "cls.predictions.transform.dense.bias": s["backbone.lm_transform.0.bias"],
-                "cls.predictions.transform.LayerNorm.weight": s["backbone.lm_transform.2.weight"],
-                "cls.predictions.transform.LayerNorm.bias": s["backbone.lm_transform.2.bias"],
-                "cls.predictions.bias": s["backbone.lm_bias"]})
+    out.update(mlm_head_from_lab(s, "cls.predictions.transform.dense", "cls.predictions.transform.LayerNorm",
+                                 "cls.predictions.bias"))
     if not cfg.tie_embeddings:
         out["cls.predictions.decoder.weight"] = s["backbone.lm_out.weight"]
     if "nsp" in model.heads:

@@ -174,6 +174,27 @@ def bert_layer_to_lab(reader: StateReader, hf: str, lab: str, H: int, d_ff: int)
     }
 
 
+def mlm_head_to_lab(reader: StateReader, dense: str, norm: str, bias: str, *, width: int, hidden: int, vocab: int,
+                    lab: str = "backbone.") -> dict[str, torch.Tensor]:
+    """BERT's MLM head (dense (width, hidden) -> GeLU -> LayerNorm, then the output bias) under transformers' names
+    `dense`, `norm` (prefixes of .weight/.bias) and `bias`, as the lab's `lm_transform` and `lm_bias`."""
+    return {f"{lab}lm_transform.0.weight": reader.take(f"{dense}.weight", (width, hidden)),
+            f"{lab}lm_transform.0.bias": reader.take(f"{dense}.bias", (width,)),
+            f"{lab}lm_transform.2.weight": reader.take(f"{norm}.weight", (width,)),
+            f"{lab}lm_transform.2.bias": reader.take(f"{norm}.bias", (width,)),
+            f"{lab}lm_bias": reader.take(bias, (vocab,))}
+
+
+def mlm_head_from_lab(state: dict[str, torch.Tensor], dense: str, norm: str, bias: str,
+                      lab: str = "backbone.") -> dict[str, torch.Tensor]:
+    """The inverse of `mlm_head_to_lab`: the lab's `lm_transform` and `lm_bias` under transformers' names."""
+    return {f"{dense}.weight": state[f"{lab}lm_transform.0.weight"],
+            f"{dense}.bias": state[f"{lab}lm_transform.0.bias"],
+            f"{norm}.weight": state[f"{lab}lm_transform.2.weight"],
+            f"{norm}.bias": state[f"{lab}lm_transform.2.bias"],
+            bias: state[f"{lab}lm_bias"]}
+
+
 def bert_layer_from_lab(state: dict[str, torch.Tensor], lab: str, hf: str) -> dict[str, torch.Tensor]:
     """The inverse of `bert_layer_to_lab`: a lab Block -> BERT's `encoder.layer.{i}.` names."""
     out = {}

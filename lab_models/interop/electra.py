@@ -53,7 +53,7 @@ from ..models import electra_generator_config
 from ..nn import Backbone, ModelConfig
 from .bert import check_encoder_exportable, encoder_config, encoder_export_fields
 from .convert import (StateReader, Subset, bert_embeddings_from_lab, bert_embeddings_to_lab, bert_layer_from_lab,
-                      bert_layer_to_lab, owned, require, segments_from_type_vocab)
+                      bert_layer_to_lab, mlm_head_from_lab, mlm_head_to_lab, owned, require, segments_from_type_vocab)
 
 FAMILY = "electra"
 MODEL_TYPES = ("electra",)
@@ -148,13 +148,8 @@ def import_state(hf_config: dict, hf_state: dict[str, torch.Tensor], model) -> d
                                  "from one training run")
         generator = _encoder_to_lab(g, "generator.", gen_cfg)
         Hg = gen_cfg.d_model
-        generator.update({
-            "generator.lm_transform.0.weight": g.take("generator_predictions.dense.weight", (E, Hg)),
-            "generator.lm_transform.0.bias": g.take("generator_predictions.dense.bias", (E,)),
-            "generator.lm_transform.2.weight": g.take("generator_predictions.LayerNorm.weight", (E,)),
-            "generator.lm_transform.2.bias": g.take("generator_predictions.LayerNorm.bias", (E,)),
-            "generator.lm_bias": g.take("generator_lm_head.bias", (V,)),
-        })
+        generator.update(mlm_head_to_lab(g, "generator_predictions.dense", "generator_predictions.LayerNorm",
+                                         "generator_lm_head.bias", width=E, hidden=Hg, vocab=V, lab="generator."))
         g.ignore("generator_lm_head.weight")  # tied to the shared word embeddings
         g.check_all_used()
     else:  # no generator given: a freshly initialised one (its mlm weight is 0: it is never used to predict)
@@ -212,9 +207,6 @@ def export_companions(model) -> dict[str, tuple[dict, dict[str, torch.Tensor]]]:
               "hidden_size": gen.d_model, "num_attention_heads": gen.n_heads, "intermediate_size": gen.d_ff,
               "embedding_size": cfg.embedding_width, "type_vocab_size": max(cfg.n_segments, 1)}
     out = _embeddings_and_encoder(s, "generator.", gen, cfg)
-    out.update({"generator_predictions.dense.weight": s["generator.lm_transform.0.weight"],
-                "generator_predictions.dense.bias": s["generator.lm_transform.0.bias"],
-                "generator_predictions.LayerNorm.weight": s["generator.lm_transform.2.weight"],
-                "generator_predictions.LayerNorm.bias": s["generator.lm_transform.2.bias"],
-                "generator_lm_head.bias": s["generator.lm_bias"]})
+    out.update(mlm_head_from_lab(s, "generator_predictions.dense", "generator_predictions.LayerNorm",
+                                 "generator_lm_head.bias", lab="generator."))
     return {"generator": (config, owned(out))}

@@ -37,7 +37,7 @@ import torch
 from ..nn import ModelConfig
 from .bert import check_encoder_exportable, encoder_config, encoder_export_fields
 from .convert import (StateReader, bert_embeddings_from_lab, bert_embeddings_to_lab, bert_layer_from_lab,
-                      bert_layer_to_lab, owned, require, segments_from_type_vocab)
+                      bert_layer_to_lab, mlm_head_from_lab, mlm_head_to_lab, owned, require, segments_from_type_vocab)
 
 FAMILY = "roberta"
 MODEL_TYPES = ("roberta",)
@@ -76,13 +76,9 @@ def import_state(hf_config: dict, hf_state: dict[str, torch.Tensor], model) -> d
     state = bert_embeddings_to_lab(r, "backbone.embeddings.", cfg, position_offset=position_offset(hf_config))
     for i in range(cfg.n_layers):
         state.update(bert_layer_to_lab(r, f"encoder.layer.{i}.", f"backbone.blocks.{i}.", H, cfg.d_ff))
-    state.update({
-        "backbone.lm_transform.0.weight": r.take("lm_head.dense.weight", (H, H)),
-        "backbone.lm_transform.0.bias": r.take("lm_head.dense.bias", (H,)),
-        "backbone.lm_transform.2.weight": r.take("lm_head.layer_norm.weight", (H,)),
-        "backbone.lm_transform.2.bias": r.take("lm_head.layer_norm.bias", (H,)),
-        "backbone.lm_bias": r.take("lm_head.bias" if r.has("lm_head.bias") else "lm_head.decoder.bias", (V,)),
-    })
+    state.update(mlm_head_to_lab(r, "lm_head.dense", "lm_head.layer_norm",
+                                 "lm_head.bias" if r.has("lm_head.bias") else "lm_head.decoder.bias",
+                                 width=H, hidden=H, vocab=V))
     r.ignore("lm_head.decoder.bias")  # the same parameter as lm_head.bias
     if cfg.tie_embeddings:
         r.ignore("lm_head.decoder.weight")
@@ -118,11 +114,7 @@ def export_state(model) -> dict[str, torch.Tensor]:
                                    position_offset=model.vocab.pad_id + 1)
     for i in range(cfg.n_layers):
         out.update(bert_layer_from_lab(s, f"backbone.blocks.{i}.", f"roberta.encoder.layer.{i}."))
-    out.update({"lm_head.dense.weight": s["backbone.lm_transform.0.weight"],
-                "lm_head.dense.bias": s["backbone.lm_transform.0.bias"],
-                "lm_head.layer_norm.weight": s["backbone.lm_transform.2.weight"],
-                "lm_head.layer_norm.bias": s["backbone.lm_transform.2.bias"],
-                "lm_head.bias": s["backbone.lm_bias"]})
+    out.update(mlm_head_from_lab(s, "lm_head.dense", "lm_head.layer_norm", "lm_head.bias"))
     if not cfg.tie_embeddings:
         out["lm_head.decoder.weight"] = s["backbone.lm_out.weight"]
     return owned(out)

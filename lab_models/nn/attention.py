@@ -160,6 +160,19 @@ def _check_mask_shape(shape, n_queries, n_keys, batch_size) -> None:
                              f"expected {want}")
 
 
+def attention_output(proj: nn.Module, y: torch.Tensor, weights: torch.Tensor | None, mask: AttentionMask,
+                     return_weights: bool):
+    """The heads' outputs y (B, nh, Tq, hs) side by side again, through the output projection; a row that may attend
+    nothing adds nothing (its output and its weights are zero). Shared by the absolute and relative attentions."""
+    B, nh, Tq, hs = y.shape
+    y = proj(y.transpose(1, 2).reshape(B, Tq, nh * hs))  # (B, Tq, nh*hs) -> (B, Tq, H)
+    if mask.empty_rows is not None:
+        y = y.masked_fill(mask.empty_rows, 0.0)
+        if weights is not None:
+            weights = weights.masked_fill(mask.empty_rows.unsqueeze(1), 0.0)  # (B, nh, Tq, Tk)
+    return (y, weights) if return_weights else y
+
+
 @dataclass
 class KeyValueCache:
     """The keys and values one attention module has computed so far, kept between decoding steps.
@@ -276,10 +289,4 @@ class MultiHeadAttention(nn.Module):
                 scores = scores.masked_fill(~mask.allowed, float("-inf"))  # no row is all -inf after prepare_mask
             weights = F.softmax(scores, dim=-1)  # (B, nh, Tq, Tk)
             y = F.dropout(weights, p=dropout_p, training=self.training) @ v  # (B, nh, Tq, hs)
-        y = y.transpose(1, 2).contiguous().view(B, Tq, A)  # (B, Tq, A): heads side by side again
-        y = self.proj(y)  # (B, Tq, H)
-        if mask.empty_rows is not None:
-            y = y.masked_fill(mask.empty_rows, 0.0)  # rows that may attend nothing add nothing
-            if weights is not None:
-                weights = weights.masked_fill(mask.empty_rows.unsqueeze(1), 0.0)  # (B, nh, Tq, Tk)
-        return (y, weights) if return_weights else y
+        return attention_output(self.proj, y, weights, mask, return_weights)

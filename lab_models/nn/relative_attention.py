@@ -70,7 +70,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .attention import AttentionMask, KeyValueCache, prepare_mask
+from .attention import AttentionMask, KeyValueCache, attention_output, prepare_mask
 from .config import ModelConfig
 
 
@@ -187,13 +187,7 @@ class RelativeMultiHeadAttention(nn.Module):
             scores = scores.masked_fill(~mask.allowed, float("-inf"))
             weights = F.softmax(scores, dim=-1)  # (B, nh, Tq, Tk)
             y = F.dropout(weights, p=dropout_p, training=self.training) @ v  # (B, nh, Tq, hs)
-        y = y.transpose(1, 2).contiguous().view(B, Tq, H)  # (B, Tq, H): heads side by side again
-        y = self.proj(y)  # (B, Tq, H)
-        if mask.empty_rows is not None:
-            y = y.masked_fill(mask.empty_rows, 0.0)  # rows that may attend nothing add nothing
-            if weights is not None:
-                weights = weights.masked_fill(mask.empty_rows.unsqueeze(1), 0.0)  # (B, nh, Tq, Tk)
-        return (y, weights) if return_weights else y
+        return attention_output(self.proj, y, weights, mask, return_weights)
 
     def _position_and_segment_scores(self, q: torch.Tensor, relative: RelativePositions,
                                      scale: float) -> torch.Tensor:

@@ -16,6 +16,7 @@ import argparse
 import logging
 import sys
 from pathlib import Path
+from .cli_output import say_error
 
 EXIT_BAD_ARGUMENT = 2
 logger = logging.getLogger("lab_models.export_hf")
@@ -46,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
             run = api.lab_home(args.home) / "runs" / args.run
         folder = api.export_hf(run, args.out)
     except ValueError as error:
-        print(f"error: {' '.join(str(error).split())}", file=sys.stderr)
+        say_error(error)
         return EXIT_BAD_ARGUMENT
     logger.info("exported to %s", folder)
     return 0

@@ -81,6 +81,7 @@ from .finetuning.config import (CAUSAL_FAMILIES, RNN_FAMILIES, ENCODER_DECODER, 
 from .finetuning.encoding import _Encoded, _truncate_pair, _encode, _encode_unframed, _Batch, _collate
 from .finetuning.heads import FinetuneClassifier, _representation_size, _task_loss, _AuxiliaryLoss, _evaluate
 from .finetuning.results import _summary, list_finetunes, finetune_leaderboard, finetune_command, start_finetune
+from .cli_output import one_line, say_error
 
 logger = logging.getLogger("lab_models.finetune")
 
@@ -364,10 +365,6 @@ def _setup_logging(out: Path) -> list[logging.Handler]:
     return [stderr, handler]
 
 
-def _one_line(message: str) -> str:
-    return " ".join(str(message).split())
-
-
 def main(argv: list[str] | None = None) -> int:
     from lab_models.train import StopRequest
 
@@ -380,13 +377,13 @@ def main(argv: list[str] | None = None) -> int:
         config = config_from_args(args)
         prepared = prepare(config)
     except ValueError as error:
-        message = _one_line(error)
+        message = one_line(error)
         if out_hint and Path(out_hint).expanduser().is_dir():  # a queued job's folder: tell the UI why
             try:
                 runs.write_status(Path(out_hint).expanduser(), "failed", step=0, total_steps=0, message=message)
             except (OSError, ValueError):
                 pass
-        print(f"error: {message}", file=sys.stderr)
+        say_error(message)
         return EXIT_BAD_ARGUMENT
     prepared.out.mkdir(parents=True, exist_ok=True)
     handlers = _setup_logging(prepared.out)
@@ -394,7 +391,7 @@ def main(argv: list[str] | None = None) -> int:
         run_prepared(prepared, should_stop=stop)
         return 0
     except Exception as error:  # noqa: BLE001 - reported in status.json (run_prepared) and on stderr
-        print(f"error: {_one_line(f'{type(error).__name__}: {error}')}", file=sys.stderr)
+        say_error(f"{type(error).__name__}: {error}")
         return EXIT_FAILED
     finally:
         for handler in handlers:

@@ -21,6 +21,7 @@ import argparse
 import json
 import logging
 import sys
+from .cli_output import say_error
 
 EXIT_BAD_ARGUMENT = 2
 logger = logging.getLogger("lab_models.import_hf")
@@ -59,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
         run_dir = api.import_hf(args.source, args.out, generator_dir=args.generator, allow_pickle=args.allow_pickle,
                                 **options)
     except ValueError as error:
-        print(f"error: {' '.join(str(error).split())}", file=sys.stderr)
+        say_error(error)
         return EXIT_BAD_ARGUMENT
     logger.info("run folder: %s", run_dir)
     return 0

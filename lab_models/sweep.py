@@ -62,6 +62,7 @@ from pathlib import Path
 from . import runs
 from .home import atomic_write_json, lab_home
 from .nn.config import PRESETS
+from .cli_output import say_error
 
 logger = logging.getLogger("lab_models.sweep")
 
@@ -556,7 +557,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         config = config_from_args(build_parser().parse_args(argv))
     except ValueError as error:
-        print(f"error: {' '.join(str(error).split())}", file=sys.stderr)
+        say_error(error)
         return EXIT_BAD_ARGUMENT
     stop = SweepStop()
     stop.install()

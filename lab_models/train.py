@@ -72,6 +72,7 @@ from .train_config import (PRESET_DEFAULTS, RESUME_OVERRIDABLE, EXIT_BAD_ARGUMEN
                            settings_to_dict, settings_from_dict, parse_objectives, parse_model_overrides)
 from .train_cli import (_OneLineParser, build_parser, _positive, _corpus_reference, fit_row_length, config_from_args,
                         config_from_run)
+from .cli_output import say_error
 
 logger = logging.getLogger("lab_models.train")
 
@@ -475,7 +476,7 @@ def _fail(out: Path, world: _World, config: TrainConfig, step: int, message: str
             runs.write_status(out, "failed", step=step, total_steps=config.steps, message=message)
         except OSError:
             pass
-    print(f"error: {message}", file=sys.stderr)
+    say_error(message)
     if world.distributed and dist.is_initialized():
         try:
             dist.destroy_process_group()
@@ -493,7 +494,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             config, corpus = config_from_args(args)
     except ValueError as error:
-        print(f"error: {' '.join(str(error).split())}", file=sys.stderr)
+        say_error(error)
         return EXIT_BAD_ARGUMENT
     return run(config, corpus, resume=args.resume)
 

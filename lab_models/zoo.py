@@ -51,6 +51,7 @@ from .jobs import ACTIVE_STATES, JobManager, RunStore
 from .models import TRAINED_FAMILIES
 from .runs import MODEL_FILE
 from .train import PRESET_DEFAULTS
+from .cli_output import say, say_error
 
 logger = logging.getLogger(__name__)
 
@@ -430,14 +431,6 @@ def _raise_interrupt(signum, frame):
     raise KeyboardInterrupt
 
 
-def _say(line: str, *, stream=None) -> None:
-    """One line of the CLI's report (stdout, or the stream given), flushed so that a pipe sees it at once; the
-    one-line `error: ...` on stderr stays a print, as in the other CLIs."""
-    stream = stream if stream is not None else sys.stdout
-    stream.write(line + "\n")
-    stream.flush()
-
-
 def main(argv: list[str] | None = None, *, trainer_command: list[str] | None = None) -> int:
     """The CLI: queue the zoo, print a line per run, exit 0 when every run finished (1 if one failed, 130 on
     Ctrl-C or SIGTERM after stopping the zoo cleanly). `trainer_command` replaces `python -m lab_models.train`
@@ -447,7 +440,7 @@ def main(argv: list[str] | None = None, *, trainer_command: list[str] | None = N
         home = lab_home(args.home)
         config = _config_from_args(args, home)
     except ValueError as error:
-        print(f"error: {' '.join(str(error).split())}", file=sys.stderr)
+        say_error(error)
         return EXIT_BAD_ARGUMENT
     signal.signal(signal.SIGTERM, _raise_interrupt)
     # recover=False: never mark the runs another process (an app on this home) has queued as interrupted
@@ -456,34 +449,33 @@ def main(argv: list[str] | None = None, *, trainer_command: list[str] | None = N
     try:
         plan = start_zoo(jobs, config)
         corpus = config.corpus or PRESET_DEFAULTS[config.preset]["corpus"]
-        _say(f"zoo {config.name}: {len(config.families)} families on {corpus} "
+        say(f"zoo {config.name}: {len(config.families)} families on {corpus} "
              f"({config.preset} preset) in {home}: {len(plan.queued)} queued, {len(plan.skipped)} finished "
              f"already, {len(plan.active)} running elsewhere")
         for line in watch(jobs, config):
-            _say(line)
+            say(line)
         jobs.wait_until_idle()  # a trainer that wrote "finished" may still be exiting
     except KeyboardInterrupt:
-        _say("stopping the zoo: the running trainer checkpoints, the queued runs are taken off the queue ...",
+        say("stopping the zoo: the running trainer checkpoints, the queued runs are taken off the queue ...",
              stream=sys.stderr)
         stop_zoo(jobs, config.name)
         jobs.close()
         progress = zoo_progress(jobs, config)
-        _say(f"stopped: {progress.finished} of {len(progress.runs)} runs finished; run the same command again to "
+        say(f"stopped: {progress.finished} of {len(progress.runs)} runs finished; run the same command again to "
              "continue where it stopped", stream=sys.stderr)
         return EXIT_INTERRUPTED
     except ValueError as error:
         jobs.close()
-        print(f"error: {' '.join(str(error).split())}", file=sys.stderr)
+        say_error(error)
         return EXIT_BAD_ARGUMENT
     jobs.close()
     progress = zoo_progress(jobs, config)
     failed = [run for run in progress.runs if run.state != "finished"]
-    _say(f"zoo {config.name}: {progress.finished} of {len(progress.runs)} runs finished in "
+    say(f"zoo {config.name}: {progress.finished} of {len(progress.runs)} runs finished in "
          f"{time.monotonic() - began:.1f} s")
     if failed:
         for run in failed:
-            print(f"error: {run.family} {run.state}: {run.message or 'see its train.log'} (run {run.run_id})",
-                  file=sys.stderr)
+            say_error(f"{run.family} {run.state}: {run.message or 'see its train.log'} (run {run.run_id})")
         return EXIT_FAILED
     return 0
 

@@ -1,10 +1,14 @@
-"""Turn the backend's `ValueError`s into messages in the page, so bad input never takes the app down."""
+"""Turn the backend's `ValueError`s into messages in the page, in the reader's language (app/messages.py), so bad
+input never takes the app down."""
 from __future__ import annotations
 
 import functools
 import logging
 
 import gradio as gr
+
+from .i18n import tr
+from .messages import translate_message
 
 logger = logging.getLogger(__name__)
 
@@ -34,9 +38,10 @@ def user_errors(handler):
         except gr.Error:
             raise
         except ValueError as error:
-            raise gr.Error(readable(str(error))) from error
+            raise gr.Error(readable(translate_message(str(error)))) from error
         except Exception as error:  # keep the app up; say what happened
             logger.exception("unexpected error in %s", handler.__name__)
-            raise gr.Error(f"Something went wrong in {handler.__name__}: {type(error).__name__}: {error}") from error
+            raise gr.Error(readable(tr("header.unexpected_error", handler=handler.__name__,
+                                       error=f"{type(error).__name__}: {error}"))) from error
 
     return wrapped

@@ -6,13 +6,20 @@ one file per tab or panel, the `<area>` part of the key). The browser picks the 
 header's language switch (`LANGUAGE_SWITCH_JS`) changes it in place. Family names and paper terms (MLM, NSP, span,
 Switch, ...) stay as the papers write them, in both languages.
 
-Deviation from a complete translation: Gradio translates only static text in the frontend, so texts that the server
-computes (a run's status line, the figures' titles and axes, a backend error's message) stay in English; the UI's own
-messages and every static label are translated.
+Texts that the server computes (a run's status line, a figure's title, axes and legend, an error message) cannot be
+translated by the frontend, so the server writes them in the reader's language: `tr("train.fig_loss_title")` while a
+handler runs. The reader's language is the `lab_language` cookie that the page sets (from the browser's language or
+the switch), else the request's Accept-Language, else English; API clients that send neither read English.
+`app/messages.py` translates the backend's (`lab_models`) English messages the same way.
+
+Deviation: a figure or status line already on the page keeps its language when the switch is used; the next one the
+server draws is in the new language.
 """
 from __future__ import annotations
 
+import contextlib
 import json
+from contextvars import ContextVar
 from functools import lru_cache
 from pathlib import Path
 
@@ -71,6 +78,68 @@ def english(key: str) -> str:
     return translations()[FALLBACK][area][name]
 
 
+COOKIE = "lab_language"
+_forced_language: ContextVar[str | None] = ContextVar("lab_forced_language", default=None)
+
+
+def request_language(request) -> str:
+    """"zh" or "en" for a `gr.Request` (or None): the page's cookie, else the first language of Accept-Language that
+    the lab has, else English."""
+    if request is None:
+        return FALLBACK
+    try:
+        cookies = dict(getattr(request, "cookies", None) or {})
+        headers = {str(name).lower(): value for name, value in dict(getattr(request, "headers", None) or {}).items()}
+    except (AttributeError, TypeError, ValueError):
+        return FALLBACK
+    if cookies.get(COOKIE) in LANGUAGES:
+        return cookies[COOKIE]
+    for part in str(headers.get("accept-language", "")).split(","):
+        tag = part.split(";")[0].strip().lower()
+        if tag.startswith("zh"):
+            return "zh"
+        if tag.startswith("en"):
+            return "en"
+    return FALLBACK
+
+
+def current_language() -> str:
+    """The reader's language while a handler runs ("zh" or "en"; see `request_language`): Gradio keeps the current
+    request in a context variable around every call of a handler, generators' steps included. Outside a handler
+    (a test, a CLI) it is English, or what `reading_language` set."""
+    forced = _forced_language.get()
+    if forced is not None:
+        return forced
+    from gradio.context import LocalContext  # Gradio's per-call context; it is None outside an event
+    return request_language(LocalContext.request.get(None))
+
+
+@contextlib.contextmanager
+def reading_language(language: str):
+    """Within the block, `tr` and the message translation write `language` ("en" or "zh"), whoever asks."""
+    if language not in LANGUAGES:
+        raise ValueError(f"Unknown language {language!r}: choose one of {', '.join(LANGUAGES)}.")
+    token = _forced_language.set(language)
+    try:
+        yield
+    finally:
+        _forced_language.reset(token)
+
+
+def tr(key: str, **fields) -> str:
+    """The text of `key` in the reader's language (`current_language`), with `fields` filled in (`{name}` in the
+    text): for what the server writes itself (figures, status lines, table headers, messages).
+
+    >>> tr("header.language"), tr("header.language") == english("header.language")
+    ('Language', True)
+    """
+    area, _, name = key.partition(".")
+    english_text = english(key)  # KeyError for an unknown key in either language
+    texts = translations().get(current_language(), {}).get(area, {})
+    template = texts.get(name, english_text)
+    return template.format(**fields) if fields else template
+
+
 def marker(key: str) -> str:
     """`text(key)` as a plain string (its `__i18n__{...}` marker), for what a handler returns: the page translates it
     like a static text, and Gradio's `/call/` route, which serializes outputs with plain `json`, can send it."""
@@ -124,10 +193,11 @@ async (language) => {
   %(set)s
   const code = language === "%(zh)s" ? "zh" : "en";
   try { window.localStorage.setItem("%(key)s", code); } catch (error) {}
+  document.cookie = "%(cookie)s=" + code + "; path=/; max-age=31536000; SameSite=Lax";  // the server writes in it too
   await setLabLanguage(code);
   return language;
 }
-""" % {"set": _SET_LANGUAGE, "key": STORAGE_KEY, "zh": LANGUAGES["zh"]}
+""" % {"set": _SET_LANGUAGE, "key": STORAGE_KEY, "zh": LANGUAGES["zh"], "cookie": COOKIE}
 
 # On load: the browser's language, unless the switch was used before (then that choice); the switch shows it.
 LANGUAGE_ON_LOAD_JS = """
@@ -136,7 +206,8 @@ async () => {
   const browser = (navigator.language || "en").toLowerCase().startsWith("zh") ? "zh" : "en";
   let code = browser;
   try { code = window.localStorage.getItem("%(key)s") || browser; } catch (error) {}
+  document.cookie = "%(cookie)s=" + code + "; path=/; max-age=31536000; SameSite=Lax";
   if (code !== browser) { await setLabLanguage(code); }
   return code === "zh" ? "%(zh)s" : "%(en)s";
 }
-""" % {"set": _SET_LANGUAGE, "key": STORAGE_KEY, "zh": LANGUAGES["zh"], "en": LANGUAGES["en"]}
+""" % {"set": _SET_LANGUAGE, "key": STORAGE_KEY, "zh": LANGUAGES["zh"], "en": LANGUAGES["en"], "cookie": COOKIE}

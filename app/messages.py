@@ -1,0 +1,104 @@
+"""The backend's messages in the reader's language: `lab_models` writes its errors and status lines in English (it is
+a Python library, and its API users read English); the page shows them in Chinese to a Chinese reader.
+
+The Chinese lives in `app/locales/zh/messages/*.json`, one JSON object per file whose keys are the English templates,
+as the backend's code writes them with every `{...}` field of an f-string as `{}`, and whose values are the Chinese
+with the same fields as `{}` (in order) or `{0}`, `{1}`, ... (reordered). A message is matched against the templates
+(longest fixed text first), and its fields are carried over, themselves translated when they are messages too:
+
+    "Unknown family 'gpx': choose one of gpt, bert."  matches  "Unknown family {}: choose one of {}."
+    -> "未知的模型家族 'gpx'：可选 gpt, bert。"
+
+`tests/test_i18n_messages.py` reads every `raise ValueError(...)` of `lab_models/` and `app/` and checks that each
+one has its Chinese. A message with no template (built from a variable, or from a library) keeps its English after a
+Chinese lead-in, so a reader still learns what went wrong.
+
+Deviation from gettext: the backend is not marked up for translation; the English text is the key, so changing an
+English message means changing its key here too (the test says which).
+"""
+from __future__ import annotations
+
+import json
+import re
+from functools import lru_cache
+from pathlib import Path
+
+from .i18n import LOCALES, current_language
+
+FIELD = "{}"
+MIN_FIXED_CHARS = 6  # a template with less fixed text than this would match nearly anything
+MAX_MATCHED_CHARS = 4000  # longer messages (quoting a whole input) keep their English: matching them is not worth it
+UNTRANSLATED_LEAD = {"zh": "出错了（原文为英文）：{}"}
+
+
+def catalogue_files(language: str) -> list[Path]:
+    return sorted((LOCALES / language / "messages").glob("*.json"))
+
+
+@lru_cache(maxsize=4)
+def catalogue(language: str) -> dict[str, str]:
+    """{English template: translation} for `language`, from all of its message files (empty for English)."""
+    entries: dict[str, str] = {}
+    for path in catalogue_files(language):
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if not isinstance(data, dict) or not all(isinstance(v, str) for v in data.values()):
+            raise ValueError(f"{path} must be one JSON object of English template -> translation.")
+        entries.update(data)
+    return entries
+
+
+def template_pattern(template: str) -> re.Pattern:
+    """The regular expression that an English template's messages match: fixed text as is, each `{}` any text."""
+    parts = template.split(FIELD)
+    return re.compile("(.*?)".join(re.escape(part) for part in parts), re.DOTALL)
+
+
+def fixed_chars(template: str) -> int:
+    return len(template.replace(FIELD, ""))
+
+
+@lru_cache(maxsize=4)
+def _compiled(language: str) -> list[tuple[re.Pattern, str, str]]:
+    """(pattern, translation, first fixed text) per template, the longest fixed text first (the most specific)."""
+    rows = [(template_pattern(template), translation, template.split(FIELD)[0])
+            for template, translation in catalogue(language).items() if fixed_chars(template) >= MIN_FIXED_CHARS]
+    rows.sort(key=lambda row: -len(row[0].pattern))
+    return rows
+
+
+def translate_message(message: str, language: str | None = None, *, _depth: int = 0) -> str:
+    """`message` (English, from the backend) in `language` (default: the reader's, `app.i18n.current_language`).
+
+    >>> translate_message("Unknown family 'gpx': choose one of gpt, bert.", "en")
+    "Unknown family 'gpx': choose one of gpt, bert."
+    """
+    language = language or current_language()
+    if language == "en" or not message:
+        return message
+    translated = _translated(message, language, _depth)
+    if translated is not None:
+        return translated
+    if _depth:
+        return message
+    lead = UNTRANSLATED_LEAD.get(language)
+    return lead.format(message) if lead else message
+
+
+def _translated(message: str, language: str, depth: int) -> str | None:
+    if len(message) > MAX_MATCHED_CHARS:
+        return None
+    for pattern, translation, start in _compiled(language):
+        if not message.startswith(start):
+            continue
+        match = pattern.fullmatch(message)
+        if match is None:
+            continue
+        fields = match.groups()
+        if depth < 2:  # a field that is itself a message ("Could not read x: <reason>") is translated too
+            fields = tuple(translate_message(field, language, _depth=depth + 1) if len(field) > 12 else field
+                           for field in fields)
+        try:
+            return translation.format(*fields)
+        except (IndexError, KeyError, ValueError):
+            return None
+    return None

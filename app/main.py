@@ -36,9 +36,10 @@ def build_header():
         language = gr.Radio(list(LANGUAGES.values()), value=LANGUAGES["en"], label=text("header.language"),
                             elem_id="lab-language", scale=0, min_width=200)
     gr.Markdown(text("header.tagline"))
-    # The switch runs in the browser only (the frontend translates); no server round trip.
-    language.change(None, language, language, js=LANGUAGE_SWITCH_JS, api_name="switch_language")
-    return language
+    # The switch runs in the browser (the frontend translates the static texts) and sets the cookie that the server
+    # reads for what it writes itself; build_app redraws the first tab after it.
+    switched = language.change(None, language, language, js=LANGUAGE_SWITCH_JS, api_name="switch_language")
+    return language, switched
 
 
 def build_app(home=None, jobs=None) -> gr.Blocks:
@@ -52,7 +53,7 @@ def build_app(home=None, jobs=None) -> gr.Blocks:
     jobs = jobs if jobs is not None else api.create_job_manager(home)
     try:
         with gr.Blocks(title=TITLE) as demo:
-            language = build_header()
+            language, language_switched = build_header()
             with gr.Tabs():
                 with gr.Tab(text("header.tab_mask_explorer"), id="mask-explorer"):
                     zoo = zoo_panel.build(home, jobs)  # the demo zoo offer on a fresh lab home, then its progress
@@ -75,6 +76,9 @@ def build_app(home=None, jobs=None) -> gr.Blocks:
                           api_name="refresh_tokenizer_corpora")
             imported.then(train.view.refresh_corpora, train.corpus, train.corpus, api_name="refresh_train_corpora")
             demo.load(explorer_handler, explorer_inputs, explorer_outputs, api_name="explore_masks_on_load")
+            # the figures the server drew keep their language; the Mask Explorer's are drawn again in the new one
+            language_switched.then(explorer_handler, explorer_inputs, explorer_outputs,
+                                   api_name="explore_masks_after_language_switch", show_progress="hidden")
             demo.load(*train.load, api_name="list_runs_on_load", show_progress="hidden")
             demo.load(*zoo.load, api_name="zoo_panel_on_load", show_progress="hidden")
             demo.load(None, None, language, js=LANGUAGE_ON_LOAD_JS, api_name="language_on_load")

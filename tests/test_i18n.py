@@ -15,11 +15,11 @@ APP = Path(__file__).resolve().parent.parent / "app"
 
 
 def _keys_used_in_app() -> dict[str, str]:
-    """Every literal key passed to `text(...)` or `marker(...)` in app/*.py -> the file that uses it."""
+    """Every literal key passed to `text(...)`, `marker(...)` or `tr(...)` in app/*.py -> the file that uses it."""
     used = {}
     for path in sorted(APP.glob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("text", "marker")
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("text", "marker", "tr")
                     and node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
                 used[node.args[0].value] = path.name
     return used

@@ -87,18 +87,38 @@ def translate_message(message: str, language: str | None = None, *, _depth: int 
 def _translated(message: str, language: str, depth: int) -> str | None:
     if len(message) > MAX_MATCHED_CHARS:
         return None
+    known = catalogue(language)
+    if FIELD not in message and message in known:  # a whole text with no fields (or a control's name as a field)
+        return known[message].format()
     for pattern, translation, start in _compiled(language):
         if not message.startswith(start):
             continue
         match = pattern.fullmatch(message)
         if match is None:
             continue
-        fields = match.groups()
-        if depth < 2:  # a field that is itself a message ("Could not read x: <reason>") is translated too
-            fields = tuple(translate_message(field, language, _depth=depth + 1) if len(field) > 12 else field
-                           for field in fields)
+        fields = tuple(_field(field, language, depth) for field in match.groups())
         try:
             return translation.format(*fields)
         except (IndexError, KeyError, ValueError):
             return None
+    # "<name>: <message>" (a run's or a family's message in a list of them): the name as is, the message translated
+    named = NAMED_MESSAGE.fullmatch(message)
+    if named is not None:
+        inner = _translated(named.group(2), language, depth + 1)
+        if inner is not None:
+            return f"{named.group(1)}：{inner}"
     return None
+
+
+NAMED_MESSAGE = re.compile(r"([^\s:]{1,80}): (.+)", re.DOTALL)
+
+
+def _field(field: str, language: str, depth: int) -> str:
+    """A message's field in `language`: a control's name or a fixed phrase exactly as the catalogue has it, a
+    nested message (up to two levels), else as it is (a path, a number, a list of choices, what the user typed)."""
+    known = catalogue(language)
+    if FIELD not in field and field in known:
+        return known[field].format()
+    if depth < 2 and len(field) > 12:
+        return translate_message(field, language, _depth=depth + 1)
+    return field

@@ -60,10 +60,9 @@ def fixed_chars(template: str) -> int:
 @lru_cache(maxsize=4)
 def _compiled(language: str) -> list[tuple[re.Pattern, str, str]]:
     """(pattern, translation, first fixed text) per template, the longest fixed text first (the most specific)."""
-    rows = [(template_pattern(template), translation, template.split(FIELD)[0])
-            for template, translation in catalogue(language).items() if fixed_chars(template) >= MIN_FIXED_CHARS]
-    rows.sort(key=lambda row: -len(row[0].pattern))
-    return rows
+    templates = sorted((t for t in catalogue(language) if fixed_chars(t) >= MIN_FIXED_CHARS),
+                       key=lambda t: (-fixed_chars(t), t.count(FIELD)))  # the most fixed text, then the fewest fields
+    return [(template_pattern(t), catalogue(language)[t], t.split(FIELD)[0]) for t in templates]
 
 
 def translate_message(message: str, language: str | None = None, *, _depth: int = 0) -> str:

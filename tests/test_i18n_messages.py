@@ -118,3 +118,17 @@ def test_a_chinese_reader_of_the_running_page_gets_chinese_errors():
                 assert ("must be a whole number" in message) != chinese, message
     finally:
         demo.close()
+
+
+def test_every_template_is_the_one_its_own_messages_pick():
+    """A message made from a template (its fields filled with a marker) is translated by that template's Chinese:
+    no more general template takes it first (the matcher prefers the most fixed text)."""
+    catalogue = messages.catalogue("zh")
+    wrong = []
+    for template, chinese in catalogue.items():
+        if messages.fixed_chars(template) < messages.MIN_FIXED_CHARS:
+            continue
+        sample = template.replace(messages.FIELD, "Q7x")
+        if messages.translate_message(sample, "zh") != chinese.format(*(["Q7x"] * template.count(messages.FIELD))):
+            wrong.append(template)
+    assert len(catalogue) > 100 and not wrong, wrong[:20]

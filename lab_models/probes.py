@@ -150,10 +150,10 @@ def encode_sentence(run: TrainedRun, sentence: str, what: str = "the sentence") 
     encoding = run.tokenizer.encode(text, add_special_tokens=False)
     ids = list(encoding.ids)
     if not ids:
-        raise ValueError(f"{what.capitalize()} gives no tokens with the tokenizer of {run.run_id}.")
+        raise ValueError(f"{what[:1].upper() + what[1:]} gives no tokens with the tokenizer of {run.run_id}.")
     limit = token_limit(run)
     if len(ids) > limit:
-        raise ValueError(f"{what.capitalize()} has {len(ids)} tokens with the tokenizer of {run.run_id}; the limit is "
+        raise ValueError(f"{what[:1].upper() + what[1:]} has {len(ids)} tokens with the tokenizer of {run.run_id}; the limit is "
                          f"{limit} tokens. Shorten it.")
     specials = special_ids(run.tokenizer)
     labels = []

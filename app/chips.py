@@ -41,7 +41,8 @@ def chips_html(title: str, pieces, *, subtitle: str = "") -> str:
     unknown = sum(1 for p in pieces if p.is_unknown)
     summary = tr("understand.chips_tokens", count=len(pieces))
     if unknown:
-        summary += f", <b class='tok-unk-count'>{tr('understand.chips_unknown', count=unknown)}</b>"
+        summary = tr("understand.chips_tokens_with_unknown", count=len(pieces), unknown=(
+            f"<b class='tok-unk-count'>{tr('understand.chips_unknown', count=unknown)}</b>"))
     return (f'<div class="tok-row"><div class="tok-title"><b>{html.escape(title)}</b> '
             f'<span class="tok-sub">{html.escape(subtitle)} · {summary}</span></div>'
             f'<div class="tok-chips">{"".join(chips)}</div></div>')

@@ -38,9 +38,10 @@ from lab_models import api
 
 from .compare_figures import (error_column_html, generation_column_html, grid_html, latest_val_bits,
                               mode_title, modes_table_markdown)
-from .errors import user_errors
+from .errors import readable, user_errors
 from .i18n import english_examples, text, tr
 from .inputs import picked, picked_runs
+from .messages import translate_message
 
 logger = logging.getLogger(__name__)
 
@@ -230,7 +231,7 @@ class CompareView:
             details.append({"run_id": run_id, "family": facts["family"], "error": message})
         progress(1.0, desc=tr("compare.progress_done"))
         if errors and len(errors) == len(run_ids) and len(set(errors)) == 1:
-            raise ValueError(errors[0][:1].upper() + errors[0][1:])
+            raise refusal(errors[0])
         return grid_html(columns, prompt=str(prompt)), details
 
     @staticmethod
@@ -250,6 +251,17 @@ class CompareView:
         sample, beam = strategy == "sample", strategy == "beam"
         return (gr.update(visible=sample), gr.update(visible=sample), gr.update(visible=sample),
                 gr.update(visible=beam))
+
+
+def refusal(message: str) -> Exception:
+    """The page's error when every run refused the input for the same reason: the backend's message, which may start
+    in lower case, with a capital. In English a ValueError (`user_errors` shows it); in another language a `gr.Error`
+    with the message translated before the capital is added, since the catalogue's keys are the backend's own English
+    (app/messages.py) and the capitalized sentence would match none of them."""
+    translated = translate_message(message)
+    if translated == message:
+        return ValueError(message[:1].upper() + message[1:])
+    return gr.Error(readable(translated[:1].upper() + translated[1:]))
 
 
 def runs_info(choices) -> str:

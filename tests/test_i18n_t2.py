@@ -74,6 +74,20 @@ def test_a_refusing_family_and_a_refused_input_explain_themselves_in_chinese():
     assert HAN.search(unknown) and "zzz: nothing like this is written anywhere" in unknown and ">运行<" in unknown
 
 
+def test_when_every_run_refuses_the_same_way_the_pages_error_is_translated_before_its_capital():
+    """The backend's messages may start in lower case; the catalogue's keys are that English, so the page's error is
+    translated first and capitalized after (a capitalized English sentence would match no key)."""
+    import gradio as gr
+
+    message = ("the prompt is 300 tokens long, but this GPT model can read at most 126 tokens here (it has 128 "
+               "positions): shorten it")
+    english = compare_tab.refusal(message)
+    assert isinstance(english, ValueError) and str(english).startswith("The prompt is 300 tokens long")
+    with reading_language("zh"):
+        chinese = compare_tab.refusal(message)
+    assert isinstance(chinese, gr.Error) and chinese.message.startswith("提示有 300 个 token")
+
+
 def test_the_modes_table_and_the_picker_entries_speak_the_readers_language():
     rows = [("GPT", ["continue"]), ("T5", ["infill", "translate"])]
     modes = ["continue", "infill", "mask_predict", "translate"]

@@ -1,7 +1,13 @@
-"""HTML token chips for the Tokenizer Lab: one coloured chip per token, its id on hover, markers visible."""
+"""HTML token chips for the Tokenizer Lab: one coloured chip per token, its id on hover, markers visible.
+
+The words around the tokens (the counts, the hover text, the merge replay's line) are in the reader's language
+(`app.i18n.tr`, keys `understand.chips_*`); the tokens themselves are data and stay as they are.
+"""
 from __future__ import annotations
 
 import html
+
+from .i18n import tr
 
 PALETTE = ("#dbeafe", "#dcfce7", "#fef9c3", "#fce7f3", "#e0e7ff", "#ffedd5", "#ccfbf1", "#f3e8ff")
 
@@ -21,9 +27,10 @@ def chips_html(title: str, pieces, *, subtitle: str = "") -> str:
         if piece.is_special:
             classes.append("tok-special")
         color = PALETTE[index % len(PALETTE)]
-        tooltip = f"id {piece.id} · {piece.text!r} · covers {piece.display!r} [{piece.start}:{piece.end}]"
+        tooltip = tr("understand.chips_tooltip", id=piece.id, text=repr(piece.text), display=repr(piece.display),
+                     start=piece.start, end=piece.end)
         if piece.is_unknown:
-            tooltip += " · UNKNOWN"
+            tooltip += tr("understand.chips_tooltip_unknown")
         covered = piece.display.strip()
         # Byte-level pieces (e.g. "çĮ") and unknowns do not show what they stand for: print the covered text below.
         surface = ""
@@ -32,7 +39,10 @@ def chips_html(title: str, pieces, *, subtitle: str = "") -> str:
         chips.append(f'<span class="{" ".join(classes)}" style="background:{color}" title="{html.escape(tooltip)}">'
                      f'{html.escape(_visible(piece.text))}{surface}</span>')
     unknown = sum(1 for p in pieces if p.is_unknown)
-    summary = f"{len(pieces)} tokens" + (f", <b class='tok-unk-count'>{unknown} unknown</b>" if unknown else "")
+    summary = tr("understand.chips_tokens", count=len(pieces))
+    if unknown:
+        summary = tr("understand.chips_tokens_with_unknown", count=len(pieces), unknown=(
+            f"<b class='tok-unk-count'>{tr('understand.chips_unknown', count=unknown)}</b>"))
     return (f'<div class="tok-row"><div class="tok-title"><b>{html.escape(title)}</b> '
             f'<span class="tok-sub">{html.escape(subtitle)} · {summary}</span></div>'
             f'<div class="tok-chips">{"".join(chips)}</div></div>')
@@ -46,5 +56,6 @@ def pieces_html(words: list[list[str]], step: int, total: int) -> str:
                         f"{html.escape(_visible(p))}</span>" for i, p in enumerate(word))
         groups.append(f'<span class="merge-word">{inner}</span>')
     count = sum(len(w) for w in words)
-    return (f'<div class="tok-row"><div class="tok-title">after <b>{step}</b> of {total} merges · '
-            f'{count} pieces</div><div class="tok-chips">{"".join(groups)}</div></div>')
+    return (f'<div class="tok-row"><div class="tok-title">'
+            f'{tr("understand.chips_merges", step=step, total=total, count=count)}</div>'
+            f'<div class="tok-chips">{"".join(groups)}</div></div>')

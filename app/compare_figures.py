@@ -15,6 +15,10 @@ A column looks like this (classes in brackets):
 
 A family that cannot do the mode gets a muted box with the backend's explanation (`cmp-unsupported`); a run whose
 generation failed on a bad input gets a red box with the message (`cmp-error`).
+
+The words are the reader's (`app.i18n.tr`, area `compare`): a Chinese reader gets the column's words, the backend's
+explanation (app/explanations.py) and its error messages (app/messages.py) in Chinese; run ids, family names, tokens
+and the generated text stay as they are.
 """
 from __future__ import annotations
 
@@ -22,20 +26,28 @@ import difflib
 import html
 import math
 
+from .explanations import explain
+from .i18n import tr
+from .messages import translate_message
+
 SHADES = 10  # probability bins: cmp-p0 is [0, 0.1), ..., cmp-p9 is [0.9, 1]
-MODE_TITLES = {
-    "continue": "continuation",
-    "infill": "infilling",
-    "mask_predict": "mask-predict",
-    "translate": "translation",
+MODE_TITLES = {  # mode -> the key of its title ("continuation", "infilling", "mask-predict", "translation")
+    "continue": "compare.title_continue",
+    "infill": "compare.title_infill",
+    "mask_predict": "compare.title_mask_predict",
+    "translate": "compare.title_translate",
 }
 
 
 def mode_title(mode: str | None) -> str:
-    """"mask_predict" -> "mask-predict"; a mode added later shows as its name with spaces."""
+    """"mask_predict" -> "mask-predict" (in the reader's language); a mode added later shows as its name with spaces.
+
+    >>> mode_title("mask_predict"), mode_title("continue"), mode_title("write_poem")
+    ('mask-predict', 'continuation', 'write poem')
+    """
     if not mode:
         return ""
-    return MODE_TITLES.get(mode, str(mode).replace("_", " "))
+    return tr(MODE_TITLES[mode]) if mode in MODE_TITLES else str(mode).replace("_", " ")
 
 
 def shade_class(prob) -> str:
@@ -155,10 +167,10 @@ def legend_html() -> str:
     """The shading scale: what a darker token means, and that hovering shows the exact probability."""
     cells = "".join(f'<span class="cmp-legend-cell cmp-p{i}" title="p in [{i / SHADES:.1f}, {(i + 1) / SHADES:.1f})">'
                     "</span>" for i in range(SHADES))
-    return ('<div class="cmp-legend"><span>probability of each produced token when it was chosen:</span>'
+    muted = f'<span class="cmp-context">{html.escape(tr("compare.legend_muted"))}</span>'
+    return (f'<div class="cmp-legend"><span>{html.escape(tr("compare.legend_title"))}</span>'
             f'<span class="cmp-legend-scale"><span>0</span>{cells}<span>1</span></span>'
-            '<span class="cmp-legend-note">hover a token for its value · <span class="cmp-context">muted</span> = '
-            "your prompt</span></div>")
+            f'<span class="cmp-legend-note">{tr("compare.legend_note", muted=muted)}</span></div>')
 
 
 def latest_val_bits(rows) -> float | None:
@@ -188,25 +200,28 @@ def header_html(*, title: str, run_id: str, step=None, val_bits_per_byte=None, m
     bits = format_bits(val_bits_per_byte)
     facts = []
     if step is not None:
-        facts.append(f"step {int(step):,}")
-    facts.append(f"val <b>{bits}</b> bits/byte" if bits is not None else "no validation yet")
+        facts.append(tr("compare.header_step", step=f"{int(step):,}"))
+    facts.append(tr("compare.header_val_bits", bits=bits) if bits is not None
+                 else html.escape(tr("compare.header_no_validation")))
     badge = f'<span class="cmp-mode">{html.escape(mode_title(mode))}</span>' if mode else ""
     return (f'<div class="cmp-head"><div class="cmp-title"><span class="cmp-family">{html.escape(title)}</span>'
-            f'{badge}</div><div class="cmp-run" title="run id">{html.escape(run_id)}</div>'
+            f'{badge}</div><div class="cmp-run" title="{html.escape(tr("compare.header_run_id"), quote=True)}">'
+            f'{html.escape(run_id)}</div>'
             f'<div class="cmp-meta">{" · ".join(facts)}</div></div>')
 
 
 def footer_html(generation) -> str:
     """"N tokens · X ms/token", then how it was decoded (the backend's one-line explanation)."""
     count = len(generation.tokens or [])
-    numbers = [f"<b>{count}</b> token{'s' if count != 1 else ''}"]
+    numbers = [tr("compare.footer_tokens" if count != 1 else "compare.footer_token", count=count)]
     try:
         ms = float(generation.ms_per_token)
         if math.isfinite(ms):
             numbers.append(f"<b>{ms:.1f}</b> ms/token" if ms < 100 else f"<b>{ms:,.0f}</b> ms/token")
     except (TypeError, ValueError):
         pass
-    how = (f'<div class="cmp-how">{html.escape(generation.explanation)}</div>' if generation.explanation else "")
+    how = (f'<div class="cmp-how">{html.escape(explain(generation.explanation))}</div>'
+           if generation.explanation else "")
     return f'<div class="cmp-foot"><div class="cmp-numbers">{" · ".join(numbers)}</div>{how}</div>'
 
 
@@ -216,13 +231,13 @@ def generation_body_html(generation) -> str:
     if not generation.tokens:
         text = generation.text or generation.prompt or ""
         return (f'<div class="cmp-text">{html.escape(text)}</div>'
-                '<div class="cmp-note">The model produced no tokens (it ended at once).</div>')
+                f'<div class="cmp-note">{html.escape(tr("compare.no_tokens"))}</div>')
     inline = text_with_tokens_html(generation.prompt, generation.text, generation.tokens, generation.probs)
     if inline is not None:
         return f'<div class="cmp-text">{inline}</div>'
     text = generation.text or generation.new_text or ""
     return (f'<div class="cmp-text cmp-plain">{html.escape(text)}</div>'
-            f'<div class="cmp-tokens-label">produced tokens</div>'
+            f'<div class="cmp-tokens-label">{html.escape(tr("compare.produced_tokens"))}</div>'
             f'<div class="cmp-text">{tokens_html(generation.tokens, generation.probs)}</div>')
 
 
@@ -235,9 +250,11 @@ def generation_column_html(generation, *, title: str, val_bits_per_byte=None) ->
                   f'data-family="{html.escape(generation.family, quote=True)}" '
                   f'data-mode="{html.escape(generation.mode or "", quote=True)}"')
     if not generation.supported:
-        body = (f'<div class="cmp-unsupported"><b>{html.escape(title)} cannot do '
-                f'{html.escape(mode_title(generation.mode) or "this")}.</b> '
-                f'{html.escape(generation.explanation or "")}</div>')
+        mode = mode_title(generation.mode)
+        refusal = (tr("compare.cannot_do", title=title, mode=mode) if mode
+                   else tr("compare.cannot_do_this", title=title))
+        body = (f'<div class="cmp-unsupported"><b>{html.escape(refusal)}</b> '
+                f'{html.escape(explain(generation.explanation or ""))}</div>')
         return f'<div class="cmp-col" data-state="unsupported" {attributes}>{head}{body}</div>'
     body = generation_body_html(generation) + footer_html(generation)
     return f'<div class="cmp-col" data-state="ok" {attributes}>{head}{body}</div>'
@@ -245,8 +262,11 @@ def generation_column_html(generation, *, title: str, val_bits_per_byte=None) ->
 
 def error_column_html(run_id: str, message: str, *, title: str = "", family: str = "", step=None,
                       val_bits_per_byte=None) -> str:
-    """A column for a run whose generation was refused (a bad input, a run without weights): the message in red."""
-    head = header_html(title=title or family or "run", run_id=run_id, step=step, val_bits_per_byte=val_bits_per_byte)
+    """A column for a run whose generation was refused (a bad input, a run without weights): the message in red,
+    in the reader's language (`message` is the backend's English)."""
+    head = header_html(title=title or family or tr("compare.run_fallback"), run_id=run_id, step=step,
+                       val_bits_per_byte=val_bits_per_byte)
+    message = translate_message(message)
     message = message[:1].upper() + message[1:]  # the backend's messages may start in lower case
     return (f'<div class="cmp-col" data-state="error" data-run="{html.escape(run_id, quote=True)}" '
             f'data-family="{html.escape(family or "", quote=True)}">{head}'
@@ -256,9 +276,10 @@ def error_column_html(run_id: str, message: str, *, title: str = "", family: str
 def grid_html(columns: list[str], *, prompt: str | None = None) -> str:
     """The columns side by side (up to 4; narrower screens wrap), under the shading legend."""
     if not columns:
-        return empty_html("Pick up to 4 runs, type a prompt and press Generate.")
+        return empty_html(tr("compare.empty_output"))
     count = min(len(columns), 4)
-    prompt_line = (f'<div class="cmp-prompt"><span>prompt</span> {html.escape(prompt)}</div>'
+    prompt_line = (f'<div class="cmp-prompt"><span>{html.escape(tr("compare.prompt_tag"))}</span> '
+                   f'{html.escape(prompt)}</div>'
                    if prompt is not None else "")
     return (f'<div class="cmp-result">{prompt_line}{legend_html()}'
             f'<div class="cmp-grid cmp-cols-{count}">{"".join(columns)}</div></div>')
@@ -277,13 +298,13 @@ def modes_table_markdown(rows: list[tuple[str, list[str]]], modes) -> str:
     | GPT | ✓ default | · |
     """
     modes = list(modes)
-    lines = ["| family | " + " | ".join(mode_title(m) for m in modes) + " |",
+    lines = [f"| {tr('compare.table_family')} | " + " | ".join(mode_title(m) for m in modes) + " |",
              "| --- | " + " | ".join("---" for _ in modes) + " |"]
     for title, supported in rows:
         cells = []
         for mode in modes:
             if supported and mode == supported[0]:
-                cells.append("✓ default")
+                cells.append(tr("compare.table_default"))
             elif mode in supported:
                 cells.append("✓")
             else:

@@ -19,7 +19,12 @@ Endpoints (every event has an `api_name`, so `gradio_client` can drive the tab):
 * `/compare_runs_refresh` (a timer, every few seconds): (the current selection, the picks made by the page, the last
   choices) -> the picker only when the runs with weights have changed, so new runs show up by themselves. While the
   user has not picked runs of their own, the demo zoo's finished runs are picked as they finish (GPT and GPT-2
-  first, up to four), so the first comparison is one click on Generate.
+  first, up to four), so the first comparison is one click on Generate. Its first tick redraws the picker, so the
+  entries ("run · family · step N") read in the reader's language.
+* `/compare_modes_table_on_load` (page load): -> the table of which family does which mode, in the reader's language.
+
+What the server writes here (the columns, progress lines, picker entries, the modes table, messages) is in the
+reader's language (`app.i18n.tr`, area `compare`; the backend's explanations through app/explanations.py).
 """
 from __future__ import annotations
 
@@ -33,9 +38,10 @@ from lab_models import api
 
 from .compare_figures import (error_column_html, generation_column_html, grid_html, latest_val_bits,
                               mode_title, modes_table_markdown)
-from .errors import user_errors
-from .i18n import english_examples, text
+from .errors import readable, user_errors
+from .i18n import english_examples, text, tr
 from .inputs import picked, picked_runs
+from .messages import translate_message
 
 logger = logging.getLogger(__name__)
 
@@ -84,23 +90,28 @@ def decoding_options(strategy, temperature, top_k, top_p, beam_size, max_new_tok
     40
     """
     strategy = strategy or DEFAULTS["strategy"]
+    # the controls' names in the reader's language: a refused value's message names the control the reader sees
     options = {"strategy": strategy,
-               "max_new_tokens": _number(max_new_tokens, "Max new tokens", DEFAULTS["max_new_tokens"], whole=True),
-               "seed": _number(seed, "Seed", DEFAULTS["seed"], whole=True),
-               "iterations": _number(iterations, "Mask-predict iterations", DEFAULTS["iterations"], whole=True),
-               "blank_length": _number(blank_length, "Tokens per blank", 0, whole=True) or None}
+               "max_new_tokens": _number(max_new_tokens, tr("compare.max_new_tokens_label"),
+                                         DEFAULTS["max_new_tokens"], whole=True),
+               "seed": _number(seed, tr("compare.seed_label"), DEFAULTS["seed"], whole=True),
+               "iterations": _number(iterations, tr("compare.iterations_label"), DEFAULTS["iterations"],
+                                     whole=True),
+               "blank_length": _number(blank_length, tr("compare.name_blank_length"), 0, whole=True) or None}
     if strategy == "sample":
-        options.update(temperature=_number(temperature, "Temperature", DEFAULTS["temperature"], whole=False),
+        options.update(temperature=_number(temperature, tr("compare.temperature_label"), DEFAULTS["temperature"],
+                                           whole=False),
                        top_k=_number(top_k, "Top-k", DEFAULTS["top_k"], whole=True),
                        top_p=_number(top_p, "Top-p", DEFAULTS["top_p"], whole=False))
     elif strategy == "beam":
-        options["beam_size"] = _number(beam_size, "Beam size", DEFAULTS["beam_size"], whole=True)
+        options["beam_size"] = _number(beam_size, tr("compare.beam_size_label"), DEFAULTS["beam_size"], whole=True)
     return options
 
 
 def run_label(row: dict) -> str:
-    """"run_id · family · step N" for the run picker."""
-    return f"{row['run_id']} · {row.get('family') or '?'} · step {int(row.get('step') or 0):,}"
+    """"run_id · family · step N" for the run picker (the word "step" in the reader's language)."""
+    return tr("compare.run_choice", run_id=row["run_id"], family=row.get("family") or "?",
+              step=f"{int(row.get('step') or 0):,}")
 
 
 class CompareView:
@@ -199,7 +210,8 @@ class CompareView:
         rows = {row["run_id"]: row for row in api.list_runs(self.jobs)}
         columns, details, errors = [], [], []
         for index, run_id in enumerate(run_ids):
-            progress(index / len(run_ids), desc=f"Generating with {run_id} ({index + 1}/{len(run_ids)})")
+            progress(index / len(run_ids), desc=tr("compare.progress_generating", run_id=run_id, index=index + 1,
+                                                   total=len(run_ids)))
             facts = self._run_facts(run_id, rows)
             try:
                 generation = api.generate(self.jobs.run_dir(run_id), prompt, mode=mode, **options)
@@ -217,9 +229,9 @@ class CompareView:
             columns.append(error_column_html(run_id, message, title=facts["title"], family=facts["family"],
                                              step=facts["step"], val_bits_per_byte=facts["val_bits_per_byte"]))
             details.append({"run_id": run_id, "family": facts["family"], "error": message})
-        progress(1.0, desc="Done")
+        progress(1.0, desc=tr("compare.progress_done"))
         if errors and len(errors) == len(run_ids) and len(set(errors)) == 1:
-            raise ValueError(errors[0][:1].upper() + errors[0][1:])
+            raise refusal(errors[0])
         return grid_html(columns, prompt=str(prompt)), details
 
     @staticmethod
@@ -239,6 +251,17 @@ class CompareView:
         sample, beam = strategy == "sample", strategy == "beam"
         return (gr.update(visible=sample), gr.update(visible=sample), gr.update(visible=sample),
                 gr.update(visible=beam))
+
+
+def refusal(message: str) -> Exception:
+    """The page's error when every run refused the input for the same reason: the backend's message, which may start
+    in lower case, with a capital. In English a ValueError (`user_errors` shows it); in another language a `gr.Error`
+    with the message translated before the capital is added, since the catalogue's keys are the backend's own English
+    (app/messages.py) and the capitalized sentence would match none of them."""
+    translated = translate_message(message)
+    if translated == message:
+        return ValueError(message[:1].upper() + message[1:])
+    return gr.Error(readable(translated[:1].upper() + translated[1:]))
 
 
 def runs_info(choices) -> str:
@@ -266,8 +289,9 @@ def mode_choices() -> list[tuple[object, str]]:
 
 
 def modes_markdown() -> str:
-    """Which family does what, as a table from `api.generation_modes` (a family added later appears by itself). It is
-    computed from the family registry, so it stays English; the notes around it are translated."""
+    """Which family does what, as a table from `api.generation_modes` (a family added later appears by itself), its
+    header and marks in the reader's language. The page is built before any reader asks, so the table is drawn again
+    when the page loads (`/compare_modes_table_on_load`)."""
     rows = []
     for spec in api.families():
         try:
@@ -327,7 +351,7 @@ def build(home, jobs=None, tab=None):
                                          info=text("compare.blank_length_info"), min_width=120)
             with gr.Accordion(text("compare.modes_accordion"), open=False):
                 gr.Markdown(text("compare.modes_notes"))
-                gr.Markdown(modes_markdown())
+                modes_table = gr.Markdown(modes_markdown())
                 gr.Markdown(text("compare.modes_footer"))
     # the page's own note, translated; the marker sits inside the HTML (empty_html would escape it)
     output = gr.HTML(f'<div class="cmp-result cmp-empty">{text("compare.empty_output")}</div>',
@@ -347,6 +371,9 @@ def build(home, jobs=None, tab=None):
     if tab is not None:
         tab.select(refresh_runs, runs, runs, api_name="compare_runs_on_select", show_progress="hidden")
     auto_picked, choices_signature = gr.State([]), gr.State(None)
+    # the page is built before any reader: draw what the server writes again, in the reader's language, on load
+    gr.on(None, modes_markdown, None, modes_table, api_name="compare_modes_table_on_load", show_progress="hidden",
+          queue=False)
     gr.Timer(RUNS_REFRESH_S).tick(view.refresh_if_changed, [runs, auto_picked, choices_signature],
                                   [runs, auto_picked, choices_signature], api_name="compare_runs_refresh",
                                   show_progress="hidden", queue=False)

@@ -7,19 +7,23 @@ larger capacity factor instead); the chips are app/switch_figures.py's.
 
 Endpoints: `/understand_routing` (and `_on_submit`): (run id, sentence) -> (chips HTML, note, table);
 `/understand_routing_runs` (the Refresh button and opening the section): the current choice -> the run picker, listing
-the runs with Switch layers and weights.
+the runs with Switch layers and weights; `/understand_routing_table_on_load` (page load): -> the empty table, its
+headers in the reader's language.
+
+What the server writes here is in the reader's language (`app.i18n.tr`): the picker's entries, the note on the input
+used (the backend's, through app/explanations.py) and the messages; the chips and the table are app/switch_figures.py's.
 """
 from __future__ import annotations
 
 from types import SimpleNamespace
 
 import gradio as gr
-import pandas as pd
 
 from lab_models import api
 
 from .errors import user_errors
-from .i18n import text
+from .explanations import explain
+from .i18n import text, tr
 from .switch_figures import routing_chips_html, routing_table
 
 NO_SWITCH_RUNS = ("No run with Switch layers has weights yet: tick “Switch Transformer” in the Train tab, train a "
@@ -34,8 +38,8 @@ class RoutingView:
 
     def choices(self) -> list[tuple[str, str]]:
         rows = api.switch_runs(self.jobs)
-        return [(f"{row['run_id']} · {row.get('family') or '?'} · step {int(row.get('weights_step') or 0):,}",
-                 row["run_id"]) for row in rows]
+        return [(tr("routing.run_choice", run_id=row["run_id"], family=row.get("family") or "?",
+                    step=f"{int(row.get('weights_step') or 0):,}"), row["run_id"]) for row in rows]
 
     def refresh(self, current=None):
         choices = self.choices()
@@ -48,13 +52,19 @@ class RoutingView:
         if not run_id or not str(run_id).strip():
             raise ValueError(NO_SWITCH_RUNS if not self.choices() else "Choose a run with Switch layers first.")
         view = api.switch_routing(self.jobs.run_dir(str(run_id).strip()), sentence)
-        return routing_chips_html(view), view.note, routing_table(view)
+        return routing_chips_html(view), explain(view.note), routing_table(view)
 
 
 def run_info(choices):
     """The run picker's help line, as a translation marker (a string: `refresh` returns it in an update, which
     Gradio's `/call/` route serializes with plain `json`); NO_SWITCH_RUNS stays the error message's English."""
     return str(text("routing.run_info") if choices else text("routing.no_switch_runs"))
+
+
+def empty_table():
+    """The routing table before the first press: no rows, the headers `routing_table` writes (in the reader's
+    language)."""
+    return routing_table(SimpleNamespace(layers=[]))
 
 
 def build(jobs, tab=None):
@@ -78,8 +88,7 @@ def build(jobs, tab=None):
                     elem_id="understand-routing")
     note = gr.Markdown("")
     with gr.Accordion(text("routing.table_accordion"), open=False):
-        table = gr.Dataframe(pd.DataFrame(columns=["layer", "position", "token", "expert", "probability"]),
-                             interactive=False)
+        table = gr.Dataframe(empty_table(), interactive=False)
     show = user_errors(view.show)
     button.click(show, [run, sentence], [chips, note, table], api_name="understand_routing")
     sentence.submit(show, [run, sentence], [chips, note, table], api_name="understand_routing_on_submit")
@@ -87,4 +96,7 @@ def build(jobs, tab=None):
     refresh.click(refresh_runs, run, run, api_name="understand_routing_runs")
     if tab is not None:
         tab.select(refresh_runs, run, run, api_name="understand_routing_runs_on_select", show_progress="hidden")
+    # the page is built before any reader: draw the empty table again, in the reader's language, when it loads
+    gr.on(None, empty_table, None, table, api_name="understand_routing_table_on_load", show_progress="hidden",
+          queue=False)
     return SimpleNamespace(view=view, run=run)

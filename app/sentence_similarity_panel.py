@@ -12,7 +12,11 @@ The handlers only translate the controls into `api.sentence_similarity` and draw
 
 Endpoints: `/understand_sentences` (runs, pooling, sentences per topic) -> (heatmaps, bars, table);
 `/understand_sentences_runs_list` and `/understand_sentences_runs_on_select` (the tab's Refresh runs and opening the
-tab): runs -> the runs picker.
+tab): runs -> the runs picker; `/understand_sentences_placeholders_on_load` (page load): -> the empty plots and table
+in the reader's language.
+
+What the server writes here is in the reader's language (`app.i18n.tr`, area `similarity`): the table's headers, the
+progress lines, the empty heatmaps' note and the messages; the figures are app/addon_figures.py's.
 """
 from __future__ import annotations
 
@@ -25,12 +29,14 @@ from lab_models import api
 
 from .addon_figures import empty_figure, topic_gap_figure, topic_similarity_figure
 from .errors import user_errors
-from .i18n import text
+from .i18n import text, tr
 from .inputs import picked_runs, whole_number
 
 MAX_RUNS = 4
 TABLE_COLUMNS = ["run", "family", "step", "pooling", "same topic", "different topics", "gap", "AUC",
-                 "nearest is same topic", "sentences"]
+                 "nearest is same topic", "sentences"]  # the English headers; `table_columns()` the reader's
+COLUMN_KEYS = ("col_run", "col_family", "col_step", "col_pooling", "col_same", "col_different", "col_gap", "col_auc",
+               "col_nearest", "col_sentences")
 POOLINGS = ("mean", "auto")  # the sentence vector's choices, in the picker's order (labels: pooling_choices)
 
 
@@ -46,15 +52,20 @@ def runs_info(choices):
     return str(text("similarity.runs_info") if choices else text("similarity.no_runs_info"))
 
 
+def table_columns() -> list[str]:
+    """The table's headers in the reader's language (TABLE_COLUMNS in English)."""
+    return [tr(f"similarity.{key}") for key in COLUMN_KEYS]
+
+
 def similarity_table(results) -> pd.DataFrame:
-    """One row per run: its numbers, rounded for the page.
+    """One row per run: its numbers, rounded for the page (headers in the reader's language).
 
     >>> similarity_table([]).columns.tolist()[:4]
     ['run', 'family', 'step', 'pooling']
     """
     return pd.DataFrame([[r.run_id, r.family, r.step, r.pooling, round(r.same, 4), round(r.different, 4),
                           round(r.gap, 4), round(r.auc, 3), round(r.nearest_same_topic, 3), r.sentences]
-                         for r in results], columns=TABLE_COLUMNS)
+                         for r in results], columns=table_columns())
 
 
 class SentenceSimilarityView:
@@ -84,14 +95,20 @@ class SentenceSimilarityView:
         if pooling not in api.SENTENCE_SIMILARITY_POOLINGS:
             raise ValueError(f"Unknown pooling {pooling!r}: choose one of "
                              f"{', '.join(api.SENTENCE_SIMILARITY_POOLINGS)}.")
-        per_topic = whole_number(per_topic, "Sentences per topic", api.SENTENCE_SIMILARITY_PER_TOPIC, 2,
+        per_topic = whole_number(per_topic, tr("similarity.per_topic_label"), api.SENTENCE_SIMILARITY_PER_TOPIC, 2,
                                  api.SENTENCE_SIMILARITY_MAX_PER_TOPIC)
         results = []
         for index, run_id in enumerate(run_ids):
-            progress(index / len(run_ids), desc=f"Encoding the held-out sentences with {run_id}")
+            progress(index / len(run_ids), desc=tr("similarity.progress_encoding", run_id=run_id))
             results += api.sentence_similarity([self.jobs.run_dir(run_id)], pooling, per_topic)
-        progress(1.0, desc="Done")
+        progress(1.0, desc=tr("similarity.progress_done"))
         return topic_similarity_figure(results), topic_gap_figure(results), similarity_table(results)
+
+
+def placeholders() -> tuple:
+    """(heatmaps, bars, table) before the first press, in the reader's language. The page is built before any reader
+    asks, so these are drawn again when it loads."""
+    return empty_figure(tr("similarity.empty_heatmaps"), 360), topic_gap_figure([]), similarity_table([])
 
 
 def build(home, jobs=None, choices=None):
@@ -99,6 +116,7 @@ def build(home, jobs=None, choices=None):
     `refresh_runs` = (fn, inputs, outputs) for the tab's Refresh runs button and its select event."""
     view = SentenceSimilarityView(home, jobs)
     choices = view.run_choices() if choices is None else choices
+    start = placeholders()
     gr.Markdown(text("similarity.intro"))
     with gr.Row():
         runs = gr.Dropdown(choices, value=[run_id for _, run_id in choices[:2]], multiselect=True,
@@ -110,13 +128,15 @@ def build(home, jobs=None, choices=None):
         per_topic = gr.Number(api.SENTENCE_SIMILARITY_PER_TOPIC, precision=0, label=text("similarity.per_topic_label"),
                               minimum=2, maximum=api.SENTENCE_SIMILARITY_MAX_PER_TOPIC, scale=1, min_width=120)
     button = gr.Button(text("similarity.compare_button"), variant="primary", elem_id="understand-sentences-compare")
-    heatmaps = gr.Plot(empty_figure("Pick runs and press Compare sentences.", 360),
-                       label=text("similarity.heatmaps_label"),
+    heatmaps = gr.Plot(start[0], label=text("similarity.heatmaps_label"),
                        elem_id="understand-sentences-heatmaps")
-    bars = gr.Plot(topic_gap_figure([]), label=text("similarity.bars_label"),
+    bars = gr.Plot(start[1], label=text("similarity.bars_label"),
                    elem_id="understand-sentences-bars")
     with gr.Accordion(text("similarity.table_accordion"), open=False):
-        table = gr.Dataframe(similarity_table([]), interactive=False, elem_id="understand-sentences-table")
+        table = gr.Dataframe(start[2], interactive=False, elem_id="understand-sentences-table")
     button.click(user_errors(view.compare), [runs, pooling, per_topic], [heatmaps, bars, table],
                  api_name="understand_sentences")
+    # the page is built before any reader: draw the empty views again, in the reader's language, when it loads
+    gr.on(None, placeholders, None, [heatmaps, bars, table], api_name="understand_sentences_placeholders_on_load",
+          show_progress="hidden", queue=False)
     return SimpleNamespace(view=view, runs=runs, refresh_runs=(user_errors(view.refresh_runs), runs, runs))

@@ -5,16 +5,24 @@ Presentation only: every number drawn here comes from `lab_models.api` (`fill_ma
 `embedding_projection`, `attention_maps`). A fill-mask result is one dict per run: {"run_id", "family", "title",
 "step", "slots": [[(token, probability), ...] per [MASK] slot]} or, for a run that cannot fill masks, the same
 with "error": the explanation instead of "slots".
+
+The words are the reader's (`app.i18n.tr`, area `understand`): titles, axes, hover texts, the notes in empty plots,
+table headers, stream and layer names, and the backend's messages (app/messages.py) are in Chinese for a Chinese
+reader; run ids, family names, tokens and numbers stay as they are.
 """
 from __future__ import annotations
 
 import html
 import math
+import re
 import textwrap
 
 import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
+
+from .i18n import text, tr
+from .messages import translate_message
 
 RUN_COLORS = ("#2563eb", "#dc2626", "#16a34a", "#d97706", "#7c3aed", "#0891b2", "#db2777", "#4b5563")
 SENTENCE_COLORS = ("#2563eb", "#dc2626", "#16a34a", "#d97706", "#7c3aed", "#0891b2", "#db2777", "#4b5563")
@@ -24,10 +32,13 @@ BLOCKED_BACKGROUND = "#e2e8f0"  # heatmap cells the mask forbids are left empty:
 FONT = ('"Open Sans", verdana, arial, "Noto Sans CJK SC", "WenQuanYi Micro Hei", "Microsoft YaHei", "PingFang SC", '
         'sans-serif')
 MARGIN = {"l": 50, "r": 20, "t": 60, "b": 40}
-STREAM_TITLES = {
-    "self": "self-attention", "content": "content stream", "query": "query stream",
-    "encoder": "encoder self-attention", "decoder": "decoder self-attention", "cross": "cross-attention",
-}
+STREAMS = ("self", "content", "query", "encoder", "decoder", "cross")  # each has its title, `understand.stream_<s>`
+# the layer names of lab_models/probes.py that are words (the rest, "biLSTM 1", "LSTM 2", are names): their keys
+LAYER_NAMES = {"embeddings": "understand.layer_embeddings", "embedding": "understand.layer_embedding",
+               "token layer [x; x]": "understand.layer_token_layer", "ELMo (scalar mix)": "understand.layer_elmo_mix",
+               "ELMo (top layer)": "understand.layer_elmo_top", "embedding (GloVe's place)": "understand.layer_glove",
+               "CoVe (MT-LSTM top layer)": "understand.layer_cove_top"}
+BLOCK = re.compile(r"block (\d+)")
 
 
 def empty_figure(message: str, height: int = 320) -> go.Figure:
@@ -69,7 +80,20 @@ def shown_token(token: str) -> str:
     token = str(token)
     if not token:
         return "∅"
-    return token.strip() or ("(newline)" if "\n" in token else "(space)")
+    return token.strip() or tr("understand.token_newline" if "\n" in token else "understand.token_space")
+
+
+def layer_title(name: str) -> str:
+    """A probe's layer name in the reader's language: "embeddings" and "block 3" are words, "biLSTM 1" is a name.
+
+    >>> layer_title("block 3"), layer_title("embeddings"), layer_title("biLSTM 1")
+    ('block 3', 'embeddings', 'biLSTM 1')
+    """
+    name = str(name)
+    block = BLOCK.fullmatch(name)
+    if block:
+        return tr("understand.layer_block", number=block.group(1))
+    return tr(LAYER_NAMES[name]) if name in LAYER_NAMES else name
 
 
 # ---------------------------------------------------------------------------------------------- fill-mask
@@ -79,7 +103,7 @@ def run_title(result: dict) -> str:
     """"GPT · gpt-tiny-... · step 30" for a column head."""
     parts = [result.get("title") or result.get("family") or "", result.get("run_id") or ""]
     if result.get("step") is not None:
-        parts.append(f"step {int(result['step']):,}")
+        parts.append(tr("understand.fig_step", step=f"{int(result['step']):,}"))
     return " · ".join(p for p in parts if p)
 
 
@@ -87,7 +111,7 @@ def fill_mask_figure(results: list[dict]) -> go.Figure:
     """One column per run, one row per [MASK] slot: horizontal bars of the top-k predictions, best at the top.
     A run that cannot fill masks shows its explanation in its column instead of bars."""
     if not results:
-        return empty_figure("Pick up to 4 runs, type a text with [MASK] and press Fill.")
+        return empty_figure(tr("understand.fig_fill_empty"))
     n_slots = max([len(r.get("slots") or []) for r in results] + [1])
     cols = len(results)
     titles = []
@@ -104,7 +128,8 @@ def fill_mask_figure(results: list[dict]) -> go.Figure:
     for col, result in enumerate(results, start=1):
         color = RUN_COLORS[(col - 1) % len(RUN_COLORS)]
         if result.get("error") is not None or not result.get("slots"):
-            message = result.get("error") or "no predictions"
+            message = (translate_message(result["error"]) if result.get("error")
+                       else tr("understand.fig_no_predictions"))
             x_domain = figure.get_subplot(1, col).xaxis.domain
             y_domain = figure.get_subplot(1, col).yaxis.domain
             # paper coordinates (the subplot's centre): "x2 domain" references are not drawn by every plotly.js
@@ -139,15 +164,16 @@ def fill_mask_table(results: list[dict]) -> pd.DataFrame:
     fill masks has its explanation in the first row of its column."""
     n_slots = max([len(r.get("slots") or []) for r in results] + [0])
     k = max([len(preds) for r in results for preds in (r.get("slots") or [])] + [0])
+    slot_column, rank_column = tr("understand.col_slot"), tr("understand.col_rank")
     rows = []
     for slot in range(max(n_slots, 1)):
         for rank in range(max(k, 1)):
-            row = {"slot": f"[MASK] {slot + 1}", "rank": rank + 1}
+            row = {slot_column: f"[MASK] {slot + 1}", rank_column: rank + 1}
             for result in results:
                 name = result.get("run_id") or "?"
                 slots = result.get("slots") or []
                 if result.get("error") is not None:
-                    row[name] = result["error"] if slot == 0 and rank == 0 else ""
+                    row[name] = translate_message(result["error"]) if slot == 0 and rank == 0 else ""
                 elif slot < len(slots) and rank < len(slots[slot]):
                     token, prob = slots[slot][rank]
                     row[name] = f"{shown_token(token)} ({format_prob(prob)})"
@@ -155,7 +181,7 @@ def fill_mask_table(results: list[dict]) -> pd.DataFrame:
                     row[name] = ""
             rows.append(row)
     if not results:
-        return pd.DataFrame(columns=["slot", "rank"])
+        return pd.DataFrame(columns=[slot_column, rank_column])
     return pd.DataFrame(rows)
 
 
@@ -165,7 +191,7 @@ def fill_mask_table(results: list[dict]) -> pd.DataFrame:
 def similarity_figure(frame: pd.DataFrame, word: str = "") -> go.Figure:
     """Cosine similarity of the word's two vectors per layer, one line per run (hover: the pieces averaged)."""
     if frame is None or frame.empty:
-        return empty_figure("Pick runs, two sentences and a word that occurs in both, then press Compare contexts.")
+        return empty_figure(tr("understand.fig_similarity_empty"))
     figure = go.Figure()
     for index, (run, rows) in enumerate(frame.groupby("run", sort=False)):
         rows = rows.sort_values("layer")
@@ -173,34 +199,44 @@ def similarity_figure(frame: pd.DataFrame, word: str = "") -> go.Figure:
         figure.add_trace(go.Scatter(
             x=rows["layer"].tolist(), y=rows["cosine"].tolist(), mode="lines+markers", name=f"{run} ({family})",
             line={"color": RUN_COLORS[index % len(RUN_COLORS)], "width": 2}, marker={"size": 7},
-            customdata=list(zip(rows["layer_name"], rows["pieces_a"], rows["pieces_b"])),
-            hovertemplate=("%{customdata[0]}: cosine %{y:.3f}<br>A: %{customdata[1]}<br>B: %{customdata[2]}"
-                           f"<extra>{html.escape(str(run))}</extra>")))
+            customdata=list(zip([layer_title(name) for name in rows["layer_name"]], rows["pieces_a"],
+                                rows["pieces_b"])),
+            hovertemplate=(f"%{{customdata[0]}}: {tr('understand.fig_cosine')} %{{y:.3f}}<br>A: %{{customdata[1]}}"
+                           f"<br>B: %{{customdata[2]}}<extra>{html.escape(str(run))}</extra>")))
     # a tick is the layer's name where every run calls it the same, else its number (an LSTM's "biLSTM 1" is not
     # a transformer's "block 1"; each run's own name is in the hover)
     by_layer = frame.groupby("layer")["layer_name"].unique()
-    names = {int(layer): (str(found[0]) if len(found) == 1 else str(layer)) for layer, found in by_layer.items()}
+    names = {int(layer): (layer_title(found[0]) if len(found) == 1 else str(layer))
+             for layer, found in by_layer.items()}
     mixed = any(len(found) > 1 for found in by_layer)
     low = min(0.0, float(frame["cosine"].min()) - 0.05)
-    title = f"Similarity of “{html.escape(word)}” in A and B, layer by layer" if word else "Similarity per layer"
+    title = (tr("understand.fig_similarity_title", word=html.escape(word)) if word
+             else tr("understand.fig_similarity_title_plain"))
     figure.update_layout(
         title=title, height=380, template="plotly_white", font={"family": FONT}, margin=MARGIN,
-        xaxis={"title": "layer (0 = the token vectors; hover for each run's layer name)" if mixed else
-               "layer (0 = embeddings)", "tickvals": list(names), "ticktext": list(names.values()),
+        xaxis={"title": tr("understand.fig_similarity_x_mixed") if mixed else tr("understand.fig_similarity_x"),
+               "tickvals": list(names), "ticktext": list(names.values()),
                "range": [-0.2, max(names) + 0.2 if names else 1]},
-        yaxis={"title": "cosine similarity", "range": [low, 1.05]},
+        yaxis={"title": tr("understand.fig_similarity_y"), "range": [low, 1.05]},
         legend={"orientation": "h", "yanchor": "top", "y": -0.2, "x": 0})
     figure.add_hline(y=1.0, line={"color": "#94a3b8", "dash": "dot", "width": 1})
     return figure
 
 
 def similarity_table(frame: pd.DataFrame) -> pd.DataFrame:
-    """The similarities as a runs x layers table (cosine rounded to 3 places)."""
+    """The similarities as a runs x layers table (cosine rounded to 3 places), its headers in the reader's language
+    (the layer names' English where two would read the same)."""
+    run_column, family_column = tr("understand.col_run"), tr("understand.col_family")
     if frame is None or frame.empty:
-        return pd.DataFrame(columns=["run", "family"])
+        return pd.DataFrame(columns=[run_column, family_column])
     table = frame.pivot_table(index=["run", "family"], columns="layer_name", values="cosine", sort=False)
     order = list(dict.fromkeys(frame.sort_values("layer")["layer_name"]))
-    return table[order].round(3).reset_index()
+    table = table[order].round(3).reset_index()
+    titles = [layer_title(name) for name in order]
+    if len(set(titles)) < len(titles):
+        titles = order
+    table.columns = [run_column, family_column, *titles]
+    return table
 
 
 def _short(text: str, width: int = 40) -> str:
@@ -212,7 +248,7 @@ def projection_figure(frames: list[pd.DataFrame], sentences: list[str], word: st
     by sentence; the tokens of the word are drawn as stars."""
     frames = [f for f in frames if f is not None and not f.empty]
     if not frames:
-        return empty_figure("Pick runs and type sentences (one per line), then press Compare contexts.")
+        return empty_figure(tr("understand.fig_projection_empty"))
     cols = 1 if len(frames) == 1 else 2
     rows = math.ceil(len(frames) / cols)
     titles = []
@@ -226,7 +262,8 @@ def projection_figure(frames: list[pd.DataFrame], sentences: list[str], word: st
         row, col = index // cols + 1, index % cols + 1
         for sentence, points in frame.groupby("sentence", sort=True):
             color = SENTENCE_COLORS[int(sentence) % len(SENTENCE_COLORS)]
-            text = sentences[int(sentence)] if int(sentence) < len(sentences) else f"sentence {int(sentence) + 1}"
+            text = (sentences[int(sentence)] if int(sentence) < len(sentences)
+                    else tr("understand.fig_sentence", number=int(sentence) + 1))
             symbols = ["star" if flag else "circle" for flag in points["is_word"]]
             sizes = [16 if flag else 8 for flag in points["is_word"]]
             figure.add_trace(go.Scatter(
@@ -235,13 +272,14 @@ def projection_figure(frames: list[pd.DataFrame], sentences: list[str], word: st
                 textfont={"size": 11, "color": color}, marker={"color": color, "symbol": symbols, "size": sizes},
                 name=f"{int(sentence) + 1}: {_short(text)}", legendgroup=f"s{int(sentence)}",
                 showlegend=index == 0, customdata=points["position"].tolist(),
-                hovertemplate="%{text} (token %{customdata})<br>x %{x:.2f}, y %{y:.2f}<extra></extra>"),
+                hovertemplate=(f"%{{text}} {tr('understand.fig_token_at', position='%{customdata}')}"
+                               "<br>x %{x:.2f}, y %{y:.2f}<extra></extra>")),
                 row=row, col=col)
     figure.update_xaxes(title_text="PC1", zeroline=False)
     figure.update_yaxes(title_text="PC2", zeroline=False)
-    title = "Final-layer token vectors, first two principal components"
+    title = tr("understand.fig_projection_title")
     if word:
-        title += f" (★ = “{html.escape(word)}”)"
+        title += tr("understand.fig_projection_word", word=html.escape(word))
     figure.update_layout(title=title, height=130 + 400 * rows, template="plotly_white", font={"family": FONT}, margin=MARGIN,
                          legend={"orientation": "h", "yanchor": "top", "y": -0.08, "x": 0})
     return figure
@@ -251,7 +289,14 @@ def projection_figure(frames: list[pd.DataFrame], sentences: list[str], word: st
 
 
 def stream_title(stream: str) -> str:
-    return STREAM_TITLES.get(stream, stream)
+    """A stream's title in the reader's language ("self" -> "self-attention"); an unknown stream shows its name."""
+    return tr(f"understand.stream_{stream}") if stream in STREAMS else stream
+
+
+def stream_label(stream: str):
+    """A stream's title as a translation marker, for the Stream picker's choices when the page is built (no reader
+    yet: the page translates it)."""
+    return text(f"understand.stream_{stream}") if stream in STREAMS else stream
 
 
 def attention_figure(maps, stream: str, layer: int, *, max_cols: int = 4) -> go.Figure:
@@ -259,14 +304,15 @@ def attention_figure(maps, stream: str, layer: int, *, max_cols: int = 4) -> go.
     (keys); cells the mask forbids are left empty (grey). The colours run from 0 to the layer's largest probability,
     so that diffuse heads stay readable (the colour bar says where the top is)."""
     if maps is None:
-        return empty_figure("Pick a run, type a sentence and press Show attention.")
+        return empty_figure(tr("understand.fig_attention_empty"))
     weights = maps.weights[stream][layer - 1]  # (heads, Tq, Tk)
     mask = maps.masks.get(stream)
     row_labels, col_labels = maps.streams[stream]
     heads = weights.shape[0]
     cols = min(heads, max_cols)
     rows = math.ceil(heads / cols)
-    figure = make_subplots(rows=rows, cols=cols, subplot_titles=[f"head {h + 1}" for h in range(heads)],
+    figure = make_subplots(rows=rows, cols=cols, subplot_titles=[tr("understand.fig_head", head=h + 1)
+                                                                   for h in range(heads)],
                            horizontal_spacing=0.12 / cols + 0.04, vertical_spacing=0.3 / rows)
     ticks_x = list(range(len(col_labels)))
     ticks_y = list(range(len(row_labels)))
@@ -279,7 +325,8 @@ def attention_figure(maps, stream: str, layer: int, *, max_cols: int = 4) -> go.
         figure.add_trace(go.Heatmap(
             z=z, x=ticks_x, y=ticks_y, coloraxis="coloraxis", xgap=1, ygap=1,
             customdata=[[(r, c) for c in col_labels] for r in row_labels],
-            hovertemplate="%{customdata[0]} → %{customdata[1]}: %{z:.3f}<extra>head " + str(head + 1) + "</extra>"),
+            hovertemplate=("%{customdata[0]} → %{customdata[1]}: %{z:.3f}<extra>"
+                           + tr("understand.fig_head", head=head + 1) + "</extra>")),
             row=row, col=col)
         figure.update_xaxes(tickvals=ticks_x, ticktext=col_labels, tickangle=-60, tickfont={"size": 10},
                             showgrid=False, row=row, col=col)
@@ -288,8 +335,8 @@ def attention_figure(maps, stream: str, layer: int, *, max_cols: int = 4) -> go.
     top = float(weights.max()) if weights.numel() and float(weights.max()) > 0 else 1.0  # the colours span 0..max
     n = max(len(row_labels), 1)
     panel = max(260, min(560, 16 * n + 120))
-    title = (f"{html.escape(maps.run_id)} · {stream_title(stream)} · layer {layer} of {maps.weights[stream].shape[0]}"
-             " · rows attend, columns are attended; grey = masked")
+    title = tr("understand.fig_attention_title", run_id=html.escape(maps.run_id), stream=stream_title(stream),
+               layer=layer, layers=maps.weights[stream].shape[0])
     figure.update_layout(
         title={"text": title, "font": {"size": 14}}, height=90 + panel * rows, template="plotly_white", font={"family": FONT},
         plot_bgcolor=BLOCKED_BACKGROUND, margin={"l": 70, "r": 20, "t": 80, "b": 70},

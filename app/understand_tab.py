@@ -34,6 +34,11 @@ Endpoints (every event has an `api_name`, so `gradio_client` can drive the tab):
   selections -> the three run pickers, with the runs that have weights now.
 * `/understand_runs_refresh` (a timer, every few seconds): (the three selections, the fine-tuning picker's, the last
   choices) -> the four pickers only when the runs with weights have changed, so new runs show up by themselves.
+* `/understand_placeholders_on_load` (page load): -> the empty plots and tables, in the reader's language.
+
+What the server writes here (figures, table headers, progress lines, the attention note, picker entries, messages) is
+in the reader's language (`app.i18n.tr`, area `understand`; the backend's notes through app/explanations.py). The
+pickers' entries ("run · family · step N") are drawn again by the timer's first tick and when the tab is opened.
 """
 from __future__ import annotations
 
@@ -42,17 +47,17 @@ import logging
 from types import SimpleNamespace
 
 import gradio as gr
-import pandas as pd
 
 from lab_models import api
 
 from . import finetune_panel, routing_panel, sentence_similarity_panel
 from .errors import user_errors
-from .i18n import english_examples, text
+from .explanations import explain
+from .i18n import english_examples, text, tr
 from .inputs import picked, picked_runs, whole_number
 from .understand_figures import (attention_details, attention_figure, empty_figure, fill_mask_figure,
                                  fill_mask_table, projection_figure, similarity_figure, similarity_table,
-                                 stream_title)
+                                 stream_label, stream_title)
 
 logger = logging.getLogger(__name__)
 
@@ -79,9 +84,10 @@ ATTENTION_EXAMPLES = [["the cat sees a red ball ."], ["I ate an apple with my lu
 
 
 def run_label(row: dict) -> str:
-    """"run_id · family · step N" for the run pickers (N = the step of the weights a probe loads)."""
+    """"run_id · family · step N" for the run pickers (N = the step of the weights a probe loads; the word "step" in
+    the reader's language)."""
     step = row.get("weights_step", row.get("step")) or 0
-    return f"{row['run_id']} · {row.get('family') or '?'} · step {int(step):,}"
+    return tr("understand.run_choice", run_id=row["run_id"], family=row.get("family") or "?", step=f"{int(step):,}")
 
 
 class UnderstandView:
@@ -160,7 +166,8 @@ class UnderstandView:
         rows = {row["run_id"]: row for row in api.list_runs(self.jobs)}
         results = []
         for index, run_id in enumerate(run_ids):
-            progress(index / len(run_ids), desc=f"Filling masks with {run_id} ({index + 1}/{len(run_ids)})")
+            progress(index / len(run_ids), desc=tr("understand.progress_filling", run_id=run_id, index=index + 1,
+                                                   total=len(run_ids)))
             result = self._facts(run_id, rows)
             try:
                 if fill is None:
@@ -173,16 +180,16 @@ class UnderstandView:
                 logger.exception("fill-mask with %s failed", run_id)
                 result["error"] = f"Something went wrong with this run: {type(error).__name__}: {error}"
             results.append(result)
-        progress(1.0, desc="Done")
+        progress(1.0, desc=tr("understand.progress_done"))
         return fill_mask_figure(results), fill_mask_table(results), results
 
     # ------------------------------------------------------------------ contextual embeddings
     def similarity(self, run_ids, sentence_a, sentence_b, word, progress=gr.Progress()):
         """The word's similarity between the two sentences per layer, one line per run, and the table."""
         run_ids = self._run_ids(run_ids, "compare")
-        progress(0.1, desc=f"Reading the hidden states of {len(run_ids)} run(s)")
+        progress(0.1, desc=tr("understand.progress_reading", count=len(run_ids)))
         frame = api.contextual_similarity([self.jobs.run_dir(r) for r in run_ids], sentence_a, sentence_b, word)
-        progress(1.0, desc="Done")
+        progress(1.0, desc=tr("understand.progress_done"))
         word = str(word or "").strip()
         return similarity_figure(frame, word), similarity_table(frame)
 
@@ -194,9 +201,10 @@ class UnderstandView:
             raise ValueError("Type the sentences to project, one per line: the box is empty.")
         frames = []
         for index, run_id in enumerate(run_ids):
-            progress(index / len(run_ids), desc=f"Projecting with {run_id} ({index + 1}/{len(run_ids)})")
+            progress(index / len(run_ids), desc=tr("understand.progress_projecting", run_id=run_id,
+                                                   index=index + 1, total=len(run_ids)))
             frames.append(api.embedding_projection(self.jobs.run_dir(run_id), lines, word))
-        progress(1.0, desc="Done")
+        progress(1.0, desc=tr("understand.progress_done"))
         return projection_figure(frames, lines, str(word or "").strip())
 
     # ------------------------------------------------------------------ attention
@@ -206,21 +214,31 @@ class UnderstandView:
             run_id = run_id[0] if run_id else None
         if not run_id or not str(run_id).strip():
             raise ValueError("Choose a run first: pick one with weights in the Run list.")
-        progress(0.2, desc=f"Running {run_id}")
+        progress(0.2, desc=tr("understand.progress_running", run_id=run_id))
         maps = api.attention_maps(self.jobs.run_dir(str(run_id).strip()), sentence)
         streams = list(maps.streams)
         stream = stream if stream in streams else streams[0]
         n_layers = int(maps.weights[stream].shape[0])
-        layer = whole_number(layer, "Layer", 1, 1, 10_000)
+        layer = whole_number(layer, tr("understand.layer_label"), 1, 1, 10_000)
         layer = min(max(layer, 1), n_layers)
-        progress(0.8, desc="Drawing")
-        note = (f"**{maps.run_id}** ({maps.family}, step {maps.step:,}) · {len(maps.tokens)} tokens · "
-                f"{n_layers} layers × {maps.n_heads} heads · streams: "
-                f"{', '.join(stream_title(s) for s in streams)}\n\n"
-                f"{html.escape(maps.note, quote=False)}")  # a token such as <pad> is text, not an HTML tag
+        progress(0.8, desc=tr("understand.progress_drawing"))
+        summary = tr("understand.attention_summary", run_id=maps.run_id, family=maps.family, step=f"{maps.step:,}",
+                     tokens=len(maps.tokens), layers=n_layers, heads=maps.n_heads,
+                     streams=", ".join(stream_title(s) for s in streams))
+        # a token such as <pad> in the note is text, not an HTML tag
+        note = f"{summary}\n\n{html.escape(explain(maps.note), quote=False)}"
         return (gr.update(choices=[(stream_title(s), s) for s in streams], value=stream),
                 gr.update(maximum=max(n_layers, 2), value=layer, interactive=n_layers > 1),
                 attention_figure(maps, stream, layer), note, attention_details(maps, stream, layer))
+
+
+def placeholders() -> tuple:
+    """What the result views hold before the first press, in the reader's language: (fill-mask plot, its table,
+    similarity plot, its table, projection plot, attention plot). The page is built before any reader asks, so these
+    are drawn again when it loads (`/understand_placeholders_on_load`)."""
+    return (empty_figure(tr("understand.fig_fill_empty")), fill_mask_table([]),
+            empty_figure(tr("understand.fig_similarity_start")), similarity_table(None),
+            empty_figure(tr("understand.fig_projection_start")), empty_figure(tr("understand.fig_attention_empty")))
 
 
 def _run_picker(choices, label, elem_id: str, *, multiselect: bool, picks=None):
@@ -240,6 +258,7 @@ def build(home, jobs=None, tab=None):
     `view` (the handlers) and the pickers."""
     view = UnderstandView(home, jobs)
     choices = view.run_choices()
+    start = placeholders()
     gr.Markdown(text("understand.intro"))
     with gr.Row():
         refresh = gr.Button(text("understand.refresh_runs"), size="sm", scale=0, min_width=140,
@@ -258,10 +277,9 @@ def build(home, jobs=None, tab=None):
             gr.Examples(FILL_MASK_EXAMPLES, [fill_text], label=text("understand.fill_examples_label"),
                         api_name="understand_fill_mask_example")
             fill_button = gr.Button(text("understand.fill_button"), variant="primary", elem_id="understand-fill")
-            fill_plot = gr.Plot(empty_figure("Pick up to 4 runs, type a text with [MASK] and press Fill."),
-                                label=text("understand.fill_plot_label"), elem_id="understand-fill-plot")
+            fill_plot = gr.Plot(start[0], label=text("understand.fill_plot_label"), elem_id="understand-fill-plot")
             with gr.Accordion(text("understand.fill_table_accordion"), open=False):
-                fill_table = gr.Dataframe(pd.DataFrame(columns=["slot", "rank"]), interactive=False, wrap=True)
+                fill_table = gr.Dataframe(start[1], interactive=False, wrap=True)
                 fill_details = gr.JSON([], label=text("understand.fill_raw_label"))
         # ---------------------------------------------------------------- contextual embeddings
         with gr.Tab(text("understand.tab_embeddings"), id="understand-embeddings"):
@@ -283,14 +301,11 @@ def build(home, jobs=None, tab=None):
                                          api_name="understand_similarity_example"))
             embed_button = gr.Button(text("understand.compare_contexts"), variant="primary",
                                      elem_id="understand-compare")
-            similarity_plot = gr.Plot(empty_figure("Pick runs, two sentences and a word, then press Compare "
-                                                   "contexts."),
-                                      label=text("understand.similarity_plot_label"),
+            similarity_plot = gr.Plot(start[2], label=text("understand.similarity_plot_label"),
                                       elem_id="understand-similarity-plot")
             with gr.Accordion(text("understand.similarity_table_accordion"), open=False):
-                similarity_frame = gr.Dataframe(pd.DataFrame(columns=["run", "family"]), interactive=False)
-            projection_plot = gr.Plot(empty_figure("The projection appears here."),
-                                      label=text("understand.projection_plot_label"),
+                similarity_frame = gr.Dataframe(start[3], interactive=False)
+            projection_plot = gr.Plot(start[4], label=text("understand.projection_plot_label"),
                                       elem_id="understand-projection-plot")
         # ---------------------------------------------------------------- sentence similarity (contrastive add-on)
         with gr.Tab(text("understand.tab_sentences"), id="understand-sentences"):
@@ -311,14 +326,13 @@ def build(home, jobs=None, tab=None):
                         api_name="understand_attention_example")
             with gr.Row():
                 # a Dropdown that accepts any value: an API client may ask any run for any stream name
-                stream = gr.Dropdown([(stream_title(s), s) for s in STREAMS], value="self",
+                stream = gr.Dropdown([(stream_label(s), s) for s in STREAMS], value="self",
                                      label=text("understand.stream_label"),
                                      scale=3, allow_custom_value=True, elem_id="understand-attention-stream",
                                      info=text("understand.stream_info"))
                 layer = gr.Slider(1, MAX_LAYERS, 1, step=1, label=text("understand.layer_label"), scale=2,
                                   elem_id="understand-layer", info=text("understand.layer_info"))
-            attention_plot = gr.Plot(empty_figure("Pick a run, type a sentence and press Show attention."),
-                                     label=text("understand.attention_plot_label"), elem_id="understand-attention-plot")
+            attention_plot = gr.Plot(start[5], label=text("understand.attention_plot_label"), elem_id="understand-attention-plot")
             attention_note = gr.Markdown("")
             with gr.Accordion(text("understand.attention_data_accordion"), open=False):
                 attention_data = gr.JSON({}, label=text("understand.attention_data_label"))
@@ -368,6 +382,10 @@ def build(home, jobs=None, tab=None):
     if tab is not None:
         tab.select(*finetune.refresh_runs, api_name="understand_finetune_runs_on_select", show_progress="hidden")
     choices_signature = gr.State(None)
+    # the page is built before any reader: draw the empty views again, in the reader's language, when it loads
+    gr.on(None, placeholders, None, [fill_plot, fill_table, similarity_plot, similarity_frame, projection_plot,
+                                     attention_plot], api_name="understand_placeholders_on_load",
+          show_progress="hidden", queue=False)
 
     def refresh_if_changed(fill, embedding, attention, tuned, signature):
         return view.refresh_if_changed(fill, embedding, attention, tuned, signature, finetune.view.refresh_runs)

@@ -5,6 +5,9 @@ Presentation only. A validation row of metrics.jsonl may carry `alignment`, `uni
 (contrastive) and `bleu_en_zh`, `bleu_zh_en`, `chrf_en_zh`, `chrf_zh_en` (back-translation); the adversarial add-on
 needs no figure of its own (its `clean_nll` and `adversarial_nll` are loss parts, drawn by the loss curve).
 
+Every word drawn here is in the reader's language (`app.i18n.tr`, keys `train.addon_*`); run ids, family names,
+metric names (BLEU, chrF) and numbers stay as they are.
+
 >>> [key for key, _ in SENTENCE_KEYS]
 ['topic_gap', 'alignment', 'uniformity']
 >>> addon_keys([{"split": "val", "step": 5, "bleu_en_zh": 1.5}, {"split": "train", "step": 5, "loss": 2.0}])
@@ -15,6 +18,7 @@ from __future__ import annotations
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from .i18n import tr
 from .inputs import finite
 
 SENTENCE_KEYS = (("topic_gap", "topic gap (same − different cosine, ↑)"), ("alignment", "alignment (↓)"),
@@ -23,7 +27,14 @@ TRANSLATION_KEYS = (("bleu_en_zh", "BLEU en→zh"), ("bleu_zh_en", "BLEU zh→en
                     ("chrf_zh_en", "chrF zh→en"))
 COLORS = ("#2563eb", "#dc2626", "#16a34a", "#d97706")
 NO_ADDON_NUMBERS = ("No add-on numbers for this run: they appear in the validation rows of runs with the "
-                    "contrastive or back_translation objective.")
+                    "contrastive or back_translation objective.")  # the English of train.addon_empty
+# the legend's words for the sentence-space metrics in the reader's language (train.json); BLEU and chrF stay
+METRIC_KEYS = {"topic_gap": "addon_topic_gap", "alignment": "addon_alignment", "uniformity": "addon_uniformity"}
+
+
+def metric_label(key: str, english: str) -> str:
+    """An add-on metric's legend text in the reader's language."""
+    return tr(f"train.{METRIC_KEYS[key]}") if key in METRIC_KEYS else english
 
 
 
@@ -55,12 +66,12 @@ def addon_figure(rows: list[dict], *, title: str = "", height: int = 320) -> go.
     over the validation steps."""
     val = _val_rows(rows)
     keys = set(addon_keys(rows))
-    panels = [(name, [(k, label) for k, label in group if k in keys])
-              for name, group in (("sentence space (held-out synthetic sentences)", SENTENCE_KEYS),
-                                  ("translation of held-out pairs (0-100)", TRANSLATION_KEYS))]
+    panels = [(name, [(k, metric_label(k, label)) for k, label in group if k in keys])
+              for name, group in ((tr("train.addon_sentence_panel"), SENTENCE_KEYS),
+                                  (tr("train.addon_translation_panel"), TRANSLATION_KEYS))]
     panels = [(name, group) for name, group in panels if group]
     if not panels:
-        return empty_figure(NO_ADDON_NUMBERS, height)
+        return empty_figure(tr("train.addon_empty"), height)
     figure = make_subplots(rows=1, cols=len(panels), subplot_titles=[name for name, _ in panels],
                            horizontal_spacing=0.14, specs=[[{"secondary_y": True} for _ in panels]])
     for column, (_, group) in enumerate(panels, start=1):
@@ -72,8 +83,9 @@ def addon_figure(rows: list[dict], *, title: str = "", height: int = 320) -> go.
                                                           "dash": "dot" if right else "solid"},
                                         legendgroup=str(column)), row=1, col=column, secondary_y=right)
             if right:
-                figure.update_yaxes(title_text="topic gap", secondary_y=True, row=1, col=column, showgrid=False)
-        figure.update_xaxes(title_text="step", row=1, col=column)
+                figure.update_yaxes(title_text=tr("train.addon_topic_gap_axis"), secondary_y=True, row=1, col=column,
+                                    showgrid=False)
+        figure.update_xaxes(title_text=tr("train.fig_step"), row=1, col=column)
     figure.update_layout(title={"text": title, "x": 0.01, "font": {"size": 14}}, height=height,
                          template="plotly_white", hovermode="x unified",
                          legend={"orientation": "h", "yanchor": "top", "y": -0.25, "xanchor": "left", "x": 0},
@@ -89,9 +101,10 @@ def topic_similarity_figure(results) -> go.Figure:
     different-topic means and their gap. Each run has its own colour scale (its lowest to its highest mean), so that
     a bright diagonal (same topic closer) shows whatever the run's overall level; the numbers are in the cells."""
     if not results:
-        return empty_figure("Pick runs and press Compare sentences.", 360)
-    titles = [f"{r.run_id}<br>{r.family} · step {r.step:,} · {r.pooling} pooling · AUC {r.auc:.3f}<br>same "
-              f"{r.same:.3f} · different {r.different:.3f} · <b>gap {r.gap:+.3f}</b>" for r in results]
+        return empty_figure(tr("train.similarity_empty"), 360)
+    titles = [tr("train.similarity_title", run_id=r.run_id, family=r.family, step=f"{r.step:,}", pooling=r.pooling,
+                 auc=f"{r.auc:.3f}", same=f"{r.same:.3f}", different=f"{r.different:.3f}", gap=f"{r.gap:+.3f}")
+              for r in results]
     figure = make_subplots(rows=1, cols=len(results), subplot_titles=titles, horizontal_spacing=0.08)
     for column, result in enumerate(results, start=1):
         values = [v for line in result.matrix for v in line if finite(v) is not None] or [0.0, 1.0]
@@ -99,10 +112,10 @@ def topic_similarity_figure(results) -> go.Figure:
             z=result.matrix, x=list(result.topics), y=list(result.topics), zmin=min(values), zmax=max(values),
             colorscale="Viridis", showscale=False,
             text=[[f"{v:.3f}" for v in line] for line in result.matrix], texttemplate="%{text}",
-            hovertemplate="%{y} vs %{x}: mean cosine %{z:.3f}<extra></extra>"), row=1, col=column)
+            hovertemplate=tr("train.similarity_hover")), row=1, col=column)
         figure.update_yaxes(autorange="reversed", row=1, col=column)
     figure.update_annotations(font_size=11)
-    figure.add_annotation(text="colour: each run from its lowest to its highest mean cosine", showarrow=False,
+    figure.add_annotation(text=tr("train.similarity_colour_note"), showarrow=False,
                           x=0, y=-0.14, xref="paper", yref="paper", xanchor="left", font={"size": 11,
                                                                                           "color": "#64748b"})
     figure.update_layout(height=440, template="plotly_white", margin={"l": 70, "r": 20, "t": 110, "b": 50})
@@ -112,14 +125,16 @@ def topic_similarity_figure(results) -> go.Figure:
 def topic_gap_figure(results) -> go.Figure:
     """Same-topic and different-topic mean cosine per run, as grouped bars (the gap between them is the point)."""
     if not results:
-        return empty_figure("The same-topic and different-topic similarities appear here.", 300)
+        return empty_figure(tr("train.similarity_bars_empty"), 300)
     names = [f"{r.run_id} ({r.family})" for r in results]
     figure = go.Figure([
-        go.Bar(name="same topic", x=names, y=[r.same for r in results], marker_color="#16a34a",
+        go.Bar(name=tr("train.similarity_same"), x=names, y=[r.same for r in results], marker_color="#16a34a",
                text=[f"{r.same:.3f}" for r in results], textposition="outside"),
-        go.Bar(name="different topics", x=names, y=[r.different for r in results], marker_color="#94a3b8",
-               text=[f"{r.different:.3f}" for r in results], textposition="outside")])
-    figure.update_layout(barmode="group", height=320, template="plotly_white", yaxis_title="mean cosine similarity",
+        go.Bar(name=tr("train.similarity_different"), x=names, y=[r.different for r in results],
+               marker_color="#94a3b8", text=[f"{r.different:.3f}" for r in results], textposition="outside")])
+    figure.update_layout(barmode="group", height=320, template="plotly_white",
+                         yaxis_title=tr("train.similarity_axis"),
+
                          legend={"orientation": "h", "yanchor": "bottom", "y": 1.02, "xanchor": "right", "x": 1},
                          margin={"l": 60, "r": 20, "t": 40, "b": 60})
     return figure

@@ -14,9 +14,13 @@ its generator's folder in a second box; pickled weights (pytorch_model.bin) need
 
 Endpoints:
 * `/import_checkpoint_look`: (folder, generator folder, allow pickle) -> (summary markdown, files table).
-* `/import_checkpoint`: (folder, generator folder, allow pickle, corpus) -> result markdown (a translatable note,
-  then the new run's id in bold and its folder: `... **gpt2-imported-...** (in `...`).`); then the runs table is
-  refreshed (`/list_runs_after_import`).
+* `/import_checkpoint`: (folder, generator folder, allow pickle, corpus) -> result markdown (a note in the reader's
+  language, then the new run's id in bold and its folder: `... **gpt2-imported-...** (in `...`).`); then the runs
+  table is refreshed (`/list_runs_after_import`).
+
+What the handlers write (the summary, the files table's headers, the progress lines, the result) is in the reader's
+language (`app.i18n.tr`; the backend's progress lines through the catalogue of app/locales/zh/messages/).
+
 """
 from __future__ import annotations
 
@@ -29,9 +33,10 @@ import pandas as pd
 from lab_models import api
 
 from .errors import user_errors
-from .i18n import text
+from .i18n import text, tr
+from .train_figures import backend_text
 
-FILES_COLUMNS = ["file", "size"]
+FILES_COLUMNS = ["file", "size"]  # the English of import.col_file and import.col_size
 INTRO = text("import.intro")
 
 
@@ -52,39 +57,38 @@ def architectures_markdown(rows: list[dict], importable="Importable here:", not_
 
 def _count(n) -> str:
     if n is None:
-        return "unknown (pickled weights are not opened before the import)"
+        return tr("import.count_unknown")
     return f"{n / 1e6:.1f}M" if n >= 1e5 else f"{n:,}"
 
 
 def summary_markdown(summary: dict) -> str:
-    """What `api.inspect_hf` found, for people."""
+    """What `api.inspect_hf` found, for people, in the reader's language (names, sizes and tokens as they are)."""
     tokenizer = summary["tokenizer"]
     roles = ", ".join(f"{html.escape(name)} = `{token}`" for name, token in tokenizer["roles"].items()
                       if name not in ("[S]", "[E]"))
     lines = [
-        f"**{summary['architecture']}** (`model_type` {summary['model_type']}) becomes a lab **{summary['family']}** "
-        f"run.",
-        f"- sizes: d_model {summary['d_model']}, {summary['n_layers']} layers, {summary['n_heads']} heads, d_ff "
-        f"{summary['d_ff']}, vocabulary {summary['vocab_size']:,}, {summary['max_positions']} positions, "
-        f"activation {summary['activation']}",
-        f"- parameters: {_count(summary['parameters'])} ({summary['weights_size']} of "
-        f"{'pickled ' if summary['pickled'] else ''}weights)",
-        "- objectives: " + ", ".join(f"{name} {weight:g}" for name, weight in summary["objectives"].items()),
-        f"- tokenizer: {tokenizer['source']} ({tokenizer['kind']}, {tokenizer['size']:,} tokens); roles: {roles}",
+        tr("import.summary_head", architecture=summary["architecture"], model_type=summary["model_type"],
+           family=summary["family"]),
+        tr("import.summary_sizes", d_model=summary["d_model"], n_layers=summary["n_layers"],
+           n_heads=summary["n_heads"], d_ff=summary["d_ff"], vocab=f"{summary['vocab_size']:,}",
+           positions=summary["max_positions"], activation=summary["activation"]),
+        tr("import.summary_parameters_pickled" if summary["pickled"] else "import.summary_parameters",
+           count=_count(summary["parameters"]), size=summary["weights_size"]),
+        tr("import.summary_objectives",
+           objectives=", ".join(f"{name} {weight:g}" for name, weight in summary["objectives"].items())),
+        tr("import.summary_tokenizer", source=tokenizer["source"], kind=tokenizer["kind"],
+           size=f"{tokenizer['size']:,}", roles=roles),
     ]
     if tokenizer.get("sentinels"):
-        lines.append(f"- T5's sentinels: `<extra_id_0>` ... `<extra_id_{tokenizer['sentinels'] - 1}>` "
-                     f"({tokenizer['sentinels']}; infilling and span corruption use them)")
+        lines.append(tr("import.summary_sentinels", last=tokenizer["sentinels"] - 1, count=tokenizer["sentinels"]))
     if tokenizer["added"]:
-        lines.append(f"- the lab will add {', '.join(tokenizer['added'])}: this vocabulary has no such token (the "
-                     "model never saw it; its embedding starts as the mean of the others)")
+        lines.append(tr("import.summary_added", tokens=", ".join(tokenizer["added"])))
     if summary.get("generator"):
         generator = summary["generator"]
-        lines.append(f"- ELECTRA generator: `{generator['path']}` ({generator['hidden_size']} wide, "
-                     f"{_count(generator['parameters'])} parameters)")
+        lines.append(tr("import.summary_generator", path=generator["path"], width=generator["hidden_size"],
+                        parameters=_count(generator["parameters"])))
     elif summary["family"] == "electra":
-        lines.append("- no generator folder given: the run's generator will be untrained, so fill-mask and "
-                     "mask-predict will refuse it (the discriminator is what is imported)")
+        lines.append(tr("import.summary_no_generator"))
     return "\n".join(lines)
 
 
@@ -100,7 +104,7 @@ def files_frame(files) -> pd.DataFrame:
                 return f"{n / scale:.1f} {unit}"
         return f"{n} B"
 
-    return pd.DataFrame([[name, size(n)] for name, n in files], columns=FILES_COLUMNS)
+    return pd.DataFrame([[name, size(n)] for name, n in files], columns=[tr("import.col_file"), tr("import.col_size")])
 
 
 class ImportView:
@@ -122,11 +126,12 @@ class ImportView:
         return summary_markdown(summary), files_frame(summary["files"])
 
     def run_import(self, folder, generator, allow_pickle, corpus, progress=gr.Progress()):
-        progress(0.0, desc="starting")
+        progress(0.0, desc=tr("import.progress_starting"))
         run_dir = api.import_hf(self._folder(folder), generator_dir=(generator or None),
                                 allow_pickle=bool(allow_pickle), corpus=(corpus or api.INTEROP_DEFAULT_CORPUS),
-                                home=self.home, progress=lambda fraction, message: progress(fraction, desc=message))
-        return text("import.imported_as") + f" **{run_dir.name}** (in `{run_dir.parent}`)."
+                                home=self.home,
+                                progress=lambda fraction, message: progress(fraction, desc=backend_text(message)))
+        return tr("import.imported_as") + " " + tr("import.imported_where", run=run_dir.name, folder=run_dir.parent)
 
 
 def build(home) -> SimpleNamespace:
@@ -153,6 +158,7 @@ def build(home) -> SimpleNamespace:
             look = gr.Button(text("import.look"), variant="secondary", elem_id="import-look")
             start = gr.Button(text("import.import"), variant="primary", elem_id="import-start")
         summary = gr.Markdown(text("import.summary_empty"), elem_id="import-summary")
+        # its headers are redrawn in the reader's language by the Train tab's load event (`files` below)
         files = gr.Dataframe(files_frame([]), interactive=False, label=text("import.files"), max_height=240)
         # a visible placeholder: the progress bar of an import is drawn over this component
         result = gr.Markdown(text("import.result_empty"), elem_id="import-result", min_height=60)
@@ -160,4 +166,5 @@ def build(home) -> SimpleNamespace:
                api_name="import_checkpoint_look")
     imported = start.click(user_errors(view.run_import), [folder, generator, allow_pickle, corpus], result,
                            api_name="import_checkpoint")
-    return SimpleNamespace(view=view, imported=imported)
+    return SimpleNamespace(view=view, imported=imported, files=files)
+

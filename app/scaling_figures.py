@@ -5,6 +5,10 @@ Presentation only: the points and fits are `sweep.json`'s (lab_models/sweep.py, 
 Papers: Kaplan et al. (2020), Scaling Laws for Neural Language Models; Fedus, Zoph, Shazeer (2022), Switch
 Transformers. No deviation here; lab_models/sweep.py states how the points are counted and fitted.
 
+Every word drawn here is in the reader's language (`app.i18n.tr`, keys `scaling.*`); sweep ids, family names,
+variants (dense, switch) and sizes stay as they are, and the backend's messages (a sweep's status, a failed size's
+reason, why there is no fit) go through the catalogue of app/locales/zh/messages/.
+
 >>> fit_label("gpt", "switch", {"exponent": 0.1234, "r2": 0.98, "points": 4})
 'gpt switch: L ∝ x^-0.123 (R² 0.98, 4 points)'
 """
@@ -18,8 +22,8 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from .i18n import marker, text
-from .train_figures import _empty_figure
+from .i18n import marker, text, tr
+from .train_figures import _empty_figure, backend_text, state_word
 
 SWEEP_COLORS = ("#2563eb", "#ea580c", "#16a34a", "#db2777", "#0891b2", "#7c3aed")  # dense, switch per sweep
 VARIANT_SYMBOLS = {"dense": "circle", "switch": "diamond"}
@@ -27,12 +31,21 @@ VARIANT_DASH = {"dense": "dash", "switch": "dot"}
 AXES = (("parameters", "non_embedding", "non-embedding parameters N"),
         ("flops", "train_flops", "training FLOPs C = 6 N T"))
 TABLE_COLUMNS = ["sweep", "variant", "size", "state", "N (non-embedding)", "active N", "training FLOPs", "tokens",
-                 "val bits/byte", "seconds", "message"]
+                 "val bits/byte", "seconds", "message"]  # the English of the col_* texts below (shown only)
+TABLE_COLUMN_KEYS = ("col_sweep", "col_variant", "col_size", "col_state", "col_non_embedding", "col_active",
+                     "col_flops", "col_tokens", "col_bpb", "col_seconds", "col_message")
+AXIS_TITLE_KEYS = {"parameters": "fig_axis_parameters", "flops": "fig_axis_flops"}
+
+
+def table_columns() -> list[str]:
+    """The points table's headers in the reader's language (TABLE_COLUMNS in English)."""
+    return [tr(f"scaling.{key}") for key in TABLE_COLUMN_KEYS]
 
 
 def fit_label(family: str, variant: str, law: dict) -> str:
     """The legend text of a fitted line."""
-    return (f"{family} {variant}: L ∝ x^-{law['exponent']:.3f} (R² {law['r2']:.2f}, {law['points']} points)")
+    return tr("scaling.fit_label", family=family, variant=variant, exponent=f"{law['exponent']:.3f}",
+              r2=f"{law['r2']:.2f}", points=law["points"])
 
 
 def _short(sweep_id: str) -> str:
@@ -49,10 +62,9 @@ def scaling_figure(sweeps: list[dict], *, height: int = 460) -> go.Figure:
     variant as markers, and its fitted power law as a line over the points' range, labelled with the exponent."""
     drawn = [s for s in sweeps if any(p.get("bits_per_byte") is not None for p in s.get("points") or [])]
     if not drawn:
-        return _empty_figure("No finished sweep point yet: start a sweep (left), or pick one that has finished runs.",
-                             height)
+        return _empty_figure(tr("scaling.fig_empty"), height)
     figure = make_subplots(rows=1, cols=2, horizontal_spacing=0.1,
-                           subplot_titles=["bits per byte against parameters", "bits per byte against compute"])
+                           subplot_titles=[tr("scaling.fig_against_parameters"), tr("scaling.fig_against_compute")])
     for index, sweep in enumerate(drawn):
         family = (sweep.get("config") or {}).get("family") or "?"
         name = family if len(drawn) == 1 else f"{family} · {_short(sweep['sweep_id'])}"
@@ -72,7 +84,7 @@ def scaling_figure(sweeps: list[dict], *, height: int = 460) -> go.Figure:
                     marker={"color": color, "size": 10, "symbol": VARIANT_SYMBOLS[variant],
                             "line": {"width": 1, "color": "#0f172a"}},
                     text=[p["size"] for p in points],
-                    hovertemplate="%{text}: %{y:.4f} bits/byte at %{x:.3s}<extra>" + f"{name} {variant}</extra>"),
+                    hovertemplate=tr("scaling.fig_hover_point") + f"<extra>{name} {variant}</extra>"),
                     row=1, col=column)
                 law = law_entry.get(axis) or {}
                 valid = [x for x in xs if x and x > 0]
@@ -83,10 +95,11 @@ def scaling_figure(sweeps: list[dict], *, height: int = 460) -> go.Figure:
                         x=line_x, y=line_y, mode="lines", legendgroup=group,
                         name=fit_label(name, variant, law) + (" vs N" if axis == "parameters" else " vs C"),
                         line={"color": color, "dash": VARIANT_DASH[variant], "width": 1.6},
-                        hovertemplate=f"fit: exponent {law['exponent']:.3f}<extra></extra>"), row=1, col=column)
-    for column, (_, _, title) in enumerate(AXES, start=1):
-        figure.update_xaxes(type="log", title_text=title, row=1, col=column)
-        figure.update_yaxes(type="log", title_text="validation bits per byte" if column == 1 else None,
+                        hovertemplate=tr("scaling.fig_hover_fit", exponent=f"{law['exponent']:.3f}")
+                        + "<extra></extra>"), row=1, col=column)
+    for column, (axis, _, _) in enumerate(AXES, start=1):
+        figure.update_xaxes(type="log", title_text=tr(f"scaling.{AXIS_TITLE_KEYS[axis]}"), row=1, col=column)
+        figure.update_yaxes(type="log", title_text=tr("scaling.fig_axis_bpb") if column == 1 else None,
                             row=1, col=column)
     figure.update_layout(template="plotly_white", height=height, margin={"l": 70, "r": 20, "t": 50, "b": 60},
                          legend={"orientation": "h", "yanchor": "top", "y": -0.2, "xanchor": "left", "x": 0,
@@ -104,13 +117,19 @@ def fits_markdown(sweeps: list[dict]) -> str:
             parts = []
             for axis, _, _ in AXES:
                 law = entry.get(axis) or {}
-                parts.append(f"against {'compute C' if axis == 'flops' else 'parameters N'}: "
-                             + (f"**α = {law['exponent']:.3f}** (R² {law['r2']:.2f}, {law['points']} points)"
-                                if "exponent" in law else f"no fit ({law.get('error', 'no points')})"))
-            lines.append(f"- `{sweep['sweep_id']}` {family} **{variant}**: " + "; ".join(parts))
+                against = tr("scaling.fits_against_compute" if axis == "flops" else "scaling.fits_against_parameters")
+                parts.append(tr("scaling.fits_law", against=against, exponent=f"{law['exponent']:.3f}",
+                                r2=f"{law['r2']:.2f}", points=law["points"]) if "exponent" in law
+                             else tr("scaling.fits_none", against=against,
+                                     why=backend_text(str(law["error"])) if "error" in law
+                                     else tr("scaling.fits_no_points")))
+
+            lines.append(tr("scaling.fits_line", sweep_id=sweep["sweep_id"], family=family, variant=variant,
+                            fits=tr("scaling.fits_separator").join(parts)))
+
     if not lines:
         return marker("scaling.no_fit")  # a handler returns it: plain JSON, the marker as a string
-    return text("scaling.fits_heading") + "\n\n" + "\n".join(lines)
+    return tr("scaling.fits_heading") + "\n\n" + "\n".join(lines)
 
 
 def _sci(value) -> str:
@@ -126,13 +145,15 @@ def points_table(frame: pd.DataFrame) -> pd.DataFrame:
     records = []
     for row in frame.to_dict("records"):
         bpb = row.get("bits_per_byte")
-        records.append([row.get("sweep"), row.get("variant"), row.get("size"), row.get("state"),
+        state = row.get("state")
+        records.append([row.get("sweep"), row.get("variant"), row.get("size"),
+                        state_word(state) if isinstance(state, str) else state,
                         f"{int(row['non_embedding']):,}" if _sci(row.get("non_embedding")) else "",
                         f"{int(row['active_non_embedding']):,}" if _sci(row.get("active_non_embedding")) else "",
                         _sci(row.get("train_flops")), f"{int(row['tokens']):,}" if _sci(row.get("tokens")) else "",
                         f"{bpb:.4f}" if _sci(bpb) else "", _sci(row.get("seconds")),
-                        "" if row.get("state") == "finished" else (row.get("message") or "")])
-    return pd.DataFrame(records, columns=TABLE_COLUMNS)
+                        "" if row.get("state") == "finished" else backend_text(row.get("message") or "")])
+    return pd.DataFrame(records, columns=table_columns())
 
 
 def sweep_label(sweep: dict) -> str:
@@ -143,8 +164,9 @@ def sweep_label(sweep: dict) -> str:
     done = status.get("step")
     total = status.get("total_steps")
     progress = f" {done}/{total}" if total else ""
+    state = state_word(status["state"]) if isinstance(status.get("state"), str) else "?"
     return (f"{sweep['sweep_id']} · {config.get('family', '?')} · {','.join(config.get('sizes') or [])} · "
-            f"{variants} · {status.get('state', '?')}{progress}")
+            f"{variants} · {state}{progress}")
 
 
 def status_html(sweeps: list[dict]) -> str:
@@ -157,9 +179,13 @@ def status_html(sweeps: list[dict]) -> str:
         total = status.get("total_steps") or 0
         done = int(status.get("step") or 0)
         fraction = min(1.0, done / total) if total else 0.0
+        state = status.get("state", "?")
+        runs_done = tr("scaling.status_runs", done=done, total=total or "?")
         rows.append(f'<div class="sweep-status" data-state="{html.escape(str(status.get("state")))}">'
-                    f'<b>{html.escape(sweep["sweep_id"])}</b> · {html.escape(str(status.get("state", "?")))} · '
-                    f'{done} of {total or "?"} runs · {html.escape(str(status.get("message") or ""))}'
+                    f'<b>{html.escape(sweep["sweep_id"])}</b> · '
+                    f'{html.escape(state_word(state) if isinstance(state, str) else str(state))} · '
+                    f'{html.escape(runs_done)} · {html.escape(backend_text(str(status.get("message") or "")))}'
+
                     f'<div class="train-bar"><div class="train-bar-fill" style="width:{fraction * 100:.0f}%">'
                     f'</div></div></div>')
     return "".join(rows)

@@ -12,6 +12,11 @@ Endpoints (every event has an `api_name`):
 * `/stop_sweep`: the picked sweeps -> their status line (each running or queued one is stopped).
 * `/show_sweeps`: the picked sweep ids -> (status, figure, fits, points table); `/refresh_sweeps` is the live tick
   (redrawn only when a sweep moved); `/list_sweeps` (Refresh, or opening the tab): the picker.
+  `/show_sweeps_on_select`: the same as `/show_sweeps`, when the tab is opened.
+
+What the server writes (the status lines, the figure, the fits, the table, the command's reason why there is none)
+is in the reader's language (app/scaling_figures.py). The tab's first drawing is made when the page is built, before
+anyone asked, so opening the tab draws it again (`/show_sweeps_on_select`).
 """
 from __future__ import annotations
 
@@ -24,6 +29,7 @@ from lab_models import api
 from .errors import user_errors
 from .i18n import text
 from .inputs import picked as picked_names
+from .messages import translate_message
 from .scaling_figures import TABLE_COLUMNS, fits_markdown, points_table, scaling_figure, status_html, sweep_label
 
 DEFAULT_FAMILY = "gpt"
@@ -53,7 +59,7 @@ class ScalingView:
             kwargs = self._kwargs(*controls)
             return api.sweep_command(self.jobs, kwargs.pop("family"), kwargs.pop("sizes"), **kwargs)
         except ValueError as error:
-            return f"# {' '.join(str(error).split())}"
+            return f"# {' '.join(translate_message(str(error)).split())}"
 
     def start(self, *controls):
         kwargs = self._kwargs(*controls)
@@ -159,4 +165,8 @@ def build(home, jobs, tab=None):
         tab.select(user_errors(view.picker), picker, picker, api_name="list_sweeps_on_select",
                    show_progress="hidden")
         tab.select(view.command, controls, command, api_name="sweep_command_on_select", show_progress="hidden")
+        # the status, plot, fits and table were drawn in English when the page was built: draw them in the reader's
+        # language when the tab is opened
+        tab.select(user_errors(view.show), picker, outputs, api_name="show_sweeps_on_select", show_progress="hidden")
+
     return SimpleNamespace(view=view, picker=picker, load=(view.picker, None, picker))

@@ -21,7 +21,7 @@ import gradio as gr
 from lab_models import api
 
 from .errors import user_errors
-from .i18n import text
+from .i18n import text, tr
 from .switch_figures import routing_figure
 
 SWITCH_NOTE = text("switch.note")
@@ -80,7 +80,8 @@ class RoutingLive:
         if not run_id:
             return routing_figure([]), None
         rows = api.run_metrics(self.jobs, run_id)
-        return routing_figure(rows, title=f"routing · {run_id}"), [run_id, len(rows)]
+        return routing_figure(rows, title=tr("switch.fig_title", run_id=run_id)), [run_id, len(rows)]
+
 
     def tick(self, run_id, signature):
         """Redraw only when the run has new metrics rows."""

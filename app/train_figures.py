@@ -7,6 +7,11 @@ Rows of a run whose model plans its own steps (ULMFiT, lab_models/rnn/ulmfit.py)
 "lrs" (the learning rate of each layer group): the loss and learning-rate figures shade the stages and draw one line
 per group. An objective a step did not train is null in that row (CVT alternates its two): its line joins the
 steps that have it.
+
+Every word drawn here is in the reader's language (`app.i18n.tr`: English, or Chinese for a Chinese page); run ids,
+family and objective names and numbers stay as they are. The backend's sentences (a run's status message, a stage's
+name) go through `backend_text`, which translates those the catalogue knows (app/locales/zh/messages/) and leaves
+any other as it is.
 """
 from __future__ import annotations
 
@@ -16,8 +21,9 @@ import math
 import pandas as pd
 import plotly.graph_objects as go
 
-from .i18n import marker, text
+from .i18n import current_language, marker, text, tr
 from .inputs import finite
+from .messages import UNTRANSLATED_LEAD, translate_message
 
 MAX_POINTS = 600  # per line: enough for a smooth curve, small enough to resend every 1.5 s
 TOTAL_COLOR = "#0f172a"
@@ -34,9 +40,34 @@ COMPARE_METRICS = {"loss": "train loss", "val_loss": "validation loss", "val_bit
                    "val_chrf_en_zh": "validation chrF en→zh", "val_chrf_zh_en": "validation chrF zh→en"}
 RUNS_COLUMNS = ["run id", "family", "preset", "corpus", "state", "step / total", "loss", "val loss", "val bits/byte",
                 "tokens/s"]
+# the runs table's headers in the reader's language: train.json's col_<key>, in RUNS_COLUMNS' order
+RUNS_COLUMN_KEYS = ("run_id", "family", "preset", "corpus", "state", "steps", "loss", "val_loss", "val_bpb",
+                    "tokens_per_s")
+STATES = ("queued", "running", "finished", "stopped", "failed", "died", "unknown", "not started")
 
 
+def backend_text(english: str) -> str:
+    """A sentence from `lab_models` (a status message, a stage's name) in the reader's language when the catalogue
+    (app/locales/zh/messages/) has it, else as it is: a status line is no error, so it gets no "untranslated" lead.
 
+    >>> backend_text("stopped before it started")
+    'stopped before it started'
+    """
+    if not english or current_language() == "en":
+        return english
+    translated = translate_message(english)
+    lead = UNTRANSLATED_LEAD.get(current_language())
+    return english if lead and translated == lead.format(english) else translated
+
+
+def state_word(state: str) -> str:
+    """A run's state ("running", "not started", ...) as a word in the reader's language; an unknown one as it is."""
+    return tr("train.state_" + state.replace(" ", "_")) if state in STATES else state
+
+
+def runs_columns() -> list[str]:
+    """The runs table's headers in the reader's language (RUNS_COLUMNS in English)."""
+    return [tr(f"train.col_{key}") for key in RUNS_COLUMN_KEYS]
 
 def split_rows(rows: list[dict]) -> tuple[list[dict], list[dict]]:
     """(train rows, val rows), each sorted by step with one row per step (a resumed run's later row wins).
@@ -81,12 +112,12 @@ def loss_figure(rows: list[dict], *, title: str = "", height: int = 380) -> go.F
     and the validation loss as points. x = step."""
     train, val = split_rows(rows)
     if not train and not val:
-        return _empty_figure("No metrics yet: the curve appears after the first logged step.", height)
+        return _empty_figure(tr("train.fig_loss_empty"), height)
     figure = go.Figure()
     train = thin(train)
     steps = [row["step"] for row in train]
     figure.add_trace(go.Scatter(x=steps, y=[finite(row.get("loss")) for row in train], mode="lines",
-                                name="train loss (total)", line={"color": TOTAL_COLOR, "width": 2}))
+                                name=tr("train.fig_loss_total"), line={"color": TOTAL_COLOR, "width": 2}))
     objectives = []
     for row in train:
         for name in (row.get("losses") or {}):
@@ -96,16 +127,17 @@ def loss_figure(rows: list[dict], *, title: str = "", height: int = 380) -> go.F
         for index, name in enumerate(objectives):
             figure.add_trace(go.Scatter(
                 x=steps, y=[finite((row.get("losses") or {}).get(name)) for row in train], mode="lines",
-                name=f"train {name}", connectgaps=True,  # a step may not train every objective (CVT alternates)
+                name=tr("train.fig_loss_objective", name=name),
+                connectgaps=True,  # a step may not train every objective (CVT alternates)
                 line={"color": OBJECTIVE_COLORS[index % len(OBJECTIVE_COLORS)], "width": 1.5, "dash": "dot"}))
     if val:
         figure.add_trace(go.Scatter(x=[row["step"] for row in val], y=[finite(row.get("loss")) for row in val],
-                                    mode="lines+markers", name="validation loss",
+                                    mode="lines+markers", name=tr("train.metric_val_loss"),
                                     line={"color": VAL_COLOR, "width": 1, "dash": "dash"},
                                     marker={"size": 9, "color": VAL_COLOR, "symbol": "diamond"}))
     figure.update_layout(
         title={"text": title, "x": 0.01, "font": {"size": 14}}, height=height, template="plotly_white",
-        xaxis_title="step", yaxis_title="loss (nats per target)", hovermode="x unified",
+        xaxis_title=tr("train.fig_step"), yaxis_title=tr("train.fig_loss_axis"), hovermode="x unified",
         legend={"orientation": "h", "yanchor": "bottom", "y": 1.02, "xanchor": "right", "x": 1},
         margin={"l": 60, "r": 20, "t": 70, "b": 50}, uirevision=title or "loss")
     shade_stages(figure, train)
@@ -129,7 +161,8 @@ def stage_spans(train: list[dict]) -> list[tuple[int, int, str]]:
             continue
         if current is None or stage != current[2]:
             name = row.get("stage_name")
-            label = f"stage {stage}: {name}" if name else f"stage {stage}"
+            label = (tr("train.fig_stage_named", stage=stage, name=backend_text(name)) if name
+                     else tr("train.fig_stage", stage=stage))
             current = [row["step"], row["step"], stage, label]
             spans.append(current)
         current[1] = row["step"]
@@ -151,7 +184,7 @@ def lr_figure(rows: list[dict], *, title: str = "", height: int = 300) -> go.Fig
     train, _ = split_rows(rows)
     train = thin([row for row in train if finite(row.get("lr")) is not None])
     if not train:
-        return _empty_figure("No learning rates yet: they appear with the first logged step.", height)
+        return _empty_figure(tr("train.fig_lr_empty"), height)
     figure = go.Figure()
     steps = [row["step"] for row in train]
     groups: list[str] = []
@@ -163,14 +196,14 @@ def lr_figure(rows: list[dict], *, title: str = "", height: int = 300) -> go.Fig
         for index, name in enumerate(groups):
             values = [finite((row.get("lrs") or {}).get(name)) for row in train]
             figure.add_trace(go.Scatter(x=steps, y=[v if v else None for v in values], mode="lines",
-                                        name=f"lr {name}", line={"color": OBJECTIVE_COLORS[index % len(
-                                            OBJECTIVE_COLORS)], "width": 1.5}))
+                                        name=tr("train.fig_lr_group", name=name),
+                                        line={"color": OBJECTIVE_COLORS[index % len(OBJECTIVE_COLORS)], "width": 1.5}))
     else:
         figure.add_trace(go.Scatter(x=steps, y=[finite(row.get("lr")) for row in train], mode="lines",
-                                    name="learning rate", line={"color": TOTAL_COLOR, "width": 2}))
+                                    name=tr("train.fig_lr"), line={"color": TOTAL_COLOR, "width": 2}))
     figure.update_layout(
         title={"text": title, "x": 0.01, "font": {"size": 14}}, height=height, template="plotly_white",
-        xaxis_title="step", yaxis_title="learning rate", yaxis_type="log" if groups else "linear",
+        xaxis_title=tr("train.fig_step"), yaxis_title=tr("train.fig_lr"), yaxis_type="log" if groups else "linear",
         hovermode="x unified", legend={"orientation": "h", "yanchor": "bottom", "y": 1.02, "xanchor": "right", "x": 1},
         margin={"l": 60, "r": 20, "t": 60, "b": 50}, uirevision=(title or "lr") + ("-groups" if groups else ""))
     shade_stages(figure, train)
@@ -182,7 +215,7 @@ def compare_figure(curves: dict[str, list[dict]], metric: str = "loss", *, heigh
     if metric not in COMPARE_METRICS:
         raise ValueError(f"Unknown metric {metric!r}: choose one of {', '.join(COMPARE_METRICS)}.")
     if not curves:
-        return _empty_figure("Pick runs under the runs table to overlay their curves.", height)
+        return _empty_figure(tr("train.fig_compare_empty"), height)
     figure = go.Figure()
     for index, (run_id, rows) in enumerate(curves.items()):
         train, val = split_rows(rows)
@@ -193,7 +226,8 @@ def compare_figure(curves: dict[str, list[dict]], metric: str = "loss", *, heigh
         figure.add_trace(go.Scatter(x=[row["step"] for row in points], y=[finite(row.get(key)) for row in points],
                                     mode=mode, name=run_id, line={"color": RUN_COLORS[index % len(RUN_COLORS)]}))
     figure.update_layout(
-        height=height, template="plotly_white", xaxis_title="step", yaxis_title=COMPARE_METRICS[metric],
+        height=height, template="plotly_white", xaxis_title=tr("train.fig_step"),
+        yaxis_title=tr(f"train.metric_{metric}"),
         legend={"orientation": "h", "yanchor": "top", "y": -0.2, "xanchor": "left", "x": 0},
         margin={"l": 60, "r": 20, "t": 30, "b": 50}, uirevision=metric)
     return figure
@@ -220,12 +254,12 @@ def state_label(summary: dict) -> str:
     """'queued (position 2)', 'running', 'stopping…', 'finished', 'stopped (interrupted)', 'failed', ..."""
     state = summary.get("state") or "unknown"
     if state == "queued" and summary.get("queue_position"):
-        return f"queued (position {summary['queue_position']})"
+        return tr("train.state_queued_position", position=summary["queue_position"])
     if state == "running" and summary.get("stopping"):
-        return "stopping…"
+        return tr("train.state_stopping")
     if state == "stopped" and summary.get("interrupted"):
-        return "stopped (interrupted)"
-    return state
+        return tr("train.state_stopped_interrupted")
+    return state_word(state)
 
 
 def format_mfu(summary: dict) -> str:
@@ -237,7 +271,7 @@ def format_mfu(summary: dict) -> str:
     value = finite(summary.get("mfu"))
     if value is not None:
         return f"{value:.1%}"
-    return "unknown" if finite(summary.get("flops_per_token")) is not None else "—"
+    return tr("train.mfu_unknown") if finite(summary.get("flops_per_token")) is not None else "—"
 
 
 def progress_html(summary: dict | None) -> str:
@@ -255,13 +289,14 @@ def progress_html(summary: dict | None) -> str:
     if state == "finished":
         fraction = 1.0
     tokens = finite(summary.get("tokens_per_s"))
+    total_text = f"{int(total):,}" if total is not None else "?"
     parts = [f'<span class="train-state">{html.escape(state_label(summary))}</span>',
-             f"<span>step <b>{step:,}</b> / {f'{int(total):,}' if total is not None else '?'} ({fraction:.0%})</span>",
+             "<span>" + tr("train.progress_step", step=f"{step:,}", total=total_text, fraction=f"{fraction:.0%}")
+             + "</span>",
              f"<span>{f'{tokens:,.0f}' if tokens is not None else '—'} tokens/s</span>",
-             f"<span title=\"model FLOPs utilisation: the FLOPs/s the model needs over the device's peak (unknown for "
-             f"a CPU or a GPU missing from the peak table)\">MFU {format_mfu(summary)}</span>"]
+             f'<span title="{_attribute(tr("train.progress_mfu_help"))}">MFU {format_mfu(summary)}</span>']
     if state == "running":
-        parts.append(f"<span>ETA {format_duration(summary.get('eta_s'))}</span>")
+        parts.append("<span>" + tr("train.progress_eta", eta=format_duration(summary.get("eta_s"))) + "</span>")
     color = STATE_COLORS.get(state, "#64748b")
     return (f'<div class="train-progress train-{html.escape(state)}" data-state="{html.escape(state)}">'
             f'<div class="train-progress-head">{"".join(parts)}</div>'
@@ -270,34 +305,42 @@ def progress_html(summary: dict | None) -> str:
             f'background:{color}"></div></div></div>')
 
 
+def _attribute(text: str) -> str:
+    """`text` for a double-quoted HTML attribute (an apostrophe stays as it is)."""
+    return html.escape(text, quote=False).replace('"', "&quot;")
+
+
 def status_markdown(summary: dict | None, log_tail: str = "") -> str:
+
     """The run's id, state, message and last losses; for a failed or died run, the message and the end of its log."""
     if not summary:
         return marker("train.no_run")  # a handler returns it too: plain JSON, the marker as a string
-    lines = [f"**Run** `{summary.get('run_id')}` · {summary.get('family') or '?'} · preset "
-             f"{summary.get('preset') or '?'} · corpus {summary.get('corpus') or 'preset default'} · "
-             f"device {summary.get('device') or 'auto'} — **{state_label(summary)}**"]
+    lines = [tr("train.status_head", run_id=summary.get("run_id"), family=summary.get("family") or "?",
+                preset=summary.get("preset") or "?", corpus=summary.get("corpus") or tr("train.status_preset_corpus"),
+                device=summary.get("device") or "auto", state=state_label(summary))]
     losses = summary.get("losses") or {}
     numbers = []
     if finite(summary.get("loss")) is not None:
-        numbers.append(f"loss **{summary['loss']:.4f}**")
+        numbers.append(tr("train.status_loss", value=f"{summary['loss']:.4f}"))
     if len(losses) > 1:
         numbers += [f"{name} {value:.4f}" for name, value in losses.items() if finite(value) is not None]
     if finite(summary.get("val_loss")) is not None:
-        numbers.append(f"val loss **{summary['val_loss']:.4f}**")
+        numbers.append(tr("train.status_val_loss", value=f"{summary['val_loss']:.4f}"))
     if finite(summary.get("val_bits_per_byte")) is not None:
-        numbers.append(f"val bits/byte **{summary['val_bits_per_byte']:.3f}**")
+        numbers.append(tr("train.status_val_bpb", value=f"{summary['val_bits_per_byte']:.3f}"))
     if finite(summary.get("flops_per_token")) is not None:
-        numbers.append(f"{summary['flops_per_token'] / 1e6:,.1f} MFLOPs per token · MFU {format_mfu(summary)}")
+        numbers.append(tr("train.status_flops", mflops=f"{summary['flops_per_token'] / 1e6:,.1f}",
+                          mfu=format_mfu(summary)))
     if numbers:
         lines.append(" · ".join(numbers))
     message = (summary.get("message") or "").strip()
     if summary.get("state") in ("failed", "died"):
-        lines.append(f"**The run {summary['state']}:** {message or 'no message'}")
+        lines.append(tr(f"train.status_ended_{summary['state']}",
+                        message=backend_text(message) if message else tr("train.status_no_message")))
         if log_tail:
-            lines.append("End of its log:\n\n```text\n" + log_tail.replace("```", "'''") + "\n```")
+            lines.append(tr("train.status_log_end") + "\n\n```text\n" + log_tail.replace("```", "'''") + "\n```")
     elif message and message not in (summary.get("state"), "queued", "training"):
-        lines.append(f"_{message}_")
+        lines.append(f"_{backend_text(message)}_")
     return "\n\n".join(lines)
 
 
@@ -313,8 +356,9 @@ def runs_table(rows: list[dict]) -> pd.DataFrame:
         total = row.get("total_steps")
         tokens = finite(row.get("tokens_per_s"))
         records.append([row.get("run_id"), row.get("family") or "", row.get("preset") or "",
-                        row.get("corpus") or "(preset default)", state_label(row),
+                        row.get("corpus") or tr("train.runs_preset_corpus"), state_label(row),
                         f"{int(row.get('step') or 0)} / {int(total) if total is not None else '?'}",  # 0 / 0: an import
                         _fmt(row.get("loss"), 4), _fmt(row.get("val_loss"), 4), _fmt(row.get("val_bits_per_byte"), 3),
                         f"{tokens:,.0f}" if tokens is not None else ""])
-    return pd.DataFrame(records, columns=RUNS_COLUMNS)
+    return pd.DataFrame(records, columns=runs_columns())
+

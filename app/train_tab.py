@@ -39,12 +39,14 @@ from lab_models import api
 from . import import_panel
 from .addon_figures import addon_figure
 from .errors import user_errors
-from .i18n import marker, text
+from .i18n import marker, text, tr
 from .switch_panel import (build_routing_plot, build_switch_controls, switch_model_overrides,
                            switch_visibility)
 from .inputs import picked
-from .train_figures import (COMPARE_METRICS, compare_figure, loss_figure, lr_figure, progress_html, runs_table,
-                            status_markdown)
+from .messages import translate_message
+from .switch_figures import routing_figure
+from .train_figures import (COMPARE_METRICS, backend_text, compare_figure, loss_figure, lr_figure, progress_html,
+                            runs_table, status_markdown)
 
 MAX_OBJECTIVES = 4  # the most any family has (with its add-ons) is 4; rows beyond them are hidden
 DEFAULT_FAMILY = "bert"
@@ -52,7 +54,11 @@ DEFAULT_PRESET = "tiny"
 LIVE_REFRESH_S = 1.5  # the selected run's curve and progress bar
 TABLE_REFRESH_S = 5.0  # the runs table and the comparison plot
 LOG_LINES = 20
-SETTINGS_HEADERS = ["setting", "value", "default", "what it does"]
+SETTINGS_HEADERS = ["setting", "value", "default", "what it does"]  # read back by position, whatever the language
+SETTINGS_HEADER_KEYS = ("col_setting", "col_value", "col_default", "col_what")
+# The family note's kind of model, in the reader's language (train.json's kind_<kind>); another kind shows as it is.
+KIND_KEYS = {"encoder": "kind_encoder", "decoder": "kind_decoder", "encoder-decoder": "kind_encoder_decoder",
+             "two-stream": "kind_two_stream", "rnn": "kind_rnn"}
 # What each objective does, in the page's language (objectives without a text here show their own description).
 OBJECTIVE_TITLES = {
     "clm": text("train.objective_clm"),
@@ -100,7 +106,7 @@ def objective_info(objective) -> str:
     update must be plain JSON), else the objective's description."""
     if objective.name in OBJECTIVE_TITLES:
         return str(OBJECTIVE_TITLES[objective.name])
-    return objective.description or objective.name
+    return backend_text(objective.description) or objective.name
 
 
 def weight_label(name: str) -> str:
@@ -116,11 +122,20 @@ def setting_text(value) -> str:
 
 
 def settings_frame(family: str) -> pd.DataFrame:
-    """The family's settings as an editable table: setting, value (starts at the default), default, what it does."""
+    """The family's settings as an editable table: setting, value (starts at the default), default, what it does
+    (headers and explanations in the reader's language; `settings_overrides` reads the columns by position)."""
     explained = api.family_settings_help(family)
-    rows = [[key, setting_text(value), setting_text(value), explained.get(key, "")]
+    rows = [[key, setting_text(value), setting_text(value), backend_text(explained.get(key, ""))]
             for key, value in api.family_settings(family).items()]
-    return pd.DataFrame(rows, columns=SETTINGS_HEADERS)
+    return pd.DataFrame(rows, columns=[tr(f"train.{key}") for key in SETTINGS_HEADER_KEYS])
+
+
+TOKENIZER_KIND_KEYS = {"tokenizer_kind_byte_bpe"}  # the other kinds' names are names (BPE, WordPiece, Unigram)
+
+
+def tokenizer_kind_label(kind: str, label: str) -> str:
+    """A tokenizer's name in the choices, in the reader's language ("Byte-level BPE (GPT-2)": 字节级 BPE (GPT-2))."""
+    return tr(f"train.tokenizer_kind_{kind}") if f"tokenizer_kind_{kind}" in TOKENIZER_KIND_KEYS else label
 
 
 def settings_overrides(table) -> dict[str, str]:
@@ -224,11 +239,12 @@ class TrainView:
                 else {}}
 
     def command(self, *controls) -> str:
-        """The equivalent `python -m lab_models.train ...` (or why there is none yet, as a shell comment)."""
+        """The equivalent `python -m lab_models.train ...` (or why there is none yet, as a shell comment, in the
+        reader's language)."""
         try:
             return api.training_command(self.jobs, **self.request(*controls))
         except ValueError as error:
-            return f"# {error}"
+            return f"# {translate_message(str(error))}"
 
     # ------------------------------------------------------------------ controls that follow the family
     def family_defaults(self, family):
@@ -246,16 +262,22 @@ class TrainView:
             else:
                 rows += [gr.update(visible=False, value=False), gr.update(visible=False, value=0)]
         frame = settings_frame(family)
-        # one translated word per Markdown value (Gradio's frontend translates one marker per string); how to edit
-        # the settings is the settings table's label
-        note = f"**{spec.title}** · {spec.kind} · " + text("train.tokenizer_in_note") + f" {own} · {spec.paper}"
+        # written by the server in the reader's language (the page's load event redraws the first one); how to edit
+        # the settings is the settings table's label; the paper's reference stays as it is cited
+        kind = tr(f"train.{KIND_KEYS[spec.kind]}") if spec.kind in KIND_KEYS else spec.kind
+        note = tr("train.family_note", title=spec.title, kind=kind,
+                  tokenizer=tokenizer_kind_label(spec.tokenizer, own), paper=spec.paper)
         return [tokenizer, *rows, gr.update(value=frame, visible=bool(len(frame))), note]
 
     def tokenizer_choices(self, family: str) -> list[tuple[str, str]]:
         spec = self.specs.get(family)
-        own = api.TOKENIZER_KINDS.get(spec.tokenizer, spec.tokenizer).split(" (")[0] if spec else "the family's"
-        return ([(text("train.tokenizer_default") + f" {own}", "")]
-                + [(label, kind) for kind, label in api.TOKENIZER_KINDS.items()])
+        if spec:
+            own = tokenizer_kind_label(spec.tokenizer, api.TOKENIZER_KINDS.get(spec.tokenizer, spec.tokenizer))
+            own = own.split(" (")[0]
+        else:
+            own = tr("train.tokenizer_family_own")
+        return ([(tr("train.tokenizer_default_choice", name=own), "")]
+                + [(tokenizer_kind_label(kind, label), kind) for kind, label in api.TOKENIZER_KINDS.items()])
 
     def corpus_choices(self) -> list[tuple[str, str]]:
         return [(marker("train.corpus_preset"), "")] + [(name, name) for name in api.list_corpora(home=self.home)]
@@ -320,7 +342,8 @@ class TrainView:
         if not run_id:
             return lr_figure([]), None
         rows = api.run_metrics(self.jobs, self._run_id(run_id))
-        return lr_figure(rows, title=f"learning rate · {str(run_id).strip()}"), [str(run_id).strip(), len(rows)]
+        return (lr_figure(rows, title=tr("train.fig_lr_title", run_id=str(run_id).strip())),
+                [str(run_id).strip(), len(rows)])
 
     def schedule_tick(self, run_id, signature):
         """The live refresh of the learning-rate figure: redrawn only when new metrics rows arrived."""
@@ -339,7 +362,8 @@ class TrainView:
         if not run_id:
             return addon_figure([]), None
         rows = api.run_metrics(self.jobs, self._run_id(run_id))
-        return addon_figure(rows, title=f"add-on objectives · {str(run_id).strip()}"), [str(run_id).strip(), len(rows)]
+        return (addon_figure(rows, title=tr("train.fig_addons_title", run_id=str(run_id).strip())),
+                [str(run_id).strip(), len(rows)])
 
     def addon_tick(self, run_id, signature):
         """The live refresh of the add-on figure: redrawn only when new metrics rows arrived."""
@@ -376,6 +400,15 @@ class TrainView:
         compared = [run_id for run_id in picked(compared) if run_id in ids]
         return (runs_table(rows), picker, gr.update(choices=ids, value=compared) if changed_ids else gr.skip(),
                 self.compare(compared, metric), now)
+
+    def on_load(self, compared=None, metric="loss", family=DEFAULT_FAMILY):
+        """The page's load event: the runs table, the pickers and the comparison plot (as `overview`), then what the
+        server wrote when the page was built, again in the reader's language (the page was built before anyone
+        asked): the tokenizer choices, the settings table and the family note of `family`, and the empty plots of the
+        selected run (loss, learning rate, add-ons, routing) and the import section's files table."""
+        tokenizer, *_, settings, note = self.family_defaults(family)
+        return (*self.overview(compared, metric), tokenizer, settings, note, loss_figure([]), lr_figure([]),
+                addon_figure([]), routing_figure([]), import_panel.files_frame([]))
 
     def compare(self, run_ids, metric="loss"):
         """Overlay the chosen runs' curves: train loss, validation loss or validation bits per byte."""
@@ -461,7 +494,7 @@ def build(home, jobs, corpus_choices=None):
             curve = gr.Plot(loss_figure([]), label=text("train.loss_plot"), elem_id="train-curve")
             with gr.Accordion(text("train.lr_accordion"), open=True):
                 schedule_plot = gr.Plot(lr_figure([]), label=text("train.lr_plot"), elem_id="train-lr")
-            build_routing_plot(jobs, run, live)
+            routing_plot = build_routing_plot(jobs, run, live)
             with gr.Accordion(text("train.addons_accordion"), open=True):
                 addon_plot = gr.Plot(addon_figure([]), label=text("train.addons_plot"), elem_id="train-addons")
             with gr.Accordion(text("train.log_accordion"), open=False):
@@ -537,4 +570,9 @@ def build(home, jobs, corpus_choices=None):
     table.select(view.select_from_table, table, run, api_name="select_run_from_table", api_visibility="private")
     gr.on([compared.change, metric.change], user_errors(view.compare), overview_inputs, comparison,
           api_name="compare_runs", show_progress="hidden")
-    return SimpleNamespace(view=view, corpus=corpus, load=(overview, overview_inputs, overview_outputs))
+    # the page's load event: the overview, then the texts that the server wrote in English when the page was built
+    load_outputs = [*overview_outputs, tokenizer, settings, family_note, curve, schedule_plot, addon_plot, routing_plot,
+                    importer.files]
+    return SimpleNamespace(view=view, corpus=corpus,
+                           load=(user_errors(view.on_load), [*overview_inputs, family], load_outputs))
+

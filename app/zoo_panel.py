@@ -12,6 +12,10 @@ Endpoints (every event has an `api_name`, so `gradio_client` can drive the panel
   HTML, start button, stop button, new signature); the timer skips the redraw when nothing changed.
 * `/zoo_start` ("Train the demo zoo" / "Continue the demo zoo") and `/zoo_stop` ("Stop the zoo"): no input -> the
   same outputs.
+
+The progress view is written by the server in the reader's language (`app.i18n.tr`: states, numbers' names, a
+failed run's message through the catalogue of app/locales/zh/messages/); the message and the buttons are Gradio
+i18n markers, translated by the page itself.
 """
 from __future__ import annotations
 
@@ -23,8 +27,8 @@ import gradio as gr
 from lab_models import api
 
 from .errors import user_errors
-from .i18n import marker, text
-from .train_figures import STATE_COLORS
+from .i18n import marker, text, tr
+from .train_figures import STATE_COLORS, backend_text, state_word
 
 REFRESH_S = 2.0
 # The panel's message and button texts are Gradio i18n markers (app/locales/*/zoo.json): the page shows them in the
@@ -43,22 +47,25 @@ def zoo_progress_html(progress) -> str:
     """One bar for the whole zoo, then one row per run: family, state, bar, step / total, loss, bits per byte."""
     overall = progress.fraction
     head = (f'<div class="train-progress zoo-overall"><div class="train-progress-head">'
-            f'<span class="train-state">zoo {html.escape(progress.name)}</span>'
+            f'<span class="train-state">{html.escape(tr("zoo.zoo_name", name=progress.name))}</span>'
             f"<span><b>{progress.finished}</b> / {len(progress.runs)} {RUNS_FINISHED} ({overall:.0%})</span></div>"
+
             f'<div class="train-bar" role="progressbar" aria-valuemin="0" aria-valuemax="100" '
             f'aria-valuenow="{overall * 100:.0f}"><div class="train-bar-fill" style="width:{overall * 100:.1f}%;'
             f'background:#16a34a"></div></div></div>')
     rows = []
     for run in progress.runs:
         state = run.state
-        label = f"queued ({run.queue_position})" if state == "queued" and run.queue_position else state
+        label = (tr("zoo.state_queued_position", position=run.queue_position) if state == "queued"
+                 and run.queue_position else state_word(state))
         color = STATE_COLORS.get(state, "#94a3b8")
         numbers = []
         if run.loss is not None:
-            numbers.append(f"loss {run.loss:.2f}")
+            numbers.append(tr("zoo.loss", value=f"{run.loss:.2f}"))
         if run.val_bits_per_byte is not None:
             numbers.append(f"{run.val_bits_per_byte:.2f} bits/byte")
-        title = html.escape(run.message) if state == "failed" else html.escape(run.run_id or "")
+        title = html.escape(backend_text(run.message)) if state == "failed" else html.escape(run.run_id or "")
+
         rows.append(
             f'<div class="zoo-run zoo-{html.escape(state.replace(" ", "-"))}" title="{title}">'
             f'<span class="zoo-family">{html.escape(run.title)}</span>'

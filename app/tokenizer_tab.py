@@ -63,8 +63,12 @@ def proposal_text(proposal) -> str:
 
 
 def stats_table(stats: list[dict]) -> pd.DataFrame:
-    """The statistics table as shown: one row per kind, rounded, headers in the reader's language."""
+    """The statistics table as shown: one row per kind, rounded, headers in the reader's language (and "cached" as a
+    word for a reader of another language than English, whose page would show true/false)."""
     table = pd.DataFrame(stats).round(4)
+    if current_language() != "en" and "cached" in table.columns:
+        table["cached"] = [tr("tokenizer.cached_yes") if cached else tr("tokenizer.cached_no")
+                           for cached in table["cached"]]
     return table.rename(columns={name: tr(f"tokenizer.{key}") for name, key in STATS_COLUMNS.items()})
 
 

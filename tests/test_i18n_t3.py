@@ -52,7 +52,7 @@ def test_the_mask_explorer_writes_chinese_for_a_chinese_reader_and_the_same_engl
         chinese = explore(explorer, "the cat sat on the mat", ["bert", "t5"])
     header = chinese[0]["value"]
     assert header.startswith("### BERT <small>（编码器）</small>\n双向：")
-    assert "**密度**（允许注意的位置对所占比例）：self: 1.00" in header and "**所用选项：**" in header
+    assert "**密度**（允许注意的位置对所占比例）：self: 1.00" in header and "**所用选项**：" in header
     assert "may attend" not in header and "Choices used" not in header
     assert chinese[-1].endswith(" 按空白切分（共 6 个 token）。")
     figure = chinese[1]["value"]
@@ -143,6 +143,7 @@ def test_the_tokenizer_lab_trains_and_reports_in_the_readers_language(tmp_path):
     assert status.startswith("已在 **synthetic** 上以词表大小 400 训练了 2 个分词器。")
     assert descriptions == ["正在训练 BPE (GPT)（1/2）", "正在训练 WordPiece (BERT)（2/2）", "完成"]
     assert list(table.columns)[:3] == ["类型", "词表大小", "token 数"] and list(table.iloc[:, 0]) == ["bpe", "wordpiece"]
+    assert list(table["来自缓存"]) == ["否", "否"]
     assert lengths.layout.title.text == "词表：token 长度分布" and lengths.layout.yaxis.title.text == "词表条目数"
     assert overlap.layout.title.text == "词表重叠（Jaccard）"
     assert "词表 400" in chips and button["visible"] is False
@@ -157,7 +158,7 @@ def test_the_tokenizer_lab_trains_and_reports_in_the_readers_language(tmp_path):
                                    "unknown_rate", "avg_token_chars", "train_seconds", "cached"]
     assert (lengths.layout.title.text, overlap.layout.title.text) == ("Vocabulary: token length distribution",
                                                                       "Vocabulary overlap (Jaccard)")
-    assert "vocab 400" in chips
+    assert "vocab 400" in chips and list(table["cached"]) == [True, True]  # English: the booleans, as before
 
     with reading_language("zh"):
         status, *_, button, proposed = lab.train("synthetic", 300, ["bpe"], "", progress=progress)

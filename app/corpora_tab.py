@@ -61,9 +61,8 @@ class CorporaView:
             return gr.update(choices=[], value=None, visible=False), ""
         info = api.inspect_file(file_path)
         columns = info.get("columns") or []
-        note = tr("corpora.detected", format=info["format"], bytes=f"{info['bytes']:,}")
-        if columns:
-            note += " " + tr("corpora.pick_column")
+        note = tr("corpora.detected_pick_column" if columns else "corpora.detected", format=info["format"],
+                  bytes=f"{info['bytes']:,}")
         return gr.update(choices=columns, value=info.get("suggested_column"), visible=bool(columns)), note
 
     def import_file(self, file_path, name, column):

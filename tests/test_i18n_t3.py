@@ -179,18 +179,24 @@ def test_the_corpus_card_upload_note_and_import_status_read_chinese(tmp_path):
     assert list(english.columns) == ["field", "value"]
     assert list(english["field"])[:3] == ["name", "source", "documents"] and english["value"][1] == "builtin"
     assert english["value"].iloc[-1].startswith("latin ")
+    table_file = tmp_path / "reviews.csv"
+    table_file.write_text("text,label\n" + "".join(f"review {i},pos\n" for i in range(30)), encoding="utf-8")
+    _, english_note = view.inspect(str(table_file))
+    assert english_note.endswith(" bytes. Pick the column that holds the text.")
     upload = tmp_path / "notes.txt"
     upload.write_text("\n\n".join(f"note number {i} about cats and dogs." for i in range(40)), encoding="utf-8")
     with reading_language("zh"):
         table, _ = view.card("synthetic")
         _, note = view.inspect(str(upload))
+        _, table_note = view.inspect(str(table_file))
         status, *_ = view.import_file(str(upload), "my-notes", None)
     assert list(table.columns) == ["字段", "值"]
     assert list(table["字段"]) == ["名称", "来源", "文档数", "训练集文档数", "验证集文档数", "行数", "词数", "字符数",
                                   "字节数", "文字构成"]
     assert table["值"][0] == "synthetic" and table["值"][1] == "内置"
     assert table["值"].iloc[-1].startswith("拉丁字母 ") and "，中日韩文字 " in table["值"].iloc[-1]
-    assert note.startswith("检测到一个 **txt** 文件")
+    assert note.startswith("检测到一个 **txt** 文件") and note.endswith("字节。")
+    assert table_note.startswith("检测到一个 **csv** 文件") and table_note.endswith("字节。请选择存放文本的那一列。")
     assert status.startswith("已导入 **my-notes**：") and "个训练文档" in status
 
 

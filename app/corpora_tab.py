@@ -1,6 +1,8 @@
 """Corpora tab: the built-in corpora, uploads (.txt, .md, .jsonl, .csv) and a card for each corpus.
 
 Uploads are validated and written atomically by `lab_models.api.import_corpus`; a bad file gets a message in the page.
+What the handlers write (the card's headers, field names, source and language mix, the upload note, the import
+status) is in the reader's language (app/i18n.py `tr`); names, counts and the sample stay as they are.
 """
 from __future__ import annotations
 
@@ -10,12 +12,16 @@ import gradio as gr
 from lab_models import api
 
 from .errors import user_errors
-from .i18n import marker, text
+from .i18n import marker, text, tr
 
 # The built-in corpora that app/locales/*/corpora.json "intro" describes; another built-in corpus makes the page list
 # them all in `api.BUILTIN_CORPORA`'s English instead (tests/test_corpora.py keeps the two in step).
 DESCRIBED_CORPORA = ("stdlib-docs", "synthetic")
 SAMPLE_HEADING = marker("corpora.sample")  # "**Sample**" above the corpus card's sample, in the reader's language
+CARD_FIELDS = ("name", "source", "documents", "train_documents", "validation_documents", "lines", "words",
+               "characters", "bytes")  # corpora.json "field_<name>"
+SOURCES = ("builtin", "upload", "path")  # corpora.json "source_<source>"
+SCRIPTS = ("latin", "cjk", "other")  # corpora.json "script_<script>": api.corpus_card's language mix
 
 
 def corpora_intro():
@@ -38,11 +44,14 @@ class CorporaView:
         if not name:
             raise ValueError("Choose a corpus.")
         card = api.corpus_card(api.load_named_corpus(name, home=self.home))
-        facts = {k: card[k] for k in ("name", "source", "documents", "train_documents", "validation_documents",
-                                      "lines", "words", "characters", "bytes") if k in card}
-        mix = ", ".join(f"{k} {v:.0%}" for k, v in card.get("language_mix", {}).items())
-        table = pd.DataFrame({"field": list(facts) + ["language mix"],
-                              "value": [str(v) for v in facts.values()] + [mix]})
+        facts = {k: card[k] for k in CARD_FIELDS if k in card}
+        if facts.get("source") in SOURCES:
+            facts["source"] = tr(f"corpora.source_{facts['source']}")
+        mix = tr("corpora.list_separator").join(f"{tr(f'corpora.script_{k}') if k in SCRIPTS else k} {v:.0%}"
+                        for k, v in card.get("language_mix", {}).items())
+        table = pd.DataFrame({tr("corpora.col_field"): [tr(f"corpora.field_{k}") for k in facts]
+                              + [tr("corpora.field_language_mix")],
+                              tr("corpora.col_value"): [str(v) for v in facts.values()] + [mix]})
         sample = "\n\n".join(f"> {s}" for s in card.get("sample", []))
         return table, SAMPLE_HEADING + f"\n\n{sample}"
 
@@ -52,9 +61,8 @@ class CorporaView:
             return gr.update(choices=[], value=None, visible=False), ""
         info = api.inspect_file(file_path)
         columns = info.get("columns") or []
-        note = f"Detected a **{info['format']}** file of {info['bytes']:,} bytes."
-        if columns:
-            note += " Pick the column that holds the text."
+        note = tr("corpora.detected_pick_column" if columns else "corpora.detected", format=info["format"],
+                  bytes=f"{info['bytes']:,}")
         return gr.update(choices=columns, value=info.get("suggested_column"), visible=bool(columns)), note
 
     def import_file(self, file_path, name, column):
@@ -62,8 +70,8 @@ class CorporaView:
             raise ValueError("Upload a .txt, .md, .jsonl or .csv file first.")
         corpus = api.import_corpus(file_path, name=(name or None), text_column=(column or None), home=self.home)
         table, sample = self.card(corpus.name)
-        return (f"Imported **{corpus.name}**: {len(corpus.train)} training and {len(corpus.validation)} "
-                f"validation documents.", gr.update(choices=self.choices(), value=corpus.name), table, sample)
+        return (tr("corpora.imported", name=corpus.name, train=len(corpus.train), validation=len(corpus.validation)),
+                gr.update(choices=self.choices(), value=corpus.name), table, sample)
 
     def refresh(self, current=None):
         choices = self.choices()

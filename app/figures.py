@@ -1,6 +1,8 @@
 """Plotly figures and pandas tables for the views: attention heatmaps, tokenizer statistics.
 
-Presentation only: every number drawn here comes from `lab_models.api`.
+Presentation only: every number drawn here comes from `lab_models.api`. Every word drawn (titles, axes, hover texts,
+table headers) is written in the reader's language (`app.i18n.tr`, at drawing time); tokens, kinds and numbers stay
+as they are.
 """
 from __future__ import annotations
 
@@ -11,13 +13,17 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from .i18n import tr
+
 ALLOWED_COLOR = "#2563eb"
 BLOCKED_COLOR = "#f1f5f9"
-STREAM_TITLES = {
-    "self": "self-attention", "content": "content stream", "query": "query stream",
-    "encoder": "encoder self-attention", "decoder": "decoder self-attention (causal)",
-    "cross": "cross-attention (decoder → encoder)",
-}
+STREAMS = ("self", "content", "query", "encoder", "decoder", "cross")  # app/locales/*/explorer.json "stream_<name>"
+
+
+def stream_title(stream: str) -> str:
+    """An attention stream's name for a figure, in the reader's language ("self" -> "self-attention"); a stream the
+    lab does not know keeps its key."""
+    return tr(f"explorer.stream_{stream}") if stream in STREAMS else stream
 
 
 def _labels(tokens: list[str], prefix: str = "x") -> list[str]:
@@ -59,7 +65,8 @@ def anatomy_figure(anatomy, *, height_per_token: int = 16) -> go.Figure:
     twenty clients click at once: benchmarks/bench_load.py).
     """
     streams = list(anatomy.attention)
-    titles = [f"{STREAM_TITLES.get(s, s)} · density {stream_density(anatomy.attention[s]):.2f}" for s in streams]
+    titles = [tr("explorer.fig_stream_title", stream=stream_title(s), density=f"{stream_density(anatomy.attention[s]):.2f}")
+              for s in streams]
     axes = [stream_axes(anatomy, stream) for stream in streams]
     longest = max([1] + [max(len(rows), len(cols)) for rows, cols in axes])
     size = min(900, max(300, 120 + height_per_token * longest))  # pixels per stream
@@ -69,6 +76,8 @@ def anatomy_figure(anatomy, *, height_per_token: int = 16) -> go.Figure:
     spacing = gap / height if len(streams) > 1 else 0.0  # as a fraction of the figure, like make_subplots' spacing
     row_height = (1.0 - spacing * (len(streams) - 1)) / len(streams)
     traces, layout, annotations = [], {}, []
+    may, may_not = f" {tr('explorer.hover_may_attend')} ", f" {tr('explorer.hover_may_not_attend')} "
+    key_title, query_title = tr("explorer.axis_key"), tr("explorer.axis_query")
     for index, (stream, (rows, cols)) in enumerate(zip(streams, axes)):
         suffix = "" if index == 0 else str(index + 1)  # plotly's axis names: x, x2, x3, ...
         bottom = (len(streams) - 1 - index) * (row_height + spacing)  # the first stream on top, as make_subplots
@@ -78,16 +87,16 @@ def anatomy_figure(anatomy, *, height_per_token: int = 16) -> go.Figure:
         # Hover text as one numpy string array: plotly validates numpy arrays far faster than nested lists.
         row_labels = np.array([html.escape(r) for r in rows], dtype=object)[:, None]  # (rows, 1)
         col_labels = np.array([html.escape(c) for c in cols], dtype=object)[None, :]  # (1, cols)
-        verdict = np.where(matrix == 1, " may attend ", " may NOT attend ").astype(object)  # (rows, cols)
+        verdict = np.where(matrix == 1, may, may_not).astype(object)  # (rows, cols)
         hover = (row_labels + verdict + col_labels).astype(str)  # (rows, cols)
         traces.append(dict(
             type="heatmap", z=matrix, x=np.arange(len(cols)), y=np.arange(len(rows)), text=hover,
             hovertemplate="%{text}<extra></extra>", zmin=0, zmax=1, showscale=False,
             colorscale=[[0.0, BLOCKED_COLOR], [0.5, BLOCKED_COLOR], [0.5, ALLOWED_COLOR], [1.0, ALLOWED_COLOR]],
             xgap=1, ygap=1, xaxis=f"x{suffix}", yaxis=f"y{suffix}"))
-        layout[f"xaxis{suffix}"] = dict(anchor=f"y{suffix}", domain=[0.0, 1.0], title=dict(text="key j (attended)"),
+        layout[f"xaxis{suffix}"] = dict(anchor=f"y{suffix}", domain=[0.0, 1.0], title=dict(text=key_title),
                                         tickvals=list(range(len(cols))), ticktext=cols, tickangle=-60, side="bottom")
-        layout[f"yaxis{suffix}"] = dict(anchor=f"x{suffix}", domain=domain, title=dict(text="query i (attending)"),
+        layout[f"yaxis{suffix}"] = dict(anchor=f"x{suffix}", domain=domain, title=dict(text=query_title),
                                         tickvals=list(range(len(rows))), ticktext=rows, autorange="reversed")
         annotations.append(dict(font=dict(size=16), showarrow=False, text=titles[index], x=0.5, xanchor="center",
                                 xref="paper", y=top, yanchor="bottom", yref="paper"))
@@ -96,13 +105,18 @@ def anatomy_figure(anatomy, *, height_per_token: int = 16) -> go.Figure:
     return go.Figure(dict(data=traces, layout=layout))
 
 
+ANATOMY_COLUMNS = {"side": "col_side", "i": "col_i", "token": "col_token", "position": "col_position",
+                   "position (block)": "col_position_block", "segment": "col_segment", "target": "col_target"}
+
+
 def anatomy_table(anatomy) -> pd.DataFrame:
-    """Inputs, position ids (both rows for GLM), segments and targets, one row per token."""
+    """Inputs, position ids (both rows for GLM), segments and targets, one row per token. Headers and the side
+    ("encoder", "input", "decoder") in the reader's language; tokens and numbers as they are."""
     records = []
     encoder_decoder = anatomy.decoder_inputs is not None
+    first_side = tr("explorer.side_encoder") if encoder_decoder else tr("explorer.side_input")
     for i, token in enumerate(anatomy.inputs):
-        row = {"side": "encoder" if encoder_decoder else "input", "i": i, "token": token,
-               "position": anatomy.positions[0][i]}
+        row = {"side": first_side, "i": i, "token": token, "position": anatomy.positions[0][i]}
         if len(anatomy.positions) > 1:
             row["position (block)"] = anatomy.positions[1][i]
         if anatomy.segments is not None:
@@ -110,10 +124,12 @@ def anatomy_table(anatomy) -> pd.DataFrame:
         row["target"] = "" if encoder_decoder else (anatomy.targets[i] or "")
         records.append(row)
     if encoder_decoder:
+        decoder_side = tr("explorer.side_decoder")
         for i, token in enumerate(anatomy.decoder_inputs):
-            records.append({"side": "decoder", "i": i, "token": token,
+            records.append({"side": decoder_side, "i": i, "token": token,
                             "position": anatomy.decoder_positions[0][i], "target": anatomy.targets[i] or ""})
-    return pd.DataFrame.from_records(records)
+    table = pd.DataFrame.from_records(records)
+    return table.rename(columns={name: tr(f"explorer.{key}") for name, key in ANATOMY_COLUMNS.items()})
 
 
 def token_length_figure(histograms: dict[str, dict[int, int]]) -> go.Figure:
@@ -122,8 +138,8 @@ def token_length_figure(histograms: dict[str, dict[int, int]]) -> go.Figure:
     for kind, histogram in histograms.items():
         lengths = sorted(histogram)
         fig.add_trace(go.Bar(x=lengths, y=[histogram[n] for n in lengths], name=kind, opacity=0.75))
-    fig.update_layout(barmode="group", title="Vocabulary: token length distribution",
-                      xaxis_title="token length (characters, markers removed)", yaxis_title="vocabulary entries",
+    fig.update_layout(barmode="group", title=tr("tokenizer.fig_length_title"),
+                      xaxis_title=tr("tokenizer.fig_length_x"), yaxis_title=tr("tokenizer.fig_length_y"),
                       height=360, margin=dict(l=20, r=20, t=50, b=40))
     return fig
 
@@ -133,6 +149,6 @@ def overlap_figure(overlap: pd.DataFrame) -> go.Figure:
     fig = go.Figure(go.Heatmap(z=overlap.values, x=list(overlap.columns), y=list(overlap.index), zmin=0, zmax=1,
                                colorscale="Blues", text=np.round(overlap.values, 2), texttemplate="%{text}",
                                hovertemplate="%{y} ∩ %{x}: %{z:.2f}<extra></extra>"))
-    fig.update_layout(title="Vocabulary overlap (Jaccard)", height=360, margin=dict(l=20, r=20, t=50, b=40),
+    fig.update_layout(title=tr("tokenizer.fig_overlap_title"), height=360, margin=dict(l=20, r=20, t=50, b=40),
                       yaxis_autorange="reversed")
     return fig

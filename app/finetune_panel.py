@@ -26,6 +26,12 @@ Endpoints (every `api_name` starts with `understand_finetune_`):
   pair column pickers, CSV summary); `_csv_check`: (file, text, label, pair) -> CSV summary.
 * `_defaults`: runs -> what "auto" pooling and an empty λ mean for each; `_shown`: shown fine-tunings -> progress.
 * `_runs_list` (the tab's Refresh runs) and `_runs_on_select` (opening the tab): runs -> the runs picker.
+* `_notes_on_select` (opening the section): (runs, task) -> (the defaults note, the task note).
+
+What the handlers write (status lines, warnings, notes, progress rows, the leaderboard's headers, the figure) is in
+the reader's language (app/i18n.py `tr`; `lab_models`' sentences through app/messages.py). The section is built with
+the page, before anyone reads it: opening it redraws the progress, leaderboard, figure and both notes in the reader's
+language.
 """
 from __future__ import annotations
 
@@ -38,10 +44,12 @@ import gradio as gr
 from lab_models import api
 
 from .errors import user_errors
-from .i18n import marker, text
+from .errors import readable
+from .i18n import current_language, marker, text, tr
+from .messages import translate_message
 from .inputs import picked, picked_runs, whole_number
-from .finetune_figures import (TABLE_COLUMN_WIDTHS, accuracy_figure, csv_summary_markdown, defaults_markdown, leaderboard_table,
-                               progress_html, task_markdown)
+from .finetune_figures import (TABLE_COLUMN_WIDTHS, TASKS, accuracy_figure, csv_summary_markdown, defaults_markdown,
+                               leaderboard_table, progress_html, task_markdown, task_title)
 
 logger = logging.getLogger(__name__)
 
@@ -130,8 +138,9 @@ class FinetuneView:
         return [(run_label(row), row["run_id"]) for row in api.runs_with_weights(self.jobs)]
 
     def task_choices(self) -> list[tuple[str, str]]:
-        return ([(spec.title, name) for name, spec in self.task_specs.items()]
-                + [(text("finetune.upload_csv"), CSV_TASK)])
+        # a built-in task's title as a translation marker: the page is built before anyone reads it
+        return ([(text(f"finetune.task_{name}") if name in TASKS else spec.title, name)
+                 for name, spec in self.task_specs.items()] + [(text("finetune.upload_csv"), CSV_TASK)])
 
     def finetune_choices(self) -> list[str]:
         return [row["finetune_id"] for row in api.list_finetunes(self.jobs)[:RECENT_CHOICES]]
@@ -207,7 +216,7 @@ class FinetuneView:
                 rows.append({"run_id": run_id, "family": family, "pooling": api.default_pooling(family),
                              "lm_aux_weight": api.default_lm_aux_weight(family)})
             except ValueError:
-                rows.append({"run_id": run_id, "family": family, "error": "not a run of a known family"})
+                rows.append({"run_id": run_id, "family": family, "error": tr("finetune.defaults_unknown_family")})
         return defaults_markdown(rows)
 
     # ------------------------------------------------------------------ start, stop, watch
@@ -264,16 +273,19 @@ class FinetuneView:
             try:
                 started.append(api.start_finetune(self.jobs, run_id, task, **options))
             except ValueError as error:
-                problems.append(f"{run_id}: {error}")
+                problems.append((run_id, str(error)))
+        # each run's reason in the reader's language ("run: message" has no template of its own)
+        problems = [tr("finetune.problem", run=run_id, error=translate_message(error)) for run_id, error in problems]
         if not started:
-            raise ValueError("Nothing was started. " + " ".join(problems))
+            if current_language() == "en":
+                raise ValueError("Nothing was started. " + " ".join(problems))
+            raise gr.Error(readable(tr("finetune.nothing_started", problems=" ".join(problems))))
         for problem in problems:
-            gr.Warning(f"Not fine-tuned: {problem}")
+            gr.Warning(tr("finetune.not_finetuned", problem=problem))
         shown = self._shown([*started, *self._shown(shown)])[:MAX_SHOWN]
-        lines = [f"Queued {len(started)} fine-tuning{'s' if len(started) > 1 else ''} on **{task}** "
-                 f"({options['steps']:,} steps each; they run one at a time per device): "
-                 + ", ".join(f"`{finetune_id}`" for finetune_id in started)]
-        lines += [f"⚠️ Not fine-tuned: {problem}" for problem in problems]
+        lines = [tr("finetune.status_queued", count=len(started), s="s" if len(started) > 1 else "", task=task,
+                    steps=f"{options['steps']:,}") + ", ".join(f"`{finetune_id}`" for finetune_id in started)]
+        lines += ["⚠️ " + tr("finetune.not_finetuned", problem=problem) for problem in problems]
         return (gr.update(choices=self._shown_choices(shown), value=shown), "\n\n".join(lines),
                 progress_html(self.statuses(shown)))
 
@@ -291,8 +303,7 @@ class FinetuneView:
                 stopped.append(finetune_id)
             except ValueError as error:  # it finished between the two reads
                 logger.info("could not stop %s: %s", finetune_id, error)
-        message = (f"Asked {len(stopped)} fine-tuning{'s' if len(stopped) != 1 else ''} to stop: a running one "
-                   "finishes its step, evaluates and keeps its result so far; a queued one leaves the queue. "
+        message = (tr("finetune.status_stopped", count=len(stopped), s="s" if len(stopped) != 1 else "")
                    + ", ".join(f"`{finetune_id}`" for finetune_id in stopped))
         return message, progress_html(self.statuses(shown))
 
@@ -322,8 +333,12 @@ class FinetuneView:
             frame = api.finetune_leaderboard(self.jobs).iloc[0:0]
         else:
             frame = api.finetune_leaderboard(self.jobs, runs=runs)
-        titles = {name: spec.title for name, spec in self.task_specs.items()}
+        titles = {name: task_title(name, spec.title) for name, spec in self.task_specs.items()}
         return leaderboard_table(frame), accuracy_figure(frame, titles)
+
+    def notes(self, run_ids, task):
+        """Opening the section: the defaults note and the task note, in the reader's language."""
+        return self.defaults(run_ids), self.task_info(task)[0]
 
     def tick(self, shown, run_ids, scope, signature):
         """The timer: redraw the progress while anything moves, the leaderboard when a result appears; else skip."""
@@ -445,6 +460,8 @@ def build(home, jobs=None, choices=None, tab=None):
     if tab is not None:  # the page was built once, at start-up: opening the section shows the lab home as it is now
         tab.select(refresh_all, [runs, shown_picker, scope], refresh_outputs, api_name="understand_finetune_on_select",
                    show_progress="hidden")
+        tab.select(user_errors(view.notes), [runs, task], [defaults_note, task_note],
+                   api_name="understand_finetune_notes_on_select", show_progress="hidden")
     task.change(user_errors(view.task_info), task, [task_note, csv_group], api_name="understand_finetune_task",
                 show_progress="hidden")
     csv_file.change(user_errors(view.csv_columns), csv_file, [text_column, label_column, pair_column, csv_note],

@@ -3,6 +3,10 @@
 Presentation only: every number here comes from `lab_models.api.leaderboard` (lab_models/leaderboard.py documents
 the metrics). The display table rounds the scores and writes "—" for a metric a run does not have; the reasons are
 listed under it (`notes_markdown`); the CSV export keeps the frame itself, at full precision.
+
+Headers, titles, legends and notes are written in the reader's language (app/i18n.py `tr`); the reasons that
+`lab_models` gives for a missing score go through the message catalogue (app/messages.py). Run ids, family names,
+task names and numbers stay as they are.
 """
 from __future__ import annotations
 
@@ -13,20 +17,20 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from .i18n import tr
+from .messages import translate_message
 from .understand_figures import FONT, RUN_COLORS, empty_figure
 
 MISSING = "—"
-# column of api.leaderboard -> (header in the page, whether lower is better); accuracy_<task> columns are added
+# column of api.leaderboard -> (header in the page (English), whether lower is better); accuracy_<task> columns are
+# added. The page writes each header and plot title in the reader's language: leaderboard.json "col_<column>" and
+# "fig_<column>".
 METRIC_TITLES = {
     "val_bits_per_byte": ("val bits/byte ↓", True),
     "fill_mask_accuracy": ("fill-mask acc ↑", False),
     "infill_exact_match": ("infill EM ↑", False),
 }
-PLOT_TITLES = {
-    "val_bits_per_byte": "validation bits per byte<br>(lower is better)",
-    "fill_mask_accuracy": "fill-mask accuracy<br>(higher is better)",
-    "infill_exact_match": "infill exact match<br>(higher is better)",
-}
+TABLE_KEYS = ("run", "family", "preset", "corpus", "steps", "training_tokens", "parameters")  # "col_<key>"
 ACCURACY_PREFIX = "accuracy_"
 BAR_HEIGHT = 30  # pixels per run in the figure
 
@@ -71,8 +75,7 @@ def format_count(value) -> str:
     return MISSING if math.isnan(number) else f"{int(round(number)):,}"
 
 
-NO_BITS_NOTE = ("no validation bits per byte: the run's objective predicts no tokens (a tagger's tags), or it has "
-                "not been evaluated yet.")
+NO_BITS_NOTE = "no_bits_note"  # leaderboard.json: why a run has no validation bits per byte
 
 
 def notes_markdown(frame: pd.DataFrame) -> str:
@@ -87,30 +90,32 @@ def notes_markdown(frame: pd.DataFrame) -> str:
     reasons: dict[str, dict[str, list[str]]] = {}  # reason -> run -> the metrics it explains
     for _, row in frame.iterrows():
         if "val_bits_per_byte" in row and pd.isna(row["val_bits_per_byte"]):
-            reasons.setdefault(NO_BITS_NOTE, {}).setdefault(str(row["run_id"]), []).append("bits per byte")
-        for column, label in (("fill_mask_note", "fill-mask"), ("infill_note", "infill")):
+            reasons.setdefault(NO_BITS_NOTE, {}).setdefault(str(row["run_id"]), []).append(tr("leaderboard.note_bits"))
+        for column, key in (("fill_mask_note", "leaderboard.note_fill_mask"), ("infill_note", "leaderboard.note_infill")):
             note = str(row.get(column) or "").strip()
             if note and note.lower() != "nan":
-                reasons.setdefault(note, {}).setdefault(str(row["run_id"]), []).append(label)
+                reasons.setdefault(note, {}).setdefault(str(row["run_id"]), []).append(tr(key))
     if not reasons:
         return ""
-    lines = ["**Why some scores are missing**"]
+    lines = [tr("leaderboard.notes_heading")]
     for note, per_run in reasons.items():
+        reason = tr(f"leaderboard.{NO_BITS_NOTE}") if note == NO_BITS_NOTE else translate_message(note)
         by_metrics: dict[str, list[str]] = {}
         for run, labels in per_run.items():
-            by_metrics.setdefault(" and ".join(labels), []).append(f"**{run}**")
+            by_metrics.setdefault(tr("leaderboard.note_and").join(labels), []).append(f"**{run}**")
         for metrics, run_names in by_metrics.items():
-            lines.append(f"- {metrics}, {', '.join(run_names)}: {html.escape(note, quote=False)}")  # <pad>: text
+            lines.append(tr("leaderboard.note_line", metrics=metrics, runs=tr("leaderboard.list_separator").join(run_names),
+                            reason=html.escape(reason, quote=False)))  # <pad>: text
     return "\n".join(lines)
 
 
 def display_table(frame: pd.DataFrame) -> pd.DataFrame:
     """The leaderboard as the page shows it: readable headers, rounded scores and "—" for a missing one (the reasons
     go under the table, `notes_markdown`)."""
-    columns = ["run", "family", "preset", "corpus", "steps", "training tokens", "parameters"]
-    columns += [METRIC_TITLES[name][0] for name in METRIC_TITLES]
+    columns = [tr(f"leaderboard.col_{key}") for key in TABLE_KEYS]
+    columns += [tr(f"leaderboard.col_{name}") for name in METRIC_TITLES]
     tasks = task_columns(frame)
-    columns += [f"{name[len(ACCURACY_PREFIX):]} acc ↑" for name in tasks]
+    columns += [tr("leaderboard.col_task_accuracy", task=name[len(ACCURACY_PREFIX):]) for name in tasks]
     rows = []
     for _, row in frame.iterrows():
         shown = [row["run_id"], row["family"], row["preset"] or "", row["corpus"], format_count(row["steps"]),
@@ -132,10 +137,11 @@ def leaderboard_figure(frame: pd.DataFrame) -> go.Figure:
     per byte on top), one colour per family. A run without a metric shows "n/a" where its bar would be; bits per
     byte says "lower is better", the others "higher is better". Accuracies share the 0..1 scale."""
     if frame is None or not len(frame):
-        return empty_figure("No runs to show: pick a corpus with trained runs and press Compute.")
+        return empty_figure(tr("leaderboard.fig_no_runs"))
     metrics = metric_columns(frame)
-    titles = [PLOT_TITLES.get(name) or f"{html.escape(name[len(ACCURACY_PREFIX):])} accuracy<br>(higher is better)"
-              for name in metrics]
+    titles = [tr(f"leaderboard.fig_{name}") if name in METRIC_TITLES else
+              tr("leaderboard.fig_task_accuracy", task=html.escape(name[len(ACCURACY_PREFIX):])) for name in metrics]
+    not_available = tr("leaderboard.fig_not_available")
     figure = make_subplots(rows=1, cols=len(metrics), shared_yaxes=True, subplot_titles=titles,
                            horizontal_spacing=0.03)
     labels = _run_labels(frame)
@@ -153,7 +159,7 @@ def leaderboard_figure(frame: pd.DataFrame) -> go.Figure:
                 row=1, col=col)
         missing = [labels[i] for i in range(len(frame)) if math.isnan(values[i])]
         if missing:  # say "n/a" where the bar would be, so a missing bar is never read as a zero
-            figure.add_trace(go.Scatter(x=[0] * len(missing), y=missing, mode="text", text=["n/a"] * len(missing),
+            figure.add_trace(go.Scatter(x=[0] * len(missing), y=missing, mode="text", text=[not_available] * len(missing),
                                         textposition="middle right", textfont={"color": "#94a3b8"},
                                         showlegend=False, hoverinfo="skip"), row=1, col=col)
         if metric != "val_bits_per_byte":
@@ -165,5 +171,5 @@ def leaderboard_figure(frame: pd.DataFrame) -> go.Figure:
     figure.update_annotations(font={"size": 12})
     figure.update_layout(template="plotly_white", font={"family": FONT}, barmode="overlay", bargap=0.25,
                          height=150 + BAR_HEIGHT * len(frame), margin={"l": 10, "r": 20, "t": 70, "b": 40},
-                         legend={"title": {"text": "family"}, "orientation": "h", "y": -0.08, "yanchor": "top"})
+                         legend={"title": {"text": tr("leaderboard.fig_legend_family")}, "orientation": "h", "y": -0.08, "yanchor": "top"})
     return figure

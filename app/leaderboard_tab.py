@@ -18,6 +18,12 @@ Endpoints (every event has an `api_name`, so `gradio_client` can drive the tab):
   `/leaderboard_compute`, for the runs of that zoo only (lab_models/zoo.py: one run per family, one corpus).
 * `/leaderboard_refresh` (a timer, every few seconds): (corpus, zoo, the last signature) -> the corpus picker, the
   zoo picker and its row, only when the corpora with runs or the zoos have changed.
+* `/leaderboard_placeholder_on_select` (opening the tab): the table shown -> the empty table and figure, redrawn in
+  the reader's language while nothing has been computed (the page is built before anyone reads it).
+
+What the handlers write (status, table headers, notes, figure titles and legend, progress lines, the zoo picker's
+labels) is in the reader's language (app/i18n.py `tr`, app/messages.py for `lab_models`' reasons); run ids, family
+names, corpus names and numbers stay as they are. API clients that send no language read English.
 """
 from __future__ import annotations
 
@@ -30,24 +36,21 @@ import pandas as pd
 from lab_models import api
 
 from .errors import user_errors
-from .i18n import marker, text
+from .i18n import marker, text, tr
 from .inputs import whole_number
 from .leaderboard_figures import display_table, empty_figure, leaderboard_figure, notes_markdown
 
 logger = logging.getLogger(__name__)
 
 ALL_CORPORA = "(all corpora)"  # not a corpus slug (those never hold parentheses), so it cannot shadow a corpus
-NO_RUNS = "No run has weights yet: train some in the Train tab (e.g. gpt, bert and t5 on the tiny preset), then " \
-          "press Refresh."  # the status API clients read, and the empty figure's title (both stay English)
-NO_RUNS_INFO = marker("leaderboard.no_runs")  # the same, under the corpus picker, in the reader's language
+NO_RUNS_INFO = marker("leaderboard.no_runs")  # "No run has weights yet: ...", under the corpus picker
 CORPUS_INFO = marker("leaderboard.corpus_info")  # "the corpora that have runs with weights"
 # "all corpora, grouped by corpus". A marker string, not the I18nData: an update's choices go out through json.dumps
 # on the /call API, which cannot write an I18nData object.
 ALL_CORPORA_LABEL = marker("leaderboard.all_corpora")
 EXAMPLE_CHOICES = (8, 256)  # the range of the held-out sentences slider
 REFRESH_S = 5.0  # the corpus and zoo pickers follow new runs this often
-ZOO_NOTE = ("A zoo's runs share one corpus and one preset; their steps follow the zoo's table (about the same time "
-            "per family, not the same steps).")
+PLACEHOLDER_COLUMNS = ("run", "family", "val_bits_per_byte")  # the empty table's headers: "col_<name>"
 
 
 def corpus_choices(corpora: list[str]) -> list[tuple[str, str]]:
@@ -65,13 +68,14 @@ def status_markdown(frame: pd.DataFrame, corpus: str | None) -> str:
     computed, cached = frame.attrs.get("computed", []), frame.attrs.get("cached", [])
     settings = frame.attrs.get("settings", {})
     seconds = sum(frame.attrs.get("seconds", {}).get(run, 0.0) for run in computed)
-    where = f"on **{corpus}**" if corpus else f"on {frame['corpus'].nunique()} corpora, grouped by corpus"
-    runs = f"**{len(frame)} run{'s' if len(frame) != 1 else ''}** {where}"
-    evaluated = (f"{len(computed)} evaluated now ({seconds:.1f} s), {len(cached)} from the cache" if computed
-                 else f"all {len(cached)} from the cache")
-    return (f"{runs} · {evaluated} · fill-mask and infill: up to {settings.get('max_examples')} held-out sentences "
-            f"each (seed {settings.get('seed')}). Bits per byte: **lower is better**; accuracy and exact match: "
-            "higher is better. Compare runs with the same preset and steps: that is the equal budget.")
+    where = (tr("leaderboard.status_on_corpus", corpus=corpus) if corpus else
+             tr("leaderboard.status_on_corpora", count=frame["corpus"].nunique()))
+    runs = tr("leaderboard.status_runs", count=len(frame), s="s" if len(frame) != 1 else "", where=where)
+    evaluated = (tr("leaderboard.status_evaluated", computed=len(computed), seconds=f"{seconds:.1f}",
+                    cached=len(cached)) if computed
+                 else tr("leaderboard.status_all_cached", cached=len(cached)))
+    return tr("leaderboard.status", runs=runs, evaluated=evaluated, examples=settings.get("max_examples"),
+              seed=settings.get("seed"))
 
 
 def zoo_choices(zoos: list[dict]) -> list[tuple[str, str]]:
@@ -80,7 +84,8 @@ def zoo_choices(zoos: list[dict]) -> list[tuple[str, str]]:
     >>> zoo_choices([{"name": "tiny", "runs": 17, "finished": 5}])
     [('tiny (5 of 17 runs finished)', 'tiny')]
     """
-    return [(f"{zoo['name']} ({zoo['finished']} of {zoo['runs']} runs finished)", zoo["name"]) for zoo in zoos]
+    return [(tr("leaderboard.zoo_choice", name=zoo["name"], finished=zoo["finished"], runs=zoo["runs"]), zoo["name"])
+            for zoo in zoos]
 
 
 class LeaderboardView:
@@ -132,20 +137,41 @@ class LeaderboardView:
         seed = whole_number(seed, "Seed", 0, 0, 2**31 - 1)
 
         def report(done: int, total: int, message: str) -> None:
-            progress(done / max(total, 1), desc=f"Evaluating {message}" if done < total else "Done")
+            progress(done / max(total, 1), desc=tr("leaderboard.progress_evaluating", run=message) if done < total
+                     else tr("leaderboard.progress_done"))
 
-        progress(0.0, desc="Finding the runs")
+        progress(0.0, desc=tr("leaderboard.progress_finding"))
         frame = api.leaderboard(self.home, chosen, max_examples=max_examples, seed=seed, progress=report, zoo=zoo)
         if not len(frame):
-            return NO_RUNS, display_table(frame), "", empty_figure(NO_RUNS), None
+            no_runs = tr("leaderboard.no_runs")
+            return no_runs, display_table(frame), "", empty_figure(no_runs), None
         path = api.leaderboard_csv(frame)  # a new temporary folder per call: sessions never share a file
         if zoo and chosen is None and frame["corpus"].nunique() == 1:
             chosen = str(frame["corpus"].iloc[0])  # a zoo trains on one corpus: say which
         status = status_markdown(frame, chosen)
         if zoo:
-            status = f"Zoo **{zoo}**: {status} {ZOO_NOTE}"
+            status = tr("leaderboard.zoo_status", zoo=zoo, status=status, note=tr("leaderboard.zoo_note"))
         return (status, display_table(frame), notes_markdown(frame),
                 leaderboard_figure(frame), str(path))
+
+    @staticmethod
+    def placeholder_table() -> pd.DataFrame:
+        """The table before anything is computed: its headers only, in the reader's language."""
+        return pd.DataFrame(columns=[tr(f"leaderboard.col_{name}") for name in PLACEHOLDER_COLUMNS])
+
+    @staticmethod
+    def placeholder_figure():
+        return empty_figure(tr("leaderboard.fig_pick"))
+
+    def placeholder(self, shown=None):
+        """Opening the tab: while the table shown has no row (nothing computed yet), the empty table and figure again,
+        in the reader's language; a computed table and its figure stay (skipped). Reads the table only by its rows,
+        so its headers' language does not matter."""
+        rows = [] if shown is None else getattr(shown, "values", shown)
+        has_rows = any(str(cell).strip() not in ("", "nan", "None") for row in rows for cell in row)
+        if has_rows:
+            return gr.skip(), gr.skip()
+        return self.placeholder_table(), self.placeholder_figure()
 
 
 def build(home, jobs=None, tab=None):
@@ -173,13 +199,13 @@ def build(home, jobs=None, tab=None):
                           scale=3, info=text("leaderboard.zoo_info"), elem_id="leaderboard-zoo")
         rank_zoo = gr.Button(text("leaderboard.rank_zoo"), variant="secondary", scale=1, elem_id="leaderboard-rank-zoo")
     status = gr.Markdown(text("leaderboard.pick"), elem_id="leaderboard-status")
-    table = gr.Dataframe(pd.DataFrame(columns=["run", "family", "val bits/byte ↓"]), interactive=False,
+    table = gr.Dataframe(view.placeholder_table(), interactive=False,
                          label=text("leaderboard.table"), elem_id="leaderboard-table",
                          buttons=["fullscreen", "copy"])
     notes = gr.Markdown("", elem_id="leaderboard-notes")
     download = gr.File(None, label=text("leaderboard.csv"),
                        interactive=False, elem_id="leaderboard-csv")
-    plot = gr.Plot(empty_figure("Pick a corpus and press Compute."), label=text("leaderboard.plot"),
+    plot = gr.Plot(view.placeholder_figure(), label=text("leaderboard.plot"),
                    elem_id="leaderboard-plot")
 
     handler = user_errors(view.compute)
@@ -194,5 +220,7 @@ def build(home, jobs=None, tab=None):
     refresh.click(refresh_corpora, corpus, corpus, api_name="leaderboard_corpora_list")
     if tab is not None:
         tab.select(refresh_corpora, corpus, corpus, api_name="leaderboard_corpora_on_select",
+                   show_progress="hidden")
+        tab.select(user_errors(view.placeholder), table, [table, plot], api_name="leaderboard_placeholder_on_select",
                    show_progress="hidden")
     return SimpleNamespace(view=view, corpus=corpus, refresh=(refresh_corpora, corpus, corpus))

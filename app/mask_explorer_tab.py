@@ -5,6 +5,11 @@ The sentence is split on whitespace with each Chinese/Japanese/Korean character 
 Chinese sentence has no spaces: whitespace alone would give one token), per character, or by a tokenizer; the note
 under the sentence says which split was used (`api.explorer_split`). `/explore_masks` returns the four family slots
 (header, figure, table) and then that note.
+
+What the handler writes is in the reader's language (app/i18n.py `tr`): figure titles, axes and hover texts, table
+headers, the header's density and choices lines, the split note; the batch builder's rule (a `lab_models` sentence)
+through the message catalogue (app/locales/zh/messages/status_other.json). Tokens, family titles and choice names stay
+as they are. The page draws on load (app/main.py), so the first drawing is in the reader's language too.
 """
 from __future__ import annotations
 
@@ -14,10 +19,11 @@ import gradio as gr
 
 from lab_models import api
 
-from .errors import user_errors
+from .errors import readable, user_errors
 from .figures import anatomy_figure, anatomy_table, stream_density
-from .i18n import marker, text
-from .tokenizer_tab import tokenizer_kind_choices
+from .i18n import current_language, marker, text, tr
+from .messages import translate_message
+from .tokenizer_tab import tokenizer_kind_choices, tokenizer_title
 
 MAX_FAMILIES = 4  # app/locales/*/explorer.json "families" says "up to 4"
 DEFAULT_SENTENCE = "the quick brown fox jumps over the lazy dog"
@@ -25,6 +31,7 @@ DEFAULT_FAMILIES = ["bert", "unilm", "xlnet", "glm"]
 EXPLORER_TOKENIZER_CORPUS = "stdlib-docs"
 EXPLORER_TOKENIZER_VOCAB = 4000
 MLM_FAMILIES = {"bert", "roberta", "albert", "spanbert", "electra"}
+FAMILY_KINDS = ("decoder", "encoder", "encoder-decoder", "two-stream", "rnn")  # explorer.json "kind_<kind>"
 # Notes the handler writes into a Markdown value: Gradio's i18n markers, which the page shows in the reader's language.
 LEAK_NOTE = marker("explorer.leak_note")  # "**Two streams off: the leak.** One stream only, ..."
 SPLIT_USED = marker("explorer.split_used")  # "**Split used:**", then the rule and the token count
@@ -82,6 +89,26 @@ def family_choices(family: str, accepted: tuple[str, ...], *, masked, mode, src_
     return choices
 
 
+def kind_title(kind: str) -> str:
+    """A family's kind ("two-stream") in the reader's language; an unknown kind as it is."""
+    return tr(f"explorer.kind_{kind.replace('-', '_')}") if kind in FAMILY_KINDS else kind
+
+
+def split_rule_text(split, text: str, tokenizer_kind: str | None = None) -> str:
+    """Which split was used, in the reader's language: `api.explorer_split`'s note (`WordSplit.note`), written again
+    from its mode (the English is the same words)."""
+    if split.mode == "whitespace":
+        return tr("explorer.note_whitespace")
+    if split.mode == "characters":
+        return tr("explorer.note_characters")
+    if split.mode == "whitespace+wide":
+        words = len(text.split())
+        return tr("explorer.note_wide", words=words, s="s" if words != 1 else "")
+    if split.mode == "tokenizer" and tokenizer_kind in api.TOKENIZER_KINDS:
+        return tr("explorer.note_tokenizer", tokenizer=tokenizer_title(tokenizer_kind))
+    return translate_message(split.note)
+
+
 class MaskExplorer:
     def __init__(self, home):
         self.home = home
@@ -122,18 +149,25 @@ class MaskExplorer:
             try:
                 anatomy = api.anatomy(family, tokens, seed=int(seed or 0), **choices)
             except ValueError as error:
-                raise ValueError(f"{spec.title}: {error}") from error
+                if current_language() == "en":
+                    raise ValueError(f"{spec.title}: {error}") from error
+                # the family's name, then the backend's message in the reader's language (a "Title: message" has
+                # no template of its own in the catalogue)
+                raise gr.Error(readable(tr("explorer.family_error", family=spec.title,
+                                           error=translate_message(str(error))))) from error
             densities = " · ".join(f"{s}: {stream_density(m):.2f}" for s, m in anatomy.attention.items())
-            used = ", ".join(f"{k}={v}" for k, v in anatomy.choices.items()) or "none"
-            header = (f"### {spec.title} <small>({spec.kind})</small>\n{anatomy.rule}\n\n"
-                      f"**Density** (fraction of allowed pairs): {densities}  \n**Choices used:** {used}")
+            used = ", ".join(f"{k}={v}" for k, v in anatomy.choices.items()) or tr("explorer.choices_none")
+            header = (tr("explorer.header_title", title=spec.title, kind=kind_title(spec.kind)) + "\n"
+                      + translate_message(anatomy.rule) + "\n\n" + tr("explorer.header_density", densities=densities)
+                      + "  \n" + tr("explorer.header_choices", used=used))
             if leak:
                 header += "\n\n" + LEAK_NOTE
             outputs += [gr.update(value=header, visible=True), gr.update(value=anatomy_figure(anatomy), visible=True),
                         gr.update(value=anatomy_table(anatomy), visible=True)]
         for _ in range(MAX_FAMILIES - len(families)):
             outputs += [gr.update(visible=False)] * 3
-        return outputs + [SPLIT_USED + f" {split.note} ({len(tokens)} tokens)."]
+        note = split_rule_text(split, text, tokenizer_kind)
+        return outputs + [SPLIT_USED + " " + tr("explorer.split_line", note=note, count=len(tokens))]
 
     @staticmethod
     def resample(seed):

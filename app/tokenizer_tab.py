@@ -6,6 +6,11 @@ corpus fingerprint, kind, vocabulary size), so every endpoint is stateless and `
 A vocabulary size too small for the corpus's alphabet (a Chinese corpus at 512) is not a dead end: the status names
 the smallest size that works for every ticked kind (`api.propose_vocab_size`, lab_models/vocab_fit.py) and a button
 **Use vocabulary size N** (`/use_proposed_vocab_size`) sets it and trains again.
+
+What the handlers write (the status, the proposal, the progress lines, the statistics table's headers, the figures'
+titles and axes, the chips' subtitles, the button's label) is in the reader's language (app/i18n.py `tr`); a
+tokenizer that could not be trained says why through the message catalogue (app/messages.py). Kinds (bpe, ...),
+tokens and numbers stay as they are.
 """
 from __future__ import annotations
 
@@ -15,15 +20,56 @@ import gradio as gr
 from lab_models import api
 
 from .chips import chips_html, pieces_html
-from .errors import user_errors
+from .errors import readable, user_errors
 from .figures import overlap_figure, token_length_figure
-from .i18n import text
+from .i18n import current_language, text, tr
+from .messages import translate_message
 
 DEFAULT_TEXT = ("The tokenizer splits unbelievably long words, numbers like 3.14159 and 2026, "
                 "code such as `def f(x): return x**2`, emoji 🙂🚀 and Chinese 小猫看见一个红球。")
 DEFAULT_VOCAB = 2000
 BPE_KINDS = ("bpe", "byte_bpe")
-USE_SIZE_LABEL = "Use vocabulary size {size}"  # a number inside: stays English (API clients and tests read it)
+USE_SIZE_LABEL = "Use vocabulary size {size}"  # the button's English (tokenizer.json "use_size"), page-build value
+# the statistics table's headers (api.tokenizer_stats' keys, plus "cached") -> tokenizer.json keys
+STATS_COLUMNS = {"kind": "col_kind", "vocab_size": "col_vocab_size", "tokens": "col_tokens",
+                 "tokens_per_word": "col_tokens_per_word", "tokens_per_char": "col_tokens_per_char",
+                 "unknown_rate": "col_unknown_rate", "avg_token_chars": "col_avg_token_chars",
+                 "train_seconds": "col_train_seconds", "cached": "col_cached"}
+
+
+def tokenizer_title(kind: str) -> str:
+    """A tokenizer kind's title in the reader's language ("bpe" -> "BPE (GPT)"; `api.TOKENIZER_KINDS`' English for a
+    kind that has no text in app/locales/*/tokenizer.json)."""
+    known = ("bpe", "byte_bpe", "wordpiece", "unigram")
+    return tr(f"tokenizer.kind_{kind}") if kind in known else api.TOKENIZER_KINDS.get(kind, kind)
+
+
+def use_size_label(size: int) -> str:
+    """The proposal button's label, in the reader's language ("Use vocabulary size 947")."""
+    return tr("tokenizer.use_size", size=size)
+
+
+def proposal_text(proposal) -> str:
+    """`VocabProposal.message()` in the reader's language, from the proposal's numbers (the English is the same
+    sentence): which kinds need a larger vocabulary than requested, and the size that works for every kind."""
+    if not proposal.raised:
+        return tr("tokenizer.proposal_fits", requested=proposal.requested)
+    short = sorted(((kind, minimum) for kind, minimum in proposal.minimums.items() if minimum > proposal.requested),
+                   key=lambda item: -item[1])
+    needs = tr("tokenizer.proposal_separator").join(
+        tr("tokenizer.proposal_needs_first" if i == 0 else "tokenizer.proposal_needs_more",
+           kind=tokenizer_title(kind), minimum=minimum) for i, (kind, minimum) in enumerate(short))
+    return tr("tokenizer.proposal", requested=proposal.requested, needs=needs, size=proposal.size)
+
+
+def stats_table(stats: list[dict]) -> pd.DataFrame:
+    """The statistics table as shown: one row per kind, rounded, headers in the reader's language (and "cached" as a
+    word for a reader of another language than English, whose page would show true/false)."""
+    table = pd.DataFrame(stats).round(4)
+    if current_language() != "en" and "cached" in table.columns:
+        table["cached"] = [tr("tokenizer.cached_yes") if cached else tr("tokenizer.cached_no")
+                           for cached in table["cached"]]
+    return table.rename(columns={name: tr(f"tokenizer.{key}") for name, key in STATS_COLUMNS.items()})
 
 
 def tokenizer_kind_choices() -> list[tuple]:
@@ -73,7 +119,8 @@ class TokenizerLab:
         corpus = api.load_named_corpus(corpus_name, home=self.home)
         results, stats, histograms, failures, minimums = {}, [], {}, {}, {}
         for index, kind in enumerate(kinds):
-            progress(index / len(kinds), desc=f"Training {api.TOKENIZER_KINDS[kind]} ({index + 1}/{len(kinds)})")
+            progress(index / len(kinds), desc=tr("tokenizer.progress_training", kind=tokenizer_title(kind),
+                                                 index=index + 1, total=len(kinds)))
             try:
                 result = self._trained(corpus_name, vocab_size, kind)
             except api.VocabSizeTooSmall as error:  # the alphabet does not fit: propose the size that does
@@ -88,23 +135,27 @@ class TokenizerLab:
             row["cached"] = result.from_cache
             stats.append(row)
             histograms[kind] = api.token_length_histogram(result.tokenizer)
-        progress(1.0, desc="Done")
+        progress(1.0, desc=tr("tokenizer.progress_done"))
         proposal = api.propose_vocab_size(list(minimums), [], int(vocab_size), known=minimums) if minimums else None
         if not results and proposal is None:
-            raise ValueError(" ".join(f"{api.TOKENIZER_KINDS[k]}: {m}" for k, m in failures.items()))
-        status = (f"Trained {len(results)} tokenizer(s) on **{corpus_name}** at vocabulary size {int(vocab_size)}. "
-                  f"Statistics are measured on the corpus's validation split." if results else
-                  f"No tokenizer was trained on **{corpus_name}** at vocabulary size {int(vocab_size)}.")
+            if current_language() == "en":
+                raise ValueError(" ".join(f"{api.TOKENIZER_KINDS[k]}: {m}" for k, m in failures.items()))
+            # each kind's reason in the reader's language (a "Title: message" list has no template of its own)
+            raise gr.Error(readable(" ".join(tr("tokenizer.kind_error", kind=tokenizer_title(k),
+                                                error=translate_message(m)) for k, m in failures.items())))
+        status = (tr("tokenizer.status_trained", count=len(results), corpus=corpus_name, size=int(vocab_size))
+                  if results else tr("tokenizer.status_none", corpus=corpus_name, size=int(vocab_size)))
         if proposal is not None:
-            status += (f"\n\n⚠️ {proposal.message()} Press **{USE_SIZE_LABEL.format(size=proposal.size)}** to "
-                       "train at that size.")
+            status += "\n\n⚠️ " + tr("tokenizer.status_proposal", proposal=proposal_text(proposal),
+                                      button=use_size_label(proposal.size))
         for kind, message in failures.items():
-            status += f"\n\n⚠️ **{api.TOKENIZER_KINDS[kind]}** was not trained: {message}"
+            status += "\n\n⚠️ " + tr("tokenizer.status_failed", kind=tokenizer_title(kind),
+                                      message=translate_message(message))
         use_size = gr.update(visible=proposal is not None,
-                             value=USE_SIZE_LABEL.format(size=proposal.size) if proposal else None)
+                             value=use_size_label(proposal.size) if proposal else None)
         if not results:
             return status, None, None, None, "", [], use_size, proposal.size
-        table = pd.DataFrame(stats).round(4)
+        table = stats_table(stats)
         overlap = api.vocab_overlap({k: r.tokenizer for k, r in results.items()}) if len(results) > 1 else None
         chips = self._chips(results, text) if text and text.strip() else ""
         files = [str(r.path) for r in results.values()]
@@ -123,7 +174,8 @@ class TokenizerLab:
         rows = []
         for kind, result in results.items():
             pieces = api.tokenize_for_display(result.tokenizer, text)
-            rows.append(chips_html(api.TOKENIZER_KINDS[kind], pieces, subtitle=f"vocab {result.vocab_size}"))
+            rows.append(chips_html(tokenizer_title(kind), pieces,
+                                   subtitle=tr("tokenizer.chips_vocab", size=result.vocab_size)))
         return "".join(rows)
 
     def tokenize(self, corpus_name, vocab_size, kinds, text):

@@ -132,3 +132,12 @@ def test_every_template_is_the_one_its_own_messages_pick():
         if messages.translate_message(sample, "zh") != chinese.format(*(["Q7x"] * template.count(messages.FIELD))):
             wrong.append(template)
     assert len(catalogue) > 100 and not wrong, wrong[:20]
+
+
+def test_each_template_has_one_home():
+    """A template in two catalogue files would get whichever Chinese loads last: each lives in one file."""
+    homes: dict[str, str] = {}
+    for path in messages.catalogue_files("zh"):
+        for template in json.loads(path.read_text(encoding="utf-8")):
+            assert template not in homes, (template, homes.get(template), path.name)
+            homes[template] = path.name

@@ -19,30 +19,19 @@ never spans two clauses, so a template ending in a field cannot swallow the clau
 """
 from __future__ import annotations
 
-import re
-from functools import lru_cache
 
 from .i18n import current_language
-from .messages import FIELD, MIN_FIXED_CHARS, catalogue, fixed_chars, template_pattern
+from .messages import compiled_templates
 
 CLAUSE = "; "
 JOINERS = {"zh": "；"}  # how the translated clauses are joined, per language
 MAX_FIELD_DEPTH = 2  # a plan's text holds a cache text; a note holds a view's description; no deeper
 
 
-@lru_cache(maxsize=4)
-def _templates(language: str) -> list[tuple[re.Pattern, str, str]]:
-    """(pattern, translation, fixed text before the first field) per catalogue template, the most specific first."""
-    rows = [(template_pattern(template), translation, template.split(FIELD)[0])
-            for template, translation in catalogue(language).items() if fixed_chars(template) >= MIN_FIXED_CHARS]
-    rows.sort(key=lambda row: -len(row[0].pattern))
-    return rows
-
-
 def known_text(text: str, language: str, depth: int = 0) -> str | None:
     """`text` in `language` when one template covers it whole (fields that are known pieces translated too), else
     None. A match whose field holds a clause separator is refused: the clauses are matched one run at a time."""
-    for pattern, translation, start in _templates(language):
+    for pattern, translation, start in compiled_templates(language):
         if not text.startswith(start):
             continue
         match = pattern.fullmatch(text)

@@ -58,7 +58,7 @@ def fixed_chars(template: str) -> int:
 
 
 @lru_cache(maxsize=4)
-def _compiled(language: str) -> list[tuple[re.Pattern, str, str]]:
+def compiled_templates(language: str) -> list[tuple[re.Pattern, str, str]]:
     """(pattern, translation, first fixed text) per template, the longest fixed text first (the most specific)."""
     templates = sorted((t for t in catalogue(language) if fixed_chars(t) >= MIN_FIXED_CHARS),
                        key=lambda t: (-fixed_chars(t), t.count(FIELD)))  # the most fixed text, then the fewest fields
@@ -89,7 +89,7 @@ def _translated(message: str, language: str, depth: int) -> str | None:
     known = catalogue(language)
     if FIELD not in message and message in known:  # a whole text with no fields (or a control's name as a field)
         return known[message].format()
-    for pattern, translation, start in _compiled(language):
+    for pattern, translation, start in compiled_templates(language):
         if not message.startswith(start):
             continue
         match = pattern.fullmatch(message)

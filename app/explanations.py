@@ -19,7 +19,6 @@ never spans two clauses, so a template ending in a field cannot swallow the clau
 """
 from __future__ import annotations
 
-
 from .i18n import current_language
 from .messages import compiled_templates
 

@@ -11,7 +11,6 @@ import html
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
-from plotly.subplots import make_subplots
 
 from .i18n import tr
 

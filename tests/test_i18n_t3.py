@@ -13,7 +13,7 @@ from gradio_client import Client
 
 from app import corpora_tab, finetune_figures, leaderboard_figures, leaderboard_tab, mask_explorer_tab
 from app import tokenizer_tab
-from app.figures import anatomy_figure, anatomy_table, overlap_figure, token_length_figure
+from app.figures import overlap_figure, token_length_figure
 from app.finetune_panel import FinetuneView
 from app.i18n import reading_language
 from app.messages import UNTRANSLATED_LEAD, translate_message
@@ -33,7 +33,6 @@ def explore(explorer, sentence, families, split="whitespace", **choices):
 
 # ------------------------------------------------------------------------------------------------ Mask Explorer
 def test_the_mask_explorer_writes_chinese_for_a_chinese_reader_and_the_same_english_otherwise(tmp_path):
-    explorer = mask_explorer_tab.MaskExplorer(tmp_path)
     english = explore(explorer, "the cat sat on the mat", ["bert", "t5"])
     assert english[0]["value"] == (
         "### BERT <small>(encoder)</small>\nbidirectional: every x_i may attend every x_j; each picked x_i predicts "
@@ -75,7 +74,6 @@ def test_every_batch_builders_rule_and_every_split_note_reads_chinese(tmp_path):
             rule = api.anatomy(spec.name, "a b c d e f".split()).rule
             chinese = translate_message(rule, "zh")
             assert HAN.search(chinese) and not chinese.startswith(UNTRANSLATED), (spec.name, rule)
-    explorer = mask_explorer_tab.MaskExplorer(tmp_path)
     words = [f"{a}{b}{c}" for a in "abcdefghij" for b in "klmnopqrst" for c in "uvwxyz"]
     tokenizer = api.train_tokenizer("bpe", [" ".join(words[i:i + 12]) for i in range(0, len(words), 12)], 300)
     tokenizer.save(str(tmp_path / "tokenizer.json"))
@@ -92,7 +90,6 @@ def test_every_batch_builders_rule_and_every_split_note_reads_chinese(tmp_path):
 
 
 def test_a_bad_choice_names_the_family_and_reads_chinese(tmp_path):
-    explorer = mask_explorer_tab.MaskExplorer(tmp_path)
     with pytest.raises(ValueError, match=r"^BERT: "):
         explore(explorer, "a b c", ["bert"], masked="7")
     with reading_language("zh"), pytest.raises(gr.Error) as caught:

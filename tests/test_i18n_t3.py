@@ -33,6 +33,7 @@ def explore(explorer, sentence, families, split="whitespace", **choices):
 
 # ------------------------------------------------------------------------------------------------ Mask Explorer
 def test_the_mask_explorer_writes_chinese_for_a_chinese_reader_and_the_same_english_otherwise(tmp_path):
+    explorer = mask_explorer_tab.MaskExplorer(tmp_path)
     english = explore(explorer, "the cat sat on the mat", ["bert", "t5"])
     assert english[0]["value"] == (
         "### BERT <small>(encoder)</small>\nbidirectional: every x_i may attend every x_j; each picked x_i predicts "
@@ -90,6 +91,7 @@ def test_every_batch_builders_rule_and_every_split_note_reads_chinese(tmp_path):
 
 
 def test_a_bad_choice_names_the_family_and_reads_chinese(tmp_path):
+    explorer = mask_explorer_tab.MaskExplorer(tmp_path)
     with pytest.raises(ValueError, match=r"^BERT: "):
         explore(explorer, "a b c", ["bert"], masked="7")
     with reading_language("zh"), pytest.raises(gr.Error) as caught:

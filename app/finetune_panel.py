@@ -348,10 +348,13 @@ class FinetuneView:
                          s.get("queue_position"), s.get("stopping"), s.get("error")] for s in statuses]
             results = [[s.get("finetune_id"), bool(s.get("has_result")), s.get("state")] for s in statuses]
             previous = signature if isinstance(signature, dict) else {}
-            if progress == previous.get("progress") and results == previous.get("results"):
+            language = current_language()  # after the header's switch the progress is drawn again in the new one
+            same_language = language == previous.get("language", language)
+            if progress == previous.get("progress") and results == previous.get("results") and same_language:
                 return (gr.skip(),) * 4
-            now = {"progress": progress, "results": results}
-            html_out = progress_html(statuses) if progress != previous.get("progress") else gr.skip()
+            now = {"progress": progress, "results": results, "language": language}
+            html_out = (progress_html(statuses) if progress != previous.get("progress") or not same_language
+                        else gr.skip())
             if results != previous.get("results") and "results" in previous:
                 table, plot = self.leaderboard(run_ids, scope)
             else:  # the first tick only learns where things stand; the leaderboard is drawn by its own events

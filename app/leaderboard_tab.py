@@ -36,7 +36,7 @@ import pandas as pd
 from lab_models import api
 
 from .errors import user_errors
-from .i18n import marker, text, tr
+from .i18n import current_language, marker, text, tr
 from .inputs import whole_number
 from .leaderboard_figures import display_table, empty_figure, leaderboard_figure, notes_markdown
 
@@ -113,7 +113,7 @@ class LeaderboardView:
         """The timer's refresh: (corpus picker, zoo row, zoo picker, signature), all skipped when neither the
         corpora with runs nor the zoos have changed."""
         corpora, zoos = self.corpora(), self.zoos()
-        now = [corpora, [[z["name"], z["runs"], z["finished"]] for z in zoos]]
+        now = [corpora, [[z["name"], z["runs"], z["finished"]] for z in zoos], current_language()]  # the switch too
         if signature is not None and now == signature:
             return (gr.skip(),) * 4
         names = [z["name"] for z in zoos]

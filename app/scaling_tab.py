@@ -27,7 +27,7 @@ import gradio as gr
 from lab_models import api
 
 from .errors import user_errors
-from .i18n import text
+from .i18n import current_language, text
 from .inputs import picked as picked_names
 from .messages import translate_message
 from .scaling_figures import TABLE_COLUMNS, fits_markdown, points_table, scaling_figure, status_html, sweep_label
@@ -88,7 +88,7 @@ class ScalingView:
         frame = api.sweep_points(picked, self.jobs) if picked else None
         table = points_table(frame) if frame is not None else points_table(api.sweep_points([], self.jobs))
         signature = [[s["sweep_id"], (s.get("status") or {}).get("state"), (s.get("status") or {}).get("step"),
-                      len(s.get("points") or [])] for s in sweeps]
+                      len(s.get("points") or [])] for s in sweeps] + [current_language()]  # the switch redraws
         return status_html(sweeps), scaling_figure(sweeps), fits_markdown(sweeps), table, signature
 
     def tick(self, picked, signature):

@@ -21,7 +21,7 @@ import gradio as gr
 from lab_models import api
 
 from .errors import user_errors
-from .i18n import text, tr
+from .i18n import current_language, text, tr
 from .switch_figures import routing_figure
 
 SWITCH_NOTE = text("switch.note")
@@ -80,7 +80,8 @@ class RoutingLive:
         if not run_id:
             return routing_figure([]), None
         rows = api.run_metrics(self.jobs, run_id)
-        return routing_figure(rows, title=tr("switch.fig_title", run_id=run_id)), [run_id, len(rows)]
+        figure = routing_figure(rows, title=tr("switch.fig_title", run_id=run_id))
+        return figure, [run_id, len(rows), current_language()]  # after the header's switch the next tick redraws
 
 
     def tick(self, run_id, signature):
@@ -89,7 +90,7 @@ class RoutingLive:
             run_id = str(run_id or "").strip()
             if not run_id:
                 return self.show(None) if signature is not None else (gr.skip(),) * 2
-            if [run_id, len(api.run_metrics(self.jobs, run_id))] == signature:
+            if [run_id, len(api.run_metrics(self.jobs, run_id)), current_language()] == signature:
                 return (gr.skip(),) * 2
             return self.show(run_id)
         except ValueError:

@@ -39,7 +39,7 @@ from lab_models import api
 from . import import_panel
 from .addon_figures import addon_figure
 from .errors import user_errors
-from .i18n import marker, text, tr
+from .i18n import current_language, marker, text, tr
 from .switch_panel import (build_routing_plot, build_switch_controls, switch_model_overrides,
                            switch_visibility)
 from .inputs import picked
@@ -311,7 +311,8 @@ class TrainView:
         summary = api.training_status(self.jobs, run_id)
         rows = api.run_metrics(self.jobs, run_id)
         signature = [run_id, summary.get("state"), summary.get("step"), summary.get("stopping"),
-                     summary.get("queue_position"), summary.get("message"), len(rows)]
+                     summary.get("queue_position"), summary.get("message"), len(rows),
+                     current_language()]  # after the header's switch the next tick draws in the new language
         return summary, rows, signature
 
     def show(self, run_id):
@@ -343,7 +344,7 @@ class TrainView:
             return lr_figure([]), None
         rows = api.run_metrics(self.jobs, self._run_id(run_id))
         return (lr_figure(rows, title=tr("train.fig_lr_title", run_id=str(run_id).strip())),
-                [str(run_id).strip(), len(rows)])
+                [str(run_id).strip(), len(rows), current_language()])
 
     def schedule_tick(self, run_id, signature):
         """The live refresh of the learning-rate figure: redrawn only when new metrics rows arrived."""
@@ -351,7 +352,7 @@ class TrainView:
             if not run_id:
                 return self.schedule(None) if signature is not None else (gr.skip(),) * 2
             rows = api.run_metrics(self.jobs, self._run_id(run_id))
-            if [str(run_id).strip(), len(rows)] == signature:
+            if [str(run_id).strip(), len(rows), current_language()] == signature:
                 return (gr.skip(),) * 2
             return self.schedule(run_id)
         except ValueError:
@@ -363,14 +364,15 @@ class TrainView:
             return addon_figure([]), None
         rows = api.run_metrics(self.jobs, self._run_id(run_id))
         return (addon_figure(rows, title=tr("train.fig_addons_title", run_id=str(run_id).strip())),
-                [str(run_id).strip(), len(rows)])
+                [str(run_id).strip(), len(rows), current_language()])
 
     def addon_tick(self, run_id, signature):
         """The live refresh of the add-on figure: redrawn only when new metrics rows arrived."""
         try:
             if not run_id:
                 return self.addon_numbers(None) if signature is not None else (gr.skip(),) * 2
-            if [str(run_id).strip(), len(api.run_metrics(self.jobs, self._run_id(run_id)))] == signature:
+            if [str(run_id).strip(), len(api.run_metrics(self.jobs, self._run_id(run_id))),
+                    current_language()] == signature:
                 return (gr.skip(),) * 2
             return self.addon_numbers(run_id)
         except ValueError:
@@ -390,8 +392,9 @@ class TrainView:
     def overview(self, compared=None, metric="loss", signature=None):
         """The runs table, the run pickers' choices and the comparison plot; skipped when no run has changed."""
         rows = api.list_runs(self.jobs)
-        now = [[row.get("run_id"), row.get("state"), row.get("step"), row.get("queue_position"), row.get("val_loss")]
-               for row in rows]
+        language = current_language()  # part of each entry: after the header's switch the table is drawn again
+        now = [[row.get("run_id"), row.get("state"), row.get("step"), row.get("queue_position"), row.get("val_loss"),
+                language] for row in rows]
         if signature is not None and now == signature:
             return (gr.skip(),) * 5
         ids = [row["run_id"] for row in rows]

@@ -10,6 +10,7 @@ import json
 import re
 from types import SimpleNamespace
 
+import gradio as gr
 import pandas as pd
 import pytest
 from gradio_client import Client
@@ -313,3 +314,29 @@ def test_each_chinese_text_has_the_fields_of_its_english(area):
         if "%{" in text:  # a plotly hover template: no fields of ours
             continue
         assert fields(text) == fields(chinese[key]), (area, key)
+
+
+def test_after_the_language_switch_the_live_views_are_drawn_again_in_the_new_language(monkeypatch):
+    """The live ticks skip a redraw while nothing changed, but the reader's language is part of what they compare:
+    after the header's switch the next tick draws the run, its learning-rate plot and the runs table again."""
+    summary = {"run_id": "gpt-tiny-1", "family": "gpt", "state": "finished", "step": 2, "total_steps": 2,
+               "preset": "tiny", "corpus": "synthetic", "device": "cpu"}
+    monkeypatch.setattr(api, "training_status", lambda jobs, run_id: dict(summary))
+    monkeypatch.setattr(api, "run_metrics", lambda jobs, run_id: ROWS[:2])
+    monkeypatch.setattr(api, "list_runs", lambda jobs: [dict(summary)])
+    monkeypatch.setattr(api, "training_log", lambda jobs, run_id, lines=20: "")
+    view = TrainView(None, None)
+    *_, run_signature = view.show("gpt-tiny-1")
+    _, schedule_signature = view.schedule("gpt-tiny-1")
+    *_, table_signature = view.overview([], "loss")
+    # the same reader: nothing to redraw
+    assert all(part is gr.skip() or part == gr.skip() for part in view.tick("gpt-tiny-1", run_signature))
+    assert view.schedule_tick("gpt-tiny-1", schedule_signature)[0] == gr.skip()
+    assert view.overview([], "loss", table_signature)[0] == gr.skip()
+    with reading_language("zh"):
+        redrawn = view.tick("gpt-tiny-1", run_signature)
+        assert HAN.search(str(redrawn[0])) and HAN.search(str(redrawn[1]))  # the progress bar and the status line
+        schedule_figure, _ = view.schedule_tick("gpt-tiny-1", schedule_signature)
+        assert HAN.search(schedule_figure.layout.title.text)
+        table = view.overview([], "loss", table_signature)[0]
+        assert HAN.search(" ".join(table.columns))

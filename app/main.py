@@ -42,6 +42,18 @@ def build_header():
     return language, switched
 
 
+def redraw_after_language_switch(demo: gr.Blocks, switched) -> None:
+    """Every page-load event that draws what the server writes (`<name>_on_load`: the Mask Explorer, the runs table
+    and the settings table, the empty plots, the modes table, ...) runs again after the header's language switch, as
+    `<name>_after_language_switch`, so that the page does not keep texts of both languages. (The tabs' select events
+    run anyway: the switch shows every tab once to redraw its name.)"""
+    for dependency in list(demo.fns.values()):
+        name = dependency.api_name or ""
+        if dependency.fn is not None and name.endswith("_on_load"):
+            switched.then(dependency.fn, list(dependency.inputs), list(dependency.outputs),
+                          api_name=name.removesuffix("_on_load") + "_after_language_switch", show_progress="hidden")
+
+
 def build_app(home=None, jobs=None) -> gr.Blocks:
     """The whole page, bound to one lab home (default: $PRETRAINING_LAB_HOME or ~/.pretraining-lab).
 
@@ -76,12 +88,10 @@ def build_app(home=None, jobs=None) -> gr.Blocks:
                           api_name="refresh_tokenizer_corpora")
             imported.then(train.view.refresh_corpora, train.corpus, train.corpus, api_name="refresh_train_corpora")
             demo.load(explorer_handler, explorer_inputs, explorer_outputs, api_name="explore_masks_on_load")
-            # the figures the server drew keep their language; the Mask Explorer's are drawn again in the new one
-            language_switched.then(explorer_handler, explorer_inputs, explorer_outputs,
-                                   api_name="explore_masks_after_language_switch", show_progress="hidden")
             demo.load(*train.load, api_name="list_runs_on_load", show_progress="hidden")
             demo.load(*zoo.load, api_name="zoo_panel_on_load", show_progress="hidden")
             demo.load(None, None, language, js=LANGUAGE_ON_LOAD_JS, api_name="language_on_load")
+            redraw_after_language_switch(demo, language_switched)
     except BaseException:
         jobs.close()
         raise

@@ -140,9 +140,10 @@ class TokenizerLab:
         if not results and proposal is None:
             if current_language() == "en":
                 raise ValueError(" ".join(f"{api.TOKENIZER_KINDS[k]}: {m}" for k, m in failures.items()))
-            # each kind's reason in the reader's language (a "Title: message" list has no template of its own)
-            raise gr.Error(readable(" ".join(tr("tokenizer.kind_error", kind=tokenizer_title(k),
-                                                error=translate_message(m)) for k, m in failures.items())))
+            # each kind's reason in the reader's language (a "Title: message" list has no template of its own);
+            # Chinese sentences follow each other with no space
+            raise gr.Error(readable("".join(tr("tokenizer.kind_error", kind=tokenizer_title(k),
+                                               error=translate_message(m)) for k, m in failures.items())))
         status = (tr("tokenizer.status_trained", count=len(results), corpus=corpus_name, size=int(vocab_size))
                   if results else tr("tokenizer.status_none", corpus=corpus_name, size=int(vocab_size)))
         if proposal is not None:

@@ -77,3 +77,21 @@ def test_locale_files_are_flat_objects_of_text(tmp_path, monkeypatch):
     monkeypatch.setattr(i18n, "LOCALES", tmp_path)
     with pytest.raises(ValueError, match="one JSON object of name -> text"):
         i18n._read_language("en")
+
+
+def test_every_page_load_redraw_runs_again_after_the_language_switch(tmp_path):
+    """What the server draws when the page loads (the Mask Explorer, the runs and settings tables, empty plots, the
+    modes table, ...) is drawn again after the header's switch, so a page never keeps both languages."""
+    from app.main import build_app
+
+    demo = build_app(tmp_path)
+    try:
+        names = {dependency.api_name: dependency for dependency in demo.fns.values() if dependency.api_name}
+        on_load = {name for name, dependency in names.items() if name.endswith("_on_load") and dependency.fn}
+        assert {"explore_masks_on_load", "list_runs_on_load", "zoo_panel_on_load"} <= on_load
+        for name in on_load:
+            again = names[name.removesuffix("_on_load") + "_after_language_switch"]
+            assert again.fn is names[name].fn and list(again.outputs) == list(names[name].outputs)
+            assert again.trigger_after == names["switch_language"]._id  # it follows the switch
+    finally:
+        demo.lab_jobs.close()

@@ -11,7 +11,9 @@ What it promises, and how it proves it:
   No call may hang (each has a deadline), and after each endpoint the server answers a cheap request through the
   same queue. The calls go over raw HTTP (`/gradio_api/call/<name>`), as any client on the network would send them.
   Budget: PRETRAINING_LAB_FUZZ_EXAMPLES examples per endpoint (hypothesis, derandomized; 3 in CI, raise it for a
-  longer hunt, e.g. `PRETRAINING_LAB_FUZZ_EXAMPLES=40 python -m pytest tests/test_reliability_fuzz.py`).
+  longer hunt, e.g. `PRETRAINING_LAB_FUZZ_EXAMPLES=40 python -m pytest tests/test_reliability_fuzz.py`); with
+  half the calls carrying the page's Chinese cookie, what a Chinese reader gets is fuzzed too
+  (`PRETRAINING_LAB_FUZZ_LANGUAGE=zh` or `en` for one language only).
 - Run ids, corpus names and uploads never reach outside the lab home: a canary run folder and a canary corpus are
   planted beside the lab home and every endpoint that takes a run or a corpus is called with `..`, absolute paths,
   slashes, NUL and 10,000 characters; each call is refused with a message and the canaries' contents never come back.
@@ -33,6 +35,7 @@ import re
 import subprocess
 import sys
 import time
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -48,9 +51,18 @@ FUZZ_EXAMPLES = int(os.environ.get("PRETRAINING_LAB_FUZZ_EXAMPLES", "3"))
 DERANDOMIZE = "PRETRAINING_LAB_FUZZ_EXAMPLES" not in os.environ  # CI: the same examples every run; a hunt: fresh ones
 CALL_DEADLINE_S = 180.0  # far above any honest answer here (the slowest, a tokenizer on stdlib-docs, takes ~15 s)
 MAX_MESSAGE_CHARS = 2000
+# The reader's language each call carries (the page's cookie), so that what a Chinese reader gets (the translated
+# messages, the figures and tables written in Chinese) is fuzzed too: by default each call's is picked from its body
+# (half the calls each, the same ones every run); `PRETRAINING_LAB_FUZZ_LANGUAGE=zh` (or en) sends one language only.
+LANGUAGES = [os.environ["PRETRAINING_LAB_FUZZ_LANGUAGE"]] if "PRETRAINING_LAB_FUZZ_LANGUAGE" in os.environ else ["en", "zh"]
+
+
+def language_cookie(body: bytes) -> dict:
+    return {"cookie": f"lab_language={LANGUAGES[zlib.crc32(body) % len(LANGUAGES)]}"}
+UNEXPECTED = ("Something went wrong", "出现意外错误")  # the app's marker for an unexpected exception, in each language
 GRADIO_CHOICE_REFUSAL = "is not in the list of choices"  # Gradio refusing a value no page control offers
 TECHNICAL = re.compile(
-    r"Traceback|File \"/|Something went wrong|\b(KeyError|IndexError|AttributeError|TypeError|RuntimeError|OSError|"
+    r"Traceback|File \"/|Something went wrong|出现意外错误|\b(KeyError|IndexError|AttributeError|TypeError|RuntimeError|OSError|"
     r"ZeroDivisionError|NameError|UnboundLocalError|AssertionError|OverflowError|RecursionError|MemoryError|"
     r"FileNotFoundError|PermissionError|IsADirectoryError|NotADirectoryError|JSONDecodeError|UnicodeDecodeError|"
     r"UnicodeEncodeError|ValidationError|NotImplementedError|StopIteration)\b")
@@ -80,9 +92,10 @@ class Outcome:
 def call(url: str, name: str, data: list, deadline_s: float = CALL_DEADLINE_S) -> Outcome:
     """POST /gradio_api/call/<name>, then read its event stream to the end (or the deadline)."""
     try:
-        body = json.dumps({"data": data}, allow_nan=True)  # NaN and Infinity as Python's json writes them
-        response = httpx.post(f"{url}gradio_api/call/{name}", content=body.encode(),
-                              headers={"content-type": "application/json"}, timeout=60)
+        body = json.dumps({"data": data}, allow_nan=True).encode()  # NaN and Infinity as Python's json writes them
+        cookie = language_cookie(name.encode() + body)
+        response = httpx.post(f"{url}gradio_api/call/{name}", content=body,
+                              headers={"content-type": "application/json", **cookie}, timeout=60)
     except httpx.HTTPError as error:
         return Outcome("http", str(error))
     if response.status_code != 200:
@@ -91,7 +104,7 @@ def call(url: str, name: str, data: list, deadline_s: float = CALL_DEADLINE_S) -
     stop_at = time.monotonic() + deadline_s
     event = None
     try:
-        with httpx.stream("GET", f"{url}gradio_api/call/{name}/{event_id}", timeout=60) as stream:
+        with httpx.stream("GET", f"{url}gradio_api/call/{name}/{event_id}", headers=cookie, timeout=60) as stream:
             for line in stream.iter_lines():
                 if time.monotonic() > stop_at:
                     return Outcome("timeout", f"no answer within {deadline_s:.0f} s")
@@ -123,10 +136,11 @@ def problem(outcome: Outcome, well_typed: bool) -> str | None:
         if TECHNICAL.search(message):
             return f"a technical error message: {message[:300]!r}"
         return None
-    text = json.dumps(outcome.data, default=str)
-    if "Something went wrong" in text:
-        at = text.index("Something went wrong")
-        return f"an unexpected exception shown in the output: {text[at:at + 300]!r}"
+    text = json.dumps(outcome.data, default=str, ensure_ascii=False)
+    for marker in UNEXPECTED:
+        if marker in text:
+            at = text.index(marker)
+            return f"an unexpected exception shown in the output: {text[at:at + 300]!r}"
     return None
 
 

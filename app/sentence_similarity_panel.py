@@ -30,7 +30,7 @@ from lab_models import api
 from .addon_figures import empty_figure, topic_gap_figure, topic_similarity_figure
 from .errors import user_errors
 from .i18n import text, tr
-from .inputs import picked_runs, whole_number
+from .inputs import picked, picked_runs, whole_number
 
 MAX_RUNS = 4
 TABLE_COLUMNS = ["run", "family", "step", "pooling", "same topic", "different topics", "gap", "AUC",
@@ -84,7 +84,10 @@ class SentenceSimilarityView:
         """The runs picker with the runs that have weights now, keeping the chosen ones that still exist."""
         choices = self.run_choices()
         ids = [value for _, value in choices]
-        current = [run_ids] if isinstance(run_ids, str) else list(run_ids or [])
+        try:
+            current = picked(run_ids)
+        except ValueError:  # not a list of names (only an API client sends that): keep none of it
+            current = []
         return gr.update(choices=choices, value=[r for r in current if r in ids],
                          info=runs_info(choices))
 

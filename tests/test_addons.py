@@ -563,3 +563,14 @@ def test_the_app_shows_the_addons(running_app, bert_run):
     assert table["data"][0][0] == bert_run.name and json.loads(heatmaps["plot"])["data"][0]["type"] == "heatmap"
     with pytest.raises(Exception, match="Pick at least one run"):
         client.predict([], "auto", 5, api_name="/understand_sentences")
+
+
+def test_the_sentence_runs_refresh_keeps_nothing_of_a_value_that_is_not_a_list_of_names(tmp_path):
+    """An API client may send anything as the picked runs (found by the fuzz suite: `true` was a TypeError)."""
+    from app.sentence_similarity_panel import SentenceSimilarityView
+
+    view = SentenceSimilarityView(tmp_path, None)
+    view.run_choices = lambda: [("a · gpt · step 1", "a")]
+    for value in (True, 3, [["a"]], None):
+        assert view.refresh_runs(value)["value"] == []
+    assert view.refresh_runs(["a", "gone"])["value"] == ["a"]

@@ -271,3 +271,4 @@ def test_a_chinese_reader_of_the_running_app_reads_chinese_there(clients, runs):
     # a refused input: the page's error in Chinese
     with pytest.raises(Exception, match="请至少选择一个运行"):
         chinese.predict([], "the [MASK] .", 3, api_name="/understand_fill_mask")
+

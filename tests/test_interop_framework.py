@@ -91,6 +91,8 @@ def test_a_folder_that_is_not_a_checkpoint(tmp_path):
         import_checkpoint(tmp_path, tmp_path / "run")
     with pytest.raises(ValueError, match="does not exist"):
         import_checkpoint(tmp_path / "nowhere", tmp_path / "run")
+    with pytest.raises(ValueError, match="cannot be read on this machine"):  # a name too long for the file system
+        import_checkpoint(tmp_path / ("x" * 10_000), tmp_path / "run")
     (tmp_path / "config.json").write_text("{not json")
     with pytest.raises(ValueError, match="not valid JSON"):
         import_checkpoint(tmp_path, tmp_path / "run")

@@ -78,6 +78,13 @@ def source_folder(path) -> Path:
     if path is None or not str(path).strip():
         raise ValueError("Give the path of a checkpoint folder (the folder that save_pretrained wrote).")
     folder = Path(str(path).strip()).expanduser()
+    try:
+        folder.stat()
+    except FileNotFoundError:
+        pass  # said below
+    except OSError as error:  # a name too long for the file system, a forbidden folder, ...
+        raise ValueError(f"The path {str(folder)[:200]!r} cannot be read on this machine ({error.strerror}): give the "
+                         "path of a checkpoint folder that is on disk.") from None
     if not folder.exists():
         raise ValueError(f"{folder} does not exist on this machine: give the path of a checkpoint folder that is "
                          "already on disk (the lab never downloads).")

@@ -17,28 +17,38 @@ from lab_models import api
 
 from . import (compare_tab, corpora_tab, leaderboard_tab, mask_explorer_tab, scaling_tab, tokenizer_tab, train_tab,
                understand_tab, zoo_panel)
-from .i18n import LANGUAGE_ON_LOAD_JS, LANGUAGE_SWITCH_JS, LANGUAGES, lab_i18n, text
+from .i18n import LANGUAGE_ON_LOAD_JS, LANGUAGE_SWITCH_JS, LANGUAGES, lab_i18n, text, tr
+from .messages import translate_message
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
 TITLE = "Pretraining Lab"
 
 
 def header_html() -> str:
+    """The title and the compute device. Built with the page (the frontend translates the marker), then written again
+    in the reader's language when the page loads (`/header_on_load`), the device's name included."""
     return (f'<div class="lab-header"><h1>{TITLE}</h1>'
             f'<span class="lab-device" id="lab-device">{text("header.device")}: '
             f'{html.escape(api.device_label())}</span></div>')
 
 
+def header_html_for_reader() -> str:
+    device = tr("header.device_line", label=tr("header.device"), device=translate_message(api.device_label()))
+    return (f'<div class="lab-header"><h1>{TITLE}</h1>'
+            f'<span class="lab-device" id="lab-device">{html.escape(device)}</span></div>')
+
+
 def build_header():
     """The title with the compute device, the language switch (English / 中文) and the tagline."""
     with gr.Row(equal_height=True):
-        gr.HTML(header_html(), elem_id="lab-header")
+        header = gr.HTML(header_html(), elem_id="lab-header")
         language = gr.Radio(list(LANGUAGES.values()), value=LANGUAGES["en"], label=text("header.language"),
                             elem_id="lab-language", scale=0, min_width=200)
     gr.Markdown(text("header.tagline"))
     # The switch runs in the browser (the frontend translates the static texts) and sets the cookie that the server
     # reads for what it writes itself; build_app redraws the first tab after it.
     switched = language.change(None, language, language, js=LANGUAGE_SWITCH_JS, api_name="switch_language")
+    gr.on(None, header_html_for_reader, None, header, api_name="header_on_load", show_progress="hidden")
     return language, switched
 
 

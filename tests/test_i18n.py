@@ -95,3 +95,11 @@ def test_every_page_load_redraw_runs_again_after_the_language_switch(tmp_path):
             assert again.trigger_after == names["switch_language"]._id  # it follows the switch
     finally:
         demo.lab_jobs.close()
+
+
+def test_the_header_names_the_device_in_the_readers_language():
+    from app.main import header_html_for_reader
+
+    assert "compute device: CPU (" in header_html_for_reader() and " threads)" in header_html_for_reader()
+    with i18n.reading_language("zh"):
+        assert re.search(r"计算设备：CPU（\d+ 个线程）", header_html_for_reader())

@@ -39,7 +39,7 @@ from lab_models import api
 from .compare_figures import (error_column_html, generation_column_html, grid_html, latest_val_bits,
                               mode_title, modes_table_markdown)
 from .errors import readable, user_errors
-from .i18n import english_examples, text, tr
+from .i18n import reader_examples, text, tr
 from .inputs import picked, picked_runs
 from .messages import translate_message
 
@@ -320,8 +320,9 @@ def build(home, jobs=None, tab=None):
             generate = gr.Button(text("compare.generate"), variant="primary", elem_id="compare-generate")
             examples = [[example, mode_name] for mode_name in api.GENERATION_MODES
                         for example in EXAMPLE_PROMPTS.get(mode_name, [])]
-            english_examples(gr.Examples(examples, [prompt, mode], label=text("compare.examples_label"),
-                                         api_name="compare_load_example", examples_per_page=10))
+            example_table = gr.Examples(examples, [prompt, mode], label=text("compare.examples_label"),
+                                        api_name="compare_load_example", examples_per_page=10)
+            examples_for_reader = reader_examples(example_table)
         with gr.Column(scale=2, min_width=320):
             strategy = gr.Radio([(strategy_label(key), key) for key in STRATEGIES], value=DEFAULTS["strategy"],
                                 label=text("compare.decoding_label"), info=text("compare.decoding_info"))
@@ -374,6 +375,8 @@ def build(home, jobs=None, tab=None):
     # the page is built before any reader: draw what the server writes again, in the reader's language, on load
     gr.on(None, modes_markdown, None, modes_table, api_name="compare_modes_table_on_load", show_progress="hidden",
           queue=False)
+    gr.on(None, examples_for_reader, None, example_table.dataset, api_name="compare_examples_on_load",
+          show_progress="hidden", queue=False)
     gr.Timer(RUNS_REFRESH_S).tick(view.refresh_if_changed, [runs, auto_picked, choices_signature],
                                   [runs, auto_picked, choices_signature], api_name="compare_runs_refresh",
                                   show_progress="hidden", queue=False)

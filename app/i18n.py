@@ -162,6 +162,23 @@ def english_examples(examples: gr.Examples) -> gr.Examples:
     return examples
 
 
+def reader_examples(examples: gr.Examples):
+    """`english_examples(examples)` for the page as built, and the function for a load event that writes the table's
+    column headers and choice labels in the reader's language (a `gr.Dataset` update for `examples.dataset`)."""
+    headers = list(examples.dataset.headers or [])
+    props = [dict(entry) for entry in examples.dataset.component_props]
+    english_examples(examples)
+
+    def local(value):
+        return tr(value.key) if isinstance(value, I18nData) else value
+
+    def for_reader() -> gr.Dataset:
+        return gr.Dataset(headers=[local(header) for header in headers], component_props=[
+            {**entry, **({"choices": [(local(label), value) for label, value in entry["choices"]]}
+                         if entry.get("choices") else {})} for entry in props])
+
+    return for_reader
+
 
 STORAGE_KEY = "pretraining-lab-language"
 

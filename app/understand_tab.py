@@ -53,7 +53,7 @@ from lab_models import api
 from . import finetune_panel, routing_panel, sentence_similarity_panel
 from .errors import user_errors
 from .explanations import explain
-from .i18n import english_examples, text, tr
+from .i18n import reader_examples, text, tr
 from .inputs import picked, picked_runs, whole_number
 from .understand_figures import (attention_details, attention_figure, empty_figure, fill_mask_figure,
                                  fill_mask_table, projection_figure, similarity_figure, similarity_table,
@@ -296,9 +296,10 @@ def build(home, jobs=None, tab=None):
             projected = gr.Textbox("\n".join(SIMILARITY_EXAMPLES[0][:2]), lines=3,
                                    label=text("understand.projected_label") + f" {api.PROBE_MAX_SENTENCES}",
                                    elem_id="understand-projected")
-            english_examples(gr.Examples(SIMILARITY_EXAMPLES, [sentence_a, sentence_b, word],
-                                         label=text("understand.examples_label"),
-                                         api_name="understand_similarity_example"))
+            similarity_examples = gr.Examples(SIMILARITY_EXAMPLES, [sentence_a, sentence_b, word],
+                                              label=text("understand.examples_label"),
+                                              api_name="understand_similarity_example")
+            similarity_examples_for_reader = reader_examples(similarity_examples)
             embed_button = gr.Button(text("understand.compare_contexts"), variant="primary",
                                      elem_id="understand-compare")
             similarity_plot = gr.Plot(start[2], label=text("understand.similarity_plot_label"),
@@ -386,6 +387,8 @@ def build(home, jobs=None, tab=None):
     gr.on(None, placeholders, None, [fill_plot, fill_table, similarity_plot, similarity_frame, projection_plot,
                                      attention_plot], api_name="understand_placeholders_on_load",
           show_progress="hidden", queue=False)
+    gr.on(None, similarity_examples_for_reader, None, similarity_examples.dataset,
+          api_name="understand_similarity_examples_on_load", show_progress="hidden", queue=False)
 
     def refresh_if_changed(fill, embedding, attention, tuned, signature):
         return view.refresh_if_changed(fill, embedding, attention, tuned, signature, finetune.view.refresh_runs)

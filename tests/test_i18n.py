@@ -7,6 +7,7 @@ import json
 import re
 from pathlib import Path
 
+import gradio as gr
 import pytest
 
 from app import i18n
@@ -103,3 +104,21 @@ def test_the_header_names_the_device_in_the_readers_language():
     assert "compute device: CPU (" in header_html_for_reader() and " threads)" in header_html_for_reader()
     with i18n.reading_language("zh"):
         assert re.search(r"计算设备：CPU（\d+ 个线程）", header_html_for_reader())
+
+
+def test_an_examples_table_is_written_in_the_readers_language_and_keeps_its_values():
+    """Gradio shows an examples table's headers and a Radio's choice labels as built (English, not raw markers); the
+    load event's update writes them in the reader's language, and the values a click sends stay the same."""
+    with gr.Blocks():
+        prompt = gr.Textbox(label=i18n.text("compare.prompt_label"))
+        mode = gr.Radio([(i18n.text("compare.mode_continue"), "continuation")], label=i18n.text("compare.mode_label"))
+        examples = gr.Examples([["the cat", "continuation"]], [prompt, mode])
+        for_reader = i18n.reader_examples(examples)
+    assert examples.dataset.headers == [i18n.english("compare.prompt_label"), i18n.english("compare.mode_label")]
+    with i18n.reading_language("zh"):
+        update = for_reader()
+    assert update.headers == [i18n.translations()["zh"]["compare"]["prompt_label"],
+                              i18n.translations()["zh"]["compare"]["mode_label"]]
+    assert update.component_props[1]["choices"] == [(i18n.translations()["zh"]["compare"]["mode_continue"],
+                                                     "continuation")]
+    assert examples.dataset.samples == [["the cat", "continuation"]]

@@ -172,10 +172,17 @@ def reader_examples(examples: gr.Examples):
     def local(value):
         return tr(value.key) if isinstance(value, I18nData) else value
 
+    def local_props(entry: dict) -> dict:
+        # every text in the reader's language (a label, an info, a choice's label): an API client's `/call/` route
+        # serializes the update with plain json, which a translation marker object would break
+        entry = {name: local(value) for name, value in entry.items()}
+        if entry.get("choices"):
+            entry["choices"] = [(local(label), value) for label, value in entry["choices"]]
+        return entry
+
     def for_reader() -> gr.Dataset:
-        return gr.Dataset(headers=[local(header) for header in headers], component_props=[
-            {**entry, **({"choices": [(local(label), value) for label, value in entry["choices"]]}
-                         if entry.get("choices") else {})} for entry in props])
+        return gr.Dataset(headers=[local(header) for header in headers],
+                          component_props=[local_props(entry) for entry in props])
 
     return for_reader
 

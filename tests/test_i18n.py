@@ -122,3 +122,5 @@ def test_an_examples_table_is_written_in_the_readers_language_and_keeps_its_valu
     assert update.component_props[1]["choices"] == [(i18n.translations()["zh"]["compare"]["mode_continue"],
                                                      "continuation")]
     assert examples.dataset.samples == [["the cat", "continuation"]]
+    json.dumps(update.component_props)  # plain JSON, as an API client's /call/ route sends it (no marker objects)
+    assert update.component_props[0]["label"] == i18n.translations()["zh"]["compare"]["prompt_label"]

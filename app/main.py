@@ -24,18 +24,18 @@ ASSETS = Path(__file__).resolve().parent.parent / "assets"
 TITLE = "Pretraining Lab"
 
 
-def header_html() -> str:
-    """The title and the compute device. Built with the page (the frontend translates the marker), then written again
-    in the reader's language when the page loads (`/header_on_load`), the device's name included."""
-    return (f'<div class="lab-header"><h1>{TITLE}</h1>'
-            f'<span class="lab-device" id="lab-device">{text("header.device")}: '
-            f'{html.escape(api.device_label())}</span></div>')
+def header_html(device_line: str | None = None) -> str:
+    """The title and the compute device (`device_line`, HTML). Built with the page (the frontend translates the
+    marker), then written again in the reader's language when the page loads (`/header_on_load`), the device's name
+    included."""
+    if device_line is None:
+        device_line = f'{text("header.device")}: {html.escape(api.device_label())}'
+    return f'<div class="lab-header"><h1>{TITLE}</h1><span class="lab-device" id="lab-device">{device_line}</span></div>'
 
 
 def header_html_for_reader() -> str:
-    device = tr("header.device_line", label=tr("header.device"), device=translate_message(api.device_label()))
-    return (f'<div class="lab-header"><h1>{TITLE}</h1>'
-            f'<span class="lab-device" id="lab-device">{html.escape(device)}</span></div>')
+    return header_html(html.escape(tr("header.device_line", label=tr("header.device"),
+                                      device=translate_message(api.device_label()))))
 
 
 def build_header():

@@ -1,11 +1,6 @@
 """Headless training: `python -m lab_models.train` (CONTRACT.md section 2), its `TrainConfig`, and the presets.
 
-    python -m lab_models.train --family NAME --out DIR [--preset tiny|small|medium|base] [--corpus NAME_OR_PATH]
-        [--steps N] [--seed S] [--device auto|cpu|cuda|mps] [--objective NAME=WEIGHT ...] [--set KEY=VALUE ...]
-        [--model KEY=VALUE ...] [--tokenizer KIND] [--vocab-size N] [--batch-size N] [--seq-len N] [--lr X]
-        [--schedule cosine|constant] [--eval-every N] [--checkpoint-every N] [--resume] [--home DIR]
-        [--warmup-steps N] [--log-every N] [--eval-batches N] [--weight-decay X] [--grad-clip X]
-        [--on-nonfinite fail|skip] [--zoo NAME]
+    python -m lab_models.train --family NAME --out DIR [options]   # every option: --help, or lab_models/train_cli.py
 
 The same command runs under `torchrun --nproc_per_node K` (DistributedDataParallel; gloo on CPU, nccl on CUDA): each
 rank draws its own batches, rank 0 alone writes files, logged numbers are averaged over ranks. The batch size is per

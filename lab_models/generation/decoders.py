@@ -44,6 +44,20 @@ class _Decoder:
         return bool(history) and history[-1] in self.end_ids
 
 
+class _Rereading(_Decoder):
+    """A decoder with no cache (XLNet, the LSTMs, CoVe): every step reads prefix + each history again, through
+    `_logits(histories)` -> (B, V)."""
+
+    def _logits(self, histories: list[list[int]]) -> torch.Tensor:
+        raise NotImplementedError
+
+    def first(self) -> torch.Tensor:
+        return self._logits([[]])
+
+    def next(self, histories: list[list[int]], parents: list[int]) -> torch.Tensor:
+        return self._logits(histories)
+
+
 Item = tuple[int, tuple[int, ...], int]  # (token id, position ids (one per position row), segment id)
 
 
@@ -210,7 +224,7 @@ class _GLMInfill(_OneStream):
             and history.count(self.ctx.vocab.end_id) >= self.n_blanks
 
 
-class _XLNetContinue(_Decoder):
+class _XLNetContinue(_Rereading):
     """XLNet in the left-to-right factorization order, recomputed each step (see the module docstring)."""
 
     def __init__(self, ctx: _Context, prefix: list[int]):
@@ -238,14 +252,8 @@ class _XLNetContinue(_Decoder):
                                                positions, slots)
         return ctx.backbone.lm_logits(g[:, 0])  # (B, V)
 
-    def first(self) -> torch.Tensor:
-        return self._logits([[]])
 
-    def next(self, histories: list[list[int]], parents: list[int]) -> torch.Tensor:
-        return self._logits(histories)
-
-
-class _LSTMContinue(_Decoder):
+class _LSTMContinue(_Rereading):
     """ELMo's forward LM and ULMFiT's AWD-LSTM: the next-token logits after prefix + history, re-read each step."""
 
     def __init__(self, ctx: _Context, prefix: list[int]):
@@ -260,14 +268,8 @@ class _LSTMContinue(_Decoder):
         ids = self.ctx.tensor([self.prefix + h for h in histories])  # (B, n): the histories have one length
         return self.logits_of(ids)[:, -1]  # (B, V)
 
-    def first(self) -> torch.Tensor:
-        return self._logits([[]])
 
-    def next(self, histories: list[list[int]], parents: list[int]) -> torch.Tensor:
-        return self._logits(histories)
-
-
-class _CoVeTranslate(_Decoder):
+class _CoVeTranslate(_Rereading):
     """CoVe's attentional decoder over the encoded English; each step re-reads [BOS] + the history."""
 
     def __init__(self, ctx: _Context, encoder: list[int]):
@@ -285,9 +287,3 @@ class _CoVeTranslate(_Decoder):
         state = tuple(s.expand(-1, B, -1).contiguous() for s in self.state)
         logits, _ = self.ctx.model.decoder_logits(ids, self.H.expand(B, -1, -1), self.lengths.expand(B), state)
         return logits[:, -1]  # (B, V)
-
-    def first(self) -> torch.Tensor:
-        return self._logits([[]])
-
-    def next(self, histories: list[list[int]], parents: list[int]) -> torch.Tensor:
-        return self._logits(histories)

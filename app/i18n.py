@@ -191,7 +191,8 @@ STORAGE_KEY = "pretraining-lab-language"
 
 # The browser-side switch. Gradio keeps its locale in its frontend module (the one that exports `changeLocale`); the
 # page has loaded it already, so importing its URL again returns that same instance. A tab's name in the tab bar is
-# redrawn when the tab is shown, so after the change every tab is shown once and the one the user was on last.
+# redrawn when the tab is shown, so after the change every tab is shown once, then the ones the user was on (one per
+# tab bar, nested ones included).
 _SET_LANGUAGE = """
 async function setLabLanguage(code) {
   const urls = performance.getEntriesByType("resource").map((entry) => entry.name)
@@ -201,10 +202,30 @@ async function setLabLanguage(code) {
     if (typeof module.changeLocale !== "function") { continue; }
     module.changeLocale(code === "zh" ? "zh-CN" : "en");  // zh-CN: Gradio's own texts have it too
     await new Promise((resolve) => setTimeout(resolve, 400));  // the built-in Chinese texts load lazily
-    const tabs = Array.from(document.querySelectorAll("button[role=tab]"));
-    const current = tabs.find((tab) => tab.getAttribute("aria-selected") === "true");
-    for (const tab of tabs) { if (tab !== current) { tab.click(); await new Promise((r) => setTimeout(r, 30)); } }
-    if (current) { current.click(); }
+    const pause = () => new Promise((resolve) => setTimeout(resolve, 60));
+    const allTabs = () => Array.from(document.querySelectorAll("button[role=tab]"));
+    const shownBars = () => Array.from(document.querySelectorAll("[role=tablist]"))
+      .filter((bar) => bar.getClientRects().length > 0);
+    const position = (tab) => Array.from(tab.closest("[role=tablist]").querySelectorAll("button[role=tab]")).indexOf(tab);
+    // where the user is: the selected tab's position in each shown tab bar, the page's first, then the nested ones
+    const path = shownBars().map((bar) => bar.querySelector("button[role=tab][aria-selected=true]"))
+      .filter((tab) => tab).map(position);
+    // show every tab once, the last shown one first: a nested tab bar is drawn only when its tab is shown, and its
+    // buttons come after the page's in the document, so they are shown before the next tab of the page hides them
+    const shown = new Set();
+    for (let guard = 0; guard < 500; guard++) {
+      const next = allTabs().reverse().find((tab) => !shown.has(tab) && tab.getClientRects().length > 0);
+      if (!next) { break; }
+      shown.add(next);
+      next.click();
+      await pause();
+    }
+    // back to where the user was, one tab bar deeper at a time (a nested bar is drawn once its tab is shown)
+    for (let depth = 0; depth < path.length; depth++) {
+      const bar = shownBars()[depth];
+      const tab = bar ? bar.querySelectorAll("button[role=tab]")[path[depth]] : null;
+      if (tab) { tab.click(); await pause(); }
+    }
     return true;
   }
   return false;

@@ -162,3 +162,23 @@ def test_a_chinese_browser_gets_the_page_in_chinese_and_the_switch_changes_it(se
     while time.time() < deadline and _tab_names(driver)[:2] != ["Mask Explorer", "Train"]:
         time.sleep(0.5)  # the switch shows every tab once to redraw its name: the second comes a moment later
     assert _tab_names(driver)[:2] == ["Mask Explorer", "Train"]
+
+    # the switch keeps the user where they were, a nested tab included
+    _click_button(driver, "Understand")
+    deadline = time.time() + 20
+    while time.time() < deadline and "Contextual embeddings" not in _tab_names(driver):
+        time.sleep(0.5)
+    assert "Contextual embeddings" in _tab_names(driver), _tab_names(driver)[4:]
+    _click_button(driver, "Contextual embeddings")
+    for label in driver.find_elements("xpath", "//label[normalize-space()='中文']"):
+        if label.is_displayed():
+            label.click()
+            break
+    deadline = time.time() + 30
+    while time.time() < deadline and _selected_tabs(driver) != ["理解", "上下文嵌入"]:
+        time.sleep(0.5)
+    assert _selected_tabs(driver) == ["理解", "上下文嵌入"]
+
+
+def _selected_tabs(driver) -> list[str]:
+    return [tab.text for tab in driver.find_elements("css selector", "button[role=tab][aria-selected=true]")]

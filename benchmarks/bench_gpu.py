@@ -79,7 +79,9 @@ def our_model(family: str, vocab, seq_len: int, smoke: bool):
 
     settings = objective_module(family).Settings()
     sizes = dict(SMOKE) if smoke else {}
-    overrides = fit_row_length(family, settings, seq_len, max(seq_len, 512), {"max_positions": max(seq_len, 512)})
+    # no max_positions override given, so fit_row_length raises it where GLM and MPNet lengthen their rows
+    overrides = fit_row_length(family, settings, seq_len, max(seq_len, 512), {})
+    overrides.setdefault("max_positions", max(seq_len, 512))
     config = family_model_config(family, "base", vocab.size, **sizes, **overrides)
     return build_model(family, config, settings, vocab, seed=0)
 

@@ -5,7 +5,7 @@ Presentation only: every number drawn here comes from `lab_models.api` (`finetun
 classes from assets/lab.css (`train-progress`, `train-bar`, coloured by state), so a fine-tuning looks like a run.
 
 Papers: the recipe drawn here is BERT §4 (a [CLS] head) and GPT §3.2 (a last-token head plus λ times the LM loss);
-lab_models/finetune.py states how the lab deviates from them. This module adds no method of its own.
+lab_models/inference/finetuning/run.py states how the lab deviates from them. This module adds no method of its own.
 
 Every word drawn here (headers, titles, legends, hover texts, state names, notes) is in the reader's language
 (app/i18n.py `tr`); `lab_models`' sentences (a task's description, an error, a worker's failure) go through the

@@ -9,7 +9,7 @@ one per device at a time, like the Train tab's runs); **Stop** stops the shown o
 the leaderboard (a table and a bar plot, from `api.finetune_leaderboard`) whenever a result appears.
 
 The recipe follows BERT §4 (a [CLS] head) and GPT §3.2-3.3 (a last-token head, plus λ = 0.5 times the LM loss);
-lab_models/finetune.py states the lab's deviations. The handlers only translate the controls into `lab_models.api`
+lab_models/inference/finetuning/run.py states the lab's deviations. The handlers only translate the controls into `lab_models.api`
 calls; app/finetune_figures.py draws.
 
 Endpoints (every `api_name` starts with `understand_finetune_`):

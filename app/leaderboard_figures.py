@@ -1,6 +1,6 @@
 """The Leaderboard tab's table and figure: `api.leaderboard`'s frame, shown for people.
 
-Presentation only: every number here comes from `lab_models.api.leaderboard` (lab_models/leaderboard.py documents
+Presentation only: every number here comes from `lab_models.api.leaderboard` (lab_models/inference/leaderboard.py documents
 the metrics). The display table rounds the scores and writes "—" for a metric a run does not have; the reasons are
 listed under it (`notes_markdown`); the CSV export keeps the frame itself, at full precision.
 

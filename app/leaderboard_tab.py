@@ -4,7 +4,7 @@ Pick a corpus (the list holds the corpora that have runs with weights, the one w
 **Compute**: one row per run with its validation bits per byte, fill-mask accuracy and infill exact match on the
 corpus's held-out sentences, its best fine-tuned classification accuracy per task, its parameters and the tokens it
 trained on; a bar chart per metric; and the table as a CSV file to download. The numbers come from
-`api.leaderboard` (lab_models/leaderboard.py defines each metric and how it deviates from the papers); the forward-
+`api.leaderboard` (lab_models/inference/leaderboard.py defines each metric and how it deviates from the papers); the forward-
 pass scores are cached in each run folder, so the second Compute is instant. Nothing here is per-family: a family
 that cannot do a metric shows "—" and says why in the notes.
 
@@ -15,7 +15,7 @@ Endpoints (every event has an `api_name`, so `gradio_client` can drive the tab):
 * `/leaderboard_corpora_list` (the Refresh button) and `/leaderboard_corpora_on_select` (opening the tab): the
   current corpus -> the corpus picker with the corpora that have runs now.
 * `/leaderboard_rank_zoo` (**Rank the zoo**): (zoo name, held-out sentences, seed) -> the same outputs as
-  `/leaderboard_compute`, for the runs of that zoo only (lab_models/zoo.py: one run per family, one corpus).
+  `/leaderboard_compute`, for the runs of that zoo only (lab_models/experiments/zoo.py: one run per family, one corpus).
 * `/leaderboard_refresh` (a timer, every few seconds): (corpus, zoo, the last signature) -> the corpus picker, the
   zoo picker and its row, only when the corpora with runs or the zoos have changed.
 * `/leaderboard_placeholder_on_select` (opening the tab): the table shown -> the empty table and figure, redrawn in
@@ -124,7 +124,7 @@ class LeaderboardView:
     def rank_zoo(self, zoo, max_examples=api.LEADERBOARD_DEFAULT_EXAMPLES, seed=0, progress=gr.Progress()):
         """The leaderboard of one zoo's runs (one per family), with the same outputs as `compute`."""
         if not zoo:
-            raise ValueError("No zoo to rank yet: press Train the demo zoo on the first tab (or run python -m lab_models.zoo).")
+            raise ValueError("No zoo to rank yet: press Train the demo zoo on the first tab (or run python -m lab_models zoo).")
         return self.compute(None, max_examples, seed, progress, zoo=str(zoo))
 
     def compute(self, corpus, max_examples=api.LEADERBOARD_DEFAULT_EXAMPLES, seed=0, progress=gr.Progress(),

@@ -1,7 +1,7 @@
 """Plotly figures and HTML for the Switch Transformer views: per-expert routing over training (Train tab) and token
 chips coloured by expert (Understand tab).
 
-Presentation only. The numbers are the `switch` entries of a run's metrics.jsonl train rows (lab_models/switch.py):
+Presentation only. The numbers are the `switch` entries of a run's metrics.jsonl train rows (lab_models/models/switch.py):
 {"layers": ["layer 2", ...], "n_experts": 8, "routed": [[fraction per expert] per layer], "dropped": [[...]],
 "tokens": [...]}, and `api.switch_routing`'s `RoutingView`. Paper: Fedus, Zoph, Shazeer (2022), Switch Transformers;
 no deviation (nothing is computed here). Every word drawn here is in the reader's language (`app.i18n.tr`, keys

@@ -4,7 +4,7 @@ Handlers are plain methods of `TokenizerLab`; the trained tokenizers live in the
 corpus fingerprint, kind, vocabulary size), so every endpoint is stateless and `gradio_client` can drive it.
 
 A vocabulary size too small for the corpus's alphabet (a Chinese corpus at 512) is not a dead end: the status names
-the smallest size that works for every ticked kind (`api.propose_vocab_size`, lab_models/vocab_fit.py) and a button
+the smallest size that works for every ticked kind (`api.propose_vocab_size`, lab_models/text/vocab_fit.py) and a button
 **Use vocabulary size N** (`/use_proposed_vocab_size`) sets it and trains again.
 
 What the handlers write (the status, the proposal, the progress lines, the statistics table's headers, the figures'

@@ -1,6 +1,6 @@
 """Train tab: start, watch, stop and resume pretraining runs, and compare their curves.
 
-Every run is a `python -m lab_models.train` worker process queued by the app's one `JobManager` (lab_models/jobs.py),
+Every run is a `python -m lab_models train` worker process queued by the app's one `JobManager` (lab_models/training/jobs/manager.py),
 so training never blocks the page. The handlers below only translate the controls into `lab_models.api` calls and
 draw what the run folders say (app/train_figures.py); the equivalent CLI command is shown so a run can be repeated
 headlessly.
@@ -239,7 +239,7 @@ class TrainView:
                 else {}}
 
     def command(self, *controls) -> str:
-        """The equivalent `python -m lab_models.train ...` (or why there is none yet, as a shell comment, in the
+        """The equivalent `python -m lab_models train ...` (or why there is none yet, as a shell comment, in the
         reader's language)."""
         try:
             return api.training_command(self.jobs, **self.request(*controls))

@@ -11,7 +11,7 @@
   topics and the gap between same-topic and different-topic pairs (app/sentence_similarity_panel.py; the contrastive
   add-on's view; its endpoints start with `understand_sentences`).
 * **Attention**: one run and a sentence; every head of one layer of one stream as a heatmap, under the mask the family
-  really uses (`api.attention_maps`; lab_models/probes.py documents the mask per family).
+  really uses (`api.attention_maps`; lab_models/inference/representations.py documents the mask per family).
 * **Fine-tune**: up to four runs fine-tuned on a labelled task (built-in or a CSV), queued on the job manager, with
   live progress, Stop, and a leaderboard table and plot (app/finetune_panel.py; its endpoints start with
   `understand_finetune_`).

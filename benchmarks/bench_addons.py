@@ -2,12 +2,12 @@
 
 Run `python benchmarks/bench_addons.py [--parts contrastive,adversarial,back_translation] [--steps 300]
 [--bt-steps 300] [--bt-families mass] [--threads 1] [--out DIR]` (short by default; the README's numbers come from the
-command it shows). Every run is `python -m lab_models.train` at the tiny preset on the synthetic corpus, seed 0, run
+command it shows). Every run is `python -m lab_models train` at the tiny preset on the synthetic corpus, seed 0, run
 in this process; a pair of runs differs only in the add-on.
 
 1. contrastive (BERT and GPT): `--steps` steps without and with `--objective contrastive=1` (BERT twice: the
    default mean pooling and SimCSE's [CLS]). Then, on the synthetic corpus's held-out sentences
-   (lab_models/sentence_similarity.py, 40 per topic), read with mean pooling and with the family's own vector: the
+   (lab_models/inference/sentence_similarity.py, 40 per topic), read with mean pooling and with the family's own vector: the
    mean cosine of same-topic and of different-topic pairs, their gap, the AUC of that separation and how often a
    sentence's nearest neighbour shares its topic; alignment (held-out entailed pairs) and uniformity (Wang & Isola
    2020); and the validation loss of the family's own objective (does the add-on cost it anything?).
@@ -36,10 +36,10 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from anywhere, as the other benchmarks
 
-from lab_models import train  # noqa: E402
-from lab_models.inference import load_run  # noqa: E402
+from lab_models.training import run as train  # noqa: E402
+from lab_models.inference.loading import load_run  # noqa: E402
 from lab_models.objectives import back_translation, contrastive  # noqa: E402
-from lab_models.sentence_similarity import topic_similarity  # noqa: E402
+from lab_models.inference.sentence_similarity import topic_similarity  # noqa: E402
 
 PARTS = ("contrastive", "adversarial", "back_translation")
 
@@ -51,7 +51,7 @@ def run_cli(out: Path, family: str, steps: int, home: Path, *extra: str) -> Path
         started = time.perf_counter()
         code = train.main(argv)
         if code != 0:
-            raise SystemExit(f"training failed: python -m lab_models.train {' '.join(argv)}")
+            raise SystemExit(f"training failed: python -m lab_models train {' '.join(argv)}")
         print(f"  trained {out.name} in {time.perf_counter() - started:.0f} s", flush=True)
     return out
 
@@ -113,8 +113,9 @@ def bench_adversarial(args, home: Path, out: Path) -> None:
     loaded = load_run(adv)
     model = loaded.model.train()
     config = json.loads((adv / "config.json").read_text())
-    from lab_models.corpora import load_corpus
-    from lab_models.data import PackedBatches, encode_stream
+    from lab_models.text.corpora import load_corpus
+    from lab_models.training.batches import PackedBatches
+    from lab_models.text.streams import encode_stream
     from lab_models.objectives import objective_module
     from lab_models.objectives.common import BatchConfig
 

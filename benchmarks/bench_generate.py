@@ -4,11 +4,11 @@ Run `python benchmarks/bench_generate.py [--run DIR ...] [--families gpt gpt2] [
 [--tokens 50] [--rounds 5] [--threads 1] [--home DIR]`.
 
 Without --run it trains (or reuses) a `small`-preset run per family with the CLI for a few steps
-(`python -m lab_models.train --family F --preset small --steps 20 --out HOME/runs/bench-generate-F-small`); the
+(`python -m lab_models train --family F --preset small --steps 20 --out HOME/runs/bench-generate-F-small`); the
 weights' quality does not change the speed. The `small` preset is the CPU demo size: d_model 256, 4 layers, 4 heads,
 d_ff 1024, 256 positions, a ~4000-token vocabulary.
 
-What is timed: `lab_models.generate`'s continue mode, greedy, exactly `--tokens` new tokens after the prompt (the
+What is timed: `lab_models.inference.generation.generate`'s continue mode, greedy, exactly `--tokens` new tokens after the prompt (the
 [EOS] stop is switched off for the measurement, so an early [EOS] cannot shorten a round), from encoding the prompt to
 the last token: with the KV cache (one new token through the model per step) and without it (the whole sequence
 recomputed per step, `use_cache=False`). One warm-up round, then `--rounds` rounds alternating cached and uncached; the
@@ -41,7 +41,7 @@ def train_run(family: str, preset: str, steps: int, home: Path) -> Path:
     run_dir = home / "runs" / f"bench-generate-{family}-{preset}"
     if (run_dir / "model.safetensors").is_file():
         return run_dir
-    command = [sys.executable, "-m", "lab_models.train", "--family", family, "--preset", preset, "--steps",
+    command = [sys.executable, "-m", "lab_models", "train", "--family", family, "--preset", preset, "--steps",
                str(steps), "--device", "cpu", "--out", str(run_dir), "--home", str(home)]
     print("training:", " ".join(command), flush=True)
     env = {**os.environ, "PRETRAINING_LAB_HOME": str(home), "PYTHONPATH": str(ROOT)}
@@ -55,16 +55,18 @@ def time_once(run_dir: Path, tokens: int, use_cache: bool) -> float:
     """Seconds to write exactly `tokens` tokens greedily after PROMPT."""
     import torch
 
-    from lab_models import generate as gen
-    from lab_models.inference import load_run
+    from lab_models.inference.generation.context import DecodingContext
+    from lab_models.inference.generation.plans import plan_continue
+    from lab_models.inference.generation.search import search_tokens
+    from lab_models.inference.loading import load_run
 
-    ctx = gen._Context(load_run(run_dir))
+    ctx = DecodingContext(load_run(run_dir))
     generator = torch.Generator().manual_seed(0)
     with torch.inference_mode():
         started = time.perf_counter()
-        plan, _ = gen._plan_continue(ctx, PROMPT, tokens, use_cache)
+        plan, _ = plan_continue(ctx, PROMPT, tokens, use_cache)
         plan.decoder.end_ids = ()  # no [EOS] stop: exactly `tokens` tokens (EOS is then masked like any special)
-        result = gen._search(ctx, plan.decoder, plan.limit, "greedy", 1.0, 0, 1.0, 1, generator)
+        result = search_tokens(ctx, plan.decoder, plan.limit, "greedy", 1.0, 0, 1.0, 1, generator)
         seconds = time.perf_counter() - started
     if len(result.tokens) != tokens:
         sys.exit(f"expected {tokens} tokens, got {len(result.tokens)} (the prompt leaves too few positions)")
@@ -87,7 +89,7 @@ def main(argv=None) -> int:
 
     from lab_models import api
     from lab_models.home import lab_home
-    from lab_models.inference import load_run
+    from lab_models.inference.loading import load_run
 
     torch.set_num_threads(args.threads)
     home = Path(args.home) if args.home else lab_home()

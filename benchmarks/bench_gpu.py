@@ -16,8 +16,8 @@ are what is timed; HF through a plain loop with the same autocast, fused AdamW, 
 
 Each row runs in a fresh subprocess (so torch.cuda.max_memory_allocated belongs to that model alone), with
 `--warmup` untimed steps then `--steps` timed ones; tokens/s = batch tokens / median step time. MFU = FLOPs per token
-(lab_models/flops.py, counted on a real batch of each side: HF's models project every row to the vocabulary, so
-their FLOPs per token are higher) x tokens/s / the device's bf16 peak (lab_models/flops.py's table).
+(lab_models/training/flops.py, counted on a real batch of each side: HF's models project every row to the vocabulary, so
+their FLOPs per token are higher) x tokens/s / the device's bf16 peak (lab_models/training/flops.py's table).
 
 Targets (issue 17): GPT-2 124M MFU >= 45% on an H100 and >= 1.3x HF's tokens/s; BERT-base >= 1.3x HF; UniLM, GLM,
 XLNet and MPNet within 1.5x of GPT's step time at the same size.
@@ -53,7 +53,7 @@ TARGETS = {"gpt2_mfu": 0.45, "gpt2_ratio": 1.3, "bert_ratio": 1.3, "structured_v
 
 
 def vocab_info(size: int):
-    from lab_models.objectives.common import VocabInfo
+    from lab_models.text.vocab import VocabInfo
 
     return VocabInfo(size=size, pad_id=0, mask_id=1, cls_id=2, sep_id=3, bos_id=4, eos_id=5, start_id=6, end_id=7,
                      sentinel_ids=tuple(range(8, N_SPECIALS)), random_ids=tuple(range(N_SPECIALS, size)))
@@ -62,7 +62,7 @@ def vocab_info(size: int):
 def packed_batches(family: str, vocab, seq_len: int, batch_size: int):
     import torch
 
-    from lab_models.data import PackedBatches
+    from lab_models.training.batches import PackedBatches
     from lab_models.objectives import objective_module
     from lab_models.objectives.common import BatchConfig
 
@@ -73,9 +73,9 @@ def packed_batches(family: str, vocab, seq_len: int, batch_size: int):
 
 
 def our_model(family: str, vocab, seq_len: int, smoke: bool):
-    from lab_models.models import build_model, family_model_config
+    from lab_models.models.family import build_model, family_model_config
     from lab_models.objectives import objective_module
-    from lab_models.train import fit_row_length
+    from lab_models.training.cli import fit_row_length
 
     settings = objective_module(family).Settings()
     sizes = dict(SMOKE) if smoke else {}
@@ -140,10 +140,10 @@ def hf_inputs(name: str, batch, vocab) -> dict:
 def run_worker(row: str, side: str, steps: int, warmup: int, compile_: bool, smoke: bool) -> dict:
     import torch
 
-    from lab_models.device import select_device
-    from lab_models.engine import EngineConfig, StepEvent, Trainer, count_tokens
-    from lab_models.flops import device_peak_flops, mfu, training_flops_per_token
-    from lab_models.performance import PerformanceConfig
+    from lab_models.training.device import select_device
+    from lab_models.training.engine import EngineConfig, StepEvent, Trainer, count_tokens
+    from lab_models.training.flops import device_peak_flops, mfu, training_flops_per_token
+    from lab_models.training.performance import PerformanceConfig
 
     family, vocab_size, seq_len, batch_size, _ = ROWS[row]
     if smoke:

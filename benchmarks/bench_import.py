@@ -11,7 +11,7 @@ plus <|endoftext|>), saved as tokenizer.json. The weights' values do not change 
 What is measured, each in a fresh Python process so that the peak resident memory (ru_maxrss) belongs to that one
 job, alternating the two for `--rounds` rounds:
 
-- lab: `lab_models.interop.import_checkpoint(folder, out)`: read the folder and its tokenizer, convert every tensor,
+- lab: `lab_models.interop.importer.import_checkpoint(folder, out)`: read the folder and its tokenizer, convert every tensor,
   check one forward pass, write the run folder (config.json, model.safetensors, tokenizer.json) to disk;
 - transformers: `GPT2LMHeadModel.from_pretrained(folder)` and `AutoTokenizer.from_pretrained(folder)`: it reads the
   same files and writes nothing.
@@ -47,7 +47,7 @@ which, folder, out, threads = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.arg
 import torch
 torch.set_num_threads(threads)
 if which == "lab":
-    from lab_models.interop import import_checkpoint
+    from lab_models.interop.importer import import_checkpoint
 else:
     from transformers import AutoTokenizer, GPT2LMHeadModel
 imported = time.perf_counter()

@@ -3,9 +3,9 @@
 Run `python benchmarks/bench_rnn_speed.py [--preset small] [--steps 20] [--warmup 3] [--device auto] [--threads N]
 [--families elmo,cove,ulmfit,cvt] [--batch-size B] [--seq-len T]`.
 
-What is measured: the lab's own training step (lab_models/engine.py Trainer: the family's batch source, forward,
-backward, gradient clipping, AdamW; bf16 autocast on CUDA), at the preset's RNN sizes (lab_models/rnn/config.py:
-`small` = embedding 256, LSTM 512, 2 layers, ULMFiT 3) and the preset's training defaults (lab_models/train.py
+What is measured: the lab's own training step (lab_models/training/engine.py Trainer: the family's batch source, forward,
+backward, gradient clipping, AdamW; bf16 autocast on CUDA), at the preset's RNN sizes (lab_models/models/rnn/config.py:
+`small` = embedding 256, LSTM 512, 2 layers, ULMFiT 3) and the preset's training defaults (lab_models/training/run.py
 PRESET_DEFAULTS: `small` = batch 16 x 128 tokens on the stdlib-docs corpus, a 4000-token tokenizer). Every LSTM is
 one nn.LSTM call over the whole sequence (cuDNN on a GPU, oneDNN or PyTorch's own kernel on a CPU), never a Python
 loop over time steps. The first `--warmup` steps are not timed. Tokens are the batch's input tokens (CoVe: encoder
@@ -29,18 +29,20 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from anywhere, as the other benchmarks
 
-from lab_models.corpora import load_corpus  # noqa: E402
-from lab_models.data import PackedBatches, build_tokenizer, encode_stream
-from lab_models.device import select_device
-from lab_models.engine import EngineConfig, Trainer
-from lab_models.families import family_spec
-from lab_models.models import build_model, family_model_config
+from lab_models.text.corpora import load_corpus  # noqa: E402
+from lab_models.training.batches import PackedBatches
+from lab_models.text.vocab_fit import build_tokenizer
+from lab_models.text.streams import encode_stream
+from lab_models.training.device import select_device
+from lab_models.training.engine import EngineConfig, Trainer
+from lab_models.families import family_record
+from lab_models.models.family import build_model, family_model_config
 from lab_models.objectives import objective_module
 from lab_models.objectives.common import BatchConfig
-from lab_models.rnn import RNN_FAMILIES
-from lab_models.rnn.common import DataContext
-from lab_models.train import PRESET_DEFAULTS
-from lab_models.vocab import prepare_tokenizer
+from lab_models.families import RNN_FAMILIES
+from lab_models.models.rnn.common import DataContext
+from lab_models.training.config import PRESET_DEFAULTS
+from lab_models.text.vocab import prepare_tokenizer
 
 
 def batches_for(family, tokenizer, info, settings, corpus, seq_len, batch_size, steps, max_positions):
@@ -56,7 +58,7 @@ def batches_for(family, tokenizer, info, settings, corpus, seq_len, batch_size, 
 
 def measure(family, args, corpus, device) -> dict:
     defaults = PRESET_DEFAULTS[args.preset]
-    kind = family_spec(family).tokenizer
+    kind = family_record(family).tokenizer
     tokenizer, info = prepare_tokenizer(build_tokenizer(corpus, kind, defaults["vocab_size"]).tokenizer)
     settings = objective_module(family).Settings()
     config = family_model_config(family, args.preset, info.size)

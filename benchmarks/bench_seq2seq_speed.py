@@ -4,7 +4,7 @@ Run `python benchmarks/bench_seq2seq_speed.py [--rounds 3] [--preset small] [--t
 (`pip install -r benchmarks/requirements-bench.txt` first: `transformers` is a benchmark-only dependency).
 
 What is compared, at the preset's model size (lab_models/nn/config.py PRESETS; `small`, the default, is the lab's CPU
-demo: d_model 256, 4 layers, 4 heads, d_ff 1024) and the preset's training defaults (lab_models/train.py
+demo: d_model 256, 4 layers, 4 heads, d_ff 1024) and the preset's training defaults (lab_models/training/run.py
 PRESET_DEFAULTS; `small`: batch 16 x 128 tokens, a 4000-token tokenizer plus the lab's 40 special tokens = 4040 ids,
 AdamW lr 5e-4, betas (0.9, 0.98), eps 1e-8, weight decay 0.01 on matrices only, gradient clipping at 1.0, dropout 0.1,
 train mode, random init on both sides, nothing downloaded):
@@ -41,7 +41,7 @@ What differs between the implementations (part of why the speeds differ), each s
   batch's distinct distances, the segment term always (one segment: a constant per row), and one SDPA call per layer
   for both streams ([h; g] stacked, P query rows only: (T + P) x T) with the relative scores as its float mask, and no
   attention dropout (DESIGN.md "Speed").
-- T5. Both are T5 v1.0 as the paper builds it (the lab's T5 family defaults, lab_models/models.py): RMS norm without
+- T5. Both are T5 v1.0 as the paper builds it (the lab's T5 family defaults, lab_models/models/family.py): RMS norm without
   bias or mean, no biases in any linear layer, ReLU, no absolute positions but a learned relative position bias per
   head (32 buckets; one per stack, computed once per forward pass and added to every layer's scores, so SDPA gets a
   float bias mask on both sides), no 1/sqrt(d) in the attention, and a d_model^-0.5 rescale of the decoder output
@@ -81,8 +81,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 TARGET_RATIO = 1.25
-N_SPECIALS = 40  # lab_models/vocab.py: 8 special tokens + 32 sentinels
-# the engine's defaults (lab_models/train.py): AdamW and clipping; the sizes come from the preset
+N_SPECIALS = 40  # lab_models/text/vocab.py: 8 special tokens + 32 sentinels
+# the engine's defaults (lab_models/training/run.py): AdamW and clipping; the sizes come from the preset
 OPTIMIZER = dict(betas=(0.9, 0.98), eps=1e-8, weight_decay=0.01, grad_clip=1.0)
 DROPOUT = 0.1
 
@@ -105,7 +105,7 @@ def require_transformers():
 def training_setup(preset: str, batch_size: int | None = None, seq_len: int | None = None) -> dict:
     """The preset's model sizes and training defaults (batch, seq_len, tokenizer vocabulary, lr)."""
     from lab_models.nn.config import PRESETS
-    from lab_models.train import PRESET_DEFAULTS
+    from lab_models.training.config import PRESET_DEFAULTS
 
     defaults = PRESET_DEFAULTS[preset]
     return dict(PRESETS[preset], batch_size=batch_size or defaults["batch_size"],
@@ -120,7 +120,7 @@ def vocab_info(setup: dict):
     32 sentinels T5 uses), ~70% of ordinary ids start a word."""
     import torch
 
-    from lab_models.objectives.common import VocabInfo
+    from lab_models.text.vocab import VocabInfo
 
     size = setup["tokenizer_vocab"] + N_SPECIALS
     g = torch.Generator().manual_seed(1)
@@ -135,7 +135,7 @@ def packed_batches(family: str, vocab, setup: dict):
     """The lab's batch source over a random token stream (speed does not depend on the text)."""
     import torch
 
-    from lab_models.data import PackedBatches
+    from lab_models.training.batches import PackedBatches
     from lab_models.objectives import objective_module
     from lab_models.objectives.common import BatchConfig
 
@@ -147,7 +147,7 @@ def packed_batches(family: str, vocab, setup: dict):
 
 
 def our_model(family: str, vocab, preset: str):
-    from lab_models.models import build_model, family_model_config
+    from lab_models.models.family import build_model, family_model_config
 
     config = family_model_config(family, preset, vocab.size, dropout=DROPOUT)
     return build_model(family, config, None, vocab, seed=0)
@@ -156,7 +156,7 @@ def our_model(family: str, vocab, preset: str):
 def adamw(model, lr: float):
     import torch
 
-    from lab_models.engine import parameter_groups
+    from lab_models.training.engine import parameter_groups
 
     return torch.optim.AdamW(parameter_groups(model, OPTIMIZER["weight_decay"]), lr=lr, betas=OPTIMIZER["betas"],
                              eps=OPTIMIZER["eps"])

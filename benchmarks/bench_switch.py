@@ -10,16 +10,16 @@ Run `python benchmarks/bench_switch.py [--family gpt] [--preset tiny] [--steps 4
 What is measured, for the dense model and the Switch model (the preset's sizes; every `expert_every`-th feed-forward
 becomes `n_experts` experts of the same d_ff, so a token's FFN costs the same):
 - parameters: total, non-embedding (Kaplan et al.'s N) and active non-embedding (one expert per Switch layer);
-- forward FLOPs per token, two ways: Kaplan's count (lab_models/switch.py `forward_flops_per_token`: 2 per active
+- forward FLOPs per token, two ways: Kaplan's count (lab_models/models/switch.py `forward_flops_per_token`: 2 per active
   parameter, attention over the context, the vocabulary projection), and `torch.utils.flop_counter.FlopCounterMode` on
   one real forward pass of the family's loss (matrix products only; it includes the empty slots of each expert's
   capacity buffer, capacity factor x the tokens, and the model's sparse LM head, so it differs from Kaplan's count);
 - one feed-forward layer's forward + backward time: dense, the lab's batched Switch dispatch, and a Switch layer
   written as a Python loop over the experts (the usual simple implementation), interleaved, median of the rounds;
-- training tokens/s: the lab's own training step (lab_models/engine.py Trainer.train_step: forward, backward,
+- training tokens/s: the lab's own training step (lab_models/training/engine.py Trainer.train_step: forward, backward,
   clipping, AdamW), the two models interleaved round by round in the same process (`--rounds` x `--round-steps`
   steps each, after one warm-up round), so that a busy machine slows both alike; the ratio is what to read;
-- validation bits per byte after `--steps` steps of `python -m lab_models.train` (same corpus, tokenizer, seed,
+- validation bits per byte after `--steps` steps of `python -m lab_models train` (same corpus, tokenizer, seed,
   batches and schedule; the runs are written under `--out`), and the curve at every evaluation.
 
 The Switch run's metrics also carry its load-balancing loss and per-expert routing (its metrics.jsonl). Deviations
@@ -39,24 +39,27 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from anywhere, as the other benchmarks
 
-from lab_models import train as train_cli  # noqa: E402
-from lab_models.corpora import load_corpus  # noqa: E402
-from lab_models.data import PackedBatches, build_tokenizer, encode_stream  # noqa: E402
-from lab_models.device import select_device  # noqa: E402
-from lab_models.engine import EngineConfig, Trainer  # noqa: E402
-from lab_models.families import family_spec  # noqa: E402
-from lab_models.models import build_model, family_model_config  # noqa: E402
+from lab_models.training import run as train_cli  # noqa: E402
+from lab_models.training.config import parse_model_overrides  # noqa: E402
+from lab_models.text.corpora import load_corpus  # noqa: E402
+from lab_models.training.batches import PackedBatches
+from lab_models.text.vocab_fit import build_tokenizer
+from lab_models.text.streams import encode_stream  # noqa: E402
+from lab_models.training.device import select_device  # noqa: E402
+from lab_models.training.engine import EngineConfig, Trainer  # noqa: E402
+from lab_models.families import family_record  # noqa: E402
+from lab_models.models.family import build_model, family_model_config  # noqa: E402
 from lab_models.objectives import objective_module  # noqa: E402
 from lab_models.objectives.common import BatchConfig  # noqa: E402
-from lab_models.switch import forward_flops_per_token, parameter_counts  # noqa: E402
-from lab_models.train import PRESET_DEFAULTS  # noqa: E402
-from lab_models.vocab import prepare_tokenizer  # noqa: E402
+from lab_models.models.switch import forward_flops_per_token, parameter_counts  # noqa: E402
+from lab_models.training.config import PRESET_DEFAULTS  # noqa: E402
+from lab_models.text.vocab import prepare_tokenizer  # noqa: E402
 
 
 def variants(args) -> dict[str, dict]:
     switch = {"ffn": "switch", "n_experts": args.n_experts, "capacity_factor": args.capacity_factor,
               "expert_every": args.expert_every}
-    extra = train_cli.parse_model_overrides(args.model, args.family)
+    extra = parse_model_overrides(args.model, args.family)
     return {"dense": dict(extra), "switch": {**extra, **switch}}
 
 
@@ -74,7 +77,7 @@ def speed_and_size(args, device) -> dict[str, dict]:
     """Parameters, FLOPs per token and interleaved training tokens/s of both variants."""
     defaults = PRESET_DEFAULTS[args.preset]
     corpus = load_corpus(args.corpus or defaults["corpus"])
-    tokenizer, info = prepare_tokenizer(build_tokenizer(corpus, family_spec(args.family).tokenizer,
+    tokenizer, info = prepare_tokenizer(build_tokenizer(corpus, family_record(args.family).tokenizer,
                                                         defaults["vocab_size"]).tokenizer)
     module = objective_module(args.family)
     settings = module.Settings()
@@ -135,7 +138,7 @@ def layer_speed(args) -> dict[str, float]:
     dense, Switch (batched dispatch, the lab's), Switch with a loop over experts; interleaved rounds, median."""
     from statistics import median
 
-    from lab_models.nn.backbone import FeedForward
+    from lab_models.nn.feed_forward import FeedForward
     from lab_models.nn.config import preset_config
     from lab_models.nn.moe import SwitchFeedForward
 

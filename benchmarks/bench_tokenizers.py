@@ -3,9 +3,9 @@
 Run `python benchmarks/bench_tokenizers.py [--vocab-sizes 2000 8000] [--megabytes 1.0] [--repeats 3]`.
 
 The text is the lab's `stdlib-docs` corpus (prose from the Python standard library's docstrings) when
-`lab_models.corpora` can build it, else a seeded pseudo-English text, so every run sees the same bytes. The target is
+`lab_models.text.corpora` can build it, else a seeded pseudo-English text, so every run sees the same bytes. The target is
 "under 2 s to train on 1 MB" for every kind. Training time is the best of `--repeats` runs of
-`lab_models.tokenization.train_tokenizer`; encode speed is the best of `--repeats` runs of `Tokenizer.encode_batch`
+`lab_models.text.tokenization.train_tokenizer`; encode speed is the best of `--repeats` runs of `Tokenizer.encode_batch`
 over the same text (all cores that `tokenizers` uses by default).
 """
 from __future__ import annotations
@@ -20,7 +20,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from lab_models.tokenization import TOKENIZER_KINDS, train_tokenizer  # noqa: E402
+from lab_models.text.tokenizer_kinds import TOKENIZER_KINDS
+from lab_models.text.tokenization import train_tokenizer  # noqa: E402
 
 TARGET_TRAIN_SECONDS = 2.0
 
@@ -48,13 +49,13 @@ def generated_english(target_bytes: int, seed: int = 0) -> list[str]:
 def english_megabyte(target_bytes: int) -> tuple[list[str], str]:
     """About `target_bytes` of English text (whole paragraphs), and where it came from."""
     try:
-        from lab_models.corpora import load_corpus
+        from lab_models.text.corpora import load_corpus
 
         with tempfile.TemporaryDirectory() as home:
             paragraphs = load_corpus("stdlib-docs", home=home).texts
         source = "stdlib-docs corpus"
     except Exception as error:  # the corpora module is optional here; fall back to generated text
-        print(f"(lab_models.corpora unavailable: {error}; using generated text)")
+        print(f"(lab_models.text.corpora unavailable: {error}; using generated text)")
         paragraphs, source = generated_english(target_bytes), "generated pseudo-English"
     chosen, size = [], 0
     for paragraph in paragraphs:

@@ -4,7 +4,7 @@ Run `python benchmarks/bench_train_speed.py [--rounds 3] [--steps 12] [--warmup 
 (`pip install -r benchmarks/requirements-bench.txt` first: `transformers` is a benchmark-only dependency).
 
 What is compared, at the lab's `small` preset (d_model 256, 4 layers, 4 heads, d_ff 1024, 256 positions) and the
-`small` training defaults of lab_models/train.py (batch 16 x 128 tokens, a 4000-token tokenizer plus the lab's 40
+`small` training defaults of lab_models/training/run.py (batch 16 x 128 tokens, a 4000-token tokenizer plus the lab's 40
 special tokens = 4040 ids, AdamW lr 5e-4, betas (0.9, 0.98), eps 1e-8, weight decay 0.01 on matrices only, gradient
 clipping at 1.0, dropout 0.1, train mode):
 
@@ -30,7 +30,7 @@ belongs to that model alone; it includes the interpreter, torch (and, for the HF
 A worker's tokens/s is batch tokens / its median step time (robust to a neighbour's burst on a shared machine; the
 JSON also holds the mean). Measurements are interleaved: each round runs every model once, ours and HF alternating
 in order; the table shows the median tokens/s over the rounds and the median of the per-round ratios ours/HF.
-`--engine` adds a row per family that trains ours through `lab_models.engine.Trainer` (log_every=1), to show the
+`--engine` adds a row per family that trains ours through `lab_models.training.engine.Trainer` (log_every=1), to show the
 engine's per-step overhead against the bare loop.
 
 Targets (issue 4, section 8): ours / HF >= 1.25 for both families; peak RSS of training ours at `small` < 2 GB.
@@ -53,10 +53,10 @@ sys.path.insert(0, str(ROOT))
 TARGET_RATIO = 1.25
 TARGET_RSS_BYTES = 2 * 1024**3
 
-# the `small` preset's training defaults (lab_models/train.py PRESET_DEFAULTS["small"]) and the lab's special tokens
+# the `small` preset's training defaults (lab_models/training/run.py PRESET_DEFAULTS["small"]) and the lab's special tokens
 SMALL = dict(batch_size=16, seq_len=128, tokenizer_vocab=4000, lr=5e-4, betas=(0.9, 0.98), eps=1e-8,
              weight_decay=0.01, grad_clip=1.0, dropout=0.1)
-N_SPECIALS = 40  # lab_models/vocab.py: 8 special tokens + 32 sentinels
+N_SPECIALS = 40  # lab_models/text/vocab.py: 8 special tokens + 32 sentinels
 MASK_RATE = 0.15
 
 WORKERS = ("ours-gpt", "hf-gpt", "ours-bert", "hf-bert", "engine-gpt", "engine-bert")
@@ -82,7 +82,7 @@ def vocab_info():
     word (SpanBERT-style helpers read it; BERT's NSP split looks for word starts)."""
     import torch
 
-    from lab_models.objectives.common import VocabInfo
+    from lab_models.text.vocab import VocabInfo
 
     size = SMALL["tokenizer_vocab"] + N_SPECIALS
     g = torch.Generator().manual_seed(1)
@@ -101,7 +101,7 @@ def random_stream(vocab, n_tokens: int = 200_000):
 
 
 def packed_batches(family: str, vocab):
-    from lab_models.data import PackedBatches
+    from lab_models.training.batches import PackedBatches
     from lab_models.objectives import objective_module
     from lab_models.objectives.common import BatchConfig
 
@@ -113,7 +113,7 @@ def packed_batches(family: str, vocab):
 
 
 def our_model(family: str, vocab):
-    from lab_models.models import build_model, family_model_config
+    from lab_models.models.family import build_model, family_model_config
 
     config = family_model_config(family, "small", vocab.size, dropout=SMALL["dropout"])
     return build_model(family, config, None, vocab, seed=0)
@@ -122,7 +122,7 @@ def our_model(family: str, vocab):
 def adamw(model):
     import torch
 
-    from lab_models.engine import parameter_groups
+    from lab_models.training.engine import parameter_groups
 
     return torch.optim.AdamW(parameter_groups(model, SMALL["weight_decay"]), lr=SMALL["lr"], betas=SMALL["betas"],
                              eps=SMALL["eps"])
@@ -184,7 +184,7 @@ def run_worker(kind: str, steps: int, warmup: int, threads: int, attention_dropo
     tokens_per_step = SMALL["batch_size"] * SMALL["seq_len"]
 
     if side == "engine":
-        from lab_models.engine import EngineConfig, Trainer
+        from lab_models.training.engine import EngineConfig, Trainer
 
         model = our_model(family, vocab)
         trainer = Trainer(model, packed_batches(family, vocab), EngineConfig(
@@ -270,7 +270,7 @@ def main(argv=None) -> int:
     p.add_argument("--families", nargs="+", default=["gpt", "bert"], choices=["gpt", "bert"])
     p.add_argument("--hf-attention-dropout", type=float, default=0.1,
                    help="the HF models' attention-probability dropout (default 0.1, their default)")
-    p.add_argument("--engine", action="store_true", help="also time ours through lab_models.engine.Trainer")
+    p.add_argument("--engine", action="store_true", help="also time ours through lab_models.training.engine.Trainer")
     p.add_argument("--json", type=Path, help="also write every measurement to this file")
     p.add_argument("--worker", choices=WORKERS, help=argparse.SUPPRESS)
     args = p.parse_args(argv)

@@ -6,12 +6,12 @@
     python benchmarks/bench_zoo.py --time-to-first-comparison [--port 7899]
 
 Default mode: trains the zoo into a fresh temporary lab home (or --home) through the job manager, exactly as
-`python -m lab_models.zoo` does, and prints the total time, the time until the first one, two and three runs had
+`python -m lab_models zoo` does, and prints the total time, the time until the first one, two and three runs had
 finished, each run's time (from launch to exit, tokenizer training and the Python start-up included), and a quality
 check: GPT's greedy continuation of "the small cat", and for every family that can fill a blank its accuracy on 48
 easy blanks of held-out synthetic sentences: one word masked (a noun after its adjective or determiner, a
 determiner, a verb after its subject, the final "."), scored twice, as the exact word and as the word's class (any
-noun for a noun, ...). The grammar's lexicon decides the classes (lab_models/synthetic.py). The load average
+noun for a noun, ...). The grammar's lexicon decides the classes (lab_models/text/synthetic.py). The load average
 (`os.getloadavg`) before and after is printed: timings on a busy machine are pessimistic.
 
 --time-to-first-comparison: starts `python app.py` on a fresh lab home, clicks "Train the demo zoo" through
@@ -34,9 +34,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from anywhere, as the other benchmarks
 
-from lab_models import api, synthetic  # noqa: E402
-from lab_models.jobs import JobManager  # noqa: E402
-from lab_models.zoo import ZooConfig, parse_families, start_zoo, stop_zoo, zoo_progress  # noqa: E402
+from lab_models import api
+from lab_models.text import synthetic  # noqa: E402
+from lab_models.training.jobs.manager import JobManager  # noqa: E402
+from lab_models.experiments.zoo import ZooConfig, parse_families, start_zoo, stop_zoo, zoo_progress  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 TARGET_ZOO_S = 600.0

@@ -3,11 +3,11 @@ row, resuming after each kill; then prove it ends with exactly the weights of a 
 
     python benchmarks/kill_loop.py [--kills 20] [--seed 0] [--workdir DIR]
 
-In the spirit of Jepsen's kill loops and SQLite's crash tests. Each round starts `python -m lab_models.train` (GPT,
+In the spirit of Jepsen's kill loops and SQLite's crash tests. Each round starts `python -m lab_models train` (GPT,
 tiny preset, one thread, a checkpoint every step, an evaluation every 5) and kills it one of four ways, chosen by a
 seeded generator:
 - `fault`: PRETRAINING_LAB_FAULT=checkpoint:<point>:kill@<step> makes the trainer SIGKILL itself at a named point of
-  its checkpoint writer (lab_models/faults.py), a few steps past its last checkpoint (the seven points are taken in
+  its checkpoint writer (lab_models/training/faults.py), a few steps past its last checkpoint (the seven points are taken in
   turn, in a shuffled order, so 20 kills reach every one of them);
 - `pause`: the trainer pauses at such a point (checkpoint:<point>:pause=60@<step>), and is killed from outside while
   it waits there, its checkpoint half written;
@@ -26,7 +26,6 @@ tests/test_reliability_faults.py runs `kill_loop(kills=5)` in CI; this script ru
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import random
 import signal
@@ -41,7 +40,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from lab_models import faults, runs  # noqa: E402
+from lab_models.training import faults, runs  # noqa: E402
 
 EVAL_EVERY = 5
 KILL_KINDS = ("fault", "pause", "timer")
@@ -61,7 +60,7 @@ class KillReport:
 
 
 def trainer_command(run_dir: Path, home: Path, steps: int, *, resume: bool) -> list[str]:
-    command = [sys.executable, "-m", "lab_models.train", "--family", "gpt", "--preset", "tiny", "--steps", str(steps),
+    command = [sys.executable, "-m", "lab_models", "train", "--family", "gpt", "--preset", "tiny", "--steps", str(steps),
                "--checkpoint-every", "1", "--eval-every", str(EVAL_EVERY), "--device", "cpu", "--seed", "0",
                "--out", str(run_dir), "--home", str(home)]
     return command + (["--resume"] if resume else [])
@@ -89,11 +88,11 @@ def check_checkpoint_loads(run_dir: Path) -> int:
     Returns its step (0 when there is no checkpoint yet)."""
     import torch
 
-    from lab_models.engine import parameter_groups
-    from lab_models.models import build_model, model_config_from_dict
-    from lab_models.tokenization import load_tokenizer_file
-    from lab_models.train import settings_from_dict
-    from lab_models.vocab import prepare_tokenizer
+    from lab_models.training.engine import parameter_groups
+    from lab_models.models.family import build_model, model_config_from_dict
+    from lab_models.text.tokenization import load_tokenizer_file
+    from lab_models.objectives.settings import settings_from_dict
+    from lab_models.text.vocab import prepare_tokenizer
 
     folder = runs.latest_checkpoint(run_dir)
     if folder is None:

@@ -1,26 +1,28 @@
-"""The family registry: one `FamilySpec` per pretraining family the lab knows, with its paper and default objectives.
+"""The family registry: every pretraining family the lab knows, as data. It imports nothing of the lab and every
+stage may import it (the bottom of the stack, beside `batch` and `home`).
 
-This is data, not behaviour: the batch builders live in `objectives/`, the models (later) in `nn/`. The UI builds every
-family-dependent control from these records, so a family added here appears in the page without UI code.
+Each family has a title, a kind (decoder, encoder, encoder-decoder, two-stream or rnn), its default tokenizer kind,
+the citation of its paper, and its own objectives with their default weights (0 = opt-in). What a family *does* lives
+elsewhere: its batch builder and loss in `objectives/<family>.py` (or `models/rnn/<family>.py` for the RNN era), its
+structure in `models/`. The record the page and the API show, with every objective's default settings and the
+add-on objectives, is `objectives.specs.FamilySpec`. A family added here (and to objectives/ and models/) appears in
+the page without UI code.
 """
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
-
-from .objectives import FAMILY_MODULES, objective_module
-from .objectives.addons import DESCRIPTIONS as ADDON_DESCRIPTIONS, default_settings, family_addons
 
 
 @dataclass(frozen=True)
-class ObjectiveSpec:
-    """One objective the user can toggle: its name, default weight (0 = off unless asked for), default settings and a
-    one-line description."""
+class FamilyRecord:
+    """One family of the registry."""
 
-    name: str
-    weight: float
-    settings: dict
-    description: str = ""
+    name: str  # lower case, e.g. "bert"
+    title: str  # e.g. "BERT"
+    kind: str  # decoder | encoder | encoder-decoder | two-stream | rnn
+    tokenizer: str  # default tokenizer kind: bpe | byte_bpe | wordpiece | unigram
+    paper: str  # the citation
+    objectives: tuple[tuple[str, float], ...]  # the family's own objectives and their default weights
 
 
 # objective name -> one line for the UI (the family-specific details are in objectives/<family>.py)
@@ -33,21 +35,7 @@ OBJECTIVE_DESCRIPTIONS: dict[str, str] = {
     "classifier": "ULMFiT's stage 3: the task's classifier (concat pooling, gradual unfreezing)",
     "labelled": "CVT: the primary tagger's cross-entropy on labelled sentences (odd steps)",
     "unlabelled": "CVT: auxiliary views matching the primary's predictions on unlabelled text (even steps)",
-    **ADDON_DESCRIPTIONS,
 }
-
-
-@dataclass(frozen=True)
-class FamilySpec:
-    name: str  # lower case, e.g. "bert"
-    title: str  # e.g. "BERT"
-    kind: str  # decoder | encoder | encoder-decoder | two-stream | rnn
-    objectives: tuple[ObjectiveSpec, ...]
-    tokenizer: str  # default tokenizer kind: bpe | byte_bpe | wordpiece | unigram
-    paper: str  # the citation
-    has_anatomy: bool = True  # a batch builder the Mask Explorer can draw
-    anatomy_choices: tuple[str, ...] = ()
-
 
 # name -> (title, kind, tokenizer, paper, objective names with weights)
 _FAMILIES: dict[str, tuple[str, str, str, str, tuple[tuple[str, float], ...]]] = {
@@ -90,7 +78,7 @@ _FAMILIES: dict[str, tuple[str, str, str, str, tuple[tuple[str, float], ...]]] =
     "t5": ("T5", "encoder-decoder", "unigram",
            "Raffel et al. (2020). Exploring the Limits of Transfer Learning with a Unified Text-to-Text Transformer. "
            "JMLR.", (("span_corruption", 1.0), ("translation", 0.0))),
-    # the RNN era (lab_models/rnn/): LSTM backbones, the same runs, curves and comparisons
+    # the RNN era (lab_models/models/rnn/): LSTM backbones, the same runs, curves and comparisons
     "elmo": ("ELMo", "rnn", "bpe",
              "Peters et al. (2018). Deep contextualized word representations. NAACL.",
              (("forward_lm", 0.5), ("backward_lm", 0.5))),
@@ -105,33 +93,17 @@ _FAMILIES: dict[str, tuple[str, str, str, str, tuple[tuple[str, float], ...]]] =
             (("labelled", 1.0), ("unlabelled", 1.0))),
 }
 
-
-def _settings_dict(settings) -> dict:
-    out = {}
-    for f in dataclasses.fields(settings):
-        value = getattr(settings, f.name)
-        out[f.name] = dataclasses.asdict(value) if dataclasses.is_dataclass(value) else value
-    return out
+FAMILY_NAMES: tuple[str, ...] = tuple(_FAMILIES)
+RNN_FAMILIES: tuple[str, ...] = tuple(name for name, row in _FAMILIES.items() if row[1] == "rnn")
 
 
-def family_spec(name: str) -> FamilySpec:
+def family_record(name: str) -> FamilyRecord:
+    """The registry's record of `name`; ValueError for a family the lab does not know.
+
+    >>> family_record("bert").objectives, family_record("t5").kind
+    ((('mlm', 1.0), ('nsp', 1.0)), 'encoder-decoder')
+    """
     if name not in _FAMILIES:
         raise ValueError(f"Unknown family {name!r}: choose one of {', '.join(_FAMILIES)}.")
     title, kind, tokenizer, paper, objectives = _FAMILIES[name]
-    module = objective_module(name) if name in FAMILY_MODULES else None
-    settings = _settings_dict(module.Settings()) if module is not None else {}
-    return FamilySpec(
-        name=name, title=title, kind=kind, tokenizer=tokenizer, paper=paper,
-        objectives=tuple(ObjectiveSpec(obj, weight, settings, OBJECTIVE_DESCRIPTIONS.get(obj, ""))
-                         for obj, weight in objectives)
-        # the add-on objectives (objectives/addons.py): off (weight 0) until asked for; their settings nest under
-        # their name, so the Train tab's table shows them as "contrastive.temperature" and so on
-        + tuple(ObjectiveSpec(addon, 0.0, {addon: default_settings(addon)}, ADDON_DESCRIPTIONS[addon])
-                for addon in family_addons(name)),
-        has_anatomy=module is not None and hasattr(module, "build_example"),  # the RNN families draw no mask
-        anatomy_choices=tuple(module.CHOICES) if module is not None else (),
-    )
-
-
-def all_families() -> list[FamilySpec]:
-    return [family_spec(name) for name in _FAMILIES]
+    return FamilyRecord(name, title, kind, tokenizer, paper, objectives)

@@ -1,13 +1,31 @@
-"""The lab home: the one folder that holds everything a user makes (corpora, tokenizers, runs).
+"""The lab home: the one folder that holds everything a user makes (corpora, tokenizers, runs), how files are written
+into it, and how names from a request become paths inside it.
 
 Default `~/.pretraining-lab`; override with the environment variable `PRETRAINING_LAB_HOME` or by passing a path.
 Nothing user-made is ever written inside the package. Writes go through `atomic_write_*` so that a crash or a kill
 never leaves a half-written file behind.
+
+Names from a request. The page refers to runs, fine-tunings and corpora by name (a run id such as
+`bert-tiny-20260101-120000-ab12`), and a name from a request may be anything: `..`, `/etc/passwd`, `a/../../b`, a NUL
+byte, 10,000 characters. Every such name goes through `plain_name` (one path component of safe characters) and then
+`child` (the joined path, resolved with symlinks followed, must still lie inside its folder). A folder the user names
+on the server (an import) is checked the other way round with `inside`: whatever is read from it must resolve inside
+it.
+
+    >>> plain_name("bert-tiny-20260101-120000-ab12")
+    'bert-tiny-20260101-120000-ab12'
+    >>> plain_name("../etc")
+    Traceback (most recent call last):
+    ValueError: '../etc' is not a name: use letters, digits, '.', '_' and '-' only, starting with a letter or digit (no '/', no '..').
+
+The Python API (`lab_models.api`) is a local caller and keeps taking folder paths where CONTRACT.md says so; these
+checks are for what arrives from the page.
 """
 from __future__ import annotations
 
 import json
 import os
+import re
 import tempfile
 from pathlib import Path
 
@@ -48,3 +66,76 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
 
 def atomic_write_json(path: str | os.PathLike, obj) -> Path:
     return atomic_write_text(path, json.dumps(obj, indent=2, ensure_ascii=False, sort_keys=True) + "\n")
+
+
+# ------------------------------------------------------------------------------------------------ names from a request
+MAX_NAME_CHARS = 200  # run ids are about 40 characters, corpus names at most 80; file systems allow 255 bytes
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+
+
+def shown(text: str, limit: int = 80) -> str:
+    """`text` as a message may quote it: its repr, cut in the middle when long.
+
+    >>> shown("x" * 500, limit=20)
+    "'xxxxxxxx…(484 more)…xxxxxxxx'"
+    """
+    quoted = repr(text)
+    if len(quoted) <= limit:
+        return quoted
+    head, tail = quoted[:limit // 2 - 1], quoted[-(limit // 2 - 1):]
+    return f"{head}…({len(quoted) - len(head) - len(tail)} more)…{tail}"
+
+
+def plain_name(name, what: str = "name") -> str:
+    """`name` (surrounding spaces removed) when it is one safe path component, else a ValueError that says why: not
+    text, empty, too long, or holding anything but letters, digits, '.', '_' and '-' (so no '/', '\\', NUL, control
+    characters, and nothing starting with '.' such as '..')."""
+    if not isinstance(name, str):
+        raise ValueError(f"A {what} must be text, got {type(name).__name__}.")
+    name = name.strip()
+    if not name:
+        raise ValueError(f"The {what} is empty.")
+    if len(name) > MAX_NAME_CHARS:
+        raise ValueError(f"{shown(name)} is not a {what}: it has {len(name):,} characters, more than "
+                         f"{MAX_NAME_CHARS}.")
+    if not _NAME.fullmatch(name):
+        raise ValueError(f"{shown(name)} is not a {what}: use letters, digits, '.', '_' and '-' only, starting "
+                         "with a letter or digit (no '/', no '..').")
+    return name
+
+
+def inside(root: str | os.PathLike, path: str | os.PathLike, what: str = "path") -> Path:
+    """`path` resolved (symlinks followed; relative paths are taken relative to `root`), when it is `root` itself or
+    lies under it; else a ValueError. For reading from a folder the user named: nothing outside it is reached, even
+    through a symlink inside it."""
+    root = Path(root).expanduser().resolve()
+    candidate = Path(path).expanduser()
+    if "\0" in str(candidate):
+        raise ValueError(f"The {what} contains a NUL character.")
+    if not candidate.is_absolute():
+        candidate = root / candidate
+    try:
+        resolved = candidate.resolve()
+    except (OSError, RuntimeError) as error:  # a symlink loop, a name too long for the file system
+        raise ValueError(f"The {what} {shown(str(path))} cannot be resolved: {error}.") from None
+    if resolved != root and root not in resolved.parents:
+        raise ValueError(f"The {what} {shown(str(path))} leads outside {root}; only what lies inside it is read.")
+    return resolved
+
+
+def is_inside(root: str | os.PathLike, path: str | os.PathLike) -> bool:
+    """Whether `path` resolves to `root` or under it (`inside` without the error)."""
+    try:
+        inside(root, path)
+    except ValueError:
+        return False
+    return True
+
+
+def child(root: str | os.PathLike, name, what: str = "name") -> Path:
+    """`root / name` for a request's `name`: `plain_name` first, then the joined path must resolve inside `root`
+    (a symlink inside `root` that points elsewhere is refused). Returns the unresolved `root / name`."""
+    name = plain_name(name, what)
+    path = Path(root) / name
+    inside(root, path, what)
+    return path

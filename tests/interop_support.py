@@ -13,13 +13,13 @@ from pathlib import Path
 import torch
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 
-from lab_models import runs
-from lab_models.inference import load_run
-from lab_models.models import build_model, family_model_config
+from lab_models.training import runs
+from lab_models.inference.loading import load_run
+from lab_models.models.family import build_model, family_model_config
 from lab_models.objectives import objective_module
-from lab_models.tokenization import train_tokenizer
-from lab_models.train import settings_to_dict
-from lab_models.vocab import prepare_tokenizer
+from lab_models.text.tokenization import train_tokenizer
+from lab_models.objectives.settings import settings_to_dict
+from lab_models.text.vocab import prepare_tokenizer
 
 TEXTS = ["the cat sat on the mat .", "a dog ran in the park and the cat ran too !", "hello world , the end .",
          "the girl eats a red apple at the market .", "she walks to the park every morning ."] * 8
@@ -173,7 +173,7 @@ def masked_ids(tokenizer: Tokenizer, text: str, mask_id: int) -> tuple[list[int]
 
 
 def display(tokenizer: Tokenizer, left: list[int], token_id: int) -> str:
-    """How the lab shows a predicted token after `left` (lab_models/generate.py `_pieces`): the text it adds."""
+    """How the lab shows a predicted token after `left` (lab_models/inference/generation/generate.py `_pieces`): the text it adds."""
     base = tokenizer.decode(left[-32:], skip_special_tokens=True)
     full_text = tokenizer.decode(left[-32:] + [token_id], skip_special_tokens=True)
     return full_text[len(base):] if full_text.startswith(base) else tokenizer.decode([token_id])

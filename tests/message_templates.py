@@ -2,7 +2,7 @@
 with each f-string field (and each `.format` field, and each non-text part of a `+`) written `{}`, the form that
 `app/messages.py`'s catalogue uses as its keys. A message built from a variable elsewhere is not found here.
 
-    python -m tests.message_templates lab_models/corpora.py ...   # the templates of these files, as JSON
+    python -m tests.message_templates lab_models/text/corpora.py ...   # the templates of these files, as JSON
     python -m tests.message_templates --missing                   # those with no Chinese yet, by file
 """
 from __future__ import annotations

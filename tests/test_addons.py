@@ -21,11 +21,11 @@ from hypothesis import given, settings as hypothesis_settings, strategies as st
 from tokenizers import Tokenizer, models, pre_tokenizers
 
 from lab_models import api
-from lab_models import train as train_cli
+from lab_models.training import run as train_cli
 from lab_models.batch import IGNORE_INDEX, Batch, collate
-from lab_models.models import build_model, family_model_config, resolve_objective_weights
+from lab_models.models.family import build_model, family_model_config, resolve_objective_weights
 from lab_models.objectives import adversarial, addons, back_translation, contrastive, objective_module, translation
-from lab_models.objectives.common import BatchConfig, StringVocab
+from lab_models.objectives.common import StringVocab
 
 from .test_family_models import VOCAB, leak_settings, make_batch, make_model, random_rows
 
@@ -498,7 +498,9 @@ def test_back_translation_trains_both_directions_and_logs_bleu(family, own, tmp_
 # ------------------------------------------------------------------------------------------------ fine-tuning
 
 def test_adversarial_fine_tuning_logs_both_losses_and_is_recorded(bert_run, tmp_path):
-    from lab_models.finetune import FinetuneConfig, finetune, finetune_command, start_finetune
+    from lab_models.inference.finetuning.config import FinetuneConfig
+    from lab_models.inference.finetuning.run import finetune
+    from lab_models.inference.finetuning.results import finetune_command, start_finetune
 
     with pytest.raises(ValueError, match="adversarial must be one of none, freelb, smart"):
         FinetuneConfig(run_dir=str(bert_run), task="topic", adversarial="pgd")

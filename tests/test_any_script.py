@@ -1,5 +1,5 @@
 """Corpora in any script: a Chinese, a mixed Chinese/English and an emoji-heavy text train every family at the tiny
-preset with default settings, the vocabulary rising to what the alphabet needs (lab_models/vocab_fit.py).
+preset with default settings, the vocabulary rising to what the alphabet needs (lab_models/text/vocab_fit.py).
 
 The texts are built here, deterministically, so that the test needs no file from outside the repository: a few
 natural Chinese sentences plus sentences of every 7th (or 11th) code point of the CJK Unified Ideographs block, so
@@ -20,10 +20,13 @@ import signal
 
 import pytest
 
-from lab_models import api, train, vocab_fit
-from lab_models.corpora import load_corpus
-from lab_models.data import build_tokenizer
-from lab_models.zoo import ZOO_ORDER
+from lab_models import api
+from lab_models.training import run as train
+from lab_models.training.config import PRESET_DEFAULTS
+from lab_models.text import vocab_fit
+from lab_models.text.corpora import load_corpus
+from lab_models.text.vocab_fit import build_tokenizer
+from lab_models.experiments.zoo import ZOO_ORDER
 
 CHINESE = [
     "小猫在花园里追一只蝴蝶，它跑得很快，可是蝴蝶飞得更高。",
@@ -92,7 +95,7 @@ def keep_signal_handlers():
 def test_the_texts_need_more_than_the_tiny_vocabulary():
     for name, documents in TEXTS.items():
         distinct = set("".join(documents()))
-        assert len(distinct) > train.PRESET_DEFAULTS["tiny"]["vocab_size"], name
+        assert len(distinct) > PRESET_DEFAULTS["tiny"]["vocab_size"], name
 
 
 @pytest.mark.parametrize("kind", ["bpe", "wordpiece", "unigram"])

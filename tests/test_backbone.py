@@ -9,9 +9,11 @@ import pytest
 import torch
 from safetensors.torch import load_file, load_model, save_file, save_model
 
-from lab_models.masks import causal, materialize, permutation_content, permutation_query
-from lab_models.nn import (AttentionMask, Backbone, ModelConfig, MultiHeadAttention, SequenceClassificationHead,
-                           SpanBoundaryHead, TokenClassificationHead, preset_config, prepare_mask)
+from lab_models.objectives.masks import causal, materialize, permutation_content, permutation_query
+from lab_models.nn.attention import AttentionMask, MultiHeadAttention, prepare_mask
+from lab_models.nn.backbone import Backbone
+from lab_models.nn.config import ModelConfig, preset_config
+from lab_models.nn.heads import SequenceClassificationHead, SpanBoundaryHead, TokenClassificationHead
 
 V = 50  # vocabulary size for every test model
 

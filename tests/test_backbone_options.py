@@ -9,9 +9,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from lab_models.models import family_model_config
-from lab_models.nn import Backbone, ModelConfig
-from lab_models.nn.backbone import activation_module
+from lab_models.models.family import family_model_config
+from lab_models.nn.backbone import Backbone
+from lab_models.nn.config import ModelConfig
+from lab_models.nn.feed_forward import activation_module
 
 
 def _config(**overrides) -> ModelConfig:

@@ -16,13 +16,15 @@ import dataclasses
 import pytest
 import torch
 
-from lab_models.models import family_model_config
-from lab_models.nn import Backbone, ModelConfig, preset_config
+from lab_models.models.family import family_model_config
+from lab_models.nn.backbone import Backbone
+from lab_models.nn.config import ModelConfig, preset_config
 from lab_models.nn.norms import RMSNorm
 from lab_models.nn.relative_position import RelativePositionBias
 from lab_models.objectives import t5
 from lab_models.objectives.common import BatchConfig, StringVocab
-from lab_models.train import parse_model_overrides, settings_from_dict
+from lab_models.training.config import parse_model_overrides
+from lab_models.objectives.settings import settings_from_dict
 
 V = 50
 T5_LIKE = dict(norm="pre", norm_type="rmsnorm", linear_bias=False, activation="relu", absolute_positions=False,

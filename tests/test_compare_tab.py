@@ -148,7 +148,7 @@ def trained_runs(lab_home_dir) -> dict[str, str]:
         runs[family] = run_id
         if (run_dir / "model.safetensors").is_file():
             continue
-        command = [sys.executable, "-m", "lab_models.train", "--family", family, "--out", str(run_dir),
+        command = [sys.executable, "-m", "lab_models", "train", "--family", family, "--out", str(run_dir),
                    "--steps", "30", "--device", "cpu", "--home", str(lab_home_dir)]
         processes.append((family, subprocess.Popen(command, cwd=REPO, env={**os.environ, "OMP_NUM_THREADS": "1"},
                                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT)))

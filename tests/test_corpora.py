@@ -1,4 +1,4 @@
-"""Tests for lab_models.corpora and lab_models.synthetic: built-ins, uploads, splits and cards.
+"""Tests for lab_models.text.corpora and lab_models.text.synthetic: built-ins, uploads, splits and cards.
 
 Every test passes an explicit lab home under pytest's tmp_path, so nothing touches ~/.pretraining-lab.
 """
@@ -12,30 +12,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from lab_models import synthetic
-from lab_models.corpora import (
-    BUILTIN_CORPORA,
-    DEFAULT_MAX_UPLOAD_BYTES,
-    Corpus,
-    corpus_card,
-    import_corpus,
-    inspect_file,
-    list_corpora,
-    load_corpus,
-    max_upload_bytes,
-    prose_paragraphs,
-    split_train_validation,
-)
-from lab_models.synthetic import (
-    ENTAILMENT_LABELS,
-    NOUN_TOPICS,
-    SENTIMENT_LABELS,
-    SENTIMENT_LEXICON,
-    TAGS,
-    TOPICS,
-    SyntheticData,
-    synthetic_dataset,
-)
+from lab_models.text import synthetic
+from lab_models.text.corpora import (BUILTIN_CORPORA, Corpus, corpus_card, import_corpus, list_corpora, load_corpus,
+                                     split_train_validation)
+from lab_models.text.corpus_files import DEFAULT_MAX_UPLOAD_BYTES, inspect_file, max_upload_bytes
+from lab_models.text.stdlib_docs import prose_paragraphs
+from lab_models.text.synthetic import (ENTAILMENT_LABELS, NOUN_TOPICS, SENTIMENT_LABELS, SENTIMENT_LEXICON, TAGS,
+                                       TOPICS, SyntheticData, synthetic_dataset)
 
 
 def has_cjk(text: str) -> bool:
@@ -436,7 +419,7 @@ def test_import_stores_the_corpus_and_reimport_replaces_it(tmp_path):
 
 
 def test_a_failure_while_writing_leaves_the_previous_corpus_and_no_temporary_folder(tmp_path, monkeypatch):
-    import lab_models.corpora as corpora_module
+    from lab_models.text import corpora as corpora_module
 
     home = tmp_path / "home"
     previous = import_corpus(write(tmp_path / "notes.txt", b"alpha\n\nbeta"), home=home)

@@ -9,17 +9,12 @@ import pytest
 
 import app
 import lab_models
-import lab_models.api_parts
-import lab_models.finetuning
-import lab_models.generation
-import lab_models.interop
-import lab_models.nn
-import lab_models.objectives
 
+# every module of both packages, however deep (pkgutil.walk_packages imports the packages it walks into)
 MODULES = sorted(
-    f"{package.__name__}.{info.name}"
-    for package in (lab_models, lab_models.api_parts, lab_models.finetuning, lab_models.generation, lab_models.interop, lab_models.nn, lab_models.objectives, app)
-    for info in pkgutil.iter_modules(package.__path__)
+    info.name
+    for package in (lab_models, app)
+    for info in pkgutil.walk_packages(package.__path__, f"{package.__name__}.")
     if not info.ispkg
 )
 

@@ -12,16 +12,17 @@ import pytest
 import torch
 from tokenizers import Tokenizer, models, pre_tokenizers
 
-from lab_models import runs
+from lab_models.training import runs
 from lab_models.batch import Batch
-from lab_models.data import PackedBatches, encode_stream
-from lab_models.engine import (EngineConfig, EvalEvent, StepEvent, StopEvent, Trainer, bits_per_byte, derive_seed,
-                               learning_rate, parameter_groups)
-from lab_models.models import build_model, family_model_config
+from lab_models.training.batches import PackedBatches
+from lab_models.text.streams import encode_stream
+from lab_models.training.engine import (EngineConfig, EvalEvent, StepEvent, StopEvent, Trainer, bits_per_byte,
+                                        derive_seed, learning_rate, parameter_groups)
+from lab_models.models.family import build_model, family_model_config
 from lab_models.objectives import objective_module
 from lab_models.objectives.common import BatchConfig
-from lab_models.tokenization import train_tokenizer
-from lab_models.vocab import LAB_SPECIAL_TOKENS, EndMarkedVocabInfo, prepare_tokenizer, token_byte_lengths
+from lab_models.text.tokenization import train_tokenizer
+from lab_models.text.vocab import LAB_SPECIAL_TOKENS, EndMarkedVocabInfo, prepare_tokenizer, token_byte_lengths
 
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py

@@ -1,4 +1,4 @@
-"""Tests for lab_models/models.py and the families' `loss(model, batch)`: no family leaks its targets, every family
+"""Tests for lab_models/models/family.py and the families' `loss(model, batch)`: no family leaks its targets, every family
 trains at the tiny preset, objective weights switch parts off, the sparse LM head equals the dense one, ALBERT shares,
 ELECTRA's generator is small and shares its embeddings, and a safetensors round trip gives the same losses.
 
@@ -17,8 +17,9 @@ import torch
 from safetensors.torch import load_file, load_model, save_file, save_model
 
 from lab_models.batch import IGNORE_INDEX, Batch
-from lab_models.models import (FamilyModel, LossOutput, albert_embedding_size, build_model,
-                               electra_generator_config, family_model_config, resolve_objective_weights)
+from lab_models.models.family import (FamilyModel, albert_embedding_size, build_model, electra_generator_config,
+                                      family_model_config, resolve_objective_weights)
+from lab_models.objectives.losses import LossOutput
 from lab_models.objectives import objective_module
 from lab_models.objectives.common import BatchConfig, StringVocab
 

@@ -1,7 +1,7 @@
 """Tests for the models of XLNet, MPNet (two streams), MASS, T5 (encoder-decoder) and GLM (2-D positions): no family
 leaks its targets, XLNet's "two-stream off" switch leaks and collapses the loss, every family trains at the tiny
 preset, the golden examples go through the models, bad settings give clear errors, a safetensors round trip gives
-the same losses, and `python -m lab_models.train` trains all five.
+the same losses, and `python -m lab_models train` trains all five.
 
 The leakage test is the one of tests/test_family_models.py, extended to the two-stream and encoder-decoder layouts:
 change each original token in turn, rebuild the batch with the same seed, and check that the logits predicting each
@@ -22,10 +22,11 @@ import torch
 import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
 
-from lab_models import train as train_cli
+from lab_models.training import run as train_cli
+from lab_models.training.cli import fit_row_length
 from lab_models.batch import IGNORE_INDEX, Batch, collate
-from lab_models.models import (MAIN_OBJECTIVE, TRAINED_FAMILIES, FamilyModel, build_model, family_model_config,
-                               resolve_objective_weights)
+from lab_models.models.family import (MAIN_OBJECTIVE, TRAINED_FAMILIES, FamilyModel, build_model, family_model_config,
+                                      resolve_objective_weights)
 from lab_models.objectives import glm, mass, mpnet, objective_module, t5, xlnet
 from lab_models.objectives.common import BatchConfig, StringVocab
 
@@ -271,7 +272,7 @@ def test_golden_examples_through_the_models():
 def test_all_seventeen_families_are_trained():
     from tests.test_family_models import TRAINED_FAMILIES as ONE_STREAM
 
-    from lab_models.rnn import RNN_FAMILIES  # the LSTM families: tests/test_rnn_*.py
+    from lab_models.families import RNN_FAMILIES  # the LSTM families: tests/test_rnn_*.py
 
     assert set(TRAINED_FAMILIES) == set(ONE_STREAM) | set(FAMILIES) | set(RNN_FAMILIES) and len(TRAINED_FAMILIES) == 17
     assert {f: MAIN_OBJECTIVE[f] for f in FAMILIES} == MAIN
@@ -440,10 +441,10 @@ def test_cli_rejects_bad_settings_with_one_line(tmp_path, capsys, argv, message)
 
 def test_longer_rows_raise_max_positions():
     """GLM's Part B and MPNet's slots make rows longer than seq_len: the CLI raises max_positions to fit."""
-    assert train_cli.fit_row_length("glm", glm.Settings(), 512, 512, {}) == {"max_positions": 664}
-    assert train_cli.fit_row_length("mpnet", mpnet.Settings(), 512, 512, {}) == {"max_positions": 589}
-    assert train_cli.fit_row_length("mpnet", mpnet.Settings(input_mode="mlm"), 512, 512, {}) == {}
-    assert train_cli.fit_row_length("xlnet", xlnet.Settings(), 512, 512, {"dropout": 0.0}) == {"dropout": 0.0}
+    assert fit_row_length("glm", glm.Settings(), 512, 512, {}) == {"max_positions": 664}
+    assert fit_row_length("mpnet", mpnet.Settings(), 512, 512, {}) == {"max_positions": 589}
+    assert fit_row_length("mpnet", mpnet.Settings(input_mode="mlm"), 512, 512, {}) == {}
+    assert fit_row_length("xlnet", xlnet.Settings(), 512, 512, {"dropout": 0.0}) == {"dropout": 0.0}
     assert t5.sentinels_needed(512, t5.Settings()) == 27
     for family, settings in [("glm", glm.Settings()), ("glm", glm.Settings(mask_ratio=0.5, poisson_lambda=0.1)),
                              ("mpnet", mpnet.Settings(predict_rate=0.4))]:
@@ -481,7 +482,7 @@ def test_safetensors_round_trip_gives_identical_losses(family, tmp_path):
 
 @pytest.mark.parametrize("family", FAMILIES)
 def test_cli_trains_each_family(family, tmp_path, lab_home_dir, monkeypatch):
-    """`python -m lab_models.train --family F --preset tiny --out DIR` (in process, a few steps): the files of
+    """`python -m lab_models train --family F --preset tiny --out DIR` (in process, a few steps): the files of
     CONTRACT.md section 2, one train row per step with the family's objective, a validation row with bits per byte.
     (tests/test_train_cli.py runs the real subprocess, signals and DDP; all of that is family-independent.)"""
     monkeypatch.setattr(train_cli.StopRequest, "install", lambda self: None)  # keep pytest's own signal handlers

@@ -1,6 +1,6 @@
-"""Fine-tuning (lab_models/finetune.py) and its labelled tasks (lab_models/tasks.py).
+"""Fine-tuning (lab_models/inference/finetuning/run.py) and its labelled tasks (lab_models/text/tasks.py).
 
-Two tiny runs are pretrained once for the module with the real CLI (`python -m lab_models.train`), BERT for 30 steps
+Two tiny runs are pretrained once for the module with the real CLI (`python -m lab_models train`), BERT for 30 steps
 and GPT for 10, in a lab home of their own; the fine-tunings then run in-process (no interpreter start-up), except
 the one that goes through the JobManager (a worker process, stopped with SIGTERM) and one bad-argument check.
 """
@@ -15,12 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from lab_models import runs
+from lab_models.training import runs
 from lab_models.batch import IGNORE_INDEX
-from lab_models.corpora import load_corpus
-from lab_models.finetune import (LEADERBOARD_COLUMNS, RESULT_FILE, FinetuneConfig, finetune, finetune_leaderboard,
-                                 list_finetunes, main, start_finetune)
-from lab_models.tasks import TASKS, csv_task, encode_words, first_piece_labels, load_task
+from lab_models.text.corpora import load_corpus
+from lab_models.inference.finetuning.config import LEADERBOARD_COLUMNS, RESULT_FILE, FinetuneConfig
+from lab_models.inference.finetuning.run import finetune, main
+from lab_models.inference.finetuning.results import finetune_leaderboard, list_finetunes, start_finetune
+from lab_models.text.tasks import TASKS, csv_task, encode_words, first_piece_labels, load_task
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -43,7 +44,7 @@ def lab(tmp_path_factory):
     for family, steps in (("bert", 30), ("gpt", 10)):
         out = home / "runs" / f"{family}-tiny-test"
         jobs[family] = (out, subprocess.Popen(
-            [sys.executable, "-m", "lab_models.train", "--family", family, "--out", str(out), "--steps", str(steps),
+            [sys.executable, "-m", "lab_models", "train", "--family", family, "--out", str(out), "--steps", str(steps),
              "--home", str(home)], cwd=REPO, env=_env(home), stdout=subprocess.PIPE, stderr=subprocess.STDOUT))
     for family, (out, process) in jobs.items():
         output, _ = process.communicate(timeout=300)
@@ -87,7 +88,7 @@ def test_builtin_tasks_have_their_labels_and_the_corpus_split():
 
 
 def test_builtin_splits_are_deterministic():
-    from lab_models import tasks
+    from lab_models.text import tasks
 
     first = load_task("sentiment")
     tasks._builtin_task.cache_clear()
@@ -227,7 +228,7 @@ def test_bert_tags_words(lab):
 
 
 def test_bad_cli_arguments_exit_2_with_one_line(lab, capsys):
-    process = subprocess.run([sys.executable, "-m", "lab_models.finetune", "--run", str(lab["bert"]), "--task",
+    process = subprocess.run([sys.executable, "-m", "lab_models", "finetune", "--run", str(lab["bert"]), "--task",
                               "poetry"], cwd=REPO, env=_env(lab["home"]), capture_output=True, text=True, timeout=120)
     assert process.returncode == 2
     assert process.stderr.strip().splitlines() == [
@@ -249,7 +250,7 @@ def test_bad_cli_arguments_exit_2_with_one_line(lab, capsys):
 
 
 def test_job_manager_queues_shows_progress_and_stops_a_finetune(lab):
-    from lab_models.jobs import JobManager
+    from lab_models.training.jobs.manager import JobManager
 
     manager = JobManager(lab["home"], recover=False, stop_timeout_s=60, env={"OMP_NUM_THREADS": "1"})
     try:
@@ -261,7 +262,7 @@ def test_job_manager_queues_shows_progress_and_stops_a_finetune(lab):
         folder = lab["home"] / "finetunes" / finetune_id
         assert manager.run_dir(finetune_id) == folder
         assert manager.status(finetune_id)["total_steps"] == 100_000
-        assert "lab_models.finetune" in manager.command(finetune_id)
+        assert manager.command(finetune_id)[1:4] == ["-m", "lab_models", "finetune"]
         deadline = time.time() + 120
         while time.time() < deadline:
             status = manager.status(finetune_id)

@@ -18,7 +18,7 @@ from app.finetune_figures import (TABLE_COLUMNS, accuracy_figure, best_per_run_a
                                   defaults_markdown, leaderboard_table, progress_html, task_markdown)
 from app.finetune_panel import FinetuneView
 from lab_models import api
-from lab_models.tasks import load_task
+from lab_models.text.tasks import load_task
 
 from .test_probes import train_tiny_runs
 

@@ -1,4 +1,4 @@
-"""lab_models/generate.py through `lab_models.api`: generation and fill-mask from trained runs.
+"""lab_models/inference/generation/generate.py through `lab_models.api`: generation and fill-mask from trained runs.
 
 Tiny runs of gpt, bert, t5, glm, xlnet and mass are trained once per module by the CLI (its main(), in two parallel
 processes), into the session's lab home (gpt, bert, xlnet and t5 under the names tests/test_probes.py uses, so one
@@ -25,16 +25,19 @@ from pathlib import Path
 import pytest
 import torch
 
-from lab_models import api, runs
-from lab_models import generate as gen
+from lab_models import api
+from lab_models.training import runs
+from lab_models.inference.generation import generate as gen
+from lab_models.inference.generation.context import DecodingContext, Generation
+from lab_models.inference.generation.plans import plan_infill
 from lab_models.batch import collate
-from lab_models.inference import load_run
-from lab_models.models import build_model, family_model_config
+from lab_models.inference.loading import load_run
+from lab_models.models.family import build_model, family_model_config
 from lab_models.objectives import causal_lm, glm, mass, objective_module, t5, unilm, xlnet
 from lab_models.objectives.common import BatchConfig
-from lab_models.tokenization import load_tokenizer_file
-from lab_models.train import settings_to_dict
-from lab_models.vocab import prepare_tokenizer
+from lab_models.text.tokenization import load_tokenizer_file
+from lab_models.objectives.settings import settings_to_dict
+from lab_models.text.vocab import prepare_tokenizer
 
 REPO = Path(__file__).resolve().parent.parent
 TRAINED = ("gpt", "bert", "t5", "glm", "xlnet", "mass")
@@ -67,7 +70,7 @@ for job in jobs:
 
 
 def train_runs(home: Path, steps: int = 30) -> dict[str, Path]:
-    """`python -m lab_models.train --family F --steps 30 --out DIR` for each trained family (through the CLI's
+    """`python -m lab_models train --family F --steps 30 --out DIR` for each trained family (through the CLI's
     main(), in two parallel processes with one thread each); runs that already have weights are reused."""
     out = {family: home / "runs" / run_name(family) for family in TRAINED}
     processes = []
@@ -123,7 +126,7 @@ def first_ids(run_dir, prompt: str, **options) -> list[int]:
 
 def allowed_probs(logits: torch.Tensor, run, *also: int) -> torch.Tensor:
     """softmax over the tokens decoding may produce: special tokens masked except `also` (the end tokens)."""
-    banned = gen._Context(run).banned.clone()
+    banned = DecodingContext(run).banned.clone()
     banned[list(also)] = False
     return torch.softmax(logits.float().masked_fill(banned, float("-inf")), dim=-1)
 
@@ -156,9 +159,9 @@ def test_generation_modes_for_all_13_families():
 
 
 def test_api_exports_the_generation_interface():
-    assert api.generate is gen.generate and api.fill_mask is gen.fill_mask and api.Generation is gen.Generation
+    assert api.generate is gen.generate and api.fill_mask is gen.fill_mask and api.Generation is Generation
     assert api.GENERATION_MODES == ("continue", "infill", "mask_predict", "translate")
-    fields = list(gen.Generation.__dataclass_fields__)
+    fields = list(Generation.__dataclass_fields__)
     assert fields == ["run_id", "family", "mode", "supported", "explanation", "prompt", "text", "new_text", "tokens",
                       "probs", "seconds", "ms_per_token", "step"]
 
@@ -254,7 +257,7 @@ def test_decoders_feed_what_the_batch_builders_write_for_any_history(run_dirs):
     a, b, c = 300, 301, 302  # ordinary tokens of every tiny vocabulary
     for family in ("glm", "t5", "mass", "unilm"):
         run = load_run(run_dirs[family])
-        ctx, v = gen._Context(run), run.vocab
+        ctx, v = DecodingContext(run), run.vocab
         left, mid, right = encode(run, "the girl"), encode(run, " a red"), encode(run, " .")
         u1, u2 = len(left), len(left) + 2 + len(mid)
         two_blanks = left + [a, b] + mid + [c] + right
@@ -263,20 +266,20 @@ def test_decoders_feed_what_the_batch_builders_write_for_any_history(run_dirs):
                 cfg = BatchConfig(glm.Settings(), v)
                 example = glm.build_example(torch.tensor(two_blanks), {"spans": [(u1, u1 + 2), (u2, u2 + 1)],
                                                                        "shuffle": False}, None, cfg)
-                plan = gen._plan_infill(ctx, ["", "", ""], [left, mid, right], 10, True, None)
+                plan = plan_infill(ctx, ["", "", ""], [left, mid, right], 10, True, None)
                 history = [a, b, v.end_id, c, v.end_id]  # Part B: [S] a b [S] c -> a b [E] c [E]
                 references = [run.model.target_logits(collate([example], pad_id=v.pad_id))]
             elif family == "t5":
                 example = t5.build_example(torch.tensor(two_blanks), {"spans": [(u1, u1 + 2), (u2, u2 + 1)]}, None,
                                            BatchConfig(t5.Settings(), v))
-                plan = gen._plan_infill(ctx, ["", "", ""], [left, mid, right], 10, True, None)
+                plan = plan_infill(ctx, ["", "", ""], [left, mid, right], 10, True, None)
                 history = [a, b, v.sentinel_ids[1], c, v.sentinel_ids[2]]  # after the forced <extra_id_0>
                 references = [run.model.target_logits(collate([example], pad_id=v.pad_id))[1:]]
             elif family == "mass":
                 cfg = BatchConfig(mass.Settings(mask_prob=1.0, random_prob=0.0), v)
                 example = mass.build_example(torch.tensor(left + [a, b] + right), {"span": (u1, u1 + 2)},
                                              torch.Generator().manual_seed(0), cfg)
-                plan = gen._plan_infill(ctx, ["", ""], [left, right], 10, True, 2)
+                plan = plan_infill(ctx, ["", ""], [left, right], 10, True, 2)
                 history = [a, b]
                 references = [run.model.target_logits(collate([example], pad_id=v.pad_id))]
             else:  # unilm seq2seq: one example per target position, the earlier target tokens real
@@ -288,7 +291,7 @@ def test_decoders_feed_what_the_batch_builders_write_for_any_history(run_dirs):
                     example = unilm.build_example(torch.tensor(left + history), choices, torch.Generator(),
                                                   BatchConfig(settings, v))
                     references.append(run.model.target_logits(collate([example], pad_id=v.pad_id)))
-                plan = gen._plan_infill(ctx, ["", ""], [left, right], 10, True, 3)
+                plan = plan_infill(ctx, ["", ""], [left, right], 10, True, 3)
             expected = torch.cat(references)  # (steps, V)
             dec = plan.decoder
             got = [dec.first()[0]] + [dec.next([history[:k]], [0])[0] for k in range(1, len(history))]

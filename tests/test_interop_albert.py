@@ -9,7 +9,8 @@ import torch
 transformers = pytest.importorskip("transformers")
 
 from lab_models import api  # noqa: E402
-from lab_models.interop import export_run, import_checkpoint  # noqa: E402
+from lab_models.interop.exporter import export_run
+from lab_models.interop.importer import import_checkpoint  # noqa: E402
 from tests.interop_support import (assert_close, backbone_logits, display, full, lab_run, masked_ids,  # noqa: E402
                                    perturb, read_json, reference_top_k, save_hf, special_ids, unigram, write_lab_run)
 
@@ -50,7 +51,7 @@ def test_mlm_and_sop_logits_match_transformers(source, imported):
         sop = run.model.heads["sop"](hidden)
     assert_close(backbone_logits(run.model.backbone, ids, full(ids.shape[1])), reference.prediction_logits)
     assert_close(sop, reference.sop_logits)
-    from lab_models.vocab import token_byte_lengths  # bits per byte: "▁" is the space before a word
+    from lab_models.text.vocab import token_byte_lengths  # bits per byte: "▁" is the space before a word
 
     ids = run.tokenizer.encode("the cat sat", add_special_tokens=False).ids
     assert int(token_byte_lengths(run.tokenizer)[ids].sum()) == len(" the cat sat")

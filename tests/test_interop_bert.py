@@ -9,7 +9,8 @@ import torch
 transformers = pytest.importorskip("transformers")
 
 from lab_models import api  # noqa: E402
-from lab_models.interop import export_run, import_checkpoint  # noqa: E402
+from lab_models.interop.exporter import export_run
+from lab_models.interop.importer import import_checkpoint  # noqa: E402
 from tests.interop_support import (assert_close, backbone_logits, display, full, lab_run, masked_ids,  # noqa: E402
                                    perturb, read_json, reference_top_k, save_hf, special_ids, wordpiece,
                                    write_lab_run)
@@ -114,6 +115,6 @@ def test_slow_vocab_txt_converts_to_the_same_tokens(source, tmp_path):
     assert run.tokenizer.encode(text, add_special_tokens=False).ids == tokenizer.encode(text).ids
     assert (run.vocab.mask_id, run.vocab.pad_id) == (tokenizer.token_to_id("[MASK]"), tokenizer.token_to_id("[PAD]"))
     # bits per byte: word pieces count their bytes (## continuations without the prefix)
-    from lab_models.vocab import token_byte_lengths
+    from lab_models.text.vocab import token_byte_lengths
     lengths = token_byte_lengths(run.tokenizer)
     assert lengths[tokenizer.token_to_id("[MASK]")] == 0 and lengths[tokenizer.token_to_id("the")] == 4

@@ -10,7 +10,8 @@ import torch
 transformers = pytest.importorskip("transformers")
 
 from lab_models import api  # noqa: E402
-from lab_models.interop import export_run, import_checkpoint  # noqa: E402
+from lab_models.interop.exporter import export_run
+from lab_models.interop.importer import import_checkpoint  # noqa: E402
 from tests.interop_support import (assert_close, backbone_logits, display, full, lab_run, masked_ids,  # noqa: E402
                                    perturb, read_json, reference_top_k, save_hf, special_ids, wordpiece,
                                    write_lab_run)

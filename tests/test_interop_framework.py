@@ -16,7 +16,9 @@ from safetensors.torch import load_file, save_file
 transformers = pytest.importorskip("transformers")
 
 from lab_models import api  # noqa: E402
-from lab_models.interop import export_run, import_checkpoint, inspect_checkpoint, registry  # noqa: E402
+from lab_models.interop.exporter import export_run
+from lab_models.interop.importer import import_checkpoint, inspect_checkpoint
+from lab_models.interop import registry  # noqa: E402
 from tests.interop_support import (assert_close, backbone_logits, byte_bpe, causal, full, lab_run,  # noqa: E402
                                    perturb, read_json, save_hf, wordpiece, write_lab_run)
 
@@ -270,27 +272,27 @@ def test_inspect_lists_what_it_found_without_writing(gpt2, tmp_path):
 def test_the_import_cli_runs_as_a_module(gpt2, tmp_path):
     run_dir = tmp_path / "runs" / "gpt2-cli"
     env = {**os.environ, "PRETRAINING_LAB_HOME": str(tmp_path), "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
-    done = subprocess.run([sys.executable, "-m", "lab_models.import_hf", "--from", str(gpt2[2]), "--out",
+    done = subprocess.run([sys.executable, "-m", "lab_models", "import-hf", "--from", str(gpt2[2]), "--out",
                            str(run_dir)], cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert str(run_dir) in done.stderr and (run_dir / "model.safetensors").is_file()
 
 
 def test_the_clis_exit_2_with_one_error_line(gpt2, tmp_path, capsys):
-    from lab_models import export_hf, import_hf
+    from lab_models.interop.cli import export_main, import_main
 
     run_dir = tmp_path / "run"
-    assert import_hf.main(["--from", str(gpt2[2]), "--out", str(run_dir)]) == 0
+    assert import_main(["--from", str(gpt2[2]), "--out", str(run_dir)]) == 0
     capsys.readouterr()
-    assert import_hf.main(["--from", str(gpt2[2]), "--out", str(run_dir)]) == 2
+    assert import_main(["--from", str(gpt2[2]), "--out", str(run_dir)]) == 2
     error = capsys.readouterr().err.strip().splitlines()
     assert error[-1].startswith("error: ") and "already exists" in error[-1]
-    assert import_hf.main(["--from", str(gpt2[2]), "--look"]) == 0
+    assert import_main(["--from", str(gpt2[2]), "--look"]) == 0
     assert json.loads(capsys.readouterr().out)["architecture"] == "GPT2LMHeadModel"
-    assert export_hf.main(["--run", str(run_dir), "--out", str(tmp_path / "hf")]) == 0
+    assert export_main(["--run", str(run_dir), "--out", str(tmp_path / "hf")]) == 0
     assert (tmp_path / "hf" / "config.json").is_file()
     capsys.readouterr()
-    assert export_hf.main(["--run", "no-such-run", "--out", str(tmp_path / "x"), "--home", str(tmp_path)]) == 2
+    assert export_main(["--run", "no-such-run", "--out", str(tmp_path / "x"), "--home", str(tmp_path)]) == 2
     assert capsys.readouterr().err.count("error: ") == 1
 
 
@@ -325,7 +327,7 @@ def test_an_imported_run_in_the_understand_probes(imported_in_home):
 
 
 def test_an_imported_run_fine_tunes(imported_in_home, tmp_path):
-    from lab_models import finetune
+    from lab_models.inference.finetuning import run as finetune
 
     rows = ["text,label"] + [f"the cat is {'good' if i % 2 else 'bad'} number {i},{i % 2}" for i in range(24)]
     (tmp_path / "task.csv").write_text("\n".join(rows) + "\n")

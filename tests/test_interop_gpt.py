@@ -9,7 +9,8 @@ import torch
 transformers = pytest.importorskip("transformers")
 
 from lab_models import api  # noqa: E402
-from lab_models.interop import export_run, import_checkpoint  # noqa: E402
+from lab_models.interop.exporter import export_run
+from lab_models.interop.importer import import_checkpoint  # noqa: E402
 from tests.interop_support import (assert_close, backbone_logits, causal, gpt_bpe, lab_run, perturb,  # noqa: E402
                                    read_json, save_hf, write_lab_run)
 
@@ -51,7 +52,7 @@ def test_the_added_end_of_text_token_is_recorded(source, imported):
     run = lab_run(imported)
     table = run.model.backbone.embeddings.token.weight
     torch.testing.assert_close(table[V], table[:V].mean(dim=0))
-    from lab_models.vocab import token_byte_lengths  # bits per byte: `</w>` stands for the space after a word
+    from lab_models.text.vocab import token_byte_lengths  # bits per byte: `</w>` stands for the space after a word
 
     ids = run.tokenizer.encode("the cat sat", add_special_tokens=False).ids
     assert int(token_byte_lengths(run.tokenizer)[ids].sum()) == len("the cat sat ")

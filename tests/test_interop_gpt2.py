@@ -8,7 +8,8 @@ import torch
 transformers = pytest.importorskip("transformers")
 
 from lab_models import api  # noqa: E402
-from lab_models.interop import export_run, import_checkpoint  # noqa: E402
+from lab_models.interop.exporter import export_run
+from lab_models.interop.importer import import_checkpoint  # noqa: E402
 from tests.interop_support import (assert_close, backbone_logits, byte_bpe, causal, lab_run, perturb,  # noqa: E402
                                    read_json, save_hf, write_lab_run)
 
@@ -50,7 +51,7 @@ def test_the_run_folder_is_an_ordinary_run(source, imported):
     assert config["imported_from"]["path"] == str(source[2])
     assert config["token_roles"]["[EOS]"] == EOT and config["token_roles"]["[PAD]"] == EOT
     assert read_json(imported / "status.json")["state"] == "finished"
-    from lab_models.vocab import token_byte_lengths  # bits per byte: byte-level tokens count their bytes exactly
+    from lab_models.text.vocab import token_byte_lengths  # bits per byte: byte-level tokens count their bytes exactly
 
     run = lab_run(imported)
     text = "the dog ran, hello!"

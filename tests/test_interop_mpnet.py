@@ -20,14 +20,17 @@ import torch
 transformers = pytest.importorskip("transformers")
 from safetensors.torch import save_file  # noqa: E402
 
-from lab_models import api, runs  # noqa: E402
-from lab_models import generate as gen  # noqa: E402
+from lab_models import api
+from lab_models.training import runs  # noqa: E402
+from lab_models.inference.generation import generate as gen  # noqa: E402
+from lab_models.inference.generation.context import DecodingContext, display_pieces  # noqa: E402
+from lab_models.inference.loading import load_run  # noqa: E402
 from lab_models.interop import mpnet as interop  # noqa: E402
-from lab_models.models import build_model, family_model_config  # noqa: E402
+from lab_models.models.family import build_model, family_model_config  # noqa: E402
 from lab_models.objectives import mpnet  # noqa: E402
-from lab_models.objectives.common import VocabInfo  # noqa: E402
-from lab_models.train import settings_to_dict  # noqa: E402
-from lab_models.vocab import prepare_tokenizer  # noqa: E402
+from lab_models.text.vocab import VocabInfo  # noqa: E402
+from lab_models.objectives.settings import settings_to_dict  # noqa: E402
+from lab_models.text.vocab import prepare_tokenizer  # noqa: E402
 from tests.interop_support import (assert_close, display, lab_run, masked_ids, mpnet_wordpiece, perturb,  # noqa: E402
                                    read_json, reference_top_k, write_lab_run)
 
@@ -116,7 +119,7 @@ def test_fill_mask_through_the_lab_gives_the_reference_top5(tmp_path):
 
     text = "the girl [MASK] a red [MASK] ."
     lab = api.fill_mask(run_dir, text, top_k=5)
-    ctx = gen._Context(gen.load_run(run_dir))
+    ctx = DecodingContext(load_run(run_dir))
     ids = tokenizer.encode("the girl", add_special_tokens=False).ids + [vocab.mask_id] + \
         tokenizer.encode(" a red", add_special_tokens=False).ids + [vocab.mask_id] + \
         tokenizer.encode(" .", add_special_tokens=False).ids
@@ -128,7 +131,7 @@ def test_fill_mask_through_the_lab_gives_the_reference_top5(tmp_path):
     top = torch.topk(probs, 5, dim=-1)
     for row, (values, indices) in enumerate(zip(top.values.tolist(), top.indices.tolist())):
         assert [p for _, p in lab[row]] == pytest.approx(values, abs=1e-5)
-        assert [piece for piece, _ in lab[row]] == [gen._pieces(ctx, ids[:slots[row]], [t])[0][0] for t in indices]
+        assert [piece for piece, _ in lab[row]] == [display_pieces(ctx, ids[:slots[row]], [t])[0][0] for t in indices]
 
 
 def test_exported_lab_model_loads_in_transformers_with_the_same_logits(tmp_path):
@@ -214,7 +217,7 @@ def test_a_saved_mpnet_folder_imports_with_its_own_special_tokens_and_parity(fol
 def test_fill_mask_and_mask_predict_through_the_lab_match_transformers(folder_and_run):
     hf, tokenizer, _, run_dir = folder_and_run
     run = lab_run(run_dir)
-    ctx = gen._Context(run)
+    ctx = DecodingContext(run)
     mask = run.vocab.mask_id
     ids, slots = masked_ids(tokenizer, TEXT, mask)
     lab = api.fill_mask(run_dir, TEXT, top_k=5)

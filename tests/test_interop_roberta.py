@@ -9,7 +9,8 @@ import torch
 transformers = pytest.importorskip("transformers")
 
 from lab_models import api  # noqa: E402
-from lab_models.interop import export_run, import_checkpoint  # noqa: E402
+from lab_models.interop.exporter import export_run
+from lab_models.interop.importer import import_checkpoint  # noqa: E402
 from tests.interop_support import (assert_close, backbone_logits, byte_bpe, display, full, lab_run,  # noqa: E402
                                    masked_ids, perturb, read_json, reference_top_k, save_hf, special_ids,
                                    write_lab_run)

@@ -22,15 +22,18 @@ import torch
 transformers = pytest.importorskip("transformers")
 from safetensors.torch import save_file  # noqa: E402
 
-from lab_models import api, runs  # noqa: E402
-from lab_models import generate as gen  # noqa: E402
+from lab_models import api
+from lab_models.training import runs  # noqa: E402
+from lab_models.inference.generation import generate as gen  # noqa: E402
+from lab_models.inference.generation.context import DecodingContext  # noqa: E402
+from lab_models.inference.loading import load_run  # noqa: E402
 from lab_models.interop import t5 as interop  # noqa: E402
-from lab_models.models import build_model, family_model_config  # noqa: E402
+from lab_models.models.family import build_model, family_model_config  # noqa: E402
 from lab_models.nn.relative_position import relative_position_bucket  # noqa: E402
 from lab_models.objectives import t5, translation  # noqa: E402
-from lab_models.objectives.common import VocabInfo  # noqa: E402
-from lab_models.train import settings_to_dict  # noqa: E402
-from lab_models.vocab import prepare_tokenizer  # noqa: E402
+from lab_models.text.vocab import VocabInfo  # noqa: E402
+from lab_models.objectives.settings import settings_to_dict  # noqa: E402
+from lab_models.text.vocab import prepare_tokenizer  # noqa: E402
 from tests.interop_support import (assert_close, display, lab_run, perturb, read_json, reference_top_k,  # noqa: E402
                                    t5_sentencepiece, write_lab_run)
 
@@ -160,7 +163,7 @@ def test_greedy_decoding_through_the_lab_matches_generate(tmp_path):
                          initializer_factor=3.0, **CASES["v1.1"])
 
     write_run(run_dir, imported(checkpoint(1), vocab), tokenizer)
-    ctx = gen._Context(gen.load_run(run_dir))
+    ctx = DecodingContext(load_run(run_dir))
     encoder = translation.encoder_ids("t5", ctx.tokenizer, vocab, prompt)
     banned = [i for i in range(vocab.size) if ctx.banned[i] and i != vocab.eos_id]
     for seed in range(1, 9):  # the first random checkpoint whose continuation is worth comparing
@@ -259,14 +262,14 @@ def test_a_saved_t5_folder_imports_with_its_own_special_tokens_and_parity(folder
     v = run.vocab
     assert (v.pad_id, v.eos_id, run.model_config.vocab_size, v.size) == (0, 1, V, V)  # nothing added
     assert v.sentinel_ids == tuple(V - 1 - k for k in range(N_SENTINELS))  # <extra_id_0> is the last id
-    assert gen._Context(run).decoder_start == 0  # the checkpoint's decoder_start_token_id, its pad
+    assert DecodingContext(run).decoder_start == 0  # the checkpoint's decoder_start_token_id, its pad
     config = read_json(run_dir / "config.json")
     assert config["imported_from"]["added_tokens"] == {} and config["token_roles"]["[MASK]"] == "</s>"
     assert "never saw" not in (run_dir / "NOTE.md").read_text()
     summary = api.inspect_hf(folder)  # what the Train tab's Look shows
     assert (summary["objectives"], summary["tokenizer"]["sentinels"], summary["tokenizer"]["added"]) == \
         ({"span_corruption": 1.0}, N_SENTINELS, [])
-    from lab_models.vocab import token_byte_lengths  # bits per byte: "▁the" is a space and "the"
+    from lab_models.text.vocab import token_byte_lengths  # bits per byte: "▁the" is a space and "the"
     text = "the cat sat, hello!"
     ids = run.tokenizer.encode(text, add_special_tokens=False).ids
     assert int(token_byte_lengths(run.tokenizer)[ids].sum()) == len(text.encode()) + 1  # + the ▁ before "the"
@@ -290,7 +293,7 @@ def _allowed_after(sentinels: list[int], eos: int, ordinary: list[int], forced: 
 def test_infill_translate_and_fill_mask_through_the_lab_match_transformers(folder_and_run):
     hf, tokenizer, _, run_dir, _ = folder_and_run
     run = lab_run(run_dir)
-    ctx = gen._Context(run)
+    ctx = DecodingContext(run)
     v = run.vocab
     ordinary = [i for i in range(v.size) if not ctx.banned[i]]
     sentinels = list(v.sentinel_ids)

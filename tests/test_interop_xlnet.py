@@ -23,11 +23,13 @@ transformers = pytest.importorskip("transformers")
 
 from lab_models.batch import IGNORE_INDEX  # noqa: E402
 from lab_models.interop import xlnet as interop  # noqa: E402
-from lab_models.models import build_model, family_model_config  # noqa: E402
+from lab_models.models.family import build_model, family_model_config  # noqa: E402
 from lab_models.objectives import xlnet  # noqa: E402
 from lab_models import api  # noqa: E402
-from lab_models import generate as gen  # noqa: E402
-from lab_models.objectives.common import BatchConfig, VocabInfo  # noqa: E402
+from lab_models.inference.generation import generate as gen  # noqa: E402
+from lab_models.inference.generation.context import DecodingContext  # noqa: E402
+from lab_models.objectives.common import BatchConfig
+from lab_models.text.vocab import VocabInfo  # noqa: E402
 from tests.interop_support import (assert_close, display, lab_run, masked_ids, read_json,  # noqa: E402
                                    reference_top_k, write_lab_run, xlnet_sentencepiece)
 
@@ -255,7 +257,7 @@ def test_continue_and_fill_mask_through_the_lab_match_transformers(folder_and_ru
     hf, tokenizer, _, run_dir = folder_and_run
     run = lab_run(run_dir)
     v = run.vocab
-    banned = gen._Context(run).banned.clone()
+    banned = DecodingContext(run).banned.clone()
     # continue: after </s> (the lab's document start) the query stream at an appended slot predicts the next token;
     # the known tokens see each other (bidirectional_context, the official code's _local_perm), as transformers'
     # prepare_inputs_for_generation arranges it: perm_mask hides only the slot, target_mapping reads the slot

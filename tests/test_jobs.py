@@ -1,7 +1,7 @@
 """The training job manager: FIFO queue per device, stop/resume, crash detection and recovery after a restart.
 
 Most tests drive a tiny fake trainer (below) that honours the same CLI and run-folder contract as
-`python -m lab_models.train` (CONTRACT.md §2) in a fraction of a second; one test runs the real CLI at --preset tiny
+`python -m lab_models train` (CONTRACT.md §2) in a fraction of a second; one test runs the real CLI at --preset tiny
 when it exists.
 """
 from __future__ import annotations
@@ -16,13 +16,14 @@ from pathlib import Path
 
 import pytest
 
-from lab_models.jobs import JobManager, log_tail, read_json
+from lab_models.training.jobs.manager import JobManager
+from lab_models.training.jobs.files import log_tail, read_json
 from .conftest import wait_for
 
 REPO = Path(__file__).resolve().parent.parent
 
 FAKE_TRAINER = textwrap.dedent('''
-    """A fake `python -m lab_models.train`: same arguments, same run folder, no model. Behaviour via --set fake=..."""
+    """A fake `python -m lab_models train`: same arguments, same run folder, no model. Behaviour via --set fake=..."""
     import argparse, json, os, signal, sys, time
 
     parser = argparse.ArgumentParser()
@@ -56,7 +57,7 @@ FAKE_TRAINER = textwrap.dedent('''
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
     start = 0
 
-    def save_checkpoint(step):  # the layout of lab_models.runs: checkpoint/latest.json -> step-N/state.json
+    def save_checkpoint(step):  # the layout of lab_models.training.runs: checkpoint/latest.json -> step-N/state.json
         folder = os.path.join(out, "checkpoint", "step-%08d" % step)
         os.makedirs(folder, exist_ok=True)
         with open(os.path.join(folder, "state.json"), "w") as f:

@@ -1,4 +1,4 @@
-"""The equal-budget leaderboard (lab_models/leaderboard.py, app/leaderboard_tab.py).
+"""The equal-budget leaderboard (lab_models/inference/leaderboard.py, app/leaderboard_tab.py).
 
 The tiny gpt, bert and t5 runs of tests/test_compare_tab.py (30 steps each, trained once per session by the CLI) are
 copied into a lab home of this module's own, with a fourth run: the BERT run again, relabelled as trained on another
@@ -20,12 +20,14 @@ from gradio_client import Client
 
 from app.leaderboard_figures import display_table, leaderboard_figure, notes_markdown
 from app.leaderboard_tab import ALL_CORPORA, LeaderboardView
-from lab_models import api, runs
-from lab_models.corpora import load_corpus
-from lab_models.finetune import FinetuneConfig, finetune
-from lab_models.inference import load_run
-from lab_models.leaderboard import (CACHE_FILE, HeldOutExamples, _fill_mask_score, _infill_score, held_out_examples,
-                                    held_out_sentences)
+from lab_models import api
+from lab_models.training import runs
+from lab_models.text.corpora import load_corpus
+from lab_models.inference.finetuning.config import FinetuneConfig
+from lab_models.inference.finetuning.run import finetune
+from lab_models.inference.loading import load_run
+from lab_models.inference.leaderboard import (CACHE_FILE, HeldOutExamples, _fill_mask_score, _infill_score,
+                                              held_out_examples, held_out_sentences)
 
 from .test_compare_tab import E2E_FAMILIES, trained_runs  # noqa: F401  (the module-scoped fixture, reused)
 

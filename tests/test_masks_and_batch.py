@@ -7,9 +7,9 @@ import pytest
 import torch
 from hypothesis import given, settings, strategies as st
 
-from lab_models import masks
+from lab_models.objectives import masks
 from lab_models.batch import IGNORE_INDEX, Example, collate
-from lab_models.device import select_device
+from lab_models.training.device import select_device
 from lab_models.home import atomic_write_text, lab_home
 from lab_models.objectives.common import CorruptionRates, StringVocab, corrupt, count_to_mask
 

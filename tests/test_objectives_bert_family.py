@@ -12,8 +12,8 @@ import pytest
 import torch
 from hypothesis import given, settings, strategies as st
 
-from lab_models import masks
-from lab_models.anatomy import build_anatomy
+from lab_models.objectives import masks
+from lab_models.objectives.anatomy import build_anatomy
 from lab_models.batch import IGNORE_INDEX
 from lab_models.objectives import albert, bert, electra, objective_module, roberta, spanbert, unilm
 from lab_models.objectives.common import BatchConfig, StringVocab, count_to_mask

@@ -13,7 +13,7 @@ import pytest
 import torch
 from hypothesis import given, settings, strategies as st
 
-from lab_models.anatomy import build_anatomy
+from lab_models.objectives.anatomy import build_anatomy
 from lab_models.batch import IGNORE_INDEX
 from lab_models.objectives import glm, mass, mpnet, t5, xlnet
 from lab_models.objectives.common import BatchConfig, StringVocab

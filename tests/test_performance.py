@@ -1,4 +1,4 @@
-"""Tests for the fast path of training (lab_models/performance.py) and its FLOPs/MFU accounting (lab_models/flops.py).
+"""Tests for the fast path of training (lab_models/training/performance.py) and its FLOPs/MFU accounting (lab_models/training/flops.py).
 
 What runs on the CPU: the FLOP count against the analytic formula and across families, MFU arithmetic, the settings'
 parsing and checks, FlexAttention block masks against SDPA (forward only: FlexAttention has no CPU backward), gradient
@@ -14,16 +14,16 @@ import random
 import pytest
 import torch
 
-from lab_models.data import PackedBatches, encode_stream
-from lab_models.engine import EngineConfig, StepEvent, Trainer, count_tokens
-from lab_models.flops import analytic_flops_per_token, mfu, peak_flops, training_flops_per_token
-from lab_models.models import build_model, family_model_config
-from lab_models.nn import Backbone
+from lab_models.training.batches import PackedBatches
+from lab_models.training.engine import EngineConfig, StepEvent, Trainer, count_tokens
+from lab_models.training.flops import analytic_flops_per_token, mfu, peak_flops, training_flops_per_token
+from lab_models.models.family import build_model, family_model_config
+from lab_models.nn.backbone import Backbone
 from lab_models.objectives import objective_module
-from lab_models.objectives.common import BatchConfig, VocabInfo
-from lab_models.performance import PerformanceConfig, enable_activation_checkpointing, parse_performance_overrides
-from lab_models.tokenization import train_tokenizer
-from lab_models.vocab import prepare_tokenizer, token_byte_lengths
+from lab_models.objectives.common import BatchConfig
+from lab_models.text.vocab import VocabInfo
+from lab_models.training.performance import (PerformanceConfig, enable_activation_checkpointing,
+                                             parse_performance_overrides)
 
 CUDA = torch.cuda.is_available()
 
@@ -207,7 +207,7 @@ def test_activation_checkpointing_wraps_every_block():
 
 
 def test_metrics_rows_carry_flops_and_mfu(tmp_path):
-    from lab_models.train import main
+    from lab_models.training.run import main
 
     rng = random.Random(0)
     corpus = tmp_path / "corpus.txt"

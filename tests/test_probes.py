@@ -1,4 +1,4 @@
-"""lab_models/probes.py through `lab_models.api`: attention maps under the masks the models really use (rows sum to 1
+"""lab_models/inference/representations.py through `lab_models.api`: attention maps under the masks the models really use (rows sum to 1
 over the allowed keys, exactly 0 where the mask forbids, the recomputation reproduces the modules' outputs and the
 eager path's weights), contextual similarity per layer, the PCA projection, and the error messages.
 
@@ -17,9 +17,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from lab_models import api, probes
-from lab_models.inference import load_run
-from lab_models.nn import ModelConfig
+from lab_models import api
+from lab_models.inference import representations as probes
+from lab_models.inference.loading import load_run
+from lab_models.nn.config import ModelConfig
 from lab_models.nn.attention import MultiHeadAttention, add_position_bias, prepare_mask
 
 REPO = Path(__file__).resolve().parent.parent
@@ -29,7 +30,7 @@ OTHER = "a farmer sells my apple at the market ."
 
 
 def train_tiny_runs(home: Path, families=FAMILIES, steps: int = 30) -> dict[str, Path]:
-    """family -> run folder: `python -m lab_models.train --family F --steps 30` into HOME/runs/F-tiny-understand-tab,
+    """family -> run folder: `python -m lab_models train --family F --steps 30` into HOME/runs/F-tiny-understand-tab,
     each in its own process (one thread each); runs that already have weights are reused."""
     runs, processes = {}, []
     for family in families:
@@ -37,7 +38,7 @@ def train_tiny_runs(home: Path, families=FAMILIES, steps: int = 30) -> dict[str,
         runs[family] = run_dir
         if (run_dir / "model.safetensors").is_file():
             continue
-        command = [sys.executable, "-m", "lab_models.train", "--family", family, "--out", str(run_dir),
+        command = [sys.executable, "-m", "lab_models", "train", "--family", family, "--out", str(run_dir),
                    "--steps", str(steps), "--device", "cpu", "--home", str(home)]
         env = {**os.environ, "PRETRAINING_LAB_HOME": str(home), "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
         processes.append((family, subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.PIPE,

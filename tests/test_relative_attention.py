@@ -10,10 +10,12 @@ import dataclasses
 import pytest
 import torch
 
-from lab_models import train as train_cli
-from lab_models.masks import materialize, permutation_content, permutation_query
-from lab_models.models import build_model, family_model_config
-from lab_models.nn import Backbone, ModelConfig, preset_config
+from lab_models.training import run as train_cli
+from lab_models.training.config import parse_model_overrides
+from lab_models.objectives.masks import materialize, permutation_content, permutation_query
+from lab_models.models.family import build_model, family_model_config
+from lab_models.nn.backbone import Backbone
+from lab_models.nn.config import ModelConfig, preset_config
 from lab_models.nn.relative_attention import RelativeMultiHeadAttention, relative_positions
 from lab_models.objectives import xlnet
 from lab_models.objectives.common import BatchConfig, StringVocab
@@ -181,7 +183,7 @@ def test_xlnet_defaults_to_the_papers_structure_and_the_old_one_stays_selectable
     assert (cfg.relative_attention, cfg.absolute_positions, cfg.embedding_norm) == ("xlnet", False, False)
     old = family_model_config("xlnet", "tiny", V, relative_attention=None)
     assert (old.relative_attention, old.absolute_positions) == (None, True)
-    gpt = family_model_config("gpt", "tiny", V, **train_cli.parse_model_overrides(
+    gpt = family_model_config("gpt", "tiny", V, **parse_model_overrides(
         ["relative_attention=xlnet", "absolute_positions=false", "relative_attention_clamp_len=64"], "gpt"))
     assert (gpt.relative_attention, gpt.absolute_positions, gpt.relative_attention_clamp_len) == ("xlnet", False, 64)
     assert family_model_config("bert", "tiny", V).relative_attention is None
@@ -231,7 +233,8 @@ def test_xlnet_model_with_the_new_default_trains_and_its_loss_falls():
 
 
 def test_an_xlnet_run_with_the_new_default_fine_tunes_with_its_auxiliary_plm(tmp_path):
-    from lab_models.finetune import FinetuneConfig, finetune
+    from lab_models.inference.finetuning.config import FinetuneConfig
+    from lab_models.inference.finetuning.run import finetune
 
     run = tmp_path / "runs" / "xlnet-rel"
     assert train_cli.main(["--family", "xlnet", "--out", str(run), "--steps", "3", "--corpus", "synthetic",

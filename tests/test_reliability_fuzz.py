@@ -17,7 +17,7 @@ What it promises, and how it proves it:
 - Run ids, corpus names and uploads never reach outside the lab home: a canary run folder and a canary corpus are
   planted beside the lab home and every endpoint that takes a run or a corpus is called with `..`, absolute paths,
   slashes, NUL and 10,000 characters; each call is refused with a message and the canaries' contents never come back.
-  A file path that was not uploaded is refused by Gradio itself. `lab_models.safe_paths` is checked by resolving.
+  A file path that was not uploaded is refused by Gradio itself. `lab_models.home`'s name checks are checked by resolving.
 - `api.anatomy` raises ValueError (never another exception) for every family, the RNN ones included, and for any
   choice, over thousands of hypothesis-generated choices.
 - Nothing is unpickled, evaluated or run through a shell: an AST scan of lab_models/, app/ and app.py.
@@ -180,7 +180,7 @@ def trained_runs(fuzz_app) -> list[str]:
     run_ids = []
     for family in ("gpt", "bert"):
         run_id = f"{family}-tiny-fuzz"
-        done = subprocess.run([sys.executable, "-m", "lab_models.train", "--family", family, "--steps", "4",
+        done = subprocess.run([sys.executable, "-m", "lab_models", "train", "--family", family, "--steps", "4",
                                "--device", "cpu", "--out", str(home / "runs" / run_id), "--home", str(home)],
                               cwd=REPO, capture_output=True, text=True, timeout=600,
                               env={**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)})
@@ -426,7 +426,7 @@ def test_a_path_that_was_not_uploaded_is_refused(fuzz_app, canaries):
 
 
 def test_safe_paths_resolve_names_inside_their_folder(tmp_path):
-    from lab_models import api, safe_paths
+    from lab_models import api, home as safe_paths
 
     root = tmp_path / "home" / "runs"
     (root / "bert-tiny-1").mkdir(parents=True)
@@ -455,7 +455,7 @@ def test_safe_paths_resolve_names_inside_their_folder(tmp_path):
         with pytest.raises(ValueError):
             api.run_folder(bad, jobs=store)
     (tmp_path / "elsewhere" / "config.json").write_text('{"family": "gpt"}')  # a run look-alike behind the link
-    from lab_models import runs
+    from lab_models.training import runs
 
     assert [row["run_id"] for row in api.list_runs(store)] == ["bert-tiny-1"]
     assert [row["run_id"] for row in runs.list_runs(store.home)] == ["bert-tiny-1"]  # the leaderboard's listing

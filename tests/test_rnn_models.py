@@ -1,4 +1,4 @@
-"""The RNN-era families (lab_models/rnn/): registration, golden and shape tests, no leak in ELMo's biLM, CoVe's
+"""The RNN-era families (lab_models/models/rnn/): registration, golden and shape tests, no leak in ELMo's biLM, CoVe's
 decoder and CVT's restricted views, ULMFiT's learning-rate rules (STLR and discriminative rates against the paper's
 numbers), gradual unfreezing, weight drop on nn.LSTM's hidden-to-hidden matrix, and the docstring examples."""
 from __future__ import annotations
@@ -12,13 +12,15 @@ import torch
 
 from lab_models import api
 from lab_models.batch import IGNORE_INDEX, Batch
-from lab_models.engine import EngineConfig
-from lab_models.models import TRAINED_FAMILIES, build_model, family_model_config, model_config_from_dict
+from lab_models.training.engine import EngineConfig
+from lab_models.models.family import TRAINED_FAMILIES, build_model, family_model_config, model_config_from_dict
 from lab_models.objectives.common import StringVocab
-from lab_models.rnn import RNN_FAMILIES, RNNConfig, cove, cvt, elmo, ulmfit
-from lab_models.rnn.common import lm_batch
-from lab_models.rnn.layers import (ScalarMix, WeightDropLSTM, concat_pool, discriminative_lrs,
-                                   slanted_triangular_lr)
+from lab_models.families import RNN_FAMILIES
+from lab_models.models.rnn.config import RNNConfig
+from lab_models.models.rnn import cove, cvt, elmo, ulmfit
+from lab_models.models.rnn.common import lm_batch
+from lab_models.models.rnn.layers import (ScalarMix, WeightDropLSTM, concat_pool, discriminative_lrs,
+                                          slanted_triangular_lr)
 
 WORDS = "the cat sat on a mat and dog ran to big red ball".split()
 VOCAB = StringVocab(WORDS)
@@ -37,7 +39,7 @@ def ids(*rows):
 
 @pytest.mark.parametrize("name", ["config", "common", "layers", "elmo", "cove", "ulmfit", "cvt"])
 def test_docstring_examples_hold(name):
-    module = importlib.import_module(f"lab_models.rnn.{name}")
+    module = importlib.import_module(f"lab_models.models.rnn.{name}")
     result = doctest.testmod(module, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
     assert result.failed == 0
 

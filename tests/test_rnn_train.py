@@ -11,9 +11,10 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from lab_models import train
-from lab_models.inference import load_run
-from lab_models.rnn.layers import discriminative_lrs, slanted_triangular_lr
+from lab_models.training import run as train
+from lab_models.training.cli import build_parser, config_from_args
+from lab_models.inference.loading import load_run
+from lab_models.models.rnn.layers import discriminative_lrs, slanted_triangular_lr
 
 STEPS = 40
 COMMON = ["--preset", "tiny", "--steps", str(STEPS), "--batch-size", "8", "--seq-len", "32", "--lr", "3e-3",
@@ -150,7 +151,7 @@ def test_train_tab_figures_show_stages_group_rates_and_alternating_losses(runs):
 
 def test_compare_elmo_and_ulmfit_continue_and_cove_translates(runs):
     from lab_models import api
-    from lab_models.generate import _generate
+    from lab_models.inference.generation.generate import _generate
 
     for family in ("elmo", "ulmfit"):
         generation, chosen = _generate(str(runs[family]), "the cat", mode=None, max_new_tokens=5, strategy="greedy",
@@ -164,9 +165,9 @@ def test_compare_elmo_and_ulmfit_continue_and_cove_translates(runs):
         model = run.model
         with torch.no_grad():
             logits = (model.forward_logits if family == "elmo" else model.next_token_logits)(torch.tensor([ids]))
-        from lab_models.generate import _Context
+        from lab_models.inference.generation.context import DecodingContext
 
-        allowed = logits[0, -1].masked_fill(_Context(run).banned, float("-inf"))
+        allowed = logits[0, -1].masked_fill(DecodingContext(run).banned, float("-inf"))
         allowed[run.vocab.eos_id] = logits[0, -1, run.vocab.eos_id]
         assert chosen[0] == int(allowed.argmax())
     translation = api.generate(str(runs["cove"]), "the cat sees a ball .", max_new_tokens=6)
@@ -178,7 +179,7 @@ def test_compare_elmo_and_ulmfit_continue_and_cove_translates(runs):
 
 
 def test_understand_reads_elmo_scalar_mix_and_cove_vectors(runs):
-    from lab_models import probes
+    from lab_models.inference import representations as probes
 
     same = probes.contextual_similarity(runs["elmo"], "the cat sees a ball .", "the cat sees a ball .", "cat")
     assert same["layer_name"].tolist() == ["token layer [x; x]", "biLSTM 1", "biLSTM 2", "ELMo (scalar mix)"]
@@ -212,7 +213,8 @@ def test_understand_reads_elmo_scalar_mix_and_cove_vectors(runs):
 def test_each_family_fine_tunes_on_its_representations(runs, family, pooling, tmp_path):
     """The Understand tab's fine-tuning reads `model.representations` (ELMo's scalar mix, which now trains; CoVe's
     [embedding; CoVe]; ULMFiT's top LSTM; CVT's BiLSTM) through a fresh head, with no [CLS] framing."""
-    from lab_models.finetune import FinetuneConfig, finetune, prepare
+    from lab_models.inference.finetuning.config import FinetuneConfig
+    from lab_models.inference.finetuning.run import finetune, prepare
 
     config = FinetuneConfig(run_dir=str(runs[family]), task="topic", steps=4, batch_size=8, eval_every=4,
                             out=str(tmp_path / family))
@@ -241,13 +243,13 @@ def test_elmo_representations_ignore_right_padding(runs):
 
 
 def test_ulmfit_defaults_to_its_own_peak_learning_rate(tmp_path):
-    args = train.build_parser().parse_args(["--family", "ulmfit", "--out", str(tmp_path / "u")])
-    config, _ = train.config_from_args(args)
+    args = build_parser().parse_args(["--family", "ulmfit", "--out", str(tmp_path / "u")])
+    config, _ = config_from_args(args)
     assert config.lr == 5e-3  # ulmfit.DEFAULT_LR, not the tiny preset's 1e-3
-    args = train.build_parser().parse_args(["--family", "ulmfit", "--out", str(tmp_path / "u"), "--lr", "1e-3"])
-    assert train.config_from_args(args)[0].lr == 1e-3
-    args = train.build_parser().parse_args(["--family", "elmo", "--out", str(tmp_path / "e")])
-    assert train.config_from_args(args)[0].lr == 1e-3
+    args = build_parser().parse_args(["--family", "ulmfit", "--out", str(tmp_path / "u"), "--lr", "1e-3"])
+    assert config_from_args(args)[0].lr == 1e-3
+    args = build_parser().parse_args(["--family", "elmo", "--out", str(tmp_path / "e")])
+    assert config_from_args(args)[0].lr == 1e-3
 
 
 def test_ulmfit_classifier_head_has_batch_norm_and_takes_one_sentence(runs):

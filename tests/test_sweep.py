@@ -1,4 +1,4 @@
-"""Tests for scaling sweeps (lab_models/sweep.py) and the Scaling tab's helpers: the power-law fit recovers known
+"""Tests for scaling sweeps (lab_models/experiments/sweep.py) and the Scaling tab's helpers: the power-law fit recovers known
 exponents, sizes parse (and bad ones say what to write), a size that fails or runs past its time limit is recorded
 with its message while the others train, the CLI's bad arguments give one line, and the figure draws the fit."""
 from __future__ import annotations
@@ -14,8 +14,8 @@ import pytest
 
 from app.scaling_figures import fits_markdown, points_table, scaling_figure
 from lab_models import api
-from lab_models import sweep as sweep_cli
-from lab_models.sweep import SweepConfig, fit_power_law, parse_sizes, run_sweep
+from lab_models.experiments import sweep as sweep_cli
+from lab_models.experiments.sweep import SweepConfig, fit_power_law, parse_sizes, run_sweep
 
 
 @pytest.mark.parametrize("exponent, coefficient", [(0.076, 12.0), (0.5, 3.0), (0.05, 1e3)])
@@ -48,7 +48,7 @@ def test_sizes_parse_and_bad_ones_say_what_to_write():
 
 
 FAKE_TRAINER = textwrap.dedent("""
-    # Stands in for `python -m lab_models.train`: d_model 24 fails as if out of memory, d_model 40 never ends (until
+    # Stands in for `python -m lab_models train`: d_model 24 fails as if out of memory, d_model 40 never ends (until
     # SIGTERM), anything else is the real trainer.
     import runpy, signal, sys, time
     from lab_models import runs
@@ -67,8 +67,8 @@ FAKE_TRAINER = textwrap.dedent("""
         runs.write_status(out, "running", step=7, total_steps=4, message="training")
         time.sleep(120)
         sys.exit(1)
-    sys.argv = ["lab_models.train"] + args
-    runpy.run_module("lab_models.train", run_name="__main__")
+    sys.argv = ["lab_models", "train"] + args
+    runpy.run_module("lab_models", run_name="__main__")
 """)
 
 

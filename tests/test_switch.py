@@ -1,4 +1,4 @@
-"""Tests for the Switch Transformer layer (lab_models/nn/moe.py) and its family-level glue (lab_models/switch.py).
+"""Tests for the Switch Transformer layer (lab_models/nn/moe.py) and its family-level glue (lab_models/models/switch.py).
 
 The layer against a per-token reference loop (capacity in token order, dropped tokens give 0, padding takes no
 room, inference drops nothing), the router's float32 under bf16 autocast, the load-balancing loss against its formula,
@@ -20,15 +20,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from safetensors.torch import load_model, save_model
 
-from lab_models import train as train_cli
-from lab_models.models import TRAINED_FAMILIES, family_model_config
-from lab_models.nn import Backbone
+from lab_models.training import run as train_cli
+from lab_models.training.config import parse_model_overrides
+from lab_models.models.family import TRAINED_FAMILIES, family_model_config
+from lab_models.nn.backbone import Backbone
 from lab_models.nn.config import ModelConfig, is_switch_layer, preset_config
 from lab_models.nn.moe import (RoutingCollector, SwitchFeedForward, collect_routing, expert_capacity, route_slots,
                                switch_layers)
 from lab_models.objectives import objective_module
-from lab_models.rnn import RNN_FAMILIES
-from lab_models.switch import parameter_counts, routing_loss, switch_metrics, token_routing
+from lab_models.families import RNN_FAMILIES
+from lab_models.models.switch import parameter_counts, routing_loss, switch_metrics
+from lab_models.inference.routing import token_routing
 from tests import test_family_models as one_stream
 from tests import test_family_models_seq2seq as seq2seq
 
@@ -294,7 +296,7 @@ def test_bad_switch_settings_raise_clear_errors():
     with pytest.raises(ValueError, match="n_experts must be an integer >= 1"):
         preset_config("tiny", 100, ffn="switch", n_experts=0)
     with pytest.raises(ValueError, match="ELMo is an LSTM model, not a Transformer"):
-        train_cli.parse_model_overrides(["ffn=switch"], "elmo")
+        parse_model_overrides(["ffn=switch"], "elmo")
 
 
 def test_cli_rejects_switch_for_an_rnn_family_with_one_line(tmp_path, capsys):
@@ -376,8 +378,8 @@ def test_a_switch_run_is_not_exported_to_transformers(switch_run, tmp_path):
 
 
 def test_t5s_own_init_reaches_the_experts():
-    from lab_models.models import family_model_config
-    from lab_models.nn import Backbone
+    from lab_models.models.family import family_model_config
+    from lab_models.nn.backbone import Backbone
 
     torch.manual_seed(0)
     config = family_model_config("t5", "small", 200, ffn="switch", n_experts=4)

@@ -96,7 +96,7 @@ def sweep_controls(family="gpt", sizes="16x1", steps=2, preset="tiny", switch=Fa
 
 def test_scaling_tab_command_and_bad_sizes(client):
     command = client.predict(*sweep_controls(sizes="32x1,64x2", switch=True), api_name="/sweep_command")
-    assert command.startswith("python -m lab_models.sweep --family gpt --sizes 32x1,64x2 --steps 2")
+    assert command.startswith("python -m lab_models sweep --family gpt --sizes 32x1,64x2 --steps 2")
     assert "--switch --n-experts 8" in command and "--max-minutes 5.0" in command
     assert client.predict(*sweep_controls(sizes="64y2"), api_name="/sweep_command").startswith("# unknown size")
     with pytest.raises(Exception, match="unknown size '64y2'"):

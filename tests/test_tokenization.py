@@ -1,4 +1,4 @@
-"""Tests for lab_models.tokenization: the four tokenizer kinds, the cache, display pieces, BPE merge replay and stats.
+"""Tests for lab_models.text.tokenization: the four tokenizer kinds, the cache, display pieces, BPE merge replay and stats.
 
 Every tokenizer here trains on a small in-memory corpus (a seeded pseudo-English text plus Chinese, emoji and code
 lines), so the whole file runs in seconds.
@@ -15,25 +15,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tokenizers import Tokenizer
 
-from lab_models.tokenization import (
-    TOKENIZER_KINDS,
-    TokenizerResult,
-    TokenPiece,
-    _trim_unigram,
-    cached_tokenizer,
-    load_tokenizer_file,
-    merge_count,
-    merge_replay,
-    special_tokens,
-    surface_text,
-    token_length_histogram,
-    tokenize_for_display,
-    tokenizer_cache_key,
-    tokenizer_kind,
-    tokenizer_stats,
-    train_tokenizer,
-    vocab_overlap,
-)
+from lab_models.text.tokenizer_kinds import TOKENIZER_KINDS
+from lab_models.text.tokenization import (TokenizerResult, _trim_unigram, cached_tokenizer, load_tokenizer_file,
+                                          special_tokens, tokenizer_cache_key, train_tokenizer)
+from lab_models.text.tokenizer_inspect import (TokenPiece, merge_count, merge_replay, surface_text,
+                                               token_length_histogram, tokenize_for_display, tokenizer_kind,
+                                               tokenizer_stats, vocab_overlap)
 
 KINDS = list(TOKENIZER_KINDS)
 BPE_KINDS = ["bpe", "byte_bpe"]

@@ -1,4 +1,4 @@
-"""Tests for `python -m lab_models.train` (CONTRACT.md section 2): bad arguments exit non-zero with one clear line,
+"""Tests for `python -m lab_models train` (CONTRACT.md section 2): bad arguments exit non-zero with one clear line,
 a tiny run writes the contract's run folder, SIGTERM stops it cleanly and `--resume` finishes it, and the same command
 under `torchrun --nproc_per_node 2` trains with DDP on the gloo backend.
 
@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from safetensors.torch import load_file
 
-from lab_models import train
+from lab_models.training import run as train
 
 from .conftest import free_port
 
@@ -59,7 +59,7 @@ def test_bad_arguments_exit_non_zero_with_one_line(tmp_path, capsys, argv, messa
 
 
 def test_missing_family_exits_through_argparse_with_one_line(tmp_path):
-    done = subprocess.run([sys.executable, "-m", "lab_models.train", "--out", str(tmp_path / "run")],
+    done = subprocess.run([sys.executable, "-m", "lab_models", "train", "--out", str(tmp_path / "run")],
                           capture_output=True, text=True, env=child_env(tmp_path / "home"), cwd=REPO, timeout=120)
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == ["error: --family is required (one of gpt, gpt2, bert, roberta, albert, "
@@ -69,7 +69,7 @@ def test_missing_family_exits_through_argparse_with_one_line(tmp_path):
 
 def test_sigterm_stops_cleanly_and_resume_finishes_the_run(tmp_path):
     run_dir, home = tmp_path / "run", tmp_path / "home"
-    command = [sys.executable, "-m", "lab_models.train", "--family", "gpt", "--preset", "tiny", "--steps", "3000",
+    command = [sys.executable, "-m", "lab_models", "train", "--family", "gpt", "--preset", "tiny", "--steps", "3000",
                "--checkpoint-every", "20", "--eval-every", "1000", "--device", "cpu", "--out", str(run_dir)]
     child = subprocess.Popen(command, env=child_env(home), cwd=REPO, stdout=subprocess.DEVNULL,
                              stderr=subprocess.PIPE, text=True)
@@ -90,7 +90,7 @@ def test_sigterm_stops_cleanly_and_resume_finishes_the_run(tmp_path):
     assert status["state"] == "stopped" and 25 <= stopped_at < 3000
     assert (run_dir / "model.safetensors").exists() and (run_dir / "checkpoint").is_dir()
 
-    done = subprocess.run([sys.executable, "-m", "lab_models.train", "--family", "gpt", "--out", str(run_dir),
+    done = subprocess.run([sys.executable, "-m", "lab_models", "train", "--family", "gpt", "--out", str(run_dir),
                            "--resume", "--steps", str(stopped_at + 10)],
                           capture_output=True, text=True, env=child_env(home), cwd=REPO, timeout=180)
     assert done.returncode == 0, done.stderr
@@ -105,7 +105,7 @@ def test_torchrun_trains_with_ddp_on_two_gloo_processes(tmp_path):
     run_dir = tmp_path / "ddp"
     steps, batch, seq = 4, 4, 32
     command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", str(free_port()),
-               "-m", "lab_models.train", "--family", "bert", "--preset", "tiny", "--steps", str(steps),
+               "-m", "lab_models", "train", "--family", "bert", "--preset", "tiny", "--steps", str(steps),
                "--batch-size", str(batch), "--seq-len", str(seq), "--device", "cpu", "--out", str(run_dir)]
     done = subprocess.run(command, capture_output=True, text=True, env=child_env(tmp_path / "home"), cwd=REPO,
                           timeout=300)

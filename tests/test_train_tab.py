@@ -119,7 +119,7 @@ def test_leak_demo_queues_xlnet_with_and_without_two_streams(client, lab_jobs):
 def test_the_command_repeats_the_run_headlessly(client):
     command = client.predict(*controls("bert", steps=0, settings={"mask_rate": "0.2"},
                                        weights={"nsp": 0}), api_name="/training_command")
-    assert command.startswith("python -m lab_models.train --family bert --out RUN_DIR")
+    assert command.startswith("python -m lab_models train --family bert --out RUN_DIR")
     assert "--objective mlm=1.0 --objective nsp=0.0" in command and "--steps" not in command
     assert "--set mask_rate=0.2" in command  # only the edited setting is passed on
     assert command.count("--set") == 1
@@ -139,7 +139,7 @@ def test_bad_inputs_give_a_clear_error_and_the_app_stays_up(client, inputs, mess
     with pytest.raises(Exception, match=message):
         client.predict(*inputs, api_name="/start_training")
     assert client.predict(*inputs, api_name="/training_command").startswith("# ")  # the preview says why
-    assert client.predict(*controls("gpt"), api_name="/training_command").startswith("python -m lab_models.train")
+    assert client.predict(*controls("gpt"), api_name="/training_command").startswith("python -m lab_models train")
 
 
 def test_buttons_without_a_run_say_so(client):

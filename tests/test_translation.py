@@ -13,12 +13,12 @@ import pytest
 import torch
 from tokenizers import Tokenizer, models, pre_tokenizers
 
-from lab_models import train as train_cli
+from lab_models.training import run as train_cli
 from lab_models.batch import IGNORE_INDEX, collate
-from lab_models.corpora import Corpus, content_fingerprint, load_corpus
-from lab_models.data import PackedBatches
-from lab_models.families import family_spec
-from lab_models.models import build_model, family_model_config, resolve_objective_weights
+from lab_models.text.corpora import Corpus, content_fingerprint, load_corpus
+from lab_models.training.batches import PackedBatches
+from lab_models.objectives.specs import family_spec
+from lab_models.models.family import build_model, family_model_config, resolve_objective_weights
 from lab_models.objectives import objective_module, t5, translation
 from lab_models.objectives.common import BatchConfig, StringVocab
 

@@ -1,8 +1,8 @@
-"""The zoo (lab_models/zoo.py): one tagged run per family through the job manager, a second call that continues,
+"""The zoo (lab_models/experiments/zoo.py): one tagged run per family through the job manager, a second call that continues,
 Ctrl-C that stops cleanly, and the progress the page draws.
 
 Most tests drive a fake trainer (below) that keeps the run-folder contract in a fraction of a second; one test runs
-the real `python -m lab_models.zoo` for two families and a few steps.
+the real `python -m lab_models zoo` for two families and a few steps.
 """
 from __future__ import annotations
 
@@ -16,14 +16,15 @@ from pathlib import Path
 
 import pytest
 
-from lab_models import zoo
-from lab_models.jobs import JobManager, read_json
+from lab_models.experiments import zoo
+from lab_models.training.jobs.manager import JobManager
+from lab_models.training.jobs.files import read_json
 from .conftest import wait_for
 
 REPO = Path(__file__).resolve().parent.parent
 
 FAKE_TRAINER = textwrap.dedent('''
-    """A fake `python -m lab_models.train` for the zoo: writes config.json (family, zoo), metrics, checkpoints,
+    """A fake `python -m lab_models train` for the zoo: writes config.json (family, zoo), metrics, checkpoints,
     model.safetensors, and stops cleanly on SIGTERM. FAKE_FAIL=family,... fail; FAKE_DELAY seconds per step."""
     import argparse, json, os, signal, sys, time
 
@@ -90,7 +91,7 @@ def manager(tmp_path, fake_trainer):
 
 
 def test_the_zoo_order_holds_every_trainable_family_once_with_the_continuation_families_first():
-    from lab_models.models import TRAINED_FAMILIES
+    from lab_models.models.family import TRAINED_FAMILIES
 
     assert sorted(zoo.ZOO_ORDER) == sorted(TRAINED_FAMILIES) and len(zoo.ZOO_ORDER) == 17
     assert zoo.ZOO_ORDER[:4] == ("gpt", "gpt2", "bert", "t5")
@@ -174,7 +175,7 @@ def test_a_failed_run_is_reported_and_restarted_by_the_next_call(manager, monkey
 
 
 def _cli(home: Path, fake_trainer: list[str], *args: str) -> list[str]:
-    code = ("import sys; from lab_models.zoo import main; "
+    code = ("import sys; from lab_models.experiments.zoo import main; "
             f"sys.exit(main(sys.argv[1:], trainer_command={fake_trainer!r}))")
     return [sys.executable, "-c", code, "--home", str(home), *args]
 
@@ -208,7 +209,7 @@ def test_the_cli_prints_a_line_per_run_and_ctrl_c_stops_it_so_that_the_next_call
 
 
 def test_the_cli_refuses_a_bad_argument_in_one_line(tmp_path):
-    result = subprocess.run([sys.executable, "-m", "lab_models.zoo", "--families", "gpt,bart", "--home",
+    result = subprocess.run([sys.executable, "-m", "lab_models", "zoo", "--families", "gpt,bart", "--home",
                              str(tmp_path)], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert result.returncode == zoo.EXIT_BAD_ARGUMENT
     assert result.stderr.strip().startswith("error: unknown family 'bart'") and len(result.stderr.splitlines()) == 1
@@ -216,7 +217,7 @@ def test_the_cli_refuses_a_bad_argument_in_one_line(tmp_path):
 
 def test_the_real_zoo_trains_two_families_into_ordinary_runs(tmp_path):
     home = tmp_path / "home"
-    result = subprocess.run([sys.executable, "-m", "lab_models.zoo", "--families", "gpt,t5", "--steps", "3",
+    result = subprocess.run([sys.executable, "-m", "lab_models", "zoo", "--families", "gpt,t5", "--steps", "3",
                              "--home", str(home)], cwd=REPO, capture_output=True, text=True, timeout=240)
     assert result.returncode == 0, result.stderr
     for run_dir in (home / "runs").glob("zoo-*"):

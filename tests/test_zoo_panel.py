@@ -15,7 +15,7 @@ from app.compare_tab import CompareView
 from app.leaderboard_tab import LeaderboardView
 from app.understand_tab import UnderstandView
 from lab_models import api
-from lab_models.jobs import JobManager
+from lab_models.training.jobs.manager import JobManager
 
 from .test_zoo import FAKE_TRAINER, wait_for
 

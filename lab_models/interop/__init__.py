@@ -1,8 +1,9 @@
-"""Real checkpoints in the lab, and the lab's runs in `transformers` (issue 14).
+"""interop: real checkpoints in the lab, and the lab's runs in `transformers`.
 
-    inspect_checkpoint(src)            what a Hugging Face checkpoint folder holds and what it would become
-    import_checkpoint(src, out)        the folder as an ordinary lab run (lab_models/interop/importer.py)
-    export_run(run, out)               a lab run as a folder transformers' from_pretrained loads (exporter.py)
+    importer.py   inspect_checkpoint(src): what a Hugging Face checkpoint folder holds and what it would become;
+                  import_checkpoint(src, out): the folder as an ordinary lab run
+    exporter.py   export_run(run, out): a lab run as a folder transformers' from_pretrained loads
+    cli.py        `python -m lab_models import-hf` and `export-hf`
 
 One converter module per Hugging Face architecture (`gpt`, `gpt2`, `bert`, `roberta`, `albert`, `electra`, `xlnet`,
 `mpnet`, `t5`), found by the registry (registry.py) and imported lazily; the folder reading (checkpoint.py), the
@@ -14,10 +15,6 @@ The reference is each architecture's transformers class (listed in the converter
 backbone implements the same function with its own names, so a conversion only renames, transposes and
 concatenates tensors. Where the backbone lacked something a reference has, it became a backbone option
 (`activation`, `embedding_norm`, `lm_bias`; see lab_models/nn/config.py) that training from scratch can pick too.
-"""
-from .exporter import export_run
-from .importer import DEFAULT_CORPUS, default_run_dir, import_checkpoint, inspect_checkpoint
-from .registry import ARCHITECTURES, available, reference_class
 
-__all__ = ["ARCHITECTURES", "DEFAULT_CORPUS", "available", "default_run_dir", "export_run", "import_checkpoint",
-           "inspect_checkpoint", "reference_class"]
+May import: every stage below it (`training/` for the run folder, `inference/` to load a run for export).
+"""

@@ -33,12 +33,13 @@ from __future__ import annotations
 
 import torch
 
-from ..models import family_model_config
-from ..nn import ModelConfig
-from .bert import check_encoder_exportable
-from .convert import (LAB_TO_HF_ACTIVATION, StateReader, bert_embeddings_from_lab, bert_embeddings_to_lab, fused_qkv,
-                      lab_activation, mlm_head_from_lab, mlm_head_to_lab, owned, require, require_absolute_positions,
-                      segments_from_type_vocab, split_qkv)
+from lab_models.models.family import family_model_config
+from lab_models.nn.config import ModelConfig
+from lab_models.interop.bert import check_encoder_exportable
+from lab_models.interop.convert import (LAB_TO_HF_ACTIVATION, StateReader, bert_embeddings_from_lab,
+                                        bert_embeddings_to_lab, fused_qkv, lab_activation, mlm_head_from_lab,
+                                        mlm_head_to_lab, owned, require, require_absolute_positions,
+                                        segments_from_type_vocab, split_qkv)
 
 FAMILY = "albert"
 MODEL_TYPES = ("albert",)

@@ -32,11 +32,12 @@ from __future__ import annotations
 
 import torch
 
-from ..models import family_model_config
-from ..nn import ModelConfig
-from .convert import (LAB_TO_HF_ACTIVATION, StateReader, bert_embeddings_from_lab, bert_embeddings_to_lab,
-                      bert_layer_from_lab, bert_layer_to_lab, lab_activation, mlm_head_from_lab, mlm_head_to_lab, owned,
-                      require, require_absolute_positions, segments_from_type_vocab)
+from lab_models.models.family import family_model_config
+from lab_models.nn.config import ModelConfig
+from lab_models.interop.convert import (LAB_TO_HF_ACTIVATION, StateReader, bert_embeddings_from_lab,
+                                        bert_embeddings_to_lab, bert_layer_from_lab, bert_layer_to_lab, lab_activation,
+                                        mlm_head_from_lab, mlm_head_to_lab, owned, require, require_absolute_positions,
+                                        segments_from_type_vocab)
 
 FAMILY = "bert"
 MODEL_TYPES = ("bert",)

@@ -14,7 +14,7 @@ How to import: `--from DISC_DIR [--generator GEN_DIR]` (api: `import_hf(disc, ou
   small, base and large pairs), and its embeddings must equal the discriminator's; else it is refused, naming the
   difference. Fill-mask and Compare then use the generator, as for a trained lab run.
 - Only the discriminator: the run's generator is untrained (freshly initialised, objective weight `mlm` 0), and
-  fill-mask and mask-predict refuse the run saying so (lab_models/generate.py): ELECTRA's discriminator predicts no
+  fill-mask and mask-predict refuse the run saying so (lab_models/inference/generation/generate.py): ELECTRA's discriminator predicts no
   tokens. Understand (embeddings, attention heads) and fine-tuning use the discriminator, the model that matters.
 - Only a generator as --from: refused with the command to use instead.
 
@@ -49,11 +49,13 @@ from __future__ import annotations
 
 import torch
 
-from ..models import electra_generator_config
-from ..nn import Backbone, ModelConfig
-from .bert import check_encoder_exportable, encoder_config, encoder_export_fields
-from .convert import (StateReader, Subset, bert_embeddings_from_lab, bert_embeddings_to_lab, bert_layer_from_lab,
-                      bert_layer_to_lab, mlm_head_from_lab, mlm_head_to_lab, owned, require, segments_from_type_vocab)
+from lab_models.models.family import electra_generator_config
+from lab_models.nn.backbone import Backbone
+from lab_models.nn.config import ModelConfig
+from lab_models.interop.bert import check_encoder_exportable, encoder_config, encoder_export_fields
+from lab_models.interop.convert import (StateReader, Subset, bert_embeddings_from_lab, bert_embeddings_to_lab,
+                                        bert_layer_from_lab, bert_layer_to_lab, mlm_head_from_lab, mlm_head_to_lab,
+                                        owned, require, segments_from_type_vocab)
 
 FAMILY = "electra"
 MODEL_TYPES = ("electra",)

@@ -42,9 +42,10 @@ from pathlib import Path
 
 from safetensors.torch import save_file
 
-from ..home import atomic_write_text
-from .hf_tokenizer import export_tokenizer_config
-from .registry import architecture_module, module_name_for_family
+from lab_models.home import atomic_write_text
+from lab_models.interop.hf_tokenizer import export_tokenizer_config
+from lab_models.interop.registry import architecture_module, module_name_for_family
+from lab_models.inference.loading import load_run
 
 logger = logging.getLogger(__name__)
 
@@ -91,7 +92,6 @@ def export_run(run_dir, out_dir) -> Path:
     """Write the run `run_dir` as a transformers folder `out_dir` (see the module docstring); returns `out_dir`.
     ValueError: not a run, no weights, a family without a transformers class, an option the class lacks, an
     existing `out_dir`."""
-    from ..inference import load_run
 
     target = _target(out_dir)
     if run_dir is None or not str(run_dir).strip():

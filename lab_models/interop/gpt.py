@@ -31,9 +31,9 @@ from __future__ import annotations
 
 import torch
 
-from ..models import family_model_config
-from ..nn import ModelConfig
-from .convert import StateReader, openai_blocks_from_lab, openai_blocks_to_lab, owned, require
+from lab_models.models.family import family_model_config
+from lab_models.nn.config import ModelConfig
+from lab_models.interop.convert import StateReader, openai_blocks_from_lab, openai_blocks_to_lab, owned, require
 
 FAMILY = "gpt"
 MODEL_TYPES = ("openai-gpt",)

@@ -30,10 +30,10 @@ from __future__ import annotations
 
 import torch
 
-from ..models import family_model_config
-from ..nn import ModelConfig
-from .convert import (LAB_TO_HF_ACTIVATION, StateReader, lab_activation, openai_blocks_from_lab, openai_blocks_to_lab,
-                      owned, require)
+from lab_models.models.family import family_model_config
+from lab_models.nn.config import ModelConfig
+from lab_models.interop.convert import (LAB_TO_HF_ACTIVATION, StateReader, lab_activation, openai_blocks_from_lab,
+                                        openai_blocks_to_lab, owned, require)
 
 FAMILY = "gpt2"
 MODEL_TYPES = ("gpt2",)

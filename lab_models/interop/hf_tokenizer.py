@@ -47,9 +47,9 @@ from pathlib import Path
 
 from tokenizers import AddedToken, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
 
-from ..objectives.common import BOS, CLS, EOS, GLM_END, GLM_START, MASK, PAD, SEP, sentinel
-from ..tokenization import tokenizer_kind
-from .checkpoint import read_json_file
+from lab_models.text.vocab import BOS, CLS, EOS, GLM_END, GLM_START, MASK, PAD, SEP, sentinel
+from lab_models.text.tokenizer_inspect import tokenizer_kind
+from lab_models.interop.checkpoint import read_json_file
 
 TOKENIZER_FILE = "tokenizer.json"
 HF_ROLES = ("pad", "mask", "cls", "sep", "bos", "eos", "unk")

@@ -3,7 +3,7 @@
     inspect_checkpoint(src)                 -> a summary: architecture, family, sizes, parameters, tokenizer, files
     import_checkpoint(src, out)             -> out, a run folder every tab reads like a trained run
 
-What the run folder holds (the same files a training run leaves, lab_models/runs.py):
+What the run folder holds (the same files a training run leaves, lab_models/training/runs.py):
 
     config.json        family, "model" (the exact ModelConfig), "settings", "objectives", preset "imported", the
                        corpus the lab files it under, "token_roles" (which of the checkpoint's tokens plays [MASK],
@@ -51,13 +51,19 @@ from typing import Callable
 
 import torch
 
-from .. import runs
-from ..home import atomic_write_text
-from ..objectives import objective_module
-from .checkpoint import (TENSOR_NAMES_KEY, CheckpointFolder, folder_size_text, list_files, load_state,
-                         read_checkpoint_folder, tensor_shapes)
-from .hf_tokenizer import CheckpointTokenizer, checkpoint_tokenizer
-from .registry import architecture_module, module_name_for_model_type
+from lab_models.training import runs
+from lab_models.home import atomic_write_text
+from lab_models.objectives import objective_module
+from lab_models.interop.checkpoint import (TENSOR_NAMES_KEY, CheckpointFolder, folder_size_text, list_files,
+                                           load_state, read_checkpoint_folder, tensor_shapes)
+from lab_models.interop.hf_tokenizer import CheckpointTokenizer, checkpoint_tokenizer
+from lab_models.interop.registry import architecture_module, module_name_for_model_type
+from lab_models.models.family import resolve_objective_weights
+from lab_models.models.family import build_model
+from lab_models.home import lab_home
+from lab_models.text.corpora import list_corpora
+from lab_models.objectives.settings import settings_to_dict
+from lab_models.text.vocab import prepare_tokenizer
 
 logger = logging.getLogger(__name__)
 
@@ -159,7 +165,6 @@ def inspect_checkpoint(src, *, generator=None, allow_pickle: bool = False) -> di
     None for pickled weights), weights_size, objectives (every objective's weight in the run it would make),
     tokenizer (source, kind, size, added tokens, roles, sentinels: how many T5 <extra_id_k> it has), files [(name,
     bytes)], generator (ELECTRA: its path and sizes). ValueError with the reason when it cannot be imported."""
-    from ..models import resolve_objective_weights
 
     source = _source(src, generator, allow_pickle)
     model_config, settings, objectives = _import_config(source)
@@ -209,7 +214,6 @@ def _fit_vocab(info, size: int):
 
 def _build_on_meta(family, model_config, settings, vocab, objectives):
     """The FamilyModel with every tensor on the meta device: its structure and names, no memory, no init."""
-    from ..models import build_model
 
     with torch.device("meta"):
         return build_model(family, model_config, settings, vocab, objectives)
@@ -321,6 +325,21 @@ def _target(out) -> Path:
     return target
 
 
+def import_into_home(src, out=None, *, generator=None, allow_pickle: bool = False, corpus: str = DEFAULT_CORPUS,
+                     home=None, progress: Callable[[float, str], None] | None = None) -> Path:
+    """`import_checkpoint` as a user asks for it (the page, the API, `python -m lab_models import-hf`): `corpus` must
+    be a corpus of the lab home, and no `out` means a new folder `<home>/runs/<family>-imported-<time>-<hex>`, where
+    every tab lists it."""
+
+    known = list_corpora(home=home)
+    if corpus not in known:
+        raise ValueError(f"Unknown corpus {corpus!r} to file the imported run under: choose one of {', '.join(known)}.")
+    if out is None or not str(out).strip():
+        out = default_run_dir(src, lab_home(home) / "runs", allow_pickle=allow_pickle)
+    return import_checkpoint(src, out, generator=generator, allow_pickle=allow_pickle, corpus=corpus,
+                             progress=progress)
+
+
 def import_checkpoint(src, out, *, generator=None, allow_pickle: bool = False, corpus: str = DEFAULT_CORPUS,
                       progress: Progress | None = None) -> Path:
     """Import the checkpoint folder `src` as a run folder `out` (see the module docstring); returns `out`.
@@ -329,8 +348,6 @@ def import_checkpoint(src, out, *, generator=None, allow_pickle: bool = False, c
     torch.load(weights_only=True). corpus: the corpus the run is filed under and evaluated on. progress(fraction,
     message) is called between the steps. ValueError (what to do) for everything the user can fix; nothing is
     written unless the whole import succeeds."""
-    from ..train import settings_to_dict
-    from ..vocab import prepare_tokenizer
 
     def step(fraction: float, message: str) -> None:
         logger.info("import: %s", message)

@@ -7,7 +7,7 @@ transformers/models/mpnet/modeling_mpnet.py.
 
 MPNet is RoBERTa's post-LN encoder with one addition: a bucketed relative position bias (T5's bidirectional buckets,
 32 of them up to distance 128), one table shared by all layers, computed once per forward pass, beside RoBERTa's
-learned absolute positions. The lab's MPNet family has exactly that structure (lab_models/models.py), so:
+learned absolute positions. The lab's MPNet family has exactly that structure (lab_models/models/family.py), so:
 
     MPNet                                         the lab (ModelConfig)
     word + position embeddings, LayerNorm         embeddings.token, embeddings.positions[0] (rows 2.. of the
@@ -49,9 +49,9 @@ from __future__ import annotations
 
 import torch
 
-from ..nn.config import ModelConfig
-from .hf_tokenizer import renumber_tokenizer
-from .state_mapping import Rule, fit_state, gather, require, scatter, strip_prefix, warn_unused
+from lab_models.nn.config import ModelConfig
+from lab_models.interop.hf_tokenizer import renumber_tokenizer
+from lab_models.interop.state_mapping import Rule, fit_state, gather, require, scatter, strip_prefix, warn_unused
 
 FAMILY = "mpnet"
 MODEL_TYPES = ("mpnet",)

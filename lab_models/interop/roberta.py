@@ -34,10 +34,11 @@ from __future__ import annotations
 
 import torch
 
-from ..nn import ModelConfig
-from .bert import check_encoder_exportable, encoder_config, encoder_export_fields
-from .convert import (StateReader, bert_embeddings_from_lab, bert_embeddings_to_lab, bert_layer_from_lab,
-                      bert_layer_to_lab, mlm_head_from_lab, mlm_head_to_lab, owned, require, segments_from_type_vocab)
+from lab_models.nn.config import ModelConfig
+from lab_models.interop.bert import check_encoder_exportable, encoder_config, encoder_export_fields
+from lab_models.interop.convert import (StateReader, bert_embeddings_from_lab, bert_embeddings_to_lab,
+                                        bert_layer_from_lab, bert_layer_to_lab, mlm_head_from_lab, mlm_head_to_lab,
+                                        owned, require, segments_from_type_vocab)
 
 FAMILY = "roberta"
 MODEL_TYPES = ("roberta",)

@@ -47,9 +47,10 @@ from __future__ import annotations
 
 import torch
 
-from ..nn.config import ModelConfig
-from .checkpoint import TENSOR_NAMES_KEY
-from .state_mapping import Rule, fit_state, gather, require, scatter, strip_prefix, warn_unused
+from lab_models.nn.config import ModelConfig
+from lab_models.interop.checkpoint import TENSOR_NAMES_KEY
+from lab_models.interop.state_mapping import Rule, fit_state, gather, require, scatter, strip_prefix, warn_unused
+from lab_models.objectives.t5 import decoder_start_id
 
 FAMILY = "t5"
 MODEL_TYPES = ("t5",)
@@ -216,7 +217,6 @@ def _check_exportable(model) -> ModelConfig:
 
 def export_config(model) -> dict:
     """The config.json of a `T5ForConditionalGeneration` with this lab model's structure and special tokens."""
-    from ..objectives.t5 import decoder_start_id
 
     c = _check_exportable(model)
     act = _HF_ACTIVATIONS[c.activation]

@@ -1,14 +1,10 @@
-"""The lab's neural network: one Transformer backbone for every family, its attention, config and heads."""
-from .attention import AttentionMask, MultiHeadAttention, prepare_mask
-from .backbone import Backbone, Block, Embeddings, FeedForward, init_weights
-from .config import PRESETS, ModelConfig, preset_config
-from .dropout import Dropout, dropout
-from .heads import SequenceClassificationHead, SpanBoundaryHead, TokenClassificationHead
+"""nn: the lab's neural network, the bottom of the stack beside `text/`.
 
-__all__ = [
-    "AttentionMask", "MultiHeadAttention", "prepare_mask",
-    "Backbone", "Block", "Embeddings", "FeedForward", "init_weights",
-    "PRESETS", "ModelConfig", "preset_config",
-    "Dropout", "dropout",
-    "SequenceClassificationHead", "SpanBoundaryHead", "TokenClassificationHead",
-]
+One Transformer backbone for every family (backbone.py) with its attention under any boolean mask (attention.py,
+relative_attention.py, relative_position.py), the feed-forward layer and the Switch Transformer's experts
+(feed_forward.py, moe.py), norms, dropout, weight initialization, the size presets and `ModelConfig` (config.py), and
+the small heads that sit on hidden states (heads.py). It knows nothing of families or objectives: a family is a
+`ModelConfig` plus a batch builder (objectives/) and a structure (models/).
+
+May import: `lab_models.batch` (the ignore index) and torch. Nothing above it.
+"""

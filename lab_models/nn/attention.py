@@ -28,7 +28,7 @@ position with rank 0 in the order has nothing before it; it carries no target). 
 once, lets them attend the first key so the arithmetic stays finite, and the attention output of those rows is
 set to exactly zero after the output projection: "attends nothing, adds nothing" to the residual stream.
 
-Incremental decoding (lab_models/generate.py). `forward(..., cache=KeyValueCache())` keeps the keys and values it
+Incremental decoding (lab_models/inference/generation/generate.py). `forward(..., cache=KeyValueCache())` keeps the keys and values it
 has computed, so that each decoding step computes them for the new rows only: for self-attention the new keys and
 values are appended to the cached ones (x holds only the new rows, the mask is (B, T_new, T_cached + T_new)); for
 cross-attention (`KeyValueCache(static=True)`) the keys and values of the encoder memory are computed on the first
@@ -54,7 +54,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .config import ModelConfig
+from lab_models.nn.config import ModelConfig
 
 
 @dataclass
@@ -70,7 +70,7 @@ class AttentionMask:
     # elsewhere (`add_position_bias`). None: no bias, the attention reads `allowed` (or `pattern`).
     bias: torch.Tensor | None = None
     # FlexAttention's BlockMask of `allowed`, built once per batch when the backbone runs on the flex backend
-    # (lab_models/performance.py); None = SDPA.
+    # (lab_models/training/performance.py); None = SDPA.
     block_mask: object | None = None
 
     @property

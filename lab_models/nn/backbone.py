@@ -10,7 +10,7 @@ is. It reads a `Batch`'s tensors (see lab_models/batch.py) through four entry po
                          decoder_position_ids, memory)                         encoder-decoder: MASS, T5
     lm_logits(hidden, positions)                                               hidden -> vocabulary, tied, sparse
 
-Incremental decoding (lab_models/generate.py): `forward(..., cache=backbone.new_cache())` and
+Incremental decoding (lab_models/inference/generation/generate.py): `forward(..., cache=backbone.new_cache())` and
 `decode(..., cache=backbone.new_cache(decoder=True))` keep every layer's keys and values (`DecodingCache`), so that a
 decoding step runs only the new tokens: their ids and positions, and a mask (B, T_new, T_cached + T_new) over the cached
 keys and themselves. The decoder's cross-attention keys and values of the encoder memory are computed once. New tokens
@@ -70,87 +70,21 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from . import moe
-from .attention import AttentionMask, KeyValueCache, MultiHeadAttention, add_position_bias, prepare_mask
-from .config import ModelConfig
-from .dropout import Dropout
-from .initialization import t5_init_weights
-from .norms import make_norm
-from .relative_attention import RelativeMultiHeadAttention, RelativePositions, relative_positions
-from .relative_position import RelativePositionBias, shared_rows
-
-
-def normal_init_(tensor: torch.Tensor, std: float) -> None:
-    """N(0, std) in place; nothing on the meta device. lab_models/interop builds a model's structure on `meta` (no
-    memory, no init) before it assigns a checkpoint's tensors, and torch's normal_ has no meta kernel: its Python
-    fallback imports torch._dynamo, seconds for nothing."""
-    if not tensor.is_meta:
-        nn.init.normal_(tensor, mean=0.0, std=std)
-
-
-def embedding_table(rows: int, width: int) -> nn.Embedding:
-    """nn.Embedding(rows, width), whose own N(0, 1) init (about to be replaced by `init_weights`) is skipped on the
-    meta device (see `normal_init_`); on a real device it draws exactly what nn.Embedding draws."""
-    if torch.get_default_device().type == "meta":
-        return nn.Embedding(rows, width, _weight=torch.empty(rows, width))
-    return nn.Embedding(rows, width)
-
-
-def init_weights(module: nn.Module) -> None:
-    """GPT-2 / BERT init: N(0, 0.02) weights, zero biases, LayerNorm weight 1 and bias 0. Use with `module.apply`."""
-    if isinstance(module, nn.Linear):
-        normal_init_(module.weight, std=0.02)
-        if module.bias is not None:
-            nn.init.zeros_(module.bias)
-    elif isinstance(module, nn.Embedding):
-        normal_init_(module.weight, std=0.02)
-    elif isinstance(module, nn.LayerNorm):
-        nn.init.ones_(module.weight)
-        nn.init.zeros_(module.bias)
+from lab_models.nn.attention import AttentionMask, KeyValueCache, MultiHeadAttention, add_position_bias, prepare_mask
+from lab_models.nn.config import ModelConfig
+from lab_models.nn.dropout import Dropout
+from lab_models.nn.feed_forward import activation_module, build_feed_forward
+from lab_models.nn.moe import SwitchFeedForward
+from lab_models.nn.initialization import embedding_table, init_weights, normal_init_, t5_init_weights
+from lab_models.nn.norms import make_norm
+from lab_models.nn.relative_attention import RelativeMultiHeadAttention, RelativePositions, relative_positions
+from lab_models.nn.relative_position import RelativePositionBias, shared_rows
 
 
 def _value_range(t: torch.Tensor) -> tuple[int, int]:
     """(min, max) of an integer tensor, read back in one device sync."""
     lo, hi = torch.stack(torch.aminmax(t)).tolist()
     return lo, hi
-
-
-def activation_module(name: str) -> nn.Module:
-    """The module for a `ModelConfig.activation` name (no parameters, so the state dict is the same for all three).
-
-    >>> activation_module("gelu_tanh")
-    GELU(approximate='tanh')
-    """
-    if name == "gelu":
-        return nn.GELU()  # the exact erf form (BERT, ELECTRA, XLNet)
-    if name == "gelu_tanh":
-        return nn.GELU(approximate="tanh")  # GPT, GPT-2, ALBERT v2: HF's gelu_new / gelu_pytorch_tanh
-    if name == "relu":
-        return nn.ReLU()
-    raise ValueError(f"unknown activation {name!r}: choose gelu, gelu_tanh or relu")
-
-
-class FeedForward(nn.Module):
-    """Position-wise MLP: H -> d_ff -> H with config.activation (GeLU: BERT, GPT-2; ReLU: T5 v1.0).
-
-    ffn_gated (T5 v1.1's gated-GeLU): act(x W_0) * (x W_1) -> W_o. W_0 and W_1 are one fused (2 d_ff, H) matrix
-    `up` (rows [W_0; W_1]), so the two products are one matmul."""
-
-    def __init__(self, config: ModelConfig):
-        super().__init__()
-        self.gated = config.ffn_gated
-        self.d_ff = config.d_ff
-        width = 2 * config.d_ff if self.gated else config.d_ff
-        self.up = nn.Linear(config.d_model, width, bias=config.linear_bias)
-        # named like attention's output projection: residual init
-        self.proj = nn.Linear(config.d_ff, config.d_model, bias=config.linear_bias)
-        self.act = activation_module(config.activation)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self.gated:
-            activated, linear = self.up(x).split(self.d_ff, dim=-1)  # 2 x (B, T, d_ff)
-            return self.proj(self.act(activated) * linear)  # (B, T, H)
-        return self.proj(self.act(self.up(x)))  # (B, T, d_ff) -> (B, T, H)
 
 
 def _activation_dtype(x: torch.Tensor) -> torch.dtype:
@@ -237,7 +171,7 @@ class Block(nn.Module):
         self.ln_cross = make_norm(config, config.d_model) if cross_attention else None
         self.cross_attn = MultiHeadAttention(config) if cross_attention else None
         self.ln_ff = make_norm(config, config.d_model)
-        self.ff = moe.build_feed_forward(config, layer_index)  # dense, or the Switch experts
+        self.ff = build_feed_forward(config, layer_index)  # dense, or the Switch experts
         self.drop = Dropout(config.dropout)
 
     def forward(self, x: torch.Tensor, mask: AttentionMask, n_context: int | None = None,
@@ -276,7 +210,7 @@ class Block(nn.Module):
             x = self._add(x, out, self.ln_cross)
         # 3. feed-forward
         a = self.ln_ff(x) if self.pre_norm else x
-        routed = isinstance(self.ff, moe.SwitchFeedForward)  # a Switch layer gives padding no expert capacity
+        routed = isinstance(self.ff, SwitchFeedForward)  # a Switch layer gives padding no expert capacity
         x = self._add(x, self.ff(a, token_mask) if routed else self.ff(a), self.ln_ff)
         return (x, weights) if return_weights else x
 
@@ -325,7 +259,7 @@ class Backbone(nn.Module):
             raise ValueError(f"Backbone needs a ModelConfig, got {type(config).__name__}")
         self.config = config
         # FlexAttention block masks instead of SDPA's dense boolean masks (a CUDA fast path set by
-        # lab_models/performance.py; not part of the config: it changes no number the model computes)
+        # lab_models/training/performance.py; not part of the config: it changes no number the model computes)
         self.flex_attention = False
         H, E = config.d_model, config.embedding_width
         self.pad_id: int | None = None  # [PAD] (FamilyModel sets it): Switch layers give padding no capacity

@@ -116,9 +116,9 @@ class ModelConfig:
 
     def __post_init__(self):
         for name in ("vocab_size", "d_model", "n_layers", "n_heads", "d_ff", "max_positions"):
-            _require_int(name, getattr(self, name), minimum=1)
+            require_int(name, getattr(self, name), minimum=1)
         if self.d_head is not None:
-            _require_int("d_head", self.d_head, minimum=1)
+            require_int("d_head", self.d_head, minimum=1)
         elif self.d_model % self.n_heads:
             raise ValueError(f"d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads}): "
                              f"each head gets d_model / n_heads dimensions (or set d_head)")
@@ -132,11 +132,11 @@ class ModelConfig:
         if self.norm not in NORMS:
             raise ValueError(f"unknown norm {self.norm!r}: choose 'pre' (GPT-2) or 'post' (BERT, GPT-1)")
         if self.embedding_size is not None:
-            _require_int("embedding_size", self.embedding_size, minimum=1)
+            require_int("embedding_size", self.embedding_size, minimum=1)
         if self.n_position_rows not in (1, 2) or isinstance(self.n_position_rows, bool):
             raise ValueError(f"n_position_rows must be 1 or 2 (GLM's 2-D positions), got {self.n_position_rows!r}")
-        _require_int("n_segments", self.n_segments, minimum=0)
-        _require_int("decoder_layers", self.decoder_layers, minimum=0)
+        require_int("n_segments", self.n_segments, minimum=0)
+        require_int("decoder_layers", self.decoder_layers, minimum=0)
         _check_switch(self)
         if self.attention_impl not in ATTENTION_IMPLS:
             raise ValueError(f"unknown attention_impl {self.attention_impl!r}: choose 'sdpa' or 'eager'")
@@ -152,8 +152,8 @@ class ModelConfig:
         if self.norm_type not in NORM_TYPES:
             raise ValueError(f"unknown norm_type {self.norm_type!r}: choose 'layernorm' or 'rmsnorm' (T5)")
         # at least 4: each direction gets half the buckets, half of those exact distances and half logarithmic bins
-        _require_int("relative_attention_buckets", self.relative_attention_buckets, minimum=4)
-        _require_int("relative_attention_max_distance", self.relative_attention_max_distance, minimum=1)
+        require_int("relative_attention_buckets", self.relative_attention_buckets, minimum=4)
+        require_int("relative_attention_max_distance", self.relative_attention_max_distance, minimum=1)
         if self.relative_attention_max_distance <= self.relative_attention_buckets // 2:
             raise ValueError(f"relative_attention_max_distance ({self.relative_attention_max_distance}) must exceed "
                              f"half the buckets ({self.relative_attention_buckets // 2}): the distances beyond the "
@@ -168,7 +168,7 @@ class ModelConfig:
             raise ValueError(f"unknown relative_attention {self.relative_attention!r}: choose None, 'buckets' (T5, "
                              f"MPNet) or 'xlnet' (Transformer-XL's relative positions with XLNet's relative segments)")
         if self.relative_attention_clamp_len is not None:
-            _require_int("relative_attention_clamp_len", self.relative_attention_clamp_len, minimum=1)
+            require_int("relative_attention_clamp_len", self.relative_attention_clamp_len, minimum=1)
         if self.relative_attention != "xlnet":
             return
         if self.n_position_rows != 1:
@@ -232,8 +232,8 @@ def is_switch_layer(config: ModelConfig, layer_index: int) -> bool:
 def _check_switch(config: ModelConfig) -> None:
     if config.ffn not in FEED_FORWARDS:
         raise ValueError(f"unknown ffn {config.ffn!r}: choose 'dense' or 'switch' (the Switch Transformer's experts)")
-    _require_int("n_experts", config.n_experts, minimum=1)
-    _require_int("expert_every", config.expert_every, minimum=1)
+    require_int("n_experts", config.n_experts, minimum=1)
+    require_int("expert_every", config.expert_every, minimum=1)
     checks = (("capacity_factor", config.capacity_factor, 0.0, None), ("load_balance_weight",
               config.load_balance_weight, None, None), ("router_z_weight", config.router_z_weight, None, None),
               ("router_jitter", config.router_jitter, None, 1.0))
@@ -252,7 +252,7 @@ def _check_switch(config: ModelConfig) -> None:
                          f"feed-forward would become a Switch layer; lower expert_every")
 
 
-def _require_int(name: str, value, minimum: int) -> None:
+def require_int(name: str, value, minimum: int) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
 

@@ -25,9 +25,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..batch import IGNORE_INDEX
-from .backbone import init_weights
-from .dropout import Dropout
+from lab_models.batch import IGNORE_INDEX
+from lab_models.nn.initialization import init_weights
+from lab_models.nn.dropout import Dropout
 
 POOLINGS = ("first", "last", "mean")
 

@@ -1,4 +1,5 @@
-"""T5's weight initialization, for a backbone built without the attention scale (`attention_scale=False`).
+"""Weight initialization: GPT-2 / BERT's N(0, 0.02) (`init_weights`), and T5's for a backbone built without the attention
+scale (`attention_scale=False`, `t5_init_weights`).
 
 Paper: Raffel et al. (2020), T5; the scheme is Mesh TensorFlow's, as Hugging Face's `T5PreTrainedModel._init_weights`
 writes it (transformers/models/t5/modeling_t5.py). T5 computes attention logits as q.k without dividing by
@@ -18,7 +19,8 @@ unscaled logits, and its std-1 embeddings, in a trainable range:
 Worked example (the query rows of a tiny attention get the small std, the key rows the larger one):
 
 >>> import torch
->>> from lab_models.nn import Backbone, ModelConfig
+>>> from lab_models.nn.backbone import Backbone
+>>> from lab_models.nn.config import ModelConfig
 >>> _ = torch.manual_seed(0)
 >>> b = Backbone(ModelConfig(vocab_size=100, d_model=64, n_heads=4, d_ff=128, attention_scale=False))
 >>> q, k, _ = b.blocks[0].attn.qkv.weight.split(64)
@@ -30,17 +32,47 @@ transform, XLNet's w: N(0, 0.02); biases: 0).
 """
 from __future__ import annotations
 
+import torch
 from torch import nn
 
-from .attention import MultiHeadAttention
-from .relative_position import RelativePositionBias
+from lab_models.nn.attention import MultiHeadAttention
+from lab_models.nn.feed_forward import FeedForward
+from lab_models.nn.moe import SwitchFeedForward
+from lab_models.nn.relative_position import RelativePositionBias
+
+
+def normal_init_(tensor: torch.Tensor, std: float) -> None:
+    """N(0, std) in place; nothing on the meta device. lab_models/interop builds a model's structure on `meta` (no
+    memory, no init) before it assigns a checkpoint's tensors, and torch's normal_ has no meta kernel: its Python
+    fallback imports torch._dynamo, seconds for nothing."""
+    if not tensor.is_meta:
+        nn.init.normal_(tensor, mean=0.0, std=std)
+
+
+def embedding_table(rows: int, width: int) -> nn.Embedding:
+    """nn.Embedding(rows, width), whose own N(0, 1) init (about to be replaced by `init_weights`) is skipped on the
+    meta device (see `normal_init_`); on a real device it draws exactly what nn.Embedding draws."""
+    if torch.get_default_device().type == "meta":
+        return nn.Embedding(rows, width, _weight=torch.empty(rows, width))
+    return nn.Embedding(rows, width)
+
+
+def init_weights(module: nn.Module) -> None:
+    """GPT-2 / BERT init: N(0, 0.02) weights, zero biases, LayerNorm weight 1 and bias 0. Use with `module.apply`."""
+    if isinstance(module, nn.Linear):
+        normal_init_(module.weight, std=0.02)
+        if module.bias is not None:
+            nn.init.zeros_(module.bias)
+    elif isinstance(module, nn.Embedding):
+        normal_init_(module.weight, std=0.02)
+    elif isinstance(module, nn.LayerNorm):
+        nn.init.ones_(module.weight)
+        nn.init.zeros_(module.bias)
+
 
 
 def t5_init_weights(backbone: nn.Module) -> None:
     """Re-initialise `backbone` (a `Backbone`) in place with T5's scheme (see the module docstring)."""
-    from .backbone import FeedForward  # backbone.py imports this module
-    from .moe import SwitchFeedForward
-
     config = backbone.config
     d_model, d_kv, n_heads, d_ff = config.d_model, config.head_size, config.n_heads, config.d_ff
     nn.init.normal_(backbone.embeddings.token.weight, mean=0.0, std=1.0)

@@ -37,7 +37,7 @@ Worked example (4 tokens, 2 experts, capacity_factor 1.0, so capacity = ceil(1.0
 
 Reporting. Every call adds a `RouterCall` (its losses and per-expert counts, and with `record_tokens` each token's
 expert) to the `RoutingCollector` of the current thread, set with `collect_routing(model)`; outside such a block
-nothing is computed for reporting. lab_models/switch.py turns the calls into the `load_balance` (and `router_z`) loss
+nothing is computed for reporting. lab_models/models/switch.py turns the calls into the `load_balance` (and `router_z`) loss
 of every family and into the per-expert statistics of metrics.jsonl.
 
 Deviations from the paper, stated:
@@ -73,7 +73,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .config import ModelConfig
+from lab_models.nn.config import ModelConfig
 
 ROUTER_INIT_SCALE = 0.1  # the paper's s: weights ~ truncated normal with std sqrt(s / fan_in)
 
@@ -249,15 +249,6 @@ class SwitchFeedForward(nn.Module):
         if record_tokens:
             call.expert, call.probability, call.kept = expert.detach(), gate.detach(), kept.detach()
         return call
-
-
-def build_feed_forward(config: ModelConfig, layer_index: int) -> nn.Module:
-    """Block `layer_index`'s feed-forward (0-based): a `SwitchFeedForward` where `is_switch_layer` puts one, else the
-    backbone's dense `FeedForward`."""
-    from .backbone import FeedForward  # the backbone imports this module: resolved when a Block is built
-    from .config import is_switch_layer
-
-    return SwitchFeedForward(config) if is_switch_layer(config, layer_index) else FeedForward(config)
 
 
 def switch_layers(model: nn.Module) -> list[tuple[str, SwitchFeedForward]]:

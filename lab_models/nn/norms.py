@@ -26,7 +26,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .config import ModelConfig
+from lab_models.nn.config import ModelConfig
 
 
 class RMSNorm(nn.RMSNorm):

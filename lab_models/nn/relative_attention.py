@@ -70,8 +70,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .attention import AttentionMask, KeyValueCache, attention_output, prepare_mask
-from .config import ModelConfig
+from lab_models.nn.attention import AttentionMask, KeyValueCache, attention_output, prepare_mask
+from lab_models.nn.config import ModelConfig
 
 
 @dataclass

@@ -1,5 +1,10 @@
-"""One module per family: the batch builders. Each turns token ids into a `Batch` that says who may attend to whom
-and what is predicted.
+"""objectives: one module per family, the batch builders and losses. Each turns token ids into a `Batch` that says
+who may attend to whom and what is predicted; `objective_module(family)` finds a family's module.
+
+Beside them: the mask predicates every builder speaks (masks.py), the pieces they share (common.py, losses.py), the
+encoder-decoders' translation rows (translation.py), the add-on objectives (addons.py: contrastive, adversarial,
+back_translation), each family's objectives with their settings as the page shows them (specs.py), the settings'
+parsing and help (settings.py), and one training example drawn as strings for the Mask Explorer (anatomy.py).
 
 Every family module provides the same five things, so that training and the Mask Explorer share one code path:
 
@@ -17,9 +22,12 @@ Every family module provides the same five things, so that training and the Mask
 
 `gpt` and `gpt2` share `causal_lm`.
 
-The RNN-era families (ELMo, CoVe, ULMFiT, CVT) live in lab_models/rnn/: their modules give `Settings`, `CHOICES` and
+The RNN-era families (ELMo, CoVe, ULMFiT, CVT) live in lab_models/models/rnn/: their modules give `Settings`, `CHOICES` and
 `RULE` (and `make_batch` where the batch is a corpus window), but no `build_example`, because they have no attention
-mask to draw. An entry with a dot names a module outside this package.
+mask to draw. An entry with a dot names a module outside this package: the RNN-era modules are whole families
+(batches, loss and model in one file), so they live with the models and are imported by name when asked for.
+
+May import: `families`, `batch`, `home`, `text/`, `nn/`.
 """
 from __future__ import annotations
 
@@ -31,8 +39,8 @@ FAMILY_MODULES = {
     "gpt": "causal_lm", "gpt2": "causal_lm", "bert": "bert", "roberta": "roberta", "albert": "albert",
     "spanbert": "spanbert", "electra": "electra", "xlnet": "xlnet", "mpnet": "mpnet", "unilm": "unilm",
     "mass": "mass", "glm": "glm", "t5": "t5",
-    "elmo": "lab_models.rnn.elmo", "cove": "lab_models.rnn.cove", "ulmfit": "lab_models.rnn.ulmfit",
-    "cvt": "lab_models.rnn.cvt",
+    "elmo": "lab_models.models.rnn.elmo", "cove": "lab_models.models.rnn.cove", "ulmfit": "lab_models.models.rnn.ulmfit",
+    "cvt": "lab_models.models.rnn.cvt",
 }
 
 

@@ -50,8 +50,10 @@ import typing
 
 import torch
 
-from ..batch import Batch
-from . import adversarial, back_translation, contrastive
+from lab_models.batch import Batch
+from lab_models.objectives import adversarial, back_translation, contrastive
+from lab_models.objectives.settings import parse_value
+from lab_models.objectives.losses import LossOutput
 
 logger = logging.getLogger(__name__)
 
@@ -130,7 +132,6 @@ def split_settings(items: list[str]) -> tuple[list[str], list[str]]:
 def resolve_settings(family: str, weights: dict[str, float], items: list[str]) -> dict[str, dict]:
     """{add-on: its settings as a dict} for the add-ons that are on, with `--set NAME.SETTING=VALUE` items applied.
     ValueError for an unknown setting, a bad value, or a setting of an add-on that is off."""
-    from lab_models.train import parse_value
 
     given: dict[str, dict] = {}
     for item in items:
@@ -176,7 +177,6 @@ class Addons:
 
     def apply(self, model, batch: Batch, out):
         """The family's LossOutput `out` with the add-ons' weighted losses added to `total` and their parts."""
-        from .losses import LossOutput
 
         weights = model.objective_weights
         total, parts = out.total, dict(out.parts)
@@ -211,7 +211,7 @@ class Addons:
 
 
 class AddonBatches:
-    """A batch source (lab_models/engine.py's protocol) that adds the add-ons' data to another one's batches."""
+    """A batch source (lab_models/training/engine.py's protocol) that adds the add-ons' data to another one's batches."""
 
     def __init__(self, inner, sentences: contrastive.SentenceView | None, monolingual:
                  back_translation.MonolingualData | None, contrastive_n: int, back_translation_n: int,

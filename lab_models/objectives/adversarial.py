@@ -1,5 +1,5 @@
 """Adversarial training on the input embeddings: an add-on objective `adversarial` for pretraining BERT, RoBERTa,
-ALBERT and SpanBERT, and an option of fine-tuning (Understand tab, `python -m lab_models.finetune --adversarial`).
+ALBERT and SpanBERT, and an option of fine-tuning (Understand tab, `python -m lab_models finetune --adversarial`).
 
 Both methods perturb the word embeddings (the output of the token embedding table, before positions and segments
 are added) by delta, kept inside an L2 ball of radius epsilon per example, found by K steps of gradient ascent:
@@ -82,7 +82,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..batch import IGNORE_INDEX, Batch
+from lab_models.batch import IGNORE_INDEX, Batch
+from lab_models.objectives.losses import content_seed
 
 OBJECTIVE = "adversarial"
 FAMILIES = ("bert", "roberta", "albert", "spanbert")  # pretraining: the leak-free ones (module docstring)
@@ -280,8 +281,6 @@ def _nll(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
 
 
 def content_generator(*tensors: torch.Tensor) -> torch.Generator:
-    from .losses import content_seed
-
     return torch.Generator().manual_seed(content_seed(*tensors, salt="adversarial"))
 
 
@@ -309,7 +308,7 @@ def pretraining_loss(model, batch: Batch, settings: Settings) -> tuple[torch.Ten
 def finetune_loss(classifier, batch, clean_logits: torch.Tensor, loss_of: Callable[[torch.Tensor], torch.Tensor],
                   method: str, settings: Settings, generator: torch.Generator, dropout_seed: int
                   ) -> tuple[torch.Tensor, torch.Tensor]:
-    """The adversarial loss of one fine-tuning step (lab_models/finetune.py's hook): FreeLB's L_adv (`method`
+    """The adversarial loss of one fine-tuning step (lab_models/inference/finetuning/run.py's hook): FreeLB's L_adv (`method`
     "freelb") or SMART's regulariser ("smart") on the classifier's logits. `classifier(batch)` returns (logits,
     hidden); `clean_logits` are the step's own (with their graph), computed right after
     `torch.manual_seed(dropout_seed)`, whose dropout masks every perturbed pass replays; `loss_of(logits)` is the
@@ -345,18 +344,3 @@ FINETUNE_METHODS = ("none", "freelb", "smart")
 # Fine-tuning's settings per method: FreeLB's GLUE recipe (K = 2 ascent steps of 0.1 from a 0.1 start, so the ball is
 # rarely reached: FreeLB's released configs often leave it unbounded) and SMART's (one step onto the sphere).
 FINETUNE_SETTINGS = {"freelb": Settings(steps=2, epsilon=1.0, step_size=0.1, init_magnitude=0.1), "smart": Settings()}
-
-
-def finetune_step(classifier, batch, clean_logits: torch.Tensor, loss_of: Callable[[torch.Tensor], torch.Tensor],
-                  method: str, seed: int, step: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """`finetune_loss` with fine-tuning's settings for `method` (FINETUNE_SETTINGS), delta_0 drawn from
-    (seed, step), and the dropout masks of the step's clean pass (seeded from (seed, "finetune-dropout", step), as
-    lab_models/finetune.py seeds it)."""
-    from lab_models.engine import derive_seed
-
-    if method not in FINETUNE_SETTINGS:
-        raise ValueError(f"adversarial fine-tuning method must be one of {', '.join(FINETUNE_SETTINGS)}, got "
-                         f"{method!r}")
-    generator = torch.Generator().manual_seed(derive_seed(seed, "finetune-adversarial", step))
-    return finetune_loss(classifier, batch, clean_logits, loss_of, method, FINETUNE_SETTINGS[method], generator,
-                         dropout_seed=derive_seed(seed, "finetune-dropout", step))

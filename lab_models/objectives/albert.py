@@ -48,13 +48,14 @@ from dataclasses import dataclass
 
 import torch
 
-from .. import masks
-from ..batch import IGNORE_INDEX, Batch, Example, collate
-from .bert import (as_ids, as_rows, check_fraction, check_masking, check_positive_int, corrupt_tokens, mlm_targets,
-                   reject_unknown, sample_split, validate_masked, validate_split)
-from .common import BatchConfig, CorruptionRates, count_to_mask
-from .losses import LossOutput, mlm_with_sentence_objective
-from .spanbert import shortest_word
+from lab_models.objectives import masks
+from lab_models.batch import IGNORE_INDEX, Batch, Example, collate
+from lab_models.objectives.bert import (as_ids, as_rows, check_fraction, check_masking, check_positive_int,
+                                        corrupt_tokens, mlm_targets, reject_unknown, sample_split, validate_masked,
+                                        validate_split)
+from lab_models.objectives.common import BatchConfig, CorruptionRates, count_to_mask
+from lab_models.objectives.losses import LossOutput, mlm_with_sentence_objective
+from lab_models.objectives.spanbert import shortest_word
 
 CHOICES: tuple[str, ...] = ("masked",)
 RULE = ("bidirectional: every x_i may attend every x_j; each masked x_i (whole-word n-grams) predicts its original "

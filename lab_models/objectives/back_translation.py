@@ -87,8 +87,8 @@ from typing import Sequence
 import torch
 import torch.nn.functional as F
 
-from ..batch import IGNORE_INDEX, Batch, Example, collate
-from . import translation
+from lab_models.batch import IGNORE_INDEX, Batch, Example, collate
+from lab_models.objectives import translation
 
 OBJECTIVE = "back_translation"
 REVERSE_PART = "translation_zh_en"

@@ -53,10 +53,11 @@ from typing import Sequence
 
 import torch
 
-from .. import masks
-from ..batch import IGNORE_INDEX, Batch, Example, collate
-from .common import BatchConfig, CorruptionRates, VocabInfo, count_to_mask, sample_positions
-from .losses import LossOutput, mlm_with_sentence_objective
+from lab_models.objectives import masks
+from lab_models.batch import IGNORE_INDEX, Batch, Example, collate
+from lab_models.objectives.common import BatchConfig, CorruptionRates, count_to_mask, sample_positions
+from lab_models.text.vocab import VocabInfo
+from lab_models.objectives.losses import LossOutput, mlm_with_sentence_objective
 
 CHOICES: tuple[str, ...] = ("masked",)
 RULE = "bidirectional: every x_i may attend every x_j; each picked x_i predicts its original token"

@@ -1,5 +1,6 @@
-"""Pieces every objective shares: vocabulary facts, the 80/10/10 corruption, mask-count rounding, and the string
-vocabulary that lets `api.anatomy` run the real batch builders on plain token strings.
+"""Pieces every objective shares: the batch config, the 80/10/10 corruption, mask-count rounding, and the string
+vocabulary that lets `api.anatomy` run the real batch builders on plain token strings. (The vocabulary facts a
+builder reads, `VocabInfo` and the lab's special tokens, are lab_models/text/vocab.py's.)
 
 Worked example (BERT-style corruption of 2 picked positions with a seeded generator):
 
@@ -14,61 +15,12 @@ BERT's `create_pretraining_data.py`).
 """
 from __future__ import annotations
 
-import functools
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Sequence
 
 import torch
 
-# The special tokens an objective may insert. Tokenizers for training map these names to their own ids.
-PAD, MASK, CLS, SEP, BOS, EOS, GLM_START, GLM_END = "[PAD]", "[MASK]", "[CLS]", "[SEP]", "[BOS]", "[EOS]", "[S]", "[E]"
-NUM_SENTINELS = 100  # T5 reserves 100 sentinels <extra_id_0> ... <extra_id_99>
-
-
-def sentinel(k: int) -> str:
-    """T5's k-th sentinel token string: sentinel(0) == '<extra_id_0>'."""
-    return f"<extra_id_{k}>"
-
-
-@dataclass(frozen=True)
-class VocabInfo:
-    """The vocabulary facts a batch builder needs. Ids of the special tokens; `word_start[i]` says whether token id i
-    begins a word (SpanBERT masks whole words); `random_ids` are the ids a 10%-random replacement may draw."""
-
-    size: int
-    pad_id: int
-    mask_id: int
-    cls_id: int
-    sep_id: int
-    bos_id: int
-    eos_id: int
-    start_id: int  # GLM's [S]
-    end_id: int  # GLM's [E]
-    sentinel_ids: tuple[int, ...]  # T5's <extra_id_k>, k = 0, 1, ...
-    random_ids: tuple[int, ...]  # ordinary (non-special) ids, for random replacement
-    word_start: tuple[bool, ...] | None = None  # per id; None = every token starts a word
-
-    def __post_init__(self):
-        if self.size <= 0:
-            raise ValueError(f"vocabulary size must be positive, got {self.size}")
-        if not self.random_ids:
-            raise ValueError("the vocabulary has no ordinary tokens to draw random replacements from")
-
-    @functools.cached_property
-    def _word_start_table(self) -> torch.Tensor:
-        """`word_start` as a (size,) bool tensor, built once: converting the tuple costs milliseconds per call."""
-        return torch.tensor(self.word_start, dtype=torch.bool)
-
-    def starts_word(self, token_ids: torch.Tensor) -> torch.Tensor:
-        """(T,) bool: which tokens begin a word. The first token always does."""
-        if self.word_start is None:
-            starts = torch.ones(token_ids.shape, dtype=torch.bool)
-        else:
-            starts = self._word_start_table[token_ids]  # a fresh tensor: advanced indexing copies
-        if starts.numel():
-            starts[0] = True
-        return starts
-
+from lab_models.text.vocab import BOS, CLS, EOS, GLM_END, GLM_START, MASK, PAD, SEP, SPECIAL_TOKENS, VocabInfo, sentinel
 
 @dataclass(frozen=True)
 class BatchConfig:
@@ -78,7 +30,6 @@ class BatchConfig:
     vocab: VocabInfo
 
 
-SPECIAL_TOKENS = (PAD, MASK, CLS, SEP, BOS, EOS, GLM_START, GLM_END)
 
 
 def _looks_like_continuation(token: str, marked_starts: bool) -> bool:

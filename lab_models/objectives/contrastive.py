@@ -37,7 +37,7 @@ Where the sentences come from: a sentence view of the corpus
 The lab's pretraining rows are windows of a packed token stream that start and end mid-sentence, so they are no
 sentences. The contrastive rows are drawn from a separate view: the corpus's training documents split into sentences
 (`split_sentences`: after . ! ? and the Chinese 。！？), each framed as fine-tuning frames a sentence ([CLS] s [SEP]
-for the encoder families, [BOS] s [EOS] for GPT and GPT-2; lab_models/finetune.py) and cut to `max_tokens` (SimCSE's
+for the encoder families, [BOS] s [EOS] for GPT and GPT-2; lab_models/inference/finetuning/run.py) and cut to `max_tokens` (SimCSE's
 max_seq_length, 32). Each step draws `sentences` of them (default: the run's batch size) uniformly with replacement
 from the step's generator, after the family's own draws, so the family's batch is byte for byte the one it would be
 without the add-on. Validation batch i holds the validation split's sentences i*N .. i*N+N-1 (wrapping around).
@@ -46,7 +46,7 @@ The pooled representation (`pooling`, SimCSE's Table 6 compares these): by defau
 tokens' final states for the encoder families and the last real token ([EOS]) for GPT and GPT-2 (under a causal mask
 only it has read the whole sentence). "first" takes the [CLS] position instead (SimCSE's own default for BERT),
 "last" and "mean" force the others. Why not [CLS] by default: SimCSE starts from a BERT whose [CLS] pretraining
-shaped (NSP), while the lab's pretraining rows carry no [CLS] at all (lab_models/data.py), so only this loss would
+shaped (NSP), while the lab's pretraining rows carry no [CLS] at all (lab_models/training/batches.py), so only this loss would
 ever train it, and it learns to tell sentences apart without learning what they mean; the token states that MLM
 shapes do carry meaning, and averaging them keeps it (measured: README; at the tiny preset, mean pooling makes
 same-topic sentences clearly closer, [CLS] pooling does not). Each family reads the sentence as it reads text
@@ -86,12 +86,13 @@ from typing import Sequence
 
 import torch
 import torch.nn.functional as F
+from lab_models.families import RNN_FAMILIES
+from lab_models.text.tasks import load_task
 
 OBJECTIVE = "contrastive"
 FAMILIES = ("bert", "roberta", "albert", "electra", "mpnet", "unilm", "gpt", "gpt2")
 CAUSAL_FAMILIES = ("gpt", "gpt2")
 ENCODER_DECODER_FAMILIES = ("mass", "t5")
-RNN_FAMILIES = ("elmo", "cove", "ulmfit", "cvt")
 POOLINGS = ("first", "last", "mean")
 SETTING_POOLINGS = ("auto", *POOLINGS)
 IDS_KEY = "contrastive_ids"  # Batch.addons: (N, L) long, framed sentences padded with [PAD]
@@ -179,7 +180,7 @@ def pad(rows: Sequence[Sequence[int]], pad_id: int) -> torch.Tensor:
 
 def sentence_states(model, ids: torch.Tensor, pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Every family's hidden states of framed sentences `ids` (N, L), padded with `pad_id`: (states (N, L, H),
-    lengths (N,)). The view is fine-tuning's (lab_models/finetune.py): a full mask among the real tokens (causal for
+    lengths (N,)). The view is fine-tuning's (lab_models/inference/finetuning/run.py): a full mask among the real tokens (causal for
     GPT), the encoder of MASS and T5, Part A at 2-D positions (i, 0) for GLM, the content stream for XLNet and MPNet,
     ELECTRA's discriminator, and the LSTM families' `representations`."""
     family = model.family
@@ -292,8 +293,6 @@ class SentenceProbe:
     same-topic pairs minus that of different-topic pairs (the Understand tab's sentence-similarity view)."""
 
     def __init__(self, family: str, tokenizer, vocab, max_tokens: int = 32, limit: int = 256, pooling: str = "auto"):
-        from lab_models.tasks import load_task
-
         self.family, self.vocab = family, vocab
         self.pooling = trained_pooling(family, pooling)  # the pooling the run trains
         topic = load_task("topic")

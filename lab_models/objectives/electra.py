@@ -31,7 +31,7 @@ would be 0 (a sample equal to the original counts as original, as in the paper).
 Deviations from the paper, stated:
 - No [CLS]/[SEP] framing and a single segment (`segment_ids` all 0): ELECTRA's data builder packs one or two
   sentence runs with segment ids but no NSP; packing belongs to the data pipeline.
-- The generator's size (`generator_size_fraction`) is read by lab_models/models.py; λ is the `rtd` objective weight
+- The generator's size (`generator_size_fraction`) is read by lab_models/models/family.py; λ is the `rtd` objective weight
   (`disc_weight` is its default when no weight is given). `loss` below samples the generator's replacements with a
   torch.Generator seeded from a hash of the batch (the paper does not say how its sampling is seeded).
 """
@@ -43,15 +43,15 @@ from dataclasses import dataclass
 
 import torch
 
-from .. import masks
+from lab_models.objectives import masks
 import torch.nn.functional as F
 
-from ..batch import Batch, Example, collate
-from .bert import (as_ids, as_rows, check_masking, corrupt_tokens, mlm_targets, reject_unknown, sample_masked,
-                   validate_masked)
-from .common import BatchConfig, CorruptionRates
-from .losses import (LossOutput, combine, content_seed, masked_mean, require_extra, run_backbone,
-                     sparse_token_loss)
+from lab_models.batch import Batch, Example, collate
+from lab_models.objectives.bert import (as_ids, as_rows, check_masking, corrupt_tokens, mlm_targets, reject_unknown,
+                                        sample_masked, validate_masked)
+from lab_models.objectives.common import BatchConfig, CorruptionRates
+from lab_models.objectives.losses import (LossOutput, combine, content_seed, masked_mean, require_extra, run_backbone,
+                                          sparse_token_loss)
 
 CHOICES: tuple[str, ...] = ("masked",)
 RULE = ("bidirectional: every x_i may attend every x_j; the generator predicts each masked x_i, the discriminator "

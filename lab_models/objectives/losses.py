@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from ..batch import IGNORE_INDEX, Batch
+from lab_models.batch import IGNORE_INDEX, Batch
 
 
 @dataclass

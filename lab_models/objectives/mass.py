@@ -67,10 +67,11 @@ from dataclasses import dataclass
 
 import torch
 
-from ..batch import Batch, Example, collate
-from . import translation
-from .common import BatchConfig, CorruptionRates, VocabInfo
-from .losses import LossOutput, combine, empty_targets, sparse_token_loss
+from lab_models.batch import Batch, Example, collate
+from lab_models.objectives import translation
+from lab_models.objectives.common import BatchConfig, CorruptionRates
+from lab_models.text.vocab import VocabInfo
+from lab_models.objectives.losses import LossOutput, combine, empty_targets, sparse_token_loss
 
 CHOICES: tuple[str, ...] = ("span",)
 RULE = ("encoder: bidirectional over the text with the fragment masked; decoder: causal over the fragment, "
@@ -99,6 +100,12 @@ class Settings:
                              f"1, got {start} and {end}")
         if not isinstance(self.cross_attends_masks, bool):
             raise ValueError(f"cross_attends_masks must be True or False, got {self.cross_attends_masks!r}")
+
+
+def decoder_start_id(settings: Settings, vocab: VocabInfo) -> int:
+    """The id MASS's decoder starts from: [BOS] (its first input is the token before the fragment, or [BOS] for a
+    fragment at u = 0; see `build_example`)."""
+    return vocab.bos_id
 
 
 def fragment_length(n: int, ratio: float) -> int:

@@ -75,7 +75,7 @@ Deviations, stated:
   output row of [MASK] in the tied vocabulary matrix. (The backbone's "token" start would read the token at the slot,
   which in this mode is the target itself: the leakage test shows that leak.)
 
-Positions: the model (lab_models/models.py) has learned absolute positions and, as `mpnet_rel_base` and the released
+Positions: the model (lab_models/models/family.py) has learned absolute positions and, as `mpnet_rel_base` and the released
 mpnet-base, a bucketed relative position bias shared by all layers. Both read the position ids above, so a slot m_s
 is at relative distance p_s - p from a token at position p, exactly as the reference computes its bias from the
 permuted positions (`encode_relative_emb(positions)`, the query rows reusing the slots' rows).
@@ -90,11 +90,12 @@ from dataclasses import dataclass
 
 import torch
 
-from ..batch import IGNORE_INDEX, Batch, Example, collate
-from .common import BatchConfig, CorruptionRates, VocabInfo, count_to_mask
-from .losses import LossOutput, combine, run_backbone, sparse_token_loss
-from .xlnet import (check_length, check_num_predict, check_order, check_streams, run_query_stream,
-                    scatter_to_targets)
+from lab_models.batch import IGNORE_INDEX, Batch, Example, collate
+from lab_models.objectives.common import BatchConfig, CorruptionRates, count_to_mask
+from lab_models.text.vocab import VocabInfo
+from lab_models.objectives.losses import LossOutput, combine, run_backbone, sparse_token_loss
+from lab_models.objectives.xlnet import (check_length, check_num_predict, check_order, check_streams, run_query_stream,
+                                         scatter_to_targets)
 
 CHOICES: tuple[str, ...] = ("order", "num_predict")
 RULE = ("each query sees the context, the tokens predicted before it, and the [MASK] slots of itself and later "

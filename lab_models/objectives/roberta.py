@@ -35,12 +35,12 @@ from dataclasses import dataclass
 
 import torch
 
-from .. import masks
-from ..batch import Batch, Example, collate
-from .bert import (as_ids, as_rows, check_masking, check_positive_int, content_generator, corrupt_tokens,
-                   mlm_targets, reject_unknown, sample_masked, validate_masked)
-from .common import BatchConfig, CorruptionRates
-from .losses import LossOutput, mlm_with_sentence_objective
+from lab_models.objectives import masks
+from lab_models.batch import Batch, Example, collate
+from lab_models.objectives.bert import (as_ids, as_rows, check_masking, check_positive_int, content_generator,
+                                        corrupt_tokens, mlm_targets, reject_unknown, sample_masked, validate_masked)
+from lab_models.objectives.common import BatchConfig, CorruptionRates
+from lab_models.objectives.losses import LossOutput, mlm_with_sentence_objective
 
 CHOICES: tuple[str, ...] = ("masked",)
 RULE = "bidirectional: every x_i may attend every x_j; each picked x_i predicts its original token"

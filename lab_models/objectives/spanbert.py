@@ -50,7 +50,7 @@ Deviations from the paper, stated:
   it to its word's start (longer words start spans more often).
 - Where the budget runs out, the released code cuts the last span mid-word; we stop at the last whole word that fits.
 - The SBO loss (`loss` below) runs the 2-layer FFN over [x_(s-1); x_(e+1); p_(i-s+1)] (`nn.SpanBoundaryHead`, built
-  in lab_models/models.py) and the tied output matrix, as the released code.
+  in lab_models/models/family.py) and the tied output matrix, as the released code.
 """
 from __future__ import annotations
 
@@ -59,12 +59,13 @@ from typing import Sequence
 
 import torch
 
-from .. import masks
-from ..batch import IGNORE_INDEX, Batch, Example, collate
-from .bert import (IS_NEXT, as_ids, as_rows, check_fraction, check_masking, check_positive_int, draw_pair,
-                   mlm_targets, reject_unknown, sample_split, validate_masked, validate_split)
-from .common import BatchConfig, CorruptionRates, corrupt, count_to_mask
-from .losses import (LossOutput, combine, masked_mean, require_extra, token_and_sentence_parts)
+from lab_models.objectives import masks
+from lab_models.batch import IGNORE_INDEX, Batch, Example, collate
+from lab_models.objectives.bert import (IS_NEXT, as_ids, as_rows, check_fraction, check_masking, check_positive_int,
+                                        draw_pair, mlm_targets, reject_unknown, sample_split, validate_masked,
+                                        validate_split)
+from lab_models.objectives.common import BatchConfig, CorruptionRates, corrupt, count_to_mask
+from lab_models.objectives.losses import LossOutput, combine, masked_mean, require_extra, token_and_sentence_parts
 
 CHOICES: tuple[str, ...] = ("masked",)
 RULE = ("bidirectional: every x_i may attend every x_j; each masked x_i in span s..e is predicted from itself (MLM) "

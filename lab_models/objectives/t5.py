@@ -41,7 +41,7 @@ Settings: `final_token="sentinel"` (default, the paper's Figure 2: targets end w
 leaves out because it adds no framing). `decoder_start`: "pad" (default, T5) or "bos" (the lab's [BOS]: what runs
 saved before this setting existed used; they still load with it, see `SAVED_BEFORE`).
 
-The model (lab_models/models.py) is T5's own: RMS norm without bias, no biases in the linear layers, ReLU, no absolute
+The model (lab_models/models/family.py) is T5's own: RMS norm without bias, no biases in the linear layers, ReLU, no absolute
 positions but the bucketed relative position bias (encoder bidirectional, decoder unidirectional; position ids are
 0, 1, 2, ... on both sides and enter only through it), no 1/sqrt(d) in the attention, T5's initialization, and the
 tied output projection of the decoder output scaled by d_model^-0.5. A Hugging Face `T5ForConditionalGeneration`
@@ -70,11 +70,11 @@ from dataclasses import dataclass
 
 import torch
 
-from ..batch import Batch, Example, collate
-from .common import BatchConfig
-from .glm import check_spans
-from .losses import LossOutput
-from .mass import decoder_states, sequence_to_sequence_loss
+from lab_models.batch import Batch, Example, collate
+from lab_models.objectives.common import BatchConfig
+from lab_models.objectives.glm import check_spans
+from lab_models.objectives.losses import LossOutput
+from lab_models.objectives.mass import decoder_states, sequence_to_sequence_loss
 
 CHOICES: tuple[str, ...] = ("spans",)
 RULE = ("encoder: bidirectional over the text with each noise span replaced by a sentinel; decoder: causal over "
@@ -82,7 +82,7 @@ RULE = ("encoder: bidirectional over the text with each noise span replaced by a
 FINAL_TOKENS = ("sentinel", "eos")
 DECODER_STARTS = ("pad", "bos")
 # Settings added after runs had been saved, with the value those runs trained with: a saved config without the field
-# reads it from here, not from the new default (lab_models/train.py: settings_from_dict).
+# reads it from here, not from the new default (lab_models/training/run.py: settings_from_dict).
 SAVED_BEFORE = {"decoder_start": "bos"}
 
 

@@ -112,8 +112,14 @@ from typing import Sequence
 
 import torch
 
-from ..batch import IGNORE_INDEX, Batch, Example, collate
-from .common import VocabInfo
+from lab_models.batch import IGNORE_INDEX, Batch, Example, collate
+from lab_models.objectives import objective_module
+from lab_models.text.vocab import VocabInfo
+from lab_models.text.tokenizer_inspect import unknown_token_id
+from lab_models.text.corpora import split_train_validation
+from lab_models.text.synthetic import synthetic_dataset
+from lab_models.text.corpora import Corpus
+from lab_models.text.corpora import content_fingerprint
 
 OBJECTIVE = "translation"
 TRANSLATION_FAMILIES = ("mass", "t5")
@@ -178,13 +184,11 @@ def chinese_ids(tokenizer, chinese_text: str) -> list[int]:
 
 
 def decoder_start_id(family: str, settings, vocab: VocabInfo) -> int:
-    """The id the family's decoder starts from: T5's setting (`t5.decoder_start_id`: its pad token by default), or
-    [BOS] (MASS). `settings` None: the family's defaults."""
-    if family == "t5":
-        from . import t5
-
-        return t5.decoder_start_id(t5.Settings() if settings is None else settings, vocab)
-    return vocab.bos_id
+    """The id the family's decoder starts from, as its own batch builder says (`decoder_start_id` of
+    objectives/<family>.py): T5's setting (its pad token by default), MASS's [BOS]. `settings` None: the family's
+    defaults."""
+    module = objective_module(_check_family(family))
+    return module.decoder_start_id(module.Settings() if settings is None else settings, vocab)
 
 
 def build_example(encoder: Sequence[int] | torch.Tensor, chinese: Sequence[int] | torch.Tensor, vocab: VocabInfo,
@@ -255,8 +259,6 @@ def synthetic_pairs(split: str) -> tuple[tuple[str, str], ...]:
     story exactly as `corpora.load_corpus("synthetic")` splits its documents."""
     if split not in SPLITS:
         raise ValueError(f"split must be one of {', '.join(SPLITS)}, got {split!r}")
-    from lab_models.corpora import split_train_validation
-    from lab_models.synthetic import synthetic_dataset
 
     stories = synthetic_dataset(seed=SYNTHETIC_SEED).stories()
     english_stories = [" ".join(example.english for example in story) for story in stories]
@@ -274,7 +276,6 @@ def tokenizer_corpus(corpus, family: str):
     """The corpus the tokenizer of a run with translation on is trained on: `corpus` plus, in its training split,
     the English and Chinese sides of the training pairs (unless `corpus` is the synthetic one, which holds them) and,
     for T5, the task prefix. Returns `corpus` itself when nothing is added."""
-    from lab_models.corpora import Corpus, content_fingerprint
 
     extra: list[str] = []
     if task_prefix(family):
@@ -296,12 +297,6 @@ def tokenizer_texts_note(corpus, family: str) -> str:
     if task_prefix(family):
         parts.append("the T5 task prefix")
     return " + ".join(parts)
-
-
-def _unknown_id(tokenizer) -> int | None:
-    from lab_models.tokenization import _unknown_id as unknown
-
-    return unknown(tokenizer)
 
 
 class TranslationPairs:
@@ -326,7 +321,7 @@ class TranslationPairs:
             validation_pairs = train_pairs
         self.train = self._encode(tokenizer, train_pairs)
         self.validation_pairs = self._encode(tokenizer, validation_pairs)
-        unk = _unknown_id(tokenizer)
+        unk = unknown_token_id(tokenizer)
         targets = torch.cat([zh for _, zh in self.train])
         self.unknown_target_fraction = (float((targets == unk).float().mean())
                                         if unk is not None and targets.numel() else 0.0)

@@ -68,12 +68,12 @@ from dataclasses import dataclass
 
 import torch
 
-from .. import masks
-from ..batch import IGNORE_INDEX, Batch, Example, collate
-from .bert import (IS_NEXT, as_ids, as_rows, check_fraction, check_masking, check_positive_int, corrupt_tokens,
-                   draw_pair, mlm_targets, reject_unknown, validate_masked)
-from .common import BatchConfig, CorruptionRates, count_to_mask, sample_positions
-from .losses import LossOutput, mlm_with_sentence_objective
+from lab_models.objectives import masks
+from lab_models.batch import IGNORE_INDEX, Batch, Example, collate
+from lab_models.objectives.bert import (IS_NEXT, as_ids, as_rows, check_fraction, check_masking, check_positive_int,
+                                        corrupt_tokens, draw_pair, mlm_targets, reject_unknown, validate_masked)
+from lab_models.objectives.common import BatchConfig, CorruptionRates, count_to_mask, sample_positions
+from lab_models.objectives.losses import LossOutput, mlm_with_sentence_objective
 
 CHOICES: tuple[str, ...] = ("mode", "src_len", "masked")
 RULE = ("one model, four masks: bidirectional (every j) | left_to_right (j ≤ i) | right_to_left (j ≥ i) | "
@@ -279,6 +279,6 @@ def make_batch(token_ids, generator: torch.Generator, cfg: BatchConfig) -> Batch
 
 def loss(model, batch: Batch) -> LossOutput:
     """cloze: cross-entropy at the masked positions, whatever the row's mode (the mode lives in the batch's mask,
-    so one set of parameters serves all four LMs); nsp (optional, see lab_models/models.py): pooler + 2-way classifier
+    so one set of parameters serves all four LMs); nsp (optional, see lab_models/models/family.py): pooler + 2-way classifier
     on the first position against extras["nsp_label"], which is IGNORE_INDEX except on bidirectional rows."""
     return mlm_with_sentence_objective(model, batch, "cloze", sentence=("nsp", "nsp_label"))

@@ -71,9 +71,9 @@ from dataclasses import dataclass
 
 import torch
 
-from ..batch import IGNORE_INDEX, Batch, Example, collate
-from .common import BatchConfig
-from .losses import LossOutput, combine, run_backbone, sparse_token_loss
+from lab_models.batch import IGNORE_INDEX, Batch, Example, collate
+from lab_models.objectives.common import BatchConfig
+from lab_models.objectives.losses import LossOutput, combine, run_backbone, sparse_token_loss
 
 CHOICES: tuple[str, ...] = ("order", "num_predict")
 RULE = ("content: i sees j iff rank(j) ≤ rank(i); query: i sees j iff rank(j) < rank(i); "

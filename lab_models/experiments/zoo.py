@@ -1,0 +1,480 @@
+"""The model zoo: one run of every chosen family on one corpus at one budget, in one command or one click.
+
+    python -m lab_models zoo [--preset tiny|small|medium] [--families all|gpt,bert,...] [--corpus NAME_OR_PATH]
+                             [--steps N] [--seed S] [--device auto|cpu|cuda|mps] [--home DIR]
+
+What it is
+----------
+A zoo is a set of ordinary runs (`<lab home>/runs/zoo-<zoo>-<family>-<time>-<hex>/`), one per family, queued on the
+job manager (lab_models/training/jobs/manager.py: one worker process per device at a time, in order) and tagged with the zoo's name
+(job.json and config.json "zoo"). The name says what the runs share: the preset, then the corpus when it is not the
+preset's own, then the step budget when it is not the zoo's table (`tiny`, `tiny-stdlib-docs`, `small-300steps`).
+Everything that reads runs (Compare, Understand, the Leaderboard) sees the zoo's runs as they finish; the
+Leaderboard can rank one zoo alone.
+
+Calling it again continues: a family whose run finished (status "finished" and model.safetensors) is skipped, one
+that stopped or failed is resumed (from its last checkpoint when it has one), one still queued or running elsewhere is
+waited for, and a missing one is started. Ctrl-C (or SIGTERM) stops the running trainer cleanly (it finishes its
+step and checkpoints), takes the others off the queue, and exits with status 130 and a line saying how to continue.
+The CLI's job manager does not take over runs that another process (an app on the same lab home) queued.
+
+The order is GPT and GPT-2 first: both continue a text, so the first two runs already answer the same prompt side by
+side in Compare (a fill-mask family and a continuation family cannot: one needs a blank, the other refuses one). BERT
+and T5 come next (a fill-mask and an infilling, which answer the same prompt with a blank), then the other
+Transformers, then the slower RNN-era families, CoVe last (its attentional LSTM is the slowest).
+
+Steps: the tiny table below (ZOO_STEPS["tiny"]), measured on a 2-core CPU so that each model visibly learns the
+synthetic grammar and the whole zoo of 17 trains in under 10 minutes (benchmarks/bench_zoo.py prints the times and a
+quality check). `--steps N` gives every family N steps instead (and a different zoo name). Evaluation and
+checkpoints are spaced to the run's length (EVALUATIONS_PER_RUN, CHECKPOINTS_PER_RUN) instead of the tiny preset's
+every 25 steps (40 checkpoints of 20 to 40 ms each in a 1000-step run: about 5% of its time). The tiny zoo trains at
+a vocabulary of 1024 tokens instead of the preset's 512 (ZOO_VOCAB_SIZE says why).
+
+Deviation from a "model zoo" of published checkpoints: nothing is downloaded; every model is trained here, small,
+on one corpus, so that the families are compared at an equal (and tiny) budget.
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import re
+import signal
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from lab_models.families import family_record
+from lab_models.home import lab_home
+from lab_models.training.jobs.files import ACTIVE_STATES
+from lab_models.training.jobs.manager import JobManager
+from lab_models.training.jobs.store import RunStore
+from lab_models.models.family import TRAINED_FAMILIES
+from lab_models.training.runs import MODEL_FILE
+from lab_models.training.config import PRESET_DEFAULTS
+from lab_models.training.console import OneLineParser, say, say_error
+from lab_models.text.corpora import load_corpus
+from lab_models.training.device import select_device
+
+logger = logging.getLogger(__name__)
+
+ZOO_ORDER: tuple[str, ...] = ("gpt", "gpt2", "bert", "t5", "roberta", "albert", "spanbert", "electra", "xlnet",
+                              "mpnet", "unilm", "mass", "glm", "elmo", "ulmfit", "cvt", "cove")
+# The zoo's runs that the Understand tab shows first (fill-mask, embeddings): the four that fill the most easy blanks
+# after the tiny budget (benchmarks/bench_zoo.py, exact / right class: BERT 29%/46%, RoBERTa 27%/48%, MPNet 27%/31%,
+# UniLM 25%/35%; ALBERT, ELECTRA's generator and XLNet fill none yet).
+ZOO_FILL_MASK_SHOWCASE: tuple[str, ...] = ("bert", "roberta", "mpnet", "unilm")
+ZOO_PRESETS = ("tiny", "small", "medium")
+DEMO_ZOO_PRESET = "tiny"
+
+# Steps per family and preset. Why these numbers (tiny, synthetic corpus, vocabulary 1024, 2-core CPU; the quality
+# checks are benchmarks/bench_zoo.py's):
+# - GPT and GPT-2 (20 to 35 ms a step) predict every next token: after 1000 steps GPT continues "the small cat" with
+#   "does not see the new worm . the cat does not see the new worm ." (validation 0.76 bits per byte).
+# - The masked-LM families (BERT, RoBERTa, ALBERT, UniLM; 13 to 15 ms a step) learn from the 15% of tokens they mask,
+#   a seventh of GPT's targets per step, and stay near the unigram loss (5.4 nats) for the first thousand steps
+#   (the zoo's BERT: MLM 5.27 nats at step 200, 4.94 at 1000, 4.83 at 2000). After its 2000 steps BERT fills the
+#   easy blanks: the determiner that opens a sentence ("[MASK] cat sees a red ball ." -> "the") and the full stop;
+#   29% of 48 unseen one-word blanks exactly, 50% with a word of the right class (nouns and verbs need far longer:
+#   a 3000-step run still fills "the small [MASK] sees" with "the"). ELECTRA and MPNet cost more per step (a generator; two streams):
+#   1500. SpanBERT's span masking and boundary objective make it the slowest Transformer (about 39 ms): 800.
+# - T5, MASS, XLNet and GLM learn fast per step (their losses halve within 100 steps): 500 to 800.
+# - The RNN era: ELMo (two LSTM directions, about 70 ms a step) 300; ULMFiT's one run holds three stages (LM, LM
+#   fine-tuning, classifier; about 110 ms a step), 300 take its LM off the unigram plateau (5.5 -> 1.1 nats by step
+#   100); CVT (a BiLSTM tagger with four auxiliary views) 400; CoVe's attentional NMT LSTM is the slowest (about 290
+#   ms a step): 100 steps take its translation loss from 6.3 to 4.6 nats.
+# Estimated from those per-step times, the 17 runs take about 8 minutes on an idle 2-core CPU with 3 to 4 s of
+# start-up each (the README has the measured total).
+ZOO_STEPS: dict[str, dict[str, int]] = {
+    "tiny": {"gpt": 1000, "bert": 2000, "t5": 800, "gpt2": 1000, "roberta": 2000, "albert": 2000, "spanbert": 800,
+             "electra": 1500, "xlnet": 800, "mpnet": 1500, "unilm": 2000, "mass": 800, "glm": 500, "elmo": 300,
+             "ulmfit": 300, "cvt": 400, "cove": 100},
+    # small, on a GPU: 500 steps each. Not measured here (this machine has no GPU): a small-preset step (4 layers of
+    # 256, 16 x 128 tokens) is launch-bound on a large GPU, about 10 to 20 ms, so 17 runs of 500 steps plus CUDA
+    # start-up should stay near 5 minutes; benchmarks/bench_zoo.py --preset small --device cuda measures it.
+    "small": {family: 500 for family in ZOO_ORDER},
+    # medium has no time target: a fifth of the preset's 10000 steps per family
+    "medium": {family: 2000 for family in ZOO_ORDER},
+}
+# The tiny zoo's vocabulary: the tiny preset's 512 tokens spend about 330 on the Chinese half of the synthetic corpus,
+# which leaves the English words in 2 to 5 pieces ("beautiful" = b ea u ti fu l) and GPT's continuation of "the small
+# cat" half-spelled after 1000 steps ("does not watclean a beaure"); at 1024 every English word of the grammar is one
+# token and the same run writes "the small cat does not see the new worm ." (validation 0.76 against 1.06 bits per
+# byte). A corpus that supports fewer tokens lowers it, one whose alphabet needs more raises it (lab_models/training/batches.py).
+ZOO_VOCAB_SIZE: dict[str, int] = {"tiny": 1024}
+EVALUATIONS_PER_RUN = 10
+CHECKPOINTS_PER_RUN = 4
+POLL_INTERVAL_S = 0.5
+PROGRESS_LINE_EVERY_S = 15.0  # the CLI prints a running run's progress at most this often
+EXIT_FAILED = 1
+EXIT_BAD_ARGUMENT = 2
+EXIT_INTERRUPTED = 130
+TERMINAL = ("finished", "stopped", "failed")
+_NAME_PART = re.compile(r"[^a-z0-9.]+")
+
+
+def _slug(text: str) -> str:
+    """A corpus name or path as part of a zoo name: 'My Notes.txt' -> 'my-notes.txt' (lower case, '-' between)."""
+    return _NAME_PART.sub("-", Path(str(text)).name.lower()).strip("-.")[:40].strip("-.") or "corpus"
+
+
+@dataclass(frozen=True)
+class ZooConfig:
+    """What a zoo trains: which families, at which preset, on which corpus, for how many steps. Saved in every
+    member run (job.json "zoo" = `name`); the same config always gives the same name."""
+
+    preset: str = DEMO_ZOO_PRESET
+    families: tuple[str, ...] = ZOO_ORDER
+    corpus: str | None = None  # None: the preset's corpus (synthetic for tiny)
+    steps: int | None = None  # None: ZOO_STEPS[preset]; a number: that many for every family
+    seed: int = 0
+    device: str = "auto"
+
+    def __post_init__(self):
+        if self.preset not in ZOO_PRESETS:
+            raise ValueError(f"Unknown zoo preset {self.preset!r}: choose one of {', '.join(ZOO_PRESETS)}.")
+        if isinstance(self.families, str) or not self.families:
+            raise ValueError("A zoo needs at least one family, e.g. families=('gpt', 'bert').")
+        unknown = [f for f in self.families if f not in TRAINED_FAMILIES]
+        if unknown:
+            raise ValueError(f"Unknown family {unknown[0]!r} for a zoo: choose from {', '.join(ZOO_ORDER)}.")
+        if len(set(self.families)) != len(self.families):
+            raise ValueError("Each family can be in a zoo once; remove the repeated name.")
+        if self.steps is not None and (isinstance(self.steps, bool) or not isinstance(self.steps, int)
+                                       or self.steps < 1):
+            raise ValueError(f"steps must be a whole number of at least 1 (or None for the zoo's table), got "
+                             f"{self.steps!r}.")
+        if self.corpus is not None and (not isinstance(self.corpus, str) or not self.corpus.strip()):
+            raise ValueError(f"corpus must be a corpus name or a path (or None for the preset's), got {self.corpus!r}.")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
+            raise ValueError(f"seed must be a whole number >= 0, got {self.seed!r}.")
+
+    @property
+    def name(self) -> str:
+        """'tiny'; 'tiny-stdlib-docs' on another corpus; 'tiny-300steps' with one step count for every family.
+
+        >>> ZooConfig().name, ZooConfig(corpus="stdlib-docs", steps=300).name, ZooConfig(corpus="synthetic").name
+        ('tiny', 'tiny-stdlib-docs-300steps', 'tiny')
+        """
+        parts = [self.preset]
+        if self.corpus is not None and self.corpus != PRESET_DEFAULTS[self.preset]["corpus"]:
+            parts.append(_slug(self.corpus))
+        if self.steps is not None:
+            parts.append(f"{self.steps}steps")
+        return "-".join(parts)
+
+    def steps_for(self, family: str) -> int:
+        """The steps `family` trains in this zoo."""
+        return self.steps or ZOO_STEPS[self.preset].get(family) or PRESET_DEFAULTS[self.preset]["steps"]
+
+    def trainer_args(self, family: str) -> list[str]:
+        """Evaluation and checkpoint intervals spaced to the run's length (the module docstring says why), and the
+        zoo's vocabulary size where it has one (ZOO_VOCAB_SIZE)."""
+        steps = self.steps_for(family)
+        vocabulary = ZOO_VOCAB_SIZE.get(self.preset)
+        return (["--eval-every", str(max(1, steps // EVALUATIONS_PER_RUN)),
+                 "--checkpoint-every", str(max(1, steps // CHECKPOINTS_PER_RUN))]
+                + (["--vocab-size", str(vocabulary)] if vocabulary else []))
+
+
+DEMO_ZOO = ZooConfig()
+
+
+@dataclass(frozen=True)
+class ZooRun:
+    """One family's place in a zoo, as the run folders say now. `state` is "not started" when there is no run."""
+
+    family: str
+    title: str
+    run_id: str | None
+    state: str
+    step: int
+    total_steps: int
+    loss: float | None
+    val_bits_per_byte: float | None
+    message: str = ""
+    queue_position: int | None = None
+
+    @property
+    def fraction(self) -> float:
+        """How far the run is, from 0 to 1 (a finished run is 1 whatever its step)."""
+        if self.state == "finished":
+            return 1.0
+        return min(1.0, self.step / self.total_steps) if self.total_steps else 0.0
+
+
+@dataclass(frozen=True)
+class ZooProgress:
+    """Where a whole zoo stands: one `ZooRun` per family in the zoo's order."""
+
+    name: str
+    runs: tuple[ZooRun, ...]
+
+    @property
+    def finished(self) -> int:
+        return sum(run.state == "finished" for run in self.runs)
+
+    @property
+    def active(self) -> bool:
+        """Whether any run of the zoo is queued or running."""
+        return any(run.state in ACTIVE_STATES for run in self.runs)
+
+    @property
+    def fraction(self) -> float:
+        """The zoo's progress: the mean of its runs' fractions (every run counts the same).
+
+        >>> run = lambda state, step: ZooRun("gpt", "GPT", "r", state, step, 10, None, None)
+        >>> ZooProgress("tiny", (run("finished", 10), run("running", 5), run("not started", 0))).fraction
+        0.5
+        """
+        return sum(run.fraction for run in self.runs) / len(self.runs) if self.runs else 0.0
+
+
+def _finished(store: RunStore, row: dict) -> bool:
+    """"Finished" for a zoo: the trainer wrote state finished, and the final weights are there."""
+    try:
+        return row.get("state") == "finished" and (store.run_dir(row["run_id"]) / MODEL_FILE).is_file()
+    except ValueError:
+        return False
+
+
+def zoo_rows(store: RunStore, name: str) -> dict[str, dict]:
+    """family -> the newest run tagged with zoo `name` (its `RunStore.summary` row)."""
+    newest: dict[str, dict] = {}
+    for row in store.list_runs():  # newest first
+        if row.get("zoo") == name and row.get("family") and row["family"] not in newest:
+            newest[row["family"]] = row
+    return newest
+
+
+def zoo_progress(store: RunStore, config: ZooConfig = DEMO_ZOO) -> ZooProgress:
+    """Every family of the zoo with its run's state, step, total steps, last loss and validation bits per byte."""
+    rows = zoo_rows(store, config.name)
+    runs = []
+    for family in config.families:
+        row = rows.get(family)
+        title = family_record(family).title
+        if row is None:
+            runs.append(ZooRun(family, title, None, "not started", 0, config.steps_for(family), None, None))
+            continue
+        state = row.get("state") or "unknown"
+        if state == "finished" and not _finished(store, row):
+            state = "failed"
+        runs.append(ZooRun(family, title, row["run_id"], state, int(row.get("step") or 0),
+                           int(row.get("total_steps") or config.steps_for(family)), row.get("loss"),
+                           row.get("val_bits_per_byte"), str(row.get("message") or ""), row.get("queue_position")))
+    return ZooProgress(config.name, tuple(runs))
+
+
+@dataclass(frozen=True)
+class ZooPlan:
+    """What `start_zoo` did, family by family: started anew, resumed, skipped (finished) or left (already active)."""
+
+    name: str
+    started: tuple[str, ...]
+    resumed: tuple[str, ...]
+    skipped: tuple[str, ...]
+    active: tuple[str, ...]
+
+    @property
+    def queued(self) -> tuple[str, ...]:
+        return self.started + self.resumed
+
+
+def start_zoo(jobs: JobManager, config: ZooConfig = DEMO_ZOO) -> ZooPlan:
+    """Queue every family of the zoo that is not finished yet, in the zoo's order (see the module docstring)."""
+    rows = zoo_rows(jobs, config.name)
+    started, resumed, skipped, active = [], [], [], []
+    for family in config.families:
+        row = rows.get(family)
+        if row is None:
+            jobs.start(family, preset=config.preset, corpus=config.corpus, steps=config.steps_for(family),
+                       seed=config.seed, device=config.device, extra_args=config.trainer_args(family),
+                       zoo=config.name)
+            started.append(family)
+        elif _finished(jobs, row):
+            skipped.append(family)
+        elif jobs.status(row["run_id"])["state"] in ACTIVE_STATES:
+            active.append(family)
+        else:  # stopped, failed, interrupted, or "finished" without weights: run it again from its checkpoint
+            jobs.resume(row["run_id"])
+            resumed.append(family)
+    logger.info("zoo %s: started %s, resumed %s, skipped %s, already active %s", config.name, started, resumed,
+                skipped, active)
+    return ZooPlan(config.name, tuple(started), tuple(resumed), tuple(skipped), tuple(active))
+
+
+def stop_zoo(jobs: JobManager, name: str = DEMO_ZOO.name) -> list[str]:
+    """Stop every queued or running run of zoo `name`: the queued ones first (so that none starts meanwhile), then
+    the running one (it checkpoints). Returns the run ids stopped; calling `start_zoo` again continues."""
+    rows = list(zoo_rows(jobs, name).values())
+    stopped = []
+    for wanted in ("queued", "running"):
+        for row in rows:
+            try:
+                if jobs.status(row["run_id"])["state"] == wanted:
+                    jobs.stop(row["run_id"])
+                    stopped.append(row["run_id"])
+            except ValueError:  # it ended meanwhile
+                continue
+    return stopped
+
+
+def list_zoos(store: RunStore) -> list[dict]:
+    """Every zoo in the lab home, the newest first: {"name", "runs", "finished"}."""
+    zoos: dict[str, dict] = {}
+    for row in store.list_runs():
+        name = row.get("zoo")
+        if not name:
+            continue
+        entry = zoos.setdefault(name, {"name": name, "families": set(), "finished": set()})
+        entry["families"].add(row.get("family"))
+        if row.get("state") == "finished":
+            entry["finished"].add(row.get("family"))
+    return [{"name": e["name"], "runs": len(e["families"]), "finished": len(e["finished"])} for e in zoos.values()]
+
+
+# ------------------------------------------------------------------------------------------------ the CLI
+def parse_families(text: str | None) -> tuple[str, ...]:
+    """'all' (or nothing) -> every family in the zoo's order; 'bert, gpt' -> ('gpt', 'bert') (the zoo's order).
+
+    >>> parse_families("t5,gpt"), len(parse_families("all"))
+    (('gpt', 't5'), 17)
+    """
+    if text is None or text.strip().lower() in ("", "all"):
+        return ZOO_ORDER
+    names = [part.strip().lower() for part in text.split(",") if part.strip()]
+    unknown = [name for name in names if name not in ZOO_ORDER]
+    if unknown:
+        raise ValueError(f"unknown family {unknown[0]!r} in --families: use all, or a comma list of "
+                         f"{', '.join(ZOO_ORDER)}")
+    return tuple(family for family in ZOO_ORDER if family in names)
+
+
+def progress_line(index: int, total: int, run: ZooRun, seconds: float | None) -> str:
+    """One line of the CLI's output: '[ 1/17] GPT       finished  1000/1000 steps  loss 2.31  bits/byte 1.42  31.2 s'.
+
+    >>> progress_line(0, 17, ZooRun("gpt", "GPT", "r", "running", 40, 1000, 3.2, None), 5.0)
+    '[ 1/17] GPT       running     40/1000 steps  loss 3.200  5.0 s'
+    """
+    parts = [f"[{index + 1:>2}/{total}] {run.title:<9} {run.state:<9} {run.step:>5}/{run.total_steps} steps"]
+    if run.loss is not None:
+        parts.append(f"loss {run.loss:.3f}")
+    if run.val_bits_per_byte is not None and run.state == "finished":
+        parts.append(f"bits/byte {run.val_bits_per_byte:.3f}")
+    if seconds is not None:
+        parts.append(f"{seconds:.1f} s")
+    if run.state == "failed" and run.message:
+        parts.append(run.message[:200])
+    return "  ".join(parts)
+
+
+def watch(store: RunStore, config: ZooConfig, *, poll_s: float = POLL_INTERVAL_S,
+          line_every_s: float = PROGRESS_LINE_EVERY_S) -> Iterator[str]:
+    """The CLI's progress lines until no run of the zoo is queued or running: one when a run ends (family,
+    step/total, loss, seconds since it started running), and one at most every `line_every_s` for a running run."""
+    started_at: dict[str, float] = {}
+    watched: set[str] = set()  # runs seen queued or running: each gets a line when it ends
+    last_line = time.monotonic()
+    while True:
+        progress = zoo_progress(store, config)
+        now = time.monotonic()
+        for index, run in enumerate(progress.runs):
+            if run.run_id is None:
+                continue
+            if run.state in ACTIVE_STATES:
+                watched.add(run.run_id)
+            if run.state == "running":
+                started_at.setdefault(run.run_id, now)
+                if now - last_line >= line_every_s:
+                    last_line = now
+                    yield progress_line(index, len(progress.runs), run, now - started_at[run.run_id])
+            elif run.state in TERMINAL and run.run_id in watched:
+                watched.discard(run.run_id)
+                last_line = now
+                since = started_at.get(run.run_id)
+                yield progress_line(index, len(progress.runs), run, None if since is None else now - since)
+        if not progress.active:
+            return
+        time.sleep(poll_s)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = OneLineParser(prog="python -m lab_models zoo",
+                       description="Train one run of every chosen family on one corpus at one budget.")
+    p.add_argument("--preset", default=DEMO_ZOO_PRESET, help="tiny | small | medium (default tiny)")
+    p.add_argument("--families", default="all", help="all, or a comma list such as gpt,bert,t5")
+    p.add_argument("--corpus", help="a built-in or imported corpus name, or a path (default: the preset's)")
+    p.add_argument("--steps", type=int, help="steps for every family (default: the zoo's table per family)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--device", default="auto", help="auto | cpu | cuda | mps")
+    p.add_argument("--home", help="the lab home (default: $PRETRAINING_LAB_HOME or ~/.pretraining-lab)")
+    return p
+
+
+def _config_from_args(args, home: Path) -> ZooConfig:
+    if args.corpus is not None:
+        load_corpus(args.corpus, home=home)  # a ValueError now, not 17 failed runs later
+    if args.device not in ("auto", "cpu", "cuda", "mps"):
+        raise ValueError(f"unknown device {args.device!r}: choose auto, cpu, cuda or mps")
+    select_device(args.device)
+    corpus = args.corpus
+    if corpus is not None and Path(corpus).expanduser().exists():
+        corpus = str(Path(corpus).expanduser().resolve())
+    return ZooConfig(preset=args.preset, families=parse_families(args.families), corpus=corpus, steps=args.steps,
+                     seed=args.seed, device=args.device)
+
+
+def _raise_interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
+def main(argv: list[str] | None = None, *, trainer_command: list[str] | None = None) -> int:
+    """The CLI: queue the zoo, print a line per run, exit 0 when every run finished (1 if one failed, 130 on
+    Ctrl-C or SIGTERM after stopping the zoo cleanly). `trainer_command` replaces `python -m lab_models train`
+    (the tests' fake trainer)."""
+    try:
+        args = build_parser().parse_args(argv)
+        home = lab_home(args.home)
+        config = _config_from_args(args, home)
+    except ValueError as error:
+        say_error(error)
+        return EXIT_BAD_ARGUMENT
+    signal.signal(signal.SIGTERM, _raise_interrupt)
+    # recover=False: never mark the runs another process (an app on this home) has queued as interrupted
+    jobs = JobManager(home, recover=False, trainer_command=trainer_command)
+    began = time.monotonic()
+    try:
+        plan = start_zoo(jobs, config)
+        corpus = config.corpus or PRESET_DEFAULTS[config.preset]["corpus"]
+        say(f"zoo {config.name}: {len(config.families)} families on {corpus} "
+             f"({config.preset} preset) in {home}: {len(plan.queued)} queued, {len(plan.skipped)} finished "
+             f"already, {len(plan.active)} running elsewhere")
+        for line in watch(jobs, config):
+            say(line)
+        jobs.wait_until_idle()  # a trainer that wrote "finished" may still be exiting
+    except KeyboardInterrupt:
+        say("stopping the zoo: the running trainer checkpoints, the queued runs are taken off the queue ...",
+             stream=sys.stderr)
+        stop_zoo(jobs, config.name)
+        jobs.close()
+        progress = zoo_progress(jobs, config)
+        say(f"stopped: {progress.finished} of {len(progress.runs)} runs finished; run the same command again to "
+             "continue where it stopped", stream=sys.stderr)
+        return EXIT_INTERRUPTED
+    except ValueError as error:
+        jobs.close()
+        say_error(error)
+        return EXIT_BAD_ARGUMENT
+    jobs.close()
+    progress = zoo_progress(jobs, config)
+    failed = [run for run in progress.runs if run.state != "finished"]
+    say(f"zoo {config.name}: {progress.finished} of {len(progress.runs)} runs finished in "
+         f"{time.monotonic() - began:.1f} s")
+    if failed:
+        for run in failed:
+            say_error(f"{run.family} {run.state}: {run.message or 'see its train.log'} (run {run.run_id})")
+        return EXIT_FAILED
+    return 0
+

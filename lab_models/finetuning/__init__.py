@@ -1,1 +1,0 @@
-"""Fine-tuning, in parts (see lab_models/finetune.py, which re-exports them all)."""

@@ -1,0 +1,287 @@
+"""Generation's shared ground: the limits, the `Generation` record, the modes each family can do, argument checks,
+and `DecodingContext` (a loaded run as the decoders see it) with the prompt's blanks split into pieces and joined back.
+
+Part of `lab_models.inference.generation.generate` (which re-exports everything here); see its docstring for the modes and the papers.
+
+Blanks are encoded piece by piece: the text before a blank loses its trailing spaces, so that a byte-level BPE word
+"Ġsat" is what fills " ___"; the encoding can therefore differ slightly from encoding the whole sentence at once.
+"""
+from __future__ import annotations
+
+import math
+import numbers
+import re
+from dataclasses import dataclass
+
+import torch
+
+from lab_models.families import family_record
+from lab_models.inference.loading import TrainedRun, load_run
+from lab_models.text.word_split import close_wide_spaces
+from lab_models.text.tokenizer_inspect import tokenizer_kind
+from lab_models.text.vocab import special_ids
+from lab_models.objectives.translation import decoder_start_id
+
+
+GENERATION_MODES = ("continue", "infill", "mask_predict", "translate")
+STRATEGIES = ("greedy", "sample", "beam")
+MAX_NEW_TOKENS = 1024  # more than any preset's max_positions
+MAX_BEAM_SIZE = 16
+MAX_ITERATIONS = 100
+MAX_TOP_K = 100  # fill_mask
+DEFAULT_BLANK_LENGTH = 3  # MASS's fragment and UniLM's target length when the prompt does not say (T5's mean span)
+BLANK = re.compile(r"\[MASK\]|_{3,}")
+
+FAMILY_MODES: dict[str, tuple[str, ...]] = {
+    "gpt": ("continue",), "gpt2": ("continue",),
+    "bert": ("mask_predict",), "roberta": ("mask_predict",), "albert": ("mask_predict",),
+    "spanbert": ("mask_predict",), "electra": ("mask_predict",), "mpnet": ("mask_predict",),
+    "unilm": ("continue", "infill", "mask_predict"),
+    "xlnet": ("continue", "mask_predict"),
+    "glm": ("infill", "continue"),
+    "mass": ("infill", "translate"), "t5": ("infill", "translate"),
+    "elmo": ("continue",), "ulmfit": ("continue",), "cove": ("translate",), "cvt": (),
+}
+FILL_MASK_FAMILIES = ("bert", "roberta", "albert", "spanbert", "electra", "mpnet", "unilm", "xlnet", "glm", "t5")
+ONE_STREAM_MLM = ("bert", "roberta", "albert", "spanbert", "electra", "unilm")
+
+
+@dataclass(frozen=True)
+class Generation:
+    """What `generate` returns (see the module docstring)."""
+
+    run_id: str
+    family: str
+    mode: str  # "continue" | "infill" | "mask_predict" | "translate"
+    supported: bool  # False: this family cannot do this mode; `explanation` says why
+    explanation: str  # when supported: how it was decoded
+    prompt: str
+    text: str  # the prompt with the generated text in place; "" when unsupported
+    new_text: str  # only what the model produced
+    tokens: list[str]  # the produced tokens as display strings (decoded pieces, whitespace kept)
+    probs: list[float]  # the model's probability of each produced token when it was chosen
+    seconds: float  # wall time of decoding (not loading)
+    ms_per_token: float
+    step: int  # the training step of the weights used
+
+
+# ------------------------------------------------------------------------------------------------------ modes
+
+
+def family_title(family: str) -> str:
+    return family_record(family).title
+
+
+def generation_modes(family: str) -> list[str]:
+    """The modes `family` supports, its default first; [] for a family that writes no text (CVT, a tagger).
+
+    >>> generation_modes("gpt"), generation_modes("t5")
+    (['continue'], ['infill', 'translate'])
+    """
+    if not isinstance(family, str):
+        raise ValueError(f"family must be a family name such as 'gpt', got {family!r}")
+    name = family.strip().lower()
+    if name in FAMILY_MODES:
+        return list(FAMILY_MODES[name])
+    family_record(name)  # ValueError for a name the lab does not know
+    return []
+
+
+def unsupported_reason(family: str, mode: str) -> str:
+    """One or two plain sentences: why `family` cannot decode in `mode`."""
+    title = family_title(family)
+    encoders = ("bert", "roberta", "albert", "spanbert", "electra", "mpnet")
+    if family == "cvt":
+        return "CVT is a sequence tagger (one tag per word): it predicts no tokens and writes no text."
+    if family in ("elmo", "ulmfit"):
+        return (f"{title} is a left-to-right LSTM language model here: it can only continue a text (Continue)."
+                if mode != "translate" else f"{title} has no encoder-decoder: only MASS and T5 (and CoVe, an LSTM "
+                                            f"seq2seq) translate here.")
+    if family == "cove":
+        return "CoVe is an English -> Chinese translation model: it can only translate (Translate)."
+    if mode == "continue":
+        if family in encoders:
+            return (f"{title} reads the whole sentence at once and was never trained to predict the next token; "
+                    f"try Mask-predict.")
+        return (f"{title} is an encoder-decoder trained to fill blanks, not to continue a text; put a blank (___) at "
+                f"the end of the prompt and use Infill.")
+    if mode == "infill":
+        if family in ("gpt", "gpt2"):
+            return f"{title} reads left to right only and never sees the text after a blank; try Continue."
+        if family == "xlnet":
+            return ("XLNet decodes here left to right only (Continue); to fill single tokens, mark them [MASK] and "
+                    "use Mask-predict.")
+        return (f"{title} predicts each [MASK] slot on its own and cannot decide how long a blank is; mark one "
+                f"[MASK] per token and use Mask-predict.")
+    if mode == "mask_predict":
+        if family in ("gpt", "gpt2"):
+            return f"{title} reads left to right only and cannot fill a [MASK] from both sides; try Continue."
+        return (f"{title} writes each blank left to right as a span; use Infill with a blank (___) in the prompt.")
+    return (f"{title} has no encoder-decoder trained for it: only MASS and T5 (and CoVe, an LSTM seq2seq) translate "
+            f"here.")
+
+
+# -------------------------------------------------------------------------------------------------- validation
+
+
+def is_integer_value(value) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def as_whole_number(value):
+    """An integral float (a UI number box's 50.0) as an int; anything else unchanged, for the checks to judge."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+def _is_real(value) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def check_prompt_text(text, what: str) -> str:
+    if not isinstance(text, str):
+        raise ValueError(f"{what} must be text (a str), got {type(text).__name__}")
+    if not text.strip():
+        raise ValueError(f"{what} is empty: type some text for the model to start from")
+    return text
+
+
+def check_decoding(mode, max_new_tokens, strategy, temperature, top_k, top_p, beam_size, seed, iterations,
+                    blank_length) -> None:
+    if mode is not None and mode not in GENERATION_MODES:
+        raise ValueError(f"unknown mode {mode!r}: choose one of {', '.join(GENERATION_MODES)} (or None for the "
+                         f"family's default)")
+    if not is_integer_value(max_new_tokens) or not 1 <= max_new_tokens <= MAX_NEW_TOKENS:
+        raise ValueError(f"max_new_tokens must be a whole number from 1 to {MAX_NEW_TOKENS}, got {max_new_tokens!r}")
+    if strategy not in STRATEGIES:
+        raise ValueError(f"unknown strategy {strategy!r}: choose one of {', '.join(STRATEGIES)}")
+    if not _is_real(temperature):
+        raise ValueError(f"temperature must be a number, got {temperature!r}")
+    if strategy == "sample" and temperature <= 0:
+        raise ValueError(f"temperature must be > 0 for sampling (lower is more conservative; use strategy='greedy' "
+                         f"for the most likely tokens), got {temperature!r}")
+    if not is_integer_value(top_k) or top_k < 0:
+        raise ValueError(f"top_k must be a whole number >= 0 (0 = no top-k filter), got {top_k!r}")
+    if not _is_real(top_p) or not 0 < top_p <= 1:
+        raise ValueError(f"top_p must be in (0, 1] (1 = no nucleus filter), got {top_p!r}")
+    if not is_integer_value(beam_size) or not 1 <= beam_size <= MAX_BEAM_SIZE:
+        raise ValueError(f"beam_size must be a whole number from 1 to {MAX_BEAM_SIZE}, got {beam_size!r}")
+    if not is_integer_value(seed):
+        raise ValueError(f"seed must be a whole number, got {seed!r}")
+    if not is_integer_value(iterations) or not 1 <= iterations <= MAX_ITERATIONS:
+        raise ValueError(f"iterations must be a whole number from 1 to {MAX_ITERATIONS}, got {iterations!r}")
+    if blank_length is not None and (not is_integer_value(blank_length) or not 1 <= blank_length <= MAX_NEW_TOKENS):
+        raise ValueError(f"blank_length must be None or a whole number from 1 to {MAX_NEW_TOKENS}, got "
+                         f"{blank_length!r}")
+
+
+def load_decodable_run(run_dir) -> TrainedRun:
+    if run_dir is None or not str(run_dir).strip():
+        raise ValueError("choose a run first: one that has weights (finished, stopped, or with a checkpoint)")
+    return load_run(str(run_dir).strip())
+
+
+# ---------------------------------------------------------------------------------------------- the run, decoded
+
+
+class DecodingContext:
+    """A loaded run and what decoding reads from it: the vocabulary facts and the ids never to generate."""
+
+    def __init__(self, run: TrainedRun):
+        self.run = run
+        self.family = run.family
+        self.title = family_title(run.family)
+        self.model = run.model
+        self.backbone = getattr(run.model, "backbone", None)  # None for the LSTM families
+        self.vocab = run.vocab
+        self.tokenizer = run.tokenizer
+        self.spaces_wide = tokenizer_kind(run.tokenizer) == "wordpiece"  # text_split.close_wide_spaces
+        self.device = run.device
+        self.max_positions = run.max_positions
+        V = run.model_config.vocab_size
+        self.V = V
+        v = run.vocab
+        banned = torch.zeros(V, dtype=torch.bool)
+        ids = set(special_ids(run.tokenizer)) | {v.pad_id, v.mask_id, v.cls_id, v.sep_id, v.bos_id, v.eos_id,
+                                                  v.start_id, v.end_id, *v.sentinel_ids}
+        banned[[i for i in ids if 0 <= i < V]] = True
+        banned[v.size:] = True  # rows the tokenizer has no token for
+        self.banned = banned.to(self.device)
+        if run.family in ("mass", "t5"):  # the encoder-decoders' first decoder input (T5: its pad token)
+
+            self.decoder_start = decoder_start_id(run.family, run.settings, v)
+
+    def tensor(self, values, dtype=torch.long) -> torch.Tensor:
+        return torch.tensor(values, dtype=dtype, device=self.device)
+
+    def encode(self, text: str) -> list[int]:
+        return list(self.tokenizer.encode(text, add_special_tokens=False).ids) if text.strip() else []
+
+    def decode(self, ids: list[int]) -> str:
+        text = self.tokenizer.decode(list(ids), skip_special_tokens=True)
+        return close_wide_spaces(text) if self.spaces_wide else text  # WordPiece spaces every CJK character
+
+    def token_name(self, token_id: int) -> str:
+        return self.tokenizer.id_to_token(token_id) or str(token_id)
+
+    def too_long(self, n: int, limit: int, what: str = "the prompt") -> ValueError:
+        return ValueError(f"{what} is {n} tokens long, but this {self.title} model can read at most {limit} tokens "
+                          f"here (it has {self.max_positions} positions): shorten it")
+
+
+def split_blanks(text: str) -> tuple[list[str], list[str]]:
+    """The text around the blanks and the blank markers: "a ___ b [MASK]" -> (["a ", " b ", ""], ["___", "[MASK]"])."""
+    return BLANK.split(text), BLANK.findall(text)
+
+
+def encode_segments(ctx: DecodingContext, segments: list[str]) -> list[list[int]]:
+    """Each segment's ids; a segment before a blank loses its trailing spaces (the blank's token carries the space)."""
+    out = []
+    for i, segment in enumerate(segments):
+        if i < len(segments) - 1:
+            segment = segment.rstrip()
+        out.append(ctx.encode(segment))
+    return out
+
+
+def display_pieces(ctx: DecodingContext, context: list[int], produced: list[int]) -> tuple[list[str], str]:
+    """Display strings of `produced` written after `context` (whitespace kept), and their text."""
+    context = list(context[-32:])  # whitespace depends on the local context only
+    base = ctx.decode(context)
+    previous = base
+    pieces = []
+    for k in range(1, len(produced) + 1):
+        current = ctx.decode(context + produced[:k])
+        if current.startswith(previous):
+            pieces.append(current[len(previous):])
+        else:  # e.g. a byte-level piece that completes a multi-byte character
+            pieces.append(ctx.decode([produced[k - 1]]))
+        previous = current
+    full = ctx.decode(context + produced)
+    text = full[len(base):] if full.startswith(base) else "".join(pieces)
+    return pieces, text
+
+
+def join_text(left: str, fill: str, right: str = "") -> str:
+    """left + fill + right without doubled spaces: a fill's leading space goes when `left` ends with one (or is
+    empty), its trailing space when `right` starts with one.
+
+    >>> join_text("the girl ", " eats", " an apple"), join_text("the girl ", "", " an apple")
+    ('the girl eats an apple', 'the girl an apple')
+    """
+    if not fill.strip():
+        return left.rstrip() + right if left[-1:].isspace() and right[:1].isspace() else left + right
+    if not left or left[-1:].isspace():
+        fill = fill.lstrip()
+    if right[:1].isspace():
+        fill = fill.rstrip()
+    return left + fill + right
+
+
+def fill_blanks(segments: list[str], fills: list[str]) -> str:
+    """The text with blank i replaced by fills[i] (blanks past the fills stay empty)."""
+    out = segments[0]
+    for i, right in enumerate(segments[1:]):
+        out = join_text(out, fills[i] if i < len(fills) else "", right)
+    return out

@@ -1,0 +1,145 @@
+"""The searches over a decoder (lab_models/inference/generation/decoders.py): greedy, sampled and beam.
+
+Decoding. strategy "greedy" (argmax, deterministic), "sample" (temperature, then top-k, then top-p (nucleus), drawn with
+a torch.Generator seeded from `seed`: the same seed gives the same sample) or "beam" (`beam_size` beams, scored by the
+sum of log-probabilities divided by the length; stops once `beam_size` hypotheses have ended). `beam_size` is read only
+by "beam"; mask-predict is greedy or sampled (asked for a beam search, it decodes greedily and says so). Special tokens
+([PAD], [MASK], [CLS], [UNK], sentinels, ...) are never generated (their logits are masked) except the mode's end
+tokens. `probs` are the model's own probabilities of the chosen tokens (temperature 1, over the tokens allowed at that
+step), whatever the strategy. Decoding stops at the end token, at `max_new_tokens`, or where the model's `max_positions`
+run out (`explanation` says which). `tokens`, `probs` and `new_text` hold what the model wrote; end tokens and the
+separators between blanks (T5's sentinels, GLM's [E]) are left out. With several blanks, `new_text` joins the fills with
+" | ".
+
+Part of `lab_models.inference.generation.generate`, which re-exports these names.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+from lab_models.inference.generation.context import DecodingContext
+from lab_models.inference.generation.decoders import Decoder
+
+
+# ----------------------------------------------------------------------------------------------------- search
+
+
+@dataclass
+class SearchResult:
+    tokens: list[int]
+    probs: list[float]
+    stop: str  # "end" (an end token) | "limit" (the plan's token limit)
+
+
+def _masked(ctx: DecodingContext, dec: Decoder, logits: torch.Tensor, histories: list[list[int]]) -> torch.Tensor:
+    """The logits with every special token masked except the ones `dec` allows next."""
+    banned = ctx.banned.unsqueeze(0).repeat(len(histories), 1)  # (B, V)
+    for b, history in enumerate(histories):
+        allowed = [i for i in dec.allowed_specials(history) if 0 <= i < ctx.V]
+        if allowed:
+            banned[b, allowed] = False
+    return logits.float().masked_fill(banned, float("-inf"))
+
+
+def _filtered(logits: torch.Tensor, temperature: float, top_k: int, top_p: float) -> torch.Tensor:
+    """Sampling scores (V,): divided by the temperature, then top-k, then top-p (the smallest set of tokens whose
+    probability reaches top_p; at least one)."""
+    scores = logits / temperature
+    if top_k > 0 and top_k < scores.numel():
+        kth = torch.topk(scores, top_k).values[-1]
+        scores = scores.masked_fill(scores < kth, float("-inf"))
+    if top_p < 1.0:
+        sorted_scores, order = torch.sort(scores, descending=True)
+        cumulative = torch.softmax(sorted_scores, dim=-1).cumsum(dim=-1)
+        drop = cumulative - torch.softmax(sorted_scores, dim=-1) >= top_p  # the mass before a token already reached p
+        drop[0] = False
+        scores = scores.masked_fill(torch.zeros_like(drop).scatter(0, order, drop), float("-inf"))
+    return scores
+
+
+def pick_token(logits: torch.Tensor, strategy: str, temperature: float, top_k: int, top_p: float,
+          generator: torch.Generator) -> tuple[int, float]:
+    """One token from masked logits (V,): (id, the model's probability of it)."""
+    probs = torch.softmax(logits, dim=-1)
+    if strategy == "sample":
+        scores = _filtered(logits, temperature, top_k, top_p)
+        token = int(torch.multinomial(torch.softmax(scores, dim=-1), 1, generator=generator))
+    else:
+        token = int(torch.argmax(logits))
+    return token, float(probs[token])
+
+
+def search_tokens(ctx: DecodingContext, dec: Decoder, limit: int, strategy: str, temperature: float, top_k: int, top_p: float,
+            beam_size: int, generator: torch.Generator) -> SearchResult:
+    """Greedy, sampled or beam-searched tokens, at most `limit` (already capped at the decoder's limit)."""
+    if strategy == "beam":
+        return _beam_search(ctx, dec, limit, beam_size)
+    tokens: list[int] = []
+    probs: list[float] = []
+    logits = dec.first()  # (1, V)
+    while True:
+        token, p = pick_token(_masked(ctx, dec, logits, [tokens])[0], strategy, temperature, top_k, top_p, generator)
+        tokens.append(token)
+        probs.append(p)
+        if dec.ends(tokens):
+            return SearchResult(tokens, probs, "end")
+        if len(tokens) >= limit:
+            return SearchResult(tokens, probs, "limit")
+        logits = dec.next([tokens], [0])
+
+
+def _beam_search(ctx: DecodingContext, dec: Decoder, limit: int, beam_size: int) -> SearchResult:
+    """Beam search: keep the `beam_size` best open hypotheses by summed log-probability; a hypothesis that ends is
+    set aside; stop when `beam_size` have ended or at the limit; return the best by log-probability per token."""
+    beams: list[tuple[list[int], list[float], float]] = [([], [], 0.0)]  # (tokens, probs, sum of log p)
+    finished: list[SearchResult | tuple] = []
+    logits = dec.first()
+    V = ctx.V
+    while True:
+        histories = [b[0] for b in beams]
+        logp = torch.log_softmax(_masked(ctx, dec, logits, histories), dim=-1)  # (B, V)
+        total = logp + torch.tensor([b[2] for b in beams], device=logp.device).unsqueeze(1)
+        top = torch.topk(total.view(-1), min(2 * beam_size, total.numel()))
+        alive, parents = [], []
+        for score, index in zip(top.values.tolist(), top.indices.tolist()):
+            if score == float("-inf"):
+                break
+            parent, token = divmod(index, V)
+            tokens = beams[parent][0] + [token]
+            probs = beams[parent][1] + [math.exp(float(logp[parent, token]))]
+            if dec.ends(tokens):
+                finished.append((tokens, probs, score, "end"))
+            else:
+                alive.append((tokens, probs, score))
+                parents.append(parent)
+            if len(alive) == beam_size:
+                break
+        length = len(alive[0][0]) if alive else 0
+        if not alive or len(finished) >= beam_size or length >= limit:
+            candidates = finished + [(t, p, s, "limit") for t, p, s in alive]
+            best = max(candidates, key=lambda c: c[2] / len(c[0]))
+            return SearchResult(best[0], best[1], best[3])
+        beams = alive
+        logits = dec.next([b[0] for b in beams], parents)
+
+
+def describe_strategy(strategy: str, temperature: float, top_k: int, top_p: float, beam_size: int, seed: int) -> str:
+    if strategy == "greedy":
+        return "greedy"
+    if strategy == "beam":
+        return f"beam search with {beam_size} beam{'s' if beam_size > 1 else ''}"
+    filters = [f"temperature {temperature:g}"]
+    if top_k:
+        filters.append(f"top-k {top_k}")
+    if top_p < 1:
+        filters.append(f"top-p {top_p:g}")
+    return f"sampled ({', '.join(filters)}, seed {seed})"
+
+
+def describe_stop(ctx: DecodingContext, result: SearchResult, limit_reason: str) -> str:
+    if result.stop == "end":
+        return f"stopped at {ctx.token_name(result.tokens[-1])}"
+    return limit_reason

@@ -1,0 +1,502 @@
+"""The equal-budget leaderboard (issue 6 §3): every run with weights, one row each, measured the same way.
+
+    leaderboard(home)                        -> pandas.DataFrame, one row per run (all corpora, grouped by corpus)
+    leaderboard(home, "synthetic")           -> only the runs trained on that corpus ("the same corpus" rule)
+    leaderboard(home, zoo="tiny")            -> only the runs of that zoo (lab_models/experiments/zoo.py), one per family
+    leaderboard_corpora(home)                -> the corpora that have runs with weights
+    write_leaderboard_csv(frame, path)       -> the CSV file (pandas reads it back unchanged)
+
+Columns (LEADERBOARD_COLUMNS, then one `accuracy_<task>` per fine-tuning task that any listed run has, then the
+notes): run_id, family, preset, corpus, steps (of the weights measured), training_tokens, parameters,
+val_bits_per_byte, fill_mask_accuracy, fill_mask_examples, infill_exact_match, infill_examples, accuracy_<task> ...,
+fill_mask_note, infill_note. Rows are sorted by corpus, then by validation bits per byte (best first).
+
+The metrics, and how each deviates from the papers' own evaluations
+--------------------------------------------------------------------
+- **val_bits_per_byte**: the trainer's own number (lab_models/training/engine.py): the family's validation loss in nats per
+  target token, summed over the targets and divided by the UTF-8 bytes of those targets, over ln 2; the latest
+  evaluation row of metrics.jsonl at or before the step of the weights. Lower is better. It is the family's *own*
+  objective (next token for GPT, masked tokens for BERT, spans for T5, ...), so it compares runs of one family well
+  and families only roughly: predicting a masked token with both sides visible is easier than the next token.
+- **fill_mask_accuracy** (BERT's cloze task, Devlin et al. 2019 §3.1, used as a probe): N sentences of the corpus's
+  validation split (chosen with a seeded generator, the same sentences for every run), each encoded with the run's
+  tokenizer and cut to the run's training row length; one word-piece token per sentence, at a seeded relative
+  position, is replaced by [MASK] and the run predicts it from all the other tokens, exactly as `api.fill_mask`
+  reads a slot (lab_models/inference/generation/generate.py: BERT-style families, ELECTRA's generator, UniLM bidirectional, XLNet and
+  MPNet through the query stream, GLM as a one-token blank, T5 as a one-token span). A hit is the top-1 token
+  (special tokens excluded) equal to the original id. Deviations: tiny held-out sets (N = `max_examples`), one mask
+  per sentence (BERT masks 15% of a row), no 80/10/10 corruption, and a sub-word piece counts as a token (the same
+  piece boundaries as the run's tokenizer, so runs with different tokenizers answer different questions). GPT, GPT-2
+  and MASS cannot fill a single [MASK]: NaN, with the reason in fill_mask_note.
+- **infill_exact_match** (the blank-infilling evaluations of T5, GLM, MASS and UniLM, reduced to one blank): N
+  held-out sentences of 4 to 32 words; a span of 1 to 3 whole words (never the first word: UniLM needs a source)
+  is replaced by a blank ___ and the run fills it with `api.generate(mode="infill")`, greedily. MASS and UniLM are
+  told the span's length in tokens (they have no end-of-span token; MASS's pretraining also knows it), T5 and GLM
+  decide it themselves (up to that length + 4 tokens). A hit is the fill equal to the span after both go through the
+  run's tokenizer (encode, decode), compared case-insensitively with all whitespace removed (tokenizers disagree on
+  spaces around punctuation); the score is the hit rate, as SQuAD's EM but without its article and punctuation
+  stripping. Families without an infill mode (generation_modes) get NaN, with the reason in infill_note.
+- **accuracy_<task>**: the best validation accuracy of the *finished* fine-tunings of this run on that task
+  (lab_models/inference/finetuning/run.py `finetune_leaderboard`); NaN when it has none. Different fine-tuning budgets are not
+  equalised here: the Understand tab's fine-tuning decides them.
+- **parameters**: config.json's num_parameters (every weight the model holds: ELECTRA's generator and
+  discriminator together). **training_tokens**: the input tokens trained on up to the weights' step (metrics.jsonl
+  "tokens"; steps x batch_size x seq_len x world_size when a row lacks it). Together they are the budget the
+  table is equal in: compare runs that share a corpus, a preset and a step count.
+
+Cost and cache. A run's fill-mask and infill scores take one forward pass per fill-mask sentence and a few (one per
+generated token) per infill sentence: with the default 64 examples, a few hundred small passes per run. They are
+cached in the run folder (`leaderboard.json`), keyed by the weights file, its modification time, the corpus
+fingerprint, `max_examples`, `seed` and the version of these rules, so the table is instant the second time and is
+recomputed only when the weights change (a run still training writes new checkpoints). The other columns are read
+fresh every time (they are files, not forward passes).
+"""
+from __future__ import annotations
+
+import logging
+import math
+import os
+import re
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+from lab_models.training import runs
+from lab_models.home import atomic_write_json, lab_home
+from lab_models.inference.loading import weights_file
+from lab_models.inference.generation.context import FILL_MASK_FAMILIES
+from lab_models.inference.generation.context import DecodingContext
+from lab_models.inference.generation.generate import fill_mask_logits
+from lab_models.inference.generation.generate import fill_mask_refusal
+from lab_models.inference.generation.plans import UnsupportedMode
+from lab_models.inference.generation.generate import generate
+from lab_models.inference.generation.context import generation_modes
+from lab_models.inference.loading import load_run
+from lab_models.inference.finetuning.results import finetune_leaderboard
+from lab_models.inference.finetuning.config import finetunes_dir
+from lab_models.text.corpora import load_corpus
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["LEADERBOARD_COLUMNS", "NOTE_COLUMNS", "METRIC_COLUMNS", "ACCURACY_PREFIX", "CACHE_FILE",
+           "DEFAULT_MAX_EXAMPLES", "MAX_EXAMPLES_LIMIT", "HeldOutExamples", "held_out_sentences", "held_out_examples", "leaderboard",
+           "leaderboard_corpora", "write_leaderboard_csv", "evaluate_run", "run_row"]
+
+LEADERBOARD_COLUMNS = ["run_id", "family", "preset", "corpus", "steps", "training_tokens", "parameters",
+                       "val_bits_per_byte", "fill_mask_accuracy", "fill_mask_examples", "infill_exact_match",
+                       "infill_examples"]
+NOTE_COLUMNS = ["fill_mask_note", "infill_note"]
+ACCURACY_PREFIX = "accuracy_"  # + the fine-tuning task's name: one column per task
+# the scores a plot shows, with whether lower is better
+METRIC_COLUMNS = {"val_bits_per_byte": True, "fill_mask_accuracy": False, "infill_exact_match": False}
+CACHE_FILE = "leaderboard.json"
+CACHE_VERSION = 1  # bump when the evaluation rules change, so cached scores are recomputed
+CACHE_ENTRIES = 8  # settings kept per run (each a few numbers)
+DEFAULT_MAX_EXAMPLES = 64
+MAX_EXAMPLES_LIMIT = 500
+INFILL_WORDS = (4, 32)  # held-out sentences for infilling have this many whitespace words (inclusive)
+INFILL_SPAN_WORDS = 3  # spans of 1 .. this many words
+INFILL_EXTRA_TOKENS = 4  # T5 and GLM may write the span's length + this many tokens before they are cut off
+MIN_WORD_CHARACTERS = 4  # a held-out sentence has at least this many letters or digits ("e.g." is no sentence)
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|(?<=[。！？])\s*")
+_WORD_CHARACTER = re.compile(r"\w")
+
+
+# ------------------------------------------------------------------------------------------------ held-out text
+def held_out_sentences(documents) -> list[str]:
+    """The sentences of `documents` in order: split after . ! ? followed by space, and after 。！？; whitespace runs
+    become one space; fragments with fewer than MIN_WORD_CHARACTERS letters or digits are dropped.
+
+    >>> held_out_sentences(["the cat sees a ball . it runs home .", "猫看见球。它跑回家。"])
+    ['the cat sees a ball .', 'it runs home .', '猫看见球。', '它跑回家。']
+    """
+    out = []
+    for document in documents:
+        for sentence in _SENTENCE_END.split(str(document)):
+            sentence = " ".join(sentence.split())
+            if len(_WORD_CHARACTER.findall(sentence)) >= MIN_WORD_CHARACTERS:
+                out.append(sentence)
+    return out
+
+
+@dataclass(frozen=True)
+class HeldOutExamples:
+    """The questions every run of a corpus answers: sentences with a seeded relative mask position, and sentences
+    with a seeded word span. Drawn once per (corpus, N, seed), independent of any run."""
+
+    fill_mask: tuple[tuple[str, float], ...]  # (sentence, u in [0, 1): the masked token is candidates[int(u * n)])
+    infill: tuple[tuple[str, int, int], ...]  # (sentence, first word of the span (>= 1), words in the span)
+
+
+def held_out_examples(validation, max_examples: int, seed: int = 0) -> HeldOutExamples:
+    """`max_examples` fill-mask and infill examples from the validation documents, chosen with
+    torch.Generator(seed): a seeded sample of the sentences (not the first N, so they come from many documents),
+    then per sentence the relative mask position, or the span's start and length.
+
+    >>> examples = held_out_examples(["the cat sees a red ball in the park ."], 4, seed=0)
+    >>> len(examples.fill_mask), len(examples.infill), examples.infill[0][0]
+    (1, 1, 'the cat sees a red ball in the park .')
+    """
+    sentences = held_out_sentences(validation)
+    generator = torch.Generator().manual_seed(int(seed))
+    fill_order = torch.randperm(len(sentences), generator=generator)[:max_examples].tolist()
+    fill = tuple((sentences[i], float(torch.rand((), generator=generator))) for i in fill_order)
+    low, high = INFILL_WORDS
+    pool = [s for s in sentences if low <= len(s.split()) <= high]
+    infill_order = torch.randperm(len(pool), generator=generator)[:max_examples].tolist()
+    infill = []
+    for i in infill_order:
+        n_words = len(pool[i].split())
+        length = 1 + int(torch.randint(INFILL_SPAN_WORDS, (), generator=generator))
+        length = min(length, n_words - 1)
+        start = 1 + int(torch.randint(n_words - length, (), generator=generator))  # 1 .. n_words - length
+        infill.append((pool[i], start, length))
+    return HeldOutExamples(fill_mask=fill, infill=tuple(infill))
+
+
+# ------------------------------------------------------------------------------------------------ one run's facts
+def _number(value) -> float:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return math.nan
+    return number if math.isfinite(number) else math.nan
+
+
+def run_row(run_dir: Path, weights_step: int) -> dict:
+    """The columns read from the run's files (no forward pass): run_id, family, preset, corpus, steps,
+    training_tokens, parameters, val_bits_per_byte, at the step of the weights."""
+    config = runs.read_config(run_dir)
+    metrics = runs.read_metrics(run_dir)
+    train_rows = [row for row in metrics if row.get("split", "train") != "val"
+                  and isinstance(row.get("step"), (int, float)) and row["step"] <= weights_step]
+    val_rows = [row for row in metrics if row.get("split") == "val" and row.get("bits_per_byte") is not None]
+    val_at = [row for row in val_rows if isinstance(row.get("step"), (int, float)) and row["step"] <= weights_step]
+    val_row = (val_at or val_rows or [{}])[-1]
+    tokens = _number(train_rows[-1].get("tokens")) if train_rows else math.nan
+    if math.isnan(tokens):
+        per_step = [config.get("batch_size"), config.get("seq_len"), config.get("world_size") or 1]
+        tokens = float(weights_step * math.prod(int(v) for v in per_step)) if all(per_step) else math.nan
+    return {"run_id": run_dir.name, "family": config.get("family"), "preset": config.get("preset"),
+            "corpus": config.get("corpus"), "steps": int(weights_step), "training_tokens": tokens,
+            "parameters": _number(config.get("num_parameters")),
+            "val_bits_per_byte": _number(val_row.get("bits_per_byte"))}
+
+
+def _runs_with_weights(home: Path) -> list[tuple[Path, Path, int]]:
+    """(run folder, weights file, step) for every run under <home>/runs that has weights now, newest first."""
+
+    if not (home / "runs").is_dir():
+        return []
+    out = []
+    for summary in runs.list_runs(home):
+        run_dir = Path(summary["path"])
+        try:
+            weights, step = weights_file(run_dir)
+        except (ValueError, OSError):
+            continue
+        if runs.read_config(run_dir).get("family"):
+            out.append((run_dir, weights, step))
+    return out
+
+
+def leaderboard_corpora(home=None) -> list[str]:
+    """The corpora (as the runs' config.json names them) that have at least one run with weights, those with the
+    most runs first, then by name."""
+    counts: dict[str, int] = {}
+    for run_dir, _, _ in _runs_with_weights(lab_home(home)):
+        corpus = runs.read_config(run_dir).get("corpus")
+        if corpus:
+            counts[str(corpus)] = counts.get(str(corpus), 0) + 1
+    return sorted(counts, key=lambda name: (-counts[name], name))
+
+
+# ------------------------------------------------------------------------------------------------ the evaluations
+def _normalise(text: str) -> str:
+    """Case-folded, with every whitespace removed: the infill comparison (see the module docstring).
+
+    >>> _normalise(" The  cat ."), _normalise("the cat.")
+    ('thecat.', 'thecat.')
+    """
+    return "".join(str(text).lower().split())
+
+
+def _fill_mask_score(run, examples: HeldOutExamples) -> tuple[float, int, str]:
+    """(accuracy, examples scored, note) of one loaded run."""
+    # The id-level helpers of lab_models/inference/generation/generate.py: the same slot prediction as api.fill_mask, but on token ids,
+    # so the masked piece is exactly one token of the run's own encoding (re-encoding a text with "[MASK]" in it
+    # could move the piece boundaries around the slot).
+
+    if run.family not in FILL_MASK_FAMILIES:
+        return math.nan, 0, fill_mask_refusal(run.family) + "."
+    ctx = DecodingContext(run)
+    banned = ctx.banned
+    row_length = int(run.config.get("seq_len") or run.max_positions)
+    limit = max(2, min(row_length, run.max_positions - 2))  # GLM's [S] needs one more position
+    hits = scored = 0
+    with torch.inference_mode():
+        for sentence, u in examples.fill_mask:
+            ids = ctx.encode(sentence)[:limit]
+            candidates = [i for i, token in enumerate(ids) if not bool(banned[token])]
+            if not candidates:
+                continue
+            slot = candidates[int(u * len(candidates))]
+            target = ids[slot]
+            ids[slot] = ctx.vocab.mask_id
+            try:
+                logits = fill_mask_logits(ctx, ids, [slot])  # (1, V)
+            except UnsupportedMode as reason:
+                return math.nan, 0, str(reason)
+            best = int(torch.argmax(logits[0].float().masked_fill(banned, float("-inf"))))
+            hits += int(best == target)
+            scored += 1
+    if not scored:
+        return math.nan, 0, "no held-out sentence had a token to mask"
+    return hits / scored, scored, ""
+
+
+def _infill_score(run, examples: HeldOutExamples) -> tuple[float, int, str]:
+    """(exact match, examples scored, note) of one loaded run, through `generate(mode="infill")`."""
+
+    if "infill" not in generation_modes(run.family):
+        probe = generate(run.run_dir, "the ___ .", mode="infill")  # supported=False: the family's own reason
+        return math.nan, 0, probe.explanation
+    tokenizer = run.tokenizer
+
+    def encode(text: str) -> list[int]:
+        return list(tokenizer.encode(text, add_special_tokens=False).ids) if text.strip() else []
+
+    hits = scored = skipped = 0
+    for sentence, start, length in examples.infill:
+        words = sentence.split()
+        left, span, right = (" ".join(words[:start]), " ".join(words[start:start + length]),
+                             " ".join(words[start + length:]))
+        span_tokens = max(1, len(encode(f"{left} {span}")) - len(encode(left)))
+        prompt = f"{left} ___ {right}" if right else f"{left} ___"
+        try:
+            result = generate(run.run_dir, prompt, mode="infill", strategy="greedy", blank_length=span_tokens,
+                              max_new_tokens=span_tokens + INFILL_EXTRA_TOKENS)
+        except ValueError as error:  # e.g. longer than the model reads: not a question this run can be asked
+            logger.debug("infill of %r skipped for %s: %s", sentence, run.run_id, error)
+            skipped += 1
+            continue
+        if not result.supported:
+            return math.nan, 0, result.explanation
+        reference = tokenizer.decode(encode(span), skip_special_tokens=True)
+        hits += int(_normalise(result.new_text) == _normalise(reference))
+        scored += 1
+    if not scored:
+        return math.nan, 0, "no held-out sentence could be blanked for this run" + (
+            f" ({skipped} too long)" if skipped else "")
+    return hits / scored, scored, (f"{skipped} sentence(s) too long for the model were skipped" if skipped else "")
+
+
+def evaluate_run(run_dir, examples: HeldOutExamples) -> dict:
+    """The forward-pass metrics of one run (no cache): fill_mask_accuracy, fill_mask_examples, fill_mask_note,
+    infill_exact_match, infill_examples, infill_note, seconds, and cacheable (False after an unexpected error). A
+    run that cannot be loaded or evaluated gets NaN and the reason in both notes."""
+
+    started = time.perf_counter()
+    cacheable = True
+    try:
+        run = load_run(run_dir)
+        fill = _fill_mask_score(run, examples)
+        infill = _infill_score(run, examples)
+    except ValueError as error:
+        fill = infill = (math.nan, 0, f"could not evaluate this run: {error}")
+    except Exception as error:  # noqa: BLE001 - one broken run must not take the whole table down
+        logger.exception("leaderboard: evaluating %s failed", Path(run_dir).name)
+        fill = infill = (math.nan, 0, f"evaluating this run failed: {type(error).__name__}: {error}")
+        cacheable = False  # perhaps a bug fixed by the next version of the lab: ask again next time
+    return {"fill_mask_accuracy": fill[0], "fill_mask_examples": fill[1], "fill_mask_note": fill[2],
+            "infill_exact_match": infill[0], "infill_examples": infill[1], "infill_note": infill[2],
+            "seconds": time.perf_counter() - started, "cacheable": cacheable}
+
+
+def _weights_now(run_dir: Path) -> tuple[str, int] | None:
+    """(the weights file relative to the run folder, its modification time in ns) now; None when there are none.
+    A run still training rotates its checkpoints, so a file found a moment ago may be gone: ask again."""
+
+    for _ in range(3):
+        try:
+            weights, _ = weights_file(run_dir)
+            return os.path.relpath(weights, run_dir), weights.stat().st_mtime_ns
+        except ValueError:
+            return None
+        except OSError:
+            continue
+    return None
+
+
+def _cache_key(run_dir: Path, weights: tuple[str, int], max_examples: int, seed: int) -> str:
+    fingerprint = runs.read_config(run_dir).get("corpus_fingerprint", "")
+    return f"v{CACHE_VERSION}|{weights[0]}|{weights[1]}|{fingerprint}|n{max_examples}|seed{seed}"
+
+
+def _read_cache(run_dir: Path, key: str) -> dict | None:
+    entry = runs.read_json(run_dir / CACHE_FILE).get("entries", {}).get(key)
+    if not isinstance(entry, dict):
+        return None
+    return {name: (math.nan if value is None and name in ("fill_mask_accuracy", "infill_exact_match") else value)
+            for name, value in entry.items()}
+
+
+def _write_cache(run_dir: Path, key: str, result: dict) -> None:
+    cache = runs.read_json(run_dir / CACHE_FILE)
+    entries = cache.get("entries") if isinstance(cache.get("entries"), dict) else {}
+    entries.pop(key, None)
+    entries[key] = {name: (None if isinstance(value, float) and math.isnan(value) else value)
+                    for name, value in result.items()}
+    kept = dict(list(entries.items())[-CACHE_ENTRIES:])  # insertion order: the newest last
+    try:
+        atomic_write_json(run_dir / CACHE_FILE, {"entries": kept})
+    except OSError as error:  # a read-only run folder still gets its scores, just not cached
+        logger.warning("could not cache the leaderboard scores of %s: %s", run_dir.name, error)
+
+
+# ------------------------------------------------------------------------------------------------ the table
+def _classification(home: Path, run_ids: list[str]) -> dict[str, dict[str, float]]:
+    """run id -> {task: best accuracy of its finished fine-tunings}."""
+
+    if not run_ids or not finetunes_dir(home).is_dir():
+        return {}
+    frame = finetune_leaderboard(home, runs_filter=run_ids)
+    frame = frame[frame["state"] == "finished"]
+    out: dict[str, dict[str, float]] = {}
+    for (run_id, task), accuracy in frame.groupby(["pretrained run", "task"])["accuracy"].max().items():
+        out.setdefault(str(run_id), {})[str(task)] = _number(accuracy)
+    return out
+
+
+def _check_settings(corpus, max_examples, seed) -> tuple[str | None, int, int]:
+    if corpus is not None and not isinstance(corpus, str):
+        raise ValueError(f"corpus must be a corpus name (as the runs' config.json says it), got {corpus!r}")
+    corpus = corpus.strip() or None if isinstance(corpus, str) else None
+    if isinstance(max_examples, float) and max_examples.is_integer():
+        max_examples = int(max_examples)
+    if isinstance(max_examples, bool) or not isinstance(max_examples, int) or not (
+            1 <= max_examples <= MAX_EXAMPLES_LIMIT):
+        raise ValueError(f"max_examples must be a whole number from 1 to {MAX_EXAMPLES_LIMIT} (held-out sentences "
+                         f"per metric), got {max_examples!r}")
+    if isinstance(seed, float) and seed.is_integer():
+        seed = int(seed)
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise ValueError(f"seed must be a whole number, got {seed!r}")
+    return corpus, max_examples, seed
+
+
+def leaderboard(home=None, corpus: str | None = None, *, max_examples: int = DEFAULT_MAX_EXAMPLES, seed: int = 0,
+                progress: Callable[[int, int, str], None] | None = None, zoo: str | None = None):
+    """One row per run with weights (see the module docstring for the columns and the metrics), as a DataFrame.
+
+    corpus: None (or "") for every corpus, else only the runs trained on it; an unknown corpus (no run with weights
+    was trained on it) is a ValueError naming the ones that have runs. zoo: only the runs tagged with that zoo (a
+    zoo's runs share a corpus and a preset; their steps follow the zoo's table). max_examples: held-out sentences
+    per metric (1 .. MAX_EXAMPLES_LIMIT); seed: picks the sentences and the masked positions. progress(done, total,
+    message) is called before each run and at the end. `frame.attrs` holds "computed" and "cached" (the run ids
+    evaluated now and those read from leaderboard.json), "seconds" (run id -> evaluation time), "tasks" (the
+    fine-tuning tasks with a column) and "settings".
+    """
+    import pandas as pd
+
+    corpus, max_examples, seed = _check_settings(corpus, max_examples, seed)
+    home = lab_home(home)
+    found = _runs_with_weights(home)
+    if corpus is not None:
+        chosen = [item for item in found if runs.read_config(item[0]).get("corpus") == corpus]
+        if not chosen:
+            names = leaderboard_corpora(home)
+            raise ValueError(f"No run with weights was trained on corpus {corpus!r}: choose one of "
+                             f"{', '.join(names)}." if names else
+                             "No run has weights yet: train one in the Train tab first.")
+        found = chosen
+    if zoo is not None:
+        found = [item for item in found if runs.read_config(item[0]).get("zoo") == zoo]
+        if not found:
+            raise ValueError(f"No run of the zoo {zoo!r} has weights yet: train it first (the first tab's Train the "
+                             "demo zoo, or python -m lab_models zoo).")
+    examples_by_corpus: dict[str, HeldOutExamples | str] = {}
+    rows, computed, cached, seconds = [], [], [], {}
+    total = len(found)
+    for index, (run_dir, _, step) in enumerate(found):
+        if progress is not None:
+            progress(index, total, f"{run_dir.name} ({index + 1}/{total})")
+        row = run_row(run_dir, step)
+        weights_before = _weights_now(run_dir)
+        key = _cache_key(run_dir, weights_before, max_examples, seed) if weights_before else None
+        result = _read_cache(run_dir, key) if key else None
+        if result is not None:
+            cached.append(run_dir.name)
+        else:
+            result = _evaluate_on_corpus(home, run_dir, row["corpus"], examples_by_corpus, max_examples, seed)
+            # a run still training may have saved new weights meanwhile: those scores mix steps, so they are shown
+            # but not cached (the next call measures the newest weights again)
+            if result.pop("cacheable", True) and key and _weights_now(run_dir) == weights_before:
+                _write_cache(run_dir, key, result)
+            computed.append(run_dir.name)
+        seconds[run_dir.name] = float(result.get("seconds") or 0.0)
+        rows.append({**row, **{name: result.get(name) for name in
+                               ("fill_mask_accuracy", "fill_mask_examples", "fill_mask_note", "infill_exact_match",
+                                "infill_examples", "infill_note")}})
+    accuracies = _classification(home, [row["run_id"] for row in rows])
+    tasks = sorted({task for per_run in accuracies.values() for task in per_run})
+    for row in rows:
+        for task in tasks:
+            row[ACCURACY_PREFIX + task] = accuracies.get(row["run_id"], {}).get(task, math.nan)
+    columns = LEADERBOARD_COLUMNS + [ACCURACY_PREFIX + task for task in tasks] + NOTE_COLUMNS
+    frame = pd.DataFrame(rows, columns=columns)
+    for name in ("fill_mask_accuracy", "infill_exact_match", "val_bits_per_byte", "training_tokens", "parameters",
+                 *(ACCURACY_PREFIX + task for task in tasks)):
+        frame[name] = pd.to_numeric(frame[name], errors="coerce").astype(float)
+    for name in ("steps", "fill_mask_examples", "infill_examples"):
+        frame[name] = pd.to_numeric(frame[name], errors="coerce").fillna(0).astype(int)
+    for name in NOTE_COLUMNS:
+        frame[name] = frame[name].fillna("").astype(str)
+    if len(frame):
+        frame = frame.sort_values(["corpus", "val_bits_per_byte", "run_id"], na_position="last",
+                                  kind="stable").reset_index(drop=True)
+    frame.attrs.update(computed=computed, cached=cached, seconds=seconds, tasks=tasks,
+                       settings={"corpus": corpus, "max_examples": max_examples, "seed": seed, "zoo": zoo})
+    if progress is not None:
+        progress(total, total, "done")
+    return frame
+
+
+def _evaluate_on_corpus(home: Path, run_dir: Path, corpus_name, examples_by_corpus: dict, max_examples: int,
+                        seed: int) -> dict:
+    """evaluate_run on the held-out examples of the run's corpus (drawn once per corpus per call); a corpus that
+    cannot be loaded gives NaN with the reason (not cached: importing the corpus again fixes it)."""
+
+    name = str(corpus_name or "")
+    if name not in examples_by_corpus:
+        try:
+            corpus = load_corpus(name, home=home)
+        except ValueError as error:
+            examples_by_corpus[name] = f"the corpus {name!r} cannot be loaded for held-out text: {error}"
+        else:
+            examples_by_corpus[name] = (held_out_examples(corpus.validation, max_examples, seed) if corpus.validation
+                                        else f"the corpus {name!r} has no validation split (one document): no "
+                                             "held-out text to ask")
+    examples = examples_by_corpus[name]
+    if isinstance(examples, str):
+        return {"fill_mask_accuracy": math.nan, "fill_mask_examples": 0, "fill_mask_note": examples,
+                "infill_exact_match": math.nan, "infill_examples": 0, "infill_note": examples, "seconds": 0.0,
+                "cacheable": False}
+    logger.info("leaderboard: evaluating %s on %d held-out sentences of %s", run_dir.name, max_examples, name)
+    return evaluate_run(run_dir, examples)
+
+
+def write_leaderboard_csv(frame, path) -> Path:
+    """Write the table to `path` as CSV (UTF-8, a header row, no index; NaN as an empty field), so that
+    `pandas.read_csv(path)` gives the same columns and values back. Returns the path."""
+    import pandas as pd
+
+    if not isinstance(frame, pd.DataFrame):
+        raise ValueError("Compute the leaderboard first: there is no table to export.")
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    frame.to_csv(path, index=False, encoding="utf-8")
+    return path

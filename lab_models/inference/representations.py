@@ -1,0 +1,634 @@
+"""Probes of what a trained run has learned: contextual embeddings (the "apple" example) and attention maps.
+
+    contextual_similarity(run_dir, "I ate an apple.", "She works at Apple.", "apple")
+        -> DataFrame (run, family, layer, layer_name, cosine, pieces_a, pieces_b): one row per layer
+    embedding_projection(run_dir, ["I ate an apple.", "She works at Apple."])
+        -> DataFrame (run, family, sentence, position, token, is_word, x, y): the final layer's token vectors in 2-D
+    attention_maps(run_dir, "the cat sees a ball .")
+        -> AttentionMaps: per stream, (layers, heads, Tq, Tk) softmax probabilities and the mask they were taken under
+
+Nothing here changes the model. Everything is read from the real forward pass through **forward hooks**: a hook on
+`backbone.embeddings` and on every block gives the hidden states per layer (layer 0 = the embedding output, layer k =
+the output of block k; the last entry is the backbone's own output, i.e. after the final LayerNorm of pre-LN models, as
+Hugging Face's `hidden_states` do). A hook on every `MultiHeadAttention` captures its input, its context (keys and
+values) and its `AttentionMask`; the probabilities are then recomputed from the module's own fused `qkv` projection:
+softmax(q k^T / sqrt(hs)) under the mask, rows that may attend nothing set to 0. As a check, probabilities @ v through
+the output projection is compared with what the module really returned (`AttentionMaps.check_error`, ~1e-7).
+
+Which input each family sees (the "view"). Text is encoded with the run's tokenizer without framing tokens, as in
+training (the lab's objectives add no [CLS]/[SEP]).
+
+    family                          embeddings (similarity, projection)     attention maps: streams and masks
+    gpt, gpt2                       causal                                  self: causal (j <= i)
+    bert, roberta, albert,          full                                    self: full
+    spanbert, electra, unilm
+    glm                             full (the text is GLM's Part A)         self: full (Part A is bidirectional)
+    xlnet, mpnet                    content stream, full                    content + query, left-to-right order
+    mass, t5                        the encoder, full                       encoder: full; decoder: causal; cross: full
+
+- ELECTRA: the discriminator (`model.backbone`), the model the paper keeps; its generator is only for training.
+- UniLM: its bidirectional mode (the mask it uses for understanding tasks).
+- XLNet and MPNet, embeddings: the content stream with every token visible, the way both are used downstream
+  (XLNet fine-tunes without a permutation mask; MPNet like BERT). The query stream only exists to predict.
+- XLNet and MPNet, attention maps: the family's own batch builder (`build_example`) with the left-to-right
+  factorization order (order = 0, 1, ..., n-1), its default number of predicted tokens and generator seed 0, so the
+  maps show the two-stream masks the model was trained under. XLNet: content i sees j <= i, query i sees j < i (the
+  first query row sees nothing: its probabilities are all 0). MPNet: the last num_predict tokens are predicted and get
+  [MASK] slots (drawn 80/10/10 with seed 0) appended to the input; the content stream then has n + b rows.
+  Runs whose settings give one stream (XLNet two_stream=False, MPNet input_mode="mlm") show one "self" stream, full.
+- The RNN-era families (lab_models/models/rnn/) have no blocks and (but for CoVe's decoder) no attention; their layers are
+  read from the model's own methods, not from hooks (`layer_vectors`):
+
+    family   layers (similarity; the last one is the projection's)
+    elmo     token layer [x; x], biLSTM 1 .. L ([forward; backward] at each layer), ELMo (the scalar mix, eq. 1)
+    cove     embedding (GloVe's place), CoVe (the MT-LSTM's top layer), [embedding; CoVe] (what downstream reads)
+    ulmfit   embedding, LSTM 1 .. L (left to right: a token sees the tokens before it)
+    cvt      embedding, BiLSTM 1, BiLSTM 2 (what the primary tagger reads)
+
+  Layers of different widths (CoVe) are compared within a layer only, as always. Attention maps: none (ValueError).
+- MASS and T5, attention maps: the encoder reads the sentence uncorrupted; the decoder reads its start token ([BOS];
+  T5: the pad token) + the sentence shifted right by one (teacher forcing, as if the model were asked to write the sentence back: MASS's decoder layout
+  for a span covering the whole sentence, T5's shift-right), at positions 0..n-1.
+"""
+from __future__ import annotations
+
+import inspect
+import re
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+import pandas as pd
+import torch
+import torch.nn.functional as F
+
+from lab_models.families import family_record
+from lab_models.inference.loading import TrainedRun, load_run
+from lab_models.nn.attention import prepare_mask
+from lab_models.text.word_split import word_pattern
+from lab_models.text.vocab import special_ids
+from lab_models.objectives import objective_module
+from lab_models.objectives.common import BatchConfig
+from lab_models.objectives.translation import decoder_start_id
+
+__all__ = ["AttentionMaps", "MAX_TOKENS", "MAX_SENTENCES", "SIMILARITY_COLUMNS", "PROJECTION_COLUMNS",
+           "contextual_similarity", "embedding_projection", "attention_maps", "hidden_states", "encode_sentence",
+           "word_pieces", "view_description", "layer_vectors"]
+
+MAX_TOKENS = 64  # the longest sentence (in the run's tokens) a probe takes: 64 x 64 heatmaps stay readable
+MAX_SENTENCES = 8  # the most sentences one projection draws
+SIMILARITY_COLUMNS = ["run", "family", "layer", "layer_name", "cosine", "pieces_a", "pieces_b"]
+PROJECTION_COLUMNS = ["run", "family", "sentence", "position", "token", "is_word", "x", "y"]
+
+_WORD_MARKERS = re.compile(r"^(▁|Ġ|##)+|</w>$")
+CAUSAL = "causal"
+FULL = "full"
+# The one-stream mask each family uses on plain text at inference. Families not listed: "causal" for kind "decoder",
+# "full" otherwise. GLM is a "decoder" family, but text without blanks is all Part A, which GLM reads bidirectionally.
+_ONE_STREAM_VIEW = {"glm": FULL}
+
+
+@dataclass(frozen=True)
+class AttentionMaps:
+    """The attention probabilities of one sentence in one run, per stream.
+
+    streams[name] = (row labels, column labels): row i attends column j. weights[name]: (layers, heads, Tq, Tk)
+    float tensor, each row summing to 1 over the keys the mask allows (0 where it forbids; all 0 for a row that may
+    attend nothing). masks[name]: the (Tq, Tk) bool mask used (True = may attend). Stream names follow the Anatomy's:
+    "self"; "content" and "query"; "encoder", "decoder" and "cross".
+    """
+
+    run_id: str
+    family: str
+    tokens: list[str]  # the sentence's tokens as the run's tokenizer splits it (their text)
+    streams: dict[str, tuple[list[str], list[str]]]
+    weights: dict[str, torch.Tensor]
+    masks: dict[str, torch.Tensor] = field(default_factory=dict)
+    note: str = ""  # which input and masks were used, in words
+    check_error: float = 0.0  # max |module output - output recomputed from these probabilities| over all calls
+    step: int = 0  # the training step of the weights
+
+    @property
+    def n_layers(self) -> int:
+        return next(iter(self.weights.values())).shape[0] if self.weights else 0
+
+    @property
+    def n_heads(self) -> int:
+        return next(iter(self.weights.values())).shape[1] if self.weights else 0
+
+
+@dataclass(frozen=True)
+class Encoded:
+    """A sentence encoded by a run's tokenizer: ids, one display label per token (its text), character offsets."""
+
+    text: str
+    ids: list[int]
+    labels: list[str]
+    offsets: list[tuple[int, int]]
+
+
+# ---------------------------------------------------------------------------------------------- input checks
+
+
+def _check_text(sentence, what: str) -> str:
+    if sentence is None or not isinstance(sentence, str):
+        raise ValueError(f"{what} must be text, got {type(sentence).__name__}.")
+    if not sentence.strip():
+        raise ValueError(f"Type {what} first: it is empty.")
+    return sentence.strip()
+
+
+def token_limit(run: TrainedRun) -> int:
+    """The longest sentence (in tokens) a probe takes for this run: MAX_TOKENS, or half the model's positions if less
+    (MPNet appends one slot per predicted token, MASS/T5 add a decoder side)."""
+    return max(2, min(MAX_TOKENS, run.max_positions // 2))
+
+
+def encode_sentence(run: TrainedRun, sentence: str, what: str = "the sentence") -> Encoded:
+    """The sentence in the run's tokens. Labels are the text each token covers, stripped (readable for every
+    tokenizer kind, byte-level BPE's Chinese included); special and unknown tokens, and pieces that are only a word
+    boundary mark (SentencePiece's lone "▁", byte-level BPE's lone "Ġ"), keep their token string. ValueError for an
+    empty sentence or one longer than `token_limit(run)` tokens."""
+
+    text = _check_text(sentence, what)
+    encoding = run.tokenizer.encode(text, add_special_tokens=False)
+    ids = list(encoding.ids)
+    if not ids:
+        raise ValueError(f"{what[:1].upper() + what[1:]} gives no tokens with the tokenizer of {run.run_id}.")
+    limit = token_limit(run)
+    if len(ids) > limit:
+        raise ValueError(f"{what[:1].upper() + what[1:]} has {len(ids)} tokens with the tokenizer of {run.run_id}; the limit is "
+                         f"{limit} tokens. Shorten it.")
+    specials = special_ids(run.tokenizer)
+    labels = []
+    for token_id, token, (start, end) in zip(ids, encoding.tokens, encoding.offsets):
+        surface = text[start:end].strip()
+        bare = _WORD_MARKERS.sub("", token)  # "▁", "Ġ", "##", "</w>" alone are word-boundary marks, not text
+        labels.append(token if token_id in specials or not bare or not surface else surface)
+    return Encoded(text=text, ids=ids, labels=labels, offsets=[tuple(o) for o in encoding.offsets])
+
+
+def word_pieces(encoded: Encoded, word: str, what: str = "the sentence") -> list[int]:
+    """The indices of the tokens that cover the first whole-word occurrence of `word` in the sentence (matched
+    case-insensitively, so "Apple" counts as "apple"). ValueError when the word does not occur.
+
+    >>> e = Encoded("I ate an apple .", [1, 2, 3, 4, 5, 6], ["I", "ate", "an", "app", "le", "."],
+    ...             [(0, 1), (2, 5), (6, 8), (9, 12), (12, 14), (15, 16)])
+    >>> word_pieces(e, "Apple")
+    [3, 4]
+    """
+    word = _check_text(word, "the word")
+    match = re.search(word_pattern(word), encoded.text, flags=re.IGNORECASE)  # Chinese words: anywhere
+    if match is None:
+        raise ValueError(f"The word {word!r} does not occur in {what} ({encoded.text!r}): it must appear in both "
+                         f"sentences, as a whole word.")
+    start, end = match.span()
+    pieces = [i for i, (s, e) in enumerate(encoded.offsets) if s < end and e > start]
+    if not pieces:
+        raise ValueError(f"The tokenizer dropped the word {word!r} in {what}: no token covers it.")
+    return pieces
+
+
+# ---------------------------------------------------------------------------------------------- the views
+
+
+RNN_VIEWS = {
+    "elmo": "ELMo's biLM: the forward LSTM reads the tokens before each token, the backward one those after; the "
+            "representation is the scalar mix of all layers",
+    "cove": "CoVe's MT-LSTM encoder (a biLSTM: every token sees the whole sentence), read as [embedding; CoVe]",
+    "ulmfit": "the AWD-LSTM language model (left to right: each token sees itself and the tokens before it)",
+    "cvt": "CVT's BiLSTM tagger (every token sees the whole sentence), the states its primary module reads",
+}
+
+
+def _is_rnn(run: TrainedRun) -> bool:
+    return getattr(run.model, "kind", None) == "rnn"
+
+
+def one_stream_view(run: TrainedRun) -> str:
+    """"causal" or "full": the mask the run's one-stream (or encoder, or content-stream) view uses."""
+    if _is_rnn(run):
+        return CAUSAL if run.family == "ulmfit" else FULL
+    if run.model_config.decoder_layers > 0 or run.model_config.query_stream is not None:
+        return FULL  # encoder of MASS/T5; content stream of XLNet/MPNet as used downstream
+    if run.family in _ONE_STREAM_VIEW:
+        return _ONE_STREAM_VIEW[run.family]
+    return CAUSAL if family_record(run.family).kind == "decoder" else FULL
+
+
+def view_description(run: TrainedRun) -> str:
+    """One line: which part of the model the embedding probes read, under which mask."""
+    if _is_rnn(run):
+        return RNN_VIEWS[run.family]
+    view = one_stream_view(run)
+    part = ("the encoder" if run.model_config.decoder_layers > 0 else
+            "the content stream" if run.model_config.query_stream is not None else
+            "the discriminator" if run.family == "electra" else "the model")
+    how = "each token sees itself and the tokens before it" if view == CAUSAL else "every token sees every token"
+    return f"{part}, {view} attention ({how})"
+
+
+def square_mask(n: int, view: str) -> torch.Tensor:
+    """(n, n) bool: "causal" = j <= i, "full" = all True."""
+    ones = torch.ones(n, n, dtype=torch.bool)
+    return ones.tril() if view == CAUSAL else ones
+
+
+def position_ids_for(run: TrainedRun, n: int) -> torch.Tensor:
+    """(1, T) position ids, or (1, 2, T) for GLM's 2-D positions (row 2 = 0: every token is in Part A)."""
+    positions = torch.arange(n).unsqueeze(0)  # (1, T)
+    if run.model_config.n_position_rows == 2:
+        return torch.stack([positions, torch.zeros_like(positions)], dim=1)  # (1, 2, T)
+    return positions
+
+
+def _ids(values, device) -> torch.Tensor:
+    return torch.tensor([list(values)], dtype=torch.long, device=device)  # (1, T)
+
+
+# ---------------------------------------------------------------------------------------------- hidden states
+
+
+def _first(output):
+    """A module's main output (blocks return (x, weights) when asked for weights)."""
+    return output[0] if isinstance(output, tuple) else output
+
+
+@torch.no_grad()
+def hidden_states(run: TrainedRun, sentence: str, what: str = "the sentence") -> tuple[Encoded, torch.Tensor]:
+    """The sentence's token vectors at every layer: (n_layers + 1, T, H). Layer 0 is the embedding output; layer k
+    the output of block k; the last layer is the backbone's output (after the final LayerNorm where there is one).
+    Captured with forward hooks on the (main) backbone's embeddings and blocks; see the module docstring for the
+    mask each family uses."""
+    encoded = encode_sentence(run, sentence, what)
+    if _is_rnn(run):
+        names, vectors = zip(*_rnn_layers(run, encoded))
+        if len({v.shape[-1] for v in vectors}) > 1:
+            raise ValueError(f"the layers of a {family_record(run.family).title} run have different widths: read them "
+                             f"with layer_vectors")
+        return encoded, torch.stack(vectors)
+    backbone = run.model.backbone  # ELECTRA: the discriminator
+    n = len(encoded.ids)
+    captured: list[torch.Tensor] = []
+    embedded: list[torch.Tensor] = []
+
+    def on_embeddings(module, args, output):
+        if not embedded:  # the first call is the token stream (a two-stream model would embed the query next)
+            embedded.append(_first(output)[0, :n].detach())
+
+    def on_block(module, args, output):
+        captured.append(_first(output)[0, :n].detach())  # (T, H); two streams travel as [h; g]: keep h
+
+    handles = [backbone.embeddings.register_forward_hook(on_embeddings)]
+    handles += [block.register_forward_hook(on_block) for block in backbone.blocks]
+    try:
+        mask = square_mask(n, one_stream_view(run)).unsqueeze(0).to(run.device)  # (1, T, T)
+        final = backbone(_ids(encoded.ids, run.device), mask, position_ids_for(run, n).to(run.device))  # (1, T, H)
+    finally:
+        for handle in handles:
+            handle.remove()
+    n_layers = run.model_config.n_layers
+    if len(embedded) != 1 or len(captured) != n_layers:
+        raise RuntimeError(f"expected 1 embedding output and {n_layers} block outputs, captured {len(embedded)} and "
+                           f"{len(captured)}")
+    layers = embedded + captured[:-1] + [final[0].detach()]
+    return encoded, torch.stack(layers).float().cpu()  # (L + 1, T, H)
+
+
+def _layer_name(layer: int) -> str:
+    return "embeddings" if layer == 0 else f"block {layer}"
+
+
+@torch.no_grad()
+def _rnn_layers(run: TrainedRun, encoded: Encoded) -> list[tuple[str, torch.Tensor]]:
+    """(name, (T, D) vectors) per layer of an RNN-era model (module docstring), in eval mode (no dropout)."""
+    model, family = run.model, run.family
+    ids = _ids(encoded.ids, run.device)  # (1, T)
+    if family == "elmo":
+        layers = model.layers(ids)  # L + 1 tensors (1, T, 2E)
+        named = [("token layer [x; x]", layers[0])] + [(f"biLSTM {j}", h) for j, h in enumerate(layers[1:], 1)]
+        mixed = model.scalar_mix(layers) if model.settings.scalar_mix else layers[-1]
+        named.append(("ELMo (scalar mix)" if model.settings.scalar_mix else "ELMo (top layer)", mixed))
+    elif family == "cove":
+        embedding, cove = model.embedding(ids), model.context_vectors(ids)
+        named = [("embedding (GloVe's place)", embedding), ("CoVe (MT-LSTM top layer)", cove)]
+        if model.settings.with_embedding:
+            named.append(("[embedding; CoVe]", torch.cat([embedding, cove], dim=-1)))
+    elif family == "ulmfit":
+        named = [("embedding", model.embedding(ids))] + [(f"LSTM {j}", h) for j, h in enumerate(model.encode(ids), 1)]
+    else:  # cvt
+        first, top = model.encode(ids, noisy=False)
+        named = [("embedding", model.embedding(ids)), ("BiLSTM 1", first), ("BiLSTM 2", top)]
+    return [(name, vectors[0].float().cpu()) for name, vectors in named]
+
+
+def layer_vectors(run: TrainedRun, sentence: str, what: str = "the sentence") -> tuple[Encoded, list[tuple[str,
+                                                                                                      torch.Tensor]]]:
+    """The sentence's token vectors per layer, named: [(layer name, (T, D))], the last one the representation the
+    projection draws. Transformers: `hidden_states` ("embeddings", "block 1", ...); RNN families: their own layers."""
+    if _is_rnn(run):
+        encoded = encode_sentence(run, sentence, what)
+        return encoded, _rnn_layers(run, encoded)
+    encoded, states = hidden_states(run, sentence, what)
+    return encoded, [(_layer_name(layer), states[layer]) for layer in range(states.shape[0])]
+
+
+def contextual_similarity(run_dir, sentence_a: str, sentence_b: str, word: str) -> pd.DataFrame:
+    """How similar the word's vectors are in two sentences, layer by layer, in one run.
+
+    The word's vector in a sentence is the mean of the vectors of the tokens that cover its first whole-word
+    occurrence (sub-word pieces averaged). One row per layer (0 = the embedding output, then each block: n_layers +
+    1 rows) with columns SIMILARITY_COLUMNS; `cosine` is the cosine similarity of the two vectors. The same word in
+    the same sentence gives 1 at every layer; a context-free embedding gives 1 at layer 0 whatever the contexts (up to
+    the position embedding), and a contextual model lowers it in the later layers when the senses differ.
+    ValueError: an empty sentence or word, a sentence over the token limit, a word missing from either sentence, a
+    run without weights.
+    """
+    word = _check_text(word, "the word")
+    sentence_a = _check_text(sentence_a, "sentence A")
+    sentence_b = _check_text(sentence_b, "sentence B")
+    for text, what in ((sentence_a, "sentence A"), (sentence_b, "sentence B")):
+        if re.search(word_pattern(word), text, flags=re.IGNORECASE) is None:
+            raise ValueError(f"The word {word!r} does not occur in {what} ({text!r}): it must appear in both "
+                             f"sentences, as a whole word.")
+    run = load_run(run_dir)
+    encoded_a, layers_a = layer_vectors(run, sentence_a, "sentence A")
+    encoded_b, layers_b = layer_vectors(run, sentence_b, "sentence B")
+    pieces_a = word_pieces(encoded_a, word, "sentence A")
+    pieces_b = word_pieces(encoded_b, word, "sentence B")
+    label_a = " ".join(encoded_a.labels[i] for i in pieces_a)
+    label_b = " ".join(encoded_b.labels[i] for i in pieces_b)
+    rows = []
+    for layer, ((name, states_a), (_, states_b)) in enumerate(zip(layers_a, layers_b)):
+        vector_a = states_a[pieces_a].mean(dim=0)  # (H,): sub-word pieces averaged
+        vector_b = states_b[pieces_b].mean(dim=0)
+        cosine = F.cosine_similarity(vector_a, vector_b, dim=0).clamp(-1.0, 1.0)
+        rows.append([run.run_id, run.family, layer, name, float(cosine), label_a, label_b])
+    return pd.DataFrame(rows, columns=SIMILARITY_COLUMNS)
+
+
+def _sentence_list(sentences) -> list[str]:
+    """A list of sentences, or one string with one sentence per line (blank lines skipped)."""
+    if isinstance(sentences, str):
+        sentences = [line for line in sentences.splitlines() if line.strip()]
+    if sentences is None or not isinstance(sentences, (list, tuple)):
+        raise ValueError("Give the sentences as a list of strings, or as text with one sentence per line.")
+    if not sentences:
+        raise ValueError("Type at least one sentence to project: the list is empty.")
+    if len(sentences) > MAX_SENTENCES:
+        raise ValueError(f"{len(sentences)} sentences were given; the projection takes at most {MAX_SENTENCES}.")
+    return [_check_text(s, f"sentence {i + 1}") for i, s in enumerate(sentences)]
+
+
+def _pca_2d(vectors: torch.Tensor) -> tuple[torch.Tensor, list[float]]:
+    """(N, H) -> (N, 2) coordinates on the first two principal components (SVD of the centred vectors), and the share
+    of the variance each explains. Missing components (N < 3, or all points on a line) are 0. Signs are fixed so that
+    the largest loading of each component is positive: the same vectors always give the same picture."""
+    centred = vectors - vectors.mean(dim=0, keepdim=True)  # (N, H)
+    _, s, vh = torch.linalg.svd(centred.double(), full_matrices=False)  # s (K,), vh (K, H)
+    k = min(2, s.numel())
+    components = vh[:k]  # (k, H)
+    signs = torch.sign(components.gather(1, components.abs().argmax(dim=1, keepdim=True)))  # (k, 1)
+    components = components * torch.where(signs == 0, torch.ones_like(signs), signs)
+    coords = torch.zeros(vectors.shape[0], 2, dtype=torch.float64)
+    coords[:, :k] = centred.double() @ components.T  # (N, k)
+    total = float((s ** 2).sum())
+    explained = [float(s[i] ** 2 / total) if i < k and total > 0 else 0.0 for i in range(2)]
+    return coords.float(), explained
+
+
+def embedding_projection(run_dir, sentences, word: str | None = None) -> pd.DataFrame:
+    """The final layer's token vectors of the sentences, projected on their first two principal components.
+
+    One row per token of every sentence (columns PROJECTION_COLUMNS): `sentence` is the index of the sentence in the
+    list (0-based), `position` the token's index in it, `token` its text, `is_word` whether it covers `word` (False
+    everywhere without one; a word missing from a sentence is not an error here), `x` and `y` the coordinates. The
+    PCA is fitted on all the tokens together, so points of different sentences share the axes. `attrs` holds
+    "explained_variance" (the two components' shares) and "view" (which part of the model and mask).
+    """
+    sentences = _sentence_list(sentences)
+    word = word.strip() if isinstance(word, str) and word.strip() else None
+    run = load_run(run_dir)
+    rows, vectors = [], []
+    for index, sentence in enumerate(sentences):
+        what = f"sentence {index + 1}"
+        encoded, layers = layer_vectors(run, sentence, what)
+        pieces = set()
+        if word is not None:
+            try:
+                pieces = set(word_pieces(encoded, word, what))
+            except ValueError:
+                pieces = set()
+        vectors.append(layers[-1][1])  # (T, H): the final layer (ELMo: its scalar mix; CoVe: [embedding; CoVe])
+        rows += [[run.run_id, run.family, index, position, label, position in pieces]
+                 for position, label in enumerate(encoded.labels)]
+    coords, explained = _pca_2d(torch.cat(vectors))
+    frame = pd.DataFrame(rows, columns=PROJECTION_COLUMNS[:-2])
+    frame["x"] = coords[:, 0].tolist()
+    frame["y"] = coords[:, 1].tolist()
+    frame.attrs["explained_variance"] = explained
+    frame.attrs["view"] = view_description(run)
+    return frame
+
+
+# ---------------------------------------------------------------------------------------------- attention
+
+
+@dataclass
+class _Call:
+    """One captured attention call: probabilities (B, nh, Tq, Tk), the mask (B, Tq, Tk), the output check."""
+
+    stream: str
+    probs: torch.Tensor
+    allowed: torch.Tensor
+    error: float
+
+
+def recompute_attention(module, x: torch.Tensor, mask, context: torch.Tensor | None = None, relative=None
+                        ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The softmax probabilities a `MultiHeadAttention` used, recomputed from its inputs by its own eager path (so
+    every backbone option counts: head width, biases, scale, a relative position bias folded into the mask).
+
+    Returns (probabilities (B, nh, Tq, Tk), the output they give (B, Tq, H) after the output projection, the mask
+    (B, Tq, Tk) with True = may attend as given). Rows that may attend nothing get probability 0 and output 0, as in
+    the module. Matches the module's SDPA path up to float rounding.
+
+    relative: the batch's relative positions, for a relative-attention module (relative_attention="xlnet"), which
+    its own eager path reads too.
+    """
+    if relative is not None:
+        prepared = prepare_mask(mask)
+        y, probs = module.forward(x, prepared, context=context, return_weights=True, relative=relative)
+        allowed = prepared.allowed[:, 0]  # (B, Tq, Tk)
+        if prepared.empty_rows is not None:
+            allowed = allowed & ~prepared.empty_rows
+        return probs, y, allowed
+    B, Tq, _ = x.shape
+    Tk = Tq if context is None else context.shape[1]
+    prepared = prepare_mask(mask, n_queries=Tq, n_keys=Tk, batch_size=B)
+    # .forward, not __call__: this runs inside the module's own forward hook, which must not fire again
+    y, probs = module.forward(x, prepared, context=context, return_weights=True)
+    allowed = prepared.allowed[:, 0]  # (B, Tq, Tk), empty rows repaired to key 0
+    if prepared.empty_rows is not None:
+        allowed = allowed & ~prepared.empty_rows  # the mask as given: an empty row allows nothing
+    return probs, y, allowed
+
+
+@contextmanager
+def capture_attention(modules: list[tuple[str, torch.nn.Module]]):
+    """Hook each (stream, MultiHeadAttention); yields the list of `_Call`s, filled in call order as the model runs.
+    A module applied several times (ALBERT's shared block) records one call per application."""
+    calls: list[_Call] = []
+
+    def hook_for(stream: str, module):
+        signature = inspect.signature(module.forward)
+
+        def hook(mod, args, kwargs, output):
+            bound = signature.bind(*args, **kwargs).arguments
+            x, mask, context = bound["x"], bound["mask"], bound.get("context")
+            probs, y, allowed = recompute_attention(mod, x, mask, context, bound.get("relative"))
+            error = float((y - _first(output)).abs().max())
+            calls.append(_Call(stream, probs.detach().float().cpu(), allowed.cpu(), error))
+
+        return hook
+
+    handles = [module.register_forward_hook(hook_for(stream, module), with_kwargs=True)
+               for stream, module in modules]
+    try:
+        yield calls
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
+def _stack_calls(calls: list[_Call], stream: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """(layers, heads, Tq, Tk) probabilities of one stream's calls (batch row 0) and its (Tq, Tk) mask."""
+    mine = [c for c in calls if c.stream == stream]
+    if not mine:
+        raise RuntimeError(f"no attention call was captured for stream {stream!r}")
+    return torch.stack([c.probs[0] for c in mine]), mine[0].allowed[0]
+
+
+@torch.no_grad()
+def attention_maps(run_dir, sentence: str) -> AttentionMaps:
+    """The attention probabilities of every layer and head for `sentence` in one run, per stream, under the masks the
+    module docstring lists (the family's real inference mask; the two-stream families' left-to-right factorization;
+    MASS/T5's encoder, teacher-forced decoder and cross-attention). ValueError: an empty sentence, one over the token
+    limit (64 tokens, or half the model's positions), a run without weights, fewer than 2 tokens for XLNet/MPNet."""
+    run = load_run(run_dir)
+    if _is_rnn(run):
+        raise ValueError(f"{family_record(run.family).title} is an LSTM model: it has no self-attention to draw. Its "
+                         f"contextual vectors are in the similarity and projection views.")
+    encoded = encode_sentence(run, sentence)
+    config = run.model_config
+    if config.decoder_layers > 0:
+        return _encoder_decoder_maps(run, encoded)
+    if config.query_stream is not None:
+        return _two_stream_maps(run, encoded)
+    return _one_stream_maps(run, encoded)
+
+
+def _maps(run: TrainedRun, encoded: Encoded, calls: list[_Call], streams: dict[str, tuple[list[str], list[str]]],
+          weights: dict[str, torch.Tensor], masks: dict[str, torch.Tensor], note: str) -> AttentionMaps:
+    return AttentionMaps(run_id=run.run_id, family=run.family, tokens=list(encoded.labels), streams=streams,
+                         weights=weights, masks=masks, note=note, check_error=max(c.error for c in calls),
+                         step=run.step)
+
+
+def _one_stream_maps(run: TrainedRun, encoded: Encoded) -> AttentionMaps:
+    backbone = run.model.backbone
+    n = len(encoded.ids)
+    view = one_stream_view(run)
+    mask = square_mask(n, view).unsqueeze(0).to(run.device)  # (1, T, T)
+    with capture_attention([("self", block.attn) for block in backbone.blocks]) as calls:
+        backbone(_ids(encoded.ids, run.device), mask, position_ids_for(run, n).to(run.device))
+    weights, allowed = _stack_calls(calls, "self")
+    labels = list(encoded.labels)
+    note = f"{view_description(run)}."
+    if run.family == "unilm":
+        note += " UniLM's bidirectional mode."
+    if run.family == "glm":
+        note += " The text is GLM's Part A, which it reads bidirectionally."
+    return _maps(run, encoded, calls, {"self": (labels, labels)}, {"self": weights}, {"self": allowed}, note)
+
+
+def _two_stream_maps(run: TrainedRun, encoded: Encoded) -> AttentionMaps:
+    """XLNet / MPNet: the family's own batch builder with the left-to-right order (seed 0 for the rest)."""
+
+    module = objective_module(run.family)
+    cfg = BatchConfig(settings=run.settings, vocab=run.vocab)
+    token_ids = torch.tensor(encoded.ids, dtype=torch.long)  # (n,)
+    n = token_ids.numel()
+    generator = torch.Generator().manual_seed(0)
+    choices = {**module.sample_choices(token_ids, generator, cfg), "order": torch.arange(n)}
+    example = module.build_example(token_ids, choices, generator, cfg)
+    if "content" not in example.attention:
+        raise ValueError(f"run {run.run_id} has a query stream but its batch builder gives one stream: its settings "
+                         f"do not match the model")
+    T = example.input_ids.numel()
+    if T > run.max_positions:
+        raise ValueError(f"The sentence is too long for {run.run_id}: with its [MASK] slots it needs {T} positions, "
+                         f"the model has {run.max_positions}. Shorten it.")
+    backbone = run.model.backbone
+    device = run.device
+    slots = example.query_slots  # (Q,)
+    with capture_attention([("two-stream", block.attn) for block in backbone.blocks]) as calls:
+        backbone.forward_two_stream(example.input_ids.unsqueeze(0).to(device),
+                                    example.attention["content"].unsqueeze(0).to(device),
+                                    example.attention["query"].unsqueeze(0).to(device),
+                                    example.position_ids.unsqueeze(0).to(device), slots.unsqueeze(0).to(device),
+                                    None)
+    both, allowed = _stack_calls(calls, "two-stream")  # (L, nh, T+Q, T), (T+Q, T)
+    positions = example.position_ids.tolist()
+    text = list(encoded.labels)
+
+    def slot_label(i: int) -> str:  # MPNet's appended [MASK] slots carry the position of the token they stand for
+        if i < n:
+            return text[i]
+        token = run.tokenizer.id_to_token(int(example.input_ids[i])) or "?"
+        return f"{token}@{text[positions[i]]}"
+
+    inputs = [slot_label(i) for i in range(T)]
+    query_rows = [f"q·{text[positions[int(s)]]}" for s in slots]
+    weights = {"content": both[:, :, :T], "query": both[:, :, T:]}
+    masks = {"content": allowed[:T], "query": allowed[T:]}
+    num_predict = int(choices["num_predict"])
+    if run.family == "mpnet":
+        note = (f"MPNet's two streams for the left-to-right order: the last {num_predict} tokens are predicted, each "
+                f"with a [MASK] slot appended at its position (slot tokens drawn with seed 0). Query row 'q·w' "
+                f"predicts w: it sees the context, the tokens predicted before it and the slots, never w itself.")
+    else:
+        note = ("XLNet's two streams for the left-to-right factorization order: content i sees tokens 0..i, query i "
+                "sees tokens 0..i-1 (never its own token; the first query row sees nothing).")
+    return _maps(run, encoded, calls, {"content": (inputs, inputs), "query": (query_rows, inputs)}, weights, masks,
+                 note)
+
+
+def _encoder_decoder_maps(run: TrainedRun, encoded: Encoded) -> AttentionMaps:
+    """MASS / T5: the sentence in the encoder, the start token ([BOS]; T5: its pad token) + the sentence shifted right
+    in the decoder."""
+
+    backbone = run.model.backbone
+    device = run.device
+    n = len(encoded.ids)
+    start = decoder_start_id(run.family, run.settings, run.vocab)
+    encoder_ids = _ids(encoded.ids, device)  # (1, n)
+    decoder_ids = _ids([start] + encoded.ids[:-1], device)  # (1, n): shifted right
+    positions = torch.arange(n, device=device).unsqueeze(0)  # (1, n)
+    full = torch.ones(1, n, n, dtype=torch.bool, device=device)
+    causal = full.tril()
+    modules = [("encoder", block.attn) for block in backbone.blocks]
+    modules += [("decoder", block.attn) for block in backbone.decoder_blocks]
+    modules += [("cross", block.cross_attn) for block in backbone.decoder_blocks]
+    with capture_attention(modules) as calls:
+        memory = backbone.encode(encoder_ids, full, positions)
+        backbone.decode(decoder_ids, causal, full, positions, memory)
+    text = list(encoded.labels)
+    start_label = run.tokenizer.id_to_token(start) or str(start)
+    decoder_labels = [start_label] + text[:-1]
+    streams = {"encoder": (text, text), "decoder": (decoder_labels, decoder_labels), "cross": (decoder_labels, text)}
+    weights, masks = {}, {}
+    for stream in streams:
+        weights[stream], masks[stream] = _stack_calls(calls, stream)
+    note = (f"The encoder reads the sentence (full attention); the decoder reads {start_label} + the sentence shifted "
+            f"right (causal), as if writing the sentence back, and attends every encoder position (cross).")
+    return _maps(run, encoded, calls, streams, weights, masks, note)

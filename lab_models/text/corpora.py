@@ -1,0 +1,419 @@
+"""Corpora: the built-in texts, user uploads imported into the lab home, and a card that summarises any of them.
+
+What it is
+----------
+A `Corpus` is a frozen record of cleaned, non-empty documents, already split into train and validation, plus a
+`fingerprint` (sha256 of the content) that tokenizers and runs use as a cache key. `load_corpus` accepts a built-in
+name, the name of a corpus imported into `<lab home>/corpora/`, or a path to a file or folder.
+
+* "stdlib-docs": English prose from the documentation that ships inside CPython itself: the `help()` reference topics
+  (`pydoc_data.topics`) and the docstrings of stdlib modules, classes and functions, read with `ast` (nothing is
+  imported), cleaned into paragraphs, deduplicated exactly, and cached under `<home>/corpora/_builtin/` per Python
+  version.
+* "synthetic": little stories from the seeded grammar in `lab_models.text.synthetic`, each English document followed by
+  its Chinese translation.
+* Uploads: `.txt`, `.md`, `.jsonl` and `.csv`, validated (size cap, empty, binary, UTF-8, columns, JSON syntax) and
+  stored as `<home>/corpora/<name>/documents.jsonl` + `meta.json`, written to a temporary folder first and renamed
+  into place, so a failure or a crash never leaves a half-written corpus.
+
+What it follows and how it deviates
+-----------------------------------
+It follows the usual data-card practice (counts, language mix, a sample) and the usual hash-based split (a document's
+split depends only on its text, so shuffling or appending documents never moves a document across the split). It
+deviates from large-corpus pipelines in keeping every corpus in memory: the lab's corpora are a few MB.
+
+Where the parts are (both re-exported here): lab_models/text/stdlib_docs.py (the stdlib-docs text and its cleaning) and
+lab_models/text/corpus_files.py (reading an uploaded file: size cap, formats, text columns; its decisions on splitting text
+files, CSV delimiters, JSONL rows and the upload cap are written there). This module holds the records, the split,
+the lab's corpus folders (import, list, load) and the card.
+
+Decisions a user should know about
+----------------------------------
+* Uploaded documents are not deduplicated (they are the user's data); the built-in stdlib text is.
+* Paths loaded directly with `load_corpus` (not uploads) are not capped (the upload cap: lab_models/text/corpus_files.py).
+* Corpus names are slugs: letters, digits, "-", "_" and "."; they start with a letter or digit (names starting with
+  "_" or "." are reserved for the lab's own folders) and may not shadow a built-in name.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import re
+import shutil
+import sys
+import tempfile
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from lab_models.home import atomic_write_json, atomic_write_text, lab_home
+from lab_models.text.synthetic import synthetic_dataset
+
+# The parts, re-exported: whatever was importable from here before the split still is.
+from lab_models.text.stdlib_docs import build_stdlib_docs_paragraphs
+from lab_models.text.corpus_files import SUPPORTED_EXTENSIONS, max_upload_bytes, extract_documents
+
+logger = logging.getLogger(__name__)
+
+BUILTIN_CORPORA: dict[str, str] = {
+    "stdlib-docs": "English prose from CPython's own documentation: help() topics and stdlib docstrings (~1.4 MB).",
+    "synthetic": "Seeded toy grammar: short English stories, each followed by its Chinese translation (bilingual).",
+}
+DEFAULT_VALIDATION_FRACTION = 0.05
+SAMPLE_DOCUMENTS = 5
+SAMPLE_CHARACTERS = 300
+
+_BUILTIN_CACHE_FOLDER = "_builtin"
+_STDLIB_DOCS_BUILD_VERSION = 1  # bump when the cleaning rules change, so old caches are rebuilt
+_SLUG_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,79}")
+_DOCUMENTS_FILE = "documents.jsonl"
+_META_FILE = "meta.json"
+
+
+# ------------------------------------------------------------------------------------------------------- records
+@dataclass(frozen=True)
+class Corpus:
+    name: str
+    source: str  # "builtin", "upload" (imported into the lab home) or "path"
+    train: tuple[str, ...]
+    validation: tuple[str, ...]
+    fingerprint: str  # sha256 hex of train + validation; see `content_fingerprint`
+
+    def __post_init__(self):
+        if self.source not in ("builtin", "upload", "path"):
+            raise ValueError(f"Corpus source must be 'builtin', 'upload' or 'path', got {self.source!r}")
+        if not self.train and not self.validation:
+            raise ValueError(f"Corpus {self.name!r} has no documents")
+        if not all(isinstance(text, str) and text for text in self.texts):
+            raise ValueError(f"Corpus {self.name!r} has an empty or non-text document")
+
+    @property
+    def texts(self) -> tuple[str, ...]:
+        return self.train + self.validation
+
+
+def content_fingerprint(train: Iterable[str], validation: Iterable[str]) -> str:
+    """sha256 of the documents and their split, stable across runs and machines.
+
+    Example: `content_fingerprint(["a"], [])` != `content_fingerprint([], ["a"])` (the split is part of the content).
+    """
+    digest = hashlib.sha256()
+    for split_name, documents in (("train", train), ("validation", validation)):
+        for text in documents:
+            encoded = text.encode("utf-8")
+            digest.update(f"{split_name}:{len(encoded)}:".encode())
+            digest.update(encoded)
+    return digest.hexdigest()
+
+
+def _make_corpus(name: str, source: str, train: tuple[str, ...], validation: tuple[str, ...]) -> Corpus:
+    return Corpus(name, source, train, validation, content_fingerprint(train, validation))
+
+
+# -------------------------------------------------------------------------------------------------------- splits
+def _unit_hash(text: str, salt: str) -> float:
+    """Map a document to a number in [0, 1) that depends only on its text (and the salt)."""
+    digest = hashlib.sha256((salt + "\0" + text).encode("utf-8")).digest()
+    return int.from_bytes(digest[:8], "big") / 2**64
+
+
+def split_train_validation(
+    docs: Iterable[str], *, validation_fraction: float = DEFAULT_VALIDATION_FRACTION, salt: str = ""
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """Split documents by a hash of each one's text; the order of `docs` is kept within each split.
+
+    A document goes to validation when `sha256(salt, text)` mapped to [0, 1) is below `validation_fraction`, so the
+    split does not depend on order and equal documents always land together. With two or more different documents and
+    a fraction above 0, validation gets at least one document and train keeps at least one.
+
+    Example: `split_train_validation(["a", "b"])` puts exactly one of the two in validation, the same one every run.
+    """
+    if not isinstance(validation_fraction, (int, float)) or not 0 <= validation_fraction < 1:
+        raise ValueError(f"validation_fraction must be a number in [0, 1), got {validation_fraction!r}")
+    documents = tuple(docs)
+    if not all(isinstance(text, str) for text in documents):
+        raise ValueError("split_train_validation expects a sequence of strings")
+    hashes = [_unit_hash(text, salt) for text in documents]
+    in_validation = [value < validation_fraction for value in hashes]
+    distinct_hashes = set(hashes)
+    if validation_fraction > 0 and len(distinct_hashes) >= 2:
+        if not any(in_validation):  # the smallest hash is the one a slightly larger fraction would pick first
+            smallest = min(distinct_hashes)
+            in_validation = [value == smallest for value in hashes]
+        if all(in_validation):
+            largest = max(distinct_hashes)
+            in_validation = [value != largest for value in hashes]
+    train = tuple(text for text, chosen in zip(documents, in_validation) if not chosen)
+    validation = tuple(text for text, chosen in zip(documents, in_validation) if chosen)
+    return train, validation
+
+
+def _stdlib_docs_cache_path(home) -> Path:
+    version = ".".join(map(str, sys.version_info[:3]))
+    key = f"stdlib-docs-{sys.implementation.name}-{version}-v{_STDLIB_DOCS_BUILD_VERSION}.json"
+    return lab_home(home) / "corpora" / _BUILTIN_CACHE_FOLDER / key
+
+
+def _load_stdlib_docs(home) -> Corpus:
+    cache_path = _stdlib_docs_cache_path(home)
+    if cache_path.is_file():
+        try:
+            cached = json.loads(cache_path.read_text(encoding="utf-8"))
+            corpus = _make_corpus("stdlib-docs", "builtin", tuple(cached["train"]), tuple(cached["validation"]))
+            if corpus.fingerprint == cached["fingerprint"]:
+                return corpus
+            logger.warning("stdlib-docs cache %s does not match its fingerprint; rebuilding", cache_path)
+        except (OSError, ValueError, KeyError, TypeError) as error:
+            logger.warning("stdlib-docs cache %s is unreadable (%s); rebuilding", cache_path, error)
+    train, validation = split_train_validation(build_stdlib_docs_paragraphs())
+    corpus = _make_corpus("stdlib-docs", "builtin", train, validation)
+    try:
+        atomic_write_json(cache_path, {"train": list(train), "validation": list(validation),
+                                       "fingerprint": corpus.fingerprint})
+    except OSError as error:  # a read-only home still gets the corpus, just not the cache
+        logger.warning("could not cache stdlib-docs at %s: %s", cache_path, error)
+    return corpus
+
+
+def _load_synthetic() -> Corpus:
+    data = synthetic_dataset(seed=0)
+    english_stories = tuple(" ".join(example.english for example in story) for story in data.stories())
+    chinese_stories = tuple("".join(example.chinese for example in story) for story in data.stories())
+    translation = dict(zip(english_stories, chinese_stories))
+    # Split whole stories, so that a story and its translation always land in the same split.
+    train_stories, validation_stories = split_train_validation(english_stories)
+
+    def with_translations(stories):
+        return tuple(document for story in stories for document in (story, translation[story]))
+
+    return _make_corpus("synthetic", "builtin", with_translations(train_stories), with_translations(validation_stories))
+
+
+# ------------------------------------------------------------------------------------------ the lab's corpora
+def _corpora_folder(home) -> Path:
+    return lab_home(home) / "corpora"
+
+
+def _check_name(name: str) -> str:
+    if not isinstance(name, str) or not _SLUG_PATTERN.fullmatch(name):
+        raise ValueError(f"corpus name {name!r} is not allowed: use 1-80 letters, digits, '-', '_' or '.', "
+                         f"starting with a letter or digit (e.g. 'my-notes')")
+    if name in BUILTIN_CORPORA:
+        raise ValueError(f"corpus name {name!r} is taken by a built-in corpus; choose another name")
+    return name
+
+
+def slugify(stem: str) -> str:
+    """A safe corpus name from a file stem. Example: 'My Notes (2024)' -> 'my-notes-2024'."""
+    slug = re.sub(r"[^a-z0-9._-]+", "-", stem.lower()).strip("-._")[:80].strip("-._")
+    if not slug:
+        slug = "corpus"
+    if slug in BUILTIN_CORPORA:
+        slug += "-upload"
+    return slug
+
+
+def _restore_interrupted_replacements(corpora_folder: Path) -> None:
+    """Undo a re-import that was killed between moving the old corpus aside and moving the new one in."""
+    for aside in corpora_folder.glob(".previous-*"):
+        name = aside.name[len(".previous-"):]
+        target = corpora_folder / name
+        try:
+            if target.exists():
+                shutil.rmtree(aside, ignore_errors=True)
+            elif _SLUG_PATTERN.fullmatch(name):
+                os.replace(aside, target)
+        except OSError as error:
+            logger.warning("could not tidy %s: %s", aside, error)
+
+
+def imported_corpora(*, home=None) -> list[str]:
+    """Names of the corpora imported into the lab home, sorted."""
+    folder = _corpora_folder(home)
+    _restore_interrupted_replacements(folder)
+    return sorted(entry.name for entry in folder.iterdir()
+                  if _SLUG_PATTERN.fullmatch(entry.name) and (entry / _META_FILE).is_file())
+
+
+def list_corpora(*, home=None) -> list[str]:
+    """Built-in names first (in BUILTIN_CORPORA order), then imported corpora, sorted."""
+    return list(BUILTIN_CORPORA) + [name for name in imported_corpora(home=home) if name not in BUILTIN_CORPORA]
+
+
+def import_corpus(path, *, name: str | None = None, text_column: str | None = None, home=None,
+                  max_bytes: int | None = None) -> Corpus:
+    """Validate a .txt/.md/.jsonl/.csv file and store its documents as `<home>/corpora/<name>/`.
+
+    The corpus is written to a temporary folder beside its destination and renamed into place; re-importing a name
+    replaces the old corpus. `max_bytes=None` means $PRETRAINING_LAB_MAX_UPLOAD_MB or 200 MB.
+    Example: `import_corpus("reviews.csv", text_column="review")` -> Corpus(name="reviews", source="upload", ...).
+    """
+    path = Path(path)
+    name = _check_name(name) if name is not None else slugify(path.stem)
+    extracted = extract_documents(path, text_column, max_upload_bytes(max_bytes))
+    train, validation = split_train_validation(extracted.documents)
+    corpus = _make_corpus(name, "upload", train, validation)
+    meta = {
+        "name": name,
+        "source_file": path.name,
+        "format": extracted.file_format,
+        "text_column": extracted.text_column,
+        "bytes": extracted.size,
+        "documents": len(extracted.documents),
+        "train_documents": len(train),
+        "validation_documents": len(validation),
+        "fingerprint": corpus.fingerprint,
+    }
+    corpora_folder = _corpora_folder(home)
+    _restore_interrupted_replacements(corpora_folder)
+    staging = Path(tempfile.mkdtemp(prefix=f".importing-{name}-", dir=corpora_folder))
+    aside = corpora_folder / f".previous-{name}"
+    target = corpora_folder / name
+    try:
+        lines = [json.dumps({"split": split_name, "text": text}, ensure_ascii=False)
+                 for split_name, texts in (("train", train), ("validation", validation)) for text in texts]
+        atomic_write_text(staging / _DOCUMENTS_FILE, "\n".join(lines) + "\n")
+        atomic_write_json(staging / _META_FILE, meta)  # written last: a folder without meta.json is not a corpus
+        if target.exists():
+            shutil.rmtree(aside, ignore_errors=True)
+            os.replace(target, aside)
+        try:
+            os.replace(staging, target)
+        except BaseException:
+            if aside.exists() and not target.exists():
+                os.replace(aside, target)
+            raise
+        shutil.rmtree(aside, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    logger.info("imported %s as corpus %r (%d documents)", path.name, name, len(extracted.documents))
+    return corpus
+
+
+def _load_imported(name: str, home) -> Corpus:
+    folder = _corpora_folder(home) / name
+    problem = f"imported corpus {name!r} in {folder} is damaged; import the file again"
+    try:
+        meta = json.loads((folder / _META_FILE).read_text(encoding="utf-8"))
+        splits: dict[str, list[str]] = {"train": [], "validation": []}
+        with open(folder / _DOCUMENTS_FILE, encoding="utf-8") as handle:
+            for line in handle:
+                if line.strip():
+                    record = json.loads(line)
+                    splits[record["split"]].append(record["text"])
+        corpus = _make_corpus(name, "upload", tuple(splits["train"]), tuple(splits["validation"]))
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise ValueError(f"{problem} ({error})") from None
+    if corpus.fingerprint != meta.get("fingerprint"):
+        raise ValueError(f"{problem} (its contents do not match the fingerprint in {_META_FILE})")
+    return corpus
+
+
+def _load_path(path: Path) -> Corpus:
+    if path.is_file():
+        documents = extract_documents(path, None, None).documents
+        name = path.stem
+    else:
+        files = sorted(
+            (candidate for candidate in path.rglob("*")
+             if candidate.is_file() and candidate.suffix.lower() in SUPPORTED_EXTENSIONS
+             and not any(part.startswith(".") for part in candidate.relative_to(path).parts)),
+            key=lambda candidate: candidate.relative_to(path).as_posix(),
+        )
+        if not files:
+            raise ValueError(f"folder {path} has no {', '.join(SUPPORTED_EXTENSIONS)} files to read")
+        collected: list[str] = []
+        for file in files:
+            if not file.read_bytes().strip():
+                logger.warning("skipping empty file %s", file)
+                continue
+            try:
+                collected += extract_documents(file, None, None).documents
+            except ValueError as error:
+                raise ValueError(f"in folder {path}: {error}") from None
+        if not collected:
+            raise ValueError(f"folder {path} has only empty files")
+        documents = tuple(collected)
+        name = path.resolve().name or "corpus"
+    train, validation = split_train_validation(documents)
+    return _make_corpus(name, "path", train, validation)
+
+
+def load_corpus(name_or_path: str, *, home=None) -> Corpus:
+    """A built-in corpus, an imported one (by name), or a file or folder on disk, in that order of lookup.
+
+    Example: `load_corpus("synthetic")`, `load_corpus("my-notes")`, `load_corpus("~/texts/")`.
+    """
+    if not isinstance(name_or_path, (str, os.PathLike)) or not str(name_or_path).strip():
+        raise ValueError(f"expected a corpus name or a path, got {name_or_path!r}; choose one of "
+                         f"{', '.join(list_corpora(home=home))}")
+    name_or_path = str(name_or_path)
+    if name_or_path == "stdlib-docs":
+        return _load_stdlib_docs(home)
+    if name_or_path == "synthetic":
+        return _load_synthetic()
+    if _SLUG_PATTERN.fullmatch(name_or_path) and name_or_path in imported_corpora(home=home):
+        return _load_imported(name_or_path, home)
+    path = Path(name_or_path).expanduser()
+    if path.exists():
+        return _load_path(path)
+    raise ValueError(f"unknown corpus {name_or_path!r}: not a built-in or imported corpus and not an existing path; "
+                     f"choose one of {', '.join(list_corpora(home=home))}, or give a path to a "
+                     f"{', '.join(SUPPORTED_EXTENSIONS)} file or a folder of them")
+
+
+# ------------------------------------------------------------------------------------------------------- cards
+_LATIN_LETTERS = re.compile(r"[A-Za-z\u00aa\u00ba\u00c0-\u00d6\u00d8-\u00f6\u00f8-\u024f\u1e00-\u1eff]")
+_CJK_CHARACTERS = re.compile(
+    "[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\U00020000-\U0002ffff]"
+)
+_WORD = re.compile("[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\U00020000-\U0002ffff]"
+                   "|(?:(?![\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
+                   "\U00020000-\U0002ffff])\\w)+")
+
+
+def _count(pattern: re.Pattern, text: str) -> int:
+    return len(text) - len(pattern.sub("", text))
+
+
+def corpus_card(corpus: Corpus) -> dict:
+    """Counts, language mix and a sample of a corpus.
+
+    `words` counts runs of letters/digits, plus each CJK character as one word. `language_mix` gives the fractions of
+    letters that are Latin, CJK (Chinese, Japanese kana, Korean hangul) or other scripts; they sum to 1 (all three are
+    0 when the corpus has no letters). Example: the synthetic corpus has latin ≈ 0.8 and cjk ≈ 0.2.
+    """
+    if not isinstance(corpus, Corpus):
+        raise ValueError(f"corpus_card expects a Corpus (from load_corpus), got {type(corpus).__name__}")
+    texts = corpus.texts
+    latin = cjk = letters = characters = lines = words = size = 0
+    for text in texts:
+        characters += len(text)
+        lines += text.count("\n") + 1
+        size += len(text.encode("utf-8"))
+        words += sum(1 for _ in _WORD.finditer(text))
+        latin += _count(_LATIN_LETTERS, text)
+        cjk += _count(_CJK_CHARACTERS, text)
+        letters += sum(map(str.isalpha, text))
+    other = max(0, letters - latin - cjk)
+    total = latin + cjk + other
+    mix = ({"latin": latin / total, "cjk": cjk / total, "other": other / total} if total
+           else {"latin": 0.0, "cjk": 0.0, "other": 0.0})
+    return {
+        "name": corpus.name,
+        "source": corpus.source,
+        "documents": len(texts),
+        "train_documents": len(corpus.train),
+        "validation_documents": len(corpus.validation),
+        "lines": lines,
+        "characters": characters,
+        "words": words,
+        "bytes": size,
+        "language_mix": mix,
+        "fingerprint": corpus.fingerprint,
+        "sample": [text if len(text) <= SAMPLE_CHARACTERS else text[:SAMPLE_CHARACTERS].rstrip() + "…"
+                   for text in texts[:SAMPLE_DOCUMENTS]],
+    }

@@ -1,0 +1,132 @@
+"""What the tokenizer trainer (lab_models/text/tokenization.py) and the tokenizer inspection
+(lab_models/text/tokenizer_inspect.py) share: the four kinds and their special tokens, the markers each kind writes
+(`</w>`, `##`, `▁`), and the argument checks that turn bad input into a `ValueError` that says what to do.
+
+Part of `lab_models.text.tokenization` (which re-exports every name here); its docstring has the kinds, their papers and
+the deviations.
+"""
+from __future__ import annotations
+
+import logging
+import numbers
+from typing import Callable
+
+from tokenizers import Tokenizer
+
+logger = logging.getLogger("lab_models.text.tokenization")  # the tokenization logger, as before the split
+
+
+TOKENIZER_KINDS: dict[str, str] = {
+    "bpe": "BPE (GPT)",
+    "byte_bpe": "Byte-level BPE (GPT-2)",
+    "wordpiece": "WordPiece (BERT)",
+    "unigram": "Unigram (ALBERT / XLNet / T5)",
+}
+
+SPECIAL_TOKENS: dict[str, tuple[str, ...]] = {
+    "bpe": ("<unk>", "<|endoftext|>"),
+    "byte_bpe": ("<|endoftext|>",),
+    "wordpiece": ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"),
+    # T5's order (pad 0, eos 1, unk 2), then ALBERT's sentence-pair and masking tokens.
+    "unigram": ("<pad>", "</s>", "<unk>", "[CLS]", "[SEP]", "[MASK]"),
+}
+
+END_OF_WORD_SUFFIX = "</w>"  # GPT-1 style BPE: the last symbol of each word carries this suffix.
+CONTINUATION_PREFIX = "##"  # WordPiece: every piece that does not start a word carries this prefix.
+METASPACE = "\u2581"  # "▁", SentencePiece's visible space.
+
+# SentencePiece keeps 75% of the pieces per pruning round; keeping 50% halves Unigram's training time on 1 MB
+# (2.2 s -> 1.1 s at vocabulary 2000, benchmarks/bench_tokenizers.py) for ~1.5% more tokens on the same text.
+UNIGRAM_SHRINKING_FACTOR = 0.5
+CACHE_FORMAT_VERSION = 2  # Bump when the pipeline of any kind changes, so old cached tokenizers are not reused.
+TOKENIZER_OPTIONS: dict[str, bool] = {"lowercase": False}  # option name -> default
+
+ProgressCallback = Callable[[float, str], None]
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Validation helpers
+# --------------------------------------------------------------------------------------------------------------------
+def check_kind(kind) -> str:
+    if not isinstance(kind, str) or kind not in TOKENIZER_KINDS:
+        choices = ", ".join(f"'{name}' ({title})" for name, title in TOKENIZER_KINDS.items())
+        raise ValueError(f"Unknown tokenizer kind {kind!r}; choose one of {choices}.")
+    return kind
+
+
+def check_vocab_size(vocab_size) -> int:
+    if isinstance(vocab_size, bool) or not isinstance(vocab_size, numbers.Integral):
+        raise ValueError(f"vocab_size must be a whole number such as 8000, not {vocab_size!r}.")
+    if vocab_size <= 0:
+        raise ValueError(f"vocab_size must be positive (for example 8000), not {vocab_size}.")
+    return int(vocab_size)
+
+
+def check_texts(texts) -> list[str]:
+    """Materialise `texts` (a single string counts as one text) and make sure there is something to learn from."""
+    if texts is None:
+        raise ValueError("No training texts given; pass a list of strings (a corpus).")
+    if isinstance(texts, str):
+        texts = [texts]
+    try:
+        materialised = list(texts)
+    except TypeError:
+        raise ValueError(f"texts must be an iterable of strings, not {type(texts).__name__}.") from None
+    for position, text in enumerate(materialised):
+        if not isinstance(text, str):
+            raise ValueError(f"texts must all be strings; item {position} is a {type(text).__name__}.")
+        check_encodable(text)
+    if not any(text.strip() for text in materialised):
+        raise ValueError("The training texts are empty (or only whitespace); give the tokenizer a corpus with some text.")
+    return materialised
+
+
+def resolve_options(options: dict | None) -> dict[str, bool]:
+    """Fill defaults in and reject options this module does not know, so that equal settings give equal cache keys."""
+    options = dict(options or {})
+    unknown = sorted(set(options) - set(TOKENIZER_OPTIONS))
+    if unknown:
+        raise ValueError(f"Unknown tokenizer option(s) {unknown}; the options are {sorted(TOKENIZER_OPTIONS)}.")
+    resolved = dict(TOKENIZER_OPTIONS)
+    for name, value in options.items():
+        if not isinstance(value, bool):
+            raise ValueError(f"Tokenizer option {name!r} must be True or False, not {value!r}.")
+        resolved[name] = value
+    return resolved
+
+
+def check_tokenizer(tokenizer) -> Tokenizer:
+    if not isinstance(tokenizer, Tokenizer):
+        raise ValueError(f"Expected a trained tokenizers.Tokenizer, got {type(tokenizer).__name__}; train or load one first.")
+    return tokenizer
+
+
+def check_text(text) -> str:
+    if not isinstance(text, str):
+        raise ValueError(f"Text must be a string, not {type(text).__name__}.")
+    if not text:
+        raise ValueError("The text is empty; type some text to tokenize.")
+    check_encodable(text)
+    return text
+
+
+def check_encodable(text: str) -> None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as error:
+        raise ValueError(f"The text holds a lone surrogate ({text[error.start]!r} at character {error.start}), which is "
+                         "not valid Unicode; remove it or paste the text again.") from None
+
+
+def report_progress(progress: ProgressCallback | None, fraction: float, message: str) -> None:
+    logger.debug("tokenizer progress %.2f: %s", fraction, message)
+    if progress is not None:
+        progress(fraction, message)
+
+
+def pre_tokens(tokenizer: Tokenizer, text: str) -> list[str]:
+    """`text` normalised and pre-tokenized exactly as `tokenizer` does it (special tokens are not split out here)."""
+    normalized = tokenizer.normalizer.normalize_str(text) if tokenizer.normalizer is not None else text
+    if tokenizer.pre_tokenizer is None:
+        return [normalized] if normalized else []
+    return [piece for piece, _ in tokenizer.pre_tokenizer.pre_tokenize_str(normalized)]

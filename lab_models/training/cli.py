@@ -1,0 +1,236 @@
+"""Headless training's command line: the argument parser of `python -m lab_models train` and the `TrainConfig` it
+resolves (from the arguments, or from a run folder on --resume), with the row length fitted to the family.
+lab_models/training/run.py (the entry point, which runs it) re-exports every name here.
+
+    python -m lab_models train --family NAME --out DIR [--preset tiny|small|medium|base] [--corpus NAME_OR_PATH]
+        [--steps N] [--seed S] [--device auto|cpu|cuda|mps] [--objective NAME=WEIGHT ...] [--set KEY=VALUE ...]
+        [--model KEY=VALUE ...] [--tokenizer KIND] [--vocab-size N] [--batch-size N] [--seq-len N] [--lr X]
+        [--schedule cosine|constant] [--eval-every N] [--checkpoint-every N] [--resume] [--home DIR]
+        [--warmup-steps N] [--log-every N] [--eval-batches N] [--weight-decay X] [--grad-clip X]
+        [--on-nonfinite fail|skip] [--zoo NAME]
+
+Resuming. `--resume` continues the run in DIR from its newest checkpoint with its saved configuration
+(config.json "train"); the other arguments are ignored except --steps (to train longer; a changed total changes the
+cosine schedule after the checkpoint), --device, --eval-every, --checkpoint-every and --log-every. The batches of
+step s depend only on (seed, s, rank), and the checkpoint holds the exact weights and AdamW state, so a resumed run
+repeats the same trajectory (exactly on a CPU). A DIR with a config.json but no checkpoint (a run killed before its
+first checkpoint) starts over, with or without --resume; a DIR with a checkpoint and no --resume is an error.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import logging
+import math
+from pathlib import Path
+
+from lab_models.training.console import OneLineParser
+from lab_models.training import runs
+from lab_models.text.corpora import Corpus, load_corpus
+from lab_models.training.device import DEVICE_CHOICES, select_device
+from lab_models.training.engine import SCHEDULES
+from lab_models.families import family_record
+from lab_models.home import lab_home
+from lab_models.objectives import objective_module
+from lab_models.training.performance import parse_performance_overrides
+from lab_models.text.tokenizer_kinds import TOKENIZER_KINDS
+from lab_models.training.config import (PRESET_DEFAULTS, RESUME_OVERRIDABLE, TrainConfig, parse_objectives,
+                                        parse_model_overrides)
+from lab_models.objectives.settings import settings_with_overrides, settings_to_dict
+from lab_models.text.vocab import NUM_LAB_SENTINELS
+from lab_models.models.family import TRAINED_FAMILIES
+from lab_models.models.family import family_model_config
+from lab_models.models.family import resolve_objective_weights
+from lab_models.objectives.addons import resolve_settings
+from lab_models.objectives.addons import split_settings
+
+logger = logging.getLogger("lab_models.training.run")  # the CLI logs under the training logger, as before the split
+
+
+# ------------------------------------------------------------------------------------------------ the parser
+def build_parser() -> argparse.ArgumentParser:
+    p = OneLineParser(prog="python -m lab_models train", description="Train one pretraining family headlessly.")
+    p.add_argument("--family", help="gpt, gpt2, bert, roberta, albert, spanbert, electra, unilm, xlnet, mpnet, "
+                                    "mass, glm, t5, elmo, cove, ulmfit or cvt")
+    p.add_argument("--out", required=True, help="the run folder")
+    p.add_argument("--preset", default="tiny", help="tiny | small | medium | base (default tiny)")
+    p.add_argument("--corpus", help="a built-in or imported corpus name, or a path (default: per preset)")
+    p.add_argument("--steps", type=int)
+    p.add_argument("--seed", type=int, help="default 0")
+    p.add_argument("--device", help="auto | cpu | cuda | mps (default auto)")
+    p.add_argument("--objective", action="append", default=[], metavar="NAME=WEIGHT")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="settings")
+    p.add_argument("--model", action="append", default=[], metavar="KEY=VALUE")
+    p.add_argument("--tokenizer", help="bpe | byte_bpe | wordpiece | unigram (default: the family's)")
+    p.add_argument("--vocab-size", type=int)
+    p.add_argument("--batch-size", type=int)
+    p.add_argument("--seq-len", type=int)
+    p.add_argument("--lr", type=float)
+    p.add_argument("--schedule", help="cosine | constant (default cosine)")
+    p.add_argument("--warmup-steps", type=int)
+    p.add_argument("--eval-every", type=int)
+    p.add_argument("--eval-batches", type=int)
+    p.add_argument("--checkpoint-every", type=int)
+    p.add_argument("--log-every", type=int)
+    p.add_argument("--weight-decay", type=float, help="default 0.01")
+    p.add_argument("--grad-clip", type=float, help="default 1.0 (0 = off)")
+    p.add_argument("--perf", action="append", default=[], metavar="KEY=VALUE",
+                   help="speed settings (lab_models/training/performance.py): precision=auto|bf16|fp32, fused_adamw, compile, "
+                        "attention=sdpa|flex, grad_accum=K, activation_checkpointing, prefetch")
+    p.add_argument("--on-nonfinite", help="fail (default): a NaN/inf loss fails the run; skip: drop that step")
+    p.add_argument("--resume", action="store_true")
+    p.add_argument("--home", help="the lab home (default: $PRETRAINING_LAB_HOME or ~/.pretraining-lab)")
+    p.add_argument("--zoo", help="tag the run as a member of this zoo (python -m lab_models zoo sets it)")
+    return p
+
+
+def check_at_least(name: str, value, minimum: int = 1):
+    if value is not None and value < minimum:
+        raise ValueError(f"--{name.replace('_', '-')} must be at least {minimum}, got {value}")
+
+
+def _corpus_reference(name_or_path: str, corpus: Corpus) -> str:
+    """What config.json records: a built-in or imported name as given, a path made absolute."""
+    if corpus.source == "path":
+        return str(Path(name_or_path).expanduser().resolve())
+    return name_or_path
+
+
+def fit_row_length(family: str, settings, seq_len: int, max_positions: int, model_overrides: dict) -> dict:
+    """Check that a row of `seq_len` tokens fits the family's batches; returns `model_overrides`, with max_positions
+    raised where the batch builder lengthens rows.
+
+    - GLM adds a [MASK] and an [S] per span (Parts A and B) and MPNet one [MASK] slot per predicted token, so their
+      inputs are longer than seq_len (their position ids stay below seq_len). The backbone accepts no input longer
+      than max_positions, so max_positions is raised to fit (config.json records it under train.model), unless
+      --model max_positions was given: then too small is an error.
+    - T5 needs one sentinel per noise span (+1); the lab's tokenizers have vocab.NUM_LAB_SENTINELS.
+    """
+    module = objective_module(family)
+    longest = module.max_length(seq_len, settings) if hasattr(module, "max_length") else seq_len
+    if longest > max_positions:
+        if "max_positions" in model_overrides:
+            raise ValueError(f"{family} turns a {seq_len}-token row into up to {longest} inputs, more than "
+                             f"max_positions={max_positions}: pass --model max_positions={longest} or lower --seq-len")
+        logger.info("%s: max_positions raised from %d to %d (rows of %d tokens become up to %d inputs)", family,
+                    max_positions, longest, seq_len, longest)
+        model_overrides = {**model_overrides, "max_positions": longest}
+    if hasattr(module, "sentinels_needed"):
+
+        needed = module.sentinels_needed(seq_len, settings)
+        if needed > NUM_LAB_SENTINELS:
+            raise ValueError(f"{family} corrupts a {seq_len}-token row with {needed} sentinels, but the lab's "
+                             f"tokenizers have {NUM_LAB_SENTINELS}: lower --seq-len or raise "
+                             f"mean_noise_span_length (--set mean_noise_span_length=...)")
+    return model_overrides
+
+
+def config_from_args(args) -> tuple[TrainConfig, Corpus]:
+    """Validate the arguments of a fresh run and resolve every default. ValueError with a one-line message."""
+
+    if not args.family:
+        raise ValueError("--family is required (one of " + ", ".join(TRAINED_FAMILIES) + ")")
+    if args.family not in TRAINED_FAMILIES:
+        raise ValueError(f"unknown or untrainable family {args.family!r}: choose one of {', '.join(TRAINED_FAMILIES)}")
+    if args.preset not in PRESET_DEFAULTS:
+        raise ValueError(f"unknown preset {args.preset!r}: choose one of {', '.join(PRESET_DEFAULTS)}")
+    device = args.device or "auto"
+    schedule = args.schedule or "cosine"
+    seed = 0 if args.seed is None else args.seed
+    weight_decay = 0.01 if args.weight_decay is None else args.weight_decay
+    grad_clip = 1.0 if args.grad_clip is None else args.grad_clip
+    if device not in DEVICE_CHOICES:
+        raise ValueError(f"unknown device {device!r}: choose one of {', '.join(DEVICE_CHOICES)}")
+    select_device(device)  # ValueError when the named device is not there
+    if schedule not in SCHEDULES:
+        raise ValueError(f"unknown schedule {schedule!r}: choose one of {', '.join(SCHEDULES)}")
+    for name in ("steps", "vocab_size", "batch_size", "log_every", "eval_batches"):
+        check_at_least(name, getattr(args, name))
+    check_at_least("seq_len", args.seq_len, 2)
+    for name in ("warmup_steps", "eval_every", "checkpoint_every", "seed"):
+        check_at_least(name, getattr(args, name), 0)
+    if args.lr is not None and not (math.isfinite(args.lr) and args.lr > 0):
+        raise ValueError(f"--lr must be a positive number such as 3e-4, got {args.lr}")
+    if not (math.isfinite(weight_decay) and weight_decay >= 0):
+        raise ValueError(f"--weight-decay must be >= 0, got {weight_decay}")
+    if not (math.isfinite(grad_clip) and grad_clip >= 0):
+        raise ValueError(f"--grad-clip must be >= 0 (0 turns clipping off), got {grad_clip}")
+    family = args.family
+    spec = family_record(family)
+    tokenizer = args.tokenizer or spec.tokenizer
+    if tokenizer not in TOKENIZER_KINDS:
+        raise ValueError(f"unknown tokenizer {tokenizer!r}: choose one of {', '.join(TOKENIZER_KINDS)}")
+
+
+    explicit_weights = parse_objectives(args.objective)
+    family_items, addon_items = split_settings(args.settings)  # "contrastive.temperature=0.1" is an add-on's
+    settings = settings_with_overrides(family, family_items)
+    bools = {f.name for f in dataclasses.fields(settings) if isinstance(getattr(settings, f.name), bool)}
+    switched_off = {name: False for name, weight in explicit_weights.items() if weight == 0 and name in bools}
+    if switched_off:
+        settings = dataclasses.replace(settings, **switched_off)
+    weights = resolve_objective_weights(family, settings, explicit_weights)
+    addons = resolve_settings(family, weights, addon_items)
+
+    defaults = PRESET_DEFAULTS[args.preset]
+
+    module_defaults = {"lr": getattr(objective_module(family), "DEFAULT_LR", None)}
+
+    def pick(name):
+        value = getattr(args, name, None)
+        if value is None and module_defaults.get(name) is not None:
+            return module_defaults[name]
+        return defaults[name] if value is None else value
+
+    model_overrides = parse_model_overrides(args.model, family)
+    probe = family_model_config(family, args.preset, 1000, settings=settings, **model_overrides)
+    seq_len = pick("seq_len")
+    if seq_len > probe.max_positions:
+        raise ValueError(f"--seq-len {seq_len} is longer than the model's {probe.max_positions} positions; lower it "
+                         f"or pass --model max_positions={seq_len}")
+    model_overrides = fit_row_length(family, settings, seq_len, probe.max_positions, model_overrides)
+    home = args.home
+    corpus_name = args.corpus or defaults["corpus"]
+    corpus = load_corpus(corpus_name, home=lab_home(home))
+    config = TrainConfig(
+        family=family, out=str(Path(args.out).expanduser().resolve()), preset=args.preset,
+        corpus=_corpus_reference(corpus_name, corpus), steps=pick("steps"), seed=seed, device=device,
+        objectives=weights, settings=settings_to_dict(settings), model=model_overrides, tokenizer=tokenizer,
+        vocab_size=pick("vocab_size"), batch_size=pick("batch_size"), seq_len=seq_len, lr=pick("lr"),
+        schedule=schedule, warmup_steps=pick("warmup_steps"), eval_every=pick("eval_every"),
+        eval_batches=pick("eval_batches"), checkpoint_every=pick("checkpoint_every"), log_every=pick("log_every"),
+        weight_decay=weight_decay, grad_clip=grad_clip, on_nonfinite=args.on_nonfinite or "fail",
+        home=str(Path(home).expanduser().resolve()) if home else None,
+        performance=parse_performance_overrides(args.perf), addons=addons, zoo=args.zoo or None,
+    )
+    config.performance_config().check_device(select_device(device))
+    config.engine_config()  # validates the combination
+    return config, corpus
+
+
+def config_from_run(args) -> tuple[TrainConfig, Corpus]:
+    """The saved configuration of the run in --out, with the few arguments a resume may change."""
+    out = Path(args.out).expanduser().resolve()
+    saved = runs.read_config(out).get("train")
+    if not isinstance(saved, dict):
+        raise ValueError(f"nothing to resume in {out}: it has no config.json from an earlier run")
+    if args.family and args.family != saved.get("family"):
+        raise ValueError(f"{out} holds a {saved.get('family')} run, not {args.family}; choose another --out")
+    known = {f.name for f in dataclasses.fields(TrainConfig)}
+    values = {k: v for k, v in saved.items() if k in known}
+    values["out"] = str(out)
+    for name in RESUME_OVERRIDABLE:
+        given = getattr(args, name, None)
+        if given is not None:
+            values[name] = given
+    if getattr(args, "perf", None):  # speed settings may change on a resume (a GPU after a CPU, more accumulation)
+        values["performance"] = {**values.get("performance", {}), **parse_performance_overrides(args.perf)}
+    check_at_least("steps", values.get("steps"))
+    select_device(values.get("device", "auto"))
+    try:
+        config = TrainConfig(**values)
+        config.engine_config()
+    except TypeError as error:
+        raise ValueError(f"{out}/config.json is not a run configuration this version can resume ({error})") from None
+    corpus = load_corpus(config.corpus, home=lab_home(config.home))
+    return config, corpus

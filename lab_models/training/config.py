@@ -1,0 +1,145 @@
+"""Headless training's configuration: the presets, `TrainConfig` (frozen, saved with every run as config.json
+"train"), and the parsing of `--objective`, `--set` and `--model` values. Part of `python -m lab_models train`;
+lab_models/training/run.py re-exports every name here.
+
+Presets (the model sizes are lab_models/nn/config.py's; everything here can be overridden by its flag):
+
+    preset  corpus       vocab   seq_len  batch  steps   lr     warmup  eval/ckpt every  log every  eval batches
+    tiny    synthetic      512       64     16      50   1e-3        5        25              1           2
+    small   stdlib-docs   4000      128     16    2000   5e-4      100       200              5           8
+    medium  stdlib-docs  16000      256     32   10000   3e-4      500       500             10          16
+    base    stdlib-docs  32000      512     32   20000   1e-4     1000      1000             10          16
+
+Why these: `tiny` is for tests and smoke runs (50 steps of a 2-layer, 64-wide model on the small synthetic corpus
+train in seconds on a CPU). `small` is the CPU demo: a 4-layer, 256-wide model on CPython's own documentation
+(English prose, ~1.3 MB) at BERT's 128-token phase-1 length; 4000 tokens keep the vocabulary projection cheap on a
+CPU. `medium` and `base` are GPU sizes (base = BERT-base / GPT-2 small) at BERT's learning rate. The vocabulary is
+the size the tokenizer is trained to; if the corpus cannot support it, it is lowered to what the corpus supports and
+the run says so (config.json "tokenizer.note", train.log). The model's vocabulary is that plus the lab's special
+tokens (lab_models/text/vocab.py). Other training defaults: AdamW betas (0.9, 0.98), eps 1e-8, weight decay 0.01 on
+matrices only, gradient clipping at 1.0, linear warmup then cosine decay to 10% of the peak (lab_models/training/engine.py).
+A family module may set its own `DEFAULT_LR`, used when --lr is not given: ULMFiT's AWD-LSTM peaks at 5e-3 (at the
+presets' 1e-3 and below its tiny LM stays at the unigram plateau, loss 5.47, for its whole first stage).
+
+Overrides. `--objective NAME=WEIGHT` sets an objective's weight (0 turns it off; names per family in
+lab_models/families.py, plus SpanBERT's and UniLM's optional nsp). `--set KEY=VALUE` sets a field of the family's
+objective Settings, parsed by the field's type: bools true/false/1/0/yes/no, ints, floats, tuples as comma lists
+(mix=0.33,0.33,0.17,0.17), fields of a nested settings dataclass as `name.field=value`, `none` for optional fields.
+A weight of 0 for an objective that has a bool setting of the same name (nsp, sop) turns that setting off too, and
+a setting turned off turns its objective's weight to 0 (lab_models/models/family.py). `--model KEY=VALUE` overrides a
+ModelConfig field (d_model=128, dropout=0.0, ...; vocab_size comes from the tokenizer); for the RNN families
+(elmo, cove, ulmfit, cvt) an RNNConfig field (embedding_size=128, hidden_size=256, n_layers=3, ...).
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import typing
+from dataclasses import dataclass, field
+
+
+from lab_models.objectives.settings import key_value, parse_value
+from lab_models.training.engine import EngineConfig
+from lab_models.nn.config import ModelConfig
+from lab_models.models.switch import check_switch_overrides
+from lab_models.training.performance import PerformanceConfig
+from lab_models.models.family import model_config_class
+
+
+PRESET_DEFAULTS: dict[str, dict] = {
+    "tiny": dict(corpus="synthetic", vocab_size=512, seq_len=64, batch_size=16, steps=50, lr=1e-3, warmup_steps=5,
+                 eval_every=25, checkpoint_every=25, log_every=1, eval_batches=2),
+    "small": dict(corpus="stdlib-docs", vocab_size=4000, seq_len=128, batch_size=16, steps=2000, lr=5e-4,
+                  warmup_steps=100, eval_every=200, checkpoint_every=200, log_every=5, eval_batches=8),
+    "medium": dict(corpus="stdlib-docs", vocab_size=16000, seq_len=256, batch_size=32, steps=10000, lr=3e-4,
+                   warmup_steps=500, eval_every=500, checkpoint_every=500, log_every=10, eval_batches=16),
+    "base": dict(corpus="stdlib-docs", vocab_size=32000, seq_len=512, batch_size=32, steps=20000, lr=1e-4,
+                 warmup_steps=1000, eval_every=1000, checkpoint_every=1000, log_every=10, eval_batches=16),
+}
+RESUME_OVERRIDABLE = ("steps", "device", "eval_every", "checkpoint_every", "log_every", "on_nonfinite")
+EXIT_BAD_ARGUMENT = 2
+EXIT_FAILED = 1
+STATUS_INTERVAL_S = 1.0  # status.json is rewritten at most this often between checkpoints and evaluations
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Everything a run is made from, fully resolved (no None left except `home`). Saved as config.json "train"."""
+
+    family: str
+    out: str
+    preset: str
+    corpus: str
+    steps: int
+    seed: int
+    device: str
+    objectives: dict[str, float]  # every objective of the family with its weight (0 = off)
+    settings: dict  # the family's objective Settings, as a dict (nested dataclasses as dicts)
+    model: dict  # ModelConfig overrides given with --model
+    tokenizer: str
+    vocab_size: int  # requested tokenizer size (the trained one may be lower; see config.json "tokenizer")
+    batch_size: int
+    seq_len: int
+    lr: float
+    schedule: str
+    warmup_steps: int
+    eval_every: int
+    eval_batches: int
+    checkpoint_every: int
+    log_every: int
+    weight_decay: float = 0.01
+    grad_clip: float = 1.0
+    min_lr_ratio: float = 0.1
+    home: str | None = None
+    performance: dict = field(default_factory=dict)  # PerformanceConfig overrides given with --perf
+    addons: dict = field(default_factory=dict)  # add-on objective -> its resolved settings (objectives/addons.py)
+    on_nonfinite: str = "fail"  # or "skip" (engine.NONFINITE_POLICIES)
+    zoo: str | None = None  # the zoo this run belongs to (lab_models/experiments/zoo.py), or None
+
+    def performance_config(self) -> PerformanceConfig:
+        return PerformanceConfig.from_dict(self.performance)
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    def engine_config(self) -> EngineConfig:
+        return EngineConfig(steps=self.steps, lr=self.lr, schedule=self.schedule, warmup_steps=self.warmup_steps,
+                            min_lr_ratio=self.min_lr_ratio, weight_decay=self.weight_decay, grad_clip=self.grad_clip,
+                            eval_every=self.eval_every, log_every=self.log_every,
+                            checkpoint_every=self.checkpoint_every, seed=self.seed, on_nonfinite=self.on_nonfinite)
+
+
+def parse_objectives(items: list[str]) -> dict[str, float]:
+    weights: dict[str, float] = {}
+    for item in items:
+        name, sep, text = item.partition("=")
+        if not sep or not name.strip() or not text.strip():
+            raise ValueError(f"bad --objective {item!r}: write NAME=WEIGHT, e.g. --objective mlm=1.0")
+        try:
+            weight = float(text)
+        except ValueError:
+            raise ValueError(f"bad --objective {item!r}: the weight must be a number, e.g. {name.strip()}=0.5") from None
+        if not math.isfinite(weight) or weight < 0:
+            raise ValueError(f"bad --objective {item!r}: the weight must be a finite number >= 0")
+        weights[name.strip()] = weight
+    return weights
+
+
+def parse_model_overrides(items: list[str], family: str | None = None) -> dict:
+    config_class = model_config_class(family) if family else ModelConfig
+    hints = typing.get_type_hints(config_class)
+    valid = [f.name for f in dataclasses.fields(config_class) if f.name != "vocab_size"]
+    overrides = {}
+    for item in items:
+        key, text = key_value(item, "--model", "dropout=0.0")
+        if family:
+            check_switch_overrides(family, [key])  # the RNN families have no feed-forward to switch
+        if key == "vocab_size":
+            raise ValueError("the model's vocab_size comes from the tokenizer: use --vocab-size N instead")
+        if key not in valid:
+            raise ValueError(f"unknown model setting {key!r}; valid keys: {', '.join(valid)}")
+        try:
+            overrides[key] = parse_value(text, hints[key])
+        except ValueError as error:
+            raise ValueError(f"bad --model {key}={text}: {error}") from None
+    return overrides

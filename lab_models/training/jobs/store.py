@@ -1,0 +1,260 @@
+"""`RunStore`: the read-only view of the job folders under a lab home (`<home>/runs/`, `finetunes/`, `sweeps/`).
+
+Anything may create one: it starts and changes nothing. It lists the runs of `<home>/runs/` (`run_ids`,
+`list_runs`), finds any job folder by id (`run_dir`), and reads a run's status (with the progress, the ETA and, for a
+worker that died, the reason), metrics, summary and log tail. The folders are the truth for every finished run;
+`JobManager` (lab_models/training/jobs/manager.py) is a `RunStore` that also queues and runs workers.
+
+Part of `lab_models.training.jobs.manager` (which re-exports `RunStore`).
+"""
+from __future__ import annotations
+
+import json
+import math
+import re
+import shlex
+import threading
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from lab_models.home import lab_home
+from lab_models.home import inside, plain_name, shown
+from lab_models.training.jobs.files import (PRESETS, DEVICES, ACTIVE_STATES, STATUS_FILE, JOB_FILE, CONFIG_FILE,
+                                            METRICS_FILE, JOB_FOLDERS, RUN_ID_PATTERN, SETTING_KEY_PATTERN,
+                                            ZOO_NAME_PATTERN, format_value, read_json, process_alive, finite_number,
+                                            nested_value, config_steps, eta_seconds)
+from lab_models.training.runs import has_checkpoint
+
+
+class RunStore:
+    """Read-only view of the run folders in <home>/runs: status, metrics (cached), one summary row per run.
+
+    Safe to create anywhere (it starts nothing and changes nothing); `JobManager` adds the queue on top.
+    """
+
+    def __init__(self, home=None):
+        self.home = lab_home(home)
+        self.runs_dir = self.home / "runs"
+        self.job_roots = tuple(self.home / name for name in JOB_FOLDERS)  # runs_dir first
+        self._metrics_lock = threading.Lock()
+        self._metrics_cache: dict[str, tuple[int, int, list[dict]]] = {}  # run_id -> (inode, offset, rows)
+
+    def status(self, run_id: str) -> dict:
+        """status.json of the run (with defaults for missing fields); ValueError for an unknown run."""
+        run_dir = self.run_dir(run_id)
+        status = read_json(run_dir / STATUS_FILE)
+        if not status and not (run_dir / CONFIG_FILE).exists():
+            raise ValueError(f"Run {run_id} has no status.json yet; is it a run folder?")
+        status.setdefault("state", "unknown")
+        status.setdefault("step", 0)
+        status.setdefault("total_steps", None)
+        status.setdefault("message", "")
+        status["interrupted"] = bool(status.get("interrupted"))
+        status.setdefault("queue_position", None)
+        status.setdefault("stopping", False)
+        status["run_id"] = run_dir.name
+        if status["state"] in ACTIVE_STATES and not self._managed(run_dir.name) and not process_alive(
+                status.get("pid"), run_dir):
+            # nobody is running it: a CLI run that was killed, or the queue of a server that is gone
+            status.update(state="stopped", interrupted=True,
+                          message=f"interrupted: status.json says {status['state']} but no trainer is running it")
+        return status
+
+    def _managed(self, run_id: str) -> bool:
+        """Whether a job manager here is queueing or running `run_id` (never, for a read-only store)."""
+        return False
+
+    def run_ids(self) -> list[str]:
+        """Every run folder under <home>/runs, newest first."""
+        if not self.runs_dir.exists():
+            return []
+        dirs = [d for d in self.runs_dir.iterdir()
+                if d.is_dir() and RUN_ID_PATTERN.match(d.name) and ((d / STATUS_FILE).exists() or (d / CONFIG_FILE).exists())]
+        return [d.name for d in sorted(dirs, key=self._created, reverse=True)]
+
+    def run_dir(self, run_id: str) -> Path:
+        """The folder of an existing run (or job) named by its id, inside the lab home; ValueError for a malformed or
+        unknown id. The id is one plain name (`lab_models.home.plain_name`: no '/', no '..', no NUL, at most
+        200 characters) and its folder must resolve inside runs/ or finetunes/ (a symlink out of them is refused)."""
+        if not isinstance(run_id, str) or not run_id.strip():
+            raise ValueError("Choose a run first.")
+        try:
+            run_id = plain_name(run_id, "run id")
+        except ValueError as error:
+            raise ValueError(f"{error} Run ids look like bert-tiny-20260101-120000-ab12.") from None
+        for root in self.job_roots:  # runs/ first
+            folder = root / run_id
+            if folder.is_dir():
+                inside(root, folder, "run folder")
+                return folder
+        raise ValueError(f"Unknown run {shown(run_id)}: no folder {self.runs_dir / run_id}.")
+
+    def has_checkpoint(self, run_id: str) -> bool:
+        """Whether the run has a complete checkpoint to resume from (`lab_models.training.runs.has_checkpoint`)."""
+        return has_checkpoint(self.run_dir(run_id))
+
+    def metrics(self, run_id: str) -> list[dict]:
+        """Every row of metrics.jsonl (read incrementally and cached; a half-written last line is skipped)."""
+        path = self.run_dir(run_id) / METRICS_FILE
+        try:
+            info = path.stat()
+        except OSError:
+            return []
+        with self._metrics_lock:
+            inode, offset, rows = self._metrics_cache.get(run_id, (info.st_ino, 0, []))
+            if inode != info.st_ino or info.st_size < offset:
+                offset, rows = 0, []
+            if info.st_size > offset:
+                with open(path, "rb") as handle:
+                    handle.seek(offset)
+                    chunk = handle.read(info.st_size - offset)
+                end = chunk.rfind(b"\n") + 1  # only complete lines
+                rows = rows + [row for row in (self._parse_row(line) for line in chunk[:end].splitlines())
+                               if row is not None]
+                offset += end
+            self._metrics_cache[run_id] = (info.st_ino, offset, rows)
+            return list(rows)
+
+    def summary(self, run_id: str) -> dict:
+        """One row for the runs table: identity, state, progress, last losses, speed and ETA."""
+        run_dir = self.run_dir(run_id)
+        status = self.status(run_id)
+        request = read_json(run_dir / JOB_FILE)
+        config = read_json(run_dir / CONFIG_FILE)
+        rows = self.metrics(run_id)
+        train = [r for r in rows if r.get("split", "train") == "train"]
+        val = [r for r in rows if r.get("split") == "val"]
+        last, last_val = (train[-1] if train else {}), (val[-1] if val else {})
+        total = status.get("total_steps") or request.get("steps") or config_steps(config)
+        step = max(int(status.get("step") or 0), int(last.get("step") or 0)) if (status or last) else 0
+        return {
+            "run_id": run_id,
+            "family": request.get("family") or config.get("family"),
+            "preset": request.get("preset") or config.get("preset") or nested_value(config, "train", "preset"),
+            "corpus": request.get("corpus") or config.get("corpus") or nested_value(config, "train", "corpus"),
+            "device": request.get("device") or config.get("device") or nested_value(config, "train", "device"),
+            "zoo": request.get("zoo") or config.get("zoo"),
+            "state": status.get("state"),
+            "queue_position": status.get("queue_position"),
+            "stopping": status.get("stopping", False),
+            "interrupted": bool(status.get("interrupted")),
+            "message": status.get("message", ""),
+            "step": step,
+            "total_steps": total,
+            "loss": finite_number(last.get("loss")),
+            "losses": {k: finite_number(v) for k, v in (last.get("losses") or {}).items()},
+            "val_loss": finite_number(last_val.get("loss")),
+            "val_bits_per_byte": finite_number(last_val.get("bits_per_byte")),
+            "val_perplexity": finite_number(last_val.get("perplexity")),
+            "tokens_per_s": finite_number(last.get("tokens_per_s")),
+            "flops_per_token": finite_number(last.get("flops_per_token")),
+            "mfu": finite_number(last.get("mfu")),
+            "eta_s": eta_seconds(train, step, total) if status.get("state") == "running" else None,
+            "created": self._created(run_dir),
+            "updated": status.get("updated"),
+        }
+
+    def list_runs(self) -> list[dict]:
+        """`summary` of every run folder, newest first."""
+        out = []
+        for run_id in self.run_ids():
+            try:
+                out.append(self.summary(run_id))
+            except ValueError:  # a folder removed while listing
+                continue
+        return out
+
+    @staticmethod
+    def _parse_row(line: bytes) -> dict | None:
+        try:
+            row = json.loads(line)
+        except ValueError:
+            return None
+        return row if isinstance(row, dict) else None
+
+    @staticmethod
+    def _created(run_dir: Path) -> float:
+        created = read_json(run_dir / JOB_FILE).get("created")
+        if isinstance(created, (int, float)):
+            return float(created)
+        try:
+            return run_dir.stat().st_mtime
+        except OSError:
+            return 0.0
+
+    # ------------------------------------------------------------------ arguments
+    @staticmethod
+    def _validated_request(family, preset, corpus, steps, seed, device, objectives, settings, tokenizer,
+                           extra_args, zoo=None) -> dict:
+        if not isinstance(family, str) or not re.fullmatch(r"[a-z][a-z0-9_]*", family or ""):
+            raise ValueError(f"family must be a family name such as 'bert', got {family!r}.")
+        if preset not in PRESETS:
+            raise ValueError(f"Unknown preset {preset!r}: choose one of {', '.join(PRESETS)}.")
+        if corpus is not None and (not isinstance(corpus, str) or not corpus.strip()):
+            raise ValueError(f"corpus must be a corpus name or path, got {corpus!r}.")
+        if steps is not None:
+            if isinstance(steps, bool) or not isinstance(steps, (int, float)) or steps != int(steps) or steps < 1:
+                raise ValueError(f"steps must be a whole number >= 1 (or blank for the preset's default), got {steps!r}.")
+            steps = int(steps)
+        if isinstance(seed, bool) or not isinstance(seed, (int, float)) or seed != int(seed) or seed < 0:
+            raise ValueError(f"seed must be a whole number >= 0, got {seed!r}.")
+        if device not in DEVICES:
+            raise ValueError(f"Unknown device {device!r}: choose one of {', '.join(DEVICES)}.")
+        weights = {}
+        for name, weight in dict(objectives or {}).items():
+            if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+                raise ValueError(f"Objective names are words such as 'mlm', got {name!r}.")
+            try:
+                weight = float(weight)
+            except (TypeError, ValueError):
+                raise ValueError(f"The weight of objective {name!r} must be a number, got {weight!r}.") from None
+            if not math.isfinite(weight) or weight < 0:
+                raise ValueError(f"The weight of objective {name!r} must be a finite number >= 0, got {weight!r}.")
+            weights[name] = weight
+        values = {}
+        for key, value in dict(settings or {}).items():
+            if not isinstance(key, str) or not SETTING_KEY_PATTERN.match(key):
+                raise ValueError(f"Setting names are words such as 'mask_rate', got {key!r}.")
+            text = format_value(value)
+            if not text or "\n" in text:
+                raise ValueError(f"The value of setting {key!r} must be one line of text, got {value!r}.")
+            values[key] = text
+        if tokenizer is not None and (not isinstance(tokenizer, str) or not tokenizer.strip()):
+            raise ValueError(f"tokenizer must be a tokenizer kind such as 'wordpiece', got {tokenizer!r}.")
+        extra = [str(a) for a in extra_args]
+        if any("\n" in a for a in extra):
+            raise ValueError("Extra trainer arguments must not contain line breaks.")
+        if zoo is not None and (not isinstance(zoo, str) or not ZOO_NAME_PATTERN.match(zoo)):
+            raise ValueError(f"A zoo name is a lower-case slug such as 'tiny' or 'tiny-synthetic', got {zoo!r}.")
+        request = {"family": family, "preset": preset, "corpus": corpus.strip() if corpus else None, "steps": steps,
+                   "seed": int(seed), "device": device, "objectives": weights, "settings": values,
+                   "tokenizer": tokenizer.strip() if tokenizer else None, "extra_args": extra}
+        return {**request, "zoo": zoo} if zoo else request
+
+    def trainer_args(self, request: Mapping, run_dir: Path) -> list[str]:
+        """The CLI arguments of a request (CONTRACT.md §2): --family ... --out <run_dir> --home <home> ..."""
+        args = ["--family", request["family"], "--out", str(run_dir), "--home", str(self.home),
+                "--preset", request.get("preset") or "tiny"]
+        if request.get("corpus"):
+            args += ["--corpus", request["corpus"]]
+        if request.get("steps"):
+            args += ["--steps", str(int(request["steps"]))]
+        args += ["--seed", str(int(request.get("seed") or 0)), "--device", request.get("device") or "auto"]
+        for name, weight in (request.get("objectives") or {}).items():
+            args += ["--objective", f"{name}={format_value(float(weight))}"]
+        for key, value in (request.get("settings") or {}).items():
+            args += ["--set", f"{key}={value}"]
+        if request.get("tokenizer"):
+            args += ["--tokenizer", request["tokenizer"]]
+        if request.get("zoo"):
+            args += ["--zoo", request["zoo"]]
+        return args + list(request.get("extra_args") or [])
+
+    def preview_command(self, family: str, preset: str = "tiny", corpus: str | None = None, steps: int | None = None,
+                        seed: int = 0, device: str = "auto", objectives: Mapping[str, float] | None = None,
+                        settings: Mapping[str, object] | None = None, tokenizer: str | None = None,
+                        extra_args: Sequence[str] = (), run_dir: str = "RUN_DIR") -> str:
+        """The shell command `start` would run for these arguments (validated the same way), for display."""
+        request = self._validated_request(family, preset, corpus, steps, seed, device, objectives, settings,
+                                          tokenizer, extra_args)
+        return shlex.join(["python", "-m", "lab_models", "train"] + self.trainer_args(request, Path(run_dir)))

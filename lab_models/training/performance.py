@@ -1,0 +1,262 @@
+"""The fast path of training: precision, fused AdamW, `torch.compile`, FlexAttention, gradient accumulation,
+activation checkpointing and batch prefetching, each behind one setting of `PerformanceConfig`.
+
+None of these change *what* a family computes (its masks, targets and losses); they change how fast and in how much
+memory it is computed. The settings are saved in config.json ("train" -> "performance") with every run.
+
+| setting | default ("auto") | what it does |
+| --- | --- | --- |
+| `precision` | bf16 autocast on CUDA, fp32 elsewhere | matmuls and attention in bf16 with fp32 weights and optimizer state (Micikevicius et al. 2018's mixed precision, without loss scaling: bf16 has fp32's range) |
+| `fused_adamw` | on for CUDA | torch's fused AdamW kernel: one launch for every parameter instead of a loop |
+| `compile` | off | `torch.compile` of every Transformer block (inductor); compile time is measured before step 1 and reported apart from the step time (`compile_s` in the first metrics row) |
+| `attention` | `sdpa` | `flex`: FlexAttention with a block mask built once per batch from the family's boolean mask (skips fully masked tiles of the structured masks: UniLM's seq2seq prefix, GLM's Part A/B, MASS's decoder); CUDA and `compile` only, as FlexAttention has no CPU backward. Streams with a relative position bias (T5, MPNet) or XLNet's relative attention keep their own path |
+| `grad_accum` | 1 | K micro-batches per optimizer step: the effective batch is K x batch_size (the paper batch sizes on one GPU) |
+| `activation_checkpointing` | off | recompute each block's activations in the backward pass instead of keeping them (for `base` on small GPUs; about a third more compute) |
+| `prefetch` | on for CUDA | build and pin the next step's batch in a background thread while the device computes the current one |
+
+On the CPU every default is the path the lab has always taken (fp32, plain AdamW, SDPA, no prefetch thread, which
+would compete with the compute threads for the same cores), so CPU speed does not change.
+
+Deviation, stated: the defaults of `compile` and `attention` are off/`sdpa` until they are measured on a GPU
+(`benchmarks/bench_gpu.py` prints both ways); the README gives the figures where they were measured.
+
+Worked example:
+
+>>> cfg = PerformanceConfig.from_dict({"grad_accum": 4, "precision": "fp32"})
+>>> cfg.grad_accum, cfg.resolved_precision(torch.device("cuda")), cfg.resolved_precision(torch.device("cpu"))
+(4, 'fp32', 'fp32')
+>>> PerformanceConfig().resolved_precision(torch.device("cuda")), PerformanceConfig().uses_fused_adamw(torch.device("cpu"))
+('bf16', False)
+>>> parse_performance_overrides(["grad_accum=2", "compile=true"])
+{'grad_accum': 2, 'compile': True}
+"""
+from __future__ import annotations
+
+import concurrent.futures
+import contextlib
+import dataclasses
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import torch
+from torch import nn
+from lab_models.nn.backbone import Block
+from lab_models.nn.backbone import Backbone
+
+logger = logging.getLogger(__name__)
+
+PRECISIONS = ("auto", "bf16", "fp32")
+ATTENTION_BACKENDS = ("sdpa", "flex")
+
+
+@dataclass(frozen=True)
+class PerformanceConfig:
+    precision: str = "auto"  # "auto" = bf16 autocast on CUDA, fp32 elsewhere
+    fused_adamw: bool | None = None  # None = on for CUDA
+    compile: bool = False  # torch.compile of each block; off until measured on a GPU (see the module docstring)
+    attention: str = "sdpa"  # "flex" = FlexAttention block masks (CUDA + compile)
+    grad_accum: int = 1  # micro-batches per optimizer step
+    activation_checkpointing: bool = False
+    prefetch: bool | None = None  # None = on for CUDA (a background thread would compete for a CPU's cores)
+
+    def __post_init__(self):
+        if self.precision not in PRECISIONS:
+            raise ValueError(f"unknown precision {self.precision!r}: choose one of {', '.join(PRECISIONS)}")
+        if self.attention not in ATTENTION_BACKENDS:
+            raise ValueError(f"unknown attention backend {self.attention!r}: choose one of "
+                             f"{', '.join(ATTENTION_BACKENDS)}")
+        if isinstance(self.grad_accum, bool) or not isinstance(self.grad_accum, int) or self.grad_accum < 1:
+            raise ValueError(f"grad_accum must be a whole number >= 1, got {self.grad_accum!r}")
+        for name in ("compile", "activation_checkpointing"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{name} must be true or false, got {getattr(self, name)!r}")
+        for name in ("fused_adamw", "prefetch"):
+            if getattr(self, name) is not None and not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{name} must be true, false or auto, got {getattr(self, name)!r}")
+
+    # ---- resolution against a device ---------------------------------------------------------------------------
+
+    def resolved_precision(self, device: torch.device) -> str:
+        if self.precision == "auto":
+            return "bf16" if device.type == "cuda" else "fp32"
+        return self.precision
+
+    def uses_fused_adamw(self, device: torch.device) -> bool:
+        return device.type == "cuda" if self.fused_adamw is None else self.fused_adamw
+
+    def uses_prefetch(self, device: torch.device) -> bool:
+        return device.type == "cuda" if self.prefetch is None else self.prefetch
+
+    def check_device(self, device: torch.device) -> None:
+        """ValueError for a combination the device cannot run."""
+        if self.attention == "flex" and device.type != "cuda":
+            raise ValueError("attention=flex needs a CUDA GPU (FlexAttention has no CPU backward): use "
+                             "attention=sdpa on this device")
+        if self.attention == "flex" and not self.compile:
+            raise ValueError("attention=flex needs compile=true (uncompiled FlexAttention runs a slow reference "
+                             "path)")
+        if self.resolved_precision(device) == "bf16" and device.type == "cpu":
+            raise ValueError("precision=bf16 is a GPU setting (bf16 autocast is slower than fp32 on most CPUs): use "
+                             "precision=auto or fp32")
+
+    def autocast(self, device: torch.device):
+        """The autocast context of a training or evaluation step on `device`."""
+        if self.resolved_precision(device) == "bf16":
+            return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
+        return contextlib.nullcontext()
+
+    # ---- (de)serialisation -------------------------------------------------------------------------------------
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, values: dict | None) -> "PerformanceConfig":
+        """From config.json's dict; unknown keys raise ValueError (a typo should not be silently dropped)."""
+        values = dict(values or {})
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise ValueError(f"unknown performance setting(s) {', '.join(unknown)}: choose from {', '.join(known)}")
+        return cls(**values)
+
+
+def _parse_value(name: str, text: str):
+    lowered = text.strip().lower()
+    field_type = {f.name: f.type for f in dataclasses.fields(PerformanceConfig)}[name]
+    if "bool" in str(field_type):
+        if lowered in ("auto", "none") and "None" in str(field_type):
+            return None
+        if lowered in ("true", "1", "yes", "on"):
+            return True
+        if lowered in ("false", "0", "no", "off"):
+            return False
+        raise ValueError(f"--perf {name} must be true or false{' or auto' if 'None' in str(field_type) else ''}, "
+                         f"got {text!r}")
+    if "int" in str(field_type):
+        try:
+            return int(text)
+        except ValueError:
+            raise ValueError(f"--perf {name} must be a whole number, got {text!r}") from None
+    return text.strip()
+
+
+def parse_performance_overrides(items: list[str]) -> dict:
+    """`--perf KEY=VALUE` items -> a dict of PerformanceConfig fields (checked by building the config)."""
+    known = [f.name for f in dataclasses.fields(PerformanceConfig)]
+    values: dict = {}
+    for item in items:
+        if "=" not in item:
+            raise ValueError(f"--perf takes KEY=VALUE (e.g. grad_accum=4), got {item!r}")
+        name, text = item.split("=", 1)
+        name = name.strip()
+        if name not in known:
+            raise ValueError(f"unknown --perf setting {name!r}: choose from {', '.join(known)}")
+        values[name] = _parse_value(name, text)
+    PerformanceConfig(**values)  # validates the combination of values
+    return values
+
+
+# ---- applying the settings to a model ----------------------------------------------------------------------------
+
+
+def _blocks(model: nn.Module) -> list[nn.Module]:
+    return [m for m in model.modules() if isinstance(m, Block)]
+
+
+def enable_activation_checkpointing(model: nn.Module) -> int:
+    """Recompute every Transformer block in the backward pass. The state dict keeps its names (torch's checkpoint
+    wrapper strips its own prefix), so checkpoints are unchanged. Returns the number of blocks wrapped."""
+    from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import (CheckpointImpl,
+                                                                             apply_activation_checkpointing,
+                                                                             checkpoint_wrapper)
+
+
+    n = len(_blocks(model))
+    apply_activation_checkpointing(
+        model, check_fn=lambda module: isinstance(module, Block),
+        checkpoint_wrapper_fn=lambda module: checkpoint_wrapper(module, checkpoint_impl=CheckpointImpl.NO_REENTRANT))
+    return n
+
+
+def compile_blocks(model: nn.Module) -> int:
+    """`torch.compile` each distinct Transformer block in place (`nn.Module.compile`): every stream, the decoder and
+    ALBERT's shared block go through compiled code, while the batch-dependent mask preparation stays eager. Returns
+    the number of blocks compiled."""
+    blocks = _blocks(model)
+    for block in blocks:
+        block.compile()
+    return len(blocks)
+
+
+def set_attention_backend(model: nn.Module, backend: str) -> None:
+    """Every backbone of `model` (ELECTRA has two) prepares its masks for `backend` ("sdpa" or "flex")."""
+
+    if backend not in ATTENTION_BACKENDS:
+        raise ValueError(f"unknown attention backend {backend!r}: choose one of {', '.join(ATTENTION_BACKENDS)}")
+    for module in model.modules():
+        if isinstance(module, Backbone):
+            module.flex_attention = backend == "flex"
+
+
+def prepare_model(model: nn.Module, config: PerformanceConfig, device: torch.device) -> dict:
+    """Apply the settings that change the model (activation checkpointing, attention backend, compile); returns
+    what was done, for the run's log."""
+    config.check_device(device)
+    done: dict = {}
+    if config.activation_checkpointing:
+        done["checkpointed_blocks"] = enable_activation_checkpointing(model)
+    if config.attention != "sdpa":
+        set_attention_backend(model, config.attention)
+        done["attention"] = config.attention
+    if config.compile:
+        done["compiled_blocks"] = compile_blocks(model)
+    return done
+
+
+def warm_up(model: nn.Module, batch, autocast) -> float:
+    """One forward and backward pass of `batch` to trigger compilation, with the RNG restored and the gradients
+    dropped (the run's trajectory does not change). Returns its wall time in seconds."""
+    started = time.perf_counter()
+    devices = [batch.input_ids.device] if batch.input_ids.is_cuda else []
+    with torch.random.fork_rng(devices=devices):
+        with autocast:
+            out = model.loss(batch)
+        out.total.backward()
+    model.zero_grad(set_to_none=True)
+    if batch.input_ids.is_cuda:
+        torch.cuda.synchronize(batch.input_ids.device)
+    return time.perf_counter() - started
+
+
+class Prefetcher:
+    """Builds (and pins) the next batch in one background thread while the device runs this one.
+
+    `build(key)` must depend only on `key` (the engine's batches do: their generator is seeded from the seed, the
+    step, the micro-step and the rank), so prefetching changes no batch. `get(key, following)` returns build(key),
+    computed ahead when it was asked for in order, and starts building `following` (None at the end)."""
+
+    def __init__(self, build: Callable[[Any], Any], pin: bool):
+        self._build = build
+        self._pin = pin
+        self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="lab-prefetch")
+        self._pending: tuple[Any, concurrent.futures.Future] | None = None
+
+    def _make(self, key):
+        batch = self._build(key)
+        return batch.pin_memory() if self._pin else batch
+
+    def get(self, key, following=None):
+        if self._pending is not None and self._pending[0] == key:
+            batch = self._pending[1].result()
+        else:
+            if self._pending is not None:
+                self._pending[1].cancel()
+            batch = self._make(key)
+        self._pending = None if following is None else (following, self._pool.submit(self._make, following))
+        return batch
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)

@@ -1,0 +1,492 @@
+"""Headless training: `python -m lab_models train` (CONTRACT.md section 2), its `TrainConfig`, and the presets.
+
+    python -m lab_models train --family NAME --out DIR [options]   # every option: --help, or lab_models/training/cli.py
+
+The same command runs under `torchrun --nproc_per_node K` (DistributedDataParallel; gloo on CPU, nccl on CUDA): each
+rank draws its own batches, rank 0 alone writes files, logged numbers are averaged over ranks. The batch size is per
+rank. A bad argument exits with status 2 and one line on stderr ("error: ...").
+
+Presets, `TrainConfig` and the parsing of overrides (`--objective`, `--set`, `--model`) are in
+lab_models/training/config.py; the argument parser and `--resume` in lab_models/training/cli.py (both re-exported here).
+This module runs the training: the distributed world, signals, the run folder, the loop and the exit statuses.
+
+The RNN families (lab_models/models/rnn/) run through the same loop. Where their data is not corpus windows (CoVe's
+sentence pairs, ULMFiT's three stages, CVT's labelled and unlabelled minibatches), the family module's
+`batch_source(context)` replaces PackedBatches, and `tokenizer_corpus(corpus, settings)` adds what the tokenizer must
+know (CoVe: the Chinese side of the pairs). A model's StepPlan record (ULMFiT's `stage`, `stage_name`, `lrs`) is
+written into each train row of metrics.jsonl.
+
+Translation (MASS, T5): `--objective translation=W` adds English -> Chinese translation of the synthetic corpus's
+sentence pairs (whatever --corpus is; the pairs are built in, see lab_models/objectives/translation.py) to every step:
+batch_size pair rows beside the denoising rows, loss = denoising + W * translation. `--objective seq2seq=0` (MASS)
+or `--objective span_corruption=0` (T5) with translation on trains translation alone. With translation on, the
+tokenizer is also trained on the pairs (their Chinese side) unless the corpus is the synthetic one, and, for T5, on
+its task prefix; config.json records it all under "translation".
+
+Add-on objectives (lab_models/objectives/addons.py): `--objective contrastive=W`, `adversarial=W` or
+`back_translation=W` for the families that support them, tuned with `--set NAME.SETTING=VALUE`; their settings are
+saved under "train.addons", their facts under config.json "addons", their numbers in the validation rows.
+
+Signals. SIGTERM or SIGINT: the current step finishes, a checkpoint and model.safetensors are written, status.json
+says "stopped", the exit status is 0. A NaN/inf loss: status "failed", message "non-finite loss at step N: ...", exit
+status 1, and the last good checkpoint is kept (non-finite weights are never checkpointed); `--on-nonfinite skip`
+instead drops such a step's update, logs it and goes on (lab_models/training/engine.py). A full disk: status "failed",
+message "disk full: ...", the last complete checkpoint intact. Any other exception: status "failed" with the message.
+The run folder's files are described in lab_models/training/runs.py.
+"""
+from __future__ import annotations
+
+import logging
+import math
+import os
+import resource
+import signal
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+
+from lab_models.training import runs
+from lab_models.text.corpora import Corpus
+from lab_models.training.batches import PackedBatches
+from lab_models.text.vocab_fit import build_tokenizer
+from lab_models.text.streams import encode_stream
+from lab_models.training.device import select_device
+from lab_models.training.engine import EvalEvent, NonFiniteLossError, StepEvent, Trainer, derive_seed, generator_for
+from lab_models.home import lab_home
+from lab_models.objectives import objective_module
+from lab_models.objectives.common import BatchConfig
+from lab_models.models.switch import switch_metrics
+from lab_models.text.tokenization import load_tokenizer_file
+from lab_models.text.vocab import prepare_tokenizer, token_byte_lengths
+
+# The parts, re-exported: whatever was importable from here before the split still is.
+from lab_models.training.config import EXIT_BAD_ARGUMENT, EXIT_FAILED, STATUS_INTERVAL_S, TrainConfig
+from lab_models.objectives.settings import settings_from_dict
+from lab_models.training.cli import build_parser, check_at_least, config_from_args, config_from_run
+from lab_models.training.console import say_error
+from lab_models.home import atomic_write_text
+from lab_models.objectives.translation import tokenizer_corpus as with_pairs
+from lab_models.objectives.translation import TRANSLATION_FAMILIES
+from lab_models.models.rnn.common import DataContext
+from lab_models.objectives.translation import TranslationPairs
+from lab_models.objectives.translation import tokenizer_texts_note
+from lab_models.models.family import MAIN_OBJECTIVE
+from lab_models.models.family import build_model
+from lab_models.objectives.addons import attach
+from lab_models.models.family import model_config_from_dict
+from lab_models.models.family import family_model_config
+
+logger = logging.getLogger("lab_models.training.run")
+
+# ------------------------------------------------------------------------------------------------ distributed
+@dataclass
+class _World:
+    rank: int = 0
+    world_size: int = 1
+    local_rank: int = 0
+    device: torch.device = field(default_factory=lambda: torch.device("cpu"))
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    @property
+    def distributed(self) -> bool:
+        return self.world_size > 1
+
+
+def _init_world(device_choice: str) -> _World:
+    world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    rank = int(os.environ.get("RANK", "0"))
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    device = select_device(device_choice)
+    if device.type == "cuda":
+        device = torch.device("cuda", local_rank % max(1, torch.cuda.device_count()))
+        torch.cuda.set_device(device)
+    world = _World(rank, world_size, local_rank, device)
+    if world.distributed:
+        if not dist.is_available():
+            raise ValueError("WORLD_SIZE > 1 but this torch has no torch.distributed")
+        backend = "nccl" if device.type == "cuda" else "gloo"
+        dist.init_process_group(backend=backend, **({"device_id": device} if device.type == "cuda" else {}))
+    return world
+
+
+def _broadcast_text(world: _World, text: str | None) -> str | None:
+    """Rank 0's `text` on every rank (None stays None)."""
+    if not world.distributed:
+        return text
+    box = [text]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]
+
+
+def _all_ranks_true(world: _World, value: bool) -> bool:
+    if not world.distributed:
+        return value
+    flag = torch.tensor([0.0 if value else 1.0], device=world.device if dist.get_backend() == "nccl" else "cpu")
+    dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+    return flag.item() == 0.0
+
+
+# ------------------------------------------------------------------------------------------------ signals
+class StopRequest:
+    """Set by SIGTERM/SIGINT; the loop checks it after every step. Repeated signals change nothing (torchrun and a
+    job manager may both forward one)."""
+
+    def __init__(self):
+        self.signal_name: str | None = None
+
+    def install(self) -> None:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, self._handle)
+
+    def _handle(self, signum, frame) -> None:
+        if self.signal_name is None:
+            self.signal_name = signal.Signals(signum).name
+            logger.info("received %s: finishing the current step, then checkpointing", self.signal_name)
+
+    def __call__(self) -> bool:
+        return self.signal_name is not None
+
+
+# ------------------------------------------------------------------------------------------------ the run
+def _setup_logging(out: Path, is_main: bool) -> list[logging.Handler]:
+    """Warnings to stderr; everything from INFO up to DIR/train.log (rank 0). Returns the handlers added."""
+    root = logging.getLogger()
+    root.setLevel(logging.INFO)
+    stderr = logging.StreamHandler(sys.stderr)
+    stderr.setLevel(logging.WARNING)
+    stderr.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    handlers: list[logging.Handler] = [stderr]
+    if is_main:
+        handler = logging.FileHandler(out / runs.LOG_FILE, encoding="utf-8")
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        handlers.append(handler)
+    for handler in handlers:
+        root.addHandler(handler)
+    return handlers
+
+
+def _finite(value):
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def _max_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # ru_maxrss is in KiB on Linux
+
+
+def _prepare_run_dir(config: TrainConfig, corpus: Corpus, resume: bool) -> dict:
+    """Rank 0, before any other rank touches DIR: the tokenizer, stale files, a first status. Returns tokenizer facts
+    for config.json."""
+    out = Path(config.out)
+    has_checkpoint = runs.has_checkpoint(out)
+    if has_checkpoint and not resume:
+        raise ValueError(f"{out} already holds a run with a checkpoint: pass --resume to continue it, or choose "
+                         f"another --out")
+    previous = runs.read_config(out)
+    if resume and has_checkpoint and (out / runs.TOKENIZER_FILE).is_file():
+        return previous.get("tokenizer", {})
+    # A fresh start (also a resume of a run that never reached its first checkpoint).
+    (out / runs.METRICS_FILE).unlink(missing_ok=True)
+    runs.write_status(out, "running", step=0, total_steps=config.steps, message="training the tokenizer")
+    tokenizer_corpus = corpus
+    family_module = objective_module(config.family)
+    if hasattr(family_module, "tokenizer_corpus"):  # an RNN family's own additions (CoVe: the pairs' Chinese side)
+        tokenizer_corpus = family_module.tokenizer_corpus(corpus, settings_from_dict(config.family, config.settings))
+    if _translation_weight(config) > 0:  # the tokenizer must know the Chinese side (objectives/translation.py)
+
+        tokenizer_corpus = with_pairs(corpus, config.family)
+    choice = build_tokenizer(tokenizer_corpus, config.tokenizer, config.vocab_size, home=lab_home(config.home))
+    prepared, info = prepare_tokenizer(choice.tokenizer)
+
+    atomic_write_text(out / runs.TOKENIZER_FILE, prepared.to_str())
+    return {"kind": choice.kind, "requested_vocab_size": choice.requested_vocab_size,
+            "trained_vocab_size": choice.vocab_size, "vocab_size": info.size, "note": choice.note,
+            "cache_key": choice.cache_key}
+
+
+def _translation_weight(config: TrainConfig) -> float:
+    if config.family not in TRANSLATION_FAMILIES:
+        return 0.0
+    return float(config.objectives.get("translation", 0.0))
+
+
+def _family_batch_source(module, config: TrainConfig, tokenizer, info, settings, corpus: Corpus, model_config):
+    """The RNN families' own batch source (`batch_source(context)` in lab_models/models/rnn/<family>.py), or None."""
+    if not hasattr(module, "batch_source"):
+        return None
+
+    context = DataContext(
+        tokenizer=tokenizer, vocab=info, settings=settings,
+        train_stream=encode_stream(tokenizer, corpus.train, info.eos_id),
+        validation_stream=encode_stream(tokenizer, corpus.validation, info.eos_id), seq_len=config.seq_len,
+        batch_size=config.batch_size, eval_batches=config.eval_batches, steps=config.steps,
+        max_positions=model_config.max_positions)
+    return module.batch_source(context)
+
+
+def _translation_pairs(config: TrainConfig, tokenizer, info, max_positions: int):
+    """The synthetic sentence pairs, tokenized, when the run trains translation (MASS, T5); else None. A pair is cut
+    to the model's max_positions on each side (not to seq_len: T5's task prefix alone is ~25 tokens of a small
+    vocabulary)."""
+    if _translation_weight(config) <= 0:
+        return None
+
+    pairs = TranslationPairs(config.family, tokenizer, info, max_len=max_positions,
+                             settings=settings_from_dict(config.family, config.settings))
+    if pairs.unknown_target_fraction > 0.01:
+        logger.warning("%.1f%% of the Chinese target tokens are unknown to the tokenizer", 100 *
+                       pairs.unknown_target_fraction)
+    if pairs.truncated_fraction > 0:
+        logger.warning("%.1f%% of the translation pairs are longer than the model's %d positions and are cut",
+                       100 * pairs.truncated_fraction, max_positions)
+    return pairs
+
+
+def _translation_json(config: TrainConfig, corpus: Corpus, pairs) -> dict | None:
+    if pairs is None:
+        return None
+
+    return {"weight": _translation_weight(config), **pairs.facts(), "pairs_per_step": config.batch_size,
+            "denoising_rows": config.objectives.get(_main_objective(config.family), 0.0) > 0,
+            "tokenizer_trained_on": tokenizer_texts_note(corpus, config.family)}
+
+
+def _main_objective(family: str) -> str:
+    return MAIN_OBJECTIVE[family]
+
+
+def _config_json(config: TrainConfig, model, tokenizer_facts: dict, corpus: Corpus, world: _World,
+                 created: float, validation_note: str, translation: dict | None = None) -> dict:
+    mc = model.model_config
+    info = model.vocab
+    extra = {} if translation is None else {"translation": translation}
+    return {
+        "family": config.family, "preset": config.preset, "corpus": config.corpus,
+        "corpus_fingerprint": corpus.fingerprint, "seed": config.seed, "device": config.device,
+        "device_used": str(world.device), "world_size": world.world_size, "steps": config.steps,
+        "d_model": mc.d_model, "n_layers": mc.n_layers, "n_heads": mc.n_heads, "d_ff": mc.d_ff,
+        "vocab_size": mc.vocab_size, "seq_len": config.seq_len, "batch_size": config.batch_size,
+        "objectives": dict(model.objective_weights), "settings": config.settings, "model": mc.to_dict(),
+        "num_parameters": model.num_parameters(), "tokenizer": tokenizer_facts,
+        "special_ids": {"pad": info.pad_id, "mask": info.mask_id, "cls": info.cls_id, "sep": info.sep_id,
+                        "bos": info.bos_id, "eos": info.eos_id, "start": info.start_id, "end": info.end_id},
+        "validation_note": validation_note, "train": config.to_dict(), "created": created,
+        "torch_version": torch.__version__, "zoo": config.zoo, **extra,
+    }
+
+
+def _find_unused_needed(model, batches: PackedBatches, world: _World, seed: int) -> bool:
+    """Whether DDP needs find_unused_parameters: one probe forward/backward on a fixed batch (the same on every
+    rank), then the gradients are dropped. The step RNG is reseeded per step, so the probe changes no trajectory."""
+    torch.manual_seed(derive_seed(seed, "probe"))
+    batch = batches.train_batch(generator_for(seed, "probe")).to(world.device)
+    with torch.autocast(device_type="cuda", dtype=torch.bfloat16, enabled=world.device.type == "cuda"):
+        out = model.loss(batch)
+    out.total.backward()
+    unused = any(p.requires_grad and p.grad is None for p in model.parameters())
+    model.zero_grad(set_to_none=True)
+    return not _all_ranks_true(world, not unused)
+
+
+def run(config: TrainConfig, corpus: Corpus, *, resume: bool) -> int:
+    """Train as configured; returns the exit status. Errors are reported in status.json and on stderr."""
+    out = Path(config.out)
+    out.mkdir(parents=True, exist_ok=True)
+    world = _init_world(config.device)
+    handlers = _setup_logging(out, world.is_main)
+    try:
+        return _run(config, corpus, resume, world, out)
+    finally:
+        for handler in handlers:
+            logging.getLogger().removeHandler(handler)
+            handler.close()
+
+
+def _run(config: TrainConfig, corpus: Corpus, resume: bool, world: _World, out: Path) -> int:
+    stop = StopRequest()
+    stop.install()
+    created = float(runs.read_config(out).get("created") or time.time()) if resume else time.time()
+    step = 0
+    try:
+        failure = None
+        tokenizer_facts: dict = {}
+        if world.is_main:
+            try:
+                tokenizer_facts = _prepare_run_dir(config, corpus, resume)
+            except ValueError as error:
+                failure = str(error)
+        failure = _broadcast_text(world, failure)
+        if failure is not None:
+            raise ValueError(failure)
+
+        tokenizer, info = prepare_tokenizer(load_tokenizer_file(out / runs.TOKENIZER_FILE))
+        byte_lengths = token_byte_lengths(tokenizer)
+        module = objective_module(config.family)
+        settings = settings_from_dict(config.family, config.settings)
+        checkpoint = runs.latest_checkpoint(out) if resume else None
+        saved_model = runs.read_config(out).get("model") if checkpoint is not None else None
+        if saved_model:
+
+            model_config = model_config_from_dict(config.family, saved_model)
+        else:
+
+            model_config = family_model_config(config.family, config.preset, info.size, settings=settings,
+                                               **config.model)
+        pairs = _translation_pairs(config, tokenizer, info, model_config.max_positions)
+        batches = _family_batch_source(module, config, tokenizer, info, settings, corpus, model_config) or PackedBatches(
+            encode_stream(tokenizer, corpus.train, info.eos_id), encode_stream(tokenizer, corpus.validation,
+                                                                                info.eos_id),
+            seq_len=config.seq_len, batch_size=config.batch_size, objective=module,
+            batch_config=BatchConfig(settings, info), eval_batches=config.eval_batches, translation=pairs,
+            denoising=config.objectives.get(_main_objective(config.family), 0.0) > 0)
+        if batches.validation_note:
+            logger.warning(batches.validation_note)
+        model = build_model(config.family, model_config, settings, info, config.objectives,
+                            seed=derive_seed(config.seed, "init") & 0x7FFFFFFF)
+        model.to(world.device)
+
+        batches, addons, addon_facts = attach(model, config.addons, tokenizer=tokenizer, vocab=info, corpus=corpus,
+                                              batches=batches, batch_size=config.batch_size,
+                                              max_positions=model_config.max_positions)
+        engine_config = config.engine_config()
+        find_unused = _find_unused_needed(model, batches, world, config.seed) if world.distributed else False
+        trainer = Trainer(model, batches, engine_config, device=world.device, byte_lengths=byte_lengths,
+                          rank=world.rank, world_size=world.world_size, find_unused_parameters=find_unused,
+                          performance=config.performance_config())
+        if checkpoint is not None:
+            trainer.restore(runs.load_checkpoint(out, model=model, optimizer=trainer.optimizer))
+            logger.info("resumed from %s at step %d", checkpoint.name, trainer.step)
+        step = trainer.step
+        if world.is_main:
+            runs.truncate_metrics(out, trainer.step)
+            runs.write_config(out, {**_config_json(config, model, tokenizer_facts, corpus, world, created,
+                                                   batches.validation_note, _translation_json(config, corpus, pairs)),
+                                    **addon_facts})
+            runs.write_status(out, "running", step=trainer.step, total_steps=config.steps, message="training")
+            logger.info("training %s (%d parameters) on %s for %d steps", config.family, model.num_parameters(),
+                        world.device, config.steps)
+    except ValueError as error:
+        return _fail(out, world, config, step, str(error), EXIT_BAD_ARGUMENT)
+    except Exception as error:  # noqa: BLE001 - reported in status.json, with the traceback in train.log
+        logger.exception("setting up the run failed")
+        message = runs.disk_error_message(error, out) or f"{type(error).__name__}: {error}"  # "disk full: ..."
+        return _fail(out, world, config, step, message, EXIT_FAILED)
+
+    causal = model.objective_weights.get("clm", 0) > 0 or getattr(model, "is_language_model", False)
+    last_status = 0.0
+    saved_step = trainer.step if checkpoint is not None else -1
+    checkpoint_after_eval = False
+    try:
+        for event in trainer.run(should_stop=stop):
+            step = event.step
+            if not world.is_main:
+                continue
+            if isinstance(event, StepEvent):
+                runs.append_metrics(out, {
+                    "split": "train", "step": event.step, "loss": _finite(event.loss),
+                    "losses": {k: _finite(v) for k, v in event.losses.items()}, "lr": event.lr,
+                    "grad_norm": _finite(event.grad_norm), "tokens_per_s": event.tokens_per_s,
+                    "elapsed_s": event.elapsed_s, "tokens": event.tokens_seen, "max_rss_mb": _max_rss_mb(),
+                    **_speed_fields(event), **event.record, **switch_metrics(model)})
+                checkpoint_now = event.checkpoint_due and not event.evaluation_follows  # else after the evaluation
+                checkpoint_after_eval = event.checkpoint_due and event.evaluation_follows
+                if checkpoint_now:
+                    runs.save_checkpoint(out, model=model, optimizer=trainer.optimizer, state=_state(trainer, config))
+                    saved_step = event.step
+                if checkpoint_now or time.monotonic() - last_status >= STATUS_INTERVAL_S:
+                    runs.write_status(out, "running", step=event.step, total_steps=config.steps,
+                                      message="training", loss=_finite(event.loss))
+                    last_status = time.monotonic()
+            elif isinstance(event, EvalEvent):
+                row = {"split": "val", "step": event.step, "loss": _finite(event.loss),
+                       "losses": {k: _finite(v) for k, v in event.losses.items()},
+                       "bits_per_byte": _finite(event.bits_per_byte), "nll_per_token": _finite(event.nll_per_token),
+                       "targets": event.targets, "bytes": event.bytes, "elapsed_s": event.elapsed_s}
+                if causal:
+                    row["perplexity"] = _finite(event.perplexity)
+                if addons is not None:  # alignment, uniformity, BLEU, ... (objectives/addons.py)
+                    row.update({k: _finite(v) for k, v in addons.evaluate(model).items()})
+                runs.append_metrics(out, row)
+                logger.info("step %d: val loss %.4f, %.4f bits per byte", event.step, event.loss, event.bits_per_byte)
+                if checkpoint_after_eval:  # the step is complete once its evaluation is logged
+                    runs.save_checkpoint(out, model=model, optimizer=trainer.optimizer, state=_state(trainer, config))
+                    saved_step, checkpoint_after_eval = event.step, False
+                    runs.write_status(out, "running", step=event.step, total_steps=config.steps, message="training")
+                    last_status = time.monotonic()
+        step = trainer.step
+        stopped = trainer.step < config.steps
+        if world.is_main:
+            if saved_step != trainer.step:
+                runs.save_checkpoint(out, model=model, optimizer=trainer.optimizer, state=_state(trainer, config))
+            runs.save_weights(model, out / runs.MODEL_FILE)
+            if stopped:
+                message = f"stopped by {stop.signal_name or 'request'} at step {trainer.step}; resumable"
+                runs.write_status(out, "stopped", step=trainer.step, total_steps=config.steps, message=message)
+            else:
+                runs.write_status(out, "finished", step=trainer.step, total_steps=config.steps,
+                                  message=f"finished {trainer.step} steps")
+            logger.info("%s at step %d", "stopped" if stopped else "finished", trainer.step)
+        _finish_world(world)
+        return 0
+    except NonFiniteLossError as error:
+        return _fail(out, world, config, step, str(error), EXIT_FAILED)
+    except Exception as error:  # noqa: BLE001
+        logger.exception("training failed at step %d", step)
+        message = runs.disk_error_message(error, out) or f"{type(error).__name__}: {error}"  # "disk full: ..."
+        return _fail(out, world, config, step, message, EXIT_FAILED)
+
+
+def _speed_fields(event: StepEvent) -> dict:
+    """FLOPs per token and MFU for a metrics row ("mfu" is null where the device's peak is unknown, e.g. a CPU)."""
+    if event.flops_per_token is None:
+        return {}
+    return {"flops_per_token": event.flops_per_token, "mfu": event.mfu}
+
+
+def _state(trainer: Trainer, config: TrainConfig) -> dict:
+    return {**trainer.state(), "train": config.to_dict()}
+
+
+def _finish_world(world: _World) -> None:
+    if world.distributed and dist.is_initialized():
+        dist.barrier()
+        dist.destroy_process_group()
+
+
+def _fail(out: Path, world: _World, config: TrainConfig, step: int, message: str, code: int) -> int:
+    message = " ".join(message.split())
+    if world.is_main:
+        try:
+            runs.write_status(out, "failed", step=step, total_steps=config.steps, message=message)
+        except OSError:
+            pass
+    say_error(message)
+    if world.distributed and dist.is_initialized():
+        try:
+            dist.destroy_process_group()
+        except Exception:  # noqa: BLE001 - the other ranks may be gone already
+            pass
+    return code
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        args = build_parser().parse_args(argv)
+        check_at_least("steps", args.steps)
+        if args.resume:
+            config, corpus = config_from_run(args)
+        else:
+            config, corpus = config_from_args(args)
+    except ValueError as error:
+        say_error(error)
+        return EXIT_BAD_ARGUMENT
+    return run(config, corpus, resume=args.resume)
+

@@ -9,8 +9,8 @@ one per device at a time, like the Train tab's runs); **Stop** stops the shown o
 the leaderboard (a table and a bar plot, from `api.finetune_leaderboard`) whenever a result appears.
 
 The recipe follows BERT §4 (a [CLS] head) and GPT §3.2-3.3 (a last-token head, plus λ = 0.5 times the LM loss);
-lab_models/inference/finetuning/run.py states the lab's deviations. The handlers only translate the controls into `lab_models.api`
-calls; app/finetune_figures.py draws.
+lab_models/inference/finetuning/run.py states the lab's deviations. The handlers only translate the controls into
+`lab_models.api` calls; app/finetune_figures.py draws.
 
 Endpoints (every `api_name` starts with `understand_finetune_`):
 * `_start`: (runs, task, CSV file, text column, label column, pair column, pooling, λ, steps, batch size, lr, seed,
@@ -366,8 +366,9 @@ class FinetuneView:
 
 def build(home, jobs=None, choices=None, tab=None):
     """Lay out the section inside the current container (the Understand tab's "Fine-tune" tab). `choices`: the run
-    picker's choices (computed by the tab); `tab`: the gr.Tab it sits in, whose opening refreshes it. Returns a namespace: `view`, `runs` (the picker) and
-    `refresh_runs` = (fn, inputs, outputs) for the tab's Refresh runs button and its select event."""
+    picker's choices (computed by the tab); `tab`: the gr.Tab it sits in, whose opening refreshes it. Returns a
+    namespace: `view`, `runs` (the picker) and `refresh_runs` = (fn, inputs, outputs) for the tab's Refresh runs button
+    and its select event."""
     view = FinetuneView(home, jobs)
     choices = view.run_choices() if choices is None else choices
     shown = view.default_shown()

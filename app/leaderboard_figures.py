@@ -1,8 +1,8 @@
 """The Leaderboard tab's table and figure: `api.leaderboard`'s frame, shown for people.
 
-Presentation only: every number here comes from `lab_models.api.leaderboard` (lab_models/inference/leaderboard.py documents
-the metrics). The display table rounds the scores and writes "—" for a metric a run does not have; the reasons are
-listed under it (`notes_markdown`); the CSV export keeps the frame itself, at full precision.
+Presentation only: every number here comes from `lab_models.api.leaderboard` (lab_models/inference/leaderboard.py
+documents the metrics). The display table rounds the scores and writes "—" for a metric a run does not have; the reasons
+are listed under it (`notes_markdown`); the CSV export keeps the frame itself, at full precision.
 
 Headers, titles, legends and notes are written in the reader's language (app/i18n.py `tr`); the reasons that
 `lab_models` gives for a missing score go through the message catalogue (app/messages.py). Run ids, family names,

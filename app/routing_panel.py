@@ -2,8 +2,8 @@
 of a trained run, as token chips coloured by expert.
 
 Paper: Fedus, Zoph, Shazeer (2022), Switch Transformers. The routing is read from the run's real forward pass in
-evaluation mode (`api.switch_routing`, lab_models/models/switch.py), where the lab drops no token (the paper evaluates with a
-larger capacity factor instead); the chips are app/switch_figures.py's.
+evaluation mode (`api.switch_routing`, lab_models/models/switch.py), where the lab drops no token (the paper evaluates
+with a larger capacity factor instead); the chips are app/switch_figures.py's.
 
 Endpoints: `/understand_routing` (and `_on_submit`): (run id, sentence) -> (chips HTML, note, table);
 `/understand_routing_runs` (the Refresh button and opening the section): the current choice -> the run picker, listing

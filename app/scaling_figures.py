@@ -1,9 +1,9 @@
 """Plotly figures and tables for the Scaling tab: validation bits per byte against parameters and against training
 FLOPs on log-log axes, with each sweep's fitted power law (its exponent in the legend), dense and Switch together.
 
-Presentation only: the points and fits are `sweep.json`'s (lab_models/experiments/sweep.py, read through `api.list_sweeps`).
-Papers: Kaplan et al. (2020), Scaling Laws for Neural Language Models; Fedus, Zoph, Shazeer (2022), Switch
-Transformers. No deviation here; lab_models/experiments/sweep.py states how the points are counted and fitted.
+Presentation only: the points and fits are `sweep.json`'s (lab_models/experiments/sweep.py, read through
+`api.list_sweeps`). Papers: Kaplan et al. (2020), Scaling Laws for Neural Language Models; Fedus, Zoph, Shazeer (2022),
+Switch Transformers. No deviation here; lab_models/experiments/sweep.py states how the points are counted and fitted.
 
 Every word drawn here is in the reader's language (`app.i18n.tr`, keys `scaling.*`); sweep ids, family names,
 variants (dense, switch) and sizes stay as they are, and the backend's messages (a sweep's status, a failed size's

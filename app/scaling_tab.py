@@ -2,9 +2,9 @@
 against training FLOPs on log-log axes with a fitted power law, dense and Switch Transformer on the same axes.
 
 Papers: Kaplan et al. (2020), Scaling Laws for Neural Language Models; Fedus, Zoph, Shazeer (2022), Switch
-Transformers. A sweep is one `python -m lab_models sweep` worker queued on the app's job manager (lab_models/experiments/sweep.py
-says how it trains, counts and fits); this tab only turns the controls into `api.start_sweep` and draws the sweeps of
-the lab home (app/scaling_figures.py).
+Transformers. A sweep is one `python -m lab_models sweep` worker queued on the app's job manager
+(lab_models/experiments/sweep.py says how it trains, counts and fits); this tab only turns the controls into
+`api.start_sweep` and draws the sweeps of the lab home (app/scaling_figures.py).
 
 Endpoints (every event has an `api_name`):
 * `/sweep_command` and `/start_sweep`: (family, sizes, steps, preset, switch, n_experts, capacity_factor,

@@ -1,9 +1,9 @@
 """The Understand tab's Sentence similarity section: are same-topic sentences closer than different-topic ones?
 
 Up to four runs read the held-out sentences of the synthetic corpus's five topics (animals, food, city, school,
-sports; lab_models/inference/sentence_similarity.py) and pool one vector per sentence the way the family reads a sentence
-([CLS] for the encoders, the last token for GPT, the encoder for MASS and T5, the LSTMs' own representations) or by
-averaging the tokens. For each run: a topic x topic heatmap of the mean cosine similarity, the same-topic and
+sports; lab_models/inference/sentence_similarity.py) and pool one vector per sentence the way the family reads a
+sentence ([CLS] for the encoders, the last token for GPT, the encoder for MASS and T5, the LSTMs' own representations)
+or by averaging the tokens. For each run: a topic x topic heatmap of the mean cosine similarity, the same-topic and
 different-topic means and their gap (bars). This is where the contrastive add-on shows (SimCSE, Gao et al. 2021;
 lab_models/objectives/contrastive.py): without it, the encoder families' [CLS] vectors of different sentences are
 almost parallel (cosine near 1, no gap), with it they spread out and the topics separate.

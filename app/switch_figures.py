@@ -1,11 +1,12 @@
 """Plotly figures and HTML for the Switch Transformer views: per-expert routing over training (Train tab) and token
 chips coloured by expert (Understand tab).
 
-Presentation only. The numbers are the `switch` entries of a run's metrics.jsonl train rows (lab_models/models/switch.py):
-{"layers": ["layer 2", ...], "n_experts": 8, "routed": [[fraction per expert] per layer], "dropped": [[...]],
-"tokens": [...]}, and `api.switch_routing`'s `RoutingView`. Paper: Fedus, Zoph, Shazeer (2022), Switch Transformers;
-no deviation (nothing is computed here). Every word drawn here is in the reader's language (`app.i18n.tr`, keys
-`switch.*`); layer labels are translated word by word ("layer 2": 第 2 层), tokens and numbers stay as they are.
+Presentation only. The numbers are the `switch` entries of a run's metrics.jsonl train rows
+(lab_models/models/switch.py): {"layers": ["layer 2", ...], "n_experts": 8, "routed": [[fraction per expert] per layer],
+"dropped": [[...]], "tokens": [...]}, and `api.switch_routing`'s `RoutingView`. Paper: Fedus, Zoph, Shazeer (2022),
+Switch Transformers; no deviation (nothing is computed here). Every word drawn here is in the reader's language
+(`app.i18n.tr`, keys `switch.*`); layer labels are translated word by word ("layer 2": 第 2 层), tokens and numbers stay
+as they are.
 
 >>> routing_series([{"step": 1, "switch": {"layers": ["layer 2"], "n_experts": 2, "routed": [[0.7, 0.3]],
 ...                  "dropped": [[0.1, 0.0]], "tokens": [64]}}])["layer 2"]["routed"][0]

@@ -3,8 +3,8 @@
 Presentation only: every number drawn here is a row of a run's metrics.jsonl or a field of `api.training_status` /
 `api.list_runs`. A metrics row looks like {"split": "train", "step": 3, "loss": 6.99, "losses": {"mlm": 6.29,
 "nsp": 0.70}, "tokens_per_s": 1431.0, ...}; evaluation rows have "split": "val" and may carry "bits_per_byte".
-Rows of a run whose model plans its own steps (ULMFiT, lab_models/models/rnn/ulmfit.py) also carry "stage", "stage_name" and
-"lrs" (the learning rate of each layer group): the loss and learning-rate figures shade the stages and draw one line
+Rows of a run whose model plans its own steps (ULMFiT, lab_models/models/rnn/ulmfit.py) also carry "stage", "stage_name"
+and "lrs" (the learning rate of each layer group): the loss and learning-rate figures shade the stages and draw one line
 per group. An objective a step did not train is null in that row (CVT alternates its two): its line joins the
 steps that have it.
 

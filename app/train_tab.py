@@ -1,9 +1,9 @@
 """Train tab: start, watch, stop and resume pretraining runs, and compare their curves.
 
-Every run is a `python -m lab_models train` worker process queued by the app's one `JobManager` (lab_models/training/jobs/manager.py),
-so training never blocks the page. The handlers below only translate the controls into `lab_models.api` calls and
-draw what the run folders say (app/train_figures.py); the equivalent CLI command is shown so a run can be repeated
-headlessly.
+Every run is a `python -m lab_models train` worker process queued by the app's one `JobManager`
+(lab_models/training/jobs/manager.py), so training never blocks the page. The handlers below only translate the controls
+into `lab_models.api` calls and draw what the run folders say (app/train_figures.py); the equivalent CLI command is
+shown so a run can be repeated headlessly.
 
 Endpoints (every event has an `api_name`, so `gradio_client` can drive the tab):
 * `/start_training`, `/training_command`: inputs (family, preset, corpus, tokenizer, steps, seed, device, settings,
@@ -568,7 +568,8 @@ def build(home, jobs, corpus_choices=None):
     refresh.click(overview, overview_inputs, overview_outputs, api_name="list_runs")
     importer.imported.then(overview, overview_inputs, overview_outputs, api_name="list_runs_after_import",
                            show_progress="hidden")
-        # private: its input is the browser's click (gr.SelectData), which no API client can send (Gradio fails before the
+        # private: its input is the browser's click (gr.SelectData), which no API client can send (Gradio fails before
+        # the
     # handler runs); API clients pick a run by calling /show_run with its id.
     table.select(view.select_from_table, table, run, api_name="select_run_from_table", api_visibility="private")
     gr.on([compared.change, metric.change], user_errors(view.compare), overview_inputs, comparison,

@@ -33,7 +33,8 @@ FONT = ('"Open Sans", verdana, arial, "Noto Sans CJK SC", "WenQuanYi Micro Hei",
         'sans-serif')
 MARGIN = {"l": 50, "r": 20, "t": 60, "b": 40}
 STREAMS = ("self", "content", "query", "encoder", "decoder", "cross")  # each has its title, `understand.stream_<s>`
-# the layer names of lab_models/inference/representations.py that are words (the rest, "biLSTM 1", "LSTM 2", are names): their keys
+# the layer names of lab_models/inference/representations.py that are words (the rest, "biLSTM 1", "LSTM 2", are names):
+# their keys
 LAYER_NAMES = {"embeddings": "understand.layer_embeddings", "embedding": "understand.layer_embedding",
                "token layer [x; x]": "understand.layer_token_layer", "ELMo (scalar mix)": "understand.layer_elmo_mix",
                "ELMo (top layer)": "understand.layer_elmo_top", "embedding (GloVe's place)": "understand.layer_glove",

@@ -2,9 +2,9 @@
 
 When the lab home holds no run at all, the panel says so and offers **Train the demo zoo** (`api.DEMO_ZOO`: the
 tiny preset, the synthetic corpus, every family, GPT and GPT-2 first). The zoo trains on the app's job manager
-like any run (lab_models/experiments/zoo.py), so the page stays responsive; a timer redraws the bars every few seconds, only
-when something changed. **Stop the zoo** stops it cleanly (the running model checkpoints); **Continue the demo zoo**
-goes on where it stopped. The panel stays while the demo zoo has runs and hides on a home with other runs only.
+like any run (lab_models/experiments/zoo.py), so the page stays responsive; a timer redraws the bars every few seconds,
+only when something changed. **Stop the zoo** stops it cleanly (the running model checkpoints); **Continue the demo
+zoo** goes on where it stopped. The panel stays while the demo zoo has runs and hides on a home with other runs only.
 Compare, Understand and the Leaderboard pick the zoo's runs up by themselves as they finish (their own timers).
 
 Endpoints (every event has an `api_name`, so `gradio_client` can drive the panel):

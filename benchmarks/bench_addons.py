@@ -7,8 +7,8 @@ in this process; a pair of runs differs only in the add-on.
 
 1. contrastive (BERT and GPT): `--steps` steps without and with `--objective contrastive=1` (BERT twice: the
    default mean pooling and SimCSE's [CLS]). Then, on the synthetic corpus's held-out sentences
-   (lab_models/inference/sentence_similarity.py, 40 per topic), read with mean pooling and with the family's own vector: the
-   mean cosine of same-topic and of different-topic pairs, their gap, the AUC of that separation and how often a
+   (lab_models/inference/sentence_similarity.py, 40 per topic), read with mean pooling and with the family's own vector:
+   the mean cosine of same-topic and of different-topic pairs, their gap, the AUC of that separation and how often a
    sentence's nearest neighbour shares its topic; alignment (held-out entailed pairs) and uniformity (Wang & Isola
    2020); and the validation loss of the family's own objective (does the add-on cost it anything?).
 2. adversarial (BERT): `--steps` steps with and without `--objective adversarial=1` (SMART, K = 1): the mean

@@ -8,11 +8,11 @@ Without --run it trains (or reuses) a `small`-preset run per family with the CLI
 weights' quality does not change the speed. The `small` preset is the CPU demo size: d_model 256, 4 layers, 4 heads,
 d_ff 1024, 256 positions, a ~4000-token vocabulary.
 
-What is timed: `lab_models.inference.generation.generate`'s continue mode, greedy, exactly `--tokens` new tokens after the prompt (the
-[EOS] stop is switched off for the measurement, so an early [EOS] cannot shorten a round), from encoding the prompt to
-the last token: with the KV cache (one new token through the model per step) and without it (the whole sequence
-recomputed per step, `use_cache=False`). One warm-up round, then `--rounds` rounds alternating cached and uncached; the
-table shows the median seconds per `--tokens` tokens, ms per token, and the median of the per-round ratios
+What is timed: `lab_models.inference.generation.generate`'s continue mode, greedy, exactly `--tokens` new tokens after
+the prompt (the [EOS] stop is switched off for the measurement, so an early [EOS] cannot shorten a round), from encoding
+the prompt to the last token: with the KV cache (one new token through the model per step) and without it (the whole
+sequence recomputed per step, `use_cache=False`). One warm-up round, then `--rounds` rounds alternating cached and
+uncached; the table shows the median seconds per `--tokens` tokens, ms per token, and the median of the per-round ratios
 uncached / cached. A last line times the public `api.generate(run, prompt, max_new_tokens=tokens)` once (it stops at
 [EOS] if the model writes one).
 

@@ -11,8 +11,8 @@ plus <|endoftext|>), saved as tokenizer.json. The weights' values do not change 
 What is measured, each in a fresh Python process so that the peak resident memory (ru_maxrss) belongs to that one
 job, alternating the two for `--rounds` rounds:
 
-- lab: `lab_models.interop.importer.import_checkpoint(folder, out)`: read the folder and its tokenizer, convert every tensor,
-  check one forward pass, write the run folder (config.json, model.safetensors, tokenizer.json) to disk;
+- lab: `lab_models.interop.importer.import_checkpoint(folder, out)`: read the folder and its tokenizer, convert every
+  tensor, check one forward pass, write the run folder (config.json, model.safetensors, tokenizer.json) to disk;
 - transformers: `GPT2LMHeadModel.from_pretrained(folder)` and `AutoTokenizer.from_pretrained(folder)`: it reads the
   same files and writes nothing.
 
@@ -20,7 +20,8 @@ Printed: the median seconds of each (after the process has imported its librarie
 is shown apart), its CPU seconds (user + system: the work itself, which a busy machine does not inflate as it does
 wall time), the ratio lab / transformers, and each process's peak RSS and its growth after the imports. The lab's
 peak is the converted model plus safetensors' serialisation, which copies every tensor into one bytes buffer
-before writing; transformers maps the file and writes nothing. Target (issue 14): the lab's import under 5 s on the 2-core CI machine.
+before writing; transformers maps the file and writes nothing. Target (issue 14): the lab's import under 5 s on the
+2-core CI machine.
 """
 from __future__ import annotations
 

@@ -3,13 +3,14 @@
 Run `python benchmarks/bench_rnn_speed.py [--preset small] [--steps 20] [--warmup 3] [--device auto] [--threads N]
 [--families elmo,cove,ulmfit,cvt] [--batch-size B] [--seq-len T]`.
 
-What is measured: the lab's own training step (lab_models/training/engine.py Trainer: the family's batch source, forward,
-backward, gradient clipping, AdamW; bf16 autocast on CUDA), at the preset's RNN sizes (lab_models/models/rnn/config.py:
-`small` = embedding 256, LSTM 512, 2 layers, ULMFiT 3) and the preset's training defaults (lab_models/training/run.py
-PRESET_DEFAULTS: `small` = batch 16 x 128 tokens on the stdlib-docs corpus, a 4000-token tokenizer). Every LSTM is
-one nn.LSTM call over the whole sequence (cuDNN on a GPU, oneDNN or PyTorch's own kernel on a CPU), never a Python
-loop over time steps. The first `--warmup` steps are not timed. Tokens are the batch's input tokens (CoVe: encoder
-plus decoder tokens; ULMFiT's stage 3 and CVT's labelled steps: the padded sentences), as the Train tab counts them.
+What is measured: the lab's own training step (lab_models/training/engine.py Trainer: the family's batch source,
+forward, backward, gradient clipping, AdamW; bf16 autocast on CUDA), at the preset's RNN sizes
+(lab_models/models/rnn/config.py: `small` = embedding 256, LSTM 512, 2 layers, ULMFiT 3) and the preset's training
+defaults (lab_models/training/run.py PRESET_DEFAULTS: `small` = batch 16 x 128 tokens on the stdlib-docs corpus, a
+4000-token tokenizer). Every LSTM is one nn.LSTM call over the whole sequence (cuDNN on a GPU, oneDNN or PyTorch's own
+kernel on a CPU), never a Python loop over time steps. The first `--warmup` steps are not timed. Tokens are the batch's
+input tokens (CoVe: encoder plus decoder tokens; ULMFiT's stage 3 and CVT's labelled steps: the padded sentences), as
+the Train tab counts them.
 
 ULMFiT is timed over its whole plan (the steps are split into its three stages) and CVT over alternating labelled
 and unlabelled steps, so each family's number is what a real run of that many steps would do.

@@ -32,8 +32,8 @@ What differs between the implementations (part of why the speeds differ), each s
 - XLNet. Both do the same math with the same parameters (the same count; tests/test_interop_xlnet.py shows the
   logits agree to 1e-4 with the weights of one loaded into the other): Transformer-XL's relative attention (a
   sinusoidal relative table projected by each layer's r, the r_w / r_r / r_s biases and seg_embed in every score),
-  q/k/v/o without biases, no embedding LayerNorm, no position table, no mems. HF's XLNetLMHeadModel computes it with separate
-  q/k/v/o/r einsums, eager attention only (einsum scores, its relative shift, softmax, dropout 0.1 on the
+  q/k/v/o without biases, no embedding LayerNorm, no position table, no mems. HF's XLNetLMHeadModel computes it with
+  separate q/k/v/o/r einsums, eager attention only (einsum scores, its relative shift, softmax, dropout 0.1 on the
   probabilities: its one `dropout` also serves attention) and its own two-stream loop: the query stream g is computed
   for the P target rows, but its attention scatters those rows to all T positions through target_mapping (two einsums
   per layer) and runs a T x T attention for them; with no token_type_ids it leaves the segment term out. Ours
@@ -41,9 +41,9 @@ What differs between the implementations (part of why the speeds differ), each s
   batch's distinct distances, the segment term always (one segment: a constant per row), and one SDPA call per layer
   for both streams ([h; g] stacked, P query rows only: (T + P) x T) with the relative scores as its float mask, and no
   attention dropout (DESIGN.md "Speed").
-- T5. Both are T5 v1.0 as the paper builds it (the lab's T5 family defaults, lab_models/models/family.py): RMS norm without
-  bias or mean, no biases in any linear layer, ReLU, no absolute positions but a learned relative position bias per
-  head (32 buckets; one per stack, computed once per forward pass and added to every layer's scores, so SDPA gets a
+- T5. Both are T5 v1.0 as the paper builds it (the lab's T5 family defaults, lab_models/models/family.py): RMS norm
+  without bias or mean, no biases in any linear layer, ReLU, no absolute positions but a learned relative position bias
+  per head (32 buckets; one per stack, computed once per forward pass and added to every layer's scores, so SDPA gets a
   float bias mask on both sides), no 1/sqrt(d) in the attention, and a d_model^-0.5 rescale of the decoder output
   before the tied head without bias; use_cache=False (no KV cache in training). HF applies dropout 0.1 to the
   attention probabilities (inside SDPA, its default attention implementation; `--hf-attention-dropout 0` turns it

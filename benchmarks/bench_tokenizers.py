@@ -3,8 +3,8 @@
 Run `python benchmarks/bench_tokenizers.py [--vocab-sizes 2000 8000] [--megabytes 1.0] [--repeats 3]`.
 
 The text is the lab's `stdlib-docs` corpus (prose from the Python standard library's docstrings) when
-`lab_models.text.corpora` can build it, else a seeded pseudo-English text, so every run sees the same bytes. The target is
-"under 2 s to train on 1 MB" for every kind. Training time is the best of `--repeats` runs of
+`lab_models.text.corpora` can build it, else a seeded pseudo-English text, so every run sees the same bytes. The target
+is "under 2 s to train on 1 MB" for every kind. Training time is the best of `--repeats` runs of
 `lab_models.text.tokenization.train_tokenizer`; encode speed is the best of `--repeats` runs of `Tokenizer.encode_batch`
 over the same text (all cores that `tokenizers` uses by default).
 """

@@ -30,8 +30,8 @@ belongs to that model alone; it includes the interpreter, torch (and, for the HF
 A worker's tokens/s is batch tokens / its median step time (robust to a neighbour's burst on a shared machine; the
 JSON also holds the mean). Measurements are interleaved: each round runs every model once, ours and HF alternating
 in order; the table shows the median tokens/s over the rounds and the median of the per-round ratios ours/HF.
-`--engine` adds a row per family that trains ours through `lab_models.training.engine.Trainer` (log_every=1), to show the
-engine's per-step overhead against the bare loop.
+`--engine` adds a row per family that trains ours through `lab_models.training.engine.Trainer` (log_every=1), to show
+the engine's per-step overhead against the bare loop.
 
 Targets (issue 4, section 8): ours / HF >= 1.25 for both families; peak RSS of training ours at `small` < 2 GB.
 """
@@ -53,7 +53,8 @@ sys.path.insert(0, str(ROOT))
 TARGET_RATIO = 1.25
 TARGET_RSS_BYTES = 2 * 1024**3
 
-# the `small` preset's training defaults (lab_models/training/run.py PRESET_DEFAULTS["small"]) and the lab's special tokens
+# the `small` preset's training defaults (lab_models/training/run.py PRESET_DEFAULTS["small"]) and the lab's special
+# tokens
 SMALL = dict(batch_size=16, seq_len=128, tokenizer_vocab=4000, lr=5e-4, betas=(0.9, 0.98), eps=1e-8,
              weight_decay=0.01, grad_clip=1.0, dropout=0.1)
 N_SPECIALS = 40  # lab_models/text/vocab.py: 8 special tokens + 32 sentinels

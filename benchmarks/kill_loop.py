@@ -7,8 +7,8 @@ In the spirit of Jepsen's kill loops and SQLite's crash tests. Each round starts
 tiny preset, one thread, a checkpoint every step, an evaluation every 5) and kills it one of four ways, chosen by a
 seeded generator:
 - `fault`: PRETRAINING_LAB_FAULT=checkpoint:<point>:kill@<step> makes the trainer SIGKILL itself at a named point of
-  its checkpoint writer (lab_models/training/faults.py), a few steps past its last checkpoint (the seven points are taken in
-  turn, in a shuffled order, so 20 kills reach every one of them);
+  its checkpoint writer (lab_models/training/faults.py), a few steps past its last checkpoint (the seven points are
+  taken in turn, in a shuffled order, so 20 kills reach every one of them);
 - `pause`: the trainer pauses at such a point (checkpoint:<point>:pause=60@<step>), and is killed from outside while
   it waits there, its checkpoint half written;
 - `timer`: killed from outside at a random moment: one time in four during its start-up (0 to 2 s after launch,
@@ -60,7 +60,8 @@ class KillReport:
 
 
 def trainer_command(run_dir: Path, home: Path, steps: int, *, resume: bool) -> list[str]:
-    command = [sys.executable, "-m", "lab_models", "train", "--family", "gpt", "--preset", "tiny", "--steps", str(steps),
+    command = [sys.executable, "-m", "lab_models", "train", "--family", "gpt", "--preset", "tiny",
+               "--steps", str(steps),
                "--checkpoint-every", "1", "--eval-every", str(EVAL_EVERY), "--device", "cpu", "--seed", "0",
                "--out", str(run_dir), "--home", str(home)]
     return command + (["--resume"] if resume else [])

@@ -30,7 +30,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "sweep": ("lab_models.experiments.sweep", "main", "one family at several sizes, and the power law of its loss"),
     "finetune": ("lab_models.inference.finetuning.run", "main", "fine-tune a pretrained run on a labelled task"),
     "import-hf": ("lab_models.interop.cli", "import_main", "a local Hugging Face checkpoint folder becomes a run"),
-    "export-hf": ("lab_models.interop.cli", "export_main", "a run becomes a folder transformers' from_pretrained loads"),
+    "export-hf": ("lab_models.interop.cli", "export_main", "a run becomes a folder that from_pretrained loads"),
 }
 
 

@@ -358,7 +358,8 @@ def torch_version() -> str:
 
 # ------------------------------------------------------------------------------------------------ training jobs
 # The Train tab's backend. The `JobManager` is created by the app (one per app, shared by every session) and passed
-# to these functions; nothing here keeps a global one. See lab_models/training/jobs/manager.py for the queue's behaviour.
+# to these functions; nothing here keeps a global one. See lab_models/training/jobs/manager.py for the queue's
+# behaviour.
 JobManager = _jobs.JobManager
 RunStore = _store.RunStore
 TRAINING_PRESETS = _files.PRESETS
@@ -551,8 +552,9 @@ def list_runs(jobs: RunStore | None = None, *, home=None) -> list[dict]:
     """Every run in the lab home, newest first: one flat dict per run (run_id, family, preset, corpus, device, state,
     queue_position, message, step, total_steps, loss, val_loss, val_bits_per_byte, tokens_per_s, eta_s, created).
 
-    The rows are `lab_models.training.runs.list_runs`'s, with the job manager's live view on top (queue positions, and the
-    family/preset/corpus of runs that are still queued). Without a manager, a read-only `RunStore` of `home` is used.
+    The rows are `lab_models.training.runs.list_runs`'s, with the job manager's live view on top (queue positions, and
+    the family/preset/corpus of runs that are still queued). Without a manager, a read-only `RunStore` of `home` is
+    used.
     """
     store = jobs if jobs is not None else RunStore(lab_home(home))
     base = {row["run_id"]: row for row in _runs.list_runs(store.home)}
@@ -671,7 +673,8 @@ def switch_routing(run_dir, sentence: str) -> RoutingView:
 
 
 # ================================================================================================ sweep (begin)
-# Scaling sweeps (lab_models/experiments/sweep.py): one family at several sizes (dense, and with --switch also with Switch
+# Scaling sweeps (lab_models/experiments/sweep.py): one family at several sizes (dense, and with --switch also with
+# Switch
 # layers), queued on the job manager as one worker (`python -m lab_models sweep`) in <home>/sweeps/<id>/, each size
 # an ordinary training run inside it; a power law of validation bits per byte against parameters and training FLOPs.
 SWEEP_X_AXES = dict(_sweep.X_AXES)  # "parameters", "flops" -> axis title
@@ -791,7 +794,8 @@ def sweep_points(sweep_ids=None, jobs: RunStore | None = None, *, home=None):
 
 
 # ================================================================================================ understand (begin)
-# The Understand tab's backend: contextual embeddings and attention maps of trained runs (lab_models/inference/representations.py), read
+# The Understand tab's backend: contextual embeddings and attention maps of trained runs
+# (lab_models/inference/representations.py), read
 # from the real forward pass with hooks. Each function takes run folders (`RunStore.run_dir(run_id)` gives one).
 AttentionMaps = _probes.AttentionMaps
 PROBE_MAX_TOKENS = _probes.MAX_TOKENS
@@ -829,7 +833,8 @@ def embedding_projection(run_dir, sentences, word: str | None = None):
 
 def attention_maps(run_dir, sentence: str) -> AttentionMaps:
     """Every layer's and head's attention probabilities for `sentence`, per stream (self; content and query; encoder,
-    decoder and cross), under the mask the family uses at inference (lab_models/inference/representations.py lists them)."""
+    decoder and cross), under the mask the family uses at inference (lab_models/inference/representations.py lists
+    them)."""
     return _probes.attention_maps(_probe_run_dir(run_dir), sentence)
 
 
@@ -849,7 +854,8 @@ def runs_with_weights(jobs: RunStore | None = None, *, home=None) -> list[dict]:
     return rows
 
 
-# Sentence similarity by topic (lab_models/inference/sentence_similarity.py): the view that shows what the contrastive add-on
+# Sentence similarity by topic (lab_models/inference/sentence_similarity.py): the view that shows what the contrastive
+# add-on
 # (objectives/contrastive.py) changes.
 
 TopicSimilarity = _sentence_similarity.TopicSimilarity
@@ -873,7 +879,8 @@ def sentence_similarity(run_dirs, pooling: str = "mean",
 
 
 # ================================================================================================ generation (begin)
-# Generation and fill-mask from trained runs (lab_models/inference/generation/generate.py): `generate(run_dir, prompt, **decoding)` returns
+# Generation and fill-mask from trained runs (lab_models/inference/generation/generate.py): `generate(run_dir, prompt,
+# **decoding)` returns
 # a `Generation` (a mode the family cannot do gives supported=False and an explanation); `fill_mask(run_dir, text,
 # top_k)` the top-k tokens per [MASK]; `generation_modes(family)` what a family can do, its default first.
 
@@ -887,7 +894,8 @@ fill_mask = _generate.fill_mask
 
 
 # ================================================================================================ finetune (begin)
-# Fine-tuning pretrained runs on labelled tasks (lab_models/inference/finetuning/run.py, lab_models/text/tasks.py): the built-in tasks
+# Fine-tuning pretrained runs on labelled tasks (lab_models/inference/finetuning/run.py, lab_models/text/tasks.py): the
+# built-in tasks
 # (sentiment, topic, entailment, tagging) or a user's CSV, one fine-tuning per run, queued on the app's JobManager
 # like a training run (a worker process `python -m lab_models finetune`, stopped with SIGTERM, result.json at the
 # end). The functions take the job manager (or a read-only `RunStore`) so that nothing here holds global state.
@@ -1065,7 +1073,8 @@ def finetune_leaderboard(jobs: RunStore | None = None, *, home=None, runs=None, 
 
 
 # ================================================================================================ leaderboard (begin)
-# The equal-budget leaderboard (lab_models/inference/leaderboard.py): one row per run with weights (validation bits per byte,
+# The equal-budget leaderboard (lab_models/inference/leaderboard.py): one row per run with weights (validation bits per
+# byte,
 # fill-mask accuracy and infill exact match on held-out text, classification accuracy per fine-tuning task,
 # parameters, training tokens), filtered to one corpus; the forward-pass scores are cached in each run folder.
 LEADERBOARD_COLUMNS = _leaderboard.LEADERBOARD_COLUMNS
@@ -1141,7 +1150,8 @@ def interop_architectures() -> list[dict]:
 
 
 # ================================================================================================ zoo (begin)
-# The model zoo (lab_models/experiments/zoo.py): one tagged run per family on one corpus at one budget, queued on the app's job
+# The model zoo (lab_models/experiments/zoo.py): one tagged run per family on one corpus at one budget, queued on the
+# app's job
 # manager; the page's "Train the demo zoo" is `start_zoo(jobs)` with DEMO_ZOO (tiny preset, synthetic corpus, every
 # family). A second start continues: finished runs are skipped, stopped or failed ones resumed.
 

@@ -16,7 +16,8 @@ it.
     'bert-tiny-20260101-120000-ab12'
     >>> plain_name("../etc")
     Traceback (most recent call last):
-    ValueError: '../etc' is not a name: use letters, digits, '.', '_' and '-' only, starting with a letter or digit (no '/', no '..').
+    ValueError: '../etc' is not a name: use letters, digits, '.', '_' and '-' only, starting with a letter or digit (no
+    '/', no '..').
 
 The Python API (`lab_models.api`) is a local caller and keeps taking folder paths where CONTRACT.md says so; these
 checks are for what arrives from the page.

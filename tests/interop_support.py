@@ -173,7 +173,8 @@ def masked_ids(tokenizer: Tokenizer, text: str, mask_id: int) -> tuple[list[int]
 
 
 def display(tokenizer: Tokenizer, left: list[int], token_id: int) -> str:
-    """How the lab shows a predicted token after `left` (lab_models/inference/generation/generate.py `_pieces`): the text it adds."""
+    """How the lab shows a predicted token after `left` (inference/generation/context.py `display_pieces`): the text it
+    adds."""
     base = tokenizer.decode(left[-32:], skip_special_tokens=True)
     full_text = tokenizer.decode(left[-32:] + [token_id], skip_special_tokens=True)
     return full_text[len(base):] if full_text.startswith(base) else tokenizer.decode([token_id])

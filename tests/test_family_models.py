@@ -1,5 +1,5 @@
-"""Tests for lab_models/models/family.py and the families' `loss(model, batch)`: no family leaks its targets, every family
-trains at the tiny preset, objective weights switch parts off, the sparse LM head equals the dense one, ALBERT shares,
+"""Tests for lab_models/models/family.py and the families' `loss(model, batch)`: no family leaks its targets, every
+family trains at the tiny preset, objective weights switch parts off, the sparse LM head equals the dense one, ALBERT shares,
 ELECTRA's generator is small and shares its embeddings, and a safetensors round trip gives the same losses.
 
 The leakage test is the one that matters most: a wrong attention mask (or a batch builder that leaves the answer in

@@ -59,7 +59,7 @@ def run_name(family: str) -> str:
 TRAINING_GROUPS = (("t5", "glm", "xlnet"), ("gpt", "bert", "mass"))
 TRAIN_SCRIPT = """
 import sys
-from lab_models import train
+from lab_models.training import run as train
 home, steps, *jobs = sys.argv[1:]
 for job in jobs:
     family, out = job.split("=", 1)

@@ -346,7 +346,6 @@ def test_log_tail_keeps_the_last_lines(tmp_path):
     assert log_tail(tmp_path / "missing.log") == ""
 
 
-@pytest.mark.skipif(not (REPO / "lab_models" / "train.py").exists(), reason="the training CLI is not written yet")
 def test_the_real_cli_trains_a_tiny_run(tmp_path):
     jobs = JobManager(tmp_path / "home-real", poll_interval_s=0.1, env={"OMP_NUM_THREADS": "1"})
     try:

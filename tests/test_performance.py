@@ -1,4 +1,5 @@
-"""Tests for the fast path of training (lab_models/training/performance.py) and its FLOPs/MFU accounting (lab_models/training/flops.py).
+"""Tests for the fast path of training (lab_models/training/performance.py) and its FLOPs/MFU accounting
+(lab_models/training/flops.py).
 
 What runs on the CPU: the FLOP count against the analytic formula and across families, MFU arithmetic, the settings'
 parsing and checks, FlexAttention block masks against SDPA (forward only: FlexAttention has no CPU backward), gradient

@@ -1,5 +1,5 @@
-"""lab_models/inference/representations.py through `lab_models.api`: attention maps under the masks the models really use (rows sum to 1
-over the allowed keys, exactly 0 where the mask forbids, the recomputation reproduces the modules' outputs and the
+"""lab_models/inference/representations.py through `lab_models.api`: attention maps under the masks the models really
+use (rows sum to 1 over the allowed keys, exactly 0 where the mask forbids, the recomputation reproduces the modules' outputs and the
 eager path's weights), contextual similarity per layer, the PCA projection, and the error messages.
 
 Tiny runs of gpt, bert, xlnet and t5 are trained once per test session by the CLI, in parallel, into the session's lab

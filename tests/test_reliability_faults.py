@@ -2,10 +2,10 @@
 
 What it promises, and how it proves it (real `python -m lab_models train` processes at the tiny preset, one thread):
 - A kill loop (benchmarks/kill_loop.py): the trainer is SIGKILLed 5 times in CI (PRETRAINING_LAB_KILLS, or the
-  script's 20), at random moments and at named points inside its checkpoint writer (lab_models/training/faults.py), resuming
-  each time. After every kill the newest checkpoint loads into a rebuilt model and metrics.jsonl's steps run 1..m with
-  no gap and no repeat; at the end the weights equal an uninterrupted run's bit for bit. A kill between a checkpoint
-  and its step's evaluation loses no evaluation (a regression test for what the loop found).
+  script's 20), at random moments and at named points inside its checkpoint writer (lab_models/training/faults.py),
+  resuming each time. After every kill the newest checkpoint loads into a rebuilt model and metrics.jsonl's steps run
+  1..m with no gap and no repeat; at the end the weights equal an uninterrupted run's bit for bit. A kill between a
+  checkpoint and its step's evaluation loses no evaluation (a regression test for what the loop found).
 - A learning rate of 1e6, or a NaN injected into the loss at step 3, stops the run with status "failed" and the
   message "non-finite loss at step N", the newest checkpoint holds finite weights from before step N, and the page's
   Train tab shows the reason. With `--on-nonfinite skip` the NaN step is skipped, said so in the log and its metrics
@@ -43,7 +43,8 @@ NO_SETTINGS = {"headers": ["setting", "value", "default", "what it does"], "data
 
 
 def train(run_dir: Path, home: Path, *extra: str, fault: str | None = None, steps: int = 8, resume: bool = False):
-    command = [sys.executable, "-m", "lab_models", "train", "--family", "gpt", "--preset", "tiny", "--steps", str(steps),
+    command = [sys.executable, "-m", "lab_models", "train", "--family", "gpt", "--preset", "tiny",
+               "--steps", str(steps),
                "--device", "cpu", "--out", str(run_dir), "--home", str(home), *extra]
     return subprocess.run(command + (["--resume"] if resume else []), cwd=REPO, env=child_env(fault),
                           capture_output=True, text=True, timeout=TIMEOUT_S)

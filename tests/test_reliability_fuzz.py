@@ -17,7 +17,8 @@ What it promises, and how it proves it:
 - Run ids, corpus names and uploads never reach outside the lab home: a canary run folder and a canary corpus are
   planted beside the lab home and every endpoint that takes a run or a corpus is called with `..`, absolute paths,
   slashes, NUL and 10,000 characters; each call is refused with a message and the canaries' contents never come back.
-  A file path that was not uploaded is refused by Gradio itself. `lab_models.home`'s name checks are checked by resolving.
+  A file path that was not uploaded is refused by Gradio itself. `lab_models.home`'s name checks are checked by
+  resolving.
 - `api.anatomy` raises ValueError (never another exception) for every family, the RNN ones included, and for any
   choice, over thousands of hypothesis-generated choices.
 - Nothing is unpickled, evaluated or run through a shell: an AST scan of lab_models/, app/ and app.py.

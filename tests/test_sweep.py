@@ -1,5 +1,5 @@
-"""Tests for scaling sweeps (lab_models/experiments/sweep.py) and the Scaling tab's helpers: the power-law fit recovers known
-exponents, sizes parse (and bad ones say what to write), a size that fails or runs past its time limit is recorded
+"""Tests for scaling sweeps (lab_models/experiments/sweep.py) and the Scaling tab's helpers: the power-law fit recovers
+known exponents, sizes parse (and bad ones say what to write), a size that fails or runs past its time limit is recorded
 with its message while the others train, the CLI's bad arguments give one line, and the figure draws the fit."""
 from __future__ import annotations
 
@@ -51,7 +51,7 @@ FAKE_TRAINER = textwrap.dedent("""
     # Stands in for `python -m lab_models train`: d_model 24 fails as if out of memory, d_model 40 never ends (until
     # SIGTERM), anything else is the real trainer.
     import runpy, signal, sys, time
-    from lab_models import runs
+    from lab_models.training import runs
     args = sys.argv[1:]
     out = args[args.index("--out") + 1]
     if "d_model=24" in args:

@@ -1,4 +1,5 @@
-"""Tests for the Switch Transformer layer (lab_models/nn/moe.py) and its family-level glue (lab_models/models/switch.py).
+"""Tests for the Switch Transformer layer (lab_models/nn/moe.py) and its family-level glue
+(lab_models/models/switch.py).
 
 The layer against a per-token reference loop (capacity in token order, dropped tokens give 0, padding takes no
 room, inference drops nothing), the router's float32 under bf16 autocast, the load-balancing loss against its formula,

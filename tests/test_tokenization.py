@@ -1,4 +1,5 @@
-"""Tests for lab_models.text.tokenization: the four tokenizer kinds, the cache, display pieces, BPE merge replay and stats.
+"""Tests for lab_models.text.tokenization: the four tokenizer kinds, the cache, display pieces, BPE merge replay and
+stats.
 
 Every tokenizer here trains on a small in-memory corpus (a seeded pseudo-English text plus Chinese, emoji and code
 lines), so the whole file runs in seconds.

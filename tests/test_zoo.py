@@ -1,5 +1,5 @@
-"""The zoo (lab_models/experiments/zoo.py): one tagged run per family through the job manager, a second call that continues,
-Ctrl-C that stops cleanly, and the progress the page draws.
+"""The zoo (lab_models/experiments/zoo.py): one tagged run per family through the job manager, a second call that
+continues, Ctrl-C that stops cleanly, and the progress the page draws.
 
 Most tests drive a fake trainer (below) that keeps the run-folder contract in a fraction of a second; one test runs
 the real `python -m lab_models zoo` for two families and a few steps.

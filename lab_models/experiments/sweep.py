@@ -76,7 +76,7 @@ from lab_models.models.switch import parameter_counts
 from lab_models.objectives.settings import settings_from_dict
 from lab_models.training.config import parse_model_overrides
 
-logger = logging.getLogger("lab_models.experiments.sweep")
+logger = logging.getLogger(__name__)
 
 SWEEPS_FOLDER = "sweeps"
 SWEEP_FILE = "sweep.json"

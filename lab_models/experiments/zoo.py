@@ -6,11 +6,11 @@
 What it is
 ----------
 A zoo is a set of ordinary runs (`<lab home>/runs/zoo-<zoo>-<family>-<time>-<hex>/`), one per family, queued on the
-job manager (lab_models/training/jobs/manager.py: one worker process per device at a time, in order) and tagged with the zoo's name
-(job.json and config.json "zoo"). The name says what the runs share: the preset, then the corpus when it is not the
-preset's own, then the step budget when it is not the zoo's table (`tiny`, `tiny-stdlib-docs`, `small-300steps`).
-Everything that reads runs (Compare, Understand, the Leaderboard) sees the zoo's runs as they finish; the
-Leaderboard can rank one zoo alone.
+job manager (lab_models/training/jobs/manager.py: one worker process per device at a time, in order) and tagged with the
+zoo's name (job.json and config.json "zoo"). The name says what the runs share: the preset, then the corpus when it is
+not the preset's own, then the step budget when it is not the zoo's table (`tiny`, `tiny-stdlib-docs`,
+`small-300steps`). Everything that reads runs (Compare, Understand, the Leaderboard) sees the zoo's runs as they finish;
+the Leaderboard can rank one zoo alone.
 
 Calling it again continues: a family whose run finished (status "finished" and model.safetensors) is skipped, one
 that stopped or failed is resumed (from its last checkpoint when it has one), one still queued or running elsewhere is
@@ -101,7 +101,8 @@ ZOO_STEPS: dict[str, dict[str, int]] = {
 # which leaves the English words in 2 to 5 pieces ("beautiful" = b ea u ti fu l) and GPT's continuation of "the small
 # cat" half-spelled after 1000 steps ("does not watclean a beaure"); at 1024 every English word of the grammar is one
 # token and the same run writes "the small cat does not see the new worm ." (validation 0.76 against 1.06 bits per
-# byte). A corpus that supports fewer tokens lowers it, one whose alphabet needs more raises it (lab_models/training/batches.py).
+# byte). A corpus that supports fewer tokens lowers it, one whose alphabet needs more raises it
+# (lab_models/training/batches.py).
 ZOO_VOCAB_SIZE: dict[str, int] = {"tiny": 1024}
 EVALUATIONS_PER_RUN = 10
 CHECKPOINTS_PER_RUN = 4

@@ -2,7 +2,7 @@
 
     leaderboard(home)                        -> pandas.DataFrame, one row per run (all corpora, grouped by corpus)
     leaderboard(home, "synthetic")           -> only the runs trained on that corpus ("the same corpus" rule)
-    leaderboard(home, zoo="tiny")            -> only the runs of that zoo (lab_models/experiments/zoo.py), one per family
+    leaderboard(home, zoo="tiny")            -> only the runs of that zoo (experiments/zoo.py), one per family
     leaderboard_corpora(home)                -> the corpora that have runs with weights
     write_leaderboard_csv(frame, path)       -> the CSV file (pandas reads it back unchanged)
 
@@ -13,8 +13,8 @@ fill_mask_note, infill_note. Rows are sorted by corpus, then by validation bits 
 
 The metrics, and how each deviates from the papers' own evaluations
 --------------------------------------------------------------------
-- **val_bits_per_byte**: the trainer's own number (lab_models/training/engine.py): the family's validation loss in nats per
-  target token, summed over the targets and divided by the UTF-8 bytes of those targets, over ln 2; the latest
+- **val_bits_per_byte**: the trainer's own number (lab_models/training/engine.py): the family's validation loss in nats
+  per target token, summed over the targets and divided by the UTF-8 bytes of those targets, over ln 2; the latest
   evaluation row of metrics.jsonl at or before the step of the weights. Lower is better. It is the family's *own*
   objective (next token for GPT, masked tokens for BERT, spans for T5, ...), so it compares runs of one family well
   and families only roughly: predicting a masked token with both sides visible is easier than the next token.
@@ -22,12 +22,12 @@ The metrics, and how each deviates from the papers' own evaluations
   validation split (chosen with a seeded generator, the same sentences for every run), each encoded with the run's
   tokenizer and cut to the run's training row length; one word-piece token per sentence, at a seeded relative
   position, is replaced by [MASK] and the run predicts it from all the other tokens, exactly as `api.fill_mask`
-  reads a slot (lab_models/inference/generation/generate.py: BERT-style families, ELECTRA's generator, UniLM bidirectional, XLNet and
-  MPNet through the query stream, GLM as a one-token blank, T5 as a one-token span). A hit is the top-1 token
-  (special tokens excluded) equal to the original id. Deviations: tiny held-out sets (N = `max_examples`), one mask
-  per sentence (BERT masks 15% of a row), no 80/10/10 corruption, and a sub-word piece counts as a token (the same
-  piece boundaries as the run's tokenizer, so runs with different tokenizers answer different questions). GPT, GPT-2
-  and MASS cannot fill a single [MASK]: NaN, with the reason in fill_mask_note.
+  reads a slot (lab_models/inference/generation/generate.py: BERT-style families, ELECTRA's generator, UniLM
+  bidirectional, XLNet and MPNet through the query stream, GLM as a one-token blank, T5 as a one-token span). A hit is
+  the top-1 token (special tokens excluded) equal to the original id. Deviations: tiny held-out sets (N =
+  `max_examples`), one mask per sentence (BERT masks 15% of a row), no 80/10/10 corruption, and a sub-word piece counts
+  as a token (the same piece boundaries as the run's tokenizer, so runs with different tokenizers answer different
+  questions). GPT, GPT-2 and MASS cannot fill a single [MASK]: NaN, with the reason in fill_mask_note.
 - **infill_exact_match** (the blank-infilling evaluations of T5, GLM, MASS and UniLM, reduced to one blank): N
   held-out sentences of 4 to 32 words; a span of 1 to 3 whole words (never the first word: UniLM needs a source)
   is replaced by a blank ___ and the run fills it with `api.generate(mode="infill")`, greedily. MASS and UniLM are
@@ -37,8 +37,8 @@ The metrics, and how each deviates from the papers' own evaluations
   spaces around punctuation); the score is the hit rate, as SQuAD's EM but without its article and punctuation
   stripping. Families without an infill mode (generation_modes) get NaN, with the reason in infill_note.
 - **accuracy_<task>**: the best validation accuracy of the *finished* fine-tunings of this run on that task
-  (lab_models/inference/finetuning/run.py `finetune_leaderboard`); NaN when it has none. Different fine-tuning budgets are not
-  equalised here: the Understand tab's fine-tuning decides them.
+  (lab_models/inference/finetuning/run.py `finetune_leaderboard`); NaN when it has none. Different fine-tuning budgets
+  are not equalised here: the Understand tab's fine-tuning decides them.
 - **parameters**: config.json's num_parameters (every weight the model holds: ELECTRA's generator and
   discriminator together). **training_tokens**: the input tokens trained on up to the weights' step (metrics.jsonl
   "tokens"; steps x batch_size x seq_len x world_size when a row lacks it). Together they are the budget the
@@ -81,9 +81,6 @@ from lab_models.text.corpora import load_corpus
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["LEADERBOARD_COLUMNS", "NOTE_COLUMNS", "METRIC_COLUMNS", "ACCURACY_PREFIX", "CACHE_FILE",
-           "DEFAULT_MAX_EXAMPLES", "MAX_EXAMPLES_LIMIT", "HeldOutExamples", "held_out_sentences", "held_out_examples", "leaderboard",
-           "leaderboard_corpora", "write_leaderboard_csv", "evaluate_run", "run_row"]
 
 LEADERBOARD_COLUMNS = ["run_id", "family", "preset", "corpus", "steps", "training_tokens", "parameters",
                        "val_bits_per_byte", "fill_mask_accuracy", "fill_mask_examples", "infill_exact_match",
@@ -226,7 +223,8 @@ def _normalise(text: str) -> str:
 
 def _fill_mask_score(run, examples: HeldOutExamples) -> tuple[float, int, str]:
     """(accuracy, examples scored, note) of one loaded run."""
-    # The id-level helpers of lab_models/inference/generation/generate.py: the same slot prediction as api.fill_mask, but on token ids,
+    # The id-level helpers of lab_models/inference/generation/generate.py: the same slot prediction as api.fill_mask,
+    # but on token ids,
     # so the masked piece is exactly one token of the run's own encoding (re-encoding a text with "[MASK]" in it
     # could move the piece boundaries around the slot).
 

@@ -36,7 +36,6 @@ from lab_models.models.family import model_config_from_dict
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["TrainedRun", "load_run", "weights_file"]
 
 _CACHE_SIZE = 8  # loaded runs kept (small models; a page compares up to 4)
 

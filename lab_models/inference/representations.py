@@ -36,8 +36,8 @@ training (the lab's objectives add no [CLS]/[SEP]).
   first query row sees nothing: its probabilities are all 0). MPNet: the last num_predict tokens are predicted and get
   [MASK] slots (drawn 80/10/10 with seed 0) appended to the input; the content stream then has n + b rows.
   Runs whose settings give one stream (XLNet two_stream=False, MPNet input_mode="mlm") show one "self" stream, full.
-- The RNN-era families (lab_models/models/rnn/) have no blocks and (but for CoVe's decoder) no attention; their layers are
-  read from the model's own methods, not from hooks (`layer_vectors`):
+- The RNN-era families (lab_models/models/rnn/) have no blocks and (but for CoVe's decoder) no attention; their layers
+  are read from the model's own methods, not from hooks (`layer_vectors`):
 
     family   layers (similarity; the last one is the projection's)
     elmo     token layer [x; x], biLSTM 1 .. L ([forward; backward] at each layer), ELMo (the scalar mix, eq. 1)
@@ -47,8 +47,8 @@ training (the lab's objectives add no [CLS]/[SEP]).
 
   Layers of different widths (CoVe) are compared within a layer only, as always. Attention maps: none (ValueError).
 - MASS and T5, attention maps: the encoder reads the sentence uncorrupted; the decoder reads its start token ([BOS];
-  T5: the pad token) + the sentence shifted right by one (teacher forcing, as if the model were asked to write the sentence back: MASS's decoder layout
-  for a span covering the whole sentence, T5's shift-right), at positions 0..n-1.
+  T5: the pad token) + the sentence shifted right by one (teacher forcing, as if the model were asked to write the
+  sentence back: MASS's decoder layout for a span covering the whole sentence, T5's shift-right), at positions 0..n-1.
 """
 from __future__ import annotations
 
@@ -70,9 +70,6 @@ from lab_models.objectives import objective_module
 from lab_models.objectives.common import BatchConfig
 from lab_models.objectives.translation import decoder_start_id
 
-__all__ = ["AttentionMaps", "MAX_TOKENS", "MAX_SENTENCES", "SIMILARITY_COLUMNS", "PROJECTION_COLUMNS",
-           "contextual_similarity", "embedding_projection", "attention_maps", "hidden_states", "encode_sentence",
-           "word_pieces", "view_description", "layer_vectors"]
 
 MAX_TOKENS = 64  # the longest sentence (in the run's tokens) a probe takes: 64 x 64 heatmaps stay readable
 MAX_SENTENCES = 8  # the most sentences one projection draws

@@ -46,7 +46,8 @@ def import_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", metavar="RUN_DIR", help="the new run folder (must not exist)")
     p.add_argument("--generator", metavar="GEN_DIR", help="ELECTRA only: the generator's folder")
     p.add_argument("--allow-pickle", action="store_true", help="read pytorch_model.bin (weights only)")
-    p.add_argument("--corpus", default=DEFAULT_CORPUS, help=f"the corpus to file the run under (default {DEFAULT_CORPUS})")
+    p.add_argument("--corpus", default=DEFAULT_CORPUS,
+                   help=f"the corpus to file the run under (default {DEFAULT_CORPUS})")
     p.add_argument("--home", default=None, help="the lab home (default: $PRETRAINING_LAB_HOME or ~/.pretraining-lab)")
     p.add_argument("--look", action="store_true", help="describe the folder as JSON on stdout; write nothing")
     return p

@@ -14,8 +14,9 @@ How to import: `--from DISC_DIR [--generator GEN_DIR]` (api: `import_hf(disc, ou
   small, base and large pairs), and its embeddings must equal the discriminator's; else it is refused, naming the
   difference. Fill-mask and Compare then use the generator, as for a trained lab run.
 - Only the discriminator: the run's generator is untrained (freshly initialised, objective weight `mlm` 0), and
-  fill-mask and mask-predict refuse the run saying so (lab_models/inference/generation/generate.py): ELECTRA's discriminator predicts no
-  tokens. Understand (embeddings, attention heads) and fine-tuning use the discriminator, the model that matters.
+  fill-mask and mask-predict refuse the run saying so (lab_models/inference/generation/generate.py): ELECTRA's
+  discriminator predicts no tokens. Understand (embeddings, attention heads) and fine-tuning use the discriminator, the
+  model that matters.
 - Only a generator as --from: refused with the command to use instead.
 
     transformers                                        the lab

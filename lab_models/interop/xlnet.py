@@ -3,8 +3,8 @@
 Paper: Yang et al. (2019). XLNet: Generalized Autoregressive Pretraining for Language Understanding. NeurIPS 2019;
 the layout is that of the released code (zihangdai/xlnet) as transformers ports it (modeling_xlnet.py).
 
-The lab's XLNet is the family's default structure (lab_models/models/family.py): post-LN blocks, no embedding LayerNorm, no
-position table, Transformer-XL relative attention with XLNet's relative segment encoding
+The lab's XLNet is the family's default structure (lab_models/models/family.py): post-LN blocks, no embedding LayerNorm,
+no position table, Transformer-XL relative attention with XLNet's relative segment encoding
 (`relative_attention="xlnet"`, nn/relative_attention.py), the query stream starting at w (`query_stream="learned"`)
 and the tied LM head with a bias. Names, per layer i (transformers' `transformer.` prefix is optional on import):
 

@@ -36,8 +36,8 @@ Per family (the papers and their released code; every deviation is listed below)
                               position buckets, no 1/sqrt(d)); tied LM head scaled
                               by d_model^-0.5, no bias; final RMS norm on both sides
 
-The RNN-era families (elmo, cove, ulmfit, cvt) are LSTM models from lab_models/models/rnn/ (one file per family, each with
-its paper and deviations): `family_model_config` gives them an `RNNConfig` (rnn/config.py: the presets' embedding,
+The RNN-era families (elmo, cove, ulmfit, cvt) are LSTM models from lab_models/models/rnn/ (one file per family, each
+with its paper and deviations): `family_model_config` gives them an `RNNConfig` (rnn/config.py: the presets' embedding,
 LSTM and layer sizes) and `build_model` their own model class, with the same objective weights, checks and seeding.
 
 Choices, per family:
@@ -188,11 +188,6 @@ from lab_models.models.switch import RoutingTotals, loss_with_routing
 
 logger = logging.getLogger(__name__)
 
-__all__ = [
-    "TRAINED_FAMILIES", "LossOutput", "FamilyModel", "family_model_config", "build_model",
-    "resolve_objective_weights", "electra_generator_config", "albert_embedding_size", "stream_structure",
-    "SpanBoundaryPredictionHead", "ReplacedTokenDetectionHead",
-]
 
 TRAINED_FAMILIES = ("gpt", "gpt2", "bert", "roberta", "albert", "spanbert", "electra", "unilm", "xlnet", "mpnet",
                     "mass", "glm", "t5", *RNN_FAMILIES)
@@ -524,7 +519,8 @@ class FamilyModel(nn.Module):
                 self.heads["sbo"].boundary.outside.requires_grad_(False)
         if family == "electra":
             self._build_electra()
-        # Switch Transformer layers (lab_models/models/switch.py): padding takes no expert capacity; routing counts per layer
+        # Switch Transformer layers (lab_models/models/switch.py): padding takes no expert capacity; routing counts per
+        # layer
         for backbone in (self.backbone, self.generator):
             if backbone is not None:
                 backbone.pad_id = vocab.pad_id

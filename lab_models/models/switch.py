@@ -20,8 +20,8 @@ loss knows about experts:
 - `parameter_counts(model)`: total, non-embedding (Kaplan et al. 2020) and *active* non-embedding parameters (one
   expert per Switch layer: what a token's forward pass multiplies with), and `forward_flops_per_token`.
 
-Fine-tuning (lab_models/inference/finetuning/run.py) adds `routing_loss` of its own forward pass to the task loss, as the paper keeps
-the auxiliary loss while fine-tuning.
+Fine-tuning (lab_models/inference/finetuning/run.py) adds `routing_loss` of its own forward pass to the task loss, as
+the paper keeps the auxiliary loss while fine-tuning.
 
 >>> round(load_balance_from_counts([3, 1], [0.7, 0.3]), 3)   # the example of nn/moe.py's docstring
 1.2

@@ -28,10 +28,10 @@ position with rank 0 in the order has nothing before it; it carries no target). 
 once, lets them attend the first key so the arithmetic stays finite, and the attention output of those rows is
 set to exactly zero after the output projection: "attends nothing, adds nothing" to the residual stream.
 
-Incremental decoding (lab_models/inference/generation/generate.py). `forward(..., cache=KeyValueCache())` keeps the keys and values it
-has computed, so that each decoding step computes them for the new rows only: for self-attention the new keys and
-values are appended to the cached ones (x holds only the new rows, the mask is (B, T_new, T_cached + T_new)); for
-cross-attention (`KeyValueCache(static=True)`) the keys and values of the encoder memory are computed on the first
+Incremental decoding (lab_models/inference/generation/generate.py). `forward(..., cache=KeyValueCache())` keeps the keys
+and values it has computed, so that each decoding step computes them for the new rows only: for self-attention the new
+keys and values are appended to the cached ones (x holds only the new rows, the mask is (B, T_new, T_cached + T_new));
+for cross-attention (`KeyValueCache(static=True)`) the keys and values of the encoder memory are computed on the first
 call and reused by every later one. Without a cache nothing changes.
 
 Worked example (one sequence, 3 tokens, causal; the second query row of the cross mask is empty):

@@ -1,5 +1,5 @@
-"""Weight initialization: GPT-2 / BERT's N(0, 0.02) (`init_weights`), and T5's for a backbone built without the attention
-scale (`attention_scale=False`, `t5_init_weights`).
+"""Weight initialization: GPT-2 / BERT's N(0, 0.02) (`init_weights`), and T5's for a backbone built without the
+attention scale (`attention_scale=False`, `t5_init_weights`).
 
 Paper: Raffel et al. (2020), T5; the scheme is Mesh TensorFlow's, as Hugging Face's `T5PreTrainedModel._init_weights`
 writes it (transformers/models/t5/modeling_t5.py). T5 computes attention logits as q.k without dividing by

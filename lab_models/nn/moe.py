@@ -37,8 +37,8 @@ Worked example (4 tokens, 2 experts, capacity_factor 1.0, so capacity = ceil(1.0
 
 Reporting. Every call adds a `RouterCall` (its losses and per-expert counts, and with `record_tokens` each token's
 expert) to the `RoutingCollector` of the current thread, set with `collect_routing(model)`; outside such a block
-nothing is computed for reporting. lab_models/models/switch.py turns the calls into the `load_balance` (and `router_z`) loss
-of every family and into the per-expert statistics of metrics.jsonl.
+nothing is computed for reporting. lab_models/models/switch.py turns the calls into the `load_balance` (and `router_z`)
+loss of every family and into the per-expert statistics of metrics.jsonl.
 
 Deviations from the paper, stated:
 - Experts are the model's feed-forward (H -> d_ff -> H, its activation, gated where the config says so) without

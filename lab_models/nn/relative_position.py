@@ -34,8 +34,9 @@ the positions are 0, 1, 2, ... and this is exactly T5's and Hugging Face MPNet's
 batch has the same positions (the common case) the bias is computed for one row and broadcast.
 
 Deviation: none in the arithmetic. The reference T5 keeps the table in the first layer of each stack and passes the
-bias on from layer to layer; here each stack owns its table (`Backbone.relative_bias`, `Backbone.decoder_relative_bias`),
-which is the same computation with the parameter in a different place (lab_models/interop/t5.py maps the names).
+bias on from layer to layer; here each stack owns its table (`Backbone.relative_bias`,
+`Backbone.decoder_relative_bias`), which is the same computation with the parameter in a different place
+(lab_models/interop/t5.py maps the names).
 """
 from __future__ import annotations
 

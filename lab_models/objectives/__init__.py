@@ -22,8 +22,8 @@ Every family module provides the same five things, so that training and the Mask
 
 `gpt` and `gpt2` share `causal_lm`.
 
-The RNN-era families (ELMo, CoVe, ULMFiT, CVT) live in lab_models/models/rnn/: their modules give `Settings`, `CHOICES` and
-`RULE` (and `make_batch` where the batch is a corpus window), but no `build_example`, because they have no attention
+The RNN-era families (ELMo, CoVe, ULMFiT, CVT) live in lab_models/models/rnn/: their modules give `Settings`, `CHOICES`
+and `RULE` (and `make_batch` where the batch is a corpus window), but no `build_example`, because they have no attention
 mask to draw. An entry with a dot names a module outside this package: the RNN-era modules are whole families
 (batches, loss and model in one file), so they live with the models and are imported by name when asked for.
 
@@ -39,8 +39,8 @@ FAMILY_MODULES = {
     "gpt": "causal_lm", "gpt2": "causal_lm", "bert": "bert", "roberta": "roberta", "albert": "albert",
     "spanbert": "spanbert", "electra": "electra", "xlnet": "xlnet", "mpnet": "mpnet", "unilm": "unilm",
     "mass": "mass", "glm": "glm", "t5": "t5",
-    "elmo": "lab_models.models.rnn.elmo", "cove": "lab_models.models.rnn.cove", "ulmfit": "lab_models.models.rnn.ulmfit",
-    "cvt": "lab_models.models.rnn.cvt",
+    "elmo": "lab_models.models.rnn.elmo", "cove": "lab_models.models.rnn.cove",
+    "ulmfit": "lab_models.models.rnn.ulmfit", "cvt": "lab_models.models.rnn.cvt",
 }
 
 

@@ -211,7 +211,7 @@ class Addons:
 
 
 class AddonBatches:
-    """A batch source (lab_models/training/engine.py's protocol) that adds the add-ons' data to another one's batches."""
+    """A batch source (training/engine.py's protocol) that adds the add-ons' data to another one's batches."""
 
     def __init__(self, inner, sentences: contrastive.SentenceView | None, monolingual:
                  back_translation.MonolingualData | None, contrastive_n: int, back_translation_n: int,

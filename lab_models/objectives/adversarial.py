@@ -308,7 +308,7 @@ def pretraining_loss(model, batch: Batch, settings: Settings) -> tuple[torch.Ten
 def finetune_loss(classifier, batch, clean_logits: torch.Tensor, loss_of: Callable[[torch.Tensor], torch.Tensor],
                   method: str, settings: Settings, generator: torch.Generator, dropout_seed: int
                   ) -> tuple[torch.Tensor, torch.Tensor]:
-    """The adversarial loss of one fine-tuning step (lab_models/inference/finetuning/run.py's hook): FreeLB's L_adv (`method`
+    """The adversarial loss of one fine-tuning step (inference/finetuning/run.py's hook): FreeLB's L_adv (`method`
     "freelb") or SMART's regulariser ("smart") on the classifier's logits. `classifier(batch)` returns (logits,
     hidden); `clean_logits` are the step's own (with their graph), computed right after
     `torch.manual_seed(dropout_seed)`, whose dropout masks every perturbed pass replays; `loss_of(logits)` is the

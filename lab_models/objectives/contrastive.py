@@ -37,17 +37,18 @@ Where the sentences come from: a sentence view of the corpus
 The lab's pretraining rows are windows of a packed token stream that start and end mid-sentence, so they are no
 sentences. The contrastive rows are drawn from a separate view: the corpus's training documents split into sentences
 (`split_sentences`: after . ! ? and the Chinese 。！？), each framed as fine-tuning frames a sentence ([CLS] s [SEP]
-for the encoder families, [BOS] s [EOS] for GPT and GPT-2; lab_models/inference/finetuning/run.py) and cut to `max_tokens` (SimCSE's
-max_seq_length, 32). Each step draws `sentences` of them (default: the run's batch size) uniformly with replacement
-from the step's generator, after the family's own draws, so the family's batch is byte for byte the one it would be
-without the add-on. Validation batch i holds the validation split's sentences i*N .. i*N+N-1 (wrapping around).
+for the encoder families, [BOS] s [EOS] for GPT and GPT-2; lab_models/inference/finetuning/run.py) and cut to
+`max_tokens` (SimCSE's max_seq_length, 32). Each step draws `sentences` of them (default: the run's batch size)
+uniformly with replacement from the step's generator, after the family's own draws, so the family's batch is byte for
+byte the one it would be without the add-on. Validation batch i holds the validation split's sentences i*N .. i*N+N-1
+(wrapping around).
 
 The pooled representation (`pooling`, SimCSE's Table 6 compares these): by default ("auto") the mean of the real
 tokens' final states for the encoder families and the last real token ([EOS]) for GPT and GPT-2 (under a causal mask
 only it has read the whole sentence). "first" takes the [CLS] position instead (SimCSE's own default for BERT),
 "last" and "mean" force the others. Why not [CLS] by default: SimCSE starts from a BERT whose [CLS] pretraining
-shaped (NSP), while the lab's pretraining rows carry no [CLS] at all (lab_models/training/batches.py), so only this loss would
-ever train it, and it learns to tell sentences apart without learning what they mean; the token states that MLM
+shaped (NSP), while the lab's pretraining rows carry no [CLS] at all (lab_models/training/batches.py), so only this loss
+would ever train it, and it learns to tell sentences apart without learning what they mean; the token states that MLM
 shapes do carry meaning, and averaging them keeps it (measured: README; at the tiny preset, mean pooling makes
 same-topic sentences clearly closer, [CLS] pooling does not). Each family reads the sentence as it reads text
 downstream: a full mask among the real tokens (UniLM: its bidirectional mode; MPNet: its content stream alone), a
@@ -180,9 +181,9 @@ def pad(rows: Sequence[Sequence[int]], pad_id: int) -> torch.Tensor:
 
 def sentence_states(model, ids: torch.Tensor, pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Every family's hidden states of framed sentences `ids` (N, L), padded with `pad_id`: (states (N, L, H),
-    lengths (N,)). The view is fine-tuning's (lab_models/inference/finetuning/run.py): a full mask among the real tokens (causal for
-    GPT), the encoder of MASS and T5, Part A at 2-D positions (i, 0) for GLM, the content stream for XLNet and MPNet,
-    ELECTRA's discriminator, and the LSTM families' `representations`."""
+    lengths (N,)). The view is fine-tuning's (lab_models/inference/finetuning/run.py): a full mask among the real tokens
+    (causal for GPT), the encoder of MASS and T5, Part A at 2-D positions (i, 0) for GLM, the content stream for XLNet
+    and MPNet, ELECTRA's discriminator, and the LSTM families' `representations`."""
     family = model.family
     lengths = (ids != pad_id).sum(dim=1).clamp(min=1)  # (N,)
     if family in RNN_FAMILIES:

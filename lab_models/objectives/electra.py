@@ -31,9 +31,9 @@ would be 0 (a sample equal to the original counts as original, as in the paper).
 Deviations from the paper, stated:
 - No [CLS]/[SEP] framing and a single segment (`segment_ids` all 0): ELECTRA's data builder packs one or two
   sentence runs with segment ids but no NSP; packing belongs to the data pipeline.
-- The generator's size (`generator_size_fraction`) is read by lab_models/models/family.py; λ is the `rtd` objective weight
-  (`disc_weight` is its default when no weight is given). `loss` below samples the generator's replacements with a
-  torch.Generator seeded from a hash of the batch (the paper does not say how its sampling is seeded).
+- The generator's size (`generator_size_fraction`) is read by lab_models/models/family.py; λ is the `rtd` objective
+  weight (`disc_weight` is its default when no weight is given). `loss` below samples the generator's replacements with
+  a torch.Generator seeded from a hash of the batch (the paper does not say how its sampling is seeded).
 """
 from __future__ import annotations
 

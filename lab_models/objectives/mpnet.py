@@ -75,9 +75,9 @@ Deviations, stated:
   output row of [MASK] in the tied vocabulary matrix. (The backbone's "token" start would read the token at the slot,
   which in this mode is the target itself: the leakage test shows that leak.)
 
-Positions: the model (lab_models/models/family.py) has learned absolute positions and, as `mpnet_rel_base` and the released
-mpnet-base, a bucketed relative position bias shared by all layers. Both read the position ids above, so a slot m_s
-is at relative distance p_s - p from a token at position p, exactly as the reference computes its bias from the
+Positions: the model (lab_models/models/family.py) has learned absolute positions and, as `mpnet_rel_base` and the
+released mpnet-base, a bucketed relative position bias shared by all layers. Both read the position ids above, so a slot
+m_s is at relative distance p_s - p from a token at position p, exactly as the reference computes its bias from the
 permuted positions (`encode_relative_emb(positions)`, the query rows reusing the slots' rows).
 
 The loss (`loss(model, batch)`, objective "mplm"): cross-entropy of the query stream at its target rows ("mpnet" and

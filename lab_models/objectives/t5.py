@@ -41,9 +41,9 @@ Settings: `final_token="sentinel"` (default, the paper's Figure 2: targets end w
 leaves out because it adds no framing). `decoder_start`: "pad" (default, T5) or "bos" (the lab's [BOS]: what runs
 saved before this setting existed used; they still load with it, see `SAVED_BEFORE`).
 
-The model (lab_models/models/family.py) is T5's own: RMS norm without bias, no biases in the linear layers, ReLU, no absolute
-positions but the bucketed relative position bias (encoder bidirectional, decoder unidirectional; position ids are
-0, 1, 2, ... on both sides and enter only through it), no 1/sqrt(d) in the attention, T5's initialization, and the
+The model (lab_models/models/family.py) is T5's own: RMS norm without bias, no biases in the linear layers, ReLU, no
+absolute positions but the bucketed relative position bias (encoder bidirectional, decoder unidirectional; position ids
+are 0, 1, 2, ... on both sides and enter only through it), no 1/sqrt(d) in the attention, T5's initialization, and the
 tied output projection of the decoder output scaled by d_model^-0.5. A Hugging Face `T5ForConditionalGeneration`
 checkpoint loads into it with the same logits (lab_models/interop/t5.py).
 
@@ -59,10 +59,10 @@ The loss (`loss(model, batch)`, objective "span_corruption"): the backbone's enc
 
 Translation (objective "translation", default weight 0; objectives/translation.py): T5's text-to-text form of a
 supervised task, the encoder reads the task prefix and the English ("translate English to Chinese: the cat sees a
-ball ."), the decoder writes the Chinese ([PAD] + Chinese -> Chinese + [EOS], from the same start token as span corruption). With it on, each step's batch holds the
-span-corruption rows and the translation rows together (flagged in extras["translation"]) and the loss adds
-weight * translation loss (`mass.sequence_to_sequence_loss`); with span_corruption at 0 the model trains on
-translation alone.
+ball ."), the decoder writes the Chinese ([PAD] + Chinese -> Chinese + [EOS], from the same start token as span
+corruption). With it on, each step's batch holds the span-corruption rows and the translation rows together (flagged in
+extras["translation"]) and the loss adds weight * translation loss (`mass.sequence_to_sequence_loss`); with
+span_corruption at 0 the model trains on translation alone.
 """
 from __future__ import annotations
 

@@ -46,9 +46,9 @@ sentinels: [PAD] 0, [BOS] 4, [EOS] 5; "the" 16 "cat" 17 "sees" 18 "a" 19 "ball" 
                                     1 1 1 1 1 1
 
 Translating (what decoding does with a trained model): encode `encoder_ids(family, tokenizer, vocab, english)` at
-positions 0 .. E-1 with full attention; start the decoder with its start token at position 0; at step k feed the token chosen
-at step k-1 at position k (causal self-attention, full cross-attention), and stop at [EOS]. The tokens before [EOS],
-decoded with the run's tokenizer, are the Chinese text.
+positions 0 .. E-1 with full attention; start the decoder with its start token at position 0; at step k feed the token
+chosen at step k-1 at position k (causal self-attention, full cross-attention), and stop at [EOS]. The tokens before
+[EOS], decoded with the run's tokenizer, are the Chinese text.
 
 Deviations, stated:
 - MASS has language embeddings (XLM's: one per language, added on the encoder and the decoder side); the lab has one

@@ -279,6 +279,6 @@ def make_batch(token_ids, generator: torch.Generator, cfg: BatchConfig) -> Batch
 
 def loss(model, batch: Batch) -> LossOutput:
     """cloze: cross-entropy at the masked positions, whatever the row's mode (the mode lives in the batch's mask,
-    so one set of parameters serves all four LMs); nsp (optional, see lab_models/models/family.py): pooler + 2-way classifier
-    on the first position against extras["nsp_label"], which is IGNORE_INDEX except on bidirectional rows."""
+    so one set of parameters serves all four LMs); nsp (optional, see lab_models/models/family.py): pooler + 2-way
+    classifier on the first position against extras["nsp_label"], which is IGNORE_INDEX except on bidirectional rows."""
     return mlm_with_sentence_objective(model, batch, "cloze", sentence=("nsp", "nsp_label"))

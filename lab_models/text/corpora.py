@@ -22,15 +22,16 @@ It follows the usual data-card practice (counts, language mix, a sample) and the
 split depends only on its text, so shuffling or appending documents never moves a document across the split). It
 deviates from large-corpus pipelines in keeping every corpus in memory: the lab's corpora are a few MB.
 
-Where the parts are (both re-exported here): lab_models/text/stdlib_docs.py (the stdlib-docs text and its cleaning) and
-lab_models/text/corpus_files.py (reading an uploaded file: size cap, formats, text columns; its decisions on splitting text
-files, CSV delimiters, JSONL rows and the upload cap are written there). This module holds the records, the split,
-the lab's corpus folders (import, list, load) and the card.
+Beside it: lab_models/text/stdlib_docs.py (the stdlib-docs text and its cleaning) and lab_models/text/corpus_files.py
+(reading an uploaded file: size cap, formats, text columns; its decisions on splitting text files, CSV delimiters,
+JSONL rows and the upload cap are written there). This module holds the records, the split, the lab's corpus folders
+(import, list, load) and the card.
 
 Decisions a user should know about
 ----------------------------------
 * Uploaded documents are not deduplicated (they are the user's data); the built-in stdlib text is.
-* Paths loaded directly with `load_corpus` (not uploads) are not capped (the upload cap: lab_models/text/corpus_files.py).
+* Paths loaded directly with `load_corpus` (not uploads) are not capped (the upload cap:
+  lab_models/text/corpus_files.py).
 * Corpus names are slugs: letters, digits, "-", "_" and "."; they start with a letter or digit (names starting with
   "_" or "." are reserved for the lab's own folders) and may not shadow a built-in name.
 """
@@ -51,7 +52,6 @@ from pathlib import Path
 from lab_models.home import atomic_write_json, atomic_write_text, lab_home
 from lab_models.text.synthetic import synthetic_dataset
 
-# The parts, re-exported: whatever was importable from here before the split still is.
 from lab_models.text.stdlib_docs import build_stdlib_docs_paragraphs
 from lab_models.text.corpus_files import SUPPORTED_EXTENSIONS, max_upload_bytes, extract_documents
 

@@ -9,7 +9,7 @@ Decisions a user should know about:
   `.jsonl` lines must be JSON objects; rows where the chosen field is missing, null or not a string are skipped.
 * The upload cap is `max_bytes` when given, else the environment variable PRETRAINING_LAB_MAX_UPLOAD_MB, else 200 MB.
 
-Part of `lab_models.text.corpora` (which re-exports every name here).
+`lab_models.text.corpora` imports what this module extracts into the lab home.
 """
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-logger = logging.getLogger("lab_models.text.corpora")  # the corpora logger, as before the split
+logger = logging.getLogger(__name__)
 
 DEFAULT_MAX_UPLOAD_BYTES = 200 * 1024 * 1024
 MAX_UPLOAD_ENV_VAR = "PRETRAINING_LAB_MAX_UPLOAD_MB"

@@ -3,8 +3,8 @@
 `ast` (nothing is imported), cleaned into paragraphs (`prose_paragraphs`: no doctests, literal blocks, directives,
 tables or code-like lines) and deduplicated exactly.
 
-Part of `lab_models.text.corpora` (which re-exports every name here, and caches the result under
-`<home>/corpora/_builtin/` per Python version).
+`lab_models.text.corpora` loads it as the "stdlib-docs" corpus and caches the result under
+`<home>/corpora/_builtin/` per Python version.
 """
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import re
 import sysconfig
 from pathlib import Path
 
-logger = logging.getLogger("lab_models.text.corpora")  # the corpora logger, as before the split
+logger = logging.getLogger(__name__)
 
 
 # ---------------------------------------------------------------------------------------------- stdlib-docs text

@@ -18,8 +18,8 @@ corpus (lab_models/text/synthetic.py explains how every label follows from the g
     tagging     token     DET ADJ NOUN PRON VERB AUX NEG ADV PREP PUNCT (per word)  one per sentence
 
 Splits. A sentence (and the entailment pair made from it) is in the validation split exactly when its story is in the
-validation split of the "synthetic" corpus (the same hash of the story's text, lab_models/text/corpora.py), about 5% of the
-stories. So the validation sentences of a fine-tuning are ones that a run pretrained on the synthetic corpus never
+validation split of the "synthetic" corpus (the same hash of the story's text, lab_models/text/corpora.py), about 5% of
+the stories. So the validation sentences of a fine-tuning are ones that a run pretrained on the synthetic corpus never
 saw, and the split is the same on every machine and every call. The training sentences were seen, unlabelled, in
 pretraining: the usual situation of a pretrained model meeting its downstream task's text.
 
@@ -61,8 +61,6 @@ from lab_models.text.synthetic import ENTAILMENT_LABELS, SENTIMENT_LABELS, TAGS,
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["TASKS", "TASK_KINDS", "TaskSpec", "Task", "TaskExample", "load_task", "csv_task", "encode_words",
-           "first_piece_labels", "MIN_CSV_ROWS", "MAX_CSV_CLASSES", "CSV_VALIDATION_FRACTION"]
 
 TASK_KINDS = ("sequence", "pair", "token")
 MIN_CSV_ROWS = 10  # fewer rows cannot make a training split and a validation split worth a number

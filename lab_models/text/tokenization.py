@@ -15,10 +15,10 @@ Decisions and deviations from the papers, stated once here:
   `lowercase=True` (or `options={"lowercase": True}` to `cached_tokenizer`) to do the same. With WordPiece it also
   strips accents, as BERT-uncased does.
 * `bpe` splits on whitespace and isolates each punctuation character (`BertPreTokenizer`), then marks the last symbol of
-  every word with `</w>` as GPT-1's BPE did. GPT-1 pre-tokenized with spaCy and ftfy; that dependency is not worth it here.
-  Because of the split, decoding puts spaces around punctuation ("hello , world !").
-* `byte_bpe` starts from all 256 bytes (GPT-2's byte-to-unicode map), so nothing is ever unknown. No prefix space is added,
-  and there is no post-processor: offsets keep the leading space of a `Ġ` token.
+  every word with `</w>` as GPT-1's BPE did. GPT-1 pre-tokenized with spaCy and ftfy; that dependency is not worth it
+  here. Because of the split, decoding puts spaces around punctuation ("hello , world !").
+* `byte_bpe` starts from all 256 bytes (GPT-2's byte-to-unicode map), so nothing is ever unknown. No prefix space is
+  added, and there is no post-processor: offsets keep the leading space of a `Ġ` token.
 * `wordpiece` is trained with the BPE-style `WordPieceTrainer` of `tokenizers` (BERT's original WordPiece trainer, which
   picks merges by likelihood, was never released). A word with a character outside the vocabulary becomes one `[UNK]`.
 * `unigram` prunes its seed vocabulary faster than SentencePiece (keeps 50% of the pieces per EM round instead of
@@ -26,7 +26,8 @@ Decisions and deviations from the papers, stated once here:
 * `unigram` uses the `tokenizers` unigram trainer, not SentencePiece itself: no character-coverage cut-off (every
   character seen in training is kept) and no byte fallback, so unseen characters become `<unk>`.
 * No kind adds framing tokens when encoding (no `[CLS] ... [SEP]` post-processor): the objectives insert their own
-  special tokens. Special tokens come first in every vocabulary, with ids in the order `special_tokens(kind)` lists them.
+  special tokens. Special tokens come first in every vocabulary, with ids in the order `special_tokens(kind)` lists
+  them.
 
 Vocabulary size rule (precise, tested): a trained vocabulary must have exactly the requested size.
 
@@ -42,9 +43,9 @@ Vocabulary size rule (precise, tested): a trained vocabulary must have exactly t
 Training is not bit-for-bit reproducible: the `tokenizers` trainers break ties between equally frequent pairs in hash
 order. `cached_tokenizer` is what makes a tokenizer stable: train once, then reuse the saved file.
 
-Where the parts are (both re-exported here): lab_models/text/tokenizer_kinds.py (the kinds, their special tokens and
-markers, the argument checks) and lab_models/text/tokenizer_inspect.py (kind detection, surface text, display pieces, BPE
-merge replay, statistics and vocabulary overlap). This module trains and caches tokenizers.
+Beside it: lab_models/text/tokenizer_kinds.py (the kinds, their special tokens and markers, the argument checks) and
+lab_models/text/tokenizer_inspect.py (kind detection, surface text, display pieces, BPE merge replay, statistics and
+vocabulary overlap). This module trains and caches tokenizers.
 
 Worked example (a corpus of one line, `bpe`)::
 
@@ -71,7 +72,6 @@ from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers,
 
 from lab_models.home import atomic_write_json, atomic_write_text, lab_home
 
-# The parts, re-exported: whatever was importable from here before the split still is.
 from lab_models.text.tokenizer_kinds import (TOKENIZER_KINDS, SPECIAL_TOKENS, END_OF_WORD_SUFFIX, CONTINUATION_PREFIX,
                                              METASPACE, UNIGRAM_SHRINKING_FACTOR, CACHE_FORMAT_VERSION,
                                              ProgressCallback, check_kind, check_vocab_size, check_texts,
@@ -216,7 +216,8 @@ def _retrain_unigram_larger(
     """The unigram EM step drops pieces whose expected count falls below 0.5, so near the corpus's limit the trainer
     can land below the requested size (asked 5000, got 4492). Ask once for 20% more and trim the result to size."""
     larger = int(vocab_size * 1.2) + 8
-    report_progress(progress, 0.85, f"Unigram stopped at {learned} tokens; retraining for {larger} to trim down to {vocab_size}")
+    report_progress(progress, 0.85,
+                    f"Unigram stopped at {learned} tokens; retraining for {larger} to trim down to {vocab_size}")
     retrained = _fit(_empty_tokenizer("unigram", lowercase), corpus, "unigram", larger)
     retrained_size = retrained.get_vocab_size()
     logger.info("unigram retrain: asked %d, got %d (first attempt %d)", larger, retrained_size, learned)
@@ -247,7 +248,8 @@ def train_tokenizer(
 ) -> Tokenizer:
     """Train a tokenizer of `kind` with exactly `vocab_size` tokens on `texts` (see the module docstring for the rule).
 
-    `progress(fraction, message)` is called a few times: `tokenizers` trainers expose no callback, so the steps are coarse.
+    `progress(fraction, message)` is called a few times: `tokenizers` trainers expose no callback, so the steps are
+    coarse.
 
     >>> tok = train_tokenizer("wordpiece", ["hello world"], vocab_size=17)  # 5 specials + 7 chars + 5 "##" chars
     >>> tok.token_to_id("[UNK]"), tok.encode("hello").tokens

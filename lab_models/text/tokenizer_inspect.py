@@ -3,7 +3,7 @@ into the text they stand for), an encoding as display pieces with character offs
 tokenized with only the first N learned merges, as Sennrich et al. 2016 apply them in rank order), and statistics
 (token lengths, tokens per word, unknown rate, vocabulary overlap between tokenizers).
 
-Part of `lab_models.text.tokenization` (which re-exports every name here).
+The tokenizers themselves are trained in lab_models/text/tokenization.py.
 """
 from __future__ import annotations
 
@@ -275,8 +275,8 @@ def tokenizer_stats(
 ) -> dict:
     """How a tokenizer does on `texts`: counts and rates for a comparison table.
 
-    `tokens_per_word` divides by whitespace-separated words, `tokens_per_char` by characters, `unknown_rate` is the share of
-    unknown tokens and `avg_token_chars` the mean marker-stripped length of the tokens produced.
+    `tokens_per_word` divides by whitespace-separated words, `tokens_per_char` by characters, `unknown_rate` is the
+    share of unknown tokens and `avg_token_chars` the mean marker-stripped length of the tokens produced.
     """
     tokenizer = check_tokenizer(tokenizer)
     kind = check_kind(kind) if kind is not None else tokenizer_kind(tokenizer)

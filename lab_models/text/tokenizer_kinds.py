@@ -2,8 +2,7 @@
 (lab_models/text/tokenizer_inspect.py) share: the four kinds and their special tokens, the markers each kind writes
 (`</w>`, `##`, `▁`), and the argument checks that turn bad input into a `ValueError` that says what to do.
 
-Part of `lab_models.text.tokenization` (which re-exports every name here); its docstring has the kinds, their papers and
-the deviations.
+lab_models/text/tokenization.py's docstring has the kinds, their papers and the deviations.
 """
 from __future__ import annotations
 
@@ -13,7 +12,7 @@ from typing import Callable
 
 from tokenizers import Tokenizer
 
-logger = logging.getLogger("lab_models.text.tokenization")  # the tokenization logger, as before the split
+logger = logging.getLogger(__name__)
 
 
 TOKENIZER_KINDS: dict[str, str] = {

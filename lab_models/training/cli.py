@@ -1,6 +1,6 @@
 """Headless training's command line: the argument parser of `python -m lab_models train` and the `TrainConfig` it
 resolves (from the arguments, or from a run folder on --resume), with the row length fitted to the family.
-lab_models/training/run.py (the entry point, which runs it) re-exports every name here.
+lab_models/training/run.py runs what it resolves.
 
     python -m lab_models train --family NAME --out DIR [--preset tiny|small|medium|base] [--corpus NAME_OR_PATH]
         [--steps N] [--seed S] [--device auto|cpu|cuda|mps] [--objective NAME=WEIGHT ...] [--set KEY=VALUE ...]
@@ -44,7 +44,7 @@ from lab_models.models.family import resolve_objective_weights
 from lab_models.objectives.addons import resolve_settings
 from lab_models.objectives.addons import split_settings
 
-logger = logging.getLogger("lab_models.training.run")  # the CLI logs under the training logger, as before the split
+logger = logging.getLogger(__name__)
 
 
 # ------------------------------------------------------------------------------------------------ the parser
@@ -75,7 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--weight-decay", type=float, help="default 0.01")
     p.add_argument("--grad-clip", type=float, help="default 1.0 (0 = off)")
     p.add_argument("--perf", action="append", default=[], metavar="KEY=VALUE",
-                   help="speed settings (lab_models/training/performance.py): precision=auto|bf16|fp32, fused_adamw, compile, "
+                   help="speed settings (training/performance.py): precision=auto|bf16|fp32, fused_adamw, compile, "
                         "attention=sdpa|flex, grad_accum=K, activation_checkpointing, prefetch")
     p.add_argument("--on-nonfinite", help="fail (default): a NaN/inf loss fails the run; skip: drop that step")
     p.add_argument("--resume", action="store_true")

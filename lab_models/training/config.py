@@ -1,6 +1,6 @@
 """Headless training's configuration: the presets, `TrainConfig` (frozen, saved with every run as config.json
-"train"), and the parsing of `--objective`, `--set` and `--model` values. Part of `python -m lab_models train`;
-lab_models/training/run.py re-exports every name here.
+"train"), and the parsing of `--objective`, `--set` and `--model` values. Part of `python -m lab_models train`
+(lab_models/training/run.py).
 
 Presets (the model sizes are lab_models/nn/config.py's; everything here can be overridden by its flag):
 
@@ -17,9 +17,10 @@ CPU. `medium` and `base` are GPU sizes (base = BERT-base / GPT-2 small) at BERT'
 the size the tokenizer is trained to; if the corpus cannot support it, it is lowered to what the corpus supports and
 the run says so (config.json "tokenizer.note", train.log). The model's vocabulary is that plus the lab's special
 tokens (lab_models/text/vocab.py). Other training defaults: AdamW betas (0.9, 0.98), eps 1e-8, weight decay 0.01 on
-matrices only, gradient clipping at 1.0, linear warmup then cosine decay to 10% of the peak (lab_models/training/engine.py).
-A family module may set its own `DEFAULT_LR`, used when --lr is not given: ULMFiT's AWD-LSTM peaks at 5e-3 (at the
-presets' 1e-3 and below its tiny LM stays at the unigram plateau, loss 5.47, for its whole first stage).
+matrices only, gradient clipping at 1.0, linear warmup then cosine decay to 10% of the peak
+(lab_models/training/engine.py). A family module may set its own `DEFAULT_LR`, used when --lr is not given: ULMFiT's
+AWD-LSTM peaks at 5e-3 (at the presets' 1e-3 and below its tiny LM stays at the unigram plateau, loss 5.47, for its
+whole first stage).
 
 Overrides. `--objective NAME=WEIGHT` sets an objective's weight (0 turns it off; names per family in
 lab_models/families.py, plus SpanBERT's and UniLM's optional nsp). `--set KEY=VALUE` sets a field of the family's

@@ -2,8 +2,9 @@
 
 The loop knows nothing about families. It needs a model with `loss(batch) -> LossOutput` (total, parts, target_ids,
 target_nll; see lab_models/models/family.py) and a batch source with `train_batch(generator) -> Batch` and
-`validation_batches(generators) -> list[Batch]` (lab_models/training/batches.py's `PackedBatches`). It yields events; the caller
-(lab_models/training/run.py) turns them into metrics.jsonl rows, status.json and checkpoints, and may stop between events:
+`validation_batches(generators) -> list[Batch]` (lab_models/training/batches.py's `PackedBatches`). It yields events;
+the caller (lab_models/training/run.py) turns them into metrics.jsonl rows, status.json and checkpoints, and may stop
+between events:
 
     trainer = Trainer(model, batches, EngineConfig(steps=50, lr=1e-3, ...), device=device, byte_lengths=table)
     for event in trainer.run(should_stop=lambda: flag):
@@ -38,10 +39,10 @@ Models and batch sources with a plan of their own (the RNN families, lab_models/
 - `batches.train_batch_at(step, generator)`, when it exists, is called instead of `train_batch(generator)`: the batch
   may depend on the step (ULMFiT's stages, CVT's alternating labelled and unlabelled minibatches).
 - `model.optimizer_groups(weight_decay)`, when it exists, gives the AdamW parameter groups (ULMFiT's layer groups)
-  instead of `parameter_groups`, and `model.begin_step(step, config) -> StepPlan` (lab_models/models/rnn/common.py) gives each group's learning rate
-  for the step (and fields for its metrics row, `StepEvent.record`). A group whose rate is 0 for a step is frozen for
-  it: its gradients are dropped before clipping, so AdamW leaves its weights and moments untouched (gradual
-  unfreezing). `StepEvent.lr` is then the highest group rate.
+  instead of `parameter_groups`, and `model.begin_step(step, config) -> StepPlan` (lab_models/models/rnn/common.py)
+  gives each group's learning rate for the step (and fields for its metrics row, `StepEvent.record`). A group whose rate
+  is 0 for a step is frozen for it: its gradients are dropped before clipping, so AdamW leaves its weights and moments
+  untouched (gradual unfreezing). `StepEvent.lr` is then the highest group rate.
 - A step may report only some objectives (CVT's labelled or unlabelled loss): each logged part is the mean over the
   steps of the interval that reported it, NaN (logged as null) when none did. Every rank must report the same parts
   at the same step (a step-based plan does).
@@ -50,8 +51,8 @@ Events are emitted every `log_every` steps, at checkpoint steps, at the last ste
 yields its StepEvent (marked `evaluation_follows`) and then its EvalEvent, also when the run is stopping there; each
 emission reads the loss back from the device (one sync). A NaN/inf loss or gradient norm anywhere in the interval
 raises `NonFiniteLossError` ("non-finite loss at step N: ...", N the first bad step) at the next emission, before any
-checkpoint of the bad weights can be written (and lab_models/training/runs.py refuses to checkpoint non-finite weights whatever
-the loss said). With
+checkpoint of the bad weights can be written (and lab_models/training/runs.py refuses to checkpoint non-finite weights
+whatever the loss said). With
 `on_nonfinite="skip"` a step whose loss or gradient norm is NaN/inf instead changes nothing (no AdamW update, no moment
 update; one extra sync per step), is logged as a warning and listed in its metrics row's "skipped_steps"; more than
 MAX_SKIPPED_IN_A_ROW such steps in a row fail the run as above.

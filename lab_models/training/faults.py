@@ -30,7 +30,8 @@ only, `nan` and `inf` (the step's loss is multiplied by NaN, or becomes +inf). W
 time its point is reached.
 
     >>> parse_faults("checkpoint:after_weights:kill@12, train:loss:nan@3")
-    [Fault(point='checkpoint:after_weights', action='kill', seconds=0.0, step=12), Fault(point='train:loss', action='nan', seconds=0.0, step=3)]
+    [Fault(point='checkpoint:after_weights', action='kill', seconds=0.0, step=12), Fault(point='train:loss',
+    action='nan', seconds=0.0, step=3)]
 """
 from __future__ import annotations
 

@@ -137,8 +137,8 @@ def count_step_flops(loss_fn, batch, autocast=None) -> int:
 def training_flops_per_token(model: torch.nn.Module, batch, tokens: int, autocast=None) -> float:
     """FLOPs per token of one training step of `model` on `batch` (see the module docstring for what is counted).
 
-    `tokens`: the tokens the batch feeds the model (lab_models.training.engine.count_tokens). The model's gradients are set
-    to None afterwards and the global RNG is restored, so the run's trajectory does not change.
+    `tokens`: the tokens the batch feeds the model (lab_models.training.engine.count_tokens). The model's gradients are
+    set to None afterwards and the global RNG is restored, so the run's trajectory does not change.
     """
     if tokens <= 0:
         raise ValueError(f"a batch must feed at least one token to count FLOPs per token, got {tokens}")

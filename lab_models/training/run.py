@@ -7,7 +7,7 @@ rank draws its own batches, rank 0 alone writes files, logged numbers are averag
 rank. A bad argument exits with status 2 and one line on stderr ("error: ...").
 
 Presets, `TrainConfig` and the parsing of overrides (`--objective`, `--set`, `--model`) are in
-lab_models/training/config.py; the argument parser and `--resume` in lab_models/training/cli.py (both re-exported here).
+lab_models/training/config.py; the argument parser and `--resume` in lab_models/training/cli.py.
 This module runs the training: the distributed world, signals, the run folder, the loop and the exit statuses.
 
 The RNN families (lab_models/models/rnn/) run through the same loop. Where their data is not corpus windows (CoVe's
@@ -63,7 +63,6 @@ from lab_models.models.switch import switch_metrics
 from lab_models.text.tokenization import load_tokenizer_file
 from lab_models.text.vocab import prepare_tokenizer, token_byte_lengths
 
-# The parts, re-exported: whatever was importable from here before the split still is.
 from lab_models.training.config import EXIT_BAD_ARGUMENT, EXIT_FAILED, STATUS_INTERVAL_S, TrainConfig
 from lab_models.objectives.settings import settings_from_dict
 from lab_models.training.cli import build_parser, check_at_least, config_from_args, config_from_run
@@ -80,7 +79,7 @@ from lab_models.objectives.addons import attach
 from lab_models.models.family import model_config_from_dict
 from lab_models.models.family import family_model_config
 
-logger = logging.getLogger("lab_models.training.run")
+logger = logging.getLogger(__name__)
 
 # ------------------------------------------------------------------------------------------------ distributed
 @dataclass

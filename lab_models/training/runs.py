@@ -20,8 +20,8 @@ then the folder is renamed to its final name (a rename is atomic), then latest.j
 folders are deleted. A kill at any moment leaves the previous complete checkpoint readable: `load_checkpoint` follows
 latest.json, or, if that is missing or points at nothing, takes the highest step folder that has its state.json
 (written last). status.json and config.json go through `home.atomic_write_json` (temp file + fsync + os.replace).
-The writer calls `lab_models.training.faults.fault_point` at its named steps (inert unless $PRETRAINING_LAB_FAULT is set), so
-the reliability suite can kill it at each of them and check that the previous checkpoint still loads.
+The writer calls `lab_models.training.faults.fault_point` at its named steps (inert unless $PRETRAINING_LAB_FAULT is
+set), so the reliability suite can kill it at each of them and check that the previous checkpoint still loads.
 metrics.jsonl is append-only, one line per write; a kill can leave a half-written last line, which `read_metrics`
 skips, and a resume first cuts the file back to the checkpoint's step, so no step appears twice.
 
@@ -388,10 +388,11 @@ def run_summary(run_dir: str | os.PathLike) -> dict:
 def list_runs(home=None) -> list[dict]:
     """Every run folder under `<lab home>/runs/` (one with a config.json or status.json), newest first.
 
-    Each row: run_id, path, family, preset, corpus, zoo (lab_models/experiments/zoo.py; None for other runs), state ("running", "finished", "stopped", "failed", or
-    "interrupted" when status.json says running but its process is gone), message, step, total_steps, loss (last
-    train row), val_loss, val_bits_per_byte (last evaluation), created (unix time). A folder that is a symlink leading
-    out of runs/ is left out (the page serves nothing outside the lab home: lab_models/home.py).
+    Each row: run_id, path, family, preset, corpus, zoo (lab_models/experiments/zoo.py; None for other runs), state
+    ("running", "finished", "stopped", "failed", or "interrupted" when status.json says running but its process is
+    gone), message, step, total_steps, loss (last train row), val_loss, val_bits_per_byte (last evaluation), created
+    (unix time). A folder that is a symlink leading out of runs/ is left out (the page serves nothing outside the lab
+    home: lab_models/home.py).
     """
     runs_root = lab_home(home) / "runs"
     summaries = []

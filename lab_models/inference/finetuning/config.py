@@ -1,7 +1,7 @@
 """Fine-tuning's configuration and small helpers: the constants, `FinetuneConfig` (frozen, saved with every
 fine-tuning), `auto_pooling`, BERT's linear warmup/decay schedule, macro F1, and where fine-tunings live on disk.
 
-Part of `lab_models.inference.finetuning.run` (which re-exports every name here); its docstring has the recipe and the papers.
+lab_models/inference/finetuning/run.py's docstring has the recipe and the papers.
 """
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""Fine-tuning's input framing and batching (BERT §3 / GPT §3.3; part of `lab_models.inference.finetuning.run`, which re-exports
-every name here).
+"""Fine-tuning's input framing and batching (BERT §3 / GPT §3.3), for lab_models/inference/finetuning/run.py.
 
 2. Frame each example with the lab's special tokens and add a head on the backbone's hidden states:
    - sentence tasks:  [CLS] a [SEP]            pairs: [CLS] a [SEP] b [SEP]  (segment 0, then 1; BERT §3)
@@ -112,7 +111,8 @@ class FinetuneBatch:
                         else getattr(self, f.name) for f in dataclasses.fields(self)))
 
 
-def collate_examples(items: list[EncodedExample], pad_id: int, causal: bool, two_d_positions: bool, token_task: bool) -> FinetuneBatch:
+def collate_examples(items: list[EncodedExample], pad_id: int, causal: bool, two_d_positions: bool,
+                     token_task: bool) -> FinetuneBatch:
     B, T = len(items), max(len(item.ids) for item in items)
     input_ids = torch.full((B, T), pad_id, dtype=torch.long)
     segment_ids = torch.zeros((B, T), dtype=torch.long)

@@ -1,6 +1,5 @@
 """Fine-tuning's model: `FinetuneClassifier` (a head on the pretrained backbone's hidden states), the auxiliary
-language-modelling loss (GPT §3.2), and evaluation (accuracy, macro F1). Part of `lab_models.inference.finetuning.run`, which
-re-exports every name here.
+language-modelling loss (GPT §3.2), and evaluation (accuracy, macro F1), for lab_models/inference/finetuning/run.py.
 
 Per family: which hidden states the head reads, and the auxiliary LM loss. Every family reads its framed input in
 one forward pass of the backbone it was pretrained with; the mask is full (every position sees every real token)
@@ -30,8 +29,8 @@ Papers and deviations, stated:
   paper; it gets GPT's recipe.
 - BERT, RoBERTa, ALBERT, SpanBERT (Devlin et al. 2019 §4; Liu et al. 2019; Lan et al. 2020; Joshi et al. 2020): the
   [CLS] representation through the pooler and a classifier; token tasks on each word's first piece (BERT §5.3).
-  Deviation: the lab's pretraining rows carry no [CLS] (lab_models/training/batches.py), so the [CLS] embedding and the pooler
-  start untrained (BERT's NSP trains them); the first fine-tuning steps learn them.
+  Deviation: the lab's pretraining rows carry no [CLS] (lab_models/training/batches.py), so the [CLS] embedding and the
+  pooler start untrained (BERT's NSP trains them); the first fine-tuning steps learn them.
 - ELECTRA (Clark et al. 2020): the discriminator is fine-tuned, the generator is thrown away (§3.1); here it stays in
   the model, untouched unless λ > 0.
 - UniLM (Dong et al. 2019, §3.1 NLU): the bidirectional mode, as a BERT-style encoder.

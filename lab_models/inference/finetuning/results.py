@@ -1,7 +1,7 @@
 """Fine-tuning results and queueing: the summaries of finished fine-tunings, `list_finetunes`,
 `finetune_leaderboard` (one row per fine-tuning with a result) and `finetune_command` / `start_finetune` (a worker
-`python -m lab_models finetune` queued on the JobManager like a training run). Part of `lab_models.inference.finetuning.run`, which
-re-exports every name here.
+`python -m lab_models finetune` queued on the JobManager like a training run). The fine-tuning itself
+is lab_models/inference/finetuning/run.py.
 """
 from __future__ import annotations
 
@@ -115,8 +115,8 @@ def finetune_command(config: FinetuneConfig) -> list[str]:
 
 
 def start_finetune(manager, run: str, task: str, **options) -> str:
-    """Queue a fine-tuning on `manager` (a lab_models.training.jobs.manager.JobManager) like a training run; return its id (the
-    folder name under <home>/finetunes). `run`: a run id (or folder); `task`: a built-in task or "csv" (then
+    """Queue a fine-tuning on `manager` (a lab_models.training.jobs.manager.JobManager) like a training run; return its
+    id (the folder name under <home>/finetunes). `run`: a run id (or folder); `task`: a built-in task or "csv" (then
     csv_path=, text_column=, label_column=[, text_pair_column=]); other options: FinetuneConfig's fields (steps,
     pooling, lm_aux_weight, batch_size, lr, seed, max_len, device, ...). Everything a user can get wrong (the run, its
     weights, the task, the CSV) is checked here, before anything is queued: ValueError.

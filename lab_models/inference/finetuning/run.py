@@ -20,7 +20,8 @@ What it does (the recipe of BERT §4 / GPT §3.2, scaled down):
    states: "first" (the [CLS] position, BERT), "last" (the last real token, GPT's extract token), or "mean" (over
    the real tokens, special tokens included). "auto" is "last" for the causal families (gpt, gpt2: under a causal
    mask only the last position has read the whole input) and "first" for the others. Tagging ("token" tasks) puts a
-   `TokenClassificationHead` on every position; a word's label sits on its first sub-word piece (lab_models/text/tasks.py).
+   `TokenClassificationHead` on every position; a word's label sits on its first sub-word piece
+   (lab_models/text/tasks.py).
 3. Train every weight with AdamW (β = 0.9, 0.999, eps 1e-8, weight decay 0.01 on matrices only, gradient clipping at
    1.0), linear warmup over the first 10% of the steps and linear decay to 0 (BERT's fine-tuning schedule), batches
    drawn without replacement epoch by epoch. The loss is the task's cross-entropy, plus `lm_aux_weight` (λ) times an
@@ -29,14 +30,14 @@ What it does (the recipe of BERT §4 / GPT §3.2, scaled down):
 4. Evaluate on the task's validation split every `eval_every` steps and at the end: accuracy and macro F1 (the mean
    F1 over the classes that occur in the gold labels or the predictions, as scikit-learn's "macro").
 5. Optionally (`adversarial`, off by default) add adversarial training on the input embeddings, FreeLB or SMART,
-   weighted by `adversarial_weight`: lab_models/objectives/adversarial.py (`finetune_loss`; `adversarial_step` below seeds it) has the method, its
-   papers and deviations; the train rows' losses then hold "adversarial" and "adversarial_task" (the task loss under
-   the final perturbation).
+   weighted by `adversarial_weight`: lab_models/objectives/adversarial.py (`finetune_loss`; `adversarial_step` below
+   seeds it) has the method, its papers and deviations; the train rows' losses then hold "adversarial" and
+   "adversarial_task" (the task loss under the final perturbation).
 
-Where the parts are (all re-exported here), in lab_models/inference/finetuning/: config.py (`FinetuneConfig`, constants,
-schedule, macro F1, folders), encoding.py (framing and truncation), heads.py (the classifier, the auxiliary LM loss,
-evaluation; the per-family table and the papers and deviations that used to be here), results.py (summaries, the
-leaderboard, queueing on the JobManager). This module holds the setup, the training loop and the CLI.
+The parts, in lab_models/inference/finetuning/: config.py (`FinetuneConfig`, constants, schedule, macro F1, folders),
+encoding.py (framing and truncation), heads.py (the classifier, the auxiliary LM loss, evaluation; the per-family
+table and the papers and deviations), results.py (summaries, the leaderboard, queueing on the JobManager). This
+module holds the setup, the training loop and the CLI.
 
 Outputs, in `out` (by default `<lab home>/finetunes/<run_id>--<task>--<YYYYmmdd-HHMMSS>`): `config.json` (the
 resolved `FinetuneConfig` under "finetune", the task's summary, the run's family and id), `status.json`
@@ -73,24 +74,19 @@ from lab_models.nn.moe import collect_routing
 from lab_models.models.switch import routing_loss
 from lab_models.objectives.adversarial import FINETUNE_SETTINGS, finetune_loss
 from lab_models.text.tasks import TASKS, Task
-from lab_models.inference.finetuning.config import (CAUSAL_FAMILIES, POOLINGS, RESULT_FILE, LOG_FILE,
-                                                    EXIT_BAD_ARGUMENT, EXIT_FAILED, STATUS_INTERVAL_S, EVAL_BATCH_SIZE,
-                                                    LEADERBOARD_COLUMNS, FinetuneConfig, linear_schedule, macro_f1,
-                                                    finetunes_dir, new_finetune_dir, resolve_run_dir, load_config_task)
+from lab_models.inference.finetuning.config import (CAUSAL_FAMILIES, RESULT_FILE, LOG_FILE, EXIT_BAD_ARGUMENT,
+                                                    EXIT_FAILED, STATUS_INTERVAL_S, EVAL_BATCH_SIZE, FinetuneConfig,
+                                                    linear_schedule, new_finetune_dir, resolve_run_dir,
+                                                    load_config_task)
 from lab_models.inference.finetuning.encoding import EncodedExample, encode_examples, collate_examples
 from lab_models.inference.finetuning.heads import FinetuneClassifier, task_cross_entropy, AuxiliaryLoss, evaluate
-from lab_models.inference.finetuning.results import (list_finetunes, finetune_leaderboard, finetune_command,
-                                                     start_finetune)
 from lab_models.training.console import OneLineParser, one_line, say_error
 from lab_models.training.device import select_device
 from lab_models.inference.loading import load_run
 from lab_models.training.run import StopRequest
 
-logger = logging.getLogger("lab_models.inference.finetuning.run")
+logger = logging.getLogger(__name__)
 
-__all__ = ["FinetuneConfig", "FinetuneClassifier", "finetune", "main", "finetune_leaderboard", "list_finetunes",
-           "start_finetune", "finetune_command", "finetunes_dir", "new_finetune_dir", "resolve_run_dir",
-           "linear_schedule", "macro_f1", "CAUSAL_FAMILIES", "POOLINGS", "LEADERBOARD_COLUMNS"]
 
 # ------------------------------------------------------------------------------------------------ setup
 @dataclass
@@ -108,7 +104,6 @@ class _Prepared:
     settings: object
     vocab: object
     pretrained_step: int
-
 
 
 def adversarial_step(classifier, batch, clean_logits: torch.Tensor, loss_of: Callable[[torch.Tensor], torch.Tensor],
@@ -226,7 +221,8 @@ def _train(p: _Prepared, causal: bool, two_d: bool, token_task: bool, pad_id: in
     while step < cfg.steps and not stopped:
         step += 1
         torch.manual_seed(derive_seed(cfg.seed, "finetune-dropout", step))
-        batch = collate_examples([p.train[i] for i in batch_indices(step)], pad_id, causal, two_d, token_task).to(device)
+        rows = [p.train[i] for i in batch_indices(step)]
+        batch = collate_examples(rows, pad_id, causal, two_d, token_task).to(device)
         lr = linear_schedule(step, cfg.steps, cfg.lr, cfg.warmup_fraction)
         for group in optimizer.param_groups:
             group["lr"] = lr
@@ -236,7 +232,8 @@ def _train(p: _Prepared, causal: bool, two_d: bool, token_task: bool, pad_id: in
             task_loss = task_cross_entropy(logits, batch.labels)
             lm_loss = auxiliary(batch, hidden, step, cfg.seed) if auxiliary is not None else None
             adversarial = None if cfg.adversarial == "none" else adversarial_step(  # (loss, task loss under delta)
-                model, batch, logits, lambda out: task_cross_entropy(out, batch.labels), cfg.adversarial, cfg.seed, step)
+                model, batch, logits, lambda out: task_cross_entropy(out, batch.labels), cfg.adversarial, cfg.seed,
+                step)
         total = task_loss if lm_loss is None else task_loss + cfg.lm_aux_weight * lm_loss
         total = total + routing_loss(routing)  # Switch layers keep their load-balancing loss (0 for dense models)
         if adversarial is not None:

@@ -1,7 +1,7 @@
 """Generation's shared ground: the limits, the `Generation` record, the modes each family can do, argument checks,
 and `DecodingContext` (a loaded run as the decoders see it) with the prompt's blanks split into pieces and joined back.
 
-Part of `lab_models.inference.generation.generate` (which re-exports everything here); see its docstring for the modes and the papers.
+lab_models/inference/generation/generate.py's docstring has the modes and the papers.
 
 Blanks are encoded piece by piece: the text before a blank loses its trailing spaces, so that a byte-level BPE word
 "Ġsat" is what fills " ___"; the encoding can therefore differ slightly from encoding the whole sentence at once.

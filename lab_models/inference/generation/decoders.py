@@ -9,7 +9,7 @@ beam's newest token, which special tokens may come next, whether a history has e
     CoVeTranslateDecoder    CoVe's MT-LSTM encoder and attentional decoder
 
 How each family's prompt becomes one of these (the paper each follows, and deviations) is in
-`lab_models/inference/generation/plans.py`. Part of `lab_models.inference.generation.generate`, which re-exports these names.
+`lab_models/inference/generation/plans.py`.
 """
 from __future__ import annotations
 

@@ -37,8 +37,8 @@ fill_mask: one forward pass; every slot is predicted from all the other tokens, 
 (BERT-style families, ELECTRA's generator, UniLM bidirectional, MPNet and XLNet through the query stream as in
 mask_predict), except GLM (each slot its own blank: Part A with every slot a [MASK], then [S] of that blank alone,
 predicting the blank's first token) and T5 (each slot a one-token span: <extra_id_i> in the encoder; the decoder reads
-its start token, <extra_id_0> g_0 <extra_id_1> ..., with g_i the best token of slot i, so slot i is predicted after the best
-guesses of the slots before it). GPT, GPT-2 and MASS refuse with a ValueError saying what to use instead.
+its start token, <extra_id_0> g_0 <extra_id_1> ..., with g_i the best token of slot i, so slot i is predicted after the
+best guesses of the slots before it). GPT, GPT-2 and MASS refuse with a ValueError saying what to use instead.
 
 Deviations, stated (beyond the objectives' own):
 - The [EOS] before a continue prompt (GPT, GPT-2, UniLM, XLNet): the lab's rows start anywhere in the packed stream,
@@ -53,10 +53,10 @@ Deviations, stated (beyond the objectives' own):
 `use_cache=False` (an extension of the contract, for tests and benchmarks) recomputes the whole sequence each step;
 the tokens are the same as with the cache.
 
-Where the parts are (all re-exported here): lab_models/inference/generation/context.py (limits, `Generation`, modes, checks,
-the run's context), decoders.py (the per-family decoders), search.py (greedy, sampling, beam: the decoding
-paragraph), plans.py (each mode per family, with the papers and deviations: the per-family notes that used to be here,
-and mask-predict). This module holds `generate`, `fill_mask` and their assembly.
+The parts, in lab_models/inference/generation/: context.py (limits, `Generation`, modes, checks, the run's context),
+decoders.py (the per-family decoders), search.py (greedy, sampling, beam: the decoding paragraph), plans.py (each
+mode per family, with the papers and deviations, and mask-predict). This module holds `generate`, `fill_mask` and
+their assembly.
 """
 from __future__ import annotations
 
@@ -65,10 +65,9 @@ import time
 import torch
 
 
-# The parts (lab_models/inference/generation/), re-exported: whatever was importable from here before the split still is.
-from lab_models.inference.generation.context import (GENERATION_MODES, STRATEGIES, MAX_NEW_TOKENS, MAX_TOP_K,
+from lab_models.inference.generation.context import (MAX_TOP_K,
                                                      DEFAULT_BLANK_LENGTH, FAMILY_MODES, FILL_MASK_FAMILIES,
-                                                     Generation, family_title, generation_modes, unsupported_reason,
+                                                     Generation, family_title, unsupported_reason,
                                                      is_integer_value, as_whole_number, check_prompt_text,
                                                      check_decoding, load_decodable_run, DecodingContext, split_blanks,
                                                      encode_segments, display_pieces, join_text, fill_blanks)
@@ -76,9 +75,6 @@ from lab_models.inference.generation.decoders import EncoderDecoderDecoder
 from lab_models.inference.generation.search import search_tokens, describe_strategy, describe_stop
 from lab_models.inference.generation.plans import (plan_continue, UnsupportedMode, plan_infill, plan_translate,
                                                    slot_logits, mask_predict)
-
-__all__ = ["Generation", "GENERATION_MODES", "STRATEGIES", "MAX_NEW_TOKENS", "DEFAULT_BLANK_LENGTH",
-           "generation_modes", "generate", "fill_mask"]
 
 
 # ---------------------------------------------------------------------------------------------------- generate
@@ -96,8 +92,9 @@ def generate(run_dir, prompt: str, *, mode: str | None = None, max_new_tokens: i
     with mask-predict, a run folder without weights.
     """
     return _generate(run_dir, prompt, mode=mode, max_new_tokens=as_whole_number(max_new_tokens), strategy=strategy,
-                     temperature=temperature, top_k=as_whole_number(top_k), top_p=top_p, beam_size=as_whole_number(beam_size),
-                     seed=as_whole_number(seed), iterations=as_whole_number(iterations), blank_length=as_whole_number(blank_length),
+                     temperature=temperature, top_k=as_whole_number(top_k), top_p=top_p,
+                     beam_size=as_whole_number(beam_size), seed=as_whole_number(seed),
+                     iterations=as_whole_number(iterations), blank_length=as_whole_number(blank_length),
                      use_cache=use_cache)[0]
 
 
@@ -190,8 +187,8 @@ def _generate(run_dir, prompt: str, *, mode: str | None, max_new_tokens: int, st
                       **common), result.tokens
 
 
-def _generate_mask_predict(ctx: DecodingContext, prompt: str, strategy: str, temperature: float, top_k: int, top_p: float,
-                           iterations: int, blank_length: int | None, generator: torch.Generator,
+def _generate_mask_predict(ctx: DecodingContext, prompt: str, strategy: str, temperature: float, top_k: int,
+                           top_p: float, iterations: int, blank_length: int | None, generator: torch.Generator,
                            strategy_text: str) -> tuple[Generation, list[int]]:
     segments, markers = split_blanks(prompt)
     if not markers:

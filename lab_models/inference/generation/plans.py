@@ -1,6 +1,6 @@
-"""The modes, planned per family: a prompt and its blanks become a decoder (lab_models/inference/generation/decoders.py) with its
-token limit, and mask-predict / the slot logits of the masked-LM families. Part of `lab_models.inference.generation.generate`, which
-re-exports these names.
+"""The modes, planned per family: a prompt and its blanks become a decoder (lab_models/inference/generation/decoders.py)
+with its token limit, and mask-predict / the slot logits of the masked-LM families. `generate`
+(generate.py) plans every request here.
 
 The paper each follows, and where this deviates:
 
@@ -114,8 +114,9 @@ def plan_continue(ctx: DecodingContext, prompt: str, max_new: int, use_cache: bo
             raise ctx.too_long(len(ids), ctx.max_positions - 2)
         dec = LSTMContinueDecoder(ctx, prefix_ids)
         direction = "ELMo's forward LSTM language model" if family == "elmo" else "the AWD-LSTM language model"
-        return DecodingPlan(dec, *_cap(ctx, dec, max_new), f"{direction}, left to right after [EOS] (a document start), "
-                                                    f"re-reading the prefix every step (no cache)"), ids
+        return DecodingPlan(dec, *_cap(ctx, dec, max_new),
+                            f"{direction}, left to right after [EOS] (a document start), "
+                            f"re-reading the prefix every step (no cache)"), ids
     if family in ("gpt", "gpt2", "unilm"):
         prefix_ids = [v.eos_id] + ids  # the start of a document
         L = len(prefix_ids)
@@ -289,8 +290,8 @@ def slot_logits(ctx: DecodingContext, ids: list[int], slots: list[int]) -> torch
     slot_t = ctx.tensor(slots)
     if family in ONE_STREAM_MLM or (family == "mpnet" and model.settings.input_mode == "mlm"):
         if family == "electra" and model.objective_weights.get("mlm", 0.0) <= 0:
-            raise UnsupportedMode("this ELECTRA run's generator was never trained (its mlm weight is 0: a discriminator "
-                               "imported without --generator, or a run trained with mlm=0), and ELECTRA predicts "
+            raise UnsupportedMode("this ELECTRA run's generator was never trained (its mlm weight is 0: a "
+                                  "discriminator imported without --generator, or a run trained with mlm=0), and ELECTRA predicts "
                                "tokens only with its generator; the discriminator only tells replaced tokens apart.")
         backbone = model.lm_backbone  # ELECTRA: the generator
         segments = torch.zeros_like(x) if backbone.config.n_segments else None

@@ -11,7 +11,7 @@ run out (`explanation` says which). `tokens`, `probs` and `new_text` hold what t
 separators between blanks (T5's sentinels, GLM's [E]) are left out. With several blanks, `new_text` joins the fills with
 " | ".
 
-Part of `lab_models.inference.generation.generate`, which re-exports these names.
+`generate` (generate.py) runs these searches.
 """
 from __future__ import annotations
 
@@ -72,8 +72,8 @@ def pick_token(logits: torch.Tensor, strategy: str, temperature: float, top_k: i
     return token, float(probs[token])
 
 
-def search_tokens(ctx: DecodingContext, dec: Decoder, limit: int, strategy: str, temperature: float, top_k: int, top_p: float,
-            beam_size: int, generator: torch.Generator) -> SearchResult:
+def search_tokens(ctx: DecodingContext, dec: Decoder, limit: int, strategy: str, temperature: float, top_k: int,
+                  top_p: float, beam_size: int, generator: torch.Generator) -> SearchResult:
     """Greedy, sampled or beam-searched tokens, at most `limit` (already capped at the decoder's limit)."""
     if strategy == "beam":
         return _beam_search(ctx, dec, limit, beam_size)

@@ -33,6 +33,7 @@ def rnn_module(family: str) -> ModuleType:
 def build_rnn_model(family: str, model_config: RNNConfig, settings, vocab, objective_weights: dict[str, float]):
     """The family's model (weights resolved by lab_models.models.family.resolve_objective_weights)."""
     if not isinstance(model_config, RNNConfig):
-        raise ValueError(f"{family} needs an RNNConfig (lab_models.models.rnn.config), got {type(model_config).__name__}: "
+        raise ValueError(f"{family} needs an RNNConfig (lab_models.models.rnn.config), got "
+                         f"{type(model_config).__name__}: "
                          f"build it with family_model_config({family!r}, preset, vocab_size)")
     return rnn_module(family).build(family, model_config, settings, vocab, objective_weights)

@@ -1,8 +1,8 @@
 """What the four RNN-era families share: the model base class, the language-model batch, stream windows, padding,
 and the context a family's batch source is built from.
 
-The RNN families plug into the same machinery as the Transformer families (lab_models/training/engine.py, train.py, the run
-folders): a model with `loss(batch) -> LossOutput`, a batch source with `train_batch(generator)` and
+The RNN families plug into the same machinery as the Transformer families (lab_models/training/engine.py, train.py, the
+run folders): a model with `loss(batch) -> LossOutput`, a batch source with `train_batch(generator)` and
 `validation_batches(generators)`. Their batches are the lab's `Batch` with an empty attention dict (an LSTM needs no
 mask: the forward direction reads left to right, the backward one right to left, by construction). What they add:
 

@@ -35,8 +35,8 @@ lstm_2 0.00385, lstm_1 0.00148, embedding 0.000569.
 Deviations, stated:
 - Stage 1 uses STLR over its own steps too (the paper pretrains with AWD-LSTM's schedule, its code with one-cycle).
 - An "epoch" of gradual unfreezing is `unfreeze_every` steps; 0 (the default) splits stage 3 evenly among the groups.
-  A group that is frozen for a step is frozen by a learning rate of 0 (lab_models/training/engine.py drops its gradients),
-  so the model's parameters never change their requires_grad.
+  A group that is frozen for a step is frozen by a learning rate of 0 (lab_models/training/engine.py drops its
+  gradients), so the model's parameters never change their requires_grad.
 - The classifier's two blocks are the paper's (BatchNorm, dropout `classifier_dropout`, linear; ReLU between). The
   batch normalisation matters: the pooled LSTM states share a large per-feature offset and vary little between
   sentences, and without it the first linear layer's ReLUs die in the first steps (measured: accuracy stuck at the

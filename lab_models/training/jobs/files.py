@@ -2,7 +2,7 @@
 config.json, metrics.jsonl, worker.log, checkpoint/), the presets and devices a job may ask for, the `Job` record,
 and small readers (`read_json`, `log_tail`, whether a worker process is still alive, the ETA from the train rows).
 
-Part of `lab_models.training.jobs.manager` (which re-exports every name here); its docstring describes the queue.
+What `JobManager` (manager.py) and `RunStore` (store.py) share; manager.py's docstring describes the queue.
 """
 from __future__ import annotations
 

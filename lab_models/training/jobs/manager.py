@@ -20,9 +20,9 @@ read-only part is `RunStore`, which anything may create: it starts and changes n
 * `resume(run_id)`: queues a stopped or failed run again, with `--resume` when it has a checkpoint.
 * `start_command(kind, command, run_dir)`: queues any other worker that keeps the run-folder contract (status.json
   with state/step/total_steps, SIGTERM -> "stopped"), e.g. a fine-tuning (`python -m lab_models finetune`, whose
-  folders live in `<lab home>/finetunes/`; see lab_models/inference/finetuning/run.py: start_finetune). It shares the queue, the
-  per-device limit, `stop`, `status` and `metrics` with the training runs; it is not resumable. `run_dir(id)` finds
-  such folders too, but `run_ids()` and `list_runs()` list only `<lab home>/runs/`.
+  folders live in `<lab home>/finetunes/`; see lab_models/inference/finetuning/run.py: start_finetune). It shares the
+  queue, the per-device limit, `stop`, `status` and `metrics` with the training runs; it is not resumable. `run_dir(id)`
+  finds such folders too, but `run_ids()` and `list_runs()` list only `<lab home>/runs/`.
 * A worker that exits non-zero without having written "failed" (a bad argument, an import error) is marked "failed"
   with the last lines of `worker.log`. One that is killed by a signal nobody here sent (`kill -9` from outside, the
   out-of-memory killer) is marked "died", with the signal, its last step and the last log lines (`log_tail`); it
@@ -42,9 +42,9 @@ Decisions a user should know about
 * One server per lab home: two servers on the same home would each think the other's queued runs were interrupted.
 * The queue lives in memory. Only the run folders are persistent; they are the truth for every finished run.
 
-Where the parts are (both re-exported here): lab_models/training/jobs/store.py (`RunStore`, the read-only view of the job
-folders) and lab_models/training/jobs/files.py (the folder's file names, presets and devices, `Job`, `read_json`, `log_tail`).
-This module holds `JobManager`: the queue, the supervisor and the worker processes.
+Beside it: lab_models/training/jobs/store.py (`RunStore`, the read-only view of the job folders, which `JobManager`
+extends) and lab_models/training/jobs/files.py (the folder's file names, presets and devices, `Job`, `read_json`,
+`log_tail`). This module holds `JobManager`: the queue, the supervisor and the worker processes.
 
 Follows the usual "job queue + worker process" pattern of experiment runners (e.g. Slurm-style FIFO per resource,
 SIGTERM-then-SIGKILL preemption with checkpointing); it deviates by keeping the scheduler in-process and per device.
@@ -66,7 +66,6 @@ from pathlib import Path
 from lab_models.home import atomic_write_json
 from lab_models.training.jobs.unwritten import UnwrittenStatuses
 
-# The parts, re-exported: whatever was importable from here before the split still is.
 from lab_models.training.jobs.files import (DEVICES, ACTIVE_STATES, TERMINAL_STATES, STATUS_FILE, JOB_FILE,
                                             CONFIG_FILE, LOG_FILE, RUN_ID_PATTERN, PACKAGE_ROOT,
                                             default_trainer_command, resolve_device_key, read_json, log_tail,

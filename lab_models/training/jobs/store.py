@@ -4,8 +4,6 @@ Anything may create one: it starts and changes nothing. It lists the runs of `<h
 `list_runs`), finds any job folder by id (`run_dir`), and reads a run's status (with the progress, the ETA and, for a
 worker that died, the reason), metrics, summary and log tail. The folders are the truth for every finished run;
 `JobManager` (lab_models/training/jobs/manager.py) is a `RunStore` that also queues and runs workers.
-
-Part of `lab_models.training.jobs.manager` (which re-exports `RunStore`).
 """
 from __future__ import annotations
 
@@ -69,7 +67,8 @@ class RunStore:
         if not self.runs_dir.exists():
             return []
         dirs = [d for d in self.runs_dir.iterdir()
-                if d.is_dir() and RUN_ID_PATTERN.match(d.name) and ((d / STATUS_FILE).exists() or (d / CONFIG_FILE).exists())]
+                if d.is_dir() and RUN_ID_PATTERN.match(d.name)
+                and ((d / STATUS_FILE).exists() or (d / CONFIG_FILE).exists())]
         return [d.name for d in sorted(dirs, key=self._created, reverse=True)]
 
     def run_dir(self, run_id: str) -> Path:

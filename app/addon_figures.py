@@ -18,8 +18,8 @@ from __future__ import annotations
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from .i18n import tr
-from .inputs import finite
+from app.i18n import tr
+from app.inputs import finite
 
 SENTENCE_KEYS = (("topic_gap", "topic gap (same − different cosine, ↑)"), ("alignment", "alignment (↓)"),
                  ("uniformity", "uniformity (↓)"))

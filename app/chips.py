@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import html
 
-from .i18n import tr
+from app.i18n import tr
 
 PALETTE = ("#dbeafe", "#dcfce7", "#fef9c3", "#fce7f3", "#e0e7ff", "#ffedd5", "#ccfbf1", "#f3e8ff")
 

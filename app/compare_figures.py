@@ -26,9 +26,9 @@ import difflib
 import html
 import math
 
-from .explanations import explain
-from .i18n import tr
-from .messages import translate_message
+from app.explanations import explain
+from app.i18n import tr
+from app.messages import translate_message
 
 SHADES = 10  # probability bins: cmp-p0 is [0, 0.1), ..., cmp-p9 is [0.9, 1]
 MODE_TITLES = {  # mode -> the key of its title ("continuation", "infilling", "mask-predict", "translation")

@@ -36,12 +36,12 @@ import gradio as gr
 
 from lab_models import api
 
-from .compare_figures import (error_column_html, generation_column_html, grid_html, latest_val_bits,
-                              mode_title, modes_table_markdown)
-from .errors import readable, user_errors
-from .i18n import reader_examples, text, tr
-from .inputs import picked, picked_runs
-from .messages import translate_message
+from app.compare_figures import (error_column_html, generation_column_html, grid_html, latest_val_bits, mode_title,
+                                 modes_table_markdown)
+from app.errors import readable, user_errors
+from app.i18n import reader_examples, text, tr
+from app.inputs import picked, picked_runs
+from app.messages import translate_message
 
 logger = logging.getLogger(__name__)
 

@@ -11,8 +11,8 @@ import gradio as gr
 
 from lab_models import api
 
-from .errors import user_errors
-from .i18n import marker, text, tr
+from app.errors import user_errors
+from app.i18n import marker, text, tr
 
 # The built-in corpora that app/locales/*/corpora.json "intro" describes; another built-in corpus makes the page list
 # them all in `api.BUILTIN_CORPORA`'s English instead (tests/test_corpora.py keeps the two in step).

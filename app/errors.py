@@ -7,8 +7,8 @@ import logging
 
 import gradio as gr
 
-from .i18n import tr
-from .messages import translate_message
+from app.i18n import tr
+from app.messages import translate_message
 
 logger = logging.getLogger(__name__)
 

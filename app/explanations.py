@@ -19,8 +19,8 @@ never spans two clauses, so a template ending in a field cannot swallow the clau
 """
 from __future__ import annotations
 
-from .i18n import current_language
-from .messages import compiled_templates
+from app.i18n import current_language
+from app.messages import compiled_templates
 
 CLAUSE = "; "
 JOINERS = {"zh": "；"}  # how the translated clauses are joined, per language

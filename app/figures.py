@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from .i18n import tr
+from app.i18n import tr
 
 ALLOWED_COLOR = "#2563eb"
 BLOCKED_COLOR = "#f1f5f9"

@@ -18,11 +18,11 @@ import html
 import pandas as pd
 import plotly.graph_objects as go
 
-from .i18n import marker, tr
-from .messages import translate_message
-from .inputs import finite
-from .train_figures import STATE_COLORS, format_duration
-from .understand_figures import FONT, MARGIN, RUN_COLORS, empty_figure
+from app.i18n import marker, tr
+from app.messages import translate_message
+from app.inputs import finite
+from app.train_figures import STATE_COLORS, format_duration
+from app.understand_figures import FONT, MARGIN, RUN_COLORS, empty_figure
 
 # the table the page shows: who, on what, how well, then how it was fine-tuned
 TABLE_COLUMNS = ["pretrained run", "family", "task", "accuracy", "macro F1", "majority baseline", "pooling", "λ",

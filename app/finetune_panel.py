@@ -43,13 +43,13 @@ import gradio as gr
 
 from lab_models import api
 
-from .errors import user_errors
-from .errors import readable
-from .i18n import current_language, marker, text, tr
-from .messages import translate_message
-from .inputs import picked, picked_runs, whole_number
-from .finetune_figures import (TABLE_COLUMN_WIDTHS, TASKS, accuracy_figure, csv_summary_markdown, defaults_markdown,
-                               leaderboard_table, progress_html, task_markdown, task_title)
+from app.errors import user_errors
+from app.errors import readable
+from app.i18n import current_language, marker, text, tr
+from app.messages import translate_message
+from app.inputs import picked, picked_runs, whole_number
+from app.finetune_figures import (TABLE_COLUMN_WIDTHS, TASKS, accuracy_figure, csv_summary_markdown, defaults_markdown,
+                                  leaderboard_table, progress_html, task_markdown, task_title)
 
 logger = logging.getLogger(__name__)
 
@@ -133,7 +133,7 @@ class FinetuneView:
 
     # ------------------------------------------------------------------ choices
     def run_choices(self) -> list[tuple[str, str]]:
-        from .understand_tab import run_label  # the label the tab's other pickers use
+        from app.understand_tab import run_label  # the label the tab's other pickers use
 
         return [(run_label(row), row["run_id"]) for row in api.runs_with_weights(self.jobs)]
 

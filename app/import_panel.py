@@ -32,9 +32,9 @@ import pandas as pd
 
 from lab_models import api
 
-from .errors import user_errors
-from .i18n import text, tr
-from .train_figures import backend_text
+from app.errors import user_errors
+from app.i18n import text, tr
+from app.train_figures import backend_text
 
 FILES_COLUMNS = ["file", "size"]  # the English of import.col_file and import.col_size
 INTRO = text("import.intro")

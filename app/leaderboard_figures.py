@@ -17,9 +17,9 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from .i18n import tr
-from .messages import translate_message
-from .understand_figures import FONT, RUN_COLORS, empty_figure
+from app.i18n import tr
+from app.messages import translate_message
+from app.understand_figures import FONT, RUN_COLORS, empty_figure
 
 MISSING = "—"
 # column of api.leaderboard -> (header in the page (English), whether lower is better); accuracy_<task> columns are

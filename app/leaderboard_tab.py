@@ -35,10 +35,10 @@ import pandas as pd
 
 from lab_models import api
 
-from .errors import user_errors
-from .i18n import current_language, marker, text, tr
-from .inputs import whole_number
-from .leaderboard_figures import display_table, empty_figure, leaderboard_figure, notes_markdown
+from app.errors import user_errors
+from app.i18n import current_language, marker, text, tr
+from app.inputs import whole_number
+from app.leaderboard_figures import display_table, empty_figure, leaderboard_figure, notes_markdown
 
 logger = logging.getLogger(__name__)
 

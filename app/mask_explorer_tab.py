@@ -19,11 +19,11 @@ import gradio as gr
 
 from lab_models import api
 
-from .errors import readable, user_errors
-from .figures import anatomy_figure, anatomy_table, stream_density
-from .i18n import current_language, marker, text, tr
-from .messages import translate_message
-from .tokenizer_tab import tokenizer_kind_choices, tokenizer_title
+from app.errors import readable, user_errors
+from app.figures import anatomy_figure, anatomy_table, stream_density
+from app.i18n import current_language, marker, text, tr
+from app.messages import translate_message
+from app.tokenizer_tab import tokenizer_kind_choices, tokenizer_title
 
 MAX_FAMILIES = 4  # app/locales/*/explorer.json "families" says "up to 4"
 DEFAULT_SENTENCE = "the quick brown fox jumps over the lazy dog"

@@ -23,7 +23,7 @@ import re
 from functools import lru_cache
 from pathlib import Path
 
-from .i18n import LOCALES, current_language
+from app.i18n import LOCALES, current_language
 
 FIELD = "{}"
 MIN_FIXED_CHARS = 6  # a template with less fixed text than this would match nearly anything

@@ -21,10 +21,10 @@ import gradio as gr
 
 from lab_models import api
 
-from .errors import user_errors
-from .explanations import explain
-from .i18n import text, tr
-from .switch_figures import routing_chips_html, routing_table
+from app.errors import user_errors
+from app.explanations import explain
+from app.i18n import text, tr
+from app.switch_figures import routing_chips_html, routing_table
 
 NO_SWITCH_RUNS = ("No run with Switch layers has weights yet: tick “Switch Transformer” in the Train tab, train a "
                   "run, then press Refresh.")

@@ -22,8 +22,8 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from .i18n import marker, text, tr
-from .train_figures import _empty_figure, backend_text, state_word
+from app.i18n import marker, text, tr
+from app.train_figures import _empty_figure, backend_text, state_word
 
 SWEEP_COLORS = ("#2563eb", "#ea580c", "#16a34a", "#db2777", "#0891b2", "#7c3aed")  # dense, switch per sweep
 VARIANT_SYMBOLS = {"dense": "circle", "switch": "diamond"}

@@ -26,11 +26,11 @@ import gradio as gr
 
 from lab_models import api
 
-from .errors import user_errors
-from .i18n import current_language, text
-from .inputs import picked as picked_names
-from .messages import translate_message
-from .scaling_figures import TABLE_COLUMNS, fits_markdown, points_table, scaling_figure, status_html, sweep_label
+from app.errors import user_errors
+from app.i18n import current_language, text
+from app.inputs import picked as picked_names
+from app.messages import translate_message
+from app.scaling_figures import TABLE_COLUMNS, fits_markdown, points_table, scaling_figure, status_html, sweep_label
 
 DEFAULT_FAMILY = "gpt"
 DEFAULT_SIZES = "32x1,48x1,64x2,96x2,128x2"  # about ten minutes for 300 steps each on two CPU cores, dense + Switch

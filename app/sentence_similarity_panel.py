@@ -27,10 +27,10 @@ import pandas as pd
 
 from lab_models import api
 
-from .addon_figures import empty_figure, topic_gap_figure, topic_similarity_figure
-from .errors import user_errors
-from .i18n import text, tr
-from .inputs import picked, picked_runs, whole_number
+from app.addon_figures import empty_figure, topic_gap_figure, topic_similarity_figure
+from app.errors import user_errors
+from app.i18n import text, tr
+from app.inputs import picked, picked_runs, whole_number
 
 MAX_RUNS = 4
 TABLE_COLUMNS = ["run", "family", "step", "pooling", "same topic", "different topics", "gap", "AUC",
@@ -76,7 +76,7 @@ class SentenceSimilarityView:
         self.jobs = jobs if jobs is not None else api.RunStore(home)
 
     def run_choices(self) -> list[tuple[str, str]]:
-        from .understand_tab import run_label  # the label the tab's other pickers use
+        from app.understand_tab import run_label  # the label the tab's other pickers use
 
         return [(run_label(row), row["run_id"]) for row in api.runs_with_weights(self.jobs)]
 

@@ -19,9 +19,9 @@ import re
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from .i18n import current_language, tr
+from app.i18n import current_language, tr
 
-from .train_figures import _empty_figure, split_rows, thin
+from app.train_figures import _empty_figure, split_rows, thin
 
 # 16 distinguishable colours (Tableau 10 + 6): experts beyond 16 reuse them
 EXPERT_COLORS = ("#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7",

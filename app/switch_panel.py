@@ -20,9 +20,9 @@ import gradio as gr
 
 from lab_models import api
 
-from .errors import user_errors
-from .i18n import current_language, text, tr
-from .switch_figures import routing_figure
+from app.errors import user_errors
+from app.i18n import current_language, text, tr
+from app.switch_figures import routing_figure
 
 SWITCH_NOTE = text("switch.note")
 

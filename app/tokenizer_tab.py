@@ -19,11 +19,11 @@ import gradio as gr
 
 from lab_models import api
 
-from .chips import chips_html, pieces_html
-from .errors import readable, user_errors
-from .figures import overlap_figure, token_length_figure
-from .i18n import current_language, text, tr
-from .messages import translate_message
+from app.chips import chips_html, pieces_html
+from app.errors import readable, user_errors
+from app.figures import overlap_figure, token_length_figure
+from app.i18n import current_language, text, tr
+from app.messages import translate_message
 
 DEFAULT_TEXT = ("The tokenizer splits unbelievably long words, numbers like 3.14159 and 2026, "
                 "code such as `def f(x): return x**2`, emoji 🙂🚀 and Chinese 小猫看见一个红球。")

@@ -21,9 +21,9 @@ import math
 import pandas as pd
 import plotly.graph_objects as go
 
-from .i18n import current_language, marker, text, tr
-from .inputs import finite
-from .messages import UNTRANSLATED_LEAD, translate_message
+from app.i18n import current_language, marker, text, tr
+from app.inputs import finite
+from app.messages import UNTRANSLATED_LEAD, translate_message
 
 MAX_POINTS = 600  # per line: enough for a smooth curve, small enough to resend every 1.5 s
 TOTAL_COLOR = "#0f172a"

@@ -36,17 +36,16 @@ import pandas as pd
 
 from lab_models import api
 
-from . import import_panel
-from .addon_figures import addon_figure
-from .errors import user_errors
-from .i18n import current_language, marker, text, tr
-from .switch_panel import (build_routing_plot, build_switch_controls, switch_model_overrides,
-                           switch_visibility)
-from .inputs import picked
-from .messages import translate_message
-from .switch_figures import routing_figure
-from .train_figures import (COMPARE_METRICS, backend_text, compare_figure, loss_figure, lr_figure, progress_html,
-                            runs_table, status_markdown)
+from app import import_panel
+from app.addon_figures import addon_figure
+from app.errors import user_errors
+from app.i18n import current_language, marker, text, tr
+from app.switch_panel import build_routing_plot, build_switch_controls, switch_model_overrides, switch_visibility
+from app.inputs import picked
+from app.messages import translate_message
+from app.switch_figures import routing_figure
+from app.train_figures import (COMPARE_METRICS, backend_text, compare_figure, loss_figure, lr_figure, progress_html,
+                               runs_table, status_markdown)
 
 MAX_OBJECTIVES = 4  # the most any family has (with its add-ons) is 4; rows beyond them are hidden
 DEFAULT_FAMILY = "bert"

@@ -50,14 +50,14 @@ import gradio as gr
 
 from lab_models import api
 
-from . import finetune_panel, routing_panel, sentence_similarity_panel
-from .errors import user_errors
-from .explanations import explain
-from .i18n import reader_examples, text, tr
-from .inputs import picked, picked_runs, whole_number
-from .understand_figures import (attention_details, attention_figure, empty_figure, fill_mask_figure,
-                                 fill_mask_table, projection_figure, similarity_figure, similarity_table,
-                                 stream_label, stream_title)
+from app import finetune_panel, routing_panel, sentence_similarity_panel
+from app.errors import user_errors
+from app.explanations import explain
+from app.i18n import reader_examples, text, tr
+from app.inputs import picked, picked_runs, whole_number
+from app.understand_figures import (attention_details, attention_figure, empty_figure, fill_mask_figure,
+                                    fill_mask_table, projection_figure, similarity_figure, similarity_table,
+                                    stream_label, stream_title)
 
 logger = logging.getLogger(__name__)
 

@@ -26,9 +26,9 @@ import gradio as gr
 
 from lab_models import api
 
-from .errors import user_errors
-from .i18n import marker, text, tr
-from .train_figures import STATE_COLORS, backend_text, state_word
+from app.errors import user_errors
+from app.i18n import marker, text, tr
+from app.train_figures import STATE_COLORS, backend_text, state_word
 
 REFRESH_S = 2.0
 # The panel's message and button texts are Gradio i18n markers (app/locales/*/zoo.json): the page shows them in the

@@ -48,6 +48,7 @@ from app.errors import readable
 from app.i18n import current_language, marker, text, tr
 from app.messages import translate_message
 from app.inputs import picked, picked_runs, whole_number
+from app.understand_figures import run_label  # the label the tab's other pickers use
 from app.finetune_figures import (TABLE_COLUMN_WIDTHS, TASKS, accuracy_figure, csv_summary_markdown, defaults_markdown,
                                   leaderboard_table, progress_html, task_markdown, task_title)
 
@@ -133,8 +134,6 @@ class FinetuneView:
 
     # ------------------------------------------------------------------ choices
     def run_choices(self) -> list[tuple[str, str]]:
-        from app.understand_tab import run_label  # the label the tab's other pickers use
-
         return [(run_label(row), row["run_id"]) for row in api.runs_with_weights(self.jobs)]
 
     def task_choices(self) -> list[tuple[str, str]]:

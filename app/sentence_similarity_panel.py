@@ -31,6 +31,7 @@ from app.addon_figures import empty_figure, topic_gap_figure, topic_similarity_f
 from app.errors import user_errors
 from app.i18n import text, tr
 from app.inputs import picked, picked_runs, whole_number
+from app.understand_figures import run_label  # the label the tab's other pickers use
 
 MAX_RUNS = 4
 TABLE_COLUMNS = ["run", "family", "step", "pooling", "same topic", "different topics", "gap", "AUC",
@@ -76,8 +77,6 @@ class SentenceSimilarityView:
         self.jobs = jobs if jobs is not None else api.RunStore(home)
 
     def run_choices(self) -> list[tuple[str, str]]:
-        from app.understand_tab import run_label  # the label the tab's other pickers use
-
         return [(run_label(row), row["run_id"]) for row in api.runs_with_weights(self.jobs)]
 
     def refresh_runs(self, run_ids=None):

@@ -1,5 +1,5 @@
-"""Plotly figures and pandas tables for the Understand tab: fill-mask bars, similarity per layer, the PCA scatter,
-the attention head grid.
+"""Plotly figures, pandas tables and labels for the Understand tab: the run pickers' entries, fill-mask bars,
+similarity per layer, the PCA scatter, the attention head grid.
 
 Presentation only: every number drawn here comes from `lab_models.api` (`fill_mask`, `contextual_similarity`,
 `embedding_projection`, `attention_maps`). A fill-mask result is one dict per run: {"run_id", "family", "title",
@@ -94,6 +94,16 @@ def layer_title(name: str) -> str:
     if block:
         return tr("understand.layer_block", number=block.group(1))
     return tr(LAYER_NAMES[name]) if name in LAYER_NAMES else name
+
+
+# ---------------------------------------------------------------------------------------------- run pickers
+
+
+def run_label(row: dict) -> str:
+    """"run_id · family · step N" for the run pickers (N = the step of the weights a probe loads; the word "step" in
+    the reader's language)."""
+    step = row.get("weights_step", row.get("step")) or 0
+    return tr("understand.run_choice", run_id=row["run_id"], family=row.get("family") or "?", step=f"{int(step):,}")
 
 
 # ---------------------------------------------------------------------------------------------- fill-mask

@@ -56,7 +56,7 @@ from app.explanations import explain
 from app.i18n import reader_examples, text, tr
 from app.inputs import picked, picked_runs, whole_number
 from app.understand_figures import (attention_details, attention_figure, empty_figure, fill_mask_figure,
-                                    fill_mask_table, projection_figure, similarity_figure, similarity_table,
+                                    fill_mask_table, projection_figure, run_label, similarity_figure, similarity_table,
                                     stream_label, stream_title)
 
 logger = logging.getLogger(__name__)
@@ -81,13 +81,6 @@ SIMILARITY_EXAMPLES = [
 ]
 ATTENTION_EXAMPLES = [["the cat sees a red ball ."], ["I ate an apple with my lunch."],
                       ["the girl does not eat the apple ."]]
-
-
-def run_label(row: dict) -> str:
-    """"run_id · family · step N" for the run pickers (N = the step of the weights a probe loads; the word "step" in
-    the reader's language)."""
-    step = row.get("weights_step", row.get("step")) or 0
-    return tr("understand.run_choice", run_id=row["run_id"], family=row.get("family") or "?", step=f"{int(step):,}")
 
 
 class UnderstandView:

@@ -18,7 +18,7 @@ from app import chips, compare_figures, compare_tab, routing_panel, sentence_sim
 from app.explanations import explain
 from app.i18n import reading_language
 from app.understand_figures import (attention_figure, fill_mask_figure, fill_mask_table, layer_title,
-                                    projection_figure, similarity_figure, similarity_table, stream_title)
+                                    projection_figure, run_label, similarity_figure, similarity_table, stream_title)
 
 from .test_probes import SENTENCE, train_tiny_runs
 
@@ -100,7 +100,7 @@ def test_the_modes_table_and_the_picker_entries_speak_the_readers_language():
         assert table[0] == "| 模型家族 | 续写 | 填空 | mask-predict | 翻译 |"
         assert table[3] == "| T5 | · | ✓ 默认 | · | ✓ |"
         assert compare_tab.run_label(row) == "r · gpt · 第 1,500 步"
-        assert understand_tab.run_label(row) == "r · gpt · 第 1,400 步"
+        assert run_label(row) == "r · gpt · 第 1,400 步"
         assert "| 模型家族 |" in compare_tab.modes_markdown()
 
 

@@ -5,7 +5,7 @@ Presentation only. A validation row of metrics.jsonl may carry `alignment`, `uni
 (contrastive) and `bleu_en_zh`, `bleu_zh_en`, `chrf_en_zh`, `chrf_zh_en` (back-translation); the adversarial add-on
 needs no figure of its own (its `clean_nll` and `adversarial_nll` are loss parts, drawn by the loss curve).
 
-Every word drawn here is in the reader's language (`app.i18n.tr`, keys `train.addon_*`); run ids, family names,
+Every word drawn here is in the reader's language (`app.i18n.language.tr`, keys `train.addon_*`); run ids, family names,
 metric names (BLEU, chrF) and numbers stay as they are.
 
 >>> [key for key, _ in SENTENCE_KEYS]
@@ -18,7 +18,7 @@ from __future__ import annotations
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from app.i18n import tr
+from app.i18n.language import tr
 from app.inputs import finite
 
 SENTENCE_KEYS = (("topic_gap", "topic gap (same − different cosine, ↑)"), ("alignment", "alignment (↓)"),

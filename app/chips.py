@@ -1,13 +1,13 @@
 """HTML token chips for the Tokenizer Lab: one coloured chip per token, its id on hover, markers visible.
 
 The words around the tokens (the counts, the hover text, the merge replay's line) are in the reader's language
-(`app.i18n.tr`, keys `understand.chips_*`); the tokens themselves are data and stay as they are.
+(`app.i18n.language.tr`, keys `understand.chips_*`); the tokens themselves are data and stay as they are.
 """
 from __future__ import annotations
 
 import html
 
-from app.i18n import tr
+from app.i18n.language import tr
 
 PALETTE = ("#dbeafe", "#dcfce7", "#fef9c3", "#fce7f3", "#e0e7ff", "#ffedd5", "#ccfbf1", "#f3e8ff")
 

@@ -16,9 +16,9 @@ A column looks like this (classes in brackets):
 A family that cannot do the mode gets a muted box with the backend's explanation (`cmp-unsupported`); a run whose
 generation failed on a bad input gets a red box with the message (`cmp-error`).
 
-The words are the reader's (`app.i18n.tr`, area `compare`): a Chinese reader gets the column's words, the backend's
-explanation (app/explanations.py) and its error messages (app/messages.py) in Chinese; run ids, family names, tokens
-and the generated text stay as they are.
+The words are the reader's (`app.i18n.language.tr`, area `compare`): a Chinese reader gets the column's words, the
+backend's explanation (app/i18n/explanations.py) and its error messages (app/i18n/messages.py) in Chinese; run ids,
+family names, tokens and the generated text stay as they are.
 """
 from __future__ import annotations
 
@@ -26,9 +26,9 @@ import difflib
 import html
 import math
 
-from app.explanations import explain
-from app.i18n import tr
-from app.messages import translate_message
+from app.i18n.explanations import explain
+from app.i18n.language import tr
+from app.i18n.messages import translate_message
 
 SHADES = 10  # probability bins: cmp-p0 is [0, 0.1), ..., cmp-p9 is [0.9, 1]
 MODE_TITLES = {  # mode -> the key of its title ("continuation", "infilling", "mask-predict", "translation")

@@ -24,7 +24,7 @@ Endpoints (every event has an `api_name`, so `gradio_client` can drive the tab):
 * `/compare_modes_table_on_load` (page load): -> the table of which family does which mode, in the reader's language.
 
 What the server writes here (the columns, progress lines, picker entries, the modes table, messages) is in the
-reader's language (`app.i18n.tr`, area `compare`; the backend's explanations through app/explanations.py).
+reader's language (`app.i18n.language.tr`, area `compare`; the backend's explanations through app/i18n/explanations.py).
 """
 from __future__ import annotations
 
@@ -39,9 +39,9 @@ from lab_models import api
 from app.compare_figures import (error_column_html, generation_column_html, grid_html, latest_val_bits, mode_title,
                                  modes_table_markdown)
 from app.errors import readable, user_errors
-from app.i18n import reader_examples, text, tr
+from app.i18n.language import reader_examples, text, tr
 from app.inputs import picked, picked_runs
-from app.messages import translate_message
+from app.i18n.messages import translate_message
 
 logger = logging.getLogger(__name__)
 
@@ -257,7 +257,7 @@ def refusal(message: str) -> Exception:
     """The page's error when every run refused the input for the same reason: the backend's message, which may start
     in lower case, with a capital. In English a ValueError (`user_errors` shows it); in another language a `gr.Error`
     with the message translated before the capital is added, since the catalogue's keys are the backend's own English
-    (app/messages.py) and the capitalized sentence would match none of them."""
+    (app/i18n/messages.py) and the capitalized sentence would match none of them."""
     translated = translate_message(message)
     if translated == message:
         return ValueError(message[:1].upper() + message[1:])

@@ -2,7 +2,7 @@
 
 Uploads are validated and written atomically by `lab_models.api.import_corpus`; a bad file gets a message in the page.
 What the handlers write (the card's headers, field names, source and language mix, the upload note, the import
-status) is in the reader's language (app/i18n.py `tr`); names, counts and the sample stay as they are.
+status) is in the reader's language (app/i18n/language.py `tr`); names, counts and the sample stay as they are.
 """
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ import gradio as gr
 from lab_models import api
 
 from app.errors import user_errors
-from app.i18n import marker, text, tr
+from app.i18n.language import marker, text, tr
 
-# The built-in corpora that app/locales/*/corpora.json "intro" describes; another built-in corpus makes the page list
-# them all in `api.BUILTIN_CORPORA`'s English instead (tests/test_corpora.py keeps the two in step).
+# The built-in corpora that app/i18n/locales/*/corpora.json "intro" describes; another built-in corpus makes the page
+# list them all in `api.BUILTIN_CORPORA`'s English instead (tests/test_corpora.py keeps the two in step).
 DESCRIBED_CORPORA = ("stdlib-docs", "synthetic")
 SAMPLE_HEADING = marker("corpora.sample")  # "**Sample**" above the corpus card's sample, in the reader's language
 CARD_FIELDS = ("name", "source", "documents", "train_documents", "validation_documents", "lines", "words",

@@ -1,8 +1,8 @@
 """Plotly figures and pandas tables for the views: attention heatmaps, tokenizer statistics.
 
 Presentation only: every number drawn here comes from `lab_models.api`. Every word drawn (titles, axes, hover texts,
-table headers) is written in the reader's language (`app.i18n.tr`, at drawing time); tokens, kinds and numbers stay
-as they are.
+table headers) is written in the reader's language (`app.i18n.language.tr`, at drawing time); tokens, kinds and numbers
+stay as they are.
 """
 from __future__ import annotations
 
@@ -12,11 +12,12 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from app.i18n import tr
+from app.i18n.language import tr
 
 ALLOWED_COLOR = "#2563eb"
 BLOCKED_COLOR = "#f1f5f9"
-STREAMS = ("self", "content", "query", "encoder", "decoder", "cross")  # app/locales/*/explorer.json "stream_<name>"
+# each stream's title: app/i18n/locales/*/explorer.json "stream_<name>"
+STREAMS = ("self", "content", "query", "encoder", "decoder", "cross")
 
 
 def stream_title(stream: str) -> str:

@@ -8,8 +8,8 @@ Papers: the recipe drawn here is BERT §4 (a [CLS] head) and GPT §3.2 (a last-t
 lab_models/finetune.py states how the lab deviates from them. This module adds no method of its own.
 
 Every word drawn here (headers, titles, legends, hover texts, state names, notes) is in the reader's language
-(app/i18n.py `tr`); `lab_models`' sentences (a task's description, an error, a worker's failure) go through the
-message catalogue (app/messages.py). Run ids, family names, task names, label names and numbers stay as they are.
+(app/i18n/language.py `tr`); `lab_models`' sentences (a task's description, an error, a worker's failure) go through the
+message catalogue (app/i18n/messages.py). Run ids, family names, task names, label names and numbers stay as they are.
 """
 from __future__ import annotations
 
@@ -18,8 +18,8 @@ import html
 import pandas as pd
 import plotly.graph_objects as go
 
-from app.i18n import marker, tr
-from app.messages import translate_message
+from app.i18n.language import marker, tr
+from app.i18n.messages import translate_message
 from app.inputs import finite
 from app.train_figures import STATE_COLORS, format_duration
 from app.understand_figures import FONT, MARGIN, RUN_COLORS, empty_figure

@@ -28,10 +28,10 @@ Endpoints (every `api_name` starts with `understand_finetune_`):
 * `_runs_list` (the tab's Refresh runs) and `_runs_on_select` (opening the tab): runs -> the runs picker.
 * `_notes_on_select` (opening the section): (runs, task) -> (the defaults note, the task note).
 
-What the handlers write (status lines, warnings, notes, progress rows, the leaderboard's headers, the figure) is in
-the reader's language (app/i18n.py `tr`; `lab_models`' sentences through app/messages.py). The section is built with
-the page, before anyone reads it: opening it redraws the progress, leaderboard, figure and both notes in the reader's
-language.
+What the handlers write (status lines, warnings, notes, progress rows, the leaderboard's headers, the figure) is in the
+reader's language (app/i18n/language.py `tr`; `lab_models`' sentences through app/i18n/messages.py). The section is
+built with the page, before anyone reads it: opening it redraws the progress, leaderboard, figure and both notes in the
+reader's language.
 """
 from __future__ import annotations
 
@@ -45,8 +45,8 @@ from lab_models import api
 
 from app.errors import user_errors
 from app.errors import readable
-from app.i18n import current_language, marker, text, tr
-from app.messages import translate_message
+from app.i18n.language import current_language, marker, text, tr
+from app.i18n.messages import translate_message
 from app.inputs import picked, picked_runs, whole_number
 from app.understand_figures import run_label  # the label the tab's other pickers use
 from app.finetune_figures import (TABLE_COLUMN_WIDTHS, TASKS, accuracy_figure, csv_summary_markdown, defaults_markdown,

@@ -19,7 +19,7 @@ Endpoints:
   table is refreshed (`/list_runs_after_import`).
 
 What the handlers write (the summary, the files table's headers, the progress lines, the result) is in the reader's
-language (`app.i18n.tr`; the backend's progress lines through the catalogue of app/locales/zh/messages/).
+language (`app.i18n.language.tr`; the backend's progress lines through the catalogue of app/i18n/locales/zh/messages/).
 
 """
 from __future__ import annotations
@@ -33,7 +33,7 @@ import pandas as pd
 from lab_models import api
 
 from app.errors import user_errors
-from app.i18n import text, tr
+from app.i18n.language import text, tr
 from app.train_figures import backend_text
 
 FILES_COLUMNS = ["file", "size"]  # the English of import.col_file and import.col_size

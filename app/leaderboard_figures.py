@@ -4,8 +4,8 @@ Presentation only: every number here comes from `lab_models.api.leaderboard` (la
 the metrics). The display table rounds the scores and writes "—" for a metric a run does not have; the reasons are
 listed under it (`notes_markdown`); the CSV export keeps the frame itself, at full precision.
 
-Headers, titles, legends and notes are written in the reader's language (app/i18n.py `tr`); the reasons that
-`lab_models` gives for a missing score go through the message catalogue (app/messages.py). Run ids, family names,
+Headers, titles, legends and notes are written in the reader's language (app/i18n/language.py `tr`); the reasons that
+`lab_models` gives for a missing score go through the message catalogue (app/i18n/messages.py). Run ids, family names,
 task names and numbers stay as they are.
 """
 from __future__ import annotations
@@ -17,8 +17,8 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from app.i18n import tr
-from app.messages import translate_message
+from app.i18n.language import tr
+from app.i18n.messages import translate_message
 from app.understand_figures import FONT, RUN_COLORS, empty_figure
 
 MISSING = "—"

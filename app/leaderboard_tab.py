@@ -22,8 +22,8 @@ Endpoints (every event has an `api_name`, so `gradio_client` can drive the tab):
   the reader's language while nothing has been computed (the page is built before anyone reads it).
 
 What the handlers write (status, table headers, notes, figure titles and legend, progress lines, the zoo picker's
-labels) is in the reader's language (app/i18n.py `tr`, app/messages.py for `lab_models`' reasons); run ids, family
-names, corpus names and numbers stay as they are. API clients that send no language read English.
+labels) is in the reader's language (app/i18n/language.py `tr`, app/i18n/messages.py for `lab_models`' reasons); run
+ids, family names, corpus names and numbers stay as they are. API clients that send no language read English.
 """
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ import pandas as pd
 from lab_models import api
 
 from app.errors import user_errors
-from app.i18n import current_language, marker, text, tr
+from app.i18n.language import current_language, marker, text, tr
 from app.inputs import whole_number
 from app.leaderboard_figures import display_table, empty_figure, leaderboard_figure, notes_markdown
 

@@ -17,8 +17,8 @@ from lab_models import api
 
 from app import (compare_tab, corpora_tab, leaderboard_tab, mask_explorer_tab, scaling_tab, tokenizer_tab, train_tab,
                  understand_tab, zoo_panel)
-from app.i18n import LANGUAGE_ON_LOAD_JS, LANGUAGE_SWITCH_JS, LANGUAGES, lab_i18n, text, tr
-from app.messages import translate_message
+from app.i18n.language import LANGUAGE_ON_LOAD_JS, LANGUAGE_SWITCH_JS, LANGUAGES, lab_i18n, text, tr
+from app.i18n.messages import translate_message
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
 TITLE = "Pretraining Lab"

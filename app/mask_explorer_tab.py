@@ -6,10 +6,11 @@ Chinese sentence has no spaces: whitespace alone would give one token), per char
 under the sentence says which split was used (`api.explorer_split`). `/explore_masks` returns the four family slots
 (header, figure, table) and then that note.
 
-What the handler writes is in the reader's language (app/i18n.py `tr`): figure titles, axes and hover texts, table
-headers, the header's density and choices lines, the split note; the batch builder's rule (a `lab_models` sentence)
-through the message catalogue (app/locales/zh/messages/status_other.json). Tokens, family titles and choice names stay
-as they are. The page draws on load (app/main.py), so the first drawing is in the reader's language too.
+What the handler writes is in the reader's language (app/i18n/language.py `tr`): figure titles, axes and hover texts,
+table headers, the header's density and choices lines, the split note; the batch builder's rule (a `lab_models`
+sentence) through the message catalogue (app/i18n/locales/zh/messages/status_other.json). Tokens, family titles and
+choice names stay as they are. The page draws on load (app/main.py), so the first drawing is in the reader's language
+too.
 """
 from __future__ import annotations
 
@@ -21,11 +22,11 @@ from lab_models import api
 
 from app.errors import readable, user_errors
 from app.figures import anatomy_figure, anatomy_table, stream_density
-from app.i18n import current_language, marker, text, tr
-from app.messages import translate_message
+from app.i18n.language import current_language, marker, text, tr
+from app.i18n.messages import translate_message
 from app.tokenizer_tab import tokenizer_kind_choices, tokenizer_title
 
-MAX_FAMILIES = 4  # app/locales/*/explorer.json "families" says "up to 4"
+MAX_FAMILIES = 4  # app/i18n/locales/*/explorer.json "families" says "up to 4"
 DEFAULT_SENTENCE = "the quick brown fox jumps over the lazy dog"
 DEFAULT_FAMILIES = ["bert", "unilm", "xlnet", "glm"]
 EXPLORER_TOKENIZER_CORPUS = "stdlib-docs"

@@ -10,8 +10,9 @@ Endpoints: `/understand_routing` (and `_on_submit`): (run id, sentence) -> (chip
 the runs with Switch layers and weights; `/understand_routing_table_on_load` (page load): -> the empty table, its
 headers in the reader's language.
 
-What the server writes here is in the reader's language (`app.i18n.tr`): the picker's entries, the note on the input
-used (the backend's, through app/explanations.py) and the messages; the chips and the table are app/switch_figures.py's.
+What the server writes here is in the reader's language (`app.i18n.language.tr`): the picker's entries, the note on the
+input used (the backend's, through app/i18n/explanations.py) and the messages; the chips and the table are
+app/switch_figures.py's.
 """
 from __future__ import annotations
 
@@ -22,8 +23,8 @@ import gradio as gr
 from lab_models import api
 
 from app.errors import user_errors
-from app.explanations import explain
-from app.i18n import text, tr
+from app.i18n.explanations import explain
+from app.i18n.language import text, tr
 from app.switch_figures import routing_chips_html, routing_table
 
 NO_SWITCH_RUNS = ("No run with Switch layers has weights yet: tick “Switch Transformer” in the Train tab, train a "

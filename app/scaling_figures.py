@@ -5,9 +5,9 @@ Presentation only: the points and fits are `sweep.json`'s (lab_models/sweep.py, 
 Papers: Kaplan et al. (2020), Scaling Laws for Neural Language Models; Fedus, Zoph, Shazeer (2022), Switch
 Transformers. No deviation here; lab_models/sweep.py states how the points are counted and fitted.
 
-Every word drawn here is in the reader's language (`app.i18n.tr`, keys `scaling.*`); sweep ids, family names,
+Every word drawn here is in the reader's language (`app.i18n.language.tr`, keys `scaling.*`); sweep ids, family names,
 variants (dense, switch) and sizes stay as they are, and the backend's messages (a sweep's status, a failed size's
-reason, why there is no fit) go through the catalogue of app/locales/zh/messages/.
+reason, why there is no fit) go through the catalogue of app/i18n/locales/zh/messages/.
 
 >>> fit_label("gpt", "switch", {"exponent": 0.1234, "r2": 0.98, "points": 4})
 'gpt switch: L ∝ x^-0.123 (R² 0.98, 4 points)'
@@ -22,7 +22,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from app.i18n import marker, text, tr
+from app.i18n.language import marker, text, tr
 from app.train_figures import _empty_figure, backend_text, state_word
 
 SWEEP_COLORS = ("#2563eb", "#ea580c", "#16a34a", "#db2777", "#0891b2", "#7c3aed")  # dense, switch per sweep

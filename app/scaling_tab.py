@@ -27,9 +27,9 @@ import gradio as gr
 from lab_models import api
 
 from app.errors import user_errors
-from app.i18n import current_language, text
+from app.i18n.language import current_language, text
 from app.inputs import picked as picked_names
-from app.messages import translate_message
+from app.i18n.messages import translate_message
 from app.scaling_figures import TABLE_COLUMNS, fits_markdown, points_table, scaling_figure, status_html, sweep_label
 
 DEFAULT_FAMILY = "gpt"

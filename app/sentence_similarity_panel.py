@@ -15,8 +15,8 @@ Endpoints: `/understand_sentences` (runs, pooling, sentences per topic) -> (heat
 tab): runs -> the runs picker; `/understand_sentences_placeholders_on_load` (page load): -> the empty plots and table
 in the reader's language.
 
-What the server writes here is in the reader's language (`app.i18n.tr`, area `similarity`): the table's headers, the
-progress lines, the empty heatmaps' note and the messages; the figures are app/addon_figures.py's.
+What the server writes here is in the reader's language (`app.i18n.language.tr`, area `similarity`): the table's
+headers, the progress lines, the empty heatmaps' note and the messages; the figures are app/addon_figures.py's.
 """
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ from lab_models import api
 
 from app.addon_figures import empty_figure, topic_gap_figure, topic_similarity_figure
 from app.errors import user_errors
-from app.i18n import text, tr
+from app.i18n.language import text, tr
 from app.inputs import picked, picked_runs, whole_number
 from app.understand_figures import run_label  # the label the tab's other pickers use
 

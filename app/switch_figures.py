@@ -4,7 +4,7 @@ chips coloured by expert (Understand tab).
 Presentation only. The numbers are the `switch` entries of a run's metrics.jsonl train rows (lab_models/switch.py):
 {"layers": ["layer 2", ...], "n_experts": 8, "routed": [[fraction per expert] per layer], "dropped": [[...]],
 "tokens": [...]}, and `api.switch_routing`'s `RoutingView`. Paper: Fedus, Zoph, Shazeer (2022), Switch Transformers;
-no deviation (nothing is computed here). Every word drawn here is in the reader's language (`app.i18n.tr`, keys
+no deviation (nothing is computed here). Every word drawn here is in the reader's language (`app.i18n.language.tr`, keys
 `switch.*`); layer labels are translated word by word ("layer 2": 第 2 层), tokens and numbers stay as they are.
 
 >>> routing_series([{"step": 1, "switch": {"layers": ["layer 2"], "n_experts": 2, "routed": [[0.7, 0.3]],
@@ -19,7 +19,7 @@ import re
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from app.i18n import current_language, tr
+from app.i18n.language import current_language, tr
 
 from app.train_figures import _empty_figure, split_rows, thin
 

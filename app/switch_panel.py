@@ -21,7 +21,7 @@ import gradio as gr
 from lab_models import api
 
 from app.errors import user_errors
-from app.i18n import current_language, text, tr
+from app.i18n.language import current_language, text, tr
 from app.switch_figures import routing_figure
 
 SWITCH_NOTE = text("switch.note")

@@ -8,8 +8,8 @@ the smallest size that works for every ticked kind (`api.propose_vocab_size`, la
 **Use vocabulary size N** (`/use_proposed_vocab_size`) sets it and trains again.
 
 What the handlers write (the status, the proposal, the progress lines, the statistics table's headers, the figures'
-titles and axes, the chips' subtitles, the button's label) is in the reader's language (app/i18n.py `tr`); a
-tokenizer that could not be trained says why through the message catalogue (app/messages.py). Kinds (bpe, ...),
+titles and axes, the chips' subtitles, the button's label) is in the reader's language (app/i18n/language.py `tr`); a
+tokenizer that could not be trained says why through the message catalogue (app/i18n/messages.py). Kinds (bpe, ...),
 tokens and numbers stay as they are.
 """
 from __future__ import annotations
@@ -22,8 +22,8 @@ from lab_models import api
 from app.chips import chips_html, pieces_html
 from app.errors import readable, user_errors
 from app.figures import overlap_figure, token_length_figure
-from app.i18n import current_language, text, tr
-from app.messages import translate_message
+from app.i18n.language import current_language, text, tr
+from app.i18n.messages import translate_message
 
 DEFAULT_TEXT = ("The tokenizer splits unbelievably long words, numbers like 3.14159 and 2026, "
                 "code such as `def f(x): return x**2`, emoji 🙂🚀 and Chinese 小猫看见一个红球。")
@@ -39,7 +39,7 @@ STATS_COLUMNS = {"kind": "col_kind", "vocab_size": "col_vocab_size", "tokens": "
 
 def tokenizer_title(kind: str) -> str:
     """A tokenizer kind's title in the reader's language ("bpe" -> "BPE (GPT)"; `api.TOKENIZER_KINDS`' English for a
-    kind that has no text in app/locales/*/tokenizer.json)."""
+    kind that has no text in app/i18n/locales/*/tokenizer.json)."""
     known = ("bpe", "byte_bpe", "wordpiece", "unigram")
     return tr(f"tokenizer.kind_{kind}") if kind in known else api.TOKENIZER_KINDS.get(kind, kind)
 
@@ -74,7 +74,7 @@ def stats_table(stats: list[dict]) -> pd.DataFrame:
 
 def tokenizer_kind_choices() -> list[tuple]:
     """(label, kind) for every tokenizer kind, each label in the reader's language (`api.TOKENIZER_KINDS`' English
-    for a kind that has no text in app/locales/*/tokenizer.json yet)."""
+    for a kind that has no text in app/i18n/locales/*/tokenizer.json yet)."""
     labels = {"bpe": text("tokenizer.kind_bpe"), "byte_bpe": text("tokenizer.kind_byte_bpe"),
               "wordpiece": text("tokenizer.kind_wordpiece"), "unigram": text("tokenizer.kind_unigram")}
     return [(labels.get(kind, title), kind) for kind, title in api.TOKENIZER_KINDS.items()]

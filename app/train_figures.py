@@ -8,9 +8,9 @@ Rows of a run whose model plans its own steps (ULMFiT, lab_models/rnn/ulmfit.py)
 per group. An objective a step did not train is null in that row (CVT alternates its two): its line joins the
 steps that have it.
 
-Every word drawn here is in the reader's language (`app.i18n.tr`: English, or Chinese for a Chinese page); run ids,
-family and objective names and numbers stay as they are. The backend's sentences (a run's status message, a stage's
-name) go through `backend_text`, which translates those the catalogue knows (app/locales/zh/messages/) and leaves
+Every word drawn here is in the reader's language (`app.i18n.language.tr`: English, or Chinese for a Chinese page); run
+ids, family and objective names and numbers stay as they are. The backend's sentences (a run's status message, a stage's
+name) go through `backend_text`, which translates those the catalogue knows (app/i18n/locales/zh/messages/) and leaves
 any other as it is.
 """
 from __future__ import annotations
@@ -21,9 +21,9 @@ import math
 import pandas as pd
 import plotly.graph_objects as go
 
-from app.i18n import current_language, marker, text, tr
+from app.i18n.language import current_language, marker, text, tr
 from app.inputs import finite
-from app.messages import UNTRANSLATED_LEAD, translate_message
+from app.i18n.messages import UNTRANSLATED_LEAD, translate_message
 
 MAX_POINTS = 600  # per line: enough for a smooth curve, small enough to resend every 1.5 s
 TOTAL_COLOR = "#0f172a"
@@ -48,7 +48,7 @@ STATES = ("queued", "running", "finished", "stopped", "failed", "died", "unknown
 
 def backend_text(english: str) -> str:
     """A sentence from `lab_models` (a status message, a stage's name) in the reader's language when the catalogue
-    (app/locales/zh/messages/) has it, else as it is: a status line is no error, so it gets no "untranslated" lead.
+    (app/i18n/locales/zh/messages/) has it, else as it is: a status line is no error, so it gets no "untranslated" lead.
 
     >>> backend_text("stopped before it started")
     'stopped before it started'

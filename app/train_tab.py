@@ -39,10 +39,10 @@ from lab_models import api
 from app import import_panel
 from app.addon_figures import addon_figure
 from app.errors import user_errors
-from app.i18n import current_language, marker, text, tr
+from app.i18n.language import current_language, marker, text, tr
 from app.switch_panel import build_routing_plot, build_switch_controls, switch_model_overrides, switch_visibility
 from app.inputs import picked
-from app.messages import translate_message
+from app.i18n.messages import translate_message
 from app.switch_figures import routing_figure
 from app.train_figures import (COMPARE_METRICS, backend_text, compare_figure, loss_figure, lr_figure, progress_html,
                                runs_table, status_markdown)

@@ -6,9 +6,9 @@ Presentation only: every number drawn here comes from `lab_models.api` (`fill_ma
 "step", "slots": [[(token, probability), ...] per [MASK] slot]} or, for a run that cannot fill masks, the same
 with "error": the explanation instead of "slots".
 
-The words are the reader's (`app.i18n.tr`, area `understand`): titles, axes, hover texts, the notes in empty plots,
-table headers, stream and layer names, and the backend's messages (app/messages.py) are in Chinese for a Chinese
-reader; run ids, family names, tokens and numbers stay as they are.
+The words are the reader's (`app.i18n.language.tr`, area `understand`): titles, axes, hover texts, the notes in empty
+plots, table headers, stream and layer names, and the backend's messages (app/i18n/messages.py) are in Chinese for a
+Chinese reader; run ids, family names, tokens and numbers stay as they are.
 """
 from __future__ import annotations
 
@@ -21,8 +21,8 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from app.i18n import text, tr
-from app.messages import translate_message
+from app.i18n.language import text, tr
+from app.i18n.messages import translate_message
 
 RUN_COLORS = ("#2563eb", "#dc2626", "#16a34a", "#d97706", "#7c3aed", "#0891b2", "#db2777", "#4b5563")
 SENTENCE_COLORS = ("#2563eb", "#dc2626", "#16a34a", "#d97706", "#7c3aed", "#0891b2", "#db2777", "#4b5563")

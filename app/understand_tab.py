@@ -36,9 +36,9 @@ Endpoints (every event has an `api_name`, so `gradio_client` can drive the tab):
   choices) -> the four pickers only when the runs with weights have changed, so new runs show up by themselves.
 * `/understand_placeholders_on_load` (page load): -> the empty plots and tables, in the reader's language.
 
-What the server writes here (figures, table headers, progress lines, the attention note, picker entries, messages) is
-in the reader's language (`app.i18n.tr`, area `understand`; the backend's notes through app/explanations.py). The
-pickers' entries ("run · family · step N") are drawn again by the timer's first tick and when the tab is opened.
+What the server writes here (figures, table headers, progress lines, the attention note, picker entries, messages) is in
+the reader's language (`app.i18n.language.tr`, area `understand`; the backend's notes through app/i18n/explanations.py).
+The pickers' entries ("run · family · step N") are drawn again by the timer's first tick and when the tab is opened.
 """
 from __future__ import annotations
 
@@ -52,8 +52,8 @@ from lab_models import api
 
 from app import finetune_panel, routing_panel, sentence_similarity_panel
 from app.errors import user_errors
-from app.explanations import explain
-from app.i18n import reader_examples, text, tr
+from app.i18n.explanations import explain
+from app.i18n.language import reader_examples, text, tr
 from app.inputs import picked, picked_runs, whole_number
 from app.understand_figures import (attention_details, attention_figure, empty_figure, fill_mask_figure,
                                     fill_mask_table, projection_figure, run_label, similarity_figure, similarity_table,

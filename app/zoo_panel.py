@@ -13,8 +13,8 @@ Endpoints (every event has an `api_name`, so `gradio_client` can drive the panel
 * `/zoo_start` ("Train the demo zoo" / "Continue the demo zoo") and `/zoo_stop` ("Stop the zoo"): no input -> the
   same outputs.
 
-The progress view is written by the server in the reader's language (`app.i18n.tr`: states, numbers' names, a
-failed run's message through the catalogue of app/locales/zh/messages/); the message and the buttons are Gradio
+The progress view is written by the server in the reader's language (`app.i18n.language.tr`: states, numbers' names, a
+failed run's message through the catalogue of app/i18n/locales/zh/messages/); the message and the buttons are Gradio
 i18n markers, translated by the page itself.
 """
 from __future__ import annotations
@@ -27,11 +27,11 @@ import gradio as gr
 from lab_models import api
 
 from app.errors import user_errors
-from app.i18n import marker, text, tr
+from app.i18n.language import marker, text, tr
 from app.train_figures import STATE_COLORS, backend_text, state_word
 
 REFRESH_S = 2.0
-# The panel's message and button texts are Gradio i18n markers (app/locales/*/zoo.json): the page shows them in the
+# The panel's message and button texts are Gradio i18n markers (app/i18n/locales/*/zoo.json): the page shows them in the
 # reader's language, API clients get the marker (its key names the state). How many runs have finished is in the
 # progress view's head, right under the message.
 OFFER = marker("zoo.offer")  # "**This lab home has no runs yet.** Train the demo zoo: ..."

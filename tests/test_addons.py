@@ -548,13 +548,13 @@ def test_sentence_similarity_view_and_figures(bert_run):
 def test_the_app_shows_the_addons(running_app, bert_run):
     from gradio_client import Client
 
-    from app.i18n import english, text, translations
+    from app.i18n.language import english, text, translations
     from app.train_tab import TrainView
 
     rows = TrainView(bert_run.parent.parent, None).family_defaults("bert")[1:9]  # (checkbox, weight) per objective
     assert [row["label"] for row in rows[0::2]] == ["mlm", "nsp", "contrastive", "adversarial"]
     assert [row["value"] for row in rows[0::2]] == [True, True, False, False]  # the add-ons start off
-    # the help text is in the page's language (app/locales): SimCSE is named in English and in Chinese
+    # the help text is in the page's language (app/i18n/locales): SimCSE is named in English and in Chinese
     assert rows[4]["info"] == str(text("train.objective_contrastive"))
     assert "SimCSE" in english("train.objective_contrastive") and "SimCSE" in translations()["zh"]["train"][
         "objective_contrastive"]

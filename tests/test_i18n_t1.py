@@ -1,7 +1,7 @@
 """What the server writes into the Train and Scaling tabs (and the demo zoo panel), in the reader's language: figures'
 titles, axes, legends, hover texts and empty-plot notes, table headers and the words in their cells, status and
 progress lines, and the backend's sentences (a run's status message, what a setting does) through the catalogue
-app/locales/zh/messages/status_train.json. Under `reading_language("zh")` they are Chinese; without it they are the
+app/i18n/locales/zh/messages/status_train.json. Under `reading_language("zh")` they are Chinese; without it they are the
 English the page always wrote; data (run ids, family and objective names, numbers) stays as it is; and the tables the
 page reads back (the settings table, the runs table's clicked row) are read the same in both languages."""
 from __future__ import annotations
@@ -17,8 +17,8 @@ import pytest
 from gradio_client import Client
 
 from app import addon_figures, import_panel, scaling_figures, switch_figures, train_figures, zoo_panel
-from app.i18n import reading_language
-from app.messages import catalogue
+from app.i18n.language import reading_language
+from app.i18n.messages import catalogue
 from app.train_tab import SETTINGS_HEADERS, TrainView, settings_overrides
 from lab_models import api
 
@@ -160,7 +160,7 @@ def test_the_settings_table_reads_back_in_both_languages():
 
 def test_every_setting_explanation_has_its_chinese():
     """The settings table's "what it does" column is the backend's English: each family's has a translation (a new
-    setting's comment needs one in app/locales/zh/messages/status_train.json)."""
+    setting's comment needs one in app/i18n/locales/zh/messages/status_train.json)."""
     known = catalogue("zh")
     missing = {text for spec in api.trainable_families() for text in api.family_settings_help(spec.name).values()
                if text not in known}
@@ -299,14 +299,14 @@ def test_a_chinese_browser_reads_the_train_and_scaling_tabs_in_chinese(running_a
     assert chinese[7].startswith("# ") and HAN.search(chinese[7]) and "clm" in chinese[7]
 
 
-@pytest.mark.parametrize("area", sorted(path.stem for path in (Path(__file__).resolve().parent.parent / "app" / "locales"
-                                                                 / "en").glob("*.json")))  # every tab and panel
+@pytest.mark.parametrize("area", sorted(path.stem for path in (Path(__file__).resolve().parent.parent / "app" / "i18n"
+                                                                 / "locales" / "en").glob("*.json")))  # every tab and panel
 def test_each_chinese_text_has_the_fields_of_its_english(area):
     """`tr(key, **fields)` fills the Chinese with the English's fields: a field missing or misspelt in the Chinese
     would fail only in a Chinese reader's page."""
     from string import Formatter
 
-    from app.i18n import translations
+    from app.i18n.language import translations
 
     def fields(text):
         return sorted(name for _, name, _, _ in Formatter().parse(text) if name)

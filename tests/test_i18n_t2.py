@@ -1,7 +1,7 @@
-"""What the server writes into the Compare and Understand tabs, in the reader's language (app/i18n.py `tr`,
-app/explanations.py): figures' titles, axes, hover texts and empty-plot notes, table headers, column texts, progress
-lines, picker entries and the backend's explanations read Chinese for a Chinese reader and exactly as before for
-everyone else. Unit tests of the builders first, then the endpoints of a running app with and without the page's
+"""What the server writes into the Compare and Understand tabs, in the reader's language (app/i18n/language.py `tr`,
+app/i18n/explanations.py): figures' titles, axes, hover texts and empty-plot notes, table headers, column texts,
+progress lines, picker entries and the backend's explanations read Chinese for a Chinese reader and exactly as before
+for everyone else. Unit tests of the builders first, then the endpoints of a running app with and without the page's
 language cookie."""
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ import torch
 from gradio_client import Client
 
 from app import chips, compare_figures, compare_tab, routing_panel, sentence_similarity_panel, understand_tab
-from app.explanations import explain
-from app.i18n import reading_language
+from app.i18n.explanations import explain
+from app.i18n.language import reading_language
 from app.understand_figures import (attention_figure, fill_mask_figure, fill_mask_table, layer_title,
                                     projection_figure, run_label, similarity_figure, similarity_table, stream_title)
 

@@ -1,7 +1,7 @@
-"""What the server writes into the Mask Explorer, Leaderboard, Tokenizer Lab and Corpora tabs and the fine-tuning
-panel, in the reader's language (app/i18n.py `tr`, app/messages.py): Chinese under `reading_language("zh")`, the
-English of before without it (API clients that send no language), and the same handlers behind a real Gradio server
-for a Chinese browser. Tables that the page reads back work whatever language their headers are in."""
+"""What the server writes into the Mask Explorer, Leaderboard, Tokenizer Lab and Corpora tabs and the fine-tuning panel,
+in the reader's language (app/i18n/language.py `tr`, app/i18n/messages.py): Chinese under `reading_language("zh")`, the
+English of before without it (API clients that send no language), and the same handlers behind a real Gradio server for
+a Chinese browser. Tables that the page reads back work whatever language their headers are in."""
 from __future__ import annotations
 
 import re
@@ -15,8 +15,8 @@ from app import corpora_tab, finetune_figures, leaderboard_figures, leaderboard_
 from app import tokenizer_tab
 from app.figures import overlap_figure, token_length_figure
 from app.finetune_panel import FinetuneView
-from app.i18n import reading_language
-from app.messages import UNTRANSLATED_LEAD, translate_message
+from app.i18n.language import reading_language
+from app.i18n.messages import UNTRANSLATED_LEAD, translate_message
 from lab_models import api
 
 HAN = re.compile(r"[\u4e00-\u9fff]")

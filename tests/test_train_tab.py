@@ -240,15 +240,15 @@ def test_settings_overrides_pass_only_edited_rows():
 
 
 def test_every_objective_and_compared_metric_has_its_text_in_both_languages():
-    """The bilingual page: an objective's help text and a comparison metric's name come from app/locales (English and
-    Chinese), never from an English-only description; the family's own name stays the checkbox's label."""
-    from app.i18n import english, translations
+    """The bilingual page: an objective's help text and a comparison metric's name come from app/i18n/locales (English
+    and Chinese), never from an English-only description; the family's own name stays the checkbox's label."""
+    from app.i18n.language import english, translations
     from app.train_figures import COMPARE_METRICS
     from app.train_tab import METRIC_CHOICES, OBJECTIVE_TITLES, TrainView, objective_info, weight_label
 
     for spec in api.trainable_families():
         for objective in spec.objectives:
-            assert objective.name in OBJECTIVE_TITLES, f"{spec.name}'s {objective.name} has no text in app/locales"
+            assert objective.name in OBJECTIVE_TITLES, f"{spec.name}'s {objective.name} has no text in app/i18n/locales"
             assert objective_info(objective) == str(OBJECTIVE_TITLES[objective.name])
     assert set(METRIC_CHOICES) == set(COMPARE_METRICS)
     assert all(english(f"train.metric_{key}") == label for key, label in COMPARE_METRICS.items())

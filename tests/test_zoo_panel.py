@@ -40,8 +40,8 @@ def updates(outputs):
 
 def test_the_panel_texts_are_translated_markers_of_their_english(jobs):
     """The message and the button texts reach the page as Gradio i18n markers, one per state, of the English
-    below (app/locales/en/zoo.json); the browser shows them in the reader's language."""
-    from app.i18n import english
+    below (app/i18n/locales/en/zoo.json); the browser shows them in the reader's language."""
+    from app.i18n.language import english
 
     states = {zoo_panel.OFFER: "zoo.offer", zoo_panel.TRAINING: "zoo.training", zoo_panel.STOPPED: "zoo.stopped",
               zoo_panel.TRAINED: "zoo.trained", zoo_panel.START_LABEL: "zoo.start",

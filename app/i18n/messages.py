@@ -1,10 +1,10 @@
 """The backend's messages in the reader's language: `lab_models` writes its errors and status lines in English (it is
 a Python library, and its API users read English); the page shows them in Chinese to a Chinese reader.
 
-The Chinese lives in `app/locales/zh/messages/*.json`, one JSON object per file whose keys are the English templates,
-as the backend's code writes them with every `{...}` field of an f-string as `{}`, and whose values are the Chinese
-with the same fields as `{}` (in order) or `{0}`, `{1}`, ... (reordered). A message is matched against the templates
-(longest fixed text first), and its fields are carried over, themselves translated when they are messages too:
+The Chinese lives in `app/i18n/locales/zh/messages/*.json`, one JSON object per file whose keys are the English
+templates, as the backend's code writes them with every `{...}` field of an f-string as `{}`, and whose values are the
+Chinese with the same fields as `{}` (in order) or `{0}`, `{1}`, ... (reordered). A message is matched against the
+templates (longest fixed text first), and its fields are carried over, themselves translated when they are messages too:
 
     "Unknown family 'gpx': choose one of gpt, bert."  matches  "Unknown family {}: choose one of {}."
     -> "未知的模型家族 'gpx'：可选 gpt, bert。"
@@ -23,7 +23,7 @@ import re
 from functools import lru_cache
 from pathlib import Path
 
-from app.i18n import LOCALES, current_language
+from app.i18n.language import LOCALES, current_language
 
 FIELD = "{}"
 MIN_FIXED_CHARS = 6  # a template with less fixed text than this would match nearly anything
@@ -66,7 +66,8 @@ def compiled_templates(language: str) -> list[tuple[re.Pattern, str, str]]:
 
 
 def translate_message(message: str, language: str | None = None, *, _depth: int = 0) -> str:
-    """`message` (English, from the backend) in `language` (default: the reader's, `app.i18n.current_language`).
+    """`message` (English, from the backend) in `language` (default: the reader's,
+    `app.i18n.language.current_language`).
 
     >>> translate_message("Unknown family 'gpx': choose one of gpt, bert.", "en")
     "Unknown family 'gpx': choose one of gpt, bert."

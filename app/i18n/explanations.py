@@ -3,12 +3,12 @@ which mask an attention or routing probe used (`Generation.explanation`, `Attent
 
 `lab_models` writes these in English, as a few clauses joined by "; " ("left to right with a KV cache, after [EOS] (a
 document start); greedy; stopped at [EOS]"), each clause built from smaller pieces. Their Chinese lives in the same
-catalogue as the backend's error messages (`app/locales/zh/messages/*.json`, English template -> Chinese; see
-app/messages.py); this module matches the text clause by clause, the longest run of clauses that one template covers
-first, and translates the fields of a match that are themselves known pieces (the cache text inside a decoding plan,
-the part of the model inside a probe's note).
+catalogue as the backend's error messages (`app/i18n/locales/zh/messages/*.json`, English template -> Chinese; see
+app/i18n/messages.py); this module matches the text clause by clause, the longest run of clauses that one template
+covers first, and translates the fields of a match that are themselves known pieces (the cache text inside a decoding
+plan, the part of the model inside a probe's note).
 
-Unlike `app.messages.translate_message` (for errors), a clause with no template keeps its English with no lead-in:
+Unlike `app.i18n.messages.translate_message` (for errors), a clause with no template keeps its English with no lead-in:
 an explanation is a footnote, and a half-translated footnote reads better than one flagged as untranslated. A field
 never spans two clauses, so a template ending in a field cannot swallow the clauses after it.
 
@@ -19,8 +19,8 @@ never spans two clauses, so a template ending in a field cannot swallow the clau
 """
 from __future__ import annotations
 
-from app.i18n import current_language
-from app.messages import compiled_templates
+from app.i18n.language import current_language
+from app.i18n.messages import compiled_templates
 
 CLAUSE = "; "
 JOINERS = {"zh": "；"}  # how the translated clauses are joined, per language

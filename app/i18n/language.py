@@ -1,16 +1,16 @@
 """The page's two languages, English and Chinese (中文), through Gradio's own i18n (`gr.I18n`).
 
-Every label, help text, legend and message that the page shows is a key here: `text("train.steps")` in the UI code,
-its English in `app/locales/en/<area>.json` and its Chinese in `app/locales/zh/<area>.json` (one folder per language;
-one file per tab or panel, the `<area>` part of the key). The browser picks the language from its own settings; the
-header's language switch (`LANGUAGE_SWITCH_JS`) changes it in place. Family names and paper terms (MLM, NSP, span,
-Switch, ...) stay as the papers write them, in both languages.
+Every label, help text, legend and message that the page shows is a key here: `text("train.steps")` in the UI code, its
+English in `app/i18n/locales/en/<area>.json` and its Chinese in `app/i18n/locales/zh/<area>.json` (one folder per
+language; one file per tab or panel, the `<area>` part of the key). The browser picks the language from its own
+settings; the header's language switch (`LANGUAGE_SWITCH_JS`) changes it in place. Family names and paper terms (MLM,
+NSP, span, Switch, ...) stay as the papers write them, in both languages.
 
 Texts that the server computes (a run's status line, a figure's title, axes and legend, an error message) cannot be
 translated by the frontend, so the server writes them in the reader's language: `tr("train.fig_loss_title")` while a
 handler runs. The reader's language is the `lab_language` cookie that the page sets (from the browser's language or
 the switch), else the request's Accept-Language, else English; API clients that send neither read English.
-`app/messages.py` translates the backend's (`lab_models`) English messages the same way.
+`app/i18n/messages.py` translates the backend's (`lab_models`) English messages the same way.
 
 Deviation: a figure or status line already on the page keeps its language when the switch is used; the next one the
 server draws is in the new language.
@@ -32,7 +32,7 @@ FALLBACK = "en"
 
 
 def _read_language(language: str) -> dict[str, dict[str, str]]:
-    """`app/locales/<language>/*.json` as {area: {name: text}}; an area's file is a flat {name: text} object."""
+    """`app/i18n/locales/<language>/*.json` as {area: {name: text}}; an area's file is a flat {name: text} object."""
     areas = {}
     for path in sorted((LOCALES / language).glob("*.json")):
         entries = json.loads(path.read_text(encoding="utf-8"))
@@ -68,7 +68,7 @@ def text(key: str):
     text, a Markdown's body). KeyError when English has no such text, so a typo fails when the page is built."""
     area, _, name = key.partition(".")
     if name not in translations()[FALLBACK].get(area, {}):
-        raise KeyError(f"no English text {key!r} in app/locales/en/{area}.json")
+        raise KeyError(f"no English text {key!r} in app/i18n/locales/en/{area}.json")
     return lab_i18n()(key)
 
 

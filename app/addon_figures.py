@@ -18,6 +18,7 @@ from __future__ import annotations
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from app.display import compact_empty_figure
 from app.i18n.language import tr
 from app.inputs import finite
 
@@ -51,15 +52,6 @@ def addon_keys(rows: list[dict]) -> list[str]:
     return [key for key, _ in (*SENTENCE_KEYS, *TRANSLATION_KEYS) if key in present]
 
 
-def empty_figure(message: str, height: int = 300) -> go.Figure:
-    figure = go.Figure()
-    figure.add_annotation(text=message, showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper",
-                          font={"size": 13, "color": "#64748b"})
-    figure.update_layout(height=height, template="plotly_white", margin={"l": 40, "r": 20, "t": 30, "b": 30},
-                         xaxis={"visible": False}, yaxis={"visible": False})
-    return figure
-
-
 def addon_figure(rows: list[dict], *, title: str = "", height: int = 320) -> go.Figure:
     """One panel per add-on with numbers: the sentence space (contrastive; the topic gap on its own axis, on the
     right, since it is a small difference of cosines) and translation quality (back-translation), each metric a line
@@ -71,7 +63,7 @@ def addon_figure(rows: list[dict], *, title: str = "", height: int = 320) -> go.
                                   (tr("train.addon_translation_panel"), TRANSLATION_KEYS))]
     panels = [(name, group) for name, group in panels if group]
     if not panels:
-        return empty_figure(tr("train.addon_empty"), height)
+        return compact_empty_figure(tr("train.addon_empty"), height)
     figure = make_subplots(rows=1, cols=len(panels), subplot_titles=[name for name, _ in panels],
                            horizontal_spacing=0.14, specs=[[{"secondary_y": True} for _ in panels]])
     for column, (_, group) in enumerate(panels, start=1):
@@ -101,7 +93,7 @@ def topic_similarity_figure(results) -> go.Figure:
     different-topic means and their gap. Each run has its own colour scale (its lowest to its highest mean), so that
     a bright diagonal (same topic closer) shows whatever the run's overall level; the numbers are in the cells."""
     if not results:
-        return empty_figure(tr("train.similarity_empty"), 360)
+        return compact_empty_figure(tr("train.similarity_empty"), 360)
     titles = [tr("train.similarity_title", run_id=r.run_id, family=r.family, step=f"{r.step:,}", pooling=r.pooling,
                  auc=f"{r.auc:.3f}", same=f"{r.same:.3f}", different=f"{r.different:.3f}", gap=f"{r.gap:+.3f}")
               for r in results]
@@ -125,7 +117,7 @@ def topic_similarity_figure(results) -> go.Figure:
 def topic_gap_figure(results) -> go.Figure:
     """Same-topic and different-topic mean cosine per run, as grouped bars (the gap between them is the point)."""
     if not results:
-        return empty_figure(tr("train.similarity_bars_empty"), 300)
+        return compact_empty_figure(tr("train.similarity_bars_empty"), 300)
     names = [f"{r.run_id} ({r.family})" for r in results]
     figure = go.Figure([
         go.Bar(name=tr("train.similarity_same"), x=names, y=[r.same for r in results], marker_color="#16a34a",

@@ -18,11 +18,10 @@ import html
 import pandas as pd
 import plotly.graph_objects as go
 
+from app.display import FONT, MARGIN, RUN_COLORS, STATE_COLORS, cjk_empty_figure, format_duration
 from app.i18n.language import marker, tr
 from app.i18n.messages import translate_message
 from app.inputs import finite
-from app.train_figures import STATE_COLORS, format_duration
-from app.understand_figures import FONT, MARGIN, RUN_COLORS, empty_figure
 
 # the table the page shows: who, on what, how well, then how it was fine-tuned
 TABLE_COLUMNS = ["pretrained run", "family", "task", "accuracy", "macro F1", "majority baseline", "pooling", "λ",
@@ -234,7 +233,7 @@ def accuracy_figure(frame: pd.DataFrame, task_titles: dict[str, str] | None = No
     drawn as a dashed line across its group. Plots each run's best fine-tuning per task (`best_per_run_and_task`);
     the table lists them all."""
     if frame is None or not len(frame):
-        return empty_figure(tr("finetune.fig_empty"))
+        return cjk_empty_figure(tr("finetune.fig_empty"))
     best = best_per_run_and_task(frame)
     titles = dict(task_titles or {})
     tasks = list(dict.fromkeys(frame["task"]))  # the leaderboard's order (by task name)

@@ -34,7 +34,7 @@ from lab_models import api
 
 from app.errors import user_errors
 from app.i18n.language import text, tr
-from app.train_figures import backend_text
+from app.i18n.messages import backend_text
 
 FILES_COLUMNS = ["file", "size"]  # the English of import.col_file and import.col_size
 INTRO = text("import.intro")

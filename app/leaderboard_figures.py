@@ -17,9 +17,9 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from app.display import FONT, RUN_COLORS, cjk_empty_figure
 from app.i18n.language import tr
 from app.i18n.messages import translate_message
-from app.understand_figures import FONT, RUN_COLORS, empty_figure
 
 MISSING = "—"
 # column of api.leaderboard -> (header in the page (English), whether lower is better); accuracy_<task> columns are
@@ -137,7 +137,7 @@ def leaderboard_figure(frame: pd.DataFrame) -> go.Figure:
     per byte on top), one colour per family. A run without a metric shows "n/a" where its bar would be; bits per
     byte says "lower is better", the others "higher is better". Accuracies share the 0..1 scale."""
     if frame is None or not len(frame):
-        return empty_figure(tr("leaderboard.fig_no_runs"))
+        return cjk_empty_figure(tr("leaderboard.fig_no_runs"))
     metrics = metric_columns(frame)
     titles = [tr(f"leaderboard.fig_{name}") if name in METRIC_TITLES else
               tr("leaderboard.fig_task_accuracy", task=html.escape(name[len(ACCURACY_PREFIX):])) for name in metrics]

@@ -35,10 +35,11 @@ import pandas as pd
 
 from lab_models import api
 
+from app.display import cjk_empty_figure
 from app.errors import user_errors
 from app.i18n.language import current_language, marker, text, tr
 from app.inputs import whole_number
-from app.leaderboard_figures import display_table, empty_figure, leaderboard_figure, notes_markdown
+from app.leaderboard_figures import display_table, leaderboard_figure, notes_markdown
 
 logger = logging.getLogger(__name__)
 
@@ -144,7 +145,7 @@ class LeaderboardView:
         frame = api.leaderboard(self.home, chosen, max_examples=max_examples, seed=seed, progress=report, zoo=zoo)
         if not len(frame):
             no_runs = tr("leaderboard.no_runs")
-            return no_runs, display_table(frame), "", empty_figure(no_runs), None
+            return no_runs, display_table(frame), "", cjk_empty_figure(no_runs), None
         path = api.leaderboard_csv(frame)  # a new temporary folder per call: sessions never share a file
         if zoo and chosen is None and frame["corpus"].nunique() == 1:
             chosen = str(frame["corpus"].iloc[0])  # a zoo trains on one corpus: say which
@@ -161,7 +162,7 @@ class LeaderboardView:
 
     @staticmethod
     def placeholder_figure():
-        return empty_figure(tr("leaderboard.fig_pick"))
+        return cjk_empty_figure(tr("leaderboard.fig_pick"))
 
     def placeholder(self, shown=None):
         """Opening the tab: while the table shown has no row (nothing computed yet), the empty table and figure again,

@@ -20,11 +20,11 @@ import gradio as gr
 
 from lab_models import api
 
+from app.display import tokenizer_kind_choices, tokenizer_title
 from app.errors import readable, user_errors
 from app.figures import anatomy_figure, anatomy_table, stream_density
 from app.i18n.language import current_language, marker, text, tr
 from app.i18n.messages import translate_message
-from app.tokenizer_tab import tokenizer_kind_choices, tokenizer_title
 
 MAX_FAMILIES = 4  # app/i18n/locales/*/explorer.json "families" says "up to 4"
 DEFAULT_SENTENCE = "the quick brown fox jumps over the lazy dog"

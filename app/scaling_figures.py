@@ -22,8 +22,9 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from app.display import empty_figure, state_word
 from app.i18n.language import marker, text, tr
-from app.train_figures import _empty_figure, backend_text, state_word
+from app.i18n.messages import backend_text
 
 SWEEP_COLORS = ("#2563eb", "#ea580c", "#16a34a", "#db2777", "#0891b2", "#7c3aed")  # dense, switch per sweep
 VARIANT_SYMBOLS = {"dense": "circle", "switch": "diamond"}
@@ -62,7 +63,7 @@ def scaling_figure(sweeps: list[dict], *, height: int = 460) -> go.Figure:
     variant as markers, and its fitted power law as a line over the points' range, labelled with the exponent."""
     drawn = [s for s in sweeps if any(p.get("bits_per_byte") is not None for p in s.get("points") or [])]
     if not drawn:
-        return _empty_figure(tr("scaling.fig_empty"), height)
+        return empty_figure(tr("scaling.fig_empty"), height)
     figure = make_subplots(rows=1, cols=2, horizontal_spacing=0.1,
                            subplot_titles=[tr("scaling.fig_against_parameters"), tr("scaling.fig_against_compute")])
     for index, sweep in enumerate(drawn):

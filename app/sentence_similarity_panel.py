@@ -27,7 +27,8 @@ import pandas as pd
 
 from lab_models import api
 
-from app.addon_figures import empty_figure, topic_gap_figure, topic_similarity_figure
+from app.addon_figures import topic_gap_figure, topic_similarity_figure
+from app.display import compact_empty_figure
 from app.errors import user_errors
 from app.i18n.language import text, tr
 from app.inputs import picked, picked_runs, whole_number
@@ -110,7 +111,7 @@ class SentenceSimilarityView:
 def placeholders() -> tuple:
     """(heatmaps, bars, table) before the first press, in the reader's language. The page is built before any reader
     asks, so these are drawn again when it loads."""
-    return empty_figure(tr("similarity.empty_heatmaps"), 360), topic_gap_figure([]), similarity_table([])
+    return compact_empty_figure(tr("similarity.empty_heatmaps"), 360), topic_gap_figure([]), similarity_table([])
 
 
 def build(home, jobs=None, choices=None):

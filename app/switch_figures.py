@@ -14,46 +14,17 @@ no deviation (nothing is computed here). Every word drawn here is in the reader'
 from __future__ import annotations
 
 import html
-import re
 
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from app.i18n.language import current_language, tr
+from app.display import empty_figure, expert_color, layer_label
+from app.i18n.language import tr
+from app.train_figures import split_rows, thin
 
-from app.train_figures import _empty_figure, split_rows, thin
-
-# 16 distinguishable colours (Tableau 10 + 6): experts beyond 16 reuse them
-EXPERT_COLORS = ("#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7",
-                 "#9c755f", "#bab0ac", "#1f77b4", "#17becf", "#bcbd22", "#8c564b", "#e377c2", "#7f7f7f")
 NO_SWITCH = ("No Switch layers in this run.<br>Tick “Switch layers” before Start: this plot then shows, "
              "per expert,<br>the fraction of tokens routed to it and dropped at it.")  # switch.fig_empty's English
 ROUTING_COLUMN_KEYS = ("col_layer", "col_position", "col_token", "col_expert", "col_probability")
-
-
-LAYER_LABEL = re.compile(r"(generator )?(shared )?(encoder |decoder )?layer(?: (\d+))?")
-
-
-def layer_label(label: str) -> str:
-    """A Switch layer's label as lab_models/nn/moe.py writes it ("layer 2", "decoder layer 2", "shared layer",
-    "generator layer 1") in the reader's language (第 2 层, 解码器第 2 层, ...); English, or another label, as it is.
-
-    >>> layer_label("decoder layer 2"), layer_label("whatever")
-    ('decoder layer 2', 'whatever')
-    """
-    match = LAYER_LABEL.fullmatch(label)
-    if match is None or current_language() == "en":
-        return label
-    generator, shared, stack, number = match.groups()
-    parts = [tr("switch.layer_generator")] if generator else []
-    if stack:
-        parts.append(tr(f"switch.layer_{stack.strip()}"))
-    parts.append(tr("switch.layer_shared") if shared or not number else tr("switch.layer_number", number=number))
-    return "".join(parts)
-
-
-def expert_color(expert: int) -> str:
-    return EXPERT_COLORS[expert % len(EXPERT_COLORS)]
 
 
 def routing_series(rows: list[dict]) -> dict[str, dict]:
@@ -81,7 +52,7 @@ def routing_figure(rows: list[dict], *, title: str = "", height_per_layer: int =
     it because it was full (dotted, same colour), over the training steps; the grey line is a perfect balance."""
     series = routing_series(rows)
     if not series:
-        return _empty_figure(tr("switch.fig_empty"), 240)
+        return empty_figure(tr("switch.fig_empty"), 240)
     labels = list(series)
     figure = make_subplots(rows=len(labels), cols=1, shared_xaxes=True, vertical_spacing=0.12 / max(1, len(labels)),
                            subplot_titles=[tr("switch.fig_panel", layer=layer_label(label)) for label in labels])

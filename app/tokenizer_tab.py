@@ -20,6 +20,7 @@ import gradio as gr
 from lab_models import api
 
 from app.chips import chips_html, pieces_html
+from app.display import tokenizer_kind_choices, tokenizer_title
 from app.errors import readable, user_errors
 from app.figures import overlap_figure, token_length_figure
 from app.i18n.language import current_language, text, tr
@@ -35,13 +36,6 @@ STATS_COLUMNS = {"kind": "col_kind", "vocab_size": "col_vocab_size", "tokens": "
                  "tokens_per_word": "col_tokens_per_word", "tokens_per_char": "col_tokens_per_char",
                  "unknown_rate": "col_unknown_rate", "avg_token_chars": "col_avg_token_chars",
                  "train_seconds": "col_train_seconds", "cached": "col_cached"}
-
-
-def tokenizer_title(kind: str) -> str:
-    """A tokenizer kind's title in the reader's language ("bpe" -> "BPE (GPT)"; `api.TOKENIZER_KINDS`' English for a
-    kind that has no text in app/i18n/locales/*/tokenizer.json)."""
-    known = ("bpe", "byte_bpe", "wordpiece", "unigram")
-    return tr(f"tokenizer.kind_{kind}") if kind in known else api.TOKENIZER_KINDS.get(kind, kind)
 
 
 def use_size_label(size: int) -> str:
@@ -70,14 +64,6 @@ def stats_table(stats: list[dict]) -> pd.DataFrame:
         table["cached"] = [tr("tokenizer.cached_yes") if cached else tr("tokenizer.cached_no")
                            for cached in table["cached"]]
     return table.rename(columns={name: tr(f"tokenizer.{key}") for name, key in STATS_COLUMNS.items()})
-
-
-def tokenizer_kind_choices() -> list[tuple]:
-    """(label, kind) for every tokenizer kind, each label in the reader's language (`api.TOKENIZER_KINDS`' English
-    for a kind that has no text in app/i18n/locales/*/tokenizer.json yet)."""
-    labels = {"bpe": text("tokenizer.kind_bpe"), "byte_bpe": text("tokenizer.kind_byte_bpe"),
-              "wordpiece": text("tokenizer.kind_wordpiece"), "unigram": text("tokenizer.kind_unigram")}
-    return [(labels.get(kind, title), kind) for kind, title in api.TOKENIZER_KINDS.items()]
 
 
 class TokenizerLab:

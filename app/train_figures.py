@@ -10,7 +10,7 @@ steps that have it.
 
 Every word drawn here is in the reader's language (`app.i18n.language.tr`: English, or Chinese for a Chinese page); run
 ids, family and objective names and numbers stay as they are. The backend's sentences (a run's status message, a stage's
-name) go through `backend_text`, which translates those the catalogue knows (app/i18n/locales/zh/messages/) and leaves
+name) go through `app.i18n.messages.backend_text`, which translates those the catalogue knows (app/i18n/locales/zh/messages/) and leaves
 any other as it is.
 """
 from __future__ import annotations
@@ -21,17 +21,15 @@ import math
 import pandas as pd
 import plotly.graph_objects as go
 
-from app.i18n.language import current_language, marker, text, tr
+from app.display import RUN_COLORS, STATE_COLORS, empty_figure, format_duration, state_word
+from app.i18n.language import marker, text, tr
+from app.i18n.messages import backend_text
 from app.inputs import finite
-from app.i18n.messages import UNTRANSLATED_LEAD, translate_message
 
 MAX_POINTS = 600  # per line: enough for a smooth curve, small enough to resend every 1.5 s
 TOTAL_COLOR = "#0f172a"
 VAL_COLOR = "#dc2626"
 OBJECTIVE_COLORS = ("#2563eb", "#16a34a", "#d97706", "#7c3aed", "#0891b2", "#db2777")
-RUN_COLORS = ("#2563eb", "#dc2626", "#16a34a", "#d97706", "#7c3aed", "#0891b2", "#db2777", "#4b5563")
-STATE_COLORS = {"queued": "#94a3b8", "running": "#2563eb", "finished": "#16a34a", "stopped": "#d97706",
-                "failed": "#dc2626", "died": "#991b1b"}
 COMPARE_METRICS = {"loss": "train loss", "val_loss": "validation loss", "val_bits_per_byte": "validation bits/byte",
                    # the add-on objectives' validation numbers (app/addon_figures.py)
                    "val_topic_gap": "validation topic gap (contrastive)",
@@ -43,26 +41,6 @@ RUNS_COLUMNS = ["run id", "family", "preset", "corpus", "state", "step / total",
 # the runs table's headers in the reader's language: train.json's col_<key>, in RUNS_COLUMNS' order
 RUNS_COLUMN_KEYS = ("run_id", "family", "preset", "corpus", "state", "steps", "loss", "val_loss", "val_bpb",
                     "tokens_per_s")
-STATES = ("queued", "running", "finished", "stopped", "failed", "died", "unknown", "not started")
-
-
-def backend_text(english: str) -> str:
-    """A sentence from `lab_models` (a status message, a stage's name) in the reader's language when the catalogue
-    (app/i18n/locales/zh/messages/) has it, else as it is: a status line is no error, so it gets no "untranslated" lead.
-
-    >>> backend_text("stopped before it started")
-    'stopped before it started'
-    """
-    if not english or current_language() == "en":
-        return english
-    translated = translate_message(english)
-    lead = UNTRANSLATED_LEAD.get(current_language())
-    return english if lead and translated == lead.format(english) else translated
-
-
-def state_word(state: str) -> str:
-    """A run's state ("running", "not started", ...) as a word in the reader's language; an unknown one as it is."""
-    return tr("train.state_" + state.replace(" ", "_")) if state in STATES else state
 
 
 def runs_columns() -> list[str]:
@@ -98,21 +76,12 @@ def thin(rows: list, max_points: int = MAX_POINTS) -> list:
     return kept if kept[-1] is rows[-1] else kept + [rows[-1]]
 
 
-def _empty_figure(message: str, height: int) -> go.Figure:
-    figure = go.Figure()
-    figure.add_annotation(text=message, showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper",
-                          font={"size": 14, "color": "#64748b"})
-    figure.update_layout(height=height, template="plotly_white", margin={"l": 50, "r": 20, "t": 40, "b": 40},
-                         xaxis={"visible": False}, yaxis={"visible": False})
-    return figure
-
-
 def loss_figure(rows: list[dict], *, title: str = "", height: int = 380) -> go.Figure:
     """The live loss curve of one run: total train loss, one dotted line per objective (when there are several)
     and the validation loss as points. x = step."""
     train, val = split_rows(rows)
     if not train and not val:
-        return _empty_figure(tr("train.fig_loss_empty"), height)
+        return empty_figure(tr("train.fig_loss_empty"), height)
     figure = go.Figure()
     train = thin(train)
     steps = [row["step"] for row in train]
@@ -184,7 +153,7 @@ def lr_figure(rows: list[dict], *, title: str = "", height: int = 300) -> go.Fig
     train, _ = split_rows(rows)
     train = thin([row for row in train if finite(row.get("lr")) is not None])
     if not train:
-        return _empty_figure(tr("train.fig_lr_empty"), height)
+        return empty_figure(tr("train.fig_lr_empty"), height)
     figure = go.Figure()
     steps = [row["step"] for row in train]
     groups: list[str] = []
@@ -215,7 +184,7 @@ def compare_figure(curves: dict[str, list[dict]], metric: str = "loss", *, heigh
     if metric not in COMPARE_METRICS:
         raise ValueError(f"Unknown metric {metric!r}: choose one of {', '.join(COMPARE_METRICS)}.")
     if not curves:
-        return _empty_figure(tr("train.fig_compare_empty"), height)
+        return empty_figure(tr("train.fig_compare_empty"), height)
     figure = go.Figure()
     for index, (run_id, rows) in enumerate(curves.items()):
         train, val = split_rows(rows)
@@ -231,23 +200,6 @@ def compare_figure(curves: dict[str, list[dict]], metric: str = "loss", *, heigh
         legend={"orientation": "h", "yanchor": "top", "y": -0.2, "xanchor": "left", "x": 0},
         margin={"l": 60, "r": 20, "t": 30, "b": 50}, uirevision=metric)
     return figure
-
-
-def format_duration(seconds) -> str:
-    """A short human duration.
-
-    >>> format_duration(42), format_duration(190), format_duration(7260), format_duration(None)
-    ('42 s', '3 min 10 s', '2 h 01 min', '—')
-    """
-    seconds = finite(seconds)
-    if seconds is None or seconds < 0:
-        return "—"
-    seconds = int(round(seconds))
-    if seconds < 60:
-        return f"{seconds} s"
-    if seconds < 3600:
-        return f"{seconds // 60} min {seconds % 60} s"
-    return f"{seconds // 3600} h {seconds % 3600 // 60:02d} min"
 
 
 def state_label(summary: dict) -> str:

@@ -42,10 +42,10 @@ from app.errors import user_errors
 from app.i18n.language import current_language, marker, text, tr
 from app.switch_panel import build_routing_plot, build_switch_controls, switch_model_overrides, switch_visibility
 from app.inputs import picked
-from app.i18n.messages import translate_message
+from app.i18n.messages import backend_text, translate_message
 from app.switch_figures import routing_figure
-from app.train_figures import (COMPARE_METRICS, backend_text, compare_figure, loss_figure, lr_figure, progress_html,
-                               runs_table, status_markdown)
+from app.train_figures import (COMPARE_METRICS, compare_figure, loss_figure, lr_figure, progress_html, runs_table,
+                               status_markdown)
 
 MAX_OBJECTIVES = 4  # the most any family has (with its add-ons) is 4; rows beyond them are hidden
 DEFAULT_FAMILY = "bert"

@@ -21,17 +21,12 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from app.display import FONT, MARGIN, RUN_COLORS, cjk_empty_figure
 from app.i18n.language import text, tr
 from app.i18n.messages import translate_message
 
-RUN_COLORS = ("#2563eb", "#dc2626", "#16a34a", "#d97706", "#7c3aed", "#0891b2", "#db2777", "#4b5563")
 SENTENCE_COLORS = ("#2563eb", "#dc2626", "#16a34a", "#d97706", "#7c3aed", "#0891b2", "#db2777", "#4b5563")
 BLOCKED_BACKGROUND = "#e2e8f0"  # heatmap cells the mask forbids are left empty: this colour shows through
-# plotly's own font list, then CJK fonts: the synthetic corpus is English + Chinese, so predicted tokens and token
-# labels may be Chinese characters, which the default list leaves as empty boxes in some browsers
-FONT = ('"Open Sans", verdana, arial, "Noto Sans CJK SC", "WenQuanYi Micro Hei", "Microsoft YaHei", "PingFang SC", '
-        'sans-serif')
-MARGIN = {"l": 50, "r": 20, "t": 60, "b": 40}
 STREAMS = ("self", "content", "query", "encoder", "decoder", "cross")  # each has its title, `understand.stream_<s>`
 # the layer names of lab_models/probes.py that are words (the rest, "biLSTM 1", "LSTM 2", are names): their keys
 LAYER_NAMES = {"embeddings": "understand.layer_embeddings", "embedding": "understand.layer_embedding",
@@ -39,16 +34,6 @@ LAYER_NAMES = {"embeddings": "understand.layer_embeddings", "embedding": "unders
                "ELMo (top layer)": "understand.layer_elmo_top", "embedding (GloVe's place)": "understand.layer_glove",
                "CoVe (MT-LSTM top layer)": "understand.layer_cove_top"}
 BLOCK = re.compile(r"block (\d+)")
-
-
-def empty_figure(message: str, height: int = 320) -> go.Figure:
-    """A blank figure that says what to do."""
-    figure = go.Figure()
-    figure.add_annotation(text=html.escape(message), showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper",
-                          font={"size": 14, "color": "#64748b"})
-    figure.update_layout(height=height, template="plotly_white", font={"family": FONT}, margin=MARGIN, xaxis={"visible": False},
-                         yaxis={"visible": False})
-    return figure
 
 
 def wrap(text: str, width: int = 42) -> str:
@@ -121,7 +106,7 @@ def fill_mask_figure(results: list[dict]) -> go.Figure:
     """One column per run, one row per [MASK] slot: horizontal bars of the top-k predictions, best at the top.
     A run that cannot fill masks shows its explanation in its column instead of bars."""
     if not results:
-        return empty_figure(tr("understand.fig_fill_empty"))
+        return cjk_empty_figure(tr("understand.fig_fill_empty"))
     n_slots = max([len(r.get("slots") or []) for r in results] + [1])
     cols = len(results)
     titles = []
@@ -201,7 +186,7 @@ def fill_mask_table(results: list[dict]) -> pd.DataFrame:
 def similarity_figure(frame: pd.DataFrame, word: str = "") -> go.Figure:
     """Cosine similarity of the word's two vectors per layer, one line per run (hover: the pieces averaged)."""
     if frame is None or frame.empty:
-        return empty_figure(tr("understand.fig_similarity_empty"))
+        return cjk_empty_figure(tr("understand.fig_similarity_empty"))
     figure = go.Figure()
     for index, (run, rows) in enumerate(frame.groupby("run", sort=False)):
         rows = rows.sort_values("layer")
@@ -258,7 +243,7 @@ def projection_figure(frames: list[pd.DataFrame], sentences: list[str], word: st
     by sentence; the tokens of the word are drawn as stars."""
     frames = [f for f in frames if f is not None and not f.empty]
     if not frames:
-        return empty_figure(tr("understand.fig_projection_empty"))
+        return cjk_empty_figure(tr("understand.fig_projection_empty"))
     cols = 1 if len(frames) == 1 else 2
     rows = math.ceil(len(frames) / cols)
     titles = []
@@ -314,7 +299,7 @@ def attention_figure(maps, stream: str, layer: int, *, max_cols: int = 4) -> go.
     (keys); cells the mask forbids are left empty (grey). The colours run from 0 to the layer's largest probability,
     so that diffuse heads stay readable (the colour bar says where the top is)."""
     if maps is None:
-        return empty_figure(tr("understand.fig_attention_empty"))
+        return cjk_empty_figure(tr("understand.fig_attention_empty"))
     weights = maps.weights[stream][layer - 1]  # (heads, Tq, Tk)
     mask = maps.masks.get(stream)
     row_labels, col_labels = maps.streams[stream]

@@ -51,11 +51,12 @@ import gradio as gr
 from lab_models import api
 
 from app import finetune_panel, routing_panel, sentence_similarity_panel
+from app.display import cjk_empty_figure
 from app.errors import user_errors
 from app.i18n.explanations import explain
 from app.i18n.language import reader_examples, text, tr
 from app.inputs import picked, picked_runs, whole_number
-from app.understand_figures import (attention_details, attention_figure, empty_figure, fill_mask_figure,
+from app.understand_figures import (attention_details, attention_figure, fill_mask_figure,
                                     fill_mask_table, projection_figure, run_label, similarity_figure, similarity_table,
                                     stream_label, stream_title)
 
@@ -229,9 +230,9 @@ def placeholders() -> tuple:
     """What the result views hold before the first press, in the reader's language: (fill-mask plot, its table,
     similarity plot, its table, projection plot, attention plot). The page is built before any reader asks, so these
     are drawn again when it loads (`/understand_placeholders_on_load`)."""
-    return (empty_figure(tr("understand.fig_fill_empty")), fill_mask_table([]),
-            empty_figure(tr("understand.fig_similarity_start")), similarity_table(None),
-            empty_figure(tr("understand.fig_projection_start")), empty_figure(tr("understand.fig_attention_empty")))
+    return (cjk_empty_figure(tr("understand.fig_fill_empty")), fill_mask_table([]),
+            cjk_empty_figure(tr("understand.fig_similarity_start")), similarity_table(None),
+            cjk_empty_figure(tr("understand.fig_projection_start")), cjk_empty_figure(tr("understand.fig_attention_empty")))
 
 
 def _run_picker(choices, label, elem_id: str, *, multiselect: bool, picks=None):

@@ -26,9 +26,10 @@ import gradio as gr
 
 from lab_models import api
 
+from app.display import STATE_COLORS, state_word
 from app.errors import user_errors
 from app.i18n.language import marker, text, tr
-from app.train_figures import STATE_COLORS, backend_text, state_word
+from app.i18n.messages import backend_text
 
 REFRESH_S = 2.0
 # The panel's message and button texts are Gradio i18n markers (app/i18n/locales/*/zoo.json): the page shows them in the

@@ -18,7 +18,7 @@ from gradio_client import Client
 
 from app import addon_figures, import_panel, scaling_figures, switch_figures, train_figures, zoo_panel
 from app.i18n.language import reading_language
-from app.i18n.messages import catalogue
+from app.i18n.messages import backend_text, catalogue
 from app.train_tab import SETTINGS_HEADERS, TrainView, settings_overrides
 from lab_models import api
 
@@ -112,7 +112,7 @@ def test_the_progress_bar_and_the_status_line():
     assert "**运行失败：**训练器以退出码 3 退出：boom" in chinese and "日志末尾：" in chinese
     # a message the catalogue does not know stays as it is, with no "untranslated" lead in a status line
     with reading_language("zh"):
-        assert train_figures.backend_text("zzz qqq, nothing like it") == "zzz qqq, nothing like it"
+        assert backend_text("zzz qqq, nothing like it") == "zzz qqq, nothing like it"
     for state, chinese_label in (({"state": "queued", "queue_position": 2}, "排队中（第 2 位）"),
                                  ({"state": "running", "stopping": True}, "正在停止…"),
                                  ({"state": "stopped", "interrupted": True}, "已停止（被中断）"),

@@ -10,8 +10,9 @@ import pandas as pd
 import pytest
 from gradio_client import Client
 
-from app.train_figures import (compare_figure, format_duration, loss_figure, progress_html, runs_table, split_rows,
-                               status_markdown, thin)
+from app.display import format_duration
+from app.train_figures import (compare_figure, loss_figure, progress_html, runs_table, split_rows, status_markdown,
+                               thin)
 from app.train_tab import MAX_OBJECTIVES, SETTINGS_HEADERS, leak_demo_visible, setting_text, settings_overrides
 from lab_models import api
 

@@ -84,6 +84,20 @@ def translate_message(message: str, language: str | None = None, *, _depth: int 
     return lead.format(message) if lead else message
 
 
+def backend_text(english: str) -> str:
+    """A sentence from `lab_models` that is no error (a run's status message, a stage's name) in the reader's language
+    when the catalogue has it, else as it is: unlike `translate_message`, no "untranslated" lead.
+
+    >>> backend_text("stopped before it started")
+    'stopped before it started'
+    """
+    if not english or current_language() == "en":
+        return english
+    translated = translate_message(english)
+    lead = UNTRANSLATED_LEAD.get(current_language())
+    return english if lead and translated == lead.format(english) else translated
+
+
 def _translated(message: str, language: str, depth: int) -> str | None:
     if len(message) > MAX_MATCHED_CHARS:
         return None

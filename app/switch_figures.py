@@ -1,19 +1,18 @@
-"""Plotly figures and HTML for the Switch Transformer views: per-expert routing over training (Train tab) and token
-chips coloured by expert (Understand tab).
+"""Plotly figures for the Train tab's Switch Transformer view: per expert, the fraction of each Switch layer's tokens
+routed to it and dropped at it, over training. (The Understand tab's token chips by expert are
+app/routing_figures.py's.)
 
 Presentation only. The numbers are the `switch` entries of a run's metrics.jsonl train rows (lab_models/switch.py):
 {"layers": ["layer 2", ...], "n_experts": 8, "routed": [[fraction per expert] per layer], "dropped": [[...]],
-"tokens": [...]}, and `api.switch_routing`'s `RoutingView`. Paper: Fedus, Zoph, Shazeer (2022), Switch Transformers;
-no deviation (nothing is computed here). Every word drawn here is in the reader's language (`app.i18n.language.tr`, keys
-`switch.*`); layer labels are translated word by word ("layer 2": 第 2 层), tokens and numbers stay as they are.
+"tokens": [...]}. Paper: Fedus, Zoph, Shazeer (2022), Switch Transformers; no deviation (nothing is computed here).
+Every word drawn here is in the reader's language (`app.i18n.language.tr`, keys `switch.*`); layer labels are
+translated word by word ("layer 2": 第 2 层, `app.display.layer_label`), steps and numbers stay as they are.
 
 >>> routing_series([{"step": 1, "switch": {"layers": ["layer 2"], "n_experts": 2, "routed": [[0.7, 0.3]],
 ...                  "dropped": [[0.1, 0.0]], "tokens": [64]}}])["layer 2"]["routed"][0]
 [(1, 0.7)]
 """
 from __future__ import annotations
-
-import html
 
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
@@ -24,7 +23,6 @@ from app.train_figures import split_rows, thin
 
 NO_SWITCH = ("No Switch layers in this run.<br>Tick “Switch layers” before Start: this plot then shows, "
              "per expert,<br>the fraction of tokens routed to it and dropped at it.")  # switch.fig_empty's English
-ROUTING_COLUMN_KEYS = ("col_layer", "col_position", "col_token", "col_expert", "col_probability")
 
 
 def routing_series(rows: list[dict]) -> dict[str, dict]:
@@ -89,45 +87,3 @@ def routing_figure(rows: list[dict], *, title: str = "", height_per_layer: int =
         uirevision=title or "routing")
     figure.update_annotations(font_size=12)
     return figure
-
-
-def routing_chips_html(view) -> str:
-    """A `RoutingView` as one row of token chips per Switch layer, each chip coloured by its expert (hover: expert
-    and router probability; a faded chip is a token routed with low confidence), with a legend of the experts."""
-    legend = "".join(f'<span class="tok-chip" style="background:{expert_color(e)};color:#fff">'
-                     f'{html.escape(tr("switch.expert", expert=e))}</span>' for e in range(view.n_experts))
-    rows = []
-    for layer in view.layers:
-        chips = []
-        for token, expert, probability, kept in zip(layer.tokens, layer.experts, layer.probabilities, layer.kept):
-            tooltip = tr("switch.chip_tooltip", token=repr(token), expert=expert, probability=f"{probability:.2f}")
-            if not kept:
-                tooltip += tr("switch.chip_dropped")
-            opacity = 0.45 + 0.55 * min(1.0, max(0.0, (probability - 1.0 / view.n_experts) /
-                                                 max(1e-9, 1.0 - 1.0 / view.n_experts)))
-            style = (f"background:{expert_color(expert)};color:#fff;opacity:{opacity:.2f}"
-                     + (";text-decoration:line-through" if not kept else ""))
-            chips.append(f'<span class="tok-chip switch-chip" data-expert="{expert}" style="{style}" '
-                         f'title="{html.escape(tooltip)}">{html.escape(token)}<sub>{expert}</sub></span>')
-        used = len(set(layer.experts))
-        counts = tr("switch.chips_counts", tokens=len(layer.tokens), used=used, experts=view.n_experts)
-        rows.append(f'<div class="tok-row switch-layer"><div class="tok-title"><b>'
-                    f'{html.escape(layer_label(layer.label))}</b> <span class="tok-sub">{html.escape(counts)}'
-                    f'</span></div><div class="tok-chips">{"".join(chips)}</div></div>')
-    head = tr("switch.chips_head", family=view.family, step=f"{view.step:,}", experts=view.n_experts)
-    return (f'<div class="switch-routing" id="switch-routing-chips"><div class="tok-row"><div class="tok-title">'
-            f'<b>{html.escape(view.run_id)}</b> <span class="tok-sub">{html.escape(head)}</span></div>'
-            f'<div class="tok-chips">{legend}</div></div>{"".join(rows)}</div>')
-
-
-def routing_table(view):
-    """The view as a table: layer, position, token, expert, probability (pandas; headers and layer labels in the
-    reader's language; the table is only shown, never read back)."""
-    import pandas as pd
-
-    records = [[layer_label(layer.label), position, token, expert, probability]
-               for layer in view.layers
-               for position, (token, expert, probability) in enumerate(zip(layer.tokens, layer.experts,
-                                                                             layer.probabilities))]
-    return pd.DataFrame(records, columns=[tr(f"switch.{key}") for key in ROUTING_COLUMN_KEYS])
-

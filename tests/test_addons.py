@@ -523,7 +523,8 @@ def test_adversarial_fine_tuning_logs_both_losses_and_is_recorded(bert_run, tmp_
 # ------------------------------------------------------------------------------------------------ the views
 
 def test_sentence_similarity_view_and_figures(bert_run):
-    from app.addon_figures import addon_figure, topic_gap_figure, topic_similarity_figure
+    from app.addon_figures import addon_figure
+    from app.similarity_figures import topic_gap_figure, topic_similarity_figure
 
     auto, mean = api.sentence_similarity([bert_run, bert_run], "auto", 5)[0], api.sentence_similarity(bert_run,
                                                                                                       "mean", 5)[0]

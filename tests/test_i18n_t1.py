@@ -16,7 +16,8 @@ import pandas as pd
 import pytest
 from gradio_client import Client
 
-from app import addon_figures, import_panel, scaling_figures, switch_figures, train_figures, zoo_panel
+from app import (addon_figures, import_panel, routing_figures, scaling_figures, similarity_figures, switch_figures,
+                 train_figures, zoo_panel)
 from app.i18n.language import reading_language
 from app.i18n.messages import backend_text, catalogue
 from app.train_tab import SETTINGS_HEADERS, TrainView, settings_overrides
@@ -176,11 +177,11 @@ def test_the_addon_and_sentence_similarity_figures():
     assert english["axes"]["xaxis"] == "step" and chinese["axes"]["xaxis"] == "步"
     result = SimpleNamespace(run_id="bert-1", family="bert", step=1000, pooling="mean", auc=0.7, same=0.5,
                              different=0.3, gap=0.2, matrix=[[1.0, 0.5], [0.5, 1.0]], topics=["a", "b"])
-    english, chinese = both(lambda: figure_texts(addon_figures.topic_similarity_figure([result])))
+    english, chinese = both(lambda: figure_texts(similarity_figures.topic_similarity_figure([result])))
     assert "step 1,000 · mean pooling" in english["notes"][0] and "<b>gap +0.200</b>" in english["notes"][0]
     assert "第 1,000 步 · mean 池化" in chinese["notes"][0] and "<b>差距 +0.200</b>" in chinese["notes"][0]
     assert chinese["hover"] == ["%{y} 与 %{x}：平均余弦 %{z:.3f}<extra></extra>"]
-    english, chinese = both(lambda: figure_texts(addon_figures.topic_gap_figure([result])))
+    english, chinese = both(lambda: figure_texts(similarity_figures.topic_gap_figure([result])))
     assert english["names"] == ["same topic", "different topics"] and chinese["names"] == ["同主题", "不同主题"]
 
 
@@ -197,7 +198,7 @@ def test_the_switch_routing_figure_chips_and_table():
     layer = SimpleNamespace(label="generator shared layer", tokens=["the"], experts=[1], probabilities=[0.9],
                             kept=[False])
     view = SimpleNamespace(run_id="electra-1", family="electra", step=10, n_experts=2, layers=[layer])
-    english, chinese = both(lambda: (switch_figures.routing_chips_html(view), switch_figures.routing_table(view)))
+    english, chinese = both(lambda: (routing_figures.routing_chips_html(view), routing_figures.routing_table(view)))
     assert "1 tokens on 1 of 2 experts" in english[0] and "· dropped" in english[0]
     assert "生成器共享层" in chinese[0] and "1 个词元，用到 2 个专家中的 1 个" in chinese[0] and "已丢弃" in chinese[0]
     assert list(english[1].columns) == ["layer", "position", "token", "expert", "probability"]

@@ -212,7 +212,7 @@ def test_the_empty_views_drawn_on_load_are_in_the_readers_language():
     assert "投影会显示在这里" in _annotations(projection) and "显示注意力" in _annotations(attention)
     assert "比较句子" in _annotations(heatmaps)
     assert list(sentences.columns)[:4] == ["运行", "模型家族", "步数", "池化方式"] and "AUC" in sentences.columns
-    assert list(routing.columns) and routing.empty  # app/switch_figures.py's headers, no rows
+    assert list(routing.columns) and routing.empty  # app/routing_figures.py's headers, no rows
 
 
 def test_token_chips_words_in_chinese():

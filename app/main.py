@@ -1,7 +1,7 @@
 """Builds the Pretraining Lab page: a header with the compute device, then one tab per view that works.
 
 `build_app(home)` returns the `gr.Blocks`; `app.py` launches it. Tabs: Mask Explorer (drawn on load; above it the
-demo zoo panel, app/zoo_panel.py, shown on a lab home without runs), Train, Scaling (size sweeps,
+demo zoo panel, app/explorer/zoo_panel.py, shown on a lab home without runs), Train, Scaling (size sweeps,
 app/scaling_tab.py), Compare, Understand, Leaderboard, Tokenizer Lab, Corpora. The app's one training `JobManager`
 is created here and kept as `demo.lab_jobs`; whoever launches the app closes it at exit (`demo.lab_jobs.close()`
 stops the running trainers cleanly, with a checkpoint).
@@ -15,8 +15,9 @@ import gradio as gr
 
 from lab_models import api
 
-from app import (compare_tab, corpora_tab, leaderboard_tab, mask_explorer_tab, scaling_tab, tokenizer_tab, train_tab,
-                 understand_tab, zoo_panel)
+from app import compare_tab, corpora_tab, leaderboard_tab, scaling_tab, train_tab, understand_tab
+from app.explorer import tab as mask_explorer_tab, zoo_panel
+from app.tokenizer_lab import tab as tokenizer_tab
 from app.i18n.language import LANGUAGE_ON_LOAD_JS, LANGUAGE_SWITCH_JS, LANGUAGES, lab_i18n, text, tr
 from app.i18n.messages import translate_message
 

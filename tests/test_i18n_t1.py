@@ -16,8 +16,8 @@ import pandas as pd
 import pytest
 from gradio_client import Client
 
-from app import (addon_figures, import_panel, routing_figures, scaling_figures, similarity_figures, switch_figures,
-                 train_figures, zoo_panel)
+from app import addon_figures, import_panel, routing_figures, scaling_figures, similarity_figures, switch_figures, train_figures
+from app.explorer import zoo_panel
 from app.i18n.language import reading_language
 from app.i18n.messages import backend_text, catalogue
 from app.train_tab import SETTINGS_HEADERS, TrainView, settings_overrides

@@ -14,7 +14,8 @@ import pytest
 import torch
 from gradio_client import Client
 
-from app import chips, compare_figures, compare_tab, routing_panel, sentence_similarity_panel, understand_tab
+from app import compare_figures, compare_tab, routing_panel, sentence_similarity_panel, understand_tab
+from app.tokenizer_lab import figures as chips
 from app.i18n.explanations import explain
 from app.i18n.language import reading_language
 from app.understand_figures import (attention_figure, fill_mask_figure, fill_mask_table, layer_title,

@@ -1,4 +1,4 @@
-"""The page's side of the zoo: the first tab's offer and progress (app/zoo_panel.py), Compare picking the zoo's runs up
+"""The page's side of the zoo: the first tab's offer and progress (app/explorer/zoo_panel.py), Compare picking the zoo's runs up
 by itself (app/compare_tab.py), and the Leaderboard's Rank the zoo (app/leaderboard_tab.py).
 
 The handlers are called directly, on a lab home of their own, with the fake trainer of tests/test_zoo.py and a
@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from app import zoo_panel
+from app.explorer import zoo_panel
 from app.compare_tab import CompareView
 from app.leaderboard_tab import LeaderboardView
 from app.understand_tab import UnderstandView

@@ -1,11 +1,17 @@
-"""HTML token chips for the Tokenizer Lab: one coloured chip per token, its id on hover, markers visible.
+"""HTML and Plotly figures for the Tokenizer Lab: token chips (one coloured chip per token, its id on hover, markers
+visible), the merge replay, and the tokenizer statistics (vocabulary entries by length, vocabulary overlap).
 
-The words around the tokens (the counts, the hover text, the merge replay's line) are in the reader's language
-(`app.i18n.language.tr`, keys `understand.chips_*`); the tokens themselves are data and stay as they are.
+The words around the tokens (the counts, the hover text, the merge replay's line) and the figures' titles and axes are
+in the reader's language (`app.i18n.language.tr`, keys `understand.chips_*` and `tokenizer.fig_*`); the tokens, kinds
+and numbers are data and stay as they are.
 """
 from __future__ import annotations
 
 import html
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
 
 from app.i18n.language import tr
 
@@ -59,3 +65,25 @@ def pieces_html(words: list[list[str]], step: int, total: int) -> str:
     return (f'<div class="tok-row"><div class="tok-title">'
             f'{tr("understand.chips_merges", step=step, total=total, count=count)}</div>'
             f'<div class="tok-chips">{"".join(groups)}</div></div>')
+
+
+def token_length_figure(histograms: dict[str, dict[int, int]]) -> go.Figure:
+    """Overlaid bar chart: how many vocabulary entries have each length, per tokenizer kind."""
+    fig = go.Figure()
+    for kind, histogram in histograms.items():
+        lengths = sorted(histogram)
+        fig.add_trace(go.Bar(x=lengths, y=[histogram[n] for n in lengths], name=kind, opacity=0.75))
+    fig.update_layout(barmode="group", title=tr("tokenizer.fig_length_title"),
+                      xaxis_title=tr("tokenizer.fig_length_x"), yaxis_title=tr("tokenizer.fig_length_y"),
+                      height=360, margin=dict(l=20, r=20, t=50, b=40))
+    return fig
+
+
+def overlap_figure(overlap: pd.DataFrame) -> go.Figure:
+    """Heatmap of pairwise vocabulary overlap (Jaccard) between tokenizer kinds."""
+    fig = go.Figure(go.Heatmap(z=overlap.values, x=list(overlap.columns), y=list(overlap.index), zmin=0, zmax=1,
+                               colorscale="Blues", text=np.round(overlap.values, 2), texttemplate="%{text}",
+                               hovertemplate="%{y} ∩ %{x}: %{z:.2f}<extra></extra>"))
+    fig.update_layout(title=tr("tokenizer.fig_overlap_title"), height=360, margin=dict(l=20, r=20, t=50, b=40),
+                      yaxis_autorange="reversed")
+    return fig

@@ -19,12 +19,11 @@ import gradio as gr
 
 from lab_models import api
 
-from app.chips import chips_html, pieces_html
 from app.display import tokenizer_kind_choices, tokenizer_title
 from app.errors import readable, user_errors
-from app.figures import overlap_figure, token_length_figure
 from app.i18n.language import current_language, text, tr
 from app.i18n.messages import translate_message
+from app.tokenizer_lab.figures import chips_html, overlap_figure, pieces_html, token_length_figure
 
 DEFAULT_TEXT = ("The tokenizer splits unbelievably long words, numbers like 3.14159 and 2026, "
                 "code such as `def f(x): return x**2`, emoji 🙂🚀 and Chinese 小猫看见一个红球。")

@@ -1,4 +1,4 @@
-"""Plotly figures and pandas tables for the views: attention heatmaps, tokenizer statistics.
+"""Plotly figures and pandas tables for the Mask Explorer: one attention heatmap per stream, the anatomy table.
 
 Presentation only: every number drawn here comes from `lab_models.api`. Every word drawn (titles, axes, hover texts,
 table headers) is written in the reader's language (`app.i18n.language.tr`, at drawing time); tokens, kinds and numbers
@@ -130,25 +130,3 @@ def anatomy_table(anatomy) -> pd.DataFrame:
                             "position": anatomy.decoder_positions[0][i], "target": anatomy.targets[i] or ""})
     table = pd.DataFrame.from_records(records)
     return table.rename(columns={name: tr(f"explorer.{key}") for name, key in ANATOMY_COLUMNS.items()})
-
-
-def token_length_figure(histograms: dict[str, dict[int, int]]) -> go.Figure:
-    """Overlaid bar chart: how many vocabulary entries have each length, per tokenizer kind."""
-    fig = go.Figure()
-    for kind, histogram in histograms.items():
-        lengths = sorted(histogram)
-        fig.add_trace(go.Bar(x=lengths, y=[histogram[n] for n in lengths], name=kind, opacity=0.75))
-    fig.update_layout(barmode="group", title=tr("tokenizer.fig_length_title"),
-                      xaxis_title=tr("tokenizer.fig_length_x"), yaxis_title=tr("tokenizer.fig_length_y"),
-                      height=360, margin=dict(l=20, r=20, t=50, b=40))
-    return fig
-
-
-def overlap_figure(overlap: pd.DataFrame) -> go.Figure:
-    """Heatmap of pairwise vocabulary overlap (Jaccard) between tokenizer kinds."""
-    fig = go.Figure(go.Heatmap(z=overlap.values, x=list(overlap.columns), y=list(overlap.index), zmin=0, zmax=1,
-                               colorscale="Blues", text=np.round(overlap.values, 2), texttemplate="%{text}",
-                               hovertemplate="%{y} ∩ %{x}: %{z:.2f}<extra></extra>"))
-    fig.update_layout(title=tr("tokenizer.fig_overlap_title"), height=360, margin=dict(l=20, r=20, t=50, b=40),
-                      yaxis_autorange="reversed")
-    return fig

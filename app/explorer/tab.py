@@ -22,7 +22,7 @@ from lab_models import api
 
 from app.display import tokenizer_kind_choices, tokenizer_title
 from app.errors import readable, user_errors
-from app.figures import anatomy_figure, anatomy_table, stream_density
+from app.explorer.figures import anatomy_figure, anatomy_table, stream_density
 from app.i18n.language import current_language, marker, text, tr
 from app.i18n.messages import translate_message
 

@@ -523,7 +523,7 @@ def test_adversarial_fine_tuning_logs_both_losses_and_is_recorded(bert_run, tmp_
 # ------------------------------------------------------------------------------------------------ the views
 
 def test_sentence_similarity_view_and_figures(bert_run):
-    from app.addon_figures import addon_figure
+    from app.train.addon_figures import addon_figure
     from app.similarity_figures import topic_gap_figure, topic_similarity_figure
 
     auto, mean = api.sentence_similarity([bert_run, bert_run], "auto", 5)[0], api.sentence_similarity(bert_run,
@@ -550,7 +550,7 @@ def test_the_app_shows_the_addons(running_app, bert_run):
     from gradio_client import Client
 
     from app.i18n.language import english, text, translations
-    from app.train_tab import TrainView
+    from app.train.tab import TrainView
 
     rows = TrainView(bert_run.parent.parent, None).family_defaults("bert")[1:9]  # (checkbox, weight) per objective
     assert [row["label"] for row in rows[0::2]] == ["mlm", "nsp", "contrastive", "adversarial"]

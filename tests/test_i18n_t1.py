@@ -16,11 +16,12 @@ import pandas as pd
 import pytest
 from gradio_client import Client
 
-from app import addon_figures, import_panel, routing_figures, scaling_figures, similarity_figures, switch_figures, train_figures
+from app import routing_figures, scaling_figures, similarity_figures
+from app.train import addon_figures, figures as train_figures, import_panel, switch_figures
 from app.explorer import zoo_panel
 from app.i18n.language import reading_language
 from app.i18n.messages import backend_text, catalogue
-from app.train_tab import SETTINGS_HEADERS, TrainView, settings_overrides
+from app.train.tab import SETTINGS_HEADERS, TrainView, settings_overrides
 from lab_models import api
 
 HAN = re.compile(r"[\u4e00-\u9fff]")

@@ -11,9 +11,9 @@ import pytest
 from gradio_client import Client
 
 from app.display import format_duration
-from app.train_figures import (compare_figure, loss_figure, progress_html, runs_table, split_rows, status_markdown,
+from app.train.figures import (compare_figure, loss_figure, progress_html, runs_table, split_rows, status_markdown,
                                thin)
-from app.train_tab import MAX_OBJECTIVES, SETTINGS_HEADERS, leak_demo_visible, setting_text, settings_overrides
+from app.train.tab import MAX_OBJECTIVES, SETTINGS_HEADERS, leak_demo_visible, setting_text, settings_overrides
 from lab_models import api
 
 POLL_S = 0.3
@@ -223,7 +223,7 @@ def test_runs_table_columns_and_blanks():
 
 
 def test_settings_table_explains_each_setting_from_the_code():
-    from app.train_tab import settings_frame
+    from app.train.tab import settings_frame
 
     frame = settings_frame("xlnet")
     explained = dict(zip(frame["setting"], frame["what it does"]))
@@ -244,8 +244,8 @@ def test_every_objective_and_compared_metric_has_its_text_in_both_languages():
     """The bilingual page: an objective's help text and a comparison metric's name come from app/i18n/locales (English
     and Chinese), never from an English-only description; the family's own name stays the checkbox's label."""
     from app.i18n.language import english, translations
-    from app.train_figures import COMPARE_METRICS
-    from app.train_tab import METRIC_CHOICES, OBJECTIVE_TITLES, TrainView, objective_info, weight_label
+    from app.train.figures import COMPARE_METRICS
+    from app.train.tab import METRIC_CHOICES, OBJECTIVE_TITLES, TrainView, objective_info, weight_label
 
     for spec in api.trainable_families():
         for objective in spec.objectives:

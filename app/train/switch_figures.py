@@ -19,7 +19,7 @@ from plotly.subplots import make_subplots
 
 from app.display import empty_figure, expert_color, layer_label
 from app.i18n.language import tr
-from app.train_figures import split_rows, thin
+from app.train.figures import split_rows, thin
 
 NO_SWITCH = ("No Switch layers in this run.<br>Tick “Switch layers” before Start: this plot then shows, "
              "per expert,<br>the fraction of tokens routed to it and dropped at it.")  # switch.fig_empty's English

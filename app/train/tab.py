@@ -2,7 +2,7 @@
 
 Every run is a `python -m lab_models.train` worker process queued by the app's one `JobManager` (lab_models/jobs.py),
 so training never blocks the page. The handlers below only translate the controls into `lab_models.api` calls and
-draw what the run folders say (app/train_figures.py); the equivalent CLI command is shown so a run can be repeated
+draw what the run folders say (app/train/figures.py); the equivalent CLI command is shown so a run can be repeated
 headlessly.
 
 Endpoints (every event has an `api_name`, so `gradio_client` can drive the tab):
@@ -13,7 +13,7 @@ Endpoints (every event has an `api_name`, so `gradio_client` can drive the tab):
   own, `steps` 0 = the preset's (a blank Number reads 0 in the page). `settings` is a table (setting, value,
   default): rows whose value differs from the default are passed on (`api.family_settings`). `/start_training`
   returns the new run id. Then, optional: the Switch Transformer section's (switch_on, n_experts, capacity_factor,
-  expert_every, router_z_weight) (app/switch_panel.py: `/switch_visibility`, `/show_routing`, `/refresh_routing`).
+  expert_every, router_z_weight) (app/train/switch_panel.py: `/switch_visibility`, `/show_routing`, `/refresh_routing`).
 * `/show_run`, `/stop_run`, `/resume_run`: input a run id; return the progress bar, the status, the loss curve, the
   log tail and the raw status (a dict with state, step, total_steps, ..., metric_rows).
 * `/show_addon_numbers`, `/refresh_addon_numbers`: a run id -> the add-on objectives' validation numbers (topic gap,
@@ -22,7 +22,7 @@ Endpoints (every event has an `api_name`, so `gradio_client` can drive the tab):
   that record them, ULMFiT's); `/refresh_schedule` redraws it live.
 * `/list_runs`: the runs table (and the choices of the run pickers); `/compare_runs`: (run ids, metric) -> figure.
 * `/import_checkpoint_look`, `/import_checkpoint`: the "Import a checkpoint" section under the runs table
-  (app/import_panel.py); the runs table is refreshed after an import (`/list_runs_after_import`).
+  (app/train/import_panel.py); the runs table is refreshed after an import (`/list_runs_after_import`).
 * `/leak_demo`: no input; queues two tiny XLNet runs, with two streams and without (`two_stream=false`), and returns
   (the leaky run's id, both ids to compare, the metric "val_loss"): the leak's validation loss collapses while the
   real one falls slowly. `/leak_demo_visibility`: family -> the button shown for XLNet only.
@@ -36,15 +36,15 @@ import pandas as pd
 
 from lab_models import api
 
-from app import import_panel
-from app.addon_figures import addon_figure
+from app.train import import_panel
+from app.train.addon_figures import addon_figure
 from app.errors import user_errors
 from app.i18n.language import current_language, marker, text, tr
-from app.switch_panel import build_routing_plot, build_switch_controls, switch_model_overrides, switch_visibility
+from app.train.switch_panel import build_routing_plot, build_switch_controls, switch_model_overrides, switch_visibility
 from app.inputs import picked
 from app.i18n.messages import backend_text, translate_message
-from app.switch_figures import routing_figure
-from app.train_figures import (COMPARE_METRICS, compare_figure, loss_figure, lr_figure, progress_html, runs_table,
+from app.train.switch_figures import routing_figure
+from app.train.figures import (COMPARE_METRICS, compare_figure, loss_figure, lr_figure, progress_html, runs_table,
                                status_markdown)
 
 MAX_OBJECTIVES = 4  # the most any family has (with its add-ons) is 4; rows beyond them are hidden
@@ -224,7 +224,7 @@ class TrainView:
 
     def request(self, family, preset, corpus, tokenizer, steps, seed, device, settings, *rows) -> dict:
         """The controls as keyword arguments of `api.start_training` / `api.training_command`. `rows`: the
-        objectives' (on, weight) pairs, then the Switch section's controls (app/switch_panel.py), if given."""
+        objectives' (on, weight) pairs, then the Switch section's controls (app/train/switch_panel.py), if given."""
         self._spec(family)
         steps = float(steps) if steps not in (None, "") else 0.0
         if not steps.is_integer() or steps < 0:

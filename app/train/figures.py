@@ -31,7 +31,7 @@ TOTAL_COLOR = "#0f172a"
 VAL_COLOR = "#dc2626"
 OBJECTIVE_COLORS = ("#2563eb", "#16a34a", "#d97706", "#7c3aed", "#0891b2", "#db2777")
 COMPARE_METRICS = {"loss": "train loss", "val_loss": "validation loss", "val_bits_per_byte": "validation bits/byte",
-                   # the add-on objectives' validation numbers (app/addon_figures.py)
+                   # the add-on objectives' validation numbers (app/train/addon_figures.py)
                    "val_topic_gap": "validation topic gap (contrastive)",
                    "val_uniformity": "validation uniformity (contrastive)",
                    "val_bleu_en_zh": "validation BLEU en→zh", "val_bleu_zh_en": "validation BLEU zh→en",

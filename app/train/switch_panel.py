@@ -3,7 +3,7 @@ and the live per-expert routing plot of the selected run.
 
 Paper: Fedus, Zoph, Shazeer (2022), Switch Transformers; the layer is lab_models/nn/moe.py. The UI only turns the
 controls into `api.switch_settings(...)` (the `model` argument of `api.start_training`) and draws the `switch` entries
-of the run's metrics rows (app/switch_figures.py). Deviation from the paper's defaults: none (8 experts, capacity
+of the run's metrics rows (app/train/switch_figures.py). Deviation from the paper's defaults: none (8 experts, capacity
 factor 1.25, every other feed-forward, no z-loss unless asked for).
 
 Endpoints: `/switch_visibility` (family -> the section, shown for the Transformer families only), `/show_routing`
@@ -22,7 +22,7 @@ from lab_models import api
 
 from app.errors import user_errors
 from app.i18n.language import current_language, text, tr
-from app.switch_figures import routing_figure
+from app.train.switch_figures import routing_figure
 
 SWITCH_NOTE = text("switch.note")
 

@@ -15,7 +15,8 @@ import gradio as gr
 
 from lab_models import api
 
-from app import compare_tab, corpora_tab, leaderboard_tab, scaling_tab, understand_tab
+from app import compare_tab, corpora_tab, leaderboard_tab, scaling_tab
+from app.understand import tab as understand_tab
 from app.train import tab as train_tab
 from app.explorer import tab as mask_explorer_tab, zoo_panel
 from app.tokenizer_lab import tab as tokenizer_tab

@@ -524,7 +524,7 @@ def test_adversarial_fine_tuning_logs_both_losses_and_is_recorded(bert_run, tmp_
 
 def test_sentence_similarity_view_and_figures(bert_run):
     from app.train.addon_figures import addon_figure
-    from app.similarity_figures import topic_gap_figure, topic_similarity_figure
+    from app.understand.similarity_figures import topic_gap_figure, topic_similarity_figure
 
     auto, mean = api.sentence_similarity([bert_run, bert_run], "auto", 5)[0], api.sentence_similarity(bert_run,
                                                                                                       "mean", 5)[0]
@@ -570,7 +570,7 @@ def test_the_app_shows_the_addons(running_app, bert_run):
 
 def test_the_sentence_runs_refresh_keeps_nothing_of_a_value_that_is_not_a_list_of_names(tmp_path):
     """An API client may send anything as the picked runs (found by the fuzz suite: `true` was a TypeError)."""
-    from app.sentence_similarity_panel import SentenceSimilarityView
+    from app.understand.similarity_panel import SentenceSimilarityView
 
     view = SentenceSimilarityView(tmp_path, None)
     view.run_choices = lambda: [("a · gpt · step 1", "a")]

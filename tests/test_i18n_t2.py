@@ -14,11 +14,12 @@ import pytest
 import torch
 from gradio_client import Client
 
-from app import compare_figures, compare_tab, routing_panel, sentence_similarity_panel, understand_tab
+from app import compare_figures, compare_tab
+from app.understand import routing_panel, similarity_panel as sentence_similarity_panel, tab as understand_tab
 from app.tokenizer_lab import figures as chips
 from app.i18n.explanations import explain
 from app.i18n.language import reading_language
-from app.understand_figures import (attention_figure, fill_mask_figure, fill_mask_table, layer_title,
+from app.understand.figures import (attention_figure, fill_mask_figure, fill_mask_table, layer_title,
                                     projection_figure, run_label, similarity_figure, similarity_table, stream_title)
 
 from .test_probes import SENTENCE, train_tiny_runs
@@ -213,7 +214,7 @@ def test_the_empty_views_drawn_on_load_are_in_the_readers_language():
     assert "投影会显示在这里" in _annotations(projection) and "显示注意力" in _annotations(attention)
     assert "比较句子" in _annotations(heatmaps)
     assert list(sentences.columns)[:4] == ["运行", "模型家族", "步数", "池化方式"] and "AUC" in sentences.columns
-    assert list(routing.columns) and routing.empty  # app/routing_figures.py's headers, no rows
+    assert list(routing.columns) and routing.empty  # app/understand/routing_figures.py's headers, no rows
 
 
 def test_token_chips_words_in_chinese():

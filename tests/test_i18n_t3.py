@@ -11,11 +11,12 @@ import pandas as pd
 import pytest
 from gradio_client import Client
 
-from app import corpora_tab, finetune_figures, leaderboard_figures, leaderboard_tab
+from app import corpora_tab, leaderboard_figures, leaderboard_tab
+from app.understand import finetune_figures
 from app.explorer import tab as mask_explorer_tab
 from app.tokenizer_lab import tab as tokenizer_tab
 from app.tokenizer_lab.figures import overlap_figure, token_length_figure
-from app.finetune_panel import FinetuneView
+from app.understand.finetune_panel import FinetuneView
 from app.i18n.language import reading_language
 from app.i18n.messages import UNTRANSLATED_LEAD, translate_message
 from lab_models import api

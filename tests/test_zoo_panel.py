@@ -13,7 +13,7 @@ import pytest
 from app.explorer import zoo_panel
 from app.compare_tab import CompareView
 from app.leaderboard_tab import LeaderboardView
-from app.understand_tab import UnderstandView
+from app.understand.tab import UnderstandView
 from lab_models import api
 from lab_models.jobs import JobManager
 

@@ -1,6 +1,6 @@
 """Plotly figures for the add-on objectives (lab_models/objectives/addons.py) on the Train tab: the validation numbers
 of a run with contrastive learning or back-translation. (The Understand tab's sentence similarity by topic, where the
-contrastive add-on shows, is app/similarity_figures.py's.)
+contrastive add-on shows, is app/understand/similarity_figures.py's.)
 
 Presentation only. A validation row of metrics.jsonl may carry `alignment`, `uniformity` and `topic_gap`
 (contrastive) and `bleu_en_zh`, `bleu_zh_en`, `chrf_en_zh`, `chrf_zh_en` (back-translation); the adversarial add-on

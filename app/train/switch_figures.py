@@ -1,6 +1,6 @@
 """Plotly figures for the Train tab's Switch Transformer view: per expert, the fraction of each Switch layer's tokens
 routed to it and dropped at it, over training. (The Understand tab's token chips by expert are
-app/routing_figures.py's.)
+app/understand/routing_figures.py's.)
 
 Presentation only. The numbers are the `switch` entries of a run's metrics.jsonl train rows (lab_models/switch.py):
 {"layers": ["layer 2", ...], "n_experts": 8, "routed": [[fraction per expert] per layer], "dropped": [[...]],

@@ -8,7 +8,7 @@ different-topic means and their gap (bars). This is where the contrastive add-on
 lab_models/objectives/contrastive.py): without it, the encoder families' [CLS] vectors of different sentences are
 almost parallel (cosine near 1, no gap), with it they spread out and the topics separate.
 
-The handlers only translate the controls into `api.sentence_similarity` and draw (app/similarity_figures.py).
+The handlers only translate the controls into `api.sentence_similarity` and draw (app/understand/similarity_figures.py).
 
 Endpoints: `/understand_sentences` (runs, pooling, sentences per topic) -> (heatmaps, bars, table);
 `/understand_sentences_runs_list` and `/understand_sentences_runs_on_select` (the tab's Refresh runs and opening the
@@ -16,7 +16,7 @@ tab): runs -> the runs picker; `/understand_sentences_placeholders_on_load` (pag
 in the reader's language.
 
 What the server writes here is in the reader's language (`app.i18n.language.tr`, area `similarity`): the table's
-headers, the progress lines, the empty heatmaps' note and the messages; the figures are app/similarity_figures.py's.
+headers, the progress lines, the empty heatmaps' note and the messages; the figures are app/understand/similarity_figures.py's.
 """
 from __future__ import annotations
 
@@ -31,8 +31,8 @@ from app.display import compact_empty_figure
 from app.errors import user_errors
 from app.i18n.language import text, tr
 from app.inputs import picked, picked_runs, whole_number
-from app.similarity_figures import topic_gap_figure, topic_similarity_figure
-from app.understand_figures import run_label  # the label the tab's other pickers use
+from app.understand.similarity_figures import topic_gap_figure, topic_similarity_figure
+from app.understand.figures import run_label  # the label the tab's other pickers use
 
 MAX_RUNS = 4
 TABLE_COLUMNS = ["run", "family", "step", "pooling", "same topic", "different topics", "gap", "AUC",

@@ -3,7 +3,7 @@ of a trained run, as token chips coloured by expert.
 
 Paper: Fedus, Zoph, Shazeer (2022), Switch Transformers. The routing is read from the run's real forward pass in
 evaluation mode (`api.switch_routing`, lab_models/switch.py), where the lab drops no token (the paper evaluates with a
-larger capacity factor instead); the chips are app/routing_figures.py's.
+larger capacity factor instead); the chips are app/understand/routing_figures.py's.
 
 Endpoints: `/understand_routing` (and `_on_submit`): (run id, sentence) -> (chips HTML, note, table);
 `/understand_routing_runs` (the Refresh button and opening the section): the current choice -> the run picker, listing
@@ -12,7 +12,7 @@ headers in the reader's language.
 
 What the server writes here is in the reader's language (`app.i18n.language.tr`): the picker's entries, the note on the
 input used (the backend's, through app/i18n/explanations.py) and the messages; the chips and the table are
-app/routing_figures.py's.
+app/understand/routing_figures.py's.
 """
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ from lab_models import api
 from app.errors import user_errors
 from app.i18n.explanations import explain
 from app.i18n.language import text, tr
-from app.routing_figures import routing_chips_html, routing_table
+from app.understand.routing_figures import routing_chips_html, routing_table
 
 NO_SWITCH_RUNS = ("No run with Switch layers has weights yet: tick “Switch Transformer” in the Train tab, train a "
                   "run, then press Refresh.")

@@ -8,17 +8,17 @@
   token vectors of a few sentences on their first two principal components, one scatter per run
   (`api.embedding_projection`).
 * **Sentence similarity**: held-out sentences of five topics, one pooled vector each; per run the mean cosine between
-  topics and the gap between same-topic and different-topic pairs (app/sentence_similarity_panel.py; the contrastive
+  topics and the gap between same-topic and different-topic pairs (app/understand/similarity_panel.py; the contrastive
   add-on's view; its endpoints start with `understand_sentences`).
 * **Attention**: one run and a sentence; every head of one layer of one stream as a heatmap, under the mask the family
   really uses (`api.attention_maps`; lab_models/probes.py documents the mask per family).
 * **Fine-tune**: up to four runs fine-tuned on a labelled task (built-in or a CSV), queued on the job manager, with
-  live progress, Stop, and a leaderboard table and plot (app/finetune_panel.py; its endpoints start with
+  live progress, Stop, and a leaderboard table and plot (app/understand/finetune_panel.py; its endpoints start with
   `understand_finetune_`).
 * **Switch routing**: for a run trained with Switch Transformer layers, the expert each token of a sentence goes to
-  in every Switch layer, as chips coloured by expert (app/routing_panel.py; endpoints `/understand_routing...`).
+  in every Switch layer, as chips coloured by expert (app/understand/routing_panel.py; endpoints `/understand_routing...`).
 
-The handlers only translate the controls into `lab_models.api` calls and draw the results (app/understand_figures.py).
+The handlers only translate the controls into `lab_models.api` calls and draw the results (app/understand/figures.py).
 
 Endpoints (every event has an `api_name`, so `gradio_client` can drive the tab):
 * `/understand_fill_mask` (and `_on_submit`): (run ids, text, top_k) -> (figure, table, one dict per run with
@@ -50,13 +50,13 @@ import gradio as gr
 
 from lab_models import api
 
-from app import finetune_panel, routing_panel, sentence_similarity_panel
+from app.understand import finetune_panel, routing_panel, similarity_panel
 from app.display import cjk_empty_figure
 from app.errors import user_errors
 from app.i18n.explanations import explain
 from app.i18n.language import reader_examples, text, tr
 from app.inputs import picked, picked_runs, whole_number
-from app.understand_figures import (attention_details, attention_figure, fill_mask_figure,
+from app.understand.figures import (attention_details, attention_figure, fill_mask_figure,
                                     fill_mask_table, projection_figure, run_label, similarity_figure, similarity_table,
                                     stream_label, stream_title)
 
@@ -304,7 +304,7 @@ def build(home, jobs=None, tab=None):
                                       elem_id="understand-projection-plot")
         # ---------------------------------------------------------------- sentence similarity (contrastive add-on)
         with gr.Tab(text("understand.tab_sentences"), id="understand-sentences"):
-            sentences = sentence_similarity_panel.build(home, view.jobs, choices)
+            sentences = similarity_panel.build(home, view.jobs, choices)
         # ---------------------------------------------------------------- attention
         with gr.Tab(text("understand.tab_attention"), id="understand-attention"):
             gr.Markdown(text("understand.attention_intro"))
@@ -331,10 +331,10 @@ def build(home, jobs=None, tab=None):
             attention_note = gr.Markdown("")
             with gr.Accordion(text("understand.attention_data_accordion"), open=False):
                 attention_data = gr.JSON({}, label=text("understand.attention_data_label"))
-        # ---------------------------------------------------------------- fine-tuning (app/finetune_panel.py)
+        # ---------------------------------------------------------------- fine-tuning (app/understand/finetune_panel.py)
         with gr.Tab(text("understand.tab_finetune"), id="understand-finetune") as finetune_tab:
             finetune = finetune_panel.build(home, view.jobs, choices, finetune_tab)
-        # ---------------------------------------------------------------- Switch routing (app/routing_panel.py)
+        # ---------------------------------------------------------------- Switch routing (app/understand/routing_panel.py)
         with gr.Tab(text("understand.tab_routing"), id="understand-routing") as routing_tab:
             routing_panel.build(view.jobs, routing_tab)
 

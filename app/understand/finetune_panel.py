@@ -10,7 +10,7 @@ the leaderboard (a table and a bar plot, from `api.finetune_leaderboard`) whenev
 
 The recipe follows BERT §4 (a [CLS] head) and GPT §3.2-3.3 (a last-token head, plus λ = 0.5 times the LM loss);
 lab_models/finetune.py states the lab's deviations. The handlers only translate the controls into `lab_models.api`
-calls; app/finetune_figures.py draws.
+calls; app/understand/finetune_figures.py draws.
 
 Endpoints (every `api_name` starts with `understand_finetune_`):
 * `_start`: (runs, task, CSV file, text column, label column, pair column, pooling, λ, steps, batch size, lr, seed,
@@ -48,8 +48,8 @@ from app.errors import readable
 from app.i18n.language import current_language, marker, text, tr
 from app.i18n.messages import translate_message
 from app.inputs import picked, picked_runs, whole_number
-from app.understand_figures import run_label  # the label the tab's other pickers use
-from app.finetune_figures import (TABLE_COLUMN_WIDTHS, TASKS, accuracy_figure, csv_summary_markdown, defaults_markdown,
+from app.understand.figures import run_label  # the label the tab's other pickers use
+from app.understand.finetune_figures import (TABLE_COLUMN_WIDTHS, TASKS, accuracy_figure, csv_summary_markdown, defaults_markdown,
                                   leaderboard_table, progress_html, task_markdown, task_title)
 
 logger = logging.getLogger(__name__)

@@ -2,7 +2,7 @@
 
 `build_app(home)` returns the `gr.Blocks`; `app.py` launches it. Tabs: Mask Explorer (drawn on load; above it the
 demo zoo panel, app/explorer/zoo_panel.py, shown on a lab home without runs), Train, Scaling (size sweeps,
-app/scaling_tab.py), Compare, Understand, Leaderboard, Tokenizer Lab, Corpora. The app's one training `JobManager`
+app/scaling/tab.py), Compare, Understand, Leaderboard, Tokenizer Lab, Corpora. The app's one training `JobManager`
 is created here and kept as `demo.lab_jobs`; whoever launches the app closes it at exit (`demo.lab_jobs.close()`
 stops the running trainers cleanly, with a checkpoint).
 """
@@ -15,7 +15,10 @@ import gradio as gr
 
 from lab_models import api
 
-from app import compare_tab, corpora_tab, leaderboard_tab, scaling_tab
+from app.compare import tab as compare_tab
+from app.corpora import tab as corpora_tab
+from app.leaderboard import tab as leaderboard_tab
+from app.scaling import tab as scaling_tab
 from app.understand import tab as understand_tab
 from app.train import tab as train_tab
 from app.explorer import tab as mask_explorer_tab, zoo_panel

@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 from gradio_client import Client
 
-from app import scaling_figures
+from app.scaling import figures as scaling_figures
 from app.understand import routing_figures, similarity_figures
 from app.train import addon_figures, figures as train_figures, import_panel, switch_figures
 from app.explorer import zoo_panel

@@ -14,7 +14,7 @@ import pytest
 import torch
 from gradio_client import Client
 
-from app import compare_figures, compare_tab
+from app.compare import figures as compare_figures, tab as compare_tab
 from app.understand import routing_panel, similarity_panel as sentence_similarity_panel, tab as understand_tab
 from app.tokenizer_lab import figures as chips
 from app.i18n.explanations import explain

@@ -11,7 +11,8 @@ import pandas as pd
 import pytest
 from gradio_client import Client
 
-from app import corpora_tab, leaderboard_figures, leaderboard_tab
+from app.corpora import tab as corpora_tab
+from app.leaderboard import figures as leaderboard_figures, tab as leaderboard_tab
 from app.understand import finetune_figures
 from app.explorer import tab as mask_explorer_tab
 from app.tokenizer_lab import tab as tokenizer_tab

@@ -263,5 +263,5 @@ def test_every_objective_and_compared_metric_has_its_text_in_both_languages():
     assert [box["info"] for box in boxes[:2]] == [str(OBJECTIVE_TITLES["mlm"]), str(OBJECTIVE_TITLES["sbo"])]
     # what a handler returns is plain JSON (Gradio's /call route cannot encode a gr.I18nData): markers as strings
     json.dumps([tokenizer, rows, note, view.corpus_choices(), status_markdown(None), progress_html(None)])
-    from app.scaling_figures import fits_markdown, status_html
+    from app.scaling.figures import fits_markdown, status_html
     json.dumps([fits_markdown([]), status_html([])])

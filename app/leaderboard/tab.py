@@ -39,7 +39,7 @@ from app.display import cjk_empty_figure
 from app.errors import user_errors
 from app.i18n.language import current_language, marker, text, tr
 from app.inputs import whole_number
-from app.leaderboard_figures import display_table, leaderboard_figure, notes_markdown
+from app.leaderboard.figures import display_table, leaderboard_figure, notes_markdown
 
 logger = logging.getLogger(__name__)
 

@@ -4,7 +4,7 @@ against training FLOPs on log-log axes with a fitted power law, dense and Switch
 Papers: Kaplan et al. (2020), Scaling Laws for Neural Language Models; Fedus, Zoph, Shazeer (2022), Switch
 Transformers. A sweep is one `python -m lab_models.sweep` worker queued on the app's job manager (lab_models/sweep.py
 says how it trains, counts and fits); this tab only turns the controls into `api.start_sweep` and draws the sweeps of
-the lab home (app/scaling_figures.py).
+the lab home (app/scaling/figures.py).
 
 Endpoints (every event has an `api_name`):
 * `/sweep_command` and `/start_sweep`: (family, sizes, steps, preset, switch, n_experts, capacity_factor,
@@ -15,7 +15,7 @@ Endpoints (every event has an `api_name`):
   `/show_sweeps_on_select`: the same as `/show_sweeps`, when the tab is opened.
 
 What the server writes (the status lines, the figure, the fits, the table, the command's reason why there is none)
-is in the reader's language (app/scaling_figures.py). The tab's first drawing is made when the page is built, before
+is in the reader's language (app/scaling/figures.py). The tab's first drawing is made when the page is built, before
 anyone asked, so opening the tab draws it again (`/show_sweeps_on_select`).
 """
 from __future__ import annotations
@@ -30,7 +30,7 @@ from app.errors import user_errors
 from app.i18n.language import current_language, text
 from app.inputs import picked as picked_names
 from app.i18n.messages import translate_message
-from app.scaling_figures import TABLE_COLUMNS, fits_markdown, points_table, scaling_figure, status_html, sweep_label
+from app.scaling.figures import TABLE_COLUMNS, fits_markdown, points_table, scaling_figure, status_html, sweep_label
 
 DEFAULT_FAMILY = "gpt"
 DEFAULT_SIZES = "32x1,48x1,64x2,96x2,128x2"  # about ten minutes for 300 steps each on two CPU cores, dense + Switch

@@ -36,7 +36,7 @@ import gradio as gr
 
 from lab_models import api
 
-from app.compare_figures import (error_column_html, generation_column_html, grid_html, latest_val_bits, mode_title,
+from app.compare.figures import (error_column_html, generation_column_html, grid_html, latest_val_bits, mode_title,
                                  modes_table_markdown)
 from app.errors import readable, user_errors
 from app.i18n.language import reader_examples, text, tr

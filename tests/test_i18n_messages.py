@@ -12,9 +12,9 @@ import gradio as gr
 import pytest
 from gradio_client import Client
 
+from app.errors import user_errors
 from app.i18n import language as i18n
 from app.i18n import messages
-from app.errors import user_errors
 from tests.message_templates import all_templates
 
 HAN = re.compile(r"[\u4e00-\u9fff]")

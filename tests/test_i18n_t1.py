@@ -16,13 +16,13 @@ import pandas as pd
 import pytest
 from gradio_client import Client
 
-from app.scaling import figures as scaling_figures
-from app.understand import routing_figures, similarity_figures
-from app.train import addon_figures, figures as train_figures, import_panel, switch_figures
 from app.explorer import zoo_panel
 from app.i18n.language import reading_language
 from app.i18n.messages import backend_text, catalogue
+from app.scaling import figures as scaling_figures
+from app.train import addon_figures, figures as train_figures, import_panel, switch_figures
 from app.train.tab import SETTINGS_HEADERS, TrainView, settings_overrides
+from app.understand import routing_figures, similarity_figures
 from lab_models import api
 
 HAN = re.compile(r"[\u4e00-\u9fff]")
@@ -302,8 +302,8 @@ def test_a_chinese_browser_reads_the_train_and_scaling_tabs_in_chinese(running_a
     assert chinese[7].startswith("# ") and HAN.search(chinese[7]) and "clm" in chinese[7]
 
 
-@pytest.mark.parametrize("area", sorted(path.stem for path in (Path(__file__).resolve().parent.parent / "app" / "i18n"
-                                                                 / "locales" / "en").glob("*.json")))  # every tab and panel
+@pytest.mark.parametrize("area", sorted(  # every tab and panel
+    path.stem for path in (Path(__file__).resolve().parent.parent / "app" / "i18n" / "locales" / "en").glob("*.json")))
 def test_each_chinese_text_has_the_fields_of_its_english(area):
     """`tr(key, **fields)` fills the Chinese with the English's fields: a field missing or misspelt in the Chinese
     would fail only in a Chinese reader's page."""

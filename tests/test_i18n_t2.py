@@ -15,10 +15,10 @@ import torch
 from gradio_client import Client
 
 from app.compare import figures as compare_figures, tab as compare_tab
-from app.understand import routing_panel, similarity_panel as sentence_similarity_panel, tab as understand_tab
-from app.tokenizer_lab import figures as chips
 from app.i18n.explanations import explain
 from app.i18n.language import reading_language
+from app.tokenizer_lab import figures as chips
+from app.understand import routing_panel, similarity_panel as sentence_similarity_panel, tab as understand_tab
 from app.understand.figures import (attention_figure, fill_mask_figure, fill_mask_table, layer_title,
                                     projection_figure, run_label, similarity_figure, similarity_table, stream_title)
 

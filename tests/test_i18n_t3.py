@@ -12,14 +12,14 @@ import pytest
 from gradio_client import Client
 
 from app.corpora import tab as corpora_tab
-from app.leaderboard import figures as leaderboard_figures, tab as leaderboard_tab
-from app.understand import finetune_figures
 from app.explorer import tab as mask_explorer_tab
-from app.tokenizer_lab import tab as tokenizer_tab
-from app.tokenizer_lab.figures import overlap_figure, token_length_figure
-from app.understand.finetune_panel import FinetuneView
 from app.i18n.language import reading_language
 from app.i18n.messages import UNTRANSLATED_LEAD, translate_message
+from app.leaderboard import figures as leaderboard_figures, tab as leaderboard_tab
+from app.tokenizer_lab import tab as tokenizer_tab
+from app.tokenizer_lab.figures import overlap_figure, token_length_figure
+from app.understand import finetune_figures
+from app.understand.finetune_panel import FinetuneView
 from lab_models import api
 
 HAN = re.compile(r"[\u4e00-\u9fff]")

@@ -1,5 +1,5 @@
-"""The page's side of the zoo: the first tab's offer and progress (app/explorer/zoo_panel.py), Compare picking the zoo's runs up
-by itself (app/compare/tab.py), and the Leaderboard's Rank the zoo (app/leaderboard/tab.py).
+"""The page's side of the zoo: the first tab's offer and progress (app/explorer/zoo_panel.py), Compare picking the zoo's
+runs up by itself (app/compare/tab.py), and the Leaderboard's Rank the zoo (app/leaderboard/tab.py).
 
 The handlers are called directly, on a lab home of their own, with the fake trainer of tests/test_zoo.py and a
 two-family demo zoo (monkeypatched), so that a "zoo" takes a second; the page itself is checked by the browser test.
@@ -10,8 +10,8 @@ import sys
 
 import pytest
 
-from app.explorer import zoo_panel
 from app.compare.tab import CompareView
+from app.explorer import zoo_panel
 from app.leaderboard.tab import LeaderboardView
 from app.understand.tab import UnderstandView
 from lab_models import api

@@ -40,8 +40,8 @@ from app.compare.figures import (error_column_html, generation_column_html, grid
                                  modes_table_markdown)
 from app.errors import readable, user_errors
 from app.i18n.language import reader_examples, text, tr
-from app.inputs import picked, picked_runs
 from app.i18n.messages import translate_message
+from app.inputs import picked, picked_runs
 
 logger = logging.getLogger(__name__)
 

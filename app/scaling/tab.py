@@ -28,8 +28,8 @@ from lab_models import api
 
 from app.errors import user_errors
 from app.i18n.language import current_language, text
-from app.inputs import picked as picked_names
 from app.i18n.messages import translate_message
+from app.inputs import picked as picked_names
 from app.scaling.figures import TABLE_COLUMNS, fits_markdown, points_table, scaling_figure, status_html, sweep_label
 
 DEFAULT_FAMILY = "gpt"

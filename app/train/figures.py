@@ -10,8 +10,8 @@ steps that have it.
 
 Every word drawn here is in the reader's language (`app.i18n.language.tr`: English, or Chinese for a Chinese page); run
 ids, family and objective names and numbers stay as they are. The backend's sentences (a run's status message, a stage's
-name) go through `app.i18n.messages.backend_text`, which translates those the catalogue knows (app/i18n/locales/zh/messages/) and leaves
-any other as it is.
+name) go through `app.i18n.messages.backend_text`, which translates those the catalogue knows
+(app/i18n/locales/zh/messages/) and leaves any other as it is.
 """
 from __future__ import annotations
 

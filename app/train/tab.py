@@ -36,16 +36,16 @@ import pandas as pd
 
 from lab_models import api
 
-from app.train import import_panel
-from app.train.addon_figures import addon_figure
 from app.errors import user_errors
 from app.i18n.language import current_language, marker, text, tr
-from app.train.switch_panel import build_routing_plot, build_switch_controls, switch_model_overrides, switch_visibility
-from app.inputs import picked
 from app.i18n.messages import backend_text, translate_message
-from app.train.switch_figures import routing_figure
+from app.inputs import picked
+from app.train import import_panel
+from app.train.addon_figures import addon_figure
 from app.train.figures import (COMPARE_METRICS, compare_figure, loss_figure, lr_figure, progress_html, runs_table,
                                status_markdown)
+from app.train.switch_figures import routing_figure
+from app.train.switch_panel import build_routing_plot, build_switch_controls, switch_model_overrides, switch_visibility
 
 MAX_OBJECTIVES = 4  # the most any family has (with its add-ons) is 4; rows beyond them are hidden
 DEFAULT_FAMILY = "bert"

@@ -43,14 +43,14 @@ import gradio as gr
 
 from lab_models import api
 
-from app.errors import user_errors
-from app.errors import readable
+from app.errors import readable, user_errors
 from app.i18n.language import current_language, marker, text, tr
 from app.i18n.messages import translate_message
 from app.inputs import picked, picked_runs, whole_number
 from app.understand.figures import run_label  # the label the tab's other pickers use
-from app.understand.finetune_figures import (TABLE_COLUMN_WIDTHS, TASKS, accuracy_figure, csv_summary_markdown, defaults_markdown,
-                                  leaderboard_table, progress_html, task_markdown, task_title)
+from app.understand.finetune_figures import (TABLE_COLUMN_WIDTHS, TASKS, accuracy_figure, csv_summary_markdown,
+                                             defaults_markdown, leaderboard_table, progress_html, task_markdown,
+                                             task_title)
 
 logger = logging.getLogger(__name__)
 

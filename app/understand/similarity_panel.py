@@ -16,7 +16,8 @@ tab): runs -> the runs picker; `/understand_sentences_placeholders_on_load` (pag
 in the reader's language.
 
 What the server writes here is in the reader's language (`app.i18n.language.tr`, area `similarity`): the table's
-headers, the progress lines, the empty heatmaps' note and the messages; the figures are app/understand/similarity_figures.py's.
+headers, the progress lines, the empty heatmaps' note and the messages; the figures are
+app/understand/similarity_figures.py's.
 """
 from __future__ import annotations
 
@@ -31,8 +32,8 @@ from app.display import compact_empty_figure
 from app.errors import user_errors
 from app.i18n.language import text, tr
 from app.inputs import picked, picked_runs, whole_number
-from app.understand.similarity_figures import topic_gap_figure, topic_similarity_figure
 from app.understand.figures import run_label  # the label the tab's other pickers use
+from app.understand.similarity_figures import topic_gap_figure, topic_similarity_figure
 
 MAX_RUNS = 4
 TABLE_COLUMNS = ["run", "family", "step", "pooling", "same topic", "different topics", "gap", "AUC",

@@ -15,8 +15,8 @@
 * **Fine-tune**: up to four runs fine-tuned on a labelled task (built-in or a CSV), queued on the job manager, with
   live progress, Stop, and a leaderboard table and plot (app/understand/finetune_panel.py; its endpoints start with
   `understand_finetune_`).
-* **Switch routing**: for a run trained with Switch Transformer layers, the expert each token of a sentence goes to
-  in every Switch layer, as chips coloured by expert (app/understand/routing_panel.py; endpoints `/understand_routing...`).
+* **Switch routing**: for a run trained with Switch Transformer layers, the expert each token of a sentence goes to in
+  every Switch layer, as chips coloured by expert (app/understand/routing_panel.py; endpoints `/understand_routing...`).
 
 The handlers only translate the controls into `lab_models.api` calls and draw the results (app/understand/figures.py).
 
@@ -50,15 +50,15 @@ import gradio as gr
 
 from lab_models import api
 
-from app.understand import finetune_panel, routing_panel, similarity_panel
 from app.display import cjk_empty_figure
 from app.errors import user_errors
 from app.i18n.explanations import explain
 from app.i18n.language import reader_examples, text, tr
 from app.inputs import picked, picked_runs, whole_number
-from app.understand.figures import (attention_details, attention_figure, fill_mask_figure,
-                                    fill_mask_table, projection_figure, run_label, similarity_figure, similarity_table,
-                                    stream_label, stream_title)
+from app.understand import finetune_panel, routing_panel, similarity_panel
+from app.understand.figures import (attention_details, attention_figure, fill_mask_figure, fill_mask_table,
+                                    projection_figure, run_label, similarity_figure, similarity_table, stream_label,
+                                    stream_title)
 
 logger = logging.getLogger(__name__)
 
@@ -232,7 +232,8 @@ def placeholders() -> tuple:
     are drawn again when it loads (`/understand_placeholders_on_load`)."""
     return (cjk_empty_figure(tr("understand.fig_fill_empty")), fill_mask_table([]),
             cjk_empty_figure(tr("understand.fig_similarity_start")), similarity_table(None),
-            cjk_empty_figure(tr("understand.fig_projection_start")), cjk_empty_figure(tr("understand.fig_attention_empty")))
+            cjk_empty_figure(tr("understand.fig_projection_start")),
+            cjk_empty_figure(tr("understand.fig_attention_empty")))
 
 
 def _run_picker(choices, label, elem_id: str, *, multiselect: bool, picks=None):
@@ -331,10 +332,10 @@ def build(home, jobs=None, tab=None):
             attention_note = gr.Markdown("")
             with gr.Accordion(text("understand.attention_data_accordion"), open=False):
                 attention_data = gr.JSON({}, label=text("understand.attention_data_label"))
-        # ---------------------------------------------------------------- fine-tuning (app/understand/finetune_panel.py)
+        # ---------------------------------------------------------------- fine-tuning (finetune_panel.py)
         with gr.Tab(text("understand.tab_finetune"), id="understand-finetune") as finetune_tab:
             finetune = finetune_panel.build(home, view.jobs, choices, finetune_tab)
-        # ---------------------------------------------------------------- Switch routing (app/understand/routing_panel.py)
+        # ---------------------------------------------------------------- Switch routing (routing_panel.py)
         with gr.Tab(text("understand.tab_routing"), id="understand-routing") as routing_tab:
             routing_panel.build(view.jobs, routing_tab)
 

@@ -1,4 +1,4 @@
-"""Turn the backend's `ValueError`s into messages in the page, in the reader's language (app/messages.py), so bad
+"""Turn the backend's `ValueError`s into messages in the page, in the reader's language (app/i18n/messages.py), so bad
 input never takes the app down."""
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import logging
 
 import gradio as gr
 
-from .i18n import tr
-from .messages import translate_message
+from app.i18n.language import tr
+from app.i18n.messages import translate_message
 
 logger = logging.getLogger(__name__)
 

@@ -1,10 +1,11 @@
-"""Builds the Pretraining Lab page: a header with the compute device, then one tab per view that works.
+"""The page: a header with the compute device and the language switch, then one tab per view that works.
 
 `build_app(home)` returns the `gr.Blocks`; `app.py` launches it. Tabs: Mask Explorer (drawn on load; above it the
-demo zoo panel, app/zoo_panel.py, shown on a lab home without runs), Train, Scaling (size sweeps,
-app/scaling_tab.py), Compare, Understand, Leaderboard, Tokenizer Lab, Corpora. The app's one training `JobManager`
-is created here and kept as `demo.lab_jobs`; whoever launches the app closes it at exit (`demo.lab_jobs.close()`
-stops the running trainers cleanly, with a checkpoint).
+demo zoo panel, app/explorer/zoo_panel.py, shown on a lab home without runs), Train, Scaling (size sweeps,
+app/scaling/tab.py), Compare, Understand, Leaderboard, Tokenizer Lab, Corpora, each built by its package's `tab`
+module. The page-load events are registered here; those that draw what the server writes run again after the
+language switch. The app's one training `JobManager` is created here and kept as `demo.lab_jobs`; whoever launches
+the app closes it at exit (`demo.lab_jobs.close()` stops the running trainers cleanly, with a checkpoint).
 """
 from __future__ import annotations
 
@@ -15,10 +16,16 @@ import gradio as gr
 
 from lab_models import api
 
-from . import (compare_tab, corpora_tab, leaderboard_tab, mask_explorer_tab, scaling_tab, tokenizer_tab, train_tab,
-               understand_tab, zoo_panel)
-from .i18n import LANGUAGE_ON_LOAD_JS, LANGUAGE_SWITCH_JS, LANGUAGES, lab_i18n, text, tr
-from .messages import translate_message
+from app.compare import tab as compare_tab
+from app.corpora import tab as corpora_tab
+from app.explorer import tab as explorer_tab, zoo_panel
+from app.i18n.language import LANGUAGE_ON_LOAD_JS, LANGUAGE_SWITCH_JS, LANGUAGES, lab_i18n, text, tr
+from app.i18n.messages import translate_message
+from app.leaderboard import tab as leaderboard_tab
+from app.scaling import tab as scaling_tab
+from app.tokenizer_lab import tab as tokenizer_tab
+from app.train import tab as train_tab
+from app.understand import tab as understand_tab
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
 TITLE = "Pretraining Lab"
@@ -79,7 +86,7 @@ def build_app(home=None, jobs=None) -> gr.Blocks:
             with gr.Tabs():
                 with gr.Tab(text("header.tab_mask_explorer"), id="mask-explorer"):
                     zoo = zoo_panel.build(home, jobs)  # the demo zoo offer on a fresh lab home, then its progress
-                    draw, explorer_inputs, explorer_outputs, explorer_handler = mask_explorer_tab.build(home)
+                    draw, explorer_inputs, explorer_outputs, explorer_handler = explorer_tab.build(home)
                 with gr.Tab(text("header.tab_train"), id="train"):
                     train = train_tab.build(home, jobs, corpus_choices)
                 with gr.Tab(text("header.tab_scaling"), id="scaling") as scaling_page:

@@ -13,8 +13,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from app.figures import anatomy_figure, anatomy_table  # noqa: E402
-from app.mask_explorer_tab import MaskExplorer  # noqa: E402
+from app.explorer.figures import anatomy_figure, anatomy_table  # noqa: E402
+from app.explorer.tab import MaskExplorer  # noqa: E402
 from lab_models import api  # noqa: E402
 
 TOKENS = 64

@@ -1,6 +1,6 @@
 """The English message templates that the code raises: every `raise ValueError(<text>)` in `lab_models/` and `app/`,
 with each f-string field (and each `.format` field, and each non-text part of a `+`) written `{}`, the form that
-`app/messages.py`'s catalogue uses as its keys. A message built from a variable elsewhere is not found here.
+`app/i18n/messages.py`'s catalogue uses as its keys. A message built from a variable elsewhere is not found here.
 
     python -m tests.message_templates lab_models/text/corpora.py ...   # the templates of these files, as JSON
     python -m tests.message_templates --missing                   # those with no Chinese yet, by file
@@ -70,7 +70,7 @@ def all_templates() -> dict[str, list[str]]:
 def main(argv: list[str]) -> int:
     if argv[:1] == ["--missing"]:
         sys.path.insert(0, str(ROOT))
-        from app.messages import catalogue
+        from app.i18n.messages import catalogue
         known = catalogue("zh")
         missing = {name: [t for t in templates if t not in known] for name, templates in all_templates().items()}
         json.dump({name: t for name, t in missing.items() if t}, sys.stdout, ensure_ascii=False, indent=1)

@@ -525,7 +525,8 @@ def test_adversarial_fine_tuning_logs_both_losses_and_is_recorded(bert_run, tmp_
 # ------------------------------------------------------------------------------------------------ the views
 
 def test_sentence_similarity_view_and_figures(bert_run):
-    from app.addon_figures import addon_figure, topic_gap_figure, topic_similarity_figure
+    from app.train.addon_figures import addon_figure
+    from app.understand.similarity_figures import topic_gap_figure, topic_similarity_figure
 
     auto, mean = api.sentence_similarity([bert_run, bert_run], "auto", 5)[0], api.sentence_similarity(bert_run,
                                                                                                       "mean", 5)[0]
@@ -550,13 +551,13 @@ def test_sentence_similarity_view_and_figures(bert_run):
 def test_the_app_shows_the_addons(running_app, bert_run):
     from gradio_client import Client
 
-    from app.i18n import english, text, translations
-    from app.train_tab import TrainView
+    from app.i18n.language import english, text, translations
+    from app.train.tab import TrainView
 
     rows = TrainView(bert_run.parent.parent, None).family_defaults("bert")[1:9]  # (checkbox, weight) per objective
     assert [row["label"] for row in rows[0::2]] == ["mlm", "nsp", "contrastive", "adversarial"]
     assert [row["value"] for row in rows[0::2]] == [True, True, False, False]  # the add-ons start off
-    # the help text is in the page's language (app/locales): SimCSE is named in English and in Chinese
+    # the help text is in the page's language (app/i18n/locales): SimCSE is named in English and in Chinese
     assert rows[4]["info"] == str(text("train.objective_contrastive"))
     assert "SimCSE" in english("train.objective_contrastive") and "SimCSE" in translations()["zh"]["train"][
         "objective_contrastive"]
@@ -571,7 +572,7 @@ def test_the_app_shows_the_addons(running_app, bert_run):
 
 def test_the_sentence_runs_refresh_keeps_nothing_of_a_value_that_is_not_a_list_of_names(tmp_path):
     """An API client may send anything as the picked runs (found by the fuzz suite: `true` was a TypeError)."""
-    from app.sentence_similarity_panel import SentenceSimilarityView
+    from app.understand.similarity_panel import SentenceSimilarityView
 
     view = SentenceSimilarityView(tmp_path, None)
     view.run_choices = lambda: [("a · gpt · step 1", "a")]

@@ -166,7 +166,7 @@ def no_progress(*args, **kwargs):
 
 
 def test_the_tokenizer_lab_proposes_the_size_instead_of_failing(corpus_files, tmp_path):
-    from app.tokenizer_tab import TokenizerLab
+    from app.tokenizer_lab.tab import TokenizerLab
 
     home = api.lab_home(tmp_path / "home")
     api.import_corpus(corpus_files["chinese"], name="chinese", home=home)
@@ -191,7 +191,7 @@ def test_the_tokenizer_lab_proposes_the_size_instead_of_failing(corpus_files, tm
 
 
 def test_the_mask_explorer_splits_chinese_per_character_and_says_so(tmp_path):
-    from app.mask_explorer_tab import MaskExplorer
+    from app.explorer.tab import MaskExplorer
 
     assert api.split_for_explorer("小猫看见一个红球。") == list("小猫看见一个红球。")
     assert api.split_for_explorer("the cat 小猫", split="characters") == list("thecat小猫")

@@ -84,8 +84,8 @@ def test_explore_masks_draws_each_family(client):
 def test_explore_masks_shows_the_two_stream_leak(client):
     """Unticking XLNet's two streams draws one stream ("self") in which every target row attends its own token; the
     header then carries the leak note (a Gradio i18n marker: the page shows it in the reader's language)."""
-    from app.i18n import english
-    from app.mask_explorer_tab import LEAK_NOTE
+    from app.i18n.language import english
+    from app.explorer.tab import LEAK_NOTE
 
     common = ("a b c d e f", "whitespace", ["xlnet"], 0, "", None, None, "3 0 5 1 4 2", 2, "", True)
     two = client.predict(*common, True, api_name="/explore_masks")

@@ -133,7 +133,7 @@ def test_page_loads_then_tokenizer_lab_trains(served_app, browser):
 
 
 def test_a_chinese_browser_gets_the_page_in_chinese_and_the_switch_changes_it(served_app, chinese_browser):
-    """The browser's language picks the page's (gr.I18n, app/locales/); the header's switch changes it in place."""
+    """The browser's language picks the page's (gr.I18n, app/i18n/locales/); the header's switch changes it in place."""
     driver = chinese_browser
     driver.get(served_app)
     _wait_for_text(driver, "计算设备", 60)  # "compute device" in the header

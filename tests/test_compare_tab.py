@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from gradio_client import Client
 
-from app.compare_figures import (error_column_html, generation_column_html, grid_html, header_html, latest_val_bits,
+from app.compare.figures import (error_column_html, generation_column_html, grid_html, header_html, latest_val_bits,
                                  modes_table_markdown, produced_spans, shade_class, text_with_tokens_html, token_html)
-from app.compare_tab import MAX_RUNS, CompareView, decoding_options, run_label
+from app.compare.tab import MAX_RUNS, CompareView, decoding_options, run_label
 from lab_models import api
 
 REPO = Path(__file__).resolve().parent.parent

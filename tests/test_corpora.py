@@ -531,10 +531,10 @@ def test_corpus_rejects_empty_content():
 
 
 def test_the_corpora_tab_describes_every_built_in_corpus_in_both_languages():
-    """The tab's opening text (app/locales/*/corpora.json "intro") lists the built-in corpora with
+    """The tab's opening text (app/i18n/locales/*/corpora.json "intro") lists the built-in corpora with
     `api.BUILTIN_CORPORA`'s descriptions: a new built-in corpus must be described there too."""
-    from app.corpora_tab import DESCRIBED_CORPORA, corpora_intro
-    from app.i18n import english, translations
+    from app.corpora.tab import DESCRIBED_CORPORA, corpora_intro
+    from app.i18n.language import english, translations
     from lab_models import api
 
     assert tuple(api.BUILTIN_CORPORA) == DESCRIBED_CORPORA

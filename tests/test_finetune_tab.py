@@ -1,7 +1,8 @@
-"""The Understand tab's Fine-tune section (app/finetune_panel.py, app/finetune_figures.py) and the api's finetune
-section: unit tests of the figures, tables and parsing, then every `understand_finetune_*` endpoint driven through
-`gradio_client` against the tiny gpt and bert runs that tests/test_probes.py trains (shared with the Understand tab's
-tests): real fine-tunings queued on the app's job manager, watched until they finish, stopped, and refused.
+"""The Understand tab's Fine-tune section (app/understand/finetune_panel.py, app/understand/finetune_figures.py) and the
+api's finetune section: unit tests of the figures, tables and parsing, then every `understand_finetune_*` endpoint
+driven through `gradio_client` against the tiny gpt and bert runs that tests/test_probes.py trains (shared with the
+Understand tab's tests): real fine-tunings queued on the app's job manager, watched until they finish, stopped, and
+refused.
 """
 from __future__ import annotations
 
@@ -14,9 +15,10 @@ import pandas as pd
 import pytest
 from gradio_client import Client, handle_file
 
-from app.finetune_figures import (TABLE_COLUMNS, accuracy_figure, best_per_run_and_task, csv_summary_markdown,
-                                  defaults_markdown, leaderboard_table, progress_html, task_markdown)
-from app.finetune_panel import FinetuneView
+from app.understand.finetune_figures import (TABLE_COLUMNS, accuracy_figure, best_per_run_and_task,
+                                             csv_summary_markdown, defaults_markdown, leaderboard_table, progress_html,
+                                             task_markdown)
+from app.understand.finetune_panel import FinetuneView
 from lab_models import api
 from lab_models.text.tasks import load_task
 

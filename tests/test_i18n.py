@@ -1,5 +1,5 @@
-"""The page's two languages (app/i18n.py, app/locales/): every text the UI code asks for exists in English and in
-Chinese, both languages have the same texts, and the I18n handed to `launch` carries them."""
+"""The page's two languages (app/i18n/language.py, app/i18n/locales/): every text the UI code asks for exists in English
+and in Chinese, both languages have the same texts, and the I18n handed to `launch` carries them."""
 from __future__ import annotations
 
 import ast
@@ -10,19 +10,20 @@ from pathlib import Path
 import gradio as gr
 import pytest
 
-from app import i18n
+from app.i18n import language as i18n
 
 APP = Path(__file__).resolve().parent.parent / "app"
 
 
 def _keys_used_in_app() -> dict[str, str]:
-    """Every literal key passed to `text(...)`, `marker(...)` or `tr(...)` in app/*.py -> the file that uses it."""
+    """Every literal key passed to `text(...)`, `marker(...)` or `tr(...)` in app/ (its packages too) -> the file that
+    uses it."""
     used = {}
-    for path in sorted(APP.glob("*.py")):
+    for path in sorted(APP.rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("text", "marker", "tr")
                     and node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
-                used[node.args[0].value] = path.name
+                used[node.args[0].value] = str(path.relative_to(APP))
     return used
 
 
@@ -59,7 +60,7 @@ def test_chinese_texts_are_chinese_and_keep_the_paper_terms():
 
 
 def test_text_refuses_a_key_english_lacks():
-    with pytest.raises(KeyError, match="app/locales/en/header.json"):
+    with pytest.raises(KeyError, match="app/i18n/locales/en/header.json"):
         i18n.text("header.no_such_text")
 
 

@@ -1,6 +1,7 @@
-"""What the server writes, in the reader's language (app/i18n.py `tr`, `current_language`; app/messages.py): every
-message the code raises has its Chinese, the Chinese keeps each message's fields, the language comes from the page's
-cookie or the browser's Accept-Language, and a Chinese reader of the running page gets Chinese errors."""
+"""What the server writes, in the reader's language (app/i18n/language.py `tr`, `current_language`;
+app/i18n/messages.py): every message the code raises has its Chinese, the Chinese keeps each message's fields, the
+language comes from the page's cookie or the browser's Accept-Language, and a Chinese reader of the running page gets
+Chinese errors."""
 from __future__ import annotations
 
 import json
@@ -11,8 +12,9 @@ import gradio as gr
 import pytest
 from gradio_client import Client
 
-from app import i18n, messages
 from app.errors import user_errors
+from app.i18n import language as i18n
+from app.i18n import messages
 from tests.message_templates import all_templates
 
 HAN = re.compile(r"[\u4e00-\u9fff]")
@@ -30,7 +32,7 @@ def test_every_raised_message_has_its_chinese():
                for path, templates in all_templates().items()}  # "{}: {}" says nothing of its own to translate
     missing = {path: templates for path, templates in missing.items() if templates}
     assert sum(len(t) for t in all_templates().values()) > 500  # the extractor still finds the backend's messages
-    assert not missing, ("English messages with no Chinese (add them to app/locales/zh/messages/*.json; "
+    assert not missing, ("English messages with no Chinese (add them to app/i18n/locales/zh/messages/*.json; "
                          f"`python -m tests.message_templates --missing` lists them): {json.dumps(missing)[:3000]}")
 
 

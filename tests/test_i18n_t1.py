@@ -1,7 +1,7 @@
 """What the server writes into the Train and Scaling tabs (and the demo zoo panel), in the reader's language: figures'
 titles, axes, legends, hover texts and empty-plot notes, table headers and the words in their cells, status and
 progress lines, and the backend's sentences (a run's status message, what a setting does) through the catalogue
-app/locales/zh/messages/status_train.json. Under `reading_language("zh")` they are Chinese; without it they are the
+app/i18n/locales/zh/messages/status_train.json. Under `reading_language("zh")` they are Chinese; without it they are the
 English the page always wrote; data (run ids, family and objective names, numbers) stays as it is; and the tables the
 page reads back (the settings table, the runs table's clicked row) are read the same in both languages."""
 from __future__ import annotations
@@ -16,10 +16,13 @@ import pandas as pd
 import pytest
 from gradio_client import Client
 
-from app import addon_figures, import_panel, scaling_figures, switch_figures, train_figures, zoo_panel
-from app.i18n import reading_language
-from app.messages import catalogue
-from app.train_tab import SETTINGS_HEADERS, TrainView, settings_overrides
+from app.explorer import zoo_panel
+from app.i18n.language import reading_language
+from app.i18n.messages import backend_text, catalogue
+from app.scaling import figures as scaling_figures
+from app.train import addon_figures, figures as train_figures, import_panel, switch_figures
+from app.train.tab import SETTINGS_HEADERS, TrainView, settings_overrides
+from app.understand import routing_figures, similarity_figures
 from lab_models import api
 
 HAN = re.compile(r"[\u4e00-\u9fff]")
@@ -112,7 +115,7 @@ def test_the_progress_bar_and_the_status_line():
     assert "**运行失败：**训练器以退出码 3 退出：boom" in chinese and "日志末尾：" in chinese
     # a message the catalogue does not know stays as it is, with no "untranslated" lead in a status line
     with reading_language("zh"):
-        assert train_figures.backend_text("zzz qqq, nothing like it") == "zzz qqq, nothing like it"
+        assert backend_text("zzz qqq, nothing like it") == "zzz qqq, nothing like it"
     for state, chinese_label in (({"state": "queued", "queue_position": 2}, "排队中（第 2 位）"),
                                  ({"state": "running", "stopping": True}, "正在停止…"),
                                  ({"state": "stopped", "interrupted": True}, "已停止（被中断）"),
@@ -160,7 +163,7 @@ def test_the_settings_table_reads_back_in_both_languages():
 
 def test_every_setting_explanation_has_its_chinese():
     """The settings table's "what it does" column is the backend's English: each family's has a translation (a new
-    setting's comment needs one in app/locales/zh/messages/status_train.json)."""
+    setting's comment needs one in app/i18n/locales/zh/messages/status_train.json)."""
     known = catalogue("zh")
     missing = {text for spec in api.trainable_families() for text in api.family_settings_help(spec.name).values()
                if text not in known}
@@ -176,11 +179,11 @@ def test_the_addon_and_sentence_similarity_figures():
     assert english["axes"]["xaxis"] == "step" and chinese["axes"]["xaxis"] == "步"
     result = SimpleNamespace(run_id="bert-1", family="bert", step=1000, pooling="mean", auc=0.7, same=0.5,
                              different=0.3, gap=0.2, matrix=[[1.0, 0.5], [0.5, 1.0]], topics=["a", "b"])
-    english, chinese = both(lambda: figure_texts(addon_figures.topic_similarity_figure([result])))
+    english, chinese = both(lambda: figure_texts(similarity_figures.topic_similarity_figure([result])))
     assert "step 1,000 · mean pooling" in english["notes"][0] and "<b>gap +0.200</b>" in english["notes"][0]
     assert "第 1,000 步 · mean 池化" in chinese["notes"][0] and "<b>差距 +0.200</b>" in chinese["notes"][0]
     assert chinese["hover"] == ["%{y} 与 %{x}：平均余弦 %{z:.3f}<extra></extra>"]
-    english, chinese = both(lambda: figure_texts(addon_figures.topic_gap_figure([result])))
+    english, chinese = both(lambda: figure_texts(similarity_figures.topic_gap_figure([result])))
     assert english["names"] == ["same topic", "different topics"] and chinese["names"] == ["同主题", "不同主题"]
 
 
@@ -197,7 +200,7 @@ def test_the_switch_routing_figure_chips_and_table():
     layer = SimpleNamespace(label="generator shared layer", tokens=["the"], experts=[1], probabilities=[0.9],
                             kept=[False])
     view = SimpleNamespace(run_id="electra-1", family="electra", step=10, n_experts=2, layers=[layer])
-    english, chinese = both(lambda: (switch_figures.routing_chips_html(view), switch_figures.routing_table(view)))
+    english, chinese = both(lambda: (routing_figures.routing_chips_html(view), routing_figures.routing_table(view)))
     assert "1 tokens on 1 of 2 experts" in english[0] and "· dropped" in english[0]
     assert "生成器共享层" in chinese[0] and "1 个词元，用到 2 个专家中的 1 个" in chinese[0] and "已丢弃" in chinese[0]
     assert list(english[1].columns) == ["layer", "position", "token", "expert", "probability"]
@@ -299,14 +302,14 @@ def test_a_chinese_browser_reads_the_train_and_scaling_tabs_in_chinese(running_a
     assert chinese[7].startswith("# ") and HAN.search(chinese[7]) and "clm" in chinese[7]
 
 
-@pytest.mark.parametrize("area", sorted(path.stem for path in (Path(__file__).resolve().parent.parent / "app" / "locales"
-                                                                 / "en").glob("*.json")))  # every tab and panel
+@pytest.mark.parametrize("area", sorted(  # every tab and panel
+    path.stem for path in (Path(__file__).resolve().parent.parent / "app" / "i18n" / "locales" / "en").glob("*.json")))
 def test_each_chinese_text_has_the_fields_of_its_english(area):
     """`tr(key, **fields)` fills the Chinese with the English's fields: a field missing or misspelt in the Chinese
     would fail only in a Chinese reader's page."""
     from string import Formatter
 
-    from app.i18n import translations
+    from app.i18n.language import translations
 
     def fields(text):
         return sorted(name for _, name, _, _ in Formatter().parse(text) if name)

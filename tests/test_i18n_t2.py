@@ -1,7 +1,7 @@
-"""What the server writes into the Compare and Understand tabs, in the reader's language (app/i18n.py `tr`,
-app/explanations.py): figures' titles, axes, hover texts and empty-plot notes, table headers, column texts, progress
-lines, picker entries and the backend's explanations read Chinese for a Chinese reader and exactly as before for
-everyone else. Unit tests of the builders first, then the endpoints of a running app with and without the page's
+"""What the server writes into the Compare and Understand tabs, in the reader's language (app/i18n/language.py `tr`,
+app/i18n/explanations.py): figures' titles, axes, hover texts and empty-plot notes, table headers, column texts,
+progress lines, picker entries and the backend's explanations read Chinese for a Chinese reader and exactly as before
+for everyone else. Unit tests of the builders first, then the endpoints of a running app with and without the page's
 language cookie."""
 from __future__ import annotations
 
@@ -14,11 +14,13 @@ import pytest
 import torch
 from gradio_client import Client
 
-from app import chips, compare_figures, compare_tab, routing_panel, sentence_similarity_panel, understand_tab
-from app.explanations import explain
-from app.i18n import reading_language
-from app.understand_figures import (attention_figure, fill_mask_figure, fill_mask_table, layer_title,
-                                    projection_figure, similarity_figure, similarity_table, stream_title)
+from app.compare import figures as compare_figures, tab as compare_tab
+from app.i18n.explanations import explain
+from app.i18n.language import reading_language
+from app.tokenizer_lab import figures as chips
+from app.understand import routing_panel, similarity_panel as sentence_similarity_panel, tab as understand_tab
+from app.understand.figures import (attention_figure, fill_mask_figure, fill_mask_table, layer_title,
+                                    projection_figure, run_label, similarity_figure, similarity_table, stream_title)
 
 from .test_probes import SENTENCE, train_tiny_runs
 
@@ -100,7 +102,7 @@ def test_the_modes_table_and_the_picker_entries_speak_the_readers_language():
         assert table[0] == "| 模型家族 | 续写 | 填空 | mask-predict | 翻译 |"
         assert table[3] == "| T5 | · | ✓ 默认 | · | ✓ |"
         assert compare_tab.run_label(row) == "r · gpt · 第 1,500 步"
-        assert understand_tab.run_label(row) == "r · gpt · 第 1,400 步"
+        assert run_label(row) == "r · gpt · 第 1,400 步"
         assert "| 模型家族 |" in compare_tab.modes_markdown()
 
 
@@ -212,7 +214,7 @@ def test_the_empty_views_drawn_on_load_are_in_the_readers_language():
     assert "投影会显示在这里" in _annotations(projection) and "显示注意力" in _annotations(attention)
     assert "比较句子" in _annotations(heatmaps)
     assert list(sentences.columns)[:4] == ["运行", "模型家族", "步数", "池化方式"] and "AUC" in sentences.columns
-    assert list(routing.columns) and routing.empty  # app/switch_figures.py's headers, no rows
+    assert list(routing.columns) and routing.empty  # app/understand/routing_figures.py's headers, no rows
 
 
 def test_token_chips_words_in_chinese():

@@ -1,7 +1,7 @@
-"""What the server writes into the Mask Explorer, Leaderboard, Tokenizer Lab and Corpora tabs and the fine-tuning
-panel, in the reader's language (app/i18n.py `tr`, app/messages.py): Chinese under `reading_language("zh")`, the
-English of before without it (API clients that send no language), and the same handlers behind a real Gradio server
-for a Chinese browser. Tables that the page reads back work whatever language their headers are in."""
+"""What the server writes into the Mask Explorer, Leaderboard, Tokenizer Lab and Corpora tabs and the fine-tuning panel,
+in the reader's language (app/i18n/language.py `tr`, app/i18n/messages.py): Chinese under `reading_language("zh")`, the
+English of before without it (API clients that send no language), and the same handlers behind a real Gradio server for
+a Chinese browser. Tables that the page reads back work whatever language their headers are in."""
 from __future__ import annotations
 
 import re
@@ -11,12 +11,15 @@ import pandas as pd
 import pytest
 from gradio_client import Client
 
-from app import corpora_tab, finetune_figures, leaderboard_figures, leaderboard_tab, mask_explorer_tab
-from app import tokenizer_tab
-from app.figures import overlap_figure, token_length_figure
-from app.finetune_panel import FinetuneView
-from app.i18n import reading_language
-from app.messages import UNTRANSLATED_LEAD, translate_message
+from app.corpora import tab as corpora_tab
+from app.explorer import tab as mask_explorer_tab
+from app.i18n.language import reading_language
+from app.i18n.messages import UNTRANSLATED_LEAD, translate_message
+from app.leaderboard import figures as leaderboard_figures, tab as leaderboard_tab
+from app.tokenizer_lab import tab as tokenizer_tab
+from app.tokenizer_lab.figures import overlap_figure, token_length_figure
+from app.understand import finetune_figures
+from app.understand.finetune_panel import FinetuneView
 from lab_models import api
 
 HAN = re.compile(r"[\u4e00-\u9fff]")

@@ -1,4 +1,4 @@
-"""The equal-budget leaderboard (lab_models/inference/leaderboard.py, app/leaderboard_tab.py).
+"""The equal-budget leaderboard (lab_models/inference/leaderboard.py, app/leaderboard/tab.py).
 
 The tiny gpt, bert and t5 runs of tests/test_compare_tab.py (30 steps each, trained once per session by the CLI) are
 copied into a lab home of this module's own, with a fourth run: the BERT run again, relabelled as trained on another
@@ -18,8 +18,8 @@ import pandas as pd
 import pytest
 from gradio_client import Client
 
-from app.leaderboard_figures import display_table, leaderboard_figure, notes_markdown
-from app.leaderboard_tab import ALL_CORPORA, LeaderboardView
+from app.leaderboard.figures import display_table, leaderboard_figure, notes_markdown
+from app.leaderboard.tab import ALL_CORPORA, LeaderboardView
 from lab_models import api
 from lab_models.training import runs
 from lab_models.text.corpora import load_corpus
@@ -311,7 +311,7 @@ def test_compute_endpoint_errors_are_messages(client):
 
 
 def test_a_missing_bits_per_byte_is_explained_under_the_table():
-    from app.leaderboard_figures import notes_markdown
+    from app.leaderboard.figures import notes_markdown
 
     frame = pd.DataFrame({"run_id": ["tagger", "lm"], "val_bits_per_byte": [float("nan"), 1.9],
                           "fill_mask_note": ["", ""], "infill_note": ["", ""]})
@@ -321,7 +321,7 @@ def test_a_missing_bits_per_byte_is_explained_under_the_table():
 
 def test_a_note_that_names_a_token_shows_it_as_text():
     """An imported T5's notes name tokens such as <pad>: Markdown would take them for HTML tags and hide the rest."""
-    from app.leaderboard_figures import notes_markdown
+    from app.leaderboard.figures import notes_markdown
 
     frame = pd.DataFrame({"run_id": ["t5"], "val_bits_per_byte": [1.0], "fill_mask_note": [""],
                           "infill_note": ["the decoder starts <pad> <extra_id_0> and stops at </s>"]})

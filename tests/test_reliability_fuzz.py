@@ -203,9 +203,10 @@ def endpoints(fuzz_app) -> dict[str, list[dict]]:
 
 
 def english_label(label) -> str | None:
-    """A control's label as English: the page's labels are translation keys (app/i18n.py), which the API describes as
-    {"key": ..., "_type": "translation_metadata"} or, inside a longer label, as an `__i18n__{...}` marker."""
-    from app.i18n import english
+    """A control's label as English: the page's labels are translation keys (app/i18n/language.py), which the API
+    describes as {"key": ..., "_type": "translation_metadata"} or, inside a longer label, as an `__i18n__{...}`
+    marker."""
+    from app.i18n.language import english
 
     if isinstance(label, dict) and isinstance(label.get("key"), str):
         return english(label["key"])

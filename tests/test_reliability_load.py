@@ -64,7 +64,7 @@ def test_the_mask_explorer_figure_is_laid_out_as_make_subplots_lays_it_out():
     stream titles must be exactly those plotly's make_subplots gives for the same streams."""
     from plotly.subplots import make_subplots
 
-    from app.figures import anatomy_figure
+    from app.explorer.figures import anatomy_figure
     from lab_models import api
 
     tokens = "the quick brown fox jumps over the lazy dog".split()

@@ -127,7 +127,7 @@ def test_bad_rnn_arguments_exit_with_one_clear_line(tmp_path, capsys, lab_home_d
 
 
 def test_train_tab_figures_show_stages_group_rates_and_alternating_losses(runs):
-    from app.train_figures import loss_figure, lr_figure, stage_spans
+    from app.train.figures import loss_figure, lr_figure, stage_spans
 
     ulmfit_rows = rows_of(runs["ulmfit"]) + rows_of(runs["ulmfit"], "val")
     assert stage_spans(rows_of(runs["ulmfit"])) == [(1, 20, "stage 1: general LM pretraining"),

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from app.scaling_figures import fits_markdown, points_table, scaling_figure
+from app.scaling.figures import fits_markdown, points_table, scaling_figure
 from lab_models import api
 from lab_models.experiments import sweep as sweep_cli
 from lab_models.experiments.sweep import SweepConfig, fit_power_law, parse_sizes, run_sweep

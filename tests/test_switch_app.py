@@ -10,8 +10,8 @@ import time
 
 import pytest
 
-from app.switch_figures import routing_figure, routing_series
-from app.switch_panel import switch_model_overrides
+from app.train.switch_figures import routing_figure, routing_series
+from app.train.switch_panel import switch_model_overrides
 from lab_models import api
 from tests.test_train_tab import controls
 

@@ -10,9 +10,10 @@ import pandas as pd
 import pytest
 from gradio_client import Client
 
-from app.train_figures import (compare_figure, format_duration, loss_figure, progress_html, runs_table, split_rows,
-                               status_markdown, thin)
-from app.train_tab import MAX_OBJECTIVES, SETTINGS_HEADERS, leak_demo_visible, setting_text, settings_overrides
+from app.display import format_duration
+from app.train.figures import (compare_figure, loss_figure, progress_html, runs_table, split_rows, status_markdown,
+                               thin)
+from app.train.tab import MAX_OBJECTIVES, SETTINGS_HEADERS, leak_demo_visible, setting_text, settings_overrides
 from lab_models import api
 
 POLL_S = 0.3
@@ -222,7 +223,7 @@ def test_runs_table_columns_and_blanks():
 
 
 def test_settings_table_explains_each_setting_from_the_code():
-    from app.train_tab import settings_frame
+    from app.train.tab import settings_frame
 
     frame = settings_frame("xlnet")
     explained = dict(zip(frame["setting"], frame["what it does"]))
@@ -240,15 +241,15 @@ def test_settings_overrides_pass_only_edited_rows():
 
 
 def test_every_objective_and_compared_metric_has_its_text_in_both_languages():
-    """The bilingual page: an objective's help text and a comparison metric's name come from app/locales (English and
-    Chinese), never from an English-only description; the family's own name stays the checkbox's label."""
-    from app.i18n import english, translations
-    from app.train_figures import COMPARE_METRICS
-    from app.train_tab import METRIC_CHOICES, OBJECTIVE_TITLES, TrainView, objective_info, weight_label
+    """The bilingual page: an objective's help text and a comparison metric's name come from app/i18n/locales (English
+    and Chinese), never from an English-only description; the family's own name stays the checkbox's label."""
+    from app.i18n.language import english, translations
+    from app.train.figures import COMPARE_METRICS
+    from app.train.tab import METRIC_CHOICES, OBJECTIVE_TITLES, TrainView, objective_info, weight_label
 
     for spec in api.trainable_families():
         for objective in spec.objectives:
-            assert objective.name in OBJECTIVE_TITLES, f"{spec.name}'s {objective.name} has no text in app/locales"
+            assert objective.name in OBJECTIVE_TITLES, f"{spec.name}'s {objective.name} has no text in app/i18n/locales"
             assert objective_info(objective) == str(OBJECTIVE_TITLES[objective.name])
     assert set(METRIC_CHOICES) == set(COMPARE_METRICS)
     assert all(english(f"train.metric_{key}") == label for key, label in COMPARE_METRICS.items())
@@ -262,5 +263,5 @@ def test_every_objective_and_compared_metric_has_its_text_in_both_languages():
     assert [box["info"] for box in boxes[:2]] == [str(OBJECTIVE_TITLES["mlm"]), str(OBJECTIVE_TITLES["sbo"])]
     # what a handler returns is plain JSON (Gradio's /call route cannot encode a gr.I18nData): markers as strings
     json.dumps([tokenizer, rows, note, view.corpus_choices(), status_markdown(None), progress_html(None)])
-    from app.scaling_figures import fits_markdown, status_html
+    from app.scaling.figures import fits_markdown, status_html
     json.dumps([fits_markdown([]), status_html([])])

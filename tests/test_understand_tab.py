@@ -9,9 +9,9 @@ import pytest
 import torch
 from gradio_client import Client
 
-from app.understand_figures import (attention_figure, fill_mask_figure, fill_mask_table, projection_figure,
-                                    similarity_figure, similarity_table)
-from app.understand_tab import MAX_RUNS, UnderstandView, run_label
+from app.understand.figures import (attention_figure, fill_mask_figure, fill_mask_table, projection_figure,
+                                    run_label, similarity_figure, similarity_table)
+from app.understand.tab import MAX_RUNS, UnderstandView
 from lab_models import api
 
 from .test_probes import FAMILIES, OTHER, SENTENCE, train_tiny_runs

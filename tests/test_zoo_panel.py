@@ -1,5 +1,5 @@
-"""The page's side of the zoo: the first tab's offer and progress (app/zoo_panel.py), Compare picking the zoo's runs up
-by itself (app/compare_tab.py), and the Leaderboard's Rank the zoo (app/leaderboard_tab.py).
+"""The page's side of the zoo: the first tab's offer and progress (app/explorer/zoo_panel.py), Compare picking the zoo's
+runs up by itself (app/compare/tab.py), and the Leaderboard's Rank the zoo (app/leaderboard/tab.py).
 
 The handlers are called directly, on a lab home of their own, with the fake trainer of tests/test_zoo.py and a
 two-family demo zoo (monkeypatched), so that a "zoo" takes a second; the page itself is checked by the browser test.
@@ -10,10 +10,10 @@ import sys
 
 import pytest
 
-from app import zoo_panel
-from app.compare_tab import CompareView
-from app.leaderboard_tab import LeaderboardView
-from app.understand_tab import UnderstandView
+from app.compare.tab import CompareView
+from app.explorer import zoo_panel
+from app.leaderboard.tab import LeaderboardView
+from app.understand.tab import UnderstandView
 from lab_models import api
 from lab_models.training.jobs.manager import JobManager
 
@@ -40,8 +40,8 @@ def updates(outputs):
 
 def test_the_panel_texts_are_translated_markers_of_their_english(jobs):
     """The message and the button texts reach the page as Gradio i18n markers, one per state, of the English
-    below (app/locales/en/zoo.json); the browser shows them in the reader's language."""
-    from app.i18n import english
+    below (app/i18n/locales/en/zoo.json); the browser shows them in the reader's language."""
+    from app.i18n.language import english
 
     states = {zoo_panel.OFFER: "zoo.offer", zoo_panel.TRAINING: "zoo.training", zoo_panel.STOPPED: "zoo.stopped",
               zoo_panel.TRAINED: "zoo.trained", zoo_panel.START_LABEL: "zoo.start",

@@ -1,9 +1,9 @@
 """HTML and tables for the Understand tab's Switch routing section: the expert each token of a sentence goes to, in
 every Switch layer of a trained run, as token chips coloured by expert, and as a table.
 
-Presentation only: the numbers are `api.switch_routing`'s `RoutingView` (lab_models/switch.py). Paper: Fedus, Zoph,
-Shazeer (2022), Switch Transformers; no deviation (nothing is computed here). Every word drawn here is in the reader's
-language (`app.i18n.language.tr`, keys `switch.*`); layer labels are translated word by word ("layer 2": 第 2 层,
+Presentation only: the numbers are `api.switch_routing`'s `RoutingView` (lab_models/models/switch.py). Paper: Fedus,
+Zoph, Shazeer (2022), Switch Transformers; no deviation (nothing is computed here). Every word drawn here is in the
+reader's language (`app.i18n.language.tr`, keys `switch.*`); layer labels are translated word by word ("layer 2": 第 2 层,
 `app.display.layer_label`), tokens and numbers stay as they are. The experts' colours are the Train tab's routing
 plot's (`app.display.expert_color`).
 """

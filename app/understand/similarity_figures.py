@@ -2,8 +2,8 @@
 held-out sentences' pooled vectors, and the same-topic and different-topic means side by side.
 
 Presentation only: the numbers are `api.sentence_similarity`'s `TopicSimilarity` results
-(lab_models/sentence_similarity.py). Every word drawn here is in the reader's language (`app.i18n.language.tr`, keys
-`train.similarity_*`); run ids, family names, topics and numbers stay as they are.
+(lab_models/inference/sentence_similarity.py). Every word drawn here is in the reader's language
+(`app.i18n.language.tr`, keys `train.similarity_*`); run ids, family names, topics and numbers stay as they are.
 """
 from __future__ import annotations
 

@@ -65,11 +65,10 @@ import time
 import torch
 
 
-from lab_models.inference.generation.context import (MAX_TOP_K,
-                                                     DEFAULT_BLANK_LENGTH, FAMILY_MODES, FILL_MASK_FAMILIES,
-                                                     Generation, family_title, unsupported_reason,
-                                                     is_integer_value, as_whole_number, check_prompt_text,
-                                                     check_decoding, load_decodable_run, DecodingContext, split_blanks,
+from lab_models.inference.generation.context import (MAX_TOP_K, DEFAULT_BLANK_LENGTH, FAMILY_MODES, FILL_MASK_FAMILIES,
+                                                     Generation, family_title, unsupported_reason, is_integer_value,
+                                                     as_whole_number, check_prompt_text, check_decoding,
+                                                     load_decodable_run, DecodingContext, split_blanks,
                                                      encode_segments, display_pieces, join_text, fill_blanks)
 from lab_models.inference.generation.decoders import EncoderDecoderDecoder
 from lab_models.inference.generation.search import search_tokens, describe_strategy, describe_stop

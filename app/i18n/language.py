@@ -206,10 +206,9 @@ async function setLabLanguage(code) {
     const allTabs = () => Array.from(document.querySelectorAll("button[role=tab]"));
     const shownBars = () => Array.from(document.querySelectorAll("[role=tablist]"))
       .filter((bar) => bar.getClientRects().length > 0);
-    const position = (tab) =>
-    Array.from(tab.closest("[role=tablist]").querySelectorAll("button[role=tab]")).indexOf(tab); // where the user is:
-    the selected tab's position in each shown tab bar, the page's first, then the nested ones const path =
-    shownBars().map((bar) => bar.querySelector("button[role=tab][aria-selected=true]"))
+    const position = (tab) => Array.from(tab.closest("[role=tablist]").querySelectorAll("button[role=tab]")).indexOf(tab);
+    // where the user is: the selected tab's position in each shown tab bar, the page's first, then the nested ones
+    const path = shownBars().map((bar) => bar.querySelector("button[role=tab][aria-selected=true]"))
       .filter((tab) => tab).map(position);
     // show every tab once, the last shown one first: a nested tab bar is drawn only when its tab is shown, and its
     // buttons come after the page's in the document, so they are shown before the next tab of the page hides them

@@ -5,7 +5,7 @@ Pick a corpus (the list holds the corpora that have runs with weights, the one w
 corpus's held-out sentences, its best fine-tuned classification accuracy per task, its parameters and the tokens it
 trained on; a bar chart per metric; and the table as a CSV file to download. The numbers come from
 `api.leaderboard` (lab_models/inference/leaderboard.py defines each metric and how it deviates from the papers); the
-forward- pass scores are cached in each run folder, so the second Compute is instant. Nothing here is per-family: a
+forward-pass scores are cached in each run folder, so the second Compute is instant. Nothing here is per-family: a
 family that cannot do a metric shows "—" and says why in the notes.
 
 Endpoints (every event has an `api_name`, so `gradio_client` can drive the tab):

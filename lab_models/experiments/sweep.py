@@ -63,7 +63,7 @@ from lab_models.training import runs
 from lab_models.home import atomic_write_json, lab_home
 from lab_models.nn.config import PRESETS
 from lab_models.training.console import OneLineParser, say_error
-from lab_models.training.jobs.files import format_value
+from lab_models.training.jobs.files import PACKAGE_ROOT, format_value
 from lab_models.models.family import TRAINED_FAMILIES
 from lab_models.models.family import build_model
 from lab_models.models.family import family_model_config
@@ -363,8 +363,7 @@ class SweepStop:
 def _run_one(command: list[str], limit_s: float | None, stop: SweepStop, log) -> tuple[int | None, str]:
     """Run one trainer; returns (exit code, why it was stopped: "" / "time" / "stop")."""
     env = dict(os.environ, PYTHONUNBUFFERED="1")
-    package_root = str(Path(__file__).resolve().parent.parent)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH", "")) if p)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(PACKAGE_ROOT), env.get("PYTHONPATH", "")) if p)
     process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
     started = time.monotonic()
     reason, signalled_at = "", None

@@ -16,6 +16,8 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import lab_models
 from lab_models.training.device import select_device
 
 PRESETS = ("tiny", "small", "medium", "base")
@@ -33,7 +35,7 @@ LOG_TAIL_LINES = 20
 RUN_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 SETTING_KEY_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]*$")
 ZOO_NAME_PATTERN = re.compile(r"^[a-z0-9][a-z0-9.-]{0,60}$")  # a zoo tag goes into run ids: lower-case slug
-PACKAGE_ROOT = Path(__file__).resolve().parent.parent
+PACKAGE_ROOT = Path(lab_models.__file__).resolve().parent.parent  # the folder holding lab_models: the workers' import path
 
 
 def default_trainer_command() -> list[str]:

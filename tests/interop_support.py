@@ -181,11 +181,13 @@ def display(tokenizer: Tokenizer, left: list[int], token_id: int) -> str:
 
 
 def reference_top_k(logits_row: torch.Tensor, banned: set[int], k: int = 5) -> tuple[list[int], list[float]]:
-    """Top-k ids and probabilities of one logits row with the special tokens excluded, as the lab's fill_mask."""
-    row = logits_row.float().clone()
-    row[list(banned)] = float("-inf")
-    probs = torch.softmax(row, dim=-1)
-    top = torch.topk(probs, k)
+    """Top-k ids and probabilities of one logits row as the lab's fill_mask gives them: the probabilities are the
+    model's own (a softmax over the whole vocabulary, as transformers' fill-mask pipeline), the special tokens are
+    left out of the ranking."""
+    probs = torch.softmax(logits_row.float(), dim=-1)
+    ranked = probs.clone()
+    ranked[list(banned)] = -1.0
+    top = torch.topk(ranked, k)
     return top.indices.tolist(), top.values.tolist()
 
 

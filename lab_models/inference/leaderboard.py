@@ -21,7 +21,8 @@ The metrics, and how each deviates from the papers' own evaluations
 - **fill_mask_accuracy** (BERT's cloze task, Devlin et al. 2019 §3.1, used as a probe): N sentences of the corpus's
   validation split (chosen with a seeded generator, the same sentences for every run), each encoded with the run's
   tokenizer and cut to the run's training row length; one word-piece token per sentence, at a seeded relative
-  position, is replaced by [MASK] and the run predicts it from all the other tokens, exactly as `api.fill_mask`
+  position, is replaced by [MASK] and the run predicts it from all the other tokens, framed as the run reads a text
+  (an imported checkpoint inside its tokenizer's own framing, `[CLS] ... [SEP]`), exactly as `api.fill_mask`
   reads a slot (lab_models/inference/generation/generate.py: BERT-style families, ELECTRA's generator, UniLM
   bidirectional, XLNet and MPNet through the query stream, GLM as a one-token blank, T5 as a one-token span). A hit is
   the top-1 token (special tokens excluded) equal to the original id. Deviations: tiny held-out sets (N =
@@ -90,7 +91,7 @@ ACCURACY_PREFIX = "accuracy_"  # + the fine-tuning task's name: one column per t
 # the scores a plot shows, with whether lower is better
 METRIC_COLUMNS = {"val_bits_per_byte": True, "fill_mask_accuracy": False, "infill_exact_match": False}
 CACHE_FILE = "leaderboard.json"
-CACHE_VERSION = 1  # bump when the evaluation rules change, so cached scores are recomputed
+CACHE_VERSION = 2  # bump when the evaluation rules change, so cached scores are recomputed (2: framing)
 CACHE_ENTRIES = 8  # settings kept per run (each a few numbers)
 DEFAULT_MAX_EXAMPLES = 64
 MAX_EXAMPLES_LIMIT = 500
@@ -233,7 +234,8 @@ def _fill_mask_score(run, examples: HeldOutExamples) -> tuple[float, int, str]:
     ctx = DecodingContext(run)
     banned = ctx.banned
     row_length = int(run.config.get("seq_len") or run.max_positions)
-    limit = max(2, min(row_length, run.max_positions - 2))  # GLM's [S] needs one more position
+    added = ctx.framing.reading.added()  # an imported checkpoint reads [CLS] ... [SEP] (lab_models/text/framing.py)
+    limit = max(2, min(row_length, run.max_positions - 2) - added)  # GLM's [S] needs one more position
     hits = scored = 0
     with torch.inference_mode():
         for sentence, u in examples.fill_mask:
@@ -244,8 +246,9 @@ def _fill_mask_score(run, examples: HeldOutExamples) -> tuple[float, int, str]:
             slot = candidates[int(u * len(candidates))]
             target = ids[slot]
             ids[slot] = ctx.vocab.mask_id
+            framed = ctx.read(ids)
             try:
-                logits = fill_mask_logits(ctx, ids, [slot])  # (1, V)
+                logits = fill_mask_logits(ctx, framed.ids, [slot + framed.start], framed.segments)  # (1, V)
             except UnsupportedMode as reason:
                 return math.nan, 0, str(reason)
             best = int(torch.argmax(logits[0].float().masked_fill(banned, float("-inf"))))

@@ -32,6 +32,8 @@ from lab_models.inference.finetuning import config as _config
 from lab_models.inference.finetuning import results as _results
 from lab_models.inference.generation import context as _context
 from lab_models.inference.generation import generate as _generate
+from lab_models.interop import cache as _cache
+from lab_models.interop import checkpoint as _checkpoint
 from lab_models.interop import exporter as _exporter
 from lab_models.interop import importer as _importer
 from lab_models.interop import registry as _registry
@@ -1146,6 +1148,49 @@ def interop_architectures() -> list[dict]:
         rows.append({"module": name, "family": family, "model_types": list(model_types), "reference": reference,
                      "available": available})
     return rows
+
+
+# Checkpoints where users keep them (issue 23): the Hugging Face cache listed without a network, one import per
+# listed checkpoint, and an export written as a folder plus a zip to download.
+def cached_checkpoints(cache_dir=None) -> list[dict]:
+    """The model repositories in the Hugging Face cache (default: the one huggingface_hub uses, HF_HUB_CACHE or
+    HF_HOME/hub or ~/.cache/huggingface/hub), read with huggingface_hub's scanner, no network: one dict each with
+    repo_id, revision, path (the snapshot folder `import_hf` takes), architecture, model_type, family, parameters,
+    size, size_text, supported (bool) and reason ("" when supported). Supported ones first."""
+    return _cache.cached_checkpoints(cache_dir)
+
+
+def hf_cache_dir() -> Path:
+    """The Hugging Face cache folder `cached_checkpoints` reads by default (from this process's environment)."""
+    return _cache.default_cache_dir()
+
+
+def checkpoint_files(folder) -> list[tuple[str, int]]:
+    """(name, bytes) of a checkpoint folder's files, for the page's files table (ValueError: not a folder)."""
+    return _checkpoint.list_files(_checkpoint.source_folder(folder))
+
+
+def import_cached(repo_id: str, *, cache_dir=None, corpus: str = INTEROP_DEFAULT_CORPUS, home=None,
+                  progress=None) -> Path:
+    """Import the cached checkpoint `repo_id` (as `cached_checkpoints` lists it) into the lab home; returns the new
+    run folder. ValueError when the cache has no such model or the lab cannot import it (saying why)."""
+    return import_hf(_cache.cached_checkpoint_path(repo_id, cache_dir), corpus=corpus, home=home, progress=progress)
+
+
+def export_problem(run_dir) -> str:
+    """"" when `export_hf` would export the run, else why not (nothing is written)."""
+    return _exporter.export_problem(run_dir)
+
+
+def export_hf_archive(run_dir, *, home=None) -> dict:
+    """Export the run into a new folder under `<lab home>/exports/` that `from_pretrained` loads, and zip it for a
+    download: {"folder": Path, "zip": Path (in a new temporary folder)}. ValueError saying why a run cannot be
+    exported."""
+    folder, archive = _exporter.export_archive(run_dir, lab_home(home) / EXPORTS_FOLDER)
+    return {"folder": folder, "zip": archive}
+
+
+EXPORTS_FOLDER = "exports"  # <lab home>/exports/<run id>-transformers-<time>-<hex>/
 # ================================================================================================ interop (end)
 
 

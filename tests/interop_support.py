@@ -369,3 +369,27 @@ def sentencepiece_style(head: list[str], tail: list[str] = (), unk_id: int = 0, 
         tok.post_processor = processors.TemplateProcessing(
             single=single, pair=pair, special_tokens=[(name, tok.token_to_id(name)) for name in sorted(names)])
     return tok
+
+
+def place_in_hf_cache(folder: Path, cache: Path, repo_id: str, commit: str = "0123456789abcdef0123456789abcdef01234567"
+                      ) -> Path:
+    """Lay the checkpoint `folder` out as `from_pretrained(repo_id)` leaves it in a Hugging Face cache: blobs named
+    by their content's hash, a snapshot folder of links into them, refs/main naming the snapshot. Returns the
+    snapshot folder."""
+    import hashlib
+    import os
+
+    repo = Path(cache) / ("models--" + repo_id.replace("/", "--"))
+    snapshot = repo / "snapshots" / commit
+    (repo / "blobs").mkdir(parents=True, exist_ok=True)
+    snapshot.mkdir(parents=True, exist_ok=True)
+    (repo / "refs").mkdir(exist_ok=True)
+    (repo / "refs" / "main").write_text(commit)
+    for file in sorted(Path(folder).iterdir()):
+        if not file.is_file():
+            continue
+        data = file.read_bytes()
+        blob = repo / "blobs" / hashlib.sha256(data).hexdigest()
+        blob.write_bytes(data)
+        os.symlink(os.path.relpath(blob, snapshot), snapshot / file.name)
+    return snapshot

@@ -21,8 +21,10 @@ Endpoints (every event has an `api_name`, so `gradio_client` can drive the tab):
 * `/show_schedule`: a run id -> the learning-rate figure (one line per layer group and the stages shaded for runs
   that record them, ULMFiT's); `/refresh_schedule` redraws it live.
 * `/list_runs`: the runs table (and the choices of the run pickers); `/compare_runs`: (run ids, metric) -> figure.
-* `/import_checkpoint_look`, `/import_checkpoint`: the "Import a checkpoint" section under the runs table
-  (app/train/import_panel.py); the runs table is refreshed after an import (`/list_runs_after_import`).
+* `/import_checkpoint_look`, `/import_checkpoint`, `/cached_checkpoints`, `/import_cached_checkpoint`: the "Import a
+  checkpoint" section under the runs table (app/train/import_panel.py); the runs table is refreshed after an import
+  (`/list_runs_after_import`, `/list_runs_after_cached_import`).
+* `/export_visibility`, `/export_run`: the Export button under the run picker (app/train/export_panel.py).
 * `/leak_demo`: no input; queues two tiny XLNet runs, with two streams and without (`two_stream=false`), and returns
   (the leaky run's id, both ids to compare, the metric "val_loss"): the leak's validation loss collapses while the
   real one falls slowly. `/leak_demo_visibility`: family -> the button shown for XLNet only.
@@ -40,7 +42,7 @@ from app.errors import user_errors
 from app.i18n.language import current_language, marker, text, tr
 from app.i18n.messages import backend_text, translate_message
 from app.inputs import picked
-from app.train import import_panel
+from app.train import export_panel, import_panel
 from app.train.addon_figures import addon_figure
 from app.train.figures import (COMPARE_METRICS, compare_figure, loss_figure, lr_figure, progress_html, runs_table,
                                status_markdown)
@@ -491,6 +493,7 @@ def build(home, jobs, corpus_choices=None):
                 resume = gr.Button(text("train.resume"), scale=1)
             run = gr.Dropdown(view.run_ids(), value=None, label=text("train.run"), allow_custom_value=True,
                               info=text("train.run_info"))
+            export_panel.build(home, jobs, run)  # the Export button of an exportable run, under its picker
             progress = gr.HTML(progress_html(None), elem_id="train-progress")
             status = gr.Markdown(status_markdown(None), elem_id="train-status")
             curve = gr.Plot(loss_figure([]), label=text("train.loss_plot"), elem_id="train-curve")
@@ -567,6 +570,8 @@ def build(home, jobs, corpus_choices=None):
     refresh.click(overview, overview_inputs, overview_outputs, api_name="list_runs")
     importer.imported.then(overview, overview_inputs, overview_outputs, api_name="list_runs_after_import",
                            show_progress="hidden")
+    importer.clicked.then(overview, overview_inputs, overview_outputs, api_name="list_runs_after_cached_import",
+                          show_progress="hidden")
         # private: its input is the browser's click (gr.SelectData), which no API client can send (Gradio fails before the
     # handler runs); API clients pick a run by calling /show_run with its id.
     table.select(view.select_from_table, table, run, api_name="select_run_from_table", api_visibility="private")

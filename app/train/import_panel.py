@@ -217,7 +217,8 @@ def build(home) -> SimpleNamespace:
             refresh = gr.Button(text("import.cache_refresh"), size="sm", scale=0, min_width=120,
                                 elem_id="import-cache-refresh")
         cache_table = gr.Dataframe(cache_frame([]), interactive=False, label=text("import.cache_table"),
-                                   elem_id="import-cache", max_height=320, wrap=True)
+                                   elem_id="import-cache", max_height=320, wrap=True,
+                                   column_widths=["22%", "17%", "10%", "10%", "10%", "31%"])
         cache_rows = gr.State([])
         gr.Markdown(text("import.folder_heading"))
         gr.Markdown(INTRO)

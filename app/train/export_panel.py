@@ -10,6 +10,8 @@ trained, whose options the transformers class has) and hides for the others (`ap
 
 Endpoints:
 * `/export_visibility`: a run id -> (the button row shown or hidden, a note: "" or why the run cannot be exported).
+  `/refresh_export_visibility` (a timer, every 5 s) does it again when the selected run's state changed (a run that
+  finishes while it is selected gets its button).
 * `/export_run`: a run id -> (the zip to download, a note naming the folder in the lab home).
 """
 from __future__ import annotations
@@ -21,8 +23,11 @@ import gradio as gr
 from lab_models import api
 
 from app.errors import user_errors
-from app.i18n.language import text, tr
+from app.i18n.language import current_language, text, tr
 from app.i18n.messages import backend_text
+
+
+REFRESH_S = 5.0  # how often the selected run's state is checked for a change (cheap: status.json)
 
 
 class ExportView:
@@ -43,14 +48,32 @@ class ExportView:
         if not run_id:
             return gr.update(visible=False), ""
         try:
-            problem = api.export_problem(self._folder(run_id))
+            folder = self._folder(run_id)
+            if self.jobs is not None and api.training_status(self.jobs, str(run_id).strip()).get("state") in (
+                    "queued", "running"):
+                return gr.update(visible=False), ""  # not yet: the button comes when the run has stopped
+            problem = api.export_problem(folder)
         except ValueError:
             return gr.update(visible=False), ""
         if not problem:
             return gr.update(visible=True), ""
-        if "no weights yet" in problem:
+        if "no weights yet" in problem or "is not a trained run" in problem:
             return gr.update(visible=False), ""
         return gr.update(visible=False), tr("export.not_exportable", reason=backend_text(problem))
+
+    def refresh(self, run_id, signature=None):
+        """The timer: `visibility` again when the selected run's state (or the reader's language) changed, else
+        nothing is sent."""
+        if not run_id or self.jobs is None:
+            return gr.skip(), gr.skip(), signature
+        try:
+            state = api.training_status(self.jobs, str(run_id).strip()).get("state")
+        except ValueError:
+            return gr.skip(), gr.skip(), signature
+        now = [str(run_id), state, current_language()]
+        if now == signature:
+            return gr.skip(), gr.skip(), signature
+        return (*self.visibility(run_id), now)
 
     def export(self, run_id):
         """Export the run; returns (the zip, a note naming the folder)."""
@@ -66,5 +89,8 @@ def build(home, jobs, run) -> SimpleNamespace:
         download = gr.File(None, label=text("export.file"), interactive=False, scale=2, elem_id="train-export-file")
     note = gr.Markdown("", elem_id="train-export-note")
     run.change(user_errors(view.visibility), run, [row, note], api_name="export_visibility", show_progress="hidden")
+    signature = gr.State(None)
+    gr.Timer(REFRESH_S).tick(view.refresh, [run, signature], [row, note, signature], api_name="refresh_export_visibility",
+                             show_progress="hidden", queue=False)
     button.click(user_errors(view.export), run, [download, note], api_name="export_run")
     return SimpleNamespace(view=view, row=row, download=download, note=note)

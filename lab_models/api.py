@@ -32,6 +32,8 @@ from lab_models.inference.finetuning import config as _config
 from lab_models.inference.finetuning import results as _results
 from lab_models.inference.generation import context as _context
 from lab_models.inference.generation import generate as _generate
+from lab_models.interop import cache as _cache
+from lab_models.interop import checkpoint as _checkpoint
 from lab_models.interop import exporter as _exporter
 from lab_models.interop import importer as _importer
 from lab_models.interop import registry as _registry
@@ -56,6 +58,9 @@ from lab_models.text.word_split import split_words
 from lab_models.objectives.settings import settings_help
 from lab_models.training.jobs.files import format_value
 from lab_models.training.config import parse_model_overrides
+from lab_models.training import init_from as _init_from
+from lab_models.objectives.settings import settings_with_overrides as _settings_with_overrides
+from lab_models.objectives.addons import split_settings as _split_settings
 from lab_models.nn.config import ModelConfig
 from lab_models.inference.generation.context import FILL_MASK_FAMILIES
 
@@ -447,7 +452,7 @@ def _setting_value(family: str, key: str, value, default):
 
 
 def _training_request(jobs: RunStore, family, preset, corpus, steps, seed, device, objectives, settings,
-                      tokenizer, model=None) -> dict:
+                      tokenizer, model=None, init_from=None) -> dict:
     """Check a training request against the family's spec and the lab home; return start()'s keyword arguments."""
     spec = _trainable(family)
     defaults = {objective.name: objective.weight for objective in spec.objectives}
@@ -472,9 +477,26 @@ def _training_request(jobs: RunStore, family, preset, corpus, steps, seed, devic
     if device not in TRAINING_DEVICES:
         raise ValueError(f"Unknown device {device!r}: choose one of {', '.join(TRAINING_DEVICES)}.")
     select_device(device)  # ValueError when e.g. cuda is asked for and there is none
+    extra_args = _model_arguments(family, model)
+    if init_from is not None and str(init_from).strip():
+        extra_args += _init_from_arguments(jobs, family, str(init_from).strip(), values, tokenizer, model)
     return {"family": family, "preset": preset, "corpus": corpus, "steps": steps, "seed": seed, "device": device,
-            "objectives": weights, "settings": values, "tokenizer": tokenizer,
-            "extra_args": _model_arguments(family, model)}
+            "objectives": weights, "settings": values, "tokenizer": tokenizer, "extra_args": extra_args}
+
+
+def _init_from_arguments(jobs: RunStore, family: str, run_id: str, settings: dict, tokenizer, model) -> list[str]:
+    """`--init-from RUN` for a run id of the lab home, checked the way the trainer will check it (the family must
+    match the starting run's architecture; its tokenizer and dimensions are kept)."""
+    if tokenizer is not None:
+        raise ValueError(f"A run started from {run_id} uses that run's tokenizer: leave the tokenizer on the "
+                         "family's default.")
+    start = _init_from.read_starting_point(run_folder(run_id, jobs=jobs), jobs.home)
+    family_items, _ = _split_settings([f"{key}={format_value(value)}" for key, value in settings.items()])
+    objective_settings = _settings_with_overrides(family, family_items)  # an add-on's settings change no model
+    _init_from.check_start(start, family, objective_settings,
+                           parse_model_overrides([f"{k}={format_value(v)}" for k, v in (model or {}).items()],
+                                                 family))
+    return ["--init-from", run_id]
 
 
 def _model_arguments(family: str, model) -> list[str]:
@@ -493,16 +515,19 @@ def _model_arguments(family: str, model) -> list[str]:
 def start_training(jobs: JobManager, family: str, *, preset: str = "tiny", corpus: str | None = None,
                    steps: int | None = None, seed: int = 0, device: str = "auto",
                    objectives: dict[str, float] | None = None, settings: dict[str, object] | None = None,
-                   tokenizer: str | None = None, model: dict[str, object] | None = None) -> str:
+                   tokenizer: str | None = None, model: dict[str, object] | None = None,
+                   init_from: str | None = None) -> str:
     """Queue a training run of `family` and return its run id (e.g. "bert-tiny-20260101-120000-ab12").
 
     `objectives` maps objective names to weights (0 turns one off; missing ones keep their defaults); `settings`
     overrides keys of `family_settings(family)` (passed to the trainer as --set KEY=VALUE); `steps=None` is the
     preset's default; `tokenizer=None` is the family's own; `model` overrides model settings (--model KEY=VALUE),
-    e.g. `switch_settings(True)` for Switch Transformer layers. The run starts when its device is free.
+    e.g. `switch_settings(True)` for Switch Transformer layers. `init_from`: a run id of the lab home whose weights,
+    tokenizer and framing the run starts from (`--init-from`: an imported checkpoint or a lab run; the family must
+    match its architecture, and the model's dimensions are its). The run starts when its device is free.
     """
     request = _training_request(jobs, family, preset, corpus, steps, seed, device, objectives, settings, tokenizer,
-                                model)
+                                model, init_from)
     return _disk_errors_said(jobs, lambda: jobs.start(**request))
 
 
@@ -520,11 +545,12 @@ def _disk_errors_said(jobs: RunStore, action):
 def training_command(jobs: RunStore, family: str, *, preset: str = "tiny", corpus: str | None = None,
                      steps: int | None = None, seed: int = 0, device: str = "auto",
                      objectives: dict[str, float] | None = None, settings: dict[str, object] | None = None,
-                     tokenizer: str | None = None, model: dict[str, object] | None = None) -> str:
+                     tokenizer: str | None = None, model: dict[str, object] | None = None,
+                     init_from: str | None = None) -> str:
     """The `python -m lab_models train ...` command that `start_training` with these arguments runs (RUN_DIR for the
     folder), so a run started in the page can be repeated from a terminal."""
     request = _training_request(jobs, family, preset, corpus, steps, seed, device, objectives, settings, tokenizer,
-                                model)
+                                model, init_from)
     return jobs.preview_command(**request)
 
 
@@ -1146,6 +1172,49 @@ def interop_architectures() -> list[dict]:
         rows.append({"module": name, "family": family, "model_types": list(model_types), "reference": reference,
                      "available": available})
     return rows
+
+
+# Checkpoints where users keep them (issue 23): the Hugging Face cache listed without a network, one import per
+# listed checkpoint, and an export written as a folder plus a zip to download.
+def cached_checkpoints(cache_dir=None) -> list[dict]:
+    """The model repositories in the Hugging Face cache (default: the one huggingface_hub uses, HF_HUB_CACHE or
+    HF_HOME/hub or ~/.cache/huggingface/hub), read with huggingface_hub's scanner, no network: one dict each with
+    repo_id, revision, path (the snapshot folder `import_hf` takes), architecture, model_type, family, parameters,
+    size, size_text, supported (bool) and reason ("" when supported). Supported ones first."""
+    return _cache.cached_checkpoints(cache_dir)
+
+
+def hf_cache_dir() -> Path:
+    """The Hugging Face cache folder `cached_checkpoints` reads by default (from this process's environment)."""
+    return _cache.default_cache_dir()
+
+
+def checkpoint_files(folder) -> list[tuple[str, int]]:
+    """(name, bytes) of a checkpoint folder's files, for the page's files table (ValueError: not a folder)."""
+    return _checkpoint.list_files(_checkpoint.source_folder(folder))
+
+
+def import_cached(repo_id: str, *, cache_dir=None, corpus: str = INTEROP_DEFAULT_CORPUS, home=None,
+                  progress=None) -> Path:
+    """Import the cached checkpoint `repo_id` (as `cached_checkpoints` lists it) into the lab home; returns the new
+    run folder. ValueError when the cache has no such model or the lab cannot import it (saying why)."""
+    return import_hf(_cache.cached_checkpoint_path(repo_id, cache_dir), corpus=corpus, home=home, progress=progress)
+
+
+def export_problem(run_dir) -> str:
+    """"" when `export_hf` would export the run, else why not (nothing is written)."""
+    return _exporter.export_problem(run_dir)
+
+
+def export_hf_archive(run_dir, *, home=None) -> dict:
+    """Export the run into a new folder under `<lab home>/exports/` that `from_pretrained` loads, and zip it for a
+    download: {"folder": Path, "zip": Path (in a new temporary folder)}. ValueError saying why a run cannot be
+    exported."""
+    folder, archive = _exporter.export_archive(run_dir, lab_home(home) / EXPORTS_FOLDER)
+    return {"folder": folder, "zip": archive}
+
+
+EXPORTS_FOLDER = "exports"  # <lab home>/exports/<run id>-transformers-<time>-<hex>/
 # ================================================================================================ interop (end)
 
 

@@ -175,17 +175,26 @@ def masked_ids(tokenizer: Tokenizer, text: str, mask_id: int) -> tuple[list[int]
 def display(tokenizer: Tokenizer, left: list[int], token_id: int) -> str:
     """How the lab shows a predicted token after `left` (inference/generation/context.py `display_pieces`): the text it
     adds."""
-    base = tokenizer.decode(left[-32:], skip_special_tokens=True)
-    full_text = tokenizer.decode(left[-32:] + [token_id], skip_special_tokens=True)
-    return full_text[len(base):] if full_text.startswith(base) else tokenizer.decode([token_id])
+    from lab_models.text.tokenizer_inspect import tokenizer_kind
+    from lab_models.text.word_split import close_wide_spaces
+
+    def decode(ids: list[int]) -> str:  # a WordPiece decoder spaces every Chinese character; the lab closes them
+        text = tokenizer.decode(ids, skip_special_tokens=True)
+        return close_wide_spaces(text) if tokenizer_kind(tokenizer) == "wordpiece" else text
+
+    base = decode(left[-32:])
+    full_text = decode(left[-32:] + [token_id])
+    return full_text[len(base):] if full_text.startswith(base) else decode([token_id])
 
 
 def reference_top_k(logits_row: torch.Tensor, banned: set[int], k: int = 5) -> tuple[list[int], list[float]]:
-    """Top-k ids and probabilities of one logits row with the special tokens excluded, as the lab's fill_mask."""
-    row = logits_row.float().clone()
-    row[list(banned)] = float("-inf")
-    probs = torch.softmax(row, dim=-1)
-    top = torch.topk(probs, k)
+    """Top-k ids and probabilities of one logits row as the lab's fill_mask gives them: the probabilities are the
+    model's own (a softmax over the whole vocabulary, as transformers' fill-mask pipeline), the special tokens are
+    left out of the ranking."""
+    probs = torch.softmax(logits_row.float(), dim=-1)
+    ranked = probs.clone()
+    ranked[list(banned)] = -1.0
+    top = torch.topk(ranked, k)
     return top.indices.tolist(), top.values.tolist()
 
 
@@ -249,3 +258,138 @@ def save_tiny_checkpoint(family: str, folder: Path) -> Path:
     perturb(model, scale=0.3).save_pretrained(folder)
     hf_tokenizer.save_pretrained(folder)
     return folder
+
+
+# ---- realistic tokenizers for the user-level parity tests (tests/test_interop_parity.py) -----------------------------
+# A Chinese text the lab's corpora do not hold, and English with capitals, so that the normalisers matter (BERT's
+# splitting of Chinese characters and lower-casing) and the framing post-processors are the checkpoints' own.
+CHINESE_TEXT = ["秋天的早晨，河边的雾气慢慢散开，渔夫划着小船回到岸边。", "图书馆三楼有一间安静的阅览室，学生们在那里复习功课。",
+                "山上的寺庙已经有八百年的历史，每年春天都有很多游客来参观。", "她跨过小桥，走进了开满桃花的村子。",
+                "城市的地铁线路越来越多，上班的人不再担心堵车。", "老师说，读书的时候要认真思考，不要只记住答案。",
+                "火车穿过长长的隧道，窗外忽然出现了一片金黄的稻田。", "爷爷每天下午都在院子里下棋，邻居们常常围过来看。",
+                "这家小饭馆的面条很有名，排队的客人从门口一直排到街角。", "雨停了以后，天空中出现了一道彩虹，孩子们高兴地跑出门外。"]
+ENGLISH_TEXT = ["The Library opens at Nine every Morning, and Students read there until Noon.",
+                "A Fisherman rowed his small Boat back to the River bank.", "The Train crossed a long Tunnel near the Mountains.",
+                "She walked across the Bridge into a Village full of peach blossoms.",
+                "My Grandfather plays chess in the Garden every afternoon."]
+MIXED_TEXTS = (CHINESE_TEXT + ENGLISH_TEXT) * 4
+
+
+def bert_style_wordpiece(specials=("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"), cls="[CLS]", sep="[SEP]",
+                         roberta_pairs: bool = False, vocab_size: int = 400, unk: str = "[UNK]") -> Tokenizer:
+    """BERT's tokenizer as bert-base-chinese and bert-base-uncased build it: BertNormalizer (each Chinese character
+    its own word, lower case), BERT's pre-tokenizer, `##` pieces, and the framing post-processor `cls $A sep` (pairs
+    `cls $A sep $B:1 sep:1`, or MPNet/RoBERTa's `cls $A sep sep $B sep`)."""
+    from tokenizers import processors
+
+    tok = Tokenizer(models.WordPiece(unk_token=unk))
+    tok.normalizer = normalizers.BertNormalizer(clean_text=True, handle_chinese_chars=True, strip_accents=None,
+                                                lowercase=True)
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tok.decoder = decoders.WordPiece()
+    tok.train_from_iterator(MIXED_TEXTS, trainers.WordPieceTrainer(vocab_size=vocab_size, special_tokens=list(specials)))
+    ids = [(cls, tok.token_to_id(cls)), (sep, tok.token_to_id(sep))]
+    pair = f"{cls} $A {sep} {sep} $B {sep}" if roberta_pairs else f"{cls} $A {sep} $B:1 {sep}:1"
+    tok.post_processor = processors.TemplateProcessing(single=f"{cls} $A {sep}", pair=pair, special_tokens=ids)
+    return tok
+
+
+def roberta_style_bpe(vocab_size: int = 500) -> Tokenizer:
+    """RoBERTa's byte-level BPE with its RobertaProcessing: <s> $A </s>, pairs <s> A </s></s> B </s>."""
+    from tokenizers import processors
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tok.train_from_iterator(MIXED_TEXTS, trainers.BpeTrainer(
+        vocab_size=vocab_size, special_tokens=["<s>", "<pad>", "</s>", "<unk>", "<mask>"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    tok.post_processor = processors.RobertaProcessing(("</s>", tok.token_to_id("</s>")),
+                                                      ("<s>", tok.token_to_id("<s>")), trim_offsets=True)
+    from tokenizers import AddedToken  # roberta-base's <mask> takes the space before it ("small <mask>": no lone Ġ)
+    tok.add_special_tokens([AddedToken("<mask>", lstrip=True, special=True, normalized=False)])
+    return tok
+
+
+def gpt2_style_bpe(vocab_size: int = 400) -> Tokenizer:
+    """GPT-2's byte-level BPE (the 256-byte alphabet: every script) with its ByteLevel post-processor: no BOS."""
+    from tokenizers import processors
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tok.train_from_iterator(MIXED_TEXTS, trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=["<|endoftext|>"],
+                                                             initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    tok.post_processor = processors.ByteLevel(trim_offsets=False)
+    return tok
+
+
+def gpt1_style_bpe(vocab_size: int = 400) -> Tokenizer:
+    """GPT-1's BPE: lower case, BERT's pre-tokenizer (each Chinese character its own word), `</w>` word ends."""
+    tok = Tokenizer(models.BPE(unk_token="<unk>", end_of_word_suffix="</w>"))
+    tok.normalizer = normalizers.BertNormalizer(lowercase=True)
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tok.decoder = decoders.BPEDecoder(suffix="</w>")
+    tok.train_from_iterator(MIXED_TEXTS, trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=["<unk>"],
+                                                             end_of_word_suffix="</w>"))
+    return tok
+
+
+def sentencepiece_style(head: list[str], tail: list[str] = (), unk_id: int = 0, single: str | None = None,
+                        pair: str | None = None, lowercase: bool = False, strip_accents: bool = False) -> Tokenizer:
+    """A SentencePiece-style unigram over MIXED_TEXTS (each word "▁word", every character, the specials `head`
+    first and `tail` last), optionally lower-cased (ALBERT), with a framing template (`single`, `pair`).
+    `strip_accents`: XLNet's and ALBERT's normaliser (`` and '' as ", NFKD, accents dropped), which transformers'
+    XLNetTokenizer and AlbertTokenizer build for keep_accents=False (NFKD turns the full-width "，" into ",")."""
+    from tokenizers import processors
+
+    import unicodedata
+
+    def normal(text: str) -> str:
+        text = unicodedata.normalize("NFKD", text) if strip_accents else text
+        return text.lower() if lowercase else text
+
+    words = sorted({normal(word) for text in MIXED_TEXTS for word in text.split() if word.isascii()})
+    characters = sorted({char for text in MIXED_TEXTS for char in normal(text) if not char.isspace()})
+    vocab = [(token, 0.0) for token in head] + [("\u2581", -3.0)]
+    vocab += [("\u2581" + word, -4.0 - 0.01 * i) for i, word in enumerate(words)]
+    vocab += [(char, -8.0) for char in characters] + [(token, 0.0) for token in tail]
+    tok = Tokenizer(models.Unigram(vocab, unk_id=unk_id, byte_fallback=False))
+    steps = [normalizers.Replace("``", '"'), normalizers.Replace("''", '"'), normalizers.NFKD(),
+             normalizers.StripAccents()] if strip_accents else []
+    steps += [normalizers.Lowercase()] if lowercase else []
+    if steps:
+        tok.normalizer = normalizers.Sequence(steps)
+    tok.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.WhitespaceSplit(),
+        pre_tokenizers.Metaspace(replacement="\u2581", prepend_scheme="always", split=True)])
+    tok.decoder = decoders.Metaspace(replacement="\u2581", prepend_scheme="always", split=True)
+    if single is not None:
+        names = {part.split(":")[0] for part in (single + " " + (pair or "")).split() if not part.startswith("$")}
+        tok.post_processor = processors.TemplateProcessing(
+            single=single, pair=pair, special_tokens=[(name, tok.token_to_id(name)) for name in sorted(names)])
+    return tok
+
+
+def place_in_hf_cache(folder: Path, cache: Path, repo_id: str, commit: str = "0123456789abcdef0123456789abcdef01234567"
+                      ) -> Path:
+    """Lay the checkpoint `folder` out as `from_pretrained(repo_id)` leaves it in a Hugging Face cache: blobs named
+    by their content's hash, a snapshot folder of links into them, refs/main naming the snapshot. Returns the
+    snapshot folder."""
+    import hashlib
+    import os
+
+    repo = Path(cache) / ("models--" + repo_id.replace("/", "--"))
+    snapshot = repo / "snapshots" / commit
+    (repo / "blobs").mkdir(parents=True, exist_ok=True)
+    snapshot.mkdir(parents=True, exist_ok=True)
+    (repo / "refs").mkdir(exist_ok=True)
+    (repo / "refs" / "main").write_text(commit)
+    for file in sorted(Path(folder).iterdir()):
+        if not file.is_file():
+            continue
+        data = file.read_bytes()
+        blob = repo / "blobs" / hashlib.sha256(data).hexdigest()
+        blob.write_bytes(data)
+        os.symlink(os.path.relpath(blob, snapshot), snapshot / file.name)
+    return snapshot

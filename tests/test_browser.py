@@ -1,7 +1,8 @@
 """Real-browser tests: headless Chromium loads the page (a fresh lab home: the first tab offers the demo zoo),
 opens the Tokenizer Lab, trains the tokenizers, and saves screenshots to artifacts/ (Mask Explorer on load, Tokenizer
 Lab after training); a Chinese browser gets the page in Chinese (what the server draws too), and the header's switch
-turns it to English.
+turns it to English; a checkpoint placed in a Hugging Face cache folder (the app started with HF_HUB_CACHE naming
+it) shows up in the Train tab's Import section and imports in one click.
 
 It skips only when Debian's chromium / chromedriver are not installed (.ci/run installs them), and says so.
 """
@@ -31,11 +32,28 @@ pytestmark = pytest.mark.skipif(
 )
 
 
+CACHED_REPO = "lab-tests/tiny-gpt2"
+
+
 @pytest.fixture(scope="module")
-def served_app(tmp_path_factory):
+def hf_cache(tmp_path_factory) -> Path:
+    """A Hugging Face cache folder holding one small GPT-2 checkpoint, laid out as from_pretrained leaves it (the
+    checkpoint is a lab run exported by the lab: a folder transformers' from_pretrained loads)."""
+    from lab_models.interop.exporter import export_run
+    from tests.interop_support import place_in_hf_cache, write_lab_run
+
+    root = tmp_path_factory.mktemp("hf-cache-source")
+    folder = export_run(write_lab_run(root / "run", "gpt2", "byte_bpe"), root / "gpt2")
+    cache = tmp_path_factory.mktemp("hf-cache")
+    place_in_hf_cache(folder, cache, CACHED_REPO)
+    return cache
+
+
+@pytest.fixture(scope="module")
+def served_app(tmp_path_factory, hf_cache):
     home = tmp_path_factory.mktemp("browser-home")
     port = free_port()
-    env = dict(os.environ, PRETRAINING_LAB_HOME=str(home))
+    env = dict(os.environ, PRETRAINING_LAB_HOME=str(home), HF_HUB_CACHE=str(hf_cache))
     process = subprocess.Popen([sys.executable, "app.py", "--port", str(port)], cwd=REPO, env=env,
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}/"
@@ -182,3 +200,35 @@ def test_a_chinese_browser_gets_the_page_in_chinese_and_the_switch_changes_it(se
 
 def _selected_tabs(driver) -> list[str]:
     return [tab.text for tab in driver.find_elements("css selector", "button[role=tab][aria-selected=true]")]
+
+
+def test_a_checkpoint_in_the_hugging_face_cache_imports_in_one_click(served_app, browser):
+    """The Import section lists the cache the app's environment names; one click on the row's Import cell imports
+    the checkpoint, and the new run appears in the runs table."""
+    ARTIFACTS.mkdir(exist_ok=True)
+    browser.get(served_app)
+    _wait_for_text(browser, "compute device", 60)
+    _click_button(browser, "Train")
+    _wait_for_text(browser, "Import a checkpoint", 30)
+    section = browser.find_element("css selector", "#import-checkpoint")
+    browser.execute_script("arguments[0].scrollIntoView({block: 'start'});", section)
+    next(button for button in section.find_elements("xpath", ".//button")
+         if "Import a checkpoint" in button.text).click()  # opening the section lists the cache
+    _wait_for_text(browser, CACHED_REPO, 60)
+    cells = {}
+    for cell in browser.find_elements("css selector", "#import-cache [data-testid^='cell-']"):
+        row, column = map(int, cell.get_attribute("data-testid").split("-")[1:])
+        cells[(row, column)] = cell
+    row = next(r for (r, c), cell in cells.items() if c == 0 and cell.text == CACHED_REPO)
+    assert cells[(row, 1)].text == "GPT2LMHeadModel" and cells[(row, 2)].text == "gpt2"
+    action = cells[(row, 5)]
+    assert "Import" in action.text
+    browser.execute_script("arguments[0].scrollIntoView({block: 'center'});", action)
+    action.click()  # the one click
+    _wait_for_text(browser, "Imported.", 120)
+    result = browser.find_element("css selector", "#import-result").text
+    run_id = next(word for word in result.split() if word.startswith("gpt2-imported-"))
+    _wait_for_text(browser, run_id, 30)  # and the runs table lists the new run
+    assert run_id in browser.find_element("css selector", "#train-runs").text
+    time.sleep(1.0)
+    browser.save_screenshot(str(ARTIFACTS / "browser-import-from-cache.png"))

@@ -345,6 +345,37 @@ def test_an_imported_run_on_the_leaderboard(imported_in_home, lab_home_dir):
     assert (row["family"], row["preset"], row["steps"]) == ("bert", "imported", 0)
     assert 1 <= row["fill_mask_examples"] <= 3 and 0.0 <= row["fill_mask_accuracy"] <= 1.0
     assert row["parameters"] == read_json(imported_in_home / "config.json")["num_parameters"]
+    # nothing was trained in the lab: its validation bits per byte are measured on the corpus it is filed under
+    assert imported_in_home.name in frame.attrs["measured"] and 0.5 < row["val_bits_per_byte"] < 20
+    from lab_models.inference.leaderboard import measured_bits_per_byte
+    from lab_models.text.corpora import load_corpus
+
+    run = lab_run(imported_in_home)
+    again = measured_bits_per_byte(run, load_corpus("synthetic", home=lab_home_dir).validation)
+    assert again == pytest.approx(row["val_bits_per_byte"], abs=1e-9)  # the same rows and seeds every time
+
+
+def test_cached_checkpoints_follow_hf_home_and_say_why_one_cannot_be_imported(gpt2, tmp_path, monkeypatch):
+    from tests.interop_support import place_in_hf_cache
+
+    monkeypatch.delenv("HF_HUB_CACHE", raising=False)
+    monkeypatch.delenv("HUGGINGFACE_HUB_CACHE", raising=False)
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
+    folder = gpt2[2]
+    snapshot = place_in_hf_cache(folder, tmp_path / "hf-home" / "hub", "openai-community/gpt2-tiny")
+    pickled = tmp_path / "pickled"
+    pickled.mkdir()
+    for name in ("config.json", "tokenizer.json", "tokenizer_config.json"):
+        (pickled / name).write_bytes((folder / name).read_bytes())
+    (pickled / "pytorch_model.bin").write_bytes(b"not read")
+    place_in_hf_cache(pickled, tmp_path / "hf-home" / "hub", "someone/old-gpt2")
+    rows = api.cached_checkpoints()
+    assert [row["repo_id"] for row in rows] == ["openai-community/gpt2-tiny", "someone/old-gpt2"]
+    good, old = rows
+    assert (good["supported"], good["path"], good["family"], good["reason"]) == (True, str(snapshot), "gpt2", "")
+    assert good["parameters"] > 0 and good["size"] > 0 and good["revision"] == "0123456789ab"
+    assert old["supported"] is False and "pickle" in old["reason"] and old["architecture"] == "GPT2LMHeadModel"
+    assert api.cached_checkpoints(tmp_path / "no-cache-here") == []
 
 
 @pytest.fixture(scope="module")

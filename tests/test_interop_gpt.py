@@ -1,6 +1,7 @@
 """GPT-1 checkpoints in the lab and back: parity with transformers' OpenAIGPTLMHeadModel. GPT-1's vocabulary has no
-end-of-text token, so the import appends "[EOS]" (the mean embedding row) for the lab's document start; the greedy
-continuation through api.generate is checked against the reference fed the same row."""
+end-of-text token, so the import appends "[EOS]" (the mean embedding row) as the lab's end token; the greedy
+continuation through api.generate reads the prompt as GPT's own tokenizer frames it (nothing before it) and is
+checked against the reference with the same row in its output matrix."""
 from __future__ import annotations
 
 import pytest
@@ -65,7 +66,7 @@ def test_greedy_continuation_matches_transformers(source, imported):
     generation = api.generate(imported, "the cat sat", max_new_tokens=5, strategy="greedy")
     wte = model.transformer.tokens_embed.weight  # (V, H)
     table = torch.cat([wte, wte.mean(dim=0, keepdim=True)])  # (V + 1, H): the lab's [EOS] row is the mean
-    ids = [V] + tokenizer.encode("the cat sat").ids
+    ids = tokenizer.encode("the cat sat").ids  # as GPT's own tokenizer frames the prompt: nothing before it
     unk = tokenizer.token_to_id("<unk>")
     produced = []
     with torch.no_grad():

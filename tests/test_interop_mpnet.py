@@ -127,8 +127,8 @@ def test_fill_mask_through_the_lab_gives_the_reference_top5(tmp_path):
     slots = [i for i, t in enumerate(ids) if t == vocab.mask_id]
     with torch.no_grad():
         logits = hf(input_ids=torch.tensor([ids])).logits[0, slots]
-    probs = torch.softmax(logits.masked_fill(ctx.banned, float("-inf")), dim=-1)  # the lab's: ordinary tokens only
-    top = torch.topk(probs, 5, dim=-1)
+    probs = torch.softmax(logits, dim=-1)  # the model's own probabilities; the lab ranks ordinary tokens only
+    top = torch.topk(probs.masked_fill(ctx.banned, -1.0), 5, dim=-1)
     for row, (values, indices) in enumerate(zip(top.values.tolist(), top.indices.tolist())):
         assert [p for _, p in lab[row]] == pytest.approx(values, abs=1e-5)
         assert [piece for piece, _ in lab[row]] == [display_pieces(ctx, ids[:slots[row]], [t])[0][0] for t in indices]
@@ -220,6 +220,9 @@ def test_fill_mask_and_mask_predict_through_the_lab_match_transformers(folder_an
     ctx = DecodingContext(run)
     mask = run.vocab.mask_id
     ids, slots = masked_ids(tokenizer, TEXT, mask)
+    # MPNet's own tokenizer frames a text <s> ... </s>, and so does the lab for the imported run
+    assert read_json(run_dir / "config.json")["framing"]["single"] == [["<s>", 0], ["$A", 0], ["</s>", 0]]
+    ids, slots = [run.vocab.cls_id, *ids, run.vocab.sep_id], [slot + 1 for slot in slots]
     lab = api.fill_mask(run_dir, TEXT, top_k=5)
     with torch.no_grad():
         logits = hf(input_ids=torch.tensor([ids])).logits[0]  # (T, V)
@@ -245,10 +248,11 @@ def test_fill_mask_and_mask_predict_through_the_lab_match_transformers(folder_an
             for i in masked:
                 current[slots[i]] = mask
         with torch.no_grad():
-            logits = hf(input_ids=torch.tensor([current])).logits[0].masked_fill(ctx.banned, float("-inf"))
+            logits = hf(input_ids=torch.tensor([current])).logits[0]
         for i in masked:
-            p = torch.softmax(logits[slots[i]], -1)
-            tokens[i], probs[i] = int(p.argmax()), float(p.max())
+            p = torch.softmax(logits[slots[i]], -1)  # confidence: the model's own probability of the chosen token
+            tokens[i] = int(p.masked_fill(ctx.banned, -1.0).argmax())  # never a special token
+            probs[i] = float(p[tokens[i]])
             current[slots[i]] = tokens[i]
     assert lab_tokens == tokens
 

@@ -304,7 +304,8 @@ def test_infill_translate_and_fill_mask_through_the_lab_match_transformers(folde
                                         temperature=1.0, top_k=0, top_p=1.0, beam_size=1, seed=0, iterations=10,
                                         blank_length=None, use_cache=True)
     encoder = tokenizer.encode("the girl").ids + [sentinels[0]] + tokenizer.encode(" a red apple at").ids + \
-        [sentinels[1]] + tokenizer.encode(" .").ids
+        [sentinels[1]] + tokenizer.encode(" .").ids + [v.eos_id]  # T5's own tokenizer appends </s>, so does the lab
+    assert read_json(run_dir / "config.json")["framing"]["single"] == [["$A", 0], ["</s>", 0]]
     with torch.no_grad():
         out = hf.generate(input_ids=torch.tensor([encoder]), decoder_input_ids=torch.tensor([[0, sentinels[0]]]),
                           max_new_tokens=10, do_sample=False, num_beams=1, eos_token_id=[v.eos_id, sentinels[2]],
@@ -318,7 +319,7 @@ def test_infill_translate_and_fill_mask_through_the_lab_match_transformers(folde
     generation, lab_ids = gen._generate(run_dir, PROMPT, mode="translate", max_new_tokens=8, strategy="greedy",
                                         temperature=1.0, top_k=0, top_p=1.0, beam_size=1, seed=0, iterations=10,
                                         blank_length=None, use_cache=True)
-    encoder = translation.encoder_ids("t5", run.tokenizer, v, PROMPT)
+    encoder = translation.encoder_ids("t5", run.tokenizer, v, PROMPT) + [v.eos_id]
     with torch.no_grad():
         out = hf.generate(input_ids=torch.tensor([encoder]), max_new_tokens=8, do_sample=False, num_beams=1,
                           suppress_tokens=[i for i in range(v.size) if ctx.banned[i] and i != v.eos_id])
@@ -327,7 +328,7 @@ def test_infill_translate_and_fill_mask_through_the_lab_match_transformers(folde
     # fill-mask: one slot is a one-token span, <extra_id_0> in the encoder; the decoder reads <pad> <extra_id_0>
     lab = api.fill_mask(run_dir, "the girl [MASK] a red apple .", top_k=5)[0]
     left = tokenizer.encode("the girl").ids
-    encoder = left + [sentinels[0]] + tokenizer.encode(" a red apple .").ids
+    encoder = left + [sentinels[0]] + tokenizer.encode(" a red apple .").ids + [v.eos_id]
     with torch.no_grad():
         logits = hf(input_ids=torch.tensor([encoder]), decoder_input_ids=torch.tensor([[0, sentinels[0]]])).logits
     top_ids, top_probs = reference_top_k(logits[0, -1], {i for i in range(v.size) if ctx.banned[i]})

@@ -241,16 +241,19 @@ def plm_batch_of(vocab, rows):
     return xlnet.make_batch(rows, torch.Generator().manual_seed(4), BatchConfig(xlnet.Settings(k=3), vocab))
 
 
-def hf_slot_logits(hf, ids: list[int], predicted: list[int], causal: bool) -> torch.Tensor:
+def hf_slot_logits(hf, ids: list[int], predicted: list[int], causal: bool, segments: list[int] | None = None
+                   ) -> torch.Tensor:
     """transformers' query-stream logits (len(predicted), V) at `predicted`, whose content no one reads; the other
-    tokens' content sees the other tokens (all of them, or the earlier ones when `causal`)."""
+    tokens' content sees the other tokens (all of them, or the earlier ones when `causal`); `segments`: the token
+    type ids."""
     n = len(ids)
     perm = torch.triu(torch.ones(n, n), diagonal=1) if causal else torch.zeros(n, n)  # 1: may not attend
     perm[:, predicted] = 1.0
     mapping = torch.zeros(1, len(predicted), n)
     mapping[0, torch.arange(len(predicted)), torch.tensor(predicted)] = 1.0
     with torch.no_grad():
-        return hf(torch.tensor([ids]), perm_mask=perm[None], target_mapping=mapping).logits[0]
+        types = None if segments is None else torch.tensor([segments])
+        return hf(torch.tensor([ids]), perm_mask=perm[None], target_mapping=mapping, token_type_ids=types).logits[0]
 
 
 def test_continue_and_fill_mask_through_the_lab_match_transformers(folder_and_run):
@@ -258,15 +261,16 @@ def test_continue_and_fill_mask_through_the_lab_match_transformers(folder_and_ru
     run = lab_run(run_dir)
     v = run.vocab
     banned = DecodingContext(run).banned.clone()
-    # continue: after </s> (the lab's document start) the query stream at an appended slot predicts the next token;
-    # the known tokens see each other (bidirectional_context, the official code's _local_perm), as transformers'
-    # prepare_inputs_for_generation arranges it: perm_mask hides only the slot, target_mapping reads the slot
+    # continue: the prompt as XLNet's own tokenizer starts a text (nothing before it); the query stream at an
+    # appended slot predicts the next token; the known tokens see each other (bidirectional_context, the official
+    # code's _local_perm), as transformers' prepare_inputs_for_generation arranges it: perm_mask hides only the slot,
+    # target_mapping reads the slot
     assert run.settings.bidirectional_context
     prompt = "she walks to the"  # a prompt this random checkpoint continues with several different tokens
     generation, lab_ids = gen._generate(run_dir, prompt, mode="continue", max_new_tokens=6, strategy="greedy",
                                         temperature=1.0, top_k=0, top_p=1.0, beam_size=1, seed=0, iterations=10,
                                         blank_length=None, use_cache=True)
-    known, produced = [v.eos_id] + tokenizer.encode(prompt).ids, []
+    known, produced = tokenizer.encode(prompt).ids, []
     allowed = banned.clone()
     allowed[v.eos_id] = False
     while len(produced) < 6:  # recomputed in full at every step
@@ -276,18 +280,20 @@ def test_continue_and_fill_mask_through_the_lab_match_transformers(folder_and_ru
             break
     assert lab_ids == produced and len(set(produced)) > 2
     assert generation.supported and generation.text.startswith(prompt)
-    # transformers' own generate gives the first token (after it, its mems reuse recomputes only the last two
-    # tokens: an approximation of this computation, not the same numbers)
+    # transformers' own generate gives the same tokens when it recomputes everything (use_mems=False; with its mems
+    # it recomputes only the last two tokens: an approximation of this computation, not the same numbers)
     with torch.no_grad():
-        out = hf.generate(input_ids=torch.tensor([known]), max_new_tokens=1, do_sample=False, num_beams=1,
-                          eos_token_id=v.eos_id, pad_token_id=v.pad_id,
+        out = hf.generate(input_ids=torch.tensor([known]), max_new_tokens=6, do_sample=False, num_beams=1,
+                          eos_token_id=v.eos_id, pad_token_id=v.pad_id, use_mems=False,
                           suppress_tokens=[i for i in range(v.size) if banned[i] and i != v.eos_id])
-    assert out[0, len(known):].tolist() == produced[:1]
+    assert out[0, len(known):].tolist() == produced
     # fill-mask: every slot read by the query stream, from the other tokens, never from a slot
     text = "the girl [MASK] a red apple at the [MASK] ."
     lab = api.fill_mask(run_dir, text, top_k=5)
     ids, slots = masked_ids(tokenizer, text, v.mask_id)
-    logits = hf_slot_logits(hf, ids, slots, causal=False)
+    # XLNet's own tokenizer frames a text "a <sep> <cls>", its <cls> in segment 2; so does the lab
+    sep, cls = tokenizer.token_to_id("<sep>"), tokenizer.token_to_id("<cls>")
+    logits = hf_slot_logits(hf, ids + [sep, cls], slots, causal=False, segments=[0] * (len(ids) + 1) + [2])
     for row, slot in enumerate(slots):
         top_ids, top_probs = reference_top_k(logits[row], set(banned.nonzero().flatten().tolist()))
         assert [piece for piece, _ in lab[row]] == [display(tokenizer, ids[:slot], i) for i in top_ids]

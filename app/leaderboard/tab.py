@@ -152,8 +152,12 @@ class LeaderboardView:
         status = status_markdown(frame, chosen)
         if zoo:
             status = tr("leaderboard.zoo_status", zoo=zoo, status=status, note=tr("leaderboard.zoo_note"))
-        return (status, display_table(frame), notes_markdown(frame),
-                leaderboard_figure(frame), str(path))
+        notes = notes_markdown(frame)
+        measured = frame.attrs.get("measured") or []
+        if measured:  # imported checkpoints: bits per byte measured here, the trainer's way (api.leaderboard)
+            runs = tr("leaderboard.list_separator").join(f"**{run}**" for run in measured)
+            notes = (notes + "\n\n" if notes else "") + tr("leaderboard.measured_note", runs=runs)
+        return (status, display_table(frame), notes, leaderboard_figure(frame), str(path))
 
     @staticmethod
     def placeholder_table() -> pd.DataFrame:

@@ -21,8 +21,10 @@ Endpoints (every event has an `api_name`, so `gradio_client` can drive the tab):
 * `/show_schedule`: a run id -> the learning-rate figure (one line per layer group and the stages shaded for runs
   that record them, ULMFiT's); `/refresh_schedule` redraws it live.
 * `/list_runs`: the runs table (and the choices of the run pickers); `/compare_runs`: (run ids, metric) -> figure.
-* `/import_checkpoint_look`, `/import_checkpoint`: the "Import a checkpoint" section under the runs table
-  (app/train/import_panel.py); the runs table is refreshed after an import (`/list_runs_after_import`).
+* `/import_checkpoint_look`, `/import_checkpoint`, `/cached_checkpoints`, `/import_cached_checkpoint`: the "Import a
+  checkpoint" section under the runs table (app/train/import_panel.py); the runs table is refreshed after an import
+  (`/list_runs_after_import`, `/list_runs_after_cached_import`).
+* `/export_visibility`, `/export_run`: the Export button under the run picker (app/train/export_panel.py).
 * `/leak_demo`: no input; queues two tiny XLNet runs, with two streams and without (`two_stream=false`), and returns
   (the leaky run's id, both ids to compare, the metric "val_loss"): the leak's validation loss collapses while the
   real one falls slowly. `/leak_demo_visibility`: family -> the button shown for XLNet only.
@@ -40,7 +42,7 @@ from app.errors import user_errors
 from app.i18n.language import current_language, marker, text, tr
 from app.i18n.messages import backend_text, translate_message
 from app.inputs import picked
-from app.train import import_panel
+from app.train import export_panel, import_panel
 from app.train.addon_figures import addon_figure
 from app.train.figures import (COMPARE_METRICS, compare_figure, loss_figure, lr_figure, progress_html, runs_table,
                                status_markdown)
@@ -48,6 +50,7 @@ from app.train.switch_figures import routing_figure
 from app.train.switch_panel import build_routing_plot, build_switch_controls, switch_model_overrides, switch_visibility
 
 MAX_OBJECTIVES = 4  # the most any family has (with its add-ons) is 4; rows beyond them are hidden
+SWITCH_CONTROLS = 5  # app/train/switch_panel.py's controls, after the objectives' rows (then "start from")
 DEFAULT_FAMILY = "bert"
 DEFAULT_PRESET = "tiny"
 LIVE_REFRESH_S = 1.5  # the selected run's curve and progress bar
@@ -224,8 +227,12 @@ class TrainView:
 
     def request(self, family, preset, corpus, tokenizer, steps, seed, device, settings, *rows) -> dict:
         """The controls as keyword arguments of `api.start_training` / `api.training_command`. `rows`: the
-        objectives' (on, weight) pairs, then the Switch section's controls (app/train/switch_panel.py), if given."""
+        objectives' (on, weight) pairs, then the Switch section's controls (app/train/switch_panel.py), then the run
+        to start from ("" or absent: from scratch), if given."""
         self._spec(family)
+        switch_rows = rows[2 * MAX_OBJECTIVES:2 * MAX_OBJECTIVES + SWITCH_CONTROLS]
+        start_from = rows[2 * MAX_OBJECTIVES + SWITCH_CONTROLS] if len(rows) > 2 * MAX_OBJECTIVES + SWITCH_CONTROLS \
+            else None
         steps = float(steps) if steps not in (None, "") else 0.0
         if not steps.is_integer() or steps < 0:
             raise ValueError(f"Steps must be a whole number: 1 or more, or 0 for the preset's; got {steps:g}.")
@@ -234,8 +241,8 @@ class TrainView:
                 "tokenizer": tokenizer or None, "steps": int(steps) or None,
                 "seed": int(seed or 0), "device": device or "auto",
                 "objectives": self.objective_weights(family, rows), "settings": settings_overrides(settings),
-                "model": switch_model_overrides(family, *rows[2 * MAX_OBJECTIVES:]) if len(rows) > 2 * MAX_OBJECTIVES
-                else {}}
+                "model": switch_model_overrides(family, *switch_rows) if switch_rows else {},
+                "init_from": str(start_from).strip() if start_from and str(start_from).strip() else None}
 
     def command(self, *controls) -> str:
         """The equivalent `python -m lab_models train ...` (or why there is none yet, as a shell comment, in the
@@ -395,13 +402,22 @@ class TrainView:
         now = [[row.get("run_id"), row.get("state"), row.get("step"), row.get("queue_position"), row.get("val_loss"),
                 language] for row in rows]
         if signature is not None and now == signature:
-            return (gr.skip(),) * 5
+            return (gr.skip(),) * 6
         ids = [row["run_id"] for row in rows]
         changed_ids = signature is None or ids != [entry[0] for entry in signature]
         picker = gr.update(choices=ids) if changed_ids else gr.skip()
         compared = [run_id for run_id in picked(compared) if run_id in ids]
+        starts = gr.update(choices=self.start_choices(rows)) if changed_ids or signature is None else gr.skip()
         return (runs_table(rows), picker, gr.update(choices=ids, value=compared) if changed_ids else gr.skip(),
-                self.compare(compared, metric), now)
+                self.compare(compared, metric), now, starts)
+
+    @staticmethod
+    def start_choices(rows) -> list[tuple[str, str]]:
+        """The "start from" choices: from scratch, then every run that has weights (finished or stopped, or with a
+        checkpoint: an imported checkpoint is finished at step 0)."""
+        return [(marker("train.start_from_scratch"), "")] + [
+            (f"{row['run_id']} · {row.get('family')}", row["run_id"]) for row in rows
+            if row.get("state") in ("finished", "stopped") or (row.get("step") or 0) > 0]
 
     def on_load(self, compared=None, metric="loss", family=DEFAULT_FAMILY):
         """The page's load event: the runs table, the pickers and the comparison plot (as `overview`), then what the
@@ -456,6 +472,9 @@ def build(home, jobs, corpus_choices=None):
                                      allow_custom_value=True)
                 tokenizer = gr.Dropdown(view.tokenizer_choices(default_family), value="",
                                         label=text("train.tokenizer"))
+            start_from = gr.Dropdown([(text("train.start_from_scratch"), "")], value="", label=text("train.start_from"),
+                                     info=text("train.start_from_info"), allow_custom_value=True,
+                                     elem_id="train-start-from")
             with gr.Row():
                 steps = gr.Number(0, precision=0, label=text("train.steps"), info=text("train.steps_info"))
                 seed = gr.Number(0, precision=0, label=text("train.seed"))
@@ -491,6 +510,7 @@ def build(home, jobs, corpus_choices=None):
                 resume = gr.Button(text("train.resume"), scale=1)
             run = gr.Dropdown(view.run_ids(), value=None, label=text("train.run"), allow_custom_value=True,
                               info=text("train.run_info"))
+            export_panel.build(home, jobs, run)  # the Export button of an exportable run, under its picker
             progress = gr.HTML(progress_html(None), elem_id="train-progress")
             status = gr.Markdown(status_markdown(None), elem_id="train-status")
             curve = gr.Plot(loss_figure([]), label=text("train.loss_plot"), elem_id="train-curve")
@@ -523,11 +543,11 @@ def build(home, jobs, corpus_choices=None):
     addon_signature = gr.State(None)
     slow = gr.Timer(TABLE_REFRESH_S)
 
-    controls = [family, preset, corpus, tokenizer, steps, seed, device, settings, *rows, *switch.controls]
+    controls = [family, preset, corpus, tokenizer, steps, seed, device, settings, *rows, *switch.controls, start_from]
     overview = user_errors(view.overview)  # the timer calls view.overview itself: no error toast every 5 s
     watched = [progress, status, curve, log, details, run_signature]
     overview_inputs = [compared, metric]
-    overview_outputs = [table, run, compared, comparison, table_signature]
+    overview_outputs = [table, run, compared, comparison, table_signature, start_from]
 
     family.change(user_errors(view.family_defaults), family, [tokenizer, *rows, settings, family_note],
                   api_name="family_defaults").then(view.command, controls, command,
@@ -567,6 +587,8 @@ def build(home, jobs, corpus_choices=None):
     refresh.click(overview, overview_inputs, overview_outputs, api_name="list_runs")
     importer.imported.then(overview, overview_inputs, overview_outputs, api_name="list_runs_after_import",
                            show_progress="hidden")
+    importer.clicked.then(overview, overview_inputs, overview_outputs, api_name="list_runs_after_cached_import",
+                          show_progress="hidden")
         # private: its input is the browser's click (gr.SelectData), which no API client can send (Gradio fails before the
     # handler runs); API clients pick a run by calling /show_run with its id.
     table.select(view.select_from_table, table, run, api_name="select_run_from_table", api_visibility="private")

@@ -15,13 +15,20 @@ The metrics, and how each deviates from the papers' own evaluations
 --------------------------------------------------------------------
 - **val_bits_per_byte**: the trainer's own number (lab_models/training/engine.py): the family's validation loss in nats
   per target token, summed over the targets and divided by the UTF-8 bytes of those targets, over ln 2; the latest
-  evaluation row of metrics.jsonl at or before the step of the weights. Lower is better. It is the family's *own*
+  evaluation row of metrics.jsonl at or before the step of the weights. Lower is better. A run with no evaluation
+  row of its own (an imported checkpoint: nothing was trained in the lab) gets it **measured** here, the trainer's
+  way: the validation split of the corpus it is filed under, encoded with the run's own tokenizer and packed into
+  rows of min(its row length, MEASURED_SEQ_LEN) tokens (bare, as the lab's training rows are: no [CLS]/[SEP]),
+  MEASURED_BATCHES batches of MEASURED_BATCH_SIZE rows built by the family's own batch builder with the trainer's
+  validation seeds, the family's own loss (BERT: its masked tokens and NSP). The table's `attrs["measured"]` lists
+  those runs, and the page says so. It is the family's *own*
   objective (next token for GPT, masked tokens for BERT, spans for T5, ...), so it compares runs of one family well
   and families only roughly: predicting a masked token with both sides visible is easier than the next token.
 - **fill_mask_accuracy** (BERT's cloze task, Devlin et al. 2019 §3.1, used as a probe): N sentences of the corpus's
   validation split (chosen with a seeded generator, the same sentences for every run), each encoded with the run's
   tokenizer and cut to the run's training row length; one word-piece token per sentence, at a seeded relative
-  position, is replaced by [MASK] and the run predicts it from all the other tokens, exactly as `api.fill_mask`
+  position, is replaced by [MASK] and the run predicts it from all the other tokens, framed as the run reads a text
+  (an imported checkpoint inside its tokenizer's own framing, `[CLS] ... [SEP]`), exactly as `api.fill_mask`
   reads a slot (lab_models/inference/generation/generate.py: BERT-style families, ELECTRA's generator, UniLM
   bidirectional, XLNet and MPNet through the query stream, GLM as a one-token blank, T5 as a one-token span). A hit is
   the top-1 token (special tokens excluded) equal to the original id. Deviations: tiny held-out sets (N =
@@ -78,6 +85,12 @@ from lab_models.inference.loading import load_run
 from lab_models.inference.finetuning.results import finetune_leaderboard
 from lab_models.inference.finetuning.config import finetunes_dir
 from lab_models.text.corpora import load_corpus
+from lab_models.text.streams import encode_stream
+from lab_models.text.vocab import token_byte_lengths
+from lab_models.objectives import objective_module
+from lab_models.objectives.common import BatchConfig
+from lab_models.training.batches import PackedBatches
+from lab_models.training.engine import bits_per_byte, derive_seed, generator_for
 
 logger = logging.getLogger(__name__)
 
@@ -90,7 +103,10 @@ ACCURACY_PREFIX = "accuracy_"  # + the fine-tuning task's name: one column per t
 # the scores a plot shows, with whether lower is better
 METRIC_COLUMNS = {"val_bits_per_byte": True, "fill_mask_accuracy": False, "infill_exact_match": False}
 CACHE_FILE = "leaderboard.json"
-CACHE_VERSION = 1  # bump when the evaluation rules change, so cached scores are recomputed
+CACHE_VERSION = 2  # bump when the evaluation rules change, so cached scores are recomputed (2: framing)
+MEASURED_SEQ_LEN = 128  # a run without validation rows: bits per byte measured on rows of at most this many tokens
+MEASURED_BATCH_SIZE = 8
+MEASURED_BATCHES = 4  # 4 x 8 rows of 128 tokens: about 4k tokens, seconds for a 100M-parameter model on a CPU
 CACHE_ENTRIES = 8  # settings kept per run (each a few numbers)
 DEFAULT_MAX_EXAMPLES = 64
 MAX_EXAMPLES_LIMIT = 500
@@ -233,7 +249,8 @@ def _fill_mask_score(run, examples: HeldOutExamples) -> tuple[float, int, str]:
     ctx = DecodingContext(run)
     banned = ctx.banned
     row_length = int(run.config.get("seq_len") or run.max_positions)
-    limit = max(2, min(row_length, run.max_positions - 2))  # GLM's [S] needs one more position
+    added = ctx.framing.reading.added()  # an imported checkpoint reads [CLS] ... [SEP] (lab_models/text/framing.py)
+    limit = max(2, min(row_length, run.max_positions - 2) - added)  # GLM's [S] needs one more position
     hits = scored = 0
     with torch.inference_mode():
         for sentence, u in examples.fill_mask:
@@ -244,8 +261,9 @@ def _fill_mask_score(run, examples: HeldOutExamples) -> tuple[float, int, str]:
             slot = candidates[int(u * len(candidates))]
             target = ids[slot]
             ids[slot] = ctx.vocab.mask_id
+            framed = ctx.read(ids)
             try:
-                logits = fill_mask_logits(ctx, ids, [slot])  # (1, V)
+                logits = fill_mask_logits(ctx, framed.ids, [slot + framed.start], framed.segments)  # (1, V)
             except UnsupportedMode as reason:
                 return math.nan, 0, str(reason)
             best = int(torch.argmax(logits[0].float().masked_fill(banned, float("-inf"))))
@@ -292,17 +310,49 @@ def _infill_score(run, examples: HeldOutExamples) -> tuple[float, int, str]:
     return hits / scored, scored, (f"{skipped} sentence(s) too long for the model were skipped" if skipped else "")
 
 
-def evaluate_run(run_dir, examples: HeldOutExamples) -> dict:
+def measured_bits_per_byte(run, validation_texts) -> float:
+    """Validation bits per byte of a loaded run on `validation_texts`, measured the trainer's way (see the module
+    docstring: the family's batch builder and loss, the trainer's validation seeds, its bytes per token); NaN for a
+    family whose batches are not corpus windows (the RNN era's own batch sources)."""
+    module = objective_module(run.family)
+    if not hasattr(module, "make_batch") or hasattr(module, "batch_source"):
+        return math.nan
+    seq_len = max(2, min(int(run.config.get("seq_len") or run.max_positions), MEASURED_SEQ_LEN, run.max_positions))
+    if hasattr(module, "max_length"):  # GLM and MPNet lengthen their rows: keep them inside the model's positions
+        while seq_len > 2 and module.max_length(seq_len, run.settings) > run.max_positions:
+            seq_len -= 1
+    stream = encode_stream(run.tokenizer, list(validation_texts), run.vocab.eos_id)
+    if stream.numel() < seq_len:
+        return math.nan
+    batches = PackedBatches(stream, stream, seq_len=seq_len, batch_size=MEASURED_BATCH_SIZE, objective=module,
+                            batch_config=BatchConfig(run.settings, run.vocab), eval_batches=MEASURED_BATCHES)
+    byte_lengths = token_byte_lengths(run.tokenizer).to(run.device)
+    nll = n_bytes = 0.0
+    with torch.random.fork_rng(devices=[]), torch.inference_mode():  # the global generator is left as it was
+        for i, batch in enumerate(batches.validation_batches(lambda i: generator_for(0, "validation", i))):
+            torch.manual_seed(derive_seed(0, "validation-rng", i))  # as the trainer seeds each validation batch
+            out = run.model.loss(batch.to(run.device))
+            nll += float(out.target_nll.float().sum())
+            if out.target_ids.numel():
+                n_bytes += float(byte_lengths[out.target_ids.long()].sum())
+    return bits_per_byte(nll, n_bytes)
+
+
+def evaluate_run(run_dir, examples: HeldOutExamples, validation_texts=None) -> dict:
     """The forward-pass metrics of one run (no cache): fill_mask_accuracy, fill_mask_examples, fill_mask_note,
-    infill_exact_match, infill_examples, infill_note, seconds, and cacheable (False after an unexpected error). A
-    run that cannot be loaded or evaluated gets NaN and the reason in both notes."""
+    infill_exact_match, infill_examples, infill_note, seconds, cacheable (False after an unexpected error), and
+    measured_bits_per_byte (when `validation_texts` are given: the run has no evaluation row of its own; else NaN).
+    A run that cannot be loaded or evaluated gets NaN and the reason in both notes."""
 
     started = time.perf_counter()
     cacheable = True
+    measured = math.nan
     try:
         run = load_run(run_dir)
         fill = _fill_mask_score(run, examples)
         infill = _infill_score(run, examples)
+        if validation_texts is not None:
+            measured = measured_bits_per_byte(run, validation_texts)
     except ValueError as error:
         fill = infill = (math.nan, 0, f"could not evaluate this run: {error}")
     except Exception as error:  # noqa: BLE001 - one broken run must not take the whole table down
@@ -311,7 +361,7 @@ def evaluate_run(run_dir, examples: HeldOutExamples) -> dict:
         cacheable = False  # perhaps a bug fixed by the next version of the lab: ask again next time
     return {"fill_mask_accuracy": fill[0], "fill_mask_examples": fill[1], "fill_mask_note": fill[2],
             "infill_exact_match": infill[0], "infill_examples": infill[1], "infill_note": infill[2],
-            "seconds": time.perf_counter() - started, "cacheable": cacheable}
+            "measured_bits_per_byte": measured, "seconds": time.perf_counter() - started, "cacheable": cacheable}
 
 
 def _weights_now(run_dir: Path) -> tuple[str, int] | None:
@@ -329,16 +379,18 @@ def _weights_now(run_dir: Path) -> tuple[str, int] | None:
     return None
 
 
-def _cache_key(run_dir: Path, weights: tuple[str, int], max_examples: int, seed: int) -> str:
+def _cache_key(run_dir: Path, weights: tuple[str, int], max_examples: int, seed: int, measure: bool = False) -> str:
     fingerprint = runs.read_config(run_dir).get("corpus_fingerprint", "")
-    return f"v{CACHE_VERSION}|{weights[0]}|{weights[1]}|{fingerprint}|n{max_examples}|seed{seed}"
+    return f"v{CACHE_VERSION}|{weights[0]}|{weights[1]}|{fingerprint}|n{max_examples}|seed{seed}" + (
+        f"|bpb{MEASURED_SEQ_LEN}x{MEASURED_BATCH_SIZE}x{MEASURED_BATCHES}" if measure else "")
 
 
 def _read_cache(run_dir: Path, key: str) -> dict | None:
     entry = runs.read_json(run_dir / CACHE_FILE).get("entries", {}).get(key)
     if not isinstance(entry, dict):
         return None
-    return {name: (math.nan if value is None and name in ("fill_mask_accuracy", "infill_exact_match") else value)
+    return {name: (math.nan if value is None and name in ("fill_mask_accuracy", "infill_exact_match",
+                                                          "measured_bits_per_byte") else value)
             for name, value in entry.items()}
 
 
@@ -417,25 +469,30 @@ def leaderboard(home=None, corpus: str | None = None, *, max_examples: int = DEF
             raise ValueError(f"No run of the zoo {zoo!r} has weights yet: train it first (the first tab's Train the "
                              "demo zoo, or python -m lab_models zoo).")
     examples_by_corpus: dict[str, HeldOutExamples | str] = {}
-    rows, computed, cached, seconds = [], [], [], {}
+    rows, computed, cached, seconds, measured = [], [], [], {}, []
     total = len(found)
     for index, (run_dir, _, step) in enumerate(found):
         if progress is not None:
             progress(index, total, f"{run_dir.name} ({index + 1}/{total})")
         row = run_row(run_dir, step)
+        measure = math.isnan(row["val_bits_per_byte"])  # no evaluation row of its own (an imported checkpoint)
         weights_before = _weights_now(run_dir)
-        key = _cache_key(run_dir, weights_before, max_examples, seed) if weights_before else None
+        key = _cache_key(run_dir, weights_before, max_examples, seed, measure) if weights_before else None
         result = _read_cache(run_dir, key) if key else None
         if result is not None:
             cached.append(run_dir.name)
         else:
-            result = _evaluate_on_corpus(home, run_dir, row["corpus"], examples_by_corpus, max_examples, seed)
+            result = _evaluate_on_corpus(home, run_dir, row["corpus"], examples_by_corpus, max_examples, seed,
+                                         measure)
             # a run still training may have saved new weights meanwhile: those scores mix steps, so they are shown
             # but not cached (the next call measures the newest weights again)
             if result.pop("cacheable", True) and key and _weights_now(run_dir) == weights_before:
                 _write_cache(run_dir, key, result)
             computed.append(run_dir.name)
         seconds[run_dir.name] = float(result.get("seconds") or 0.0)
+        if measure and not math.isnan(_number(result.get("measured_bits_per_byte"))):
+            row["val_bits_per_byte"] = _number(result.get("measured_bits_per_byte"))
+            measured.append(run_dir.name)
         rows.append({**row, **{name: result.get(name) for name in
                                ("fill_mask_accuracy", "fill_mask_examples", "fill_mask_note", "infill_exact_match",
                                 "infill_examples", "infill_note")}})
@@ -456,7 +513,7 @@ def leaderboard(home=None, corpus: str | None = None, *, max_examples: int = DEF
     if len(frame):
         frame = frame.sort_values(["corpus", "val_bits_per_byte", "run_id"], na_position="last",
                                   kind="stable").reset_index(drop=True)
-    frame.attrs.update(computed=computed, cached=cached, seconds=seconds, tasks=tasks,
+    frame.attrs.update(computed=computed, cached=cached, seconds=seconds, tasks=tasks, measured=measured,
                        settings={"corpus": corpus, "max_examples": max_examples, "seed": seed, "zoo": zoo})
     if progress is not None:
         progress(total, total, "done")
@@ -464,9 +521,10 @@ def leaderboard(home=None, corpus: str | None = None, *, max_examples: int = DEF
 
 
 def _evaluate_on_corpus(home: Path, run_dir: Path, corpus_name, examples_by_corpus: dict, max_examples: int,
-                        seed: int) -> dict:
-    """evaluate_run on the held-out examples of the run's corpus (drawn once per corpus per call); a corpus that
-    cannot be loaded gives NaN with the reason (not cached: importing the corpus again fixes it)."""
+                        seed: int, measure: bool = False) -> dict:
+    """evaluate_run on the held-out examples of the run's corpus (drawn once per corpus per call), measuring its
+    validation bits per byte on that corpus when `measure`; a corpus that cannot be loaded gives NaN with the reason
+    (not cached: importing the corpus again fixes it)."""
 
     name = str(corpus_name or "")
     if name not in examples_by_corpus:
@@ -478,13 +536,14 @@ def _evaluate_on_corpus(home: Path, run_dir: Path, corpus_name, examples_by_corp
             examples_by_corpus[name] = (held_out_examples(corpus.validation, max_examples, seed) if corpus.validation
                                         else f"the corpus {name!r} has no validation split (one document): no "
                                              "held-out text to ask")
+            examples_by_corpus[(name, "validation")] = list(corpus.validation)
     examples = examples_by_corpus[name]
     if isinstance(examples, str):
         return {"fill_mask_accuracy": math.nan, "fill_mask_examples": 0, "fill_mask_note": examples,
                 "infill_exact_match": math.nan, "infill_examples": 0, "infill_note": examples, "seconds": 0.0,
                 "cacheable": False}
     logger.info("leaderboard: evaluating %s on %d held-out sentences of %s", run_dir.name, max_examples, name)
-    return evaluate_run(run_dir, examples)
+    return evaluate_run(run_dir, examples, examples_by_corpus[(name, "validation")] if measure else None)
 
 
 def write_leaderboard_csv(frame, path) -> Path:

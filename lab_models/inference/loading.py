@@ -6,7 +6,11 @@ finished, `model.safetensors`. A run that is still training has no `model.safete
 weights are used instead, so a user can look at a model while it trains.
 
     run = load_run("~/.pretraining-lab/runs/gpt-small-...")
-    run.family, run.model (a FamilyModel in eval mode), run.tokenizer, run.vocab, run.step
+    run.family, run.model (a FamilyModel in eval mode), run.tokenizer, run.vocab, run.step, run.framing
+
+`run.framing` is how the run frames a text (lab_models/text/framing.py, decided once here from config.json): the
+lab's runs read text bare, an imported checkpoint as its own tokenizer frames it. Every inference that encodes text
+asks it.
 
 The model is rebuilt exactly as the trainer built it (`build_model` with the saved config, settings and objective
 weights), then the weights are loaded strictly: a file that does not fit raises ValueError, never a tensor error.
@@ -32,6 +36,7 @@ from lab_models.models.family import build_model
 from lab_models.text.tokenization import load_tokenizer_file
 from lab_models.objectives.settings import settings_from_dict
 from lab_models.text.vocab import prepare_tokenizer
+from lab_models.text.framing import Framing, run_framing
 from lab_models.models.family import model_config_from_dict
 
 logger = logging.getLogger(__name__)
@@ -54,6 +59,7 @@ class TrainedRun:
     settings: object  # the family's objective Settings
     step: int  # the step the weights were saved at
     device: torch.device
+    framing: Framing  # how this run frames a text (lab_models/text/framing.py)
 
     @property
     def model_config(self) -> ModelConfig:
@@ -120,6 +126,7 @@ def _load(run_dir: Path, family: str, weights: Path, mtime_ns: int, step: int, d
     runs.load_weights(model, weights)
     model.to(device).eval()
     run = TrainedRun(run_dir=run_dir, run_id=run_dir.name, family=family, config=config, model=model,
-                     tokenizer=tokenizer, vocab=vocab, settings=settings, step=step, device=device)
+                     tokenizer=tokenizer, vocab=vocab, settings=settings, step=step, device=device,
+                     framing=run_framing(config, tokenizer, vocab, family))
     logger.info("loaded run %s (%s, step %d) on %s", run.run_id, family, step, device)
     return run

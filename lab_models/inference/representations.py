@@ -15,8 +15,11 @@ values) and its `AttentionMask`; the probabilities are then recomputed from the 
 softmax(q k^T / sqrt(hs)) under the mask, rows that may attend nothing set to 0. As a check, probabilities @ v through
 the output projection is compared with what the module really returned (`AttentionMaps.check_error`, ~1e-7).
 
-Which input each family sees (the "view"). Text is encoded with the run's tokenizer without framing tokens, as in
-training (the lab's objectives add no [CLS]/[SEP]).
+Which input each family sees (the "view"). Text is encoded with the run's tokenizer and framed as the run reads a
+text (`run.framing`, lab_models/text/framing.py): bare for the lab's runs, as in training (the lab's objectives add no
+[CLS]/[SEP]); as its own tokenizer frames it for an imported checkpoint (BERT's `[CLS] ... [SEP]`, RoBERTa's
+`<s> ... </s>`, XLNet's `<sep> <cls>` in its segments, T5's `</s>`), as transformers' `AutoModel` reads
+`tokenizer(text)`. The framing tokens are shown with their token strings.
 
     family                          embeddings (similarity, projection)     attention maps: streams and masks
     gpt, gpt2                       causal                                  self: causal (j <= i)
@@ -121,6 +124,7 @@ class Encoded:
     ids: list[int]
     labels: list[str]
     offsets: list[tuple[int, int]]
+    segments: list[int] | None = None  # one segment (token type) id per token, from the run's framing
 
 
 # ---------------------------------------------------------------------------------------------- input checks
@@ -148,20 +152,26 @@ def encode_sentence(run: TrainedRun, sentence: str, what: str = "the sentence") 
 
     text = _check_text(sentence, what)
     encoding = run.tokenizer.encode(text, add_special_tokens=False)
-    ids = list(encoding.ids)
-    if not ids:
+    if not encoding.ids:
         raise ValueError(f"{what[:1].upper() + what[1:]} gives no tokens with the tokenizer of {run.run_id}.")
+    framed = run.framing.reading.frame(list(encoding.ids))  # as the run reads a text (bare for the lab's runs)
+    ids = framed.ids
     limit = token_limit(run)
     if len(ids) > limit:
         raise ValueError(f"{what[:1].upper() + what[1:]} has {len(ids)} tokens with the tokenizer of {run.run_id}; the limit is "
                          f"{limit} tokens. Shorten it.")
     specials = special_ids(run.tokenizer)
     labels = []
-    for token_id, token, (start, end) in zip(ids, encoding.tokens, encoding.offsets):
+    for token_id, token, (start, end) in zip(encoding.ids, encoding.tokens, encoding.offsets):
         surface = text[start:end].strip()
         bare = _WORD_MARKERS.sub("", token)  # "▁", "Ġ", "##", "</w>" alone are word-boundary marks, not text
         labels.append(token if token_id in specials or not bare or not surface else surface)
-    return Encoded(text=text, ids=ids, labels=labels, offsets=[tuple(o) for o in encoding.offsets])
+    offsets = [tuple(o) for o in encoding.offsets]
+    n_before, n_text = framed.start, len(encoding.ids)
+    framing = [run.tokenizer.id_to_token(token_id) or str(token_id) for token_id in ids]
+    labels = framing[:n_before] + labels + framing[n_before + n_text:]
+    offsets = [(0, 0)] * n_before + offsets + [(0, 0)] * (len(ids) - n_before - n_text)  # no text under a frame
+    return Encoded(text=text, ids=ids, labels=labels, offsets=offsets, segments=framed.segments)
 
 
 def word_pieces(encoded: Encoded, word: str, what: str = "the sentence") -> list[int]:
@@ -242,6 +252,12 @@ def _ids(values, device) -> torch.Tensor:
     return torch.tensor([list(values)], dtype=torch.long, device=device)  # (1, T)
 
 
+def _segments(encoded: Encoded, device) -> torch.Tensor | None:
+    """(1, T) segment ids of the framed sentence (XLNet's <cls> is in segment 2), or None when the framing gives
+    none."""
+    return None if encoded.segments is None else _ids(encoded.segments, device)
+
+
 # ---------------------------------------------------------------------------------------------- hidden states
 
 
@@ -279,7 +295,8 @@ def hidden_states(run: TrainedRun, sentence: str, what: str = "the sentence") ->
     handles += [block.register_forward_hook(on_block) for block in backbone.blocks]
     try:
         mask = square_mask(n, one_stream_view(run)).unsqueeze(0).to(run.device)  # (1, T, T)
-        final = backbone(_ids(encoded.ids, run.device), mask, position_ids_for(run, n).to(run.device))  # (1, T, H)
+        final = backbone(_ids(encoded.ids, run.device), mask, position_ids_for(run, n).to(run.device),
+                         _segments(encoded, run.device))  # (1, T, H)
     finally:
         for handle in handles:
             handle.remove()
@@ -537,7 +554,8 @@ def _one_stream_maps(run: TrainedRun, encoded: Encoded) -> AttentionMaps:
     view = one_stream_view(run)
     mask = square_mask(n, view).unsqueeze(0).to(run.device)  # (1, T, T)
     with capture_attention([("self", block.attn) for block in backbone.blocks]) as calls:
-        backbone(_ids(encoded.ids, run.device), mask, position_ids_for(run, n).to(run.device))
+        backbone(_ids(encoded.ids, run.device), mask, position_ids_for(run, n).to(run.device),
+                 _segments(encoded, run.device))
     weights, allowed = _stack_calls(calls, "self")
     labels = list(encoded.labels)
     note = f"{view_description(run)}."
@@ -573,7 +591,7 @@ def _two_stream_maps(run: TrainedRun, encoded: Encoded) -> AttentionMaps:
                                     example.attention["content"].unsqueeze(0).to(device),
                                     example.attention["query"].unsqueeze(0).to(device),
                                     example.position_ids.unsqueeze(0).to(device), slots.unsqueeze(0).to(device),
-                                    None)
+                                    _segments(encoded, device) if example.input_ids.numel() == n else None)
     both, allowed = _stack_calls(calls, "two-stream")  # (L, nh, T+Q, T), (T+Q, T)
     positions = example.position_ids.tolist()
     text = list(encoded.labels)

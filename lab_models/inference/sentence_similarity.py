@@ -15,7 +15,8 @@ topic, so no run trained on them.
 
 Each sentence is framed and read exactly as the contrastive objective and fine-tuning read one ([CLS] s [SEP] and the
 [CLS] state for the encoder families, [BOS] s [EOS] and the last state for GPT, the encoder of MASS and T5, the
-LSTM families' own representations: `contrastive.sentence_vectors`). Pooling "auto" is the family's (the pooled
+LSTM families' own representations: `contrastive.sentence_vectors`; an imported checkpoint's sentences are framed
+as its own tokenizer frames them, `run.framing.downstream`). Pooling "auto" is the family's (the pooled
 position of `contrastive.pooling_for`); "mean" (the default) averages the states of the real tokens instead, which is
 how sentence vectors are read from a model that never trained its [CLS] position (the lab's pretraining rows have no
 [CLS]), and what the contrastive add-on trains for the encoder families. The gap depends on the scale of the
@@ -118,8 +119,10 @@ def topic_similarity(run_dir, pooling: str = "mean", per_topic: int = DEFAULT_PE
     texts, labels, topics = held_out_sentences(per_topic)
     limit = min(MAX_TOKENS, run.max_positions)
     encoded = run.tokenizer.encode_batch(texts, add_special_tokens=False)
-    rows = [contrastive.frame(e.ids or [vocab.eos_id], vocab, run.family, limit) for e in encoded]
-    used = contrastive.pooling_for(run.family) if pooling == "auto" else pooling
+    downstream = run.framing.downstream  # [CLS] s [SEP] for the lab's encoders; a checkpoint's own framing
+    room = max(1, limit - downstream.added())
+    rows = [downstream.frame((e.ids or [vocab.eos_id])[:room]).ids for e in encoded]
+    used = downstream.pooling(contrastive.pooling_for(run.family), vocab.cls_id) if pooling == "auto" else pooling
     model.eval()
     vectors = []
     for start in range(0, len(rows), batch_size):

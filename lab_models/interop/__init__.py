@@ -2,7 +2,10 @@
 
     importer.py   inspect_checkpoint(src): what a Hugging Face checkpoint folder holds and what it would become;
                   import_checkpoint(src, out): the folder as an ordinary lab run
-    exporter.py   export_run(run, out): a lab run as a folder transformers' from_pretrained loads
+    exporter.py   export_run(run, out): a lab run as a folder transformers' from_pretrained loads; export_archive
+                  also zips it, export_problem says why a run cannot be exported
+    cache.py      cached_checkpoints(): the Hugging Face cache's model repositories (huggingface_hub's scanner, no
+                  network), each with whether the lab imports it or why not
     cli.py        `python -m lab_models import-hf` and `export-hf`
 
 One converter module per Hugging Face architecture (`gpt`, `gpt2`, `bert`, `roberta`, `albert`, `electra`, `xlnet`,

@@ -1,6 +1,8 @@
 """Exporting a lab run as a folder that `transformers` loads with `from_pretrained`.
 
     export_run(run_dir, out_dir) -> out_dir
+    export_problem(run_dir) -> "" or why the run cannot be exported (nothing written)
+    export_archive(run_dir, exports_dir) -> (a new folder in exports_dir, a zip of it in a temporary folder)
 
 The folder holds what `save_pretrained` writes: config.json (the architecture's own fields, from the converter's
 `export_config`), model.safetensors (`export_state`: transformers' tensor names, no shared storage), the run's
@@ -88,12 +90,8 @@ def _write_folder(folder: Path, config: dict, state: dict, run, readme: str, mod
     atomic_write_text(folder / "README.md", readme)
 
 
-def export_run(run_dir, out_dir) -> Path:
-    """Write the run `run_dir` as a transformers folder `out_dir` (see the module docstring); returns `out_dir`.
-    ValueError: not a run, no weights, a family without a transformers class, an option the class lacks, an
-    existing `out_dir`."""
-
-    target = _target(out_dir)
+def _exportable(run_dir):
+    """(the loaded run, its converter module, the transformers config.json) or ValueError saying why not."""
     if run_dir is None or not str(run_dir).strip():
         raise ValueError("Give the run folder to export (--run RUN).")
     run = load_run(str(run_dir).strip())
@@ -102,7 +100,44 @@ def export_run(run_dir, out_dir) -> Path:
     if getattr(model_config, "ffn", "dense") != "dense":
         raise ValueError(f"{run.run_id} has Switch Transformer feed-forward layers (ffn={model_config.ffn}), which "
                          f"the transformers class of {run.family} does not have: it stays in the lab's own format")
-    config = module.export_config(run.model)
+    return run, module, module.export_config(run.model)
+
+
+def export_problem(run_dir) -> str:
+    """"" when `export_run` would export the run, else why not (nothing is written; for the page's Export button).
+
+    >>> import tempfile
+    >>> "is not a trained run" in export_problem(tempfile.mkdtemp())
+    True
+    """
+    try:
+        _exportable(run_dir)
+    except ValueError as error:
+        return str(error)
+    return ""
+
+
+def export_archive(run_dir, exports_dir) -> tuple[Path, Path]:
+    """Export the run into a new folder `<exports_dir>/<run id>-transformers-<time>` and zip that folder into a new
+    temporary folder (for a download); returns (the folder, the zip). The zip is written in full before anyone
+    can be handed it; nothing in `exports_dir` is overwritten."""
+    import tempfile
+
+    run, _, _ = _exportable(run_dir)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    folder = export_run(run.run_dir, Path(exports_dir) / f"{run.run_id}-transformers-{stamp}-{secrets.token_hex(2)}")
+    scratch = Path(tempfile.mkdtemp(prefix="lab-export-"))
+    archive = shutil.make_archive(str(scratch / folder.name), "zip", root_dir=folder.parent, base_dir=folder.name)
+    return folder, Path(archive)
+
+
+def export_run(run_dir, out_dir) -> Path:
+    """Write the run `run_dir` as a transformers folder `out_dir` (see the module docstring); returns `out_dir`.
+    ValueError: not a run, no weights, a family without a transformers class, an option the class lacks, an
+    existing `out_dir`."""
+
+    target = _target(out_dir)
+    run, module, config = _exportable(run_dir)
     state = module.export_state(run.model)
     companions = getattr(module, COMPANION_HOOK)(run.model) if hasattr(module, COMPANION_HOOK) else {}
     source = run.config.get("imported_from") or {}
@@ -113,8 +148,10 @@ def export_run(run_dir, out_dir) -> Path:
               + "".join(f"\n`{name}/` holds the {sub['architectures'][0]} that belongs with it.\n"
                         for name, (sub, _) in companions.items())
               + "\nLoad it with `AutoModelForPreTraining.from_pretrained(DIR)` (or the task class of its "
-                "architecture) and `AutoTokenizer.from_pretrained(DIR)`. The tokenizer adds no [CLS]/[SEP] framing: "
-                "the lab trained without it.\n")
+                "architecture) and `AutoTokenizer.from_pretrained(DIR)`. "
+                + ("The tokenizer frames text as the checkpoint it came from did (its own post-processor).\n"
+                   if run.framing.source == "checkpoint" else
+                   "The tokenizer adds no [CLS]/[SEP] framing: the lab trained without it.\n"))
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = target.parent / f".{target.name}.exporting-{secrets.token_hex(3)}"
     try:

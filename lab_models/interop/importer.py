@@ -7,8 +7,10 @@ What the run folder holds (the same files a training run leaves, lab_models/trai
 
     config.json        family, "model" (the exact ModelConfig), "settings", "objectives", preset "imported", the
                        corpus the lab files it under, "token_roles" (which of the checkpoint's tokens plays [MASK],
-                       [EOS], ...), and "imported_from": the source path as typed and resolved, the architecture,
-                       the time, the source config.json, the tokens the lab added
+                       [EOS], ...), "framing" (how its tokenizer frames a text: [CLS] ... [SEP], <s> ... </s>, T5's
+                       </s>, XLNet's <sep> <cls>, or nothing; lab_models/text/framing.py), and "imported_from": the
+                       source path as typed and resolved, the architecture, the time, the source config.json, the
+                       tokens the lab added
     model.safetensors  the weights in the lab's names, float32
     tokenizer.json     the checkpoint's tokenizer (converted from vocab.txt / vocab.json + merges.txt if needed)
     status.json        "finished" at step 0: nothing was trained in the lab
@@ -64,6 +66,7 @@ from lab_models.home import lab_home
 from lab_models.text.corpora import list_corpora
 from lab_models.objectives.settings import settings_to_dict
 from lab_models.text.vocab import prepare_tokenizer
+from lab_models.text.framing import FRAMING_KEY, TEXT_A, framing_record
 
 logger = logging.getLogger(__name__)
 
@@ -184,6 +187,7 @@ def inspect_checkpoint(src, *, generator=None, allow_pickle: bool = False) -> di
         "objectives": objectives, "settings": settings,
         "tokenizer": {"source": tokenizer.source, "kind": tokenizer.kind, "size": tokenizer.original_size,
                       "added": list(tokenizer.added), "roles": _shown_roles(tokenizer),
+                      "framing": framing_text(framing_record(tokenizer.tokenizer)),
                       "sentinels": sum(1 for name in tokenizer.roles if name.startswith("<extra_id_"))},
         "files": list_files(source.folder.path), "generator": None,
     }
@@ -193,6 +197,15 @@ def inspect_checkpoint(src, *, generator=None, allow_pickle: bool = False) -> di
                                 "hidden_size": source.generator.config.get("hidden_size"),
                                 "parameters": sum(math.prod(s) for s in generator_shapes.values()) or None}
     return summary
+
+
+def framing_text(record: dict) -> str:
+    """A framing record's single-text template in words.
+
+    >>> framing_text({"single": [["[CLS]", 0], ["$A", 0], ["[SEP]", 0]]}), framing_text({"single": [["$A", 0]]})
+    ('[CLS] text [SEP]', 'text')
+    """
+    return " ".join("text" if token == TEXT_A else str(token) for token, _ in record["single"])
 
 
 def _shown_roles(tokenizer: CheckpointTokenizer) -> dict[str, str]:
@@ -297,6 +310,8 @@ def _note(source: _Source, out: Path, tokenizer: CheckpointTokenizer, added_ids:
         lines.append(f"- tokens the lab added, which the model never saw in training (embedding row = the mean of "
                      f"the others): {shown}")
     lines += [f"- {note}" for note in tokenizer.notes]
+    lines.append(f"- the lab frames text as the checkpoint's tokenizer does: "
+                 f"{framing_text(framing_record(tokenizer.tokenizer))} (config.json \"{FRAMING_KEY}\")")
     lines.append(f"- nothing was trained in the lab (step 0). The corpus `{corpus}` is the one the lab evaluates "
                  "it on and files it under; the model was not trained on it.")
     return "\n".join(lines) + "\n"
@@ -419,6 +434,7 @@ def import_checkpoint(src, out, *, generator=None, allow_pickle: bool = False, c
             "world_size": 1, "d_model": model_config.d_model, "n_layers": model_config.n_layers,
             "n_heads": model_config.n_heads, "d_ff": model_config.d_ff, "vocab_size": model_config.vocab_size,
             "num_parameters": model.num_parameters(), "token_roles": tokenizer.roles,
+            FRAMING_KEY: framing_record(prepared),
             "special_ids": {"pad": vocab.pad_id, "mask": vocab.mask_id, "cls": vocab.cls_id, "sep": vocab.sep_id,
                             "bos": vocab.bos_id, "eos": vocab.eos_id, "start": vocab.start_id, "end": vocab.end_id},
             "tokenizer": {"kind": tokenizer.kind, "vocab_size": vocab.size, "source": tokenizer.source,

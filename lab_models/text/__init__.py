@@ -11,6 +11,7 @@
     vocab.py            a tokenizer prepared for training: the lab's special tokens, `VocabInfo`, bytes per token
     vocab_fit.py        vocabulary sizes that fit a corpus's script, and a corpus's tokenizer at a size it supports
     streams.py          documents to one token stream, d1 [EOS] d2 [EOS] ... (RoBERTa's FULL-SENTENCES packing)
+    framing.py          how a run frames a text: bare for the lab's runs, as its tokenizer does for a checkpoint
     word_split.py       a sentence split into words in any script, for the views that draw one cell per word
 
 May import: `families`, `batch` (the ignore index of token labels), `home`, and the `tokenizers` library.

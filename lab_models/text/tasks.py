@@ -358,6 +358,7 @@ def first_piece_labels(offsets: list[tuple[int, int]], words: list[str], labels)
 
 def encode_words(tokenizer, words: list[str], labels) -> tuple[list[int], list[int]]:
     """Token ids of `" ".join(words)` and one label per token (first sub-word piece of each word; see the module
-    docstring). The text is encoded as one string, the way the pretraining data was."""
-    encoding = tokenizer.encode(" ".join(words))
+    docstring). The text is encoded as one string, the way the pretraining data was, without the tokenizer's own
+    framing (the caller frames it: lab_models/text/framing.py)."""
+    encoding = tokenizer.encode(" ".join(words), add_special_tokens=False)
     return list(encoding.ids), first_piece_labels(list(encoding.offsets), list(words), list(labels))

@@ -3,6 +3,7 @@
     config.py       `TrainConfig` (frozen, saved as config.json), the presets, `--objective`/`--model` parsing
     cli.py          the options of `python -m lab_models train` and the `TrainConfig` they resolve to
     run.py          one training run, start to end (the worker the job manager starts): data, model, engine, files
+    init_from.py    `--init-from RUN`: a run started from another run's weights, tokenizer and framing
     batches.py      `PackedBatches`: random windows of the packed stream, fixed validation rows, a family's batches
     engine.py       the model-agnostic training loop: seeded, resumable, a generator of events
     performance.py  precision, fused AdamW, torch.compile, FlexAttention, accumulation, prefetching

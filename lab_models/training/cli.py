@@ -7,7 +7,7 @@ lab_models/training/run.py runs what it resolves.
         [--model KEY=VALUE ...] [--tokenizer KIND] [--vocab-size N] [--batch-size N] [--seq-len N] [--lr X]
         [--schedule cosine|constant] [--eval-every N] [--checkpoint-every N] [--resume] [--home DIR]
         [--warmup-steps N] [--log-every N] [--eval-batches N] [--weight-decay X] [--grad-clip X]
-        [--on-nonfinite fail|skip] [--zoo NAME]
+        [--on-nonfinite fail|skip] [--zoo NAME] [--init-from RUN]
 
 Resuming. `--resume` continues the run in DIR from its newest checkpoint with its saved configuration
 (config.json "train"); the other arguments are ignored except --steps (to train longer; a changed total changes the
@@ -15,6 +15,12 @@ cosine schedule after the checkpoint), --device, --eval-every, --checkpoint-ever
 step s depend only on (seed, s, rank), and the checkpoint holds the exact weights and AdamW state, so a resumed run
 repeats the same trajectory (exactly on a CPU). A DIR with a config.json but no checkpoint (a run killed before its
 first checkpoint) starts over, with or without --resume; a DIR with a checkpoint and no --resume is an error.
+
+Starting from another run. `--init-from RUN` (a run id of the lab home or a run folder: an imported checkpoint or a
+lab run) starts the new run from that run's weights, tokenizer and framing, with any family whose architecture
+matches (lab_models/training/init_from.py): the model's dimensions are the starting run's (the preset sets only the
+training budget), `--tokenizer` and `--vocab-size` are refused, `--model` may change dropout only, and a family that
+does not match exits 2 with one line naming the option that differs.
 """
 from __future__ import annotations
 
@@ -43,6 +49,9 @@ from lab_models.models.family import family_model_config
 from lab_models.models.family import resolve_objective_weights
 from lab_models.objectives.addons import resolve_settings
 from lab_models.objectives.addons import split_settings
+from lab_models.training.init_from import check_start, read_starting_point
+from lab_models.text.tokenization import load_tokenizer_file
+from lab_models.text.tokenizer_inspect import tokenizer_kind
 
 logger = logging.getLogger(__name__)
 
@@ -81,6 +90,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--resume", action="store_true")
     p.add_argument("--home", help="the lab home (default: $PRETRAINING_LAB_HOME or ~/.pretraining-lab)")
     p.add_argument("--zoo", help="tag the run as a member of this zoo (python -m lab_models zoo sets it)")
+    p.add_argument("--init-from", metavar="RUN",
+                   help="start from this run's weights and tokenizer (a run id or folder: an imported checkpoint or "
+                        "a lab run) with any family whose architecture matches")
     return p
 
 
@@ -157,6 +169,10 @@ def config_from_args(args) -> tuple[TrainConfig, Corpus]:
         raise ValueError(f"--grad-clip must be >= 0 (0 turns clipping off), got {grad_clip}")
     family = args.family
     spec = family_record(family)
+    start = read_starting_point(args.init_from, args.home) if getattr(args, "init_from", None) else None
+    if start is not None and (args.tokenizer or args.vocab_size):
+        raise ValueError(f"--init-from {start.run_dir.name} brings its own tokenizer: drop "
+                         f"{'--tokenizer' if args.tokenizer else '--vocab-size'}")
     tokenizer = args.tokenizer or spec.tokenizer
     if tokenizer not in TOKENIZER_KINDS:
         raise ValueError(f"unknown tokenizer {tokenizer!r}: choose one of {', '.join(TOKENIZER_KINDS)}")
@@ -183,12 +199,26 @@ def config_from_args(args) -> tuple[TrainConfig, Corpus]:
         return defaults[name] if value is None else value
 
     model_overrides = parse_model_overrides(args.model, family)
-    probe = family_model_config(family, args.preset, 1000, settings=settings, **model_overrides)
     seq_len = pick("seq_len")
-    if seq_len > probe.max_positions:
-        raise ValueError(f"--seq-len {seq_len} is longer than the model's {probe.max_positions} positions; lower it "
-                         f"or pass --model max_positions={seq_len}")
-    model_overrides = fit_row_length(family, settings, seq_len, probe.max_positions, model_overrides)
+    if start is not None:  # the starting run's model, as it is (init_from.py checks that the family matches it)
+        probe = check_start(start, family, settings, model_overrides)
+        if seq_len > probe.max_positions:
+            raise ValueError(f"--seq-len {seq_len} is longer than the starting run's {probe.max_positions} "
+                             f"positions; lower it")
+        module = objective_module(family)
+        longest = module.max_length(seq_len, settings) if hasattr(module, "max_length") else seq_len
+        if longest > probe.max_positions:  # GLM and MPNet lengthen their rows; the positions are the starting run's
+            raise ValueError(f"{family} turns a {seq_len}-token row into up to {longest} inputs, more than the "
+                             f"starting run's {probe.max_positions} positions: lower --seq-len")
+        tokenizer = tokenizer_kind(load_tokenizer_file(start.run_dir / runs.TOKENIZER_FILE))
+        vocab_size = probe.vocab_size
+    else:
+        probe = family_model_config(family, args.preset, 1000, settings=settings, **model_overrides)
+        if seq_len > probe.max_positions:
+            raise ValueError(f"--seq-len {seq_len} is longer than the model's {probe.max_positions} positions; lower "
+                             f"it or pass --model max_positions={seq_len}")
+        model_overrides = fit_row_length(family, settings, seq_len, probe.max_positions, model_overrides)
+        vocab_size = pick("vocab_size")
     home = args.home
     corpus_name = args.corpus or defaults["corpus"]
     corpus = load_corpus(corpus_name, home=lab_home(home))
@@ -196,12 +226,13 @@ def config_from_args(args) -> tuple[TrainConfig, Corpus]:
         family=family, out=str(Path(args.out).expanduser().resolve()), preset=args.preset,
         corpus=_corpus_reference(corpus_name, corpus), steps=pick("steps"), seed=seed, device=device,
         objectives=weights, settings=settings_to_dict(settings), model=model_overrides, tokenizer=tokenizer,
-        vocab_size=pick("vocab_size"), batch_size=pick("batch_size"), seq_len=seq_len, lr=pick("lr"),
+        vocab_size=vocab_size, batch_size=pick("batch_size"), seq_len=seq_len, lr=pick("lr"),
         schedule=schedule, warmup_steps=pick("warmup_steps"), eval_every=pick("eval_every"),
         eval_batches=pick("eval_batches"), checkpoint_every=pick("checkpoint_every"), log_every=pick("log_every"),
         weight_decay=weight_decay, grad_clip=grad_clip, on_nonfinite=args.on_nonfinite or "fail",
         home=str(Path(home).expanduser().resolve()) if home else None,
         performance=parse_performance_overrides(args.perf), addons=addons, zoo=args.zoo or None,
+        init_from=str(start.run_dir) if start is not None else None,
     )
     config.performance_config().check_device(select_device(device))
     config.engine_config()  # validates the combination

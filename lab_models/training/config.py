@@ -96,6 +96,7 @@ class TrainConfig:
     addons: dict = field(default_factory=dict)  # add-on objective -> its resolved settings (objectives/addons.py)
     on_nonfinite: str = "fail"  # or "skip" (engine.NONFINITE_POLICIES)
     zoo: str | None = None  # the zoo this run belongs to (lab_models/experiments/zoo.py), or None
+    init_from: str | None = None  # the run folder whose weights and tokenizer it starts from (training/init_from.py)
 
     def performance_config(self) -> PerformanceConfig:
         return PerformanceConfig.from_dict(self.performance)

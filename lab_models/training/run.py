@@ -16,6 +16,11 @@ sentence pairs, ULMFiT's three stages, CVT's labelled and unlabelled minibatches
 know (CoVe: the Chinese side of the pairs). A model's StepPlan record (ULMFiT's `stage`, `stage_name`, `lrs`) is
 written into each train row of metrics.jsonl.
 
+Starting from another run (`--init-from RUN`, lab_models/training/init_from.py): the starting run's tokenizer is
+copied into the run folder instead of training one, its model dimensions are used, its weights are loaded into the
+new family's model where the names and shapes agree (new heads keep their own initialisation), and config.json keeps
+its token roles and framing with "initialized_from"; NOTE.md says what was loaded, new and dropped.
+
 Translation (MASS, T5): `--objective translation=W` adds English -> Chinese translation of the synthetic corpus's
 sentence pairs (whatever --corpus is; the pairs are built in, see lab_models/objectives/translation.py) to every step:
 batch_size pair rows beside the denoising rows, loss = denoising + W * translation. `--objective seq2seq=0` (MASS)
@@ -78,6 +83,10 @@ from lab_models.models.family import build_model
 from lab_models.objectives.addons import attach
 from lab_models.models.family import model_config_from_dict
 from lab_models.models.family import family_model_config
+from lab_models.text.framing import FRAMING_KEY
+from lab_models.text.tokenizer_inspect import tokenizer_kind
+from lab_models.training.init_from import (check_sentinels, check_start, load_starting_weights,
+                                           read_starting_point, write_note)
 
 logger = logging.getLogger(__name__)
 
@@ -194,6 +203,13 @@ def _prepare_run_dir(config: TrainConfig, corpus: Corpus, resume: bool) -> dict:
         return previous.get("tokenizer", {})
     # A fresh start (also a resume of a run that never reached its first checkpoint).
     (out / runs.METRICS_FILE).unlink(missing_ok=True)
+    if config.init_from:  # the starting run's tokenizer, as it is (training/init_from.py)
+        start = read_starting_point(config.init_from, config.home)
+        text = (start.run_dir / runs.TOKENIZER_FILE).read_text(encoding="utf-8")
+        atomic_write_text(out / runs.TOKENIZER_FILE, text)
+        tokenizer = load_tokenizer_file(out / runs.TOKENIZER_FILE)
+        return {"kind": tokenizer_kind(tokenizer), "vocab_size": tokenizer.get_vocab_size(),
+                "source": f"the tokenizer of {start.run_dir.name}", "note": "the starting run's tokenizer (--init-from)"}
     runs.write_status(out, "running", step=0, total_steps=config.steps, message="training the tokenizer")
     tokenizer_corpus = corpus
     family_module = objective_module(config.family)
@@ -209,6 +225,17 @@ def _prepare_run_dir(config: TrainConfig, corpus: Corpus, resume: bool) -> dict:
     return {"kind": choice.kind, "requested_vocab_size": choice.requested_vocab_size,
             "trained_vocab_size": choice.vocab_size, "vocab_size": info.size, "note": choice.note,
             "cache_key": choice.cache_key}
+
+
+def _inherited(start, out: Path) -> dict:
+    """What a run started from another keeps of it in config.json: the tokens that play the lab's roles and the
+    text framing (an imported checkpoint's), read from the starting run on a fresh start, from the run's own
+    config.json on a resume (with "initialized_from")."""
+    if start is not None:
+        return {key: value for key, value in (("token_roles", start.token_roles), (FRAMING_KEY, start.framing))
+                if value is not None}
+    previous = runs.read_config(out)
+    return {key: previous[key] for key in ("token_roles", FRAMING_KEY, "initialized_from") if key in previous}
 
 
 def _translation_weight(config: TrainConfig) -> float:
@@ -326,19 +353,28 @@ def _run(config: TrainConfig, corpus: Corpus, resume: bool, world: _World, out: 
         if failure is not None:
             raise ValueError(failure)
 
-        tokenizer, info = prepare_tokenizer(load_tokenizer_file(out / runs.TOKENIZER_FILE))
+        checkpoint = runs.latest_checkpoint(out) if resume else None
+        # --init-from: the starting run is read for a fresh start; a resume keeps what config.json recorded then
+        start = read_starting_point(config.init_from, config.home) if config.init_from and checkpoint is None \
+            else None
+        inherited = _inherited(start, out) if config.init_from else {}
+        tokenizer, info = prepare_tokenizer(load_tokenizer_file(out / runs.TOKENIZER_FILE),
+                                            inherited.get("token_roles"))
         byte_lengths = token_byte_lengths(tokenizer)
         module = objective_module(config.family)
         settings = settings_from_dict(config.family, config.settings)
-        checkpoint = runs.latest_checkpoint(out) if resume else None
         saved_model = runs.read_config(out).get("model") if checkpoint is not None else None
         if saved_model:
 
             model_config = model_config_from_dict(config.family, saved_model)
+        elif start is not None:
+            model_config = check_start(start, config.family, settings, config.model)
         else:
 
             model_config = family_model_config(config.family, config.preset, info.size, settings=settings,
                                                **config.model)
+        if config.init_from:
+            check_sentinels(config.family, settings, config.seq_len, info)
         pairs = _translation_pairs(config, tokenizer, info, model_config.max_positions)
         batches = _family_batch_source(module, config, tokenizer, info, settings, corpus, model_config) or PackedBatches(
             encode_stream(tokenizer, corpus.train, info.eos_id), encode_stream(tokenizer, corpus.validation,
@@ -350,6 +386,14 @@ def _run(config: TrainConfig, corpus: Corpus, resume: bool, world: _World, out: 
             logger.warning(batches.validation_note)
         model = build_model(config.family, model_config, settings, info, config.objectives,
                             seed=derive_seed(config.seed, "init") & 0x7FFFFFFF)
+        if start is not None:  # every weight the new family shares with the starting run; new heads as built
+            done = load_starting_weights(model, start)
+            inherited["initialized_from"] = done.facts(start)
+            if world.is_main:
+                write_note(out, start, config.family, done, model.objective_weights)
+            logger.info("started from %s: %d tensors loaded, new %s, dropped %s", start.run_dir.name,
+                        len(done.loaded), inherited["initialized_from"]["new"],
+                        inherited["initialized_from"]["dropped"])
         model.to(world.device)
 
         batches, addons, addon_facts = attach(model, config.addons, tokenizer=tokenizer, vocab=info, corpus=corpus,
@@ -368,7 +412,7 @@ def _run(config: TrainConfig, corpus: Corpus, resume: bool, world: _World, out: 
             runs.truncate_metrics(out, trainer.step)
             runs.write_config(out, {**_config_json(config, model, tokenizer_facts, corpus, world, created,
                                                    batches.validation_note, _translation_json(config, corpus, pairs)),
-                                    **addon_facts})
+                                    **addon_facts, **inherited})
             runs.write_status(out, "running", step=trainer.step, total_steps=config.steps, message="training")
             logger.info("training %s (%d parameters) on %s for %d steps", config.family, model.num_parameters(),
                         world.device, config.steps)

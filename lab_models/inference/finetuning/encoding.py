@@ -1,9 +1,13 @@
 """Fine-tuning's input framing and batching (BERT §3 / GPT §3.3), for lab_models/inference/finetuning/run.py.
 
-2. Frame each example with the lab's special tokens and add a head on the backbone's hidden states:
+2. Frame each example as the run frames a text downstream (`run.framing.downstream`, lab_models/text/framing.py) and
+   add a head on the backbone's hidden states. The lab's runs:
    - sentence tasks:  [CLS] a [SEP]            pairs: [CLS] a [SEP] b [SEP]  (segment 0, then 1; BERT §3)
    - causal families: [BOS] a [EOS]            pairs: [BOS] a [SEP] b [EOS]  (GPT §3.3: start, delimiter, extract)
-The RNN-era families read the unframed text (`_encode_unframed`).
+   - the RNN-era families read the unframed text; a pair is a [EOS] b ([EOS] the document separator they read).
+   An imported checkpoint (or a run started from one) is framed as its own tokenizer frames a text: `[CLS] a [SEP]`
+   with BERT's segments, RoBERTa's `<s> a </s></s> b </s>`, XLNet's `a <sep> b <sep> <cls>` (segments 0, 1, 2),
+   GPT-2's bare text, as `tokenizer(a, b)` in transformers gives them.
 
 - Truncation: texts are cut to `max_len` tokens with their framing, pairs longest-first (BERT's
   `_truncate_seq_pair`). `max_len` defaults to the run's pretraining row length (its positions beyond it were
@@ -14,12 +18,10 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from lab_models.batch import IGNORE_INDEX
+from lab_models.text.framing import Template
 from lab_models.text.tasks import Task, encode_words
 
 import torch
-
-from lab_models.inference.finetuning.config import CAUSAL_FAMILIES
-from lab_models.families import RNN_FAMILIES
 
 
 # ------------------------------------------------------------------------------------------------ encoding
@@ -44,55 +46,38 @@ def _truncate_pair(a: list, b: list, budget: int) -> tuple[list, list]:
     return a, b
 
 
-def encode_examples(task: Task, examples, tokenizer, vocab, family: str, max_len: int) -> list[EncodedExample]:
-    if family in RNN_FAMILIES:
-        return _encode_unframed(task, examples, tokenizer, vocab, max_len)
-    causal = family in CAUSAL_FAMILIES
-    start, middle, end = ((vocab.bos_id, vocab.sep_id, vocab.eos_id) if causal
-                          else (vocab.cls_id, vocab.sep_id, vocab.sep_id))
+def encode_examples(task: Task, examples, tokenizer, vocab, framing: Template, max_len: int) -> list[EncodedExample]:
+    """The examples encoded (without the tokenizer's own post-processing) and framed by `framing` (the run's
+    downstream template), each cut to `max_len` tokens with its framing. A text that gives no tokens and no framing
+    reads [EOS]."""
     out = []
+    room = max(1, max_len - framing.added())
     if task.kind == "token":
         for example in examples:
             ids, labels = encode_words(tokenizer, example.words, example.label)
-            ids, labels = ids[: max_len - 2], labels[: max_len - 2]
-            out.append(EncodedExample([start, *ids, end], [0] * (len(ids) + 2), [IGNORE_INDEX, *labels, IGNORE_INDEX],
-                                ids))
+            ids, labels = ids[:room], labels[:room]
+            framed = framing.frame(ids)
+            tags = [IGNORE_INDEX] * len(framed.ids)
+            tags[framed.start:framed.start + len(labels)] = labels
+            out.append(EncodedExample(framed.ids, framed.segments, tags, ids))
         return out
-    texts = [example.text for example in examples]
-    encoded_a = [e.ids for e in tokenizer.encode_batch(texts)]
+    encoded_a = [e.ids for e in tokenizer.encode_batch([example.text for example in examples],
+                                                       add_special_tokens=False)]
     if task.kind == "pair":
-        encoded_b = [e.ids for e in tokenizer.encode_batch([example.text_pair for example in examples])]
+        encoded_b = [e.ids for e in tokenizer.encode_batch([example.text_pair for example in examples],
+                                                           add_special_tokens=False)]
         for example, a, b in zip(examples, encoded_a, encoded_b):
-            a, b = _truncate_pair(a, b, max_len - 3)
-            ids = [start, *a, middle, *b, end]
-            segments = [0] * (len(a) + 2) + [1] * (len(b) + 1)
-            out.append(EncodedExample(ids, segments, example.label, [*a, vocab.eos_id, *b]))
+            a, b = _truncate_pair(a, b, max_len - framing.added(pair=True))
+            framed = framing.frame(a, b)
+            out.append(EncodedExample(framed.ids, framed.segments, example.label, [*a, vocab.eos_id, *b]))
         return out
     for example, a in zip(examples, encoded_a):
-        a = a[: max_len - 2]
-        out.append(EncodedExample([start, *a, end], [0] * (len(a) + 2), example.label, a))
+        a = a[:room]
+        framed = framing.frame(a)
+        if not framed.ids:  # an empty text of a family that reads it unframed
+            framed = framing.frame([vocab.eos_id])
+        out.append(EncodedExample(framed.ids, framed.segments, example.label, a))
     return out
-
-
-def _encode_unframed(task: Task, examples, tokenizer, vocab, max_len: int) -> list[EncodedExample]:
-    """The RNN families' examples: the text's tokens alone (they never saw [CLS] or [SEP]); a pair is a [EOS] b,
-    [EOS] being the document separator their pretraining read."""
-    out = []
-    if task.kind == "token":
-        for example in examples:
-            ids, labels = encode_words(tokenizer, example.words, example.label)
-            out.append(EncodedExample(ids[:max_len], [0] * len(ids[:max_len]), labels[:max_len], ids[:max_len]))
-        return out
-    encoded_a = [e.ids for e in tokenizer.encode_batch([example.text for example in examples])]
-    if task.kind == "pair":
-        encoded_b = [e.ids for e in tokenizer.encode_batch([example.text_pair for example in examples])]
-        for example, a, b in zip(examples, encoded_a, encoded_b):
-            a, b = _truncate_pair(a, b, max_len - 1)
-            ids = [*a, vocab.eos_id, *b]
-            out.append(EncodedExample(ids, [0] * (len(a) + 1) + [1] * len(b), example.label, ids))
-        return out
-    return [EncodedExample(a[:max_len] or [vocab.eos_id], [0] * max(1, len(a[:max_len])), example.label, a[:max_len])
-            for example, a in zip(examples, encoded_a)]
 
 
 @dataclass

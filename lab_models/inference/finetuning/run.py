@@ -16,10 +16,12 @@ What it does (the recipe of BERT §4 / GPT §3.2, scaled down):
 2. Frame each example with the lab's special tokens and add a head on the backbone's hidden states:
    - sentence tasks:  [CLS] a [SEP]            pairs: [CLS] a [SEP] b [SEP]  (segment 0, then 1; BERT §3)
    - causal families: [BOS] a [EOS]            pairs: [BOS] a [SEP] b [EOS]  (GPT §3.3: start, delimiter, extract)
+   - an imported checkpoint (or a run started from one): as its own tokenizer frames a text (encoding.py)
    A `SequenceClassificationHead` (dense, tanh, dropout, linear: BERT's pooler + classifier) pools the hidden
    states: "first" (the [CLS] position, BERT), "last" (the last real token, GPT's extract token), or "mean" (over
    the real tokens, special tokens included). "auto" is "last" for the causal families (gpt, gpt2: under a causal
-   mask only the last position has read the whole input) and "first" for the others. Tagging ("token" tasks) puts a
+   mask only the last position has read the whole input) and "first" for the others ("last" for a checkpoint whose
+   framing puts its classification token after the text: XLNet's `<cls>`). Tagging ("token" tasks) puts a
    `TokenClassificationHead` on every position; a word's label sits on its first sub-word piece
    (lab_models/text/tasks.py).
 3. Train every weight with AdamW (β = 0.9, 0.999, eps 1e-8, weight decay 0.01 on matrices only, gradient clipping at
@@ -129,6 +131,9 @@ def prepare(config: FinetuneConfig) -> _Prepared:
     seq_len = int(run.config.get("seq_len") or run.max_positions)
     train_config = run.config.get("train") if isinstance(run.config.get("train"), dict) else {}
     resolved = config.resolved(run.family, seq_len, run.max_positions, train_config.get("lr"))
+    downstream = run.framing.downstream  # the lab's [CLS] a [SEP] / [BOS] a [EOS], or the checkpoint's own framing
+    if config.pooling == "auto":  # XLNet's checkpoint framing puts its <cls> last: pool there
+        resolved = dataclasses.replace(resolved, pooling=downstream.pooling(resolved.pooling, run.vocab.cls_id))
     resolved = dataclasses.replace(resolved, run_dir=str(run_dir))
     device = select_device(resolved.device)
     if resolved.out is None:
@@ -143,8 +148,8 @@ def prepare(config: FinetuneConfig) -> _Prepared:
         model = FinetuneClassifier(base, task.kind, task.n_labels, resolved.pooling)
     model.requires_grad_(True)  # every weight is fine-tuned (pretraining froze the parts no objective used)
     model.to(device).train()
-    train = encode_examples(task, task.train, run.tokenizer, run.vocab, run.family, resolved.max_len)
-    validation = encode_examples(task, task.validation, run.tokenizer, run.vocab, run.family, resolved.max_len)
+    train = encode_examples(task, task.train, run.tokenizer, run.vocab, downstream, resolved.max_len)
+    validation = encode_examples(task, task.validation, run.tokenizer, run.vocab, downstream, resolved.max_len)
     return _Prepared(resolved, out, task, run_dir, run.run_id, run.family, model, device, train, validation,
                      run.settings, run.vocab, run.step)
 

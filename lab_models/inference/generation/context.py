@@ -5,6 +5,11 @@ lab_models/inference/generation/generate.py's docstring has the modes and the pa
 
 Blanks are encoded piece by piece: the text before a blank loses its trailing spaces, so that a byte-level BPE word
 "Ġsat" is what fills " ___"; the encoding can therefore differ slightly from encoding the whole sentence at once.
+
+Framing. `DecodingContext.read(ids)` frames the ids of a text the way the run reads one (`run.framing`,
+lab_models/text/framing.py: bare for the lab's runs; `[CLS] ... [SEP]`, `<s> ... </s>`, T5's `</s>`, XLNet's
+`<sep> <cls>` for imported checkpoints), and `continuation` is what goes before a prompt to continue ([EOS] for the
+lab's runs, nothing for GPT, GPT-2 and XLNet checkpoints). Every mode frames through these two.
 """
 from __future__ import annotations
 
@@ -20,6 +25,7 @@ from lab_models.inference.loading import TrainedRun, load_run
 from lab_models.text.word_split import close_wide_spaces
 from lab_models.text.tokenizer_inspect import tokenizer_kind
 from lab_models.text.vocab import special_ids
+from lab_models.text.framing import Framed
 from lab_models.objectives.translation import decoder_start_id
 
 
@@ -196,6 +202,7 @@ class DecodingContext:
         self.backbone = getattr(run.model, "backbone", None)  # None for the LSTM families
         self.vocab = run.vocab
         self.tokenizer = run.tokenizer
+        self.framing = run.framing
         self.spaces_wide = tokenizer_kind(run.tokenizer) == "wordpiece"  # text_split.close_wide_spaces
         self.device = run.device
         self.max_positions = run.max_positions
@@ -217,6 +224,28 @@ class DecodingContext:
 
     def encode(self, text: str) -> list[int]:
         return list(self.tokenizer.encode(text, add_special_tokens=False).ids) if text.strip() else []
+
+    def read(self, ids: list[int]) -> Framed:
+        """The ids of one text framed as the run reads a text (bare for the lab's runs)."""
+        return self.framing.reading.frame(list(ids))
+
+    @property
+    def continuation(self) -> list[int]:
+        """The ids before a prompt to continue: [EOS] (a document start) for the lab's runs, what the checkpoint's
+        tokenizer puts before a text for an imported one (nothing for GPT, GPT-2, XLNet)."""
+        return list(self.framing.continuation)
+
+    def framing_clause(self, continuing: bool = False) -> str:
+        """"" for the lab's framing (each plan says it itself); for a checkpoint's, one more clause of the
+        explanation saying how its tokenizer framed the text."""
+        if self.framing.source == "lab":
+            return ""
+        if continuing:
+            start = [self.token_name(i) for i in self.framing.continuation]
+            if not start:
+                return "; the prompt read as the checkpoint's tokenizer reads it, with no start token"
+            return f"; the prompt read after {' '.join(start)}, as the checkpoint's tokenizer starts a text"
+        return f"; the text framed as the checkpoint's tokenizer frames it: {self.framing.describe(self.tokenizer)}"
 
     def decode(self, ids: list[int]) -> str:
         text = self.tokenizer.decode(list(ids), skip_special_tokens=True)

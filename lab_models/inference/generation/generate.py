@@ -42,7 +42,11 @@ best guesses of the slots before it). GPT, GPT-2 and MASS refuse with a ValueErr
 
 Deviations, stated (beyond the objectives' own):
 - The [EOS] before a continue prompt (GPT, GPT-2, UniLM, XLNet): the lab's rows start anywhere in the packed stream,
-  so the models never learned a "start of text" position; [EOS] marks a document start as the stream does.
+  so the models never learned a "start of text" position; [EOS] marks a document start as the stream does. An
+  imported checkpoint is read as its own tokenizer frames a text instead (lab_models/text/framing.py): a GPT-2
+  continues from the prompt alone, as transformers' `generate` does, a T5 reads its `</s>` after the text, a BERT
+  fills masks inside `[CLS] ... [SEP]`. Sampling draws from the lab's own torch.Generator (the `seed`), so a sampled
+  continuation is the lab's own, not transformers' for the same seed; greedy and beam search are deterministic.
 - T5's <extra_id_0> is forced rather than generated (its targets always begin with it).
 - GLM fills several blanks in text order; training draws a random order.
 - UniLM's infill does not read the text after the blank (see above); MASS and UniLM need the blank's length.
@@ -205,11 +209,13 @@ def _generate_mask_predict(ctx: DecodingContext, prompt: str, strategy: str, tem
             blank_slots.append(list(range(len(slots), len(slots) + width)))
             slots += list(range(len(ids), len(ids) + width))
             ids += [ctx.vocab.mask_id] * width
-    if len(ids) > ctx.max_positions:
-        raise ctx.too_long(len(ids), ctx.max_positions, "the prompt with its slots")
+    framed = ctx.read(ids)  # as the run reads a text: [CLS] ... [SEP] for an imported BERT, bare for the lab's
+    slots = [slot + framed.start for slot in slots]
+    if len(framed.ids) > ctx.max_positions:
+        raise ctx.too_long(len(framed.ids), ctx.max_positions, "the prompt with its slots")
     started = time.perf_counter()
-    tokens, probs, rounds = mask_predict(ctx, ids, slots, iterations, strategy, temperature, top_k, top_p,
-                                          generator)
+    tokens, probs, rounds = mask_predict(ctx, framed.ids, slots, iterations, strategy, temperature, top_k, top_p,
+                                          generator, framed.segments)
     seconds = time.perf_counter() - started
     tokens_out: list[str] = []
     fills: list[str] = []
@@ -228,7 +234,8 @@ def _generate_mask_predict(ctx: DecodingContext, prompt: str, strategy: str, tem
         who = "MPNet's masked LM (one stream)"
     explanation = (f"mask-predict (Ghazvininejad et al. 2019) with {who}: {len(slots)} slot"
                    f"{'s' if len(slots) != 1 else ''}, {rounds} round{'s' if rounds != 1 else ''} (predict every "
-                   f"slot, then re-mask the least confident and predict them again); {strategy_text}")
+                   f"slot, then re-mask the least confident and predict them again); {strategy_text}"
+                   + ctx.framing_clause())
     new_text = " | ".join(f.strip() for f in fills) if len(fills) > 1 else fills[0]
     return Generation(run_id=ctx.run.run_id, family=ctx.family, mode="mask_predict", supported=True,
                       explanation=explanation, prompt=prompt, text=fill_blanks(segments, fills), new_text=new_text,
@@ -256,7 +263,9 @@ def fill_mask(run_dir, text: str, top_k: int = 5) -> list[list[tuple[str, float]
     One list per slot, in order. Each slot is one token; the other tokens are all visible (BERT-style; XLNet and MPNet
     through their query stream; GLM: the first token of the blank, written at [S] after Part A; T5: each [MASK] a
     one-token span, <extra_id_i> in the encoder, the decoder fed the best token of each earlier slot). The
-    probabilities are over ordinary tokens (special tokens excluded), so each list sums to at most 1. ValueError: no
+    probabilities are the model's own (a softmax over the whole vocabulary, as transformers' fill-mask pipeline gives
+    them); special tokens are never proposed, so each list sums to at most 1. The text is framed as the run reads a
+    text (`run.framing`: an imported BERT reads [CLS] ... [SEP], as `pipeline("fill-mask")`). ValueError: no
     [MASK], empty text, text longer than the model reads, a family that cannot fill a mask (GPT, GPT-2, MASS).
     """
     check_prompt_text(text, "the text")
@@ -278,13 +287,16 @@ def fill_mask(run_dir, text: str, top_k: int = 5) -> list[list[tuple[str, float]
         if i < len(markers):
             slots.append(len(ids))
             ids.append(ctx.vocab.mask_id)
+    framed = ctx.read(ids)  # as the run reads a text: [CLS] ... [SEP] for an imported BERT, bare for the lab's
+    ids, slots = framed.ids, [slot + framed.start for slot in slots]
     with torch.inference_mode():
         try:
-            logits = fill_mask_logits(ctx, ids, slots)  # (N, V)
+            logits = fill_mask_logits(ctx, ids, slots, framed.segments)  # (N, V)
         except UnsupportedMode as reason:
             raise ValueError(f"{reason} Use another run.") from None
-        probs = torch.softmax(logits.float().masked_fill(ctx.banned, float("-inf")), dim=-1)  # (N, V)
-        top = torch.topk(probs, min(top_k, int((~ctx.banned).sum())), dim=-1)
+        probs = torch.softmax(logits.float(), dim=-1)  # (N, V): the model's own distribution, as the papers report
+        ranked = probs.masked_fill(ctx.banned, -1.0)  # special tokens are never proposed
+        top = torch.topk(ranked, min(top_k, int((~ctx.banned).sum())), dim=-1)
     out = []
     for i, (values, indices) in enumerate(zip(top.values.tolist(), top.indices.tolist())):
         left = [t for t in ids[:slots[i]] if t != ctx.vocab.mask_id]
@@ -292,8 +304,10 @@ def fill_mask(run_dir, text: str, top_k: int = 5) -> list[list[tuple[str, float]
     return out
 
 
-def fill_mask_logits(ctx: DecodingContext, ids: list[int], slots: list[int]) -> torch.Tensor:
-    """(N, V) logits, one row per slot (see `fill_mask`)."""
+def fill_mask_logits(ctx: DecodingContext, ids: list[int], slots: list[int], segments: list[int] | None = None
+                     ) -> torch.Tensor:
+    """(N, V) logits, one row per slot (see `fill_mask`), for `ids` already framed as the run reads a text
+    (`ctx.read`) and their `segments`."""
     v, family = ctx.vocab, ctx.family
     n = len(ids)
     if family == "glm":
@@ -329,4 +343,4 @@ def fill_mask_logits(ctx: DecodingContext, ids: list[int], slots: list[int]) -> 
         return torch.stack(rows)
     if n > ctx.max_positions:
         raise ctx.too_long(n, ctx.max_positions, "the text with its slots")
-    return slot_logits(ctx, ids, slots)
+    return slot_logits(ctx, ids, slots, segments)

@@ -5,7 +5,11 @@ with its token limit, and mask-predict / the slot logits of the masked-LM famili
 The paper each follows, and where this deviates:
 
 - continue, GPT / GPT-2 (Radford et al. 2018, 2019): left to right with a KV cache; the prompt is read as the start of
-  a document, so [EOS] (the lab's document separator, data.py) is put before it at position 0; stops at [EOS].
+  a document, so [EOS] (the lab's document separator, data.py) is put before it at position 0; stops at [EOS]. An
+  imported checkpoint reads the prompt as its own tokenizer does instead (`ctx.continuation`: nothing before it for
+  GPT, GPT-2 and XLNet, as `model.generate(tokenizer(prompt))` in transformers), and so does every mode below: the
+  text an encoder reads is framed by `ctx.read` (T5's `</s>`, BERT's `[CLS] ... [SEP]`, ...; bare for the lab's
+  runs).
 - continue, UniLM (Dong et al. 2019, §2 and its decoding for generation): the left-to-right mask; the next token is
   predicted at a [MASK] appended at the next position, as the cloze objective trains it; the [MASK] is then replaced
   by the chosen token. KV cache: each step feeds the chosen token and a new [MASK] and keeps only the token's keys.
@@ -42,7 +46,8 @@ The paper each follows, and where this deviates:
   always ends the row, so the model never saw text after it. One blank, with some text before it.
 - mask_predict (Ghazvininejad et al. 2019, "Mask-Predict"): predict every slot at once; then for t = 1 .. T-1
   re-mask the n = N (T - t) / T least confident slots and predict those again (T = `iterations`, stopping when n
-  reaches 0). BERT, RoBERTa, ALBERT, SpanBERT read the text with [MASK] at the slots, bidirectionally, segment 0;
+  reaches 0). A slot's confidence is the model's own probability of its token (a softmax over the whole vocabulary,
+  as fill_mask reports it); special tokens are never chosen. BERT, RoBERTa, ALBERT, SpanBERT read the text with [MASK] at the slots, bidirectionally, segment 0;
   ELECTRA uses its generator (`model.lm_backbone`, the MLM; the discriminator cannot predict tokens); UniLM its
   bidirectional mode; MPNet its query stream at the slots (each slot's [MASK] in the content stream carries the
   slot's position, as MPNet's position compensation; every query sees all tokens and slots: all slots are predicted
@@ -95,6 +100,12 @@ def _cap(ctx: DecodingContext, dec: Decoder, max_new: int, fixed: int | None = N
     return min(options, key=lambda option: option[0])  # on a tie the earlier (the asked-for) reason
 
 
+def _start(ctx: DecodingContext, lab_text: str) -> str:
+    """How a continuation started, for the explanation: the plan's own words for the lab's [EOS], else the clause
+    that says how the checkpoint's tokenizer starts a text."""
+    return lab_text if ctx.framing.source == "lab" else ctx.framing_clause(continuing=True)
+
+
 def _cache_text(use_cache: bool) -> str:
     return "with a KV cache" if use_cache else "recomputing every step (no cache)"
 
@@ -109,7 +120,7 @@ def plan_continue(ctx: DecodingContext, prompt: str, max_new: int, use_cache: bo
     if not ids:
         raise ValueError("the prompt encodes to no tokens: type some words")
     if family in ("elmo", "ulmfit"):
-        prefix_ids = [v.eos_id] + ids
+        prefix_ids = ctx.continuation + ids
         if len(prefix_ids) >= ctx.max_positions:
             raise ctx.too_long(len(ids), ctx.max_positions - 2)
         dec = LSTMContinueDecoder(ctx, prefix_ids)
@@ -118,12 +129,12 @@ def plan_continue(ctx: DecodingContext, prompt: str, max_new: int, use_cache: bo
                             f"{direction}, left to right after [EOS] (a document start), "
                             f"re-reading the prefix every step (no cache)"), ids
     if family in ("gpt", "gpt2", "unilm"):
-        prefix_ids = [v.eos_id] + ids  # the start of a document
+        prefix_ids = ctx.continuation + ids  # the start of a document (the lab: [EOS]), or the checkpoint's
         L = len(prefix_ids)
         is_unilm = family == "unilm"
         room = ctx.max_positions - (1 if is_unilm else 0)
         if L > room:
-            raise ctx.too_long(len(ids), room - 1)
+            raise ctx.too_long(len(ids), room - len(ctx.continuation))
         segment = 2 if is_unilm and ctx.run.settings.lm_segment_ids else 0
         prefix = [(t, (i,), segment) for i, t in enumerate(prefix_ids)]
         feed = lambda h, i: (h[i], (L + i,), segment)  # noqa: E731
@@ -135,17 +146,18 @@ def plan_continue(ctx: DecodingContext, prompt: str, max_new: int, use_cache: bo
                    f"objective), {_cache_text(use_cache)}")
         else:
             how = f"left to right {_cache_text(use_cache)}"
-        return DecodingPlan(dec, *_cap(ctx, dec, max_new), how + ", after [EOS] (a document start)"), ids
+        return DecodingPlan(dec, *_cap(ctx, dec, max_new), how + _start(ctx, ", after [EOS] (a document start)")),\
+            ids
     if family == "xlnet":
         if not ctx.run.settings.two_stream:
             raise UnsupportedMode("this XLNet run was trained without the query stream (two_stream=False, the leak "
                                "demonstration): it learned to copy its input and cannot predict a next token.")
-        prefix_ids = [v.eos_id] + ids
+        prefix_ids = ctx.continuation + ids
         if len(prefix_ids) + 1 > ctx.max_positions:
-            raise ctx.too_long(len(ids), ctx.max_positions - 2)
+            raise ctx.too_long(len(ids), ctx.max_positions - 1 - len(ctx.continuation))
         dec = XLNetContinueDecoder(ctx, prefix_ids)
         how = ("the left-to-right factorization order: the query stream at the next position reads the content of "
-               "every earlier token; recomputed every step (no cache for two streams), after [EOS]")
+               "every earlier token; recomputed every step (no cache for two streams)" + _start(ctx, ", after [EOS]"))
         return DecodingPlan(dec, *_cap(ctx, dec, max_new), how), ids
     # glm: a blank at the end of the prompt
     plan = _glm_plan(ctx, [ids, []], max_new, use_cache)
@@ -163,9 +175,12 @@ def _glm_plan(ctx: DecodingContext, pieces: list[list[int]], max_new: int, use_c
         if i < len(pieces) - 1:
             mask_index.append(len(part_a))
             part_a.append(v.mask_id)
+    framed = ctx.read(part_a)  # Part A as the run reads a text (bare for the lab's runs)
+    part_a, mask_index = framed.ids, [index + framed.start for index in mask_index]
     LA = len(part_a)
+    added = ctx.framing.reading.added()
     if LA + 1 > ctx.max_positions:
-        raise ctx.too_long(LA - len(mask_index), ctx.max_positions - 1 - len(mask_index))
+        raise ctx.too_long(LA - len(mask_index) - added, ctx.max_positions - 1 - len(mask_index) - added)
     prefix = [(t, (i, 0), 0) for i, t in enumerate(part_a)] + [(v.start_id, (mask_index[0], 1), 0)]
     L = LA + 1
     prefix_mask = torch.zeros(L, L, dtype=torch.bool)
@@ -182,7 +197,7 @@ def _glm_plan(ctx: DecodingContext, pieces: list[list[int]], max_new: int, use_c
     dec = GLMInfillDecoder(ctx, ctx.backbone, prefix, prefix_mask, feed, None, use_cache, (v.end_id,),
                      n_blanks=len(mask_index))
     how = (f"GLM's Part A (the text with [MASK]) read bidirectionally, Part B ([S] + span until [E]) written left to "
-           f"right with 2-D positions, {_cache_text(use_cache)}")
+           f"right with 2-D positions, {_cache_text(use_cache)}" + ctx.framing_clause())
     return DecodingPlan(dec, *_cap(ctx, dec, max_new), how, separators=(v.end_id,))
 
 
@@ -207,38 +222,44 @@ def plan_infill(ctx: DecodingContext, segments: list[str], pieces: list[list[int
             encoder += piece
             if i < n_blanks:
                 encoder.append(v.sentinel_ids[i])
+        encoder = ctx.read(encoder).ids  # an imported T5: its tokenizer's </s> at the end
+        added = ctx.framing.reading.added()
         if len(encoder) > ctx.max_positions:
-            raise ctx.too_long(len(encoder) - n_blanks, ctx.max_positions - n_blanks)
+            raise ctx.too_long(len(encoder) - n_blanks - added, ctx.max_positions - n_blanks - added)
         cross = torch.ones(len(encoder), dtype=torch.bool)
         dec = T5InfillDecoder(ctx, encoder, cross, [ctx.decoder_start, v.sentinel_ids[0]], 0, use_cache, (v.eos_id,),
                         sentinels=tuple(v.sentinel_ids), n_blanks=n_blanks)
         how = (f"the encoder reads the text with a sentinel at each blank; the decoder starts "
                f"{ctx.token_name(ctx.decoder_start)} <extra_id_0> (forced) and writes each span until the next "
-               f"sentinel or [EOS], {_cache_text(use_cache)}")
+               f"sentinel or [EOS], {_cache_text(use_cache)}" + ctx.framing_clause())
         return DecodingPlan(dec, *_cap(ctx, dec, max_new), how, separators=tuple(v.sentinel_ids))
     if n_blanks > 1:
         raise ValueError(f"{ctx.title} fills one blank at a time, but the prompt has {n_blanks}: keep one ___")
     k = blank_length if blank_length is not None else DEFAULT_BLANK_LENGTH
     left, right = pieces
     if family == "mass":
-        encoder = left + [v.mask_id] * k + right
+        framed = ctx.read(left + [v.mask_id] * k + right)
+        encoder = framed.ids
+        added = ctx.framing.reading.added()
         if len(encoder) > ctx.max_positions:
-            raise ctx.too_long(len(left) + len(right), ctx.max_positions - k)
-        u = len(left)
+            raise ctx.too_long(len(left) + len(right), ctx.max_positions - k - added)
+        u = framed.start + len(left)
         cross = torch.ones(len(encoder), dtype=torch.bool)
         if not ctx.run.settings.cross_attends_masks:
             cross[u:u + k] = False  # the released code's enc_mask: the decoder does not attend the [MASK]s
         first = left[-1] if left else v.bos_id
         dec = EncoderDecoderDecoder(ctx, encoder, cross, [first], u, use_cache, (v.eos_id,))
         how = (f"the encoder reads the text with {k} [MASK] slots at the blank; the decoder writes the fragment at "
-               f"its positions, {_cache_text(use_cache)}")
+               f"its positions, {_cache_text(use_cache)}" + ctx.framing_clause())
         return DecodingPlan(dec, *_cap(ctx, dec, max_new, k), how)
     # unilm: seq2seq
     if not left:
         raise ValueError("UniLM's seq2seq mode needs some text before the blank (the source it reads)")
+    left = ctx.read(left).ids  # the source, as the run reads a text
     L = len(left)
     if L + 1 > ctx.max_positions:
-        raise ctx.too_long(L, ctx.max_positions - 1, "the text before the blank")
+        added = ctx.framing.reading.added()
+        raise ctx.too_long(L - added, ctx.max_positions - 1 - added, "the text before the blank")
     source_segment, target_segment = (4, 5) if ctx.run.settings.lm_segment_ids else (0, 1)
     prefix = [(t, (i,), source_segment) for i, t in enumerate(left)]
     feed = lambda h, i: (h[i], (L + i,), target_segment)  # noqa: E731
@@ -246,7 +267,8 @@ def plan_infill(ctx: DecodingContext, segments: list[str], pieces: list[list[int
     source_mask = torch.ones(L, L, dtype=torch.bool)  # the source sees all of itself
     dec = OneStreamDecoder(ctx, ctx.backbone, prefix, source_mask, feed, query, use_cache, (v.eos_id,))
     how = (f"UniLM's seq2seq mask: the text before the blank is the source, the fill the target, each token "
-           f"predicted at an appended [MASK]; the text after the blank is not read, {_cache_text(use_cache)}")
+           f"predicted at an appended [MASK]; the text after the blank is not read, {_cache_text(use_cache)}"
+           + ctx.framing_clause())
     return DecodingPlan(dec, *_cap(ctx, dec, max_new, k), how)
 
 
@@ -262,7 +284,7 @@ def plan_translate(ctx: DecodingContext, prompt: str, max_new: int, use_cache: b
         how = ("English -> Chinese: CoVe's biLSTM encoder (the MT-LSTM) reads the English, its attentional LSTM "
                "decoder writes from [BOS] until [EOS], re-reading its history every step (no cache)")
         return DecodingPlan(dec, *_cap(ctx, dec, max_new), how)
-    encoder = translation.encoder_ids(ctx.family, ctx.tokenizer, v, prompt)
+    encoder = ctx.read(translation.encoder_ids(ctx.family, ctx.tokenizer, v, prompt)).ids  # T5: + </s>
     if len(encoder) > ctx.max_positions:
         raise ctx.too_long(len(encoder), ctx.max_positions, "the English (with the task prefix)"
                            if ctx.family == "t5" else "the English")
@@ -273,20 +295,24 @@ def plan_translate(ctx: DecodingContext, prompt: str, max_new: int, use_cache: b
                "this run did not train translation (no 'translation' objective), so expect a poor translation")
     prefix = f" after the task prefix {translation.task_prefix(ctx.family)!r}" if ctx.family == "t5" else ""
     how = (f"English -> Chinese: the encoder reads the English{prefix}, the decoder writes from "
-           f"{ctx.token_name(ctx.decoder_start)} until [EOS], {_cache_text(use_cache)}; {trained}")
+           f"{ctx.token_name(ctx.decoder_start)} until [EOS], {_cache_text(use_cache)}; {trained}"
+           + ctx.framing_clause())
     return DecodingPlan(dec, *_cap(ctx, dec, max_new), how)
 
 
 # ------------------------------------------------------------------------------------------ mask slots (MLMs)
 
 
-def slot_logits(ctx: DecodingContext, ids: list[int], slots: list[int]) -> torch.Tensor:
+def slot_logits(ctx: DecodingContext, ids: list[int], slots: list[int], segments: list[int] | None = None
+                ) -> torch.Tensor:
     """The vocabulary logits (N, V) at `slots` of `ids` (the slots hold [MASK]), every other token visible: the
-    family's masked-token prediction (see the module docstring)."""
+    family's masked-token prediction (see the module docstring). `segments`: one segment (token type) id per
+    position, as the run's framing gives them (None: all 0)."""
     family, model = ctx.family, ctx.model
     n = len(ids)
     x = ctx.tensor([ids])  # (1, n)
     positions = ctx.tensor([list(range(n))])
+    segment_ids = ctx.tensor([list(segments)]) if segments is not None else torch.zeros_like(x)  # (1, n)
     slot_t = ctx.tensor(slots)
     if family in ONE_STREAM_MLM or (family == "mpnet" and model.settings.input_mode == "mlm"):
         if family == "electra" and model.objective_weights.get("mlm", 0.0) <= 0:
@@ -294,9 +320,8 @@ def slot_logits(ctx: DecodingContext, ids: list[int], slots: list[int]) -> torch
                                   "discriminator imported without --generator, or a run trained with mlm=0), and ELECTRA predicts "
                                "tokens only with its generator; the discriminator only tells replaced tokens apart.")
         backbone = model.lm_backbone  # ELECTRA: the generator
-        segments = torch.zeros_like(x) if backbone.config.n_segments else None
         full = torch.ones(1, n, n, dtype=torch.bool, device=ctx.device)
-        hidden = backbone(x, full, positions, segments)  # (1, n, H)
+        hidden = backbone(x, full, positions, segment_ids)  # (1, n, H); a model without segments ignores them
         return backbone.lm_logits(hidden[0, slot_t])  # (N, V)
     backbone = ctx.backbone
     is_slot = torch.zeros(n, dtype=torch.bool, device=ctx.device)
@@ -312,14 +337,16 @@ def slot_logits(ctx: DecodingContext, ids: list[int], slots: list[int]) -> torch
         visible = ~is_slot
         content = visible.unsqueeze(0).expand(n, n) | torch.eye(n, dtype=torch.bool, device=ctx.device)
         query = visible.unsqueeze(0).expand(len(slots), n)
-    _, g = backbone.forward_two_stream(x, content.unsqueeze(0), query.unsqueeze(0), positions, slot_t.unsqueeze(0))
+    _, g = backbone.forward_two_stream(x, content.unsqueeze(0), query.unsqueeze(0), positions, slot_t.unsqueeze(0),
+                                       segment_ids)  # XLNet's relative segments read them (its <cls>: 2)
     return backbone.lm_logits(g[0])  # (N, V)
 
 
 def mask_predict(ctx: DecodingContext, ids: list[int], slots: list[int], iterations: int, strategy: str,
-                  temperature: float, top_k: int, top_p: float, generator: torch.Generator
-                  ) -> tuple[list[int], list[float], int]:
-    """Mask-predict (Ghazvininejad et al. 2019): (the slot tokens, their probabilities, the rounds run)."""
+                  temperature: float, top_k: int, top_p: float, generator: torch.Generator,
+                  segments: list[int] | None = None) -> tuple[list[int], list[float], int]:
+    """Mask-predict (Ghazvininejad et al. 2019): (the slot tokens, their probabilities, the rounds run). `ids`
+    framed as the run reads a text, `segments` their segment ids."""
     ids = list(ids)
     N = len(slots)
     probs = [0.0] * N
@@ -334,11 +361,12 @@ def mask_predict(ctx: DecodingContext, ids: list[int], slots: list[int], iterati
             masked = sorted(sorted(range(N), key=lambda i: probs[i])[:n])  # the least confident
             for i in masked:
                 ids[slots[i]] = ctx.vocab.mask_id
-        logits = slot_logits(ctx, ids, [slots[i] for i in masked])
-        logits = logits.float().masked_fill(ctx.banned, float("-inf"))
+        logits = slot_logits(ctx, ids, [slots[i] for i in masked], segments).float()
+        own = torch.softmax(logits, dim=-1)  # the model's own probabilities, as fill_mask reports them
+        logits = logits.masked_fill(ctx.banned, float("-inf"))
         for row, i in enumerate(masked):
-            token, p = pick_token(logits[row], strategy, temperature, top_k, top_p, generator)
-            tokens[i], probs[i] = token, p
+            token, _ = pick_token(logits[row], strategy, temperature, top_k, top_p, generator)
+            tokens[i], probs[i] = token, float(own[row, token])
             ids[slots[i]] = token
         rounds += 1
     return tokens, probs, rounds

@@ -1,9 +1,9 @@
 """The searches over a decoder (lab_models/inference/generation/decoders.py): greedy, sampled and beam.
 
 Decoding. strategy "greedy" (argmax, deterministic), "sample" (temperature, then top-k, then top-p (nucleus), drawn with
-a torch.Generator seeded from `seed`: the same seed gives the same sample) or "beam" (`beam_size` beams, scored by the
-sum of log-probabilities divided by the length; stops once `beam_size` hypotheses have ended). `beam_size` is read only
-by "beam"; mask-predict is greedy or sampled (asked for a beam search, it decodes greedily and says so). Special tokens
+a torch.Generator seeded from `seed`: the same seed gives the same sample) or "beam" (`beam_size` beams, run as
+transformers' `generate(num_beams=...)` runs them: scored by the sum of log-probabilities divided by the length, with
+its early-stop heuristic; one beam is greedy). `beam_size` is read only by "beam"; mask-predict is greedy or sampled (asked for a beam search, it decodes greedily and says so). Special tokens
 ([PAD], [MASK], [CLS], [UNK], sentinels, ...) are never generated (their logits are masked) except the mode's end
 tokens. `probs` are the model's own probabilities of the chosen tokens (temperature 1, over the tokens allowed at that
 step), whatever the strategy. Decoding stops at the end token, at `max_new_tokens`, or where the model's `max_positions`
@@ -92,38 +92,55 @@ def search_tokens(ctx: DecodingContext, dec: Decoder, limit: int, strategy: str,
 
 
 def _beam_search(ctx: DecodingContext, dec: Decoder, limit: int, beam_size: int) -> SearchResult:
-    """Beam search: keep the `beam_size` best open hypotheses by summed log-probability; a hypothesis that ends is
-    set aside; stop when `beam_size` have ended or at the limit; return the best by log-probability per token."""
-    beams: list[tuple[list[int], list[float], float]] = [([], [], 0.0)]  # (tokens, probs, sum of log p)
-    finished: list[SearchResult | tuple] = []
+    """Beam search as transformers' `generate(num_beams=beam_size)` runs it (its defaults: length_penalty 1.0,
+    early_stopping False), so that an imported checkpoint gives the same tokens here as in its authors' library:
+
+    - each step scores every continuation of every open beam by its summed log-probability (a log-softmax over the
+      whole vocabulary; the special tokens the lab never writes are then set to -inf, as a logits processor would)
+      and keeps the 2 * beam_size best;
+    - of those, the ones among the first beam_size that end (an end token, or the token limit) join the finished
+      hypotheses, scored by summed log-probability / their length, and the beam_size best finished are kept;
+    - the beam_size best that did not end stay open;
+    - it stops when every candidate ended, or when beam_size hypotheses have finished and the best open beam's
+      score divided by its length cannot beat the worst finished one (transformers' early-stop heuristic).
+    One beam is greedy decoding, as in transformers. `probs` are the model's probabilities of the chosen tokens over
+    the tokens allowed at that step, as for greedy decoding."""
+    if beam_size == 1:
+        return search_tokens(ctx, dec, limit, "greedy", 1.0, 0, 1.0, 1, torch.Generator())
+    open_beams: list[tuple[list[int], list[float], float]] = [([], [], 0.0)]  # (tokens, probs, sum of log p)
+    finished: list[tuple[float, list[int], list[float], str]] = []  # (normalised score, tokens, probs, stop)
+    improvable = True
+    keep = 2 * beam_size
     logits = dec.first()
     V = ctx.V
     while True:
-        histories = [b[0] for b in beams]
-        logp = torch.log_softmax(_masked(ctx, dec, logits, histories), dim=-1)  # (B, V)
-        total = logp + torch.tensor([b[2] for b in beams], device=logp.device).unsqueeze(1)
-        top = torch.topk(total.view(-1), min(2 * beam_size, total.numel()))
-        alive, parents = [], []
-        for score, index in zip(top.values.tolist(), top.indices.tolist()):
-            if score == float("-inf"):
-                break
+        histories = [b[0] for b in open_beams]
+        masked = _masked(ctx, dec, logits, histories)  # (B, V): -inf where a token may not come next
+        logp = torch.log_softmax(logits.float(), dim=-1).masked_fill(masked == float("-inf"), float("-inf"))
+        shown = torch.softmax(masked, dim=-1)  # the probabilities reported, as greedy reports them
+        total = logp + torch.tensor([b[2] for b in open_beams], device=logp.device).unsqueeze(1)  # (B, V)
+        top = torch.topk(total.view(-1), min(keep, total.numel()))
+        length = len(histories[0]) + 1
+        candidates = []
+        for rank, (score, index) in enumerate(zip(top.values.tolist(), top.indices.tolist())):
             parent, token = divmod(index, V)
-            tokens = beams[parent][0] + [token]
-            probs = beams[parent][1] + [math.exp(float(logp[parent, token]))]
-            if dec.ends(tokens):
-                finished.append((tokens, probs, score, "end"))
-            else:
-                alive.append((tokens, probs, score))
-                parents.append(parent)
-            if len(alive) == beam_size:
-                break
-        length = len(alive[0][0]) if alive else 0
-        if not alive or len(finished) >= beam_size or length >= limit:
-            candidates = finished + [(t, p, s, "limit") for t, p, s in alive]
-            best = max(candidates, key=lambda c: c[2] / len(c[0]))
-            return SearchResult(best[0], best[1], best[3])
-        beams = alive
-        logits = dec.next([b[0] for b in beams], parents)
+            tokens = histories[parent] + [token]
+            ended = "end" if dec.ends(tokens) else "limit" if length >= limit else None
+            candidates.append((rank, score, parent, tokens, open_beams[parent][1] + [float(shown[parent, token])],
+                               ended))
+        if improvable:
+            finished += [(score / length, tokens, probs, ended) for rank, score, _, tokens, probs, ended in candidates
+                         if ended and rank < beam_size and score != float("-inf")]
+            finished = sorted(finished, key=lambda f: -f[0])[:beam_size]
+        alive = [c for c in candidates if not c[5] and c[1] != float("-inf")][:beam_size]
+        if alive and len(finished) == beam_size:
+            improvable = alive[0][1] / length > finished[-1][0]
+        if not alive or not improvable:
+            best = finished[0] if finished else max(((c[1] / length, c[3], c[4], "limit") for c in candidates),
+                                                    key=lambda f: f[0])
+            return SearchResult(best[1], best[2], best[3])
+        open_beams = [(c[3], c[4], c[1]) for c in alive]
+        logits = dec.next([c[3] for c in alive], [c[2] for c in alive])
 
 
 def describe_strategy(strategy: str, temperature: float, top_k: int, top_p: float, beam_size: int, seed: int) -> str:

@@ -40,8 +40,8 @@ from pathlib import Path
 import torch
 
 from lab_models.home import atomic_write_json, lab_home
-from lab_models.text.corpora import (BUILTIN_CORPORA, IN_MEMORY_MAX_BYTES, Corpus, corpus_from_files, document_split,
-                                     imported_corpora, linked_corpus, list_corpora, load_corpus)
+from lab_models.text.corpora import (BUILTIN_CORPORA, IN_MEMORY_MAX_BYTES, Corpus, corpus_card, corpus_from_files,
+                                     document_split, imported_corpora, linked_corpus, list_corpora, load_corpus)
 from lab_models.text.corpus_streams import (STREAMED_EXTENSIONS, CorpusFiles, ReadLimits, ReadReport,
                                             find_corpus_files, files_digest, iter_documents)
 
@@ -310,3 +310,54 @@ def _source_for(files: CorpusFiles, *, name: str, reference: str, home, limits: 
         corpus = corpus_from_files(files, limits)
         return MemorySource(Corpus(name, "path", corpus.train, corpus.validation, corpus.fingerprint), reference)
     return FileSource(files, name=name, reference=reference, home=home, limits=limits)
+
+
+# ------------------------------------------------------------------------------------------------ a corpus's card
+CARD_SAMPLE_BYTES = 2 * 2**20  # a corpus too big to load is described from this much of its beginning
+
+
+def tokenized_versions(fingerprint: str | None, *, home=None) -> list[dict]:
+    """The finished token shards of a corpus (by fingerprint) in the lab home, newest first: {"folder", "dtype",
+    "vocab_size", "documents", "train_tokens", "validation_tokens", "created"}."""
+    if not fingerprint:
+        return []
+    found = []
+    for index_path in (lab_home(home) / "token_shards").glob("*/index.json"):
+        try:
+            index = json.loads(index_path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if isinstance(index, dict) and index.get("corpus_fingerprint") == fingerprint:
+            tokens = index.get("tokens") or {}
+            found.append({"folder": str(index_path.parent), "dtype": index.get("dtype"),
+                          "vocab_size": index.get("vocab_size"), "documents": index.get("documents"),
+                          "train_tokens": tokens.get("train"), "validation_tokens": tokens.get("validation"),
+                          "notes": (index.get("read") or {}).get("notes", []), "created": index.get("created")})
+    return sorted(found, key=lambda entry: -(entry["created"] or 0))
+
+
+def corpus_overview(name: str, *, home=None) -> dict:
+    """The card of any corpus of the lab home (`corpora.corpus_card`'s fields), plus "tokenized" (its finished
+    token shards). A linked corpus too big to load is described from its files and its first 2 MB: "documents",
+    "lines", "words" and "characters" are None (until it is tokenized: then "documents" is the shards' count),
+    "language_mix" and "sample" are those of its beginning, and "sampled_bytes" says how much was read."""
+    source = open_corpus(name, home=home)
+    if not isinstance(source, FileSource):
+        corpus = source.corpus if isinstance(source, MemorySource) else load_corpus(name, home=home)
+        card = corpus_card(corpus)
+        card["tokenized"] = tokenized_versions(source.fingerprint(), home=home)
+        return card
+    report, documents, size = ReadReport(), [], 0
+    for _, text in source.documents(report):
+        documents.append(text)
+        size += len(text.encode("utf-8"))
+        if size >= CARD_SAMPLE_BYTES:
+            break
+    card = corpus_card(Corpus(name, "path", tuple(documents), (), "0" * 64))
+    tokenized = tokenized_versions(source.cached_fingerprint(), home=home)
+    card.update(documents=tokenized[0]["documents"] if tokenized else None, train_documents=None,
+                validation_documents=None, lines=None, words=None, characters=None, bytes=source.total_bytes,
+                fingerprint=source.cached_fingerprint(), sampled_bytes=size, tokenized=tokenized,
+                path=str(source.files.root), files=len(source.files.files), formats=source.files.formats(),
+                text_column=source.files.text_column)
+    return card

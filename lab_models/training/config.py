@@ -96,6 +96,7 @@ class TrainConfig:
     addons: dict = field(default_factory=dict)  # add-on objective -> its resolved settings (objectives/addons.py)
     on_nonfinite: str = "fail"  # or "skip" (engine.NONFINITE_POLICIES)
     zoo: str | None = None  # the zoo this run belongs to (lab_models/experiments/zoo.py), or None
+    text_column: str | None = None  # the text column of a corpus path's table files (None: the suggested one)
 
     def performance_config(self) -> PerformanceConfig:
         return PerformanceConfig.from_dict(self.performance)

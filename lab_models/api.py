@@ -1221,7 +1221,7 @@ def has_runs(jobs: RunStore | None = None, *, home=None) -> bool:
 # ================================================================================================ zoo (end)
 
 
-# ================================================================================================ corpora at any size (begin)
+# ======================================================================================== corpora at any size (begin)
 # Corpora read in place and tokenized once, to disk (issue 24): lab_models/text/corpus_streams.py (reading any file
 # or folder in constant memory), text/corpus_sources.py (what a run reads: fingerprint, split, tokenizer sample),
 # text/token_shards.py (the memory-mapped token shards), training/corpus_tokens.py (`python -m lab_models tokenize`)
@@ -1296,4 +1296,4 @@ def stop_tokenizing(jobs: TokenizeJobs, job_id) -> dict:
     if not isinstance(job_id, str) or not job_id.strip():
         raise ValueError("Start a tokenization first.")
     return jobs.stop(job_id.strip())
-# ================================================================================================ corpora at any size (end)
+# ========================================================================================== corpora at any size (end)

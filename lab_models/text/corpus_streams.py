@@ -6,7 +6,7 @@ Parquet, and a `datasets` folder written by `save_to_disk`; one file, or a folde
 
 The documents are the ones `corpus_files.extract_documents` takes from a small file (the same blank-line paragraphs,
 or one line per document when a text file has no blank line; the same cleaning; the same text columns). What differs
-is how a file is read: in blocks of `ReadLimits.block_bytes` (8 MiB) instead of whole, so a 300 MB or a 30 GB corpus
+is how a file is read: in blocks of `ReadLimits.block_bytes` (1 MiB) instead of whole, so a 300 MB or a 30 GB corpus
 costs the memory of a 3 MB one. Parquet files are read with pyarrow one record batch at a time, and the Arrow files
 of a `datasets` folder are memory-mapped and read batch by batch (never loaded whole), as `datasets` itself reads
 them. In a folder, files are read in the sorted order of their paths (hidden files and folders skipped); a
@@ -59,14 +59,15 @@ _CUT_WHITESPACE = (" ", "\t", "\n", "\u3000")
 class ReadLimits:
     """How files are read. Tests make them small to simulate a 2 GB line with a few kilobytes."""
 
-    block_bytes: int = 8 * 2**20  # read this much of a file at a time
+    block_bytes: int = 2**20  # read this much of a file at a time (also the progress bar's granularity)
     max_document_chars: int = 16 * 2**20  # a longer line or paragraph is cut into documents of at most this
     probe_bytes: int = 64 * 2**10  # a file's first bytes, checked for being binary
 
     def __post_init__(self):
         for name in ("block_bytes", "max_document_chars", "probe_bytes"):
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 16:
-                raise ValueError(f"ReadLimits.{name} must be a whole number of at least 16, got {getattr(self, name)!r}")
+                raise ValueError(f"ReadLimits.{name} must be a whole number of at least 16, got "
+                                 f"{getattr(self, name)!r}")
 
     def key(self) -> str:
         """What the limits add to a fingerprint: only those that change the documents read."""

@@ -20,16 +20,17 @@ memmap, `np.memmap` windows at training time), with what a lab needs on top:
 * cached by key: the sha256 of the corpus's fingerprint, the prepared tokenizer's JSON and [EOS]'s id, so a second
   run on the same corpus and tokenizer maps the shards at once;
 * resumable and kill-safe: the ids go to `train.bin.partial` / `validation.bin.partial`; every eighth of the corpus
-  (at least 1 MB, at most 32 MB: `COMMIT_BYTES`) and when stopped, both are fsynced and `progress.json` records how many documents and tokens are complete.
-  A run killed at any moment leaves at most an uncommitted tail, which the next run cuts off before it continues from
-  the recorded document; nothing is named `train.bin` or carries an `index.json` before the last commit, so nothing
-  half-written looks finished;
+  (at least 1 MB, at most 32 MB: `COMMIT_BYTES`) and when stopped, both are fsynced and `progress.json` records how
+  many documents and tokens are complete. A run killed at any moment leaves at most an uncommitted tail, which the
+  next run cuts off before it continues from the recorded document; nothing is named `train.bin` or carries an
+  `index.json` before the last commit, so nothing half-written looks finished;
 * one writer: a file lock (`.lock`, `fcntl.flock`) lets one process tokenize a key while the others wait for it (the
   Corpora tab and a run, two runs on one corpus, the ranks of a torchrun on one machine);
 * a full disk: the uncommitted tail is cut off again (freeing its space), and `TokenizingDiskFull` says how much is
   kept; the next run continues from there. Other shard folders are never touched.
 * progress: `progress(TokenizeProgress)` after every batch (bytes and tokens done, MB/s, ETA; the caller decides how
-  often to show it), and `should_stop()` between batches: a stop commits what is done and raises `TokenizingStopped` (resumable).
+  often to show it), and `should_stop()` between batches: a stop commits what is done and raises `TokenizingStopped`
+  (resumable).
 """
 from __future__ import annotations
 
@@ -402,8 +403,9 @@ def _tokenize(source, tokenizer: Tokenizer, eos_id: int, folder: Path, key: str,
                 tell("tokenizing")
                 if should_stop is not None and should_stop():
                     writer.commit(documents, report.bytes_done, report)
-                    raise TokenizingStopped(f"stopped while tokenizing {source.name} after {report.bytes_done / 1e6:.1f}"
-                                            f" of {source.total_bytes / 1e6:.1f} MB; the next run continues from there")
+                    raise TokenizingStopped(f"stopped while tokenizing {source.name} after "
+                                            f"{report.bytes_done / 1e6:.1f} of {source.total_bytes / 1e6:.1f} MB; "
+                                            "the next run continues from there")
         flush()
         if documents < skip:
             raise ValueError(f"the corpus {source.name} has fewer documents ({documents}) than an interrupted "

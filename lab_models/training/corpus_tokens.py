@@ -59,7 +59,7 @@ class TokenizingStatus:
     QUIET_S = 2.0
     MESSAGES = {"fingerprinting": "tokenizing: reading {name} to fingerprint it",
                 "sampling": "tokenizing: reading a sample of {name} for its tokenizer",
-                "tokenizer": "tokenizing: training the tokenizer",
+                "tokenizer": "tokenizing: training the tokenizer", "tokenizing": "tokenizing {name}",
                 "waiting": "tokenizing: waiting for another process tokenizing {name}"}
 
     def __init__(self, name: str, write: Callable[[str, dict], None] | None):
@@ -85,7 +85,7 @@ class TokenizingStatus:
         if not self.enabled or phase == self.current:
             return
         self.current = phase
-        message = self.MESSAGES.get(phase, "tokenizing").format(name=self.name)
+        message = self.MESSAGES[phase].format(name=self.name)
         self.write(message, {"phase": phase})
         self._say(message)
         self.last_status = time.monotonic()

@@ -10,6 +10,17 @@ Presets, `TrainConfig` and the parsing of overrides (`--objective`, `--set`, `--
 lab_models/training/config.py; the argument parser and `--resume` in lab_models/training/cli.py.
 This module runs the training: the distributed world, signals, the run folder, the loop and the exit statuses.
 
+Data. The corpus is a source (lab_models/text/corpus_sources.py: a name or a path of any size, read in place). Before
+its first step a run prepares it (lab_models/training/corpus_tokens.py): the tokenizer (trained on a bounded, seeded
+sample of a big corpus, or found through its fit record), then the corpus tokenized once into memory-mapped token
+shards in the lab home (lab_models/text/token_shards.py; reused by every later run on the same corpus and
+tokenizer), and training windows are drawn from the memory map, the same batches an in-memory stream gave. Until the
+first step status.json says "running" with "phase": "tokenizing" and the progress (the Train tab's bar), and stderr
+gets a progress line every few seconds (none for a corpus prepared within 2 s). SIGTERM during tokenization stops it
+between two batches: what is tokenized is kept, the run ends "stopped", and starting it again continues. Under
+torchrun rank 0 prepares the data while the other ranks wait in a gloo group with a timeout of days (a big corpus
+takes longer than the default group's 10 to 30 minutes), then map the same shards.
+
 The RNN families (lab_models/models/rnn/) run through the same loop. Where their data is not corpus windows (CoVe's
 sentence pairs, ULMFiT's three stages, CVT's labelled and unlabelled minibatches), the family module's
 `batch_source(context)` replaces PackedBatches, and `tokenizer_corpus(corpus, settings)` adds what the tokenizer must
@@ -31,7 +42,8 @@ Signals. SIGTERM or SIGINT: the current step finishes, a checkpoint and model.sa
 says "stopped", the exit status is 0. A NaN/inf loss: status "failed", message "non-finite loss at step N: ...", exit
 status 1, and the last good checkpoint is kept (non-finite weights are never checkpointed); `--on-nonfinite skip`
 instead drops such a step's update, logs it and goes on (lab_models/training/engine.py). A full disk: status "failed",
-message "disk full: ...", the last complete checkpoint intact. Any other exception: status "failed" with the message.
+message "disk full: ...", the last complete checkpoint intact (a full disk while tokenizing: "disk full while tokenizing
+...", the tokenized part kept). Any other exception: status "failed" with the message.
 The run folder's files are described in lab_models/training/runs.py.
 """
 from __future__ import annotations
@@ -399,11 +411,11 @@ def _run(config: TrainConfig, source, resume: bool, world: _World, out: Path) ->
             model_config = family_model_config(config.family, config.preset, info.size, settings=settings,
                                                **config.model)
         pairs = _translation_pairs(config, tokenizer, info, model_config.max_positions)
-        batches = _family_batch_source(module, config, tokenizer, info, settings, shards, model_config) or PackedBatches(
-            shards.train(), shards.validation(),
-            seq_len=config.seq_len, batch_size=config.batch_size, objective=module,
-            batch_config=BatchConfig(settings, info), eval_batches=config.eval_batches, translation=pairs,
-            denoising=config.objectives.get(_main_objective(config.family), 0.0) > 0)
+        batches = _family_batch_source(module, config, tokenizer, info, settings, shards, model_config) or \
+            PackedBatches(shards.train(), shards.validation(), seq_len=config.seq_len, batch_size=config.batch_size,
+                          objective=module, batch_config=BatchConfig(settings, info),
+                          eval_batches=config.eval_batches, translation=pairs,
+                          denoising=config.objectives.get(_main_objective(config.family), 0.0) > 0)
         if batches.validation_note:
             logger.warning(batches.validation_note)
         model = build_model(config.family, model_config, settings, info, config.objectives,

@@ -104,8 +104,8 @@ def measured(command: list[str], watch: Path | None = None) -> dict:
     reader.join(5)
     if process.returncode != 0:
         raise SystemExit(f"{' '.join(map(str, command))} failed ({process.returncode}):\n{''.join(stderr_lines[-20:])}")
-    return {"wall_s": wall, "peak_rss_mb": usage.ru_maxrss / 1024, "first_step_s": first_step[0] if first_step
-            else None}
+    return {"wall_s": wall, "cpu_s": usage.ru_utime + usage.ru_stime, "peak_rss_mb": usage.ru_maxrss / 1024,
+            "first_step_s": first_step[0] if first_step else None}
 
 
 def peer(corpus: str, tokenizer_path: str, out: str) -> None:
@@ -164,11 +164,12 @@ def report(result: dict, quick: bool) -> None:
     first, second, peer_run = result["lab_first"], result["lab_second"], result["peer"]
     print(f"\n== {result['megabytes']:.0f} MB corpus ==")
     print(f"lab, first run : first step after {first['first_step_s']:.1f} s (tokenizing {result['lab_tokenize_s']:.1f} s"
-          f", {result['lab_mb_per_s']:.2f} MB/s), peak RSS {first['peak_rss_mb']:.0f} MB, "
-          f"{result['lab_tokens']:,} tokens (vocabulary {result['tokenizer']['vocab_size']:,})")
-    print(f"lab, second run: first step after {second['first_step_s']:.1f} s, peak RSS {second['peak_rss_mb']:.0f} MB")
+          f", {result['lab_mb_per_s']:.2f} MB/s), peak RSS {first['peak_rss_mb']:.0f} MB, {first['cpu_s']:.0f} CPU s "
+          f"in all, {result['lab_tokens']:,} tokens (vocabulary {result['tokenizer']['vocab_size']:,})")
+    print(f"lab, second run: first step after {second['first_step_s']:.1f} s, peak RSS {second['peak_rss_mb']:.0f} MB, "
+          f"{second['cpu_s']:.0f} CPU s")
     print(f"peer (nanoGPT) : tokenized in {peer_run['wall_s']:.1f} s ({result['peer_mb_per_s']:.2f} MB/s), peak RSS "
-          f"{peer_run['peak_rss_mb']:.0f} MB, {result['peer_tokens']:,} tokens")
+          f"{peer_run['peak_rss_mb']:.0f} MB, {peer_run['cpu_s']:.0f} CPU s, {result['peer_tokens']:,} tokens")
     print(f"ratios lab/peer: speed {result['lab_mb_per_s'] / result['peer_mb_per_s']:.2f}x, peak RSS "
           f"{first['peak_rss_mb'] / peer_run['peak_rss_mb']:.2f}x")
     if not quick:

@@ -78,6 +78,7 @@ from lab_models.inference.loading import load_run
 from lab_models.inference.finetuning.results import finetune_leaderboard
 from lab_models.inference.finetuning.config import finetunes_dir
 from lab_models.text.corpora import load_corpus
+from lab_models.text.corpus_sources import FileSource, open_corpus
 
 logger = logging.getLogger(__name__)
 
@@ -470,12 +471,14 @@ def _evaluate_on_corpus(home: Path, run_dir: Path, corpus_name, examples_by_corp
 
     name = str(corpus_name or "")
     if name not in examples_by_corpus:
-        try:
-            corpus = load_corpus(name, home=home)
+        try:  # a corpus too big to load (read in place) gives the first 4 MB of its validation split
+            source = open_corpus(name, home=home)
+            validation = (source.validation_documents() if isinstance(source, FileSource)
+                          else load_corpus(name, home=home).validation)
         except ValueError as error:
             examples_by_corpus[name] = f"the corpus {name!r} cannot be loaded for held-out text: {error}"
         else:
-            examples_by_corpus[name] = (held_out_examples(corpus.validation, max_examples, seed) if corpus.validation
+            examples_by_corpus[name] = (held_out_examples(validation, max_examples, seed) if validation
                                         else f"the corpus {name!r} has no validation split (one document): no "
                                              "held-out text to ask")
     examples = examples_by_corpus[name]

@@ -334,3 +334,18 @@ def test_a_run_killed_or_stopped_while_tokenizing_continues_to_the_same_weights(
         again = run_cli(*common, "--out", out, "--home", home)  # what Resume does for a run without a checkpoint
         assert again.returncode == 0, again.stderr
         assert (out / "model.safetensors").read_bytes() == expected, fault
+
+
+def test_a_stop_during_the_reading_passes_is_a_clean_stop(tmp_path, monkeypatch):
+    """Stop works before tokenization too: while a big corpus is read for its fingerprint or its tokenizer's sample."""
+    from lab_models.training.corpus_tokens import TokenizingStatus, run_tokenizer
+
+    monkeypatch.setattr(corpus_sources, "IN_MEMORY_MAX_BYTES", 1000)
+    source = corpus_sources.open_corpus(str(write_corpus(tmp_path / "web.txt")), home=tmp_path / "home")
+    written, asked = [], []
+    status = TokenizingStatus("web", lambda message, progress: written.append(message),
+                              should_stop=lambda: asked.append(1) or len(asked) > 1)
+    with pytest.raises(TokenizingStopped, match=r"stopped while reading web \(\d+\.\d of 2\.\d MB\)"):
+        run_tokenizer(source, family="gpt", kind="bpe", vocab_size=300, settings={}, translation=False,
+                      home=tmp_path / "home", status=status)
+    assert written[0] == "tokenizing: reading web to fingerprint it"

@@ -62,8 +62,9 @@ class TokenizingStatus:
                 "tokenizer": "tokenizing: training the tokenizer", "tokenizing": "tokenizing {name}",
                 "waiting": "tokenizing: waiting for another process tokenizing {name}"}
 
-    def __init__(self, name: str, write: Callable[[str, dict], None] | None):
-        self.name, self.write = name, write
+    def __init__(self, name: str, write: Callable[[str, dict], None] | None,
+                 should_stop: Callable[[], bool] | None = None):
+        self.name, self.write, self.should_stop = name, write, should_stop
         self.last_status = self.last_line = 0.0
         self.current = ""
         self.started = time.monotonic()
@@ -91,10 +92,14 @@ class TokenizingStatus:
         self.last_status = time.monotonic()
 
     def reading(self, phase: str) -> Callable[[int, int], None]:
-        """A (bytes_done, total) callback for a pass that reads the corpus without tokenizing it."""
+        """A (bytes_done, total) callback for a pass that reads the corpus without tokenizing it; it raises
+        TokenizingStopped when a stop was asked for (such a pass keeps nothing: the next start reads again)."""
         started = time.monotonic()
 
         def callback(done: int, total: int) -> None:
+            if self.should_stop is not None and self.should_stop():
+                raise TokenizingStopped(f"stopped while reading {self.name} ({done / 1e6:.1f} of {total / 1e6:.1f} "
+                                        "MB)")
             seconds = time.monotonic() - started
             speed = done / 1e6 / seconds if seconds > 0.5 and done else None
             eta = (total - done) / (speed * 1e6) if speed else None
@@ -210,7 +215,7 @@ def main(argv: list[str] | None = None) -> int:
                                             "corpus": source.name, "started": started, "updated": time.time(),
                                             **extra})
 
-    status = TokenizingStatus(source.name, lambda message, progress: write("running", message, progress))
+    status = TokenizingStatus(source.name, lambda message, progress: write("running", message, progress), stop)
     try:
         settings = settings_to_dict(settings_with_overrides(args.family, []))
         choice, facts = run_tokenizer(source, family=args.family, kind=kind, vocab_size=vocab_size,

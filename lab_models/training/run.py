@@ -97,6 +97,7 @@ from lab_models.models.family import family_model_config
 logger = logging.getLogger(__name__)
 
 # ------------------------------------------------------------------------------------------------ distributed
+_STOPPED = "stopped:"  # rank 0's broadcast when a stop came before its tokenizer was ready
 RANK0_WAIT = timedelta(days=7)  # how long the other ranks wait for rank 0's tokenizer and token shards (below)
 
 
@@ -383,7 +384,7 @@ def _run(config: TrainConfig, source, resume: bool, world: _World, out: Path) ->
     stop.install()
     created = float(runs.read_config(out).get("created") or time.time()) if resume else time.time()
     step = 0
-    status = TokenizingStatus(source.name, _run_status(out, config) if world.is_main else None)
+    status = TokenizingStatus(source.name, _run_status(out, config) if world.is_main else None, stop)
     try:
         failure = None
         tokenizer_facts: dict = {}
@@ -392,7 +393,11 @@ def _run(config: TrainConfig, source, resume: bool, world: _World, out: Path) ->
                 tokenizer_facts = _prepare_run_dir(config, source, resume, status)
             except ValueError as error:
                 failure = str(error)
+            except TokenizingStopped as error:  # stopped while reading the corpus for its fingerprint or sample
+                failure = _STOPPED + str(error)
         failure = _broadcast_text(world, failure)
+        if failure is not None and failure.startswith(_STOPPED):
+            raise TokenizingStopped(failure[len(_STOPPED):])
         if failure is not None:
             raise ValueError(failure)
 

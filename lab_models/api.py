@@ -1250,7 +1250,10 @@ def corpus_root(root=None, *, home=None) -> Path:
 def _server_path(path, root) -> Path:
     if not isinstance(path, str) or not path.strip():
         raise ValueError(f"Type the path of a corpus file or folder inside {root} (e.g. web.txt or books/).")
-    return path_inside(root, path.strip(), "corpus path")
+    try:
+        return path_inside(root, path.strip(), "corpus path")
+    except (OSError, RuntimeError) as error:  # "~nobody/x" (no such user's home), a name too long to stat
+        raise ValueError(f"The corpus path {_home.shown(path.strip())} cannot be read: {error}") from None
 
 
 def inspect_server_corpus(path, *, root, text_column=None) -> dict:

@@ -216,10 +216,15 @@ def find_corpus_files(path, text_column: str | None = None, *, limits: ReadLimit
     """
     if not isinstance(path, (str, Path)) or not str(path).strip():
         raise ValueError(f"expected the path of a corpus file or folder, got {path!r}")
-    given = Path(path).expanduser()
-    if not given.exists():
+    try:
+        given = Path(path).expanduser()
+        exists = given.exists()
+        root = given.resolve()
+    except (OSError, RuntimeError, ValueError) as error:  # too long a name, a NUL, "~nobody": not a path to read
+        shown = str(path) if len(str(path)) <= 80 else str(path)[:40] + "…" + str(path)[-39:]
+        raise ValueError(f"{shown!r} is not a readable path ({getattr(error, 'strerror', None) or error})") from None
+    if not exists:
         raise ValueError(f"{given} does not exist")
-    root = given.resolve()
     if root.is_file():
         file_format = _file_format(root)
         if file_format is None:

@@ -15,17 +15,23 @@ name, the name of a corpus imported into `<lab home>/corpora/`, or a path to a f
 * Uploads: `.txt`, `.md`, `.jsonl` and `.csv`, validated (size cap, empty, binary, UTF-8, columns, JSON syntax) and
   stored as `<home>/corpora/<name>/documents.jsonl` + `meta.json`, written to a temporary folder first and renamed
   into place, so a failure or a crash never leaves a half-written corpus.
+* Linked corpora (`link_corpus`): a file or folder on this machine, of any size, registered under a name and read in
+  place (`<home>/corpora/<name>/meta.json` holds its path; nothing is copied and no cap applies).
 
 What it follows and how it deviates
 -----------------------------------
 It follows the usual data-card practice (counts, language mix, a sample) and the usual hash-based split (a document's
-split depends only on its text, so shuffling or appending documents never moves a document across the split). It
-deviates from large-corpus pipelines in keeping every corpus in memory: the lab's corpora are a few MB.
+split depends only on its text, so shuffling or appending documents never moves a document across the split). A
+`Corpus` is held in memory; `load_corpus` reads a path with the streamed reader (lab_models/text/corpus_streams.py),
+so it gives exactly the documents a run streaming the same path trains on, and it refuses to load a linked corpus of
+more than `IN_MEMORY_MAX_BYTES` (64 MB): runs stream those (lab_models/text/corpus_sources.py), and a path given
+directly is the caller's choice (no cap).
 
-Beside it: lab_models/text/stdlib_docs.py (the stdlib-docs text and its cleaning) and lab_models/text/corpus_files.py
+Beside it: lab_models/text/stdlib_docs.py (the stdlib-docs text and its cleaning), lab_models/text/corpus_files.py
 (reading an uploaded file: size cap, formats, text columns; its decisions on splitting text files, CSV delimiters,
-JSONL rows and the upload cap are written there). This module holds the records, the split, the lab's corpus folders
-(import, list, load) and the card.
+JSONL rows and the upload cap are written there) and lab_models/text/corpus_streams.py (reading a path of any size,
+and what it does with bad input). This module holds the records, the split, the lab's corpus folders (import, link,
+list, load) and the card.
 
 Decisions a user should know about
 ----------------------------------

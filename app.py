@@ -1,4 +1,4 @@
-"""Launch the Pretraining Lab: `python app.py [--host 127.0.0.1] [--port 7860] [--home DIR]`.
+"""Launch the Pretraining Lab: `python app.py [--host 127.0.0.1] [--port 7860] [--home DIR] [--corpus-root DIR]`.
 
 Binds loopback unless told otherwise and never opens a public share link.
 """
@@ -18,6 +18,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--home", default=None,
                         help="lab home for corpora, tokenizers and runs (default: $PRETRAINING_LAB_HOME or "
                              "~/.pretraining-lab)")
+    parser.add_argument("--corpus-root", default=None,
+                        help="the folder whose corpora the Corpora tab may read in place (default: "
+                             "$PRETRAINING_LAB_CORPUS_ROOT or <home>/server-corpora)")
     return parser.parse_args(argv)
 
 
@@ -29,13 +32,14 @@ def _shut_down_like_ctrl_c(signum, frame):
 def main(argv=None) -> None:
     args = parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    demo = build_app(args.home)
+    demo = build_app(args.home, corpus_root=args.corpus_root)
     signal.signal(signal.SIGTERM, _shut_down_like_ctrl_c)
     try:
         demo.queue(default_concurrency_limit=4)
         demo.launch(server_name=args.host, server_port=args.port, share=False, **launch_kwargs())
     finally:
         demo.lab_jobs.close()  # running trainers checkpoint and end "stopped" (resumable); none outlive the server
+        demo.lab_tokenize_jobs.close()  # running tokenizations keep what they did; a new start continues them
 
 
 if __name__ == "__main__":

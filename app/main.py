@@ -71,15 +71,18 @@ def redraw_after_language_switch(demo: gr.Blocks, switched) -> None:
                           api_name=name.removesuffix("_on_load") + "_after_language_switch", show_progress="hidden")
 
 
-def build_app(home=None, jobs=None) -> gr.Blocks:
+def build_app(home=None, jobs=None, *, corpus_root=None) -> gr.Blocks:
     """The whole page, bound to one lab home (default: $PRETRAINING_LAB_HOME or ~/.pretraining-lab).
 
     Creates the app's training job manager (`demo.lab_jobs`), or uses `jobs` (one made by `api.create_job_manager`
-    for `home`, e.g. a test's with a stand-in trainer); call its `close()` when the server stops.
+    for `home`, e.g. a test's with a stand-in trainer); call its `close()` when the server stops. The Corpora tab's
+    background tokenizations are `demo.lab_tokenize_jobs` (close it too), and the corpora it links from the server's
+    disk lie in `corpus_root` (`api.corpus_root`: default `<home>/server-corpora`).
     """
     home = api.lab_home(home)
     corpus_choices = api.list_corpora(home=home)
     jobs = jobs if jobs is not None else api.create_job_manager(home)
+    tokenize_jobs = api.create_tokenize_jobs(home)
     try:
         with gr.Blocks(title=TITLE) as demo:
             language, language_switched = build_header()
@@ -100,10 +103,14 @@ def build_app(home=None, jobs=None) -> gr.Blocks:
                 with gr.Tab(text("header.tab_tokenizer_lab"), id="tokenizer-lab"):
                     tokenizer_components = tokenizer_tab.build(home, corpus_choices)
                 with gr.Tab(text("header.tab_corpora"), id="corpora"):
-                    corpus_dropdown, imported, corpora_view = corpora_tab.build(home, corpus_choices)
-            imported.then(corpora_view.refresh, tokenizer_components["corpus"], tokenizer_components["corpus"],
-                          api_name="refresh_tokenizer_corpora")
-            imported.then(train.view.refresh_corpora, train.corpus, train.corpus, api_name="refresh_train_corpora")
+                    corpus_dropdown, added, corpora_view = corpora_tab.build(home, corpus_choices, root=corpus_root,
+                                                                             tokenize_jobs=tokenize_jobs)
+            for index, event in enumerate(added):  # an import or a link: the other tabs' corpus pickers follow
+                suffix = "" if index == 0 else "_after_link"
+                event.then(corpora_view.refresh, tokenizer_components["corpus"], tokenizer_components["corpus"],
+                           api_name=f"refresh_tokenizer_corpora{suffix}")
+                event.then(train.view.refresh_corpora, train.corpus, train.corpus,
+                           api_name=f"refresh_train_corpora{suffix}")
             demo.load(explorer_handler, explorer_inputs, explorer_outputs, api_name="explore_masks_on_load")
             demo.load(*train.load, api_name="list_runs_on_load", show_progress="hidden")
             demo.load(*zoo.load, api_name="zoo_panel_on_load", show_progress="hidden")
@@ -111,8 +118,10 @@ def build_app(home=None, jobs=None) -> gr.Blocks:
             redraw_after_language_switch(demo, language_switched)
     except BaseException:
         jobs.close()
+        tokenize_jobs.close()
         raise
     demo.lab_jobs = jobs
+    demo.lab_tokenize_jobs = tokenize_jobs
     return demo
 
 

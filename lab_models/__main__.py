@@ -1,6 +1,7 @@
 """`python -m lab_models <command> [options]`: the lab's one command line.
 
     python -m lab_models train ...       train one run of one family (lab_models/training/run.py; CONTRACT.md §2)
+    python -m lab_models tokenize ...    a corpus into token shards ahead of a run (lab_models/training/corpus_tokens.py)
     python -m lab_models zoo ...         one run of every chosen family on one corpus (lab_models/experiments/zoo.py)
     python -m lab_models sweep ...       one family at several sizes, with a power law (lab_models/experiments/sweep.py)
     python -m lab_models finetune ...    fine-tune a run on a labelled task (lab_models/inference/finetuning/run.py)
@@ -26,6 +27,7 @@ EXIT_BAD_ARGUMENT = 2
 # command -> (module, its entry point, one line for --help)
 COMMANDS: dict[str, tuple[str, str, str]] = {
     "train": ("lab_models.training.run", "main", "train one run of one family"),
+    "tokenize": ("lab_models.training.corpus_tokens", "main", "tokenize a corpus into token shards ahead of a run"),
     "zoo": ("lab_models.experiments.zoo", "main", "one run of every chosen family on one corpus at one budget"),
     "sweep": ("lab_models.experiments.sweep", "main", "one family at several sizes, and the power law of its loss"),
     "finetune": ("lab_models.inference.finetuning.run", "main", "fine-tune a pretrained run on a labelled task"),

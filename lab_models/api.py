@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses as _dataclasses
 import logging
+import os as _os
 from pathlib import Path
 import types
 import typing
@@ -44,6 +45,8 @@ from lab_models.objectives import adversarial as _adversarial
 from lab_models.objectives.anatomy import Anatomy, build_anatomy
 from lab_models.text import corpora, tokenization, vocab_fit
 from lab_models.text import corpus_files as _corpus_files
+from lab_models.text import corpus_sources as _corpus_sources
+from lab_models.text import corpus_streams as _corpus_streams
 from lab_models.text import tasks as _tasks
 from lab_models.text import tokenizer_inspect as _tokenizer_inspect
 from lab_models.text import tokenizer_kinds as _tokenizer_kinds
@@ -52,6 +55,7 @@ from lab_models.training.device import describe_device, select_device
 from lab_models.training.jobs import files as _files
 from lab_models.training.jobs import manager as _jobs
 from lab_models.training.jobs import store as _store
+from lab_models.training.jobs import tokenizing as _tokenizing
 from lab_models.objectives import objective_module
 from lab_models.text.word_split import WordSplit
 from lab_models.text.word_split import split_words
@@ -195,6 +199,18 @@ __all__ = [
     "inspect_hf",
     "export_hf",
     "interop_architectures",
+    "CORPUS_ROOT_ENV_VAR",
+    "open_corpus",
+    "link_corpus",
+    "corpus_overview",
+    "corpus_root",
+    "inspect_server_corpus",
+    "link_server_corpus",
+    "TokenizeJobs",
+    "create_tokenize_jobs",
+    "start_tokenizing",
+    "tokenizing_status",
+    "stop_tokenizing",
 ]
 
 TOKENIZER_KINDS = _tokenizer_kinds.TOKENIZER_KINDS
@@ -1272,3 +1288,84 @@ def has_runs(jobs: RunStore | None = None, *, home=None) -> bool:
     store = jobs if jobs is not None else RunStore(lab_home(home))
     return bool(store.run_ids())
 # ================================================================================================ zoo (end)
+
+
+# ======================================================================================== corpora at any size (begin)
+# Corpora read in place and tokenized once, to disk (issue 24): lab_models/text/corpus_streams.py (reading any file
+# or folder in constant memory), text/corpus_sources.py (what a run reads: fingerprint, split, tokenizer sample),
+# text/token_shards.py (the memory-mapped token shards), training/corpus_tokens.py (`python -m lab_models tokenize`)
+# and training/jobs/tokenizing.py (the Corpora tab's background tokenizations).
+CORPUS_ROOT_ENV_VAR = "PRETRAINING_LAB_CORPUS_ROOT"
+open_corpus = _corpus_sources.open_corpus
+link_corpus = corpora.link_corpus
+corpus_overview = _corpus_sources.corpus_overview
+TokenizeJobs = _tokenizing.TokenizeJobs
+
+
+def corpus_root(root=None, *, home=None) -> Path:
+    """The folder whose files the page may link as corpora: `root` (app.py --corpus-root), else
+    $PRETRAINING_LAB_CORPUS_ROOT, else `<lab home>/server-corpora` (created). A path typed in the page is read only
+    when it resolves inside it (symlinks followed), as with `path_inside`."""
+    chosen = root if root is not None else _os.environ.get(CORPUS_ROOT_ENV_VAR) or lab_home(home) / "server-corpora"
+    folder = Path(chosen).expanduser().resolve()
+    if root is None and not _os.environ.get(CORPUS_ROOT_ENV_VAR):
+        folder.mkdir(parents=True, exist_ok=True)
+    if not folder.is_dir():
+        raise ValueError(f"The corpus root {folder} is not a folder: start the app with --corpus-root DIR (or set "
+                         f"{CORPUS_ROOT_ENV_VAR}) to a folder that holds your corpora.")
+    return folder
+
+
+def _server_path(path, root) -> Path:
+    if not isinstance(path, str) or not path.strip():
+        raise ValueError(f"Type the path of a corpus file or folder inside {root} (e.g. web.txt or books/).")
+    try:
+        return path_inside(root, path.strip(), "corpus path")
+    except (OSError, RuntimeError) as error:  # "~nobody/x" (no such user's home), a name too long to stat
+        raise ValueError(f"The corpus path {_home.shown(path.strip())} cannot be read: {error}") from None
+
+
+def inspect_server_corpus(path, *, root, text_column=None) -> dict:
+    """What a corpus path inside `root` holds, without reading its text: {"path", "layout", "files", "bytes",
+    "formats", "columns", "text_column"} (the text columns of its first table file and the one that would be read)."""
+    files = _corpus_streams.find_corpus_files(_server_path(path, root), (text_column or None))
+    return {"path": str(files.root), "layout": files.layout, "files": len(files.files), "bytes": files.total_bytes,
+            "formats": files.formats(), "columns": list(files.columns), "text_column": files.text_column}
+
+
+def link_server_corpus(path, *, root, name=None, text_column=None, home=None) -> dict:
+    """`link_corpus` for the page: the path must resolve inside `root` (`corpus_root`). Returns the stored facts."""
+    return corpora.link_corpus(_server_path(path, root), name=(name or None), text_column=(text_column or None),
+                               home=home)
+
+
+def create_tokenize_jobs(home=None) -> TokenizeJobs:
+    """The app's background tokenizations for `home`; call `.close()` at exit (running workers stop, keeping their
+    work)."""
+    return _tokenizing.TokenizeJobs(lab_home(home))
+
+
+def start_tokenizing(jobs: TokenizeJobs, corpus, *, family: str = "gpt", preset: str = "tiny") -> str:
+    """Tokenize a corpus of the lab home (by name) in the background, with the tokenizer a run of `family` at
+    `preset` uses, so that such a run starts training at once; returns the job id (`tokenizing_status`)."""
+    name = corpus_name(corpus, home=jobs.home)
+    _trainable(family)
+    if preset not in TRAINING_PRESETS:
+        raise ValueError(f"Unknown preset {preset!r}: choose one of {', '.join(TRAINING_PRESETS)}.")
+    return jobs.start(name, family=family, preset=preset)
+
+
+def tokenizing_status(jobs: TokenizeJobs, job_id) -> dict:
+    """{"state": running | finished | stopped | failed | died, "message", "progress": {"phase", "bytes_done",
+    "bytes_total", "tokens", "mb_per_s", "eta_s", "fraction", ...}, "corpus", ...} of a tokenize job."""
+    if not isinstance(job_id, str) or not job_id.strip():
+        raise ValueError("Start a tokenization first.")
+    return jobs.status(job_id.strip())
+
+
+def stop_tokenizing(jobs: TokenizeJobs, job_id) -> dict:
+    """Stop a tokenize job; what it tokenized is kept and a new start continues it."""
+    if not isinstance(job_id, str) or not job_id.strip():
+        raise ValueError("Start a tokenization first.")
+    return jobs.stop(job_id.strip())
+# ========================================================================================== corpora at any size (end)

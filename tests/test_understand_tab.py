@@ -9,8 +9,7 @@ import pytest
 import torch
 from gradio_client import Client
 
-from app.understand.figures import (attention_figure, fill_mask_figure, fill_mask_table, projection_figure,
-                                    run_label, similarity_figure, similarity_table)
+from app.understand.figures import (attention_figure, fill_mask_figure, fill_mask_table, run_label, similarity_figure, similarity_table)
 from app.understand.tab import MAX_RUNS, UnderstandView
 from lab_models import api
 

@@ -209,6 +209,8 @@ def state_label(summary: dict) -> str:
         return tr("train.state_queued_position", position=summary["queue_position"])
     if state == "running" and summary.get("stopping"):
         return tr("train.state_stopping")
+    if state == "running" and summary.get("phase") == "tokenizing":
+        return tr("train.state_tokenizing")
     if state == "stopped" and summary.get("interrupted"):
         return tr("train.state_stopped_interrupted")
     return state_word(state)
@@ -235,6 +237,8 @@ def progress_html(summary: dict | None) -> str:
                 + text("train.progress_idle") +
                 '</span></div><div class="train-bar"><div class="train-bar-fill" style="width:0%"></div></div></div>')
     state = summary.get("state") or "unknown"
+    if state == "running" and summary.get("phase") == "tokenizing":
+        return tokenizing_html(summary)
     step = int(summary.get("step") or 0)
     total = summary.get("total_steps")
     fraction = min(1.0, step / total) if total else 0.0
@@ -255,6 +259,36 @@ def progress_html(summary: dict | None) -> str:
             f'<div class="train-bar" role="progressbar" aria-valuemin="0" aria-valuemax="{int(total or 0)}" '
             f'aria-valuenow="{step}"><div class="train-bar-fill" style="width:{fraction * 100:.1f}%;'
             f'background:{color}"></div></div></div>')
+
+
+def tokenizing_html(summary: dict) -> str:
+    """The bar of a run that prepares its data before its first step: what it does now (reading the corpus,
+    training the tokenizer, tokenizing), bytes done of all, tokens, MB/s and ETA (status.json "tokenizing")."""
+    progress = summary.get("tokenizing") or {}
+    phase = progress.get("phase") or "tokenizing"
+    fraction = float(progress.get("fraction") or 0.0)
+    label = tr(f"train.tokenizing_{phase}") if phase in TOKENIZING_PHASES else tr("train.state_tokenizing")
+    if summary.get("stopping"):
+        label = tr("train.state_stopping")
+    parts = [f'<span class="train-state">{html.escape(label)}</span>']
+    if progress.get("bytes_total"):
+        parts.append("<span>" + tr("train.tokenizing_bytes", done=f"{progress.get('bytes_done', 0) / 1e6:,.1f}",
+                                   total=f"{progress['bytes_total'] / 1e6:,.1f}", fraction=f"{fraction:.0%}")
+                     + "</span>")
+    if progress.get("tokens"):
+        parts.append("<span>" + tr("train.tokenizing_tokens", tokens=f"{progress['tokens'] / 1e6:,.1f}M") + "</span>")
+    if finite(progress.get("mb_per_s")) is not None:
+        parts.append(f"<span>{progress['mb_per_s']:.1f} MB/s</span>")
+    parts.append("<span>" + tr("train.progress_eta", eta=format_duration(progress.get("eta_s"))) + "</span>")
+    color = STATE_COLORS.get("running")
+    return (f'<div class="train-progress train-running train-tokenizing" data-state="running" '
+            f'data-phase="{html.escape(phase)}"><div class="train-progress-head">{"".join(parts)}</div>'
+            f'<div class="train-bar" role="progressbar" aria-valuemin="0" aria-valuemax="100" '
+            f'aria-valuenow="{fraction * 100:.0f}"><div class="train-bar-fill" style="width:{fraction * 100:.1f}%;'
+            f'background:{color}"></div></div></div>')
+
+
+TOKENIZING_PHASES = ("fingerprinting", "sampling", "tokenizer", "tokenizing", "waiting", "done")  # train.json
 
 
 def _attribute(text: str) -> str:
@@ -291,7 +325,8 @@ def status_markdown(summary: dict | None, log_tail: str = "") -> str:
                         message=backend_text(message) if message else tr("train.status_no_message")))
         if log_tail:
             lines.append(tr("train.status_log_end") + "\n\n```text\n" + log_tail.replace("```", "'''") + "\n```")
-    elif message and message not in (summary.get("state"), "queued", "training"):
+    elif (message and message not in (summary.get("state"), "queued", "training")
+          and summary.get("phase") != "tokenizing"):  # while a run tokenizes, its bar says what the message says
         lines.append(f"_{backend_text(message)}_")
     return "\n\n".join(lines)
 

@@ -54,7 +54,7 @@ from lab_models.models.family import TRAINED_FAMILIES
 from lab_models.training.runs import MODEL_FILE
 from lab_models.training.config import PRESET_DEFAULTS
 from lab_models.training.console import OneLineParser, say, say_error
-from lab_models.text.corpora import load_corpus
+from lab_models.text.corpus_sources import open_corpus
 from lab_models.training.device import select_device
 
 logger = logging.getLogger(__name__)
@@ -416,7 +416,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _config_from_args(args, home: Path) -> ZooConfig:
     if args.corpus is not None:
-        load_corpus(args.corpus, home=home)  # a ValueError now, not 17 failed runs later
+        open_corpus(args.corpus, home=home)  # a ValueError now, not 17 failed runs later (nothing read yet)
     if args.device not in ("auto", "cpu", "cuda", "mps"):
         raise ValueError(f"unknown device {args.device!r}: choose auto, cpu, cuda or mps")
     select_device(args.device)

@@ -91,6 +91,7 @@ from lab_models.objectives import objective_module
 from lab_models.objectives.common import BatchConfig
 from lab_models.training.batches import PackedBatches
 from lab_models.training.engine import bits_per_byte, derive_seed, generator_for
+from lab_models.text.corpus_sources import FileSource, open_corpus
 
 logger = logging.getLogger(__name__)
 
@@ -528,15 +529,17 @@ def _evaluate_on_corpus(home: Path, run_dir: Path, corpus_name, examples_by_corp
 
     name = str(corpus_name or "")
     if name not in examples_by_corpus:
-        try:
-            corpus = load_corpus(name, home=home)
+        try:  # a corpus too big to load (read in place) gives the first 4 MB of its validation split
+            source = open_corpus(name, home=home)
+            validation = (source.validation_documents() if isinstance(source, FileSource)
+                          else load_corpus(name, home=home).validation)
         except ValueError as error:
             examples_by_corpus[name] = f"the corpus {name!r} cannot be loaded for held-out text: {error}"
         else:
-            examples_by_corpus[name] = (held_out_examples(corpus.validation, max_examples, seed) if corpus.validation
+            examples_by_corpus[name] = (held_out_examples(validation, max_examples, seed) if validation
                                         else f"the corpus {name!r} has no validation split (one document): no "
                                              "held-out text to ask")
-            examples_by_corpus[(name, "validation")] = list(corpus.validation)
+            examples_by_corpus[(name, "validation")] = list(validation)
     examples = examples_by_corpus[name]
     if isinstance(examples, str):
         return {"fill_mask_accuracy": math.nan, "fill_mask_examples": 0, "fill_mask_note": examples,

@@ -1,7 +1,10 @@
 """text: from files on disk to token ids. The bottom of the stack, beside `nn/`.
 
-    corpora.py          the built-in corpora, uploads imported into the lab home, a card per corpus
+    corpora.py          the built-in corpora, uploads imported into the lab home, linked paths, a card per corpus
     corpus_files.py     reading an uploaded file: the size cap, .txt/.md/.jsonl/.csv, UTF-8 text, the text column
+    corpus_streams.py   reading a corpus of any size in constant memory: text, JSONL, CSV, Parquet, datasets folders
+    corpus_sources.py   a corpus as a run reads it: fingerprint, (split, document) stream, the tokenizer's sample
+    token_shards.py     tokenize once, to disk: memory-mapped token shards in the lab home, resumable and cached
     synthetic.py        the synthetic corpus: a seeded grammar of English sentences, their Chinese, labels, tags
     stdlib_docs.py      the stdlib-docs corpus: English prose from the documentation inside CPython
     tasks.py            labelled tasks for fine-tuning: the built-in ones and a user's CSV
@@ -10,8 +13,9 @@
     tokenizer_inspect.py looking inside a tokenizer: surface texts, merge replay, statistics, vocabulary overlap
     vocab.py            a tokenizer prepared for training: the lab's special tokens, `VocabInfo`, bytes per token
     vocab_fit.py        vocabulary sizes that fit a corpus's script, and a corpus's tokenizer at a size it supports
-    streams.py          documents to one token stream, d1 [EOS] d2 [EOS] ... (RoBERTa's FULL-SENTENCES packing)
     framing.py          how a run frames a text: bare for the lab's runs, as its tokenizer does for a checkpoint
+    streams.py          documents to one token stream, d1 [EOS] d2 [EOS] ... (RoBERTa's FULL-SENTENCES packing), and
+                        `TokenStream`, the same reads of a stream in memory or on disk
     word_split.py       a sentence split into words in any script, for the views that draw one cell per word
 
 May import: `families`, `batch` (the ignore index of token labels), `home`, and the `tokenizers` library.

@@ -15,17 +15,23 @@ name, the name of a corpus imported into `<lab home>/corpora/`, or a path to a f
 * Uploads: `.txt`, `.md`, `.jsonl` and `.csv`, validated (size cap, empty, binary, UTF-8, columns, JSON syntax) and
   stored as `<home>/corpora/<name>/documents.jsonl` + `meta.json`, written to a temporary folder first and renamed
   into place, so a failure or a crash never leaves a half-written corpus.
+* Linked corpora (`link_corpus`): a file or folder on this machine, of any size, registered under a name and read in
+  place (`<home>/corpora/<name>/meta.json` holds its path; nothing is copied and no cap applies).
 
 What it follows and how it deviates
 -----------------------------------
 It follows the usual data-card practice (counts, language mix, a sample) and the usual hash-based split (a document's
-split depends only on its text, so shuffling or appending documents never moves a document across the split). It
-deviates from large-corpus pipelines in keeping every corpus in memory: the lab's corpora are a few MB.
+split depends only on its text, so shuffling or appending documents never moves a document across the split). A
+`Corpus` is held in memory; `load_corpus` reads a path with the streamed reader (lab_models/text/corpus_streams.py),
+so it gives exactly the documents a run streaming the same path trains on, and it refuses to load a linked corpus of
+more than `IN_MEMORY_MAX_BYTES` (64 MB): runs stream those (lab_models/text/corpus_sources.py), and a path given
+directly is the caller's choice (no cap).
 
-Beside it: lab_models/text/stdlib_docs.py (the stdlib-docs text and its cleaning) and lab_models/text/corpus_files.py
+Beside it: lab_models/text/stdlib_docs.py (the stdlib-docs text and its cleaning), lab_models/text/corpus_files.py
 (reading an uploaded file: size cap, formats, text columns; its decisions on splitting text files, CSV delimiters,
-JSONL rows and the upload cap are written there). This module holds the records, the split, the lab's corpus folders
-(import, list, load) and the card.
+JSONL rows and the upload cap are written there) and lab_models/text/corpus_streams.py (reading a path of any size,
+and what it does with bad input). This module holds the records, the split, the lab's corpus folders (import, link,
+list, load) and the card.
 
 Decisions a user should know about
 ----------------------------------
@@ -53,7 +59,9 @@ from lab_models.home import atomic_write_json, atomic_write_text, lab_home
 from lab_models.text.synthetic import synthetic_dataset
 
 from lab_models.text.stdlib_docs import build_stdlib_docs_paragraphs
-from lab_models.text.corpus_files import SUPPORTED_EXTENSIONS, max_upload_bytes, extract_documents
+from lab_models.text.corpus_files import max_upload_bytes, extract_documents
+from lab_models.text.corpus_streams import (STREAMED_EXTENSIONS, CorpusFiles, ReadLimits, ReadReport,
+                                            find_corpus_files, iter_documents)
 
 logger = logging.getLogger(__name__)
 
@@ -70,6 +78,8 @@ _STDLIB_DOCS_BUILD_VERSION = 1  # bump when the cleaning rules change, so old ca
 _SLUG_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,79}")
 _DOCUMENTS_FILE = "documents.jsonl"
 _META_FILE = "meta.json"
+_LINK_KEY = "link"  # meta.json of a linked corpus (a path read in place) holds its path under this key
+IN_MEMORY_MAX_BYTES = 64 * 2**20  # load_corpus reads a linked corpus whole up to this; runs stream any size
 
 
 # ------------------------------------------------------------------------------------------------------- records
@@ -117,6 +127,18 @@ def _unit_hash(text: str, salt: str) -> float:
     """Map a document to a number in [0, 1) that depends only on its text (and the salt)."""
     digest = hashlib.sha256((salt + "\0" + text).encode("utf-8")).digest()
     return int.from_bytes(digest[:8], "big") / 2**64
+
+
+def document_split(text: str, *, validation_fraction: float = DEFAULT_VALIDATION_FRACTION, salt: str = "") -> str:
+    """The split of one document under `split_train_validation`'s rule, decided from its text alone (so a corpus too
+    big to hold can be split while it streams): "validation" when its hash is below the fraction, else "train".
+    Unlike `split_train_validation` it cannot see the other documents, so it does not move one document when a split
+    would be empty (a streamed corpus holds thousands).
+
+    >>> document_split("a"), document_split("b")
+    ('validation', 'train')
+    """
+    return "validation" if _unit_hash(text, salt) < validation_fraction else "train"
 
 
 def split_train_validation(
@@ -266,15 +288,24 @@ def import_corpus(path, *, name: str | None = None, text_column: str | None = No
         "validation_documents": len(validation),
         "fingerprint": corpus.fingerprint,
     }
+    lines = [json.dumps({"split": split_name, "text": text}, ensure_ascii=False)
+             for split_name, texts in (("train", train), ("validation", validation)) for text in texts]
+    _install(name, home, {_DOCUMENTS_FILE: "\n".join(lines) + "\n"}, meta)
+    logger.info("imported %s as corpus %r (%d documents)", path.name, name, len(extracted.documents))
+    return corpus
+
+
+def _install(name: str, home, files: dict[str, str], meta: dict) -> None:
+    """Write a corpus folder (its `files`, then meta.json last) to a temporary folder and rename it into place,
+    replacing a corpus of that name; a failure or a crash leaves the previous one."""
     corpora_folder = _corpora_folder(home)
     _restore_interrupted_replacements(corpora_folder)
     staging = Path(tempfile.mkdtemp(prefix=f".importing-{name}-", dir=corpora_folder))
     aside = corpora_folder / f".previous-{name}"
     target = corpora_folder / name
     try:
-        lines = [json.dumps({"split": split_name, "text": text}, ensure_ascii=False)
-                 for split_name, texts in (("train", train), ("validation", validation)) for text in texts]
-        atomic_write_text(staging / _DOCUMENTS_FILE, "\n".join(lines) + "\n")
+        for file_name, content in files.items():
+            atomic_write_text(staging / file_name, content)
         atomic_write_json(staging / _META_FILE, meta)  # written last: a folder without meta.json is not a corpus
         if target.exists():
             shutil.rmtree(aside, ignore_errors=True)
@@ -289,11 +320,54 @@ def import_corpus(path, *, name: str | None = None, text_column: str | None = No
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
-    logger.info("imported %s as corpus %r (%d documents)", path.name, name, len(extracted.documents))
-    return corpus
+
+
+def link_corpus(path, *, name: str | None = None, text_column: str | None = None, home=None) -> dict:
+    """Register a corpus file or folder on this machine under a name, read in place (nothing is copied): a .txt,
+    .md, .jsonl, .csv or .parquet file, a folder of them, or a folder written by `datasets`' save_to_disk. The lab
+    stores `<home>/corpora/<name>/meta.json` with the path; the name then works wherever a corpus name does, and a
+    run on it streams the files (lab_models/text/corpus_sources.py). No size cap: the upload cap is for uploads.
+    Returns the stored facts. Example: `link_corpus("/data/web/", name="web")` -> {"name": "web", "link":
+    "/data/web", "files": 12, "bytes": 31457280, ...}.
+    """
+    files = find_corpus_files(path, text_column)
+    name = _check_name(name) if name is not None else slugify(files.name)
+    meta = {"name": name, _LINK_KEY: str(files.root), "layout": files.layout, "formats": files.formats(),
+            "text_column": files.text_column, "columns": list(files.columns), "files": len(files.files),
+            "bytes": files.total_bytes}
+    _install(name, home, {}, meta)
+    logger.info("linked %s as corpus %r (%d files, %d bytes)", files.root, name, len(files.files), files.total_bytes)
+    return meta
+
+
+def linked_corpus(name: str, *, home=None) -> dict | None:
+    """The stored facts of a corpus linked with `link_corpus` ("link": its path, "text_column", ...), or None when
+    `name` is not a linked corpus."""
+    if not isinstance(name, str) or not _SLUG_PATTERN.fullmatch(name) or name in BUILTIN_CORPORA:
+        return None
+    try:
+        meta = json.loads((_corpora_folder(home) / name / _META_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return meta if isinstance(meta, dict) and isinstance(meta.get(_LINK_KEY), str) else None
+
+
+def _load_linked(name: str, meta: dict) -> Corpus:
+    size = int(meta.get("bytes") or 0)
+    if size > IN_MEMORY_MAX_BYTES:
+        raise ValueError(f"the corpus {name!r} ({size / 2**20:,.0f} MB at {meta[_LINK_KEY]}) is read in place, too big "
+                         f"to load whole (the limit is {IN_MEMORY_MAX_BYTES // 2**20} MB): runs stream it (the Train "
+                         "tab, or python -m lab_models train --corpus NAME) and the Corpora tab tokenizes it; the "
+                         "views that load a corpus whole (the Tokenizer Lab, the Mask Explorer, the Leaderboard's "
+                         "held-out text) need a smaller one")
+    corpus = _load_path(Path(meta[_LINK_KEY]), meta.get("text_column"))
+    return Corpus(name, "path", corpus.train, corpus.validation, corpus.fingerprint)
 
 
 def _load_imported(name: str, home) -> Corpus:
+    linked = linked_corpus(name, home=home)
+    if linked is not None:
+        return _load_linked(name, linked)
     folder = _corpora_folder(home) / name
     problem = f"imported corpus {name!r} in {folder} is damaged; import the file again"
     try:
@@ -312,38 +386,31 @@ def _load_imported(name: str, home) -> Corpus:
     return corpus
 
 
-def _load_path(path: Path) -> Corpus:
-    if path.is_file():
-        documents = extract_documents(path, None, None).documents
-        name = path.stem
-    else:
-        files = sorted(
-            (candidate for candidate in path.rglob("*")
-             if candidate.is_file() and candidate.suffix.lower() in SUPPORTED_EXTENSIONS
-             and not any(part.startswith(".") for part in candidate.relative_to(path).parts)),
-            key=lambda candidate: candidate.relative_to(path).as_posix(),
-        )
-        if not files:
-            raise ValueError(f"folder {path} has no {', '.join(SUPPORTED_EXTENSIONS)} files to read")
-        collected: list[str] = []
-        for file in files:
-            if not file.read_bytes().strip():
-                logger.warning("skipping empty file %s", file)
-                continue
-            try:
-                collected += extract_documents(file, None, None).documents
-            except ValueError as error:
-                raise ValueError(f"in folder {path}: {error}") from None
-        if not collected:
-            raise ValueError(f"folder {path} has only empty files")
-        documents = tuple(collected)
-        name = path.resolve().name or "corpus"
+def _load_path(path: Path, text_column: str | None = None) -> Corpus:
+    return corpus_from_files(find_corpus_files(path, text_column))
+
+
+def corpus_from_files(files: CorpusFiles, limits: ReadLimits = ReadLimits()) -> Corpus:
+    """A file or folder read whole into memory, with the streamed reader (corpus_streams.py), so that its documents are
+    exactly those a streamed run of the same files trains on; split by `split_train_validation`."""
+    report = ReadReport()
+    documents = tuple(iter_documents(files, report, limits))
+    for note in report.notes():
+        logger.warning("%s: %s", files.root, note)
+    if not documents:
+        if files.layout == "folder" and report.skipped_files == len(files.files):
+            raise ValueError(f"folder {files.root} has only empty files (or binary ones): "
+                             + "; ".join(report.notes()))
+        column = f" in {files.text_column!r}" if files.text_column else ""
+        raise ValueError(f"{files.root} has no non-empty text{column}" + "".join(f"; {note}"
+                                                                                for note in report.notes()))
     train, validation = split_train_validation(documents)
-    return _make_corpus(name, "path", train, validation)
+    return _make_corpus(files.name, "path", train, validation)
 
 
-def load_corpus(name_or_path: str, *, home=None) -> Corpus:
-    """A built-in corpus, an imported one (by name), or a file or folder on disk, in that order of lookup.
+def load_corpus(name_or_path: str, *, home=None, text_column: str | None = None) -> Corpus:
+    """A built-in corpus, an imported or linked one (by name), or a file or folder on disk, in that order of lookup;
+    `text_column` picks the column of a path's .jsonl/.csv/.parquet/datasets files (default: the suggested one).
 
     Example: `load_corpus("synthetic")`, `load_corpus("my-notes")`, `load_corpus("~/texts/")`.
     """
@@ -359,10 +426,10 @@ def load_corpus(name_or_path: str, *, home=None) -> Corpus:
         return _load_imported(name_or_path, home)
     path = Path(name_or_path).expanduser()
     if path.exists():
-        return _load_path(path)
+        return _load_path(path, text_column)
     raise ValueError(f"unknown corpus {name_or_path!r}: not a built-in or imported corpus and not an existing path; "
                      f"choose one of {', '.join(list_corpora(home=home))}, or give a path to a "
-                     f"{', '.join(SUPPORTED_EXTENSIONS)} file or a folder of them")
+                     f"{', '.join(STREAMED_EXTENSIONS)} file or a folder of them")
 
 
 # ------------------------------------------------------------------------------------------------------- cards

@@ -27,7 +27,7 @@ logger = logging.getLogger(__name__)
 DEFAULT_MAX_UPLOAD_BYTES = 200 * 1024 * 1024
 MAX_UPLOAD_ENV_VAR = "PRETRAINING_LAB_MAX_UPLOAD_MB"
 SUPPORTED_EXTENSIONS = {".txt": "txt", ".md": "md", ".jsonl": "jsonl", ".csv": "csv"}
-_PREFERRED_TEXT_COLUMNS = ("text", "content", "body", "document", "sentence", "review", "paragraph", "message")
+PREFERRED_TEXT_COLUMNS = ("text", "content", "body", "document", "sentence", "review", "paragraph", "message")
 
 
 # ----------------------------------------------------------------------------------------------- upload checks
@@ -71,23 +71,47 @@ _TEXT_CONTROL_BYTES = b"\t\n\r\x0c\x1b"  # tab, newlines, form feed and escape a
 _CONTROL_BYTES = bytes(byte for byte in range(32) if byte not in _TEXT_CONTROL_BYTES) + b"\x7f"
 
 
+def check_not_utf16(data: bytes, file_name: str) -> None:
+    """A ValueError that says how to convert, when `data` (a file's first bytes) starts with a UTF-16 byte order mark.
+
+    >>> check_not_utf16("hi".encode("utf-16"), "notes.txt")
+    Traceback (most recent call last):
+    ValueError: notes.txt is UTF-16 encoded; re-save it as UTF-8 (e.g. in your editor's 'Save with encoding' menu, or
+    `iconv -f UTF-16 -t UTF-8`)
+    """
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        raise ValueError(f"{file_name} is UTF-16 encoded; re-save it as UTF-8 (e.g. in your editor's "
+                         f"'Save with encoding' menu, or `iconv -f UTF-16 -t UTF-8`)")
+
+
+def binary_reason(data: bytes) -> str | None:
+    """Why `data` (a whole file, or a large file's first bytes) looks binary, or None when it looks like text.
+
+    >>> binary_reason(b"\\x89PNG\\r\\n\\x1a\\n\\x00\\x00"), binary_reason(b"plain words")
+    ('a NUL byte at byte offset 8', None)
+    """
+    nul_offset = data.find(b"\x00")
+    if nul_offset >= 0:
+        return f"a NUL byte at byte offset {nul_offset}"
+    control_count = len(data) - len(data.translate(None, delete=_CONTROL_BYTES))
+    if control_count > 0.1 * len(data):
+        return f"{control_count} of {len(data)} bytes are control characters"
+    return None
+
+
 def decode_text(data: bytes, file_name: str) -> str:
     """Check that bytes are non-empty UTF-8 text (a BOM is accepted) and decode them."""
     if not data.strip():
         raise ValueError(f"{file_name} is empty (or holds only whitespace); there is no text to train on")
-    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
-        raise ValueError(f"{file_name} is UTF-16 encoded; re-save it as UTF-8 (e.g. in your editor's "
-                         f"'Save with encoding' menu, or `iconv -f UTF-16 -t UTF-8`)")
+    check_not_utf16(data, file_name)
     if data.startswith(b"\xef\xbb\xbf"):
         data = data[3:]
-    nul_offset = data.find(b"\x00")
-    if nul_offset >= 0:
-        raise ValueError(f"{file_name} looks like a binary file (a NUL byte at byte offset {nul_offset}); "
+    reason = binary_reason(data)
+    if reason is not None and "NUL" in reason:
+        raise ValueError(f"{file_name} looks like a binary file ({reason}); "
                          f"upload plain text: export documents, PDFs or spreadsheets to .txt or .csv first")
-    control_count = len(data) - len(data.translate(None, delete=_CONTROL_BYTES))
-    if control_count > 0.1 * len(data):
-        raise ValueError(f"{file_name} looks like a binary file ({control_count} of {len(data)} bytes are control "
-                         f"characters); upload plain text")
+    if reason is not None:
+        raise ValueError(f"{file_name} looks like a binary file ({reason}); upload plain text")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as error:
@@ -101,18 +125,18 @@ def decode_text(data: bytes, file_name: str) -> str:
     return text
 
 
-def _clean_document(text: str) -> str:
+def clean_document(text: str) -> str:
     """Normalise line endings, drop trailing spaces on each line and blank lines at either end."""
     lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
     return "\n".join(line.rstrip() for line in lines).strip()
 
 
-def _text_documents(text: str) -> list[str]:
+def text_documents(text: str) -> list[str]:
     text = text.replace("\r\n", "\n").replace("\r", "\n")
     blocks = re.split(r"\n[ \t]*\n", text)
     if len(blocks) == 1:  # no blank line anywhere: treat every line as a document
         blocks = text.split("\n")
-    return [document for document in map(_clean_document, blocks) if document]
+    return [document for document in map(clean_document, blocks) if document]
 
 
 # -------------------------------------------------------------------------------------------- table extraction
@@ -123,19 +147,27 @@ class _Table:
     columns: tuple[str, ...]
 
 
-def _suggest_column(table: _Table) -> str | None:
-    by_lower_name = {column.lower(): column for column in table.columns}
-    for preferred in _PREFERRED_TEXT_COLUMNS:
+def suggest_column(columns, rows) -> str | None:
+    """The text column to offer: a usual name (text, content, body, ...) if there is one, else the column whose values
+    are longest on average over the first 1000 rows (`rows`: dicts).
+
+    >>> suggest_column(["id", "Body"], []), suggest_column(["a", "b"], [{"a": "x", "b": "a longer value"}])
+    ('Body', 'b')
+    """
+    columns = list(columns)
+    by_lower_name = {column.lower(): column for column in columns}
+    for preferred in PREFERRED_TEXT_COLUMNS:
         if preferred in by_lower_name:
             return by_lower_name[preferred]
-    if not table.columns:
+    if not columns:
         return None
+    sample = list(rows[:1000])
 
     def mean_length(column):
-        values = [row[column] for row in table.rows[:1000] if isinstance(row.get(column), str)]
+        values = [row[column] for row in sample if isinstance(row.get(column), str)]
         return sum(map(len, values)) / max(1, len(values))
 
-    return max(table.columns, key=lambda column: (mean_length(column), -table.columns.index(column)))
+    return max(columns, key=lambda column: (mean_length(column), -columns.index(column)))
 
 
 def _read_jsonl(text: str, file_name: str) -> _Table:
@@ -205,14 +237,14 @@ def _table_documents(table: _Table, text_column: str | None, file_name: str, kin
     if not table.columns:
         raise ValueError(f"{file_name} has no {kind} holding text; it needs at least one "
                          f"{'field with string values' if kind == 'field' else 'column of text'}")
-    column = text_column if text_column is not None else _suggest_column(table)
+    column = text_column if text_column is not None else suggest_column(table.columns, table.rows)
     if column not in table.columns:
         raise ValueError(f"{file_name} has no text {kind} {column!r}; available: {', '.join(table.columns)}")
     documents = []
     skipped = 0
     for row in table.rows:
         value = row.get(column)
-        cleaned = _clean_document(value) if isinstance(value, str) else ""
+        cleaned = clean_document(value) if isinstance(value, str) else ""
         if cleaned:
             documents.append(cleaned)
         else:
@@ -252,12 +284,12 @@ def extract_documents(path, text_column: str | None, max_bytes: int | None) -> E
     if file_format in ("txt", "md"):
         if text_column is not None:
             raise ValueError(f"{path.name} is plain text; a text column only applies to .csv and .jsonl files")
-        documents, columns, suggested, chosen = _text_documents(text), (), None, None
+        documents, columns, suggested, chosen = text_documents(text), (), None, None
     else:
         table = _read_jsonl(text, path.name) if file_format == "jsonl" else _read_csv(text, path.name)
         kind = "field" if file_format == "jsonl" else "column"
         documents, chosen = _table_documents(table, text_column, path.name, kind)
-        columns, suggested = table.columns, _suggest_column(table)
+        columns, suggested = table.columns, suggest_column(table.columns, table.rows)
     if not documents:
         raise ValueError(f"{path.name} has no non-empty text" + (f" in {chosen!r}" if chosen else ""))
     return ExtractedDocuments(file_format, tuple(columns), suggested, chosen, tuple(documents), size)

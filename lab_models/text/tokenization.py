@@ -62,6 +62,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -245,11 +246,14 @@ def train_tokenizer(
     *,
     progress: ProgressCallback | None = None,
     lowercase: bool = False,
+    fit_alphabet: bool = False,
 ) -> Tokenizer:
     """Train a tokenizer of `kind` with exactly `vocab_size` tokens on `texts` (see the module docstring for the rule).
 
     `progress(fraction, message)` is called a few times: `tokenizers` trainers expose no callback, so the steps are
-    coarse.
+    coarse. `fit_alphabet=True`: when the alphabet does not fit in `vocab_size`, a BPE or WordPiece trainer has
+    already made the smallest vocabulary that holds it (the alphabet and no merge); return that instead of raising
+    `VocabSizeTooSmall`, so the raised size costs no second training (lab_models/text/vocab_fit.py).
 
     >>> tok = train_tokenizer("wordpiece", ["hello world"], vocab_size=17)  # 5 specials + 7 chars + 5 "##" chars
     >>> tok.token_to_id("[UNK]"), tok.encode("hello").tokens
@@ -271,6 +275,11 @@ def train_tokenizer(
     learned = tokenizer.get_vocab_size()
     if learned > vocab_size:
         minimum = _unigram_minimum(tokenizer, corpus) if kind == "unigram" else _initial_vocabulary_size(kind, tokenizer)
+        if fit_alphabet and kind in ("bpe", "wordpiece") and minimum == learned:
+            logger.info("%s: the alphabet needs %d tokens, more than %d: kept the alphabet-only vocabulary", kind,
+                        learned, vocab_size)
+            report_progress(progress, 1.0, f"Trained {TOKENIZER_KINDS[kind]}: {learned} tokens (its alphabet)")
+            return tokenizer
         raise _too_small(kind, vocab_size, minimum)
     if learned < vocab_size and kind == "unigram":
         tokenizer, learned = _retrain_unigram_larger(tokenizer, corpus, vocab_size, learned, lowercase, progress)
@@ -335,11 +344,13 @@ def cached_tokenizer(
     home: str | os.PathLike | None = None,
     progress: ProgressCallback | None = None,
     options: dict | None = None,
+    fit_alphabet: bool = False,
 ) -> TokenizerResult:
     """Train once, then reuse: `<lab home>/tokenizers/<cache_key>/tokenizer.json` plus `meta.json`.
 
     `corpus_fingerprint` must identify the texts (for example a hash of the corpus file); the texts are not read on a
-    cache hit. `options` takes the keys of `TOKENIZER_OPTIONS` (currently only `lowercase`).
+    cache hit. `options` takes the keys of `TOKENIZER_OPTIONS` (currently only `lowercase`). `fit_alphabet` as in
+    `train_tokenizer`: a larger, alphabet-only result is cached under its own size.
     """
     kind = check_kind(kind)
     vocab_size = check_vocab_size(vocab_size)
@@ -354,22 +365,34 @@ def cached_tokenizer(
         report_progress(progress, 1.0, f"Loaded a cached {TOKENIZER_KINDS[kind]} tokenizer")
         return cached
     started = time.perf_counter()
-    tokenizer = train_tokenizer(kind, texts, vocab_size, progress=progress, **resolved)
+    tokenizer = train_tokenizer(kind, texts, vocab_size, progress=progress, fit_alphabet=fit_alphabet, **resolved)
     train_seconds = time.perf_counter() - started
+    learned = tokenizer.get_vocab_size()
+    if learned != vocab_size:  # fit_alphabet: the alphabet-only vocabulary, cached under its own size
+        cache_key = tokenizer_cache_key(kind, learned, corpus_fingerprint=corpus_fingerprint, options=resolved)
+        folder = lab_home(home) / "tokenizers" / cache_key
     tokenizer_path = atomic_write_text(folder / "tokenizer.json", tokenizer.to_str())
     atomic_write_json(folder / "meta.json", {
         "format_version": CACHE_FORMAT_VERSION,
         "kind": kind,
-        "vocab_size": vocab_size,
+        "vocab_size": learned,
         "corpus_fingerprint": corpus_fingerprint,
         "options": resolved,
         "train_seconds": train_seconds,
         "tokenizers_version": tokenizers.__version__,
     })
     return TokenizerResult(
-        tokenizer=tokenizer, kind=kind, vocab_size=tokenizer.get_vocab_size(), path=tokenizer_path,
+        tokenizer=tokenizer, kind=kind, vocab_size=learned, path=tokenizer_path,
         train_seconds=train_seconds, from_cache=False, cache_key=cache_key,
     )
+
+
+def load_cached_tokenizer(cache_key: str, kind: str, vocab_size: int, *, home=None) -> TokenizerResult | None:
+    """The cache entry `cache_key` (`tokenizer_cache_key`) when it is complete and holds a `kind` tokenizer of
+    `vocab_size` tokens; None otherwise (missing, half-written or damaged)."""
+    if not isinstance(cache_key, str) or not re.fullmatch(r"[0-9a-f]{24}", cache_key):
+        return None
+    return _load_cached(lab_home(home) / "tokenizers" / cache_key, check_kind(kind), int(vocab_size), cache_key)
 
 
 def load_tokenizer_file(path: str | os.PathLike) -> Tokenizer:

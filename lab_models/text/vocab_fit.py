@@ -27,16 +27,22 @@ raised to the smallest size that holds it and the note says so (lab_models/text/
 """
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Iterable
 
 from lab_models.text.tokenizer_kinds import TOKENIZER_KINDS
 from tokenizers import Tokenizer
 
 from lab_models.text.corpora import Corpus
-from lab_models.text.tokenization import VocabSizeTooSmall, cached_tokenizer, special_tokens, train_tokenizer
+from lab_models.home import atomic_write_json, lab_home
+from lab_models.text.tokenization import (VocabSizeTooSmall, cached_tokenizer, load_cached_tokenizer, special_tokens,
+                                         train_tokenizer)
 
 logger = logging.getLogger(__name__)
 
@@ -130,20 +136,41 @@ class TokenizerChoice:
     cache_key: str
 
 
-def build_tokenizer(corpus: Corpus, kind: str, vocab_size: int, *, home=None) -> TokenizerChoice:
+def build_tokenizer(corpus: Corpus | Callable[[], Corpus], kind: str, vocab_size: int, *, home=None,
+                    fingerprint: str | None = None) -> TokenizerChoice:
     """Train (or load from the lab home's cache) a `kind` tokenizer of `vocab_size` on `corpus.train`, lowering the
     size to what the corpus supports when it is too large, raising it to what the alphabet needs when it is too small.
+
+    `corpus` may be a function that returns the Corpus, called only when the tokenizer has to be trained: with
+    `fingerprint` naming what it would return, a second run finds its tokenizer through the fit record (below) without
+    reading a corpus too big to hold (lab_models/text/corpus_sources.py samples it).
+
+    The alphabet is fitted once: a BPE or WordPiece trainer asked for fewer tokens than the alphabet holds has made
+    the alphabet-only vocabulary already, which is kept (`fit_alphabet`); a Unigram trainer refuses at once (before
+    any EM round), then trains once at the size it needs. The decision is written to a fit record,
+    `<home>/tokenizers/_fits/<hash>.json` (the size, the note and the cache entry), so the next run with the same
+    corpus, kind and request loads the tokenizer straight away.
 
     Examples: wordpiece at 8000 on the synthetic corpus -> vocab_size ~822 and a note "lowered from 8000 ..."; bpe at
     512 on a Chinese corpus of ~470 distinct characters -> ~940 (each character, and each as a word end) and a note
     "raised from 512 ...".
     """
+    if callable(corpus) and fingerprint is None:
+        raise ValueError("build_tokenizer needs the fingerprint of a corpus given as a function")
+    identity = fingerprint if fingerprint is not None else corpus.fingerprint
+    record_path = _fit_record_path(home, identity, kind, vocab_size)
+    recorded = _recorded_choice(record_path, kind, vocab_size, home)
+    if recorded is not None:
+        return recorded
+    if callable(corpus):
+        corpus = corpus()
     texts = list(corpus.train) or list(corpus.validation)
     size = vocab_size
     for _ in range(_MAX_VOCAB_RETRIES):
         try:
-            result = cached_tokenizer(kind, texts, size, corpus_fingerprint=corpus.fingerprint, home=home)
-        except VocabSizeTooSmall as error:  # the alphabet does not fit (vocab_fit.py): the smallest size that does
+            result = cached_tokenizer(kind, texts, size, corpus_fingerprint=corpus.fingerprint, home=home,
+                                      fit_alphabet=True)
+        except VocabSizeTooSmall as error:  # Unigram: its alphabet does not fit; the smallest size that does
             if error.minimum <= size:
                 raise
             logger.info("corpus %s needs at least %d %s tokens; retrying with that", corpus.name, error.minimum, kind)
@@ -157,11 +184,45 @@ def build_tokenizer(corpus: Corpus, kind: str, vocab_size: int, *, home=None) ->
             size = supported if supported < size else size - max(1, size // 100)
             logger.info("corpus %s supports about %d %s tokens; retrying with %d", corpus.name, supported, kind, size)
             continue
+        size = result.vocab_size if result.vocab_size > size else size  # BPE/WordPiece: the alphabet-only vocabulary
         note = "" if size == vocab_size else raised_note(kind, vocab_size, size, corpus.name) if size > vocab_size \
             else (f"vocabulary size lowered from {vocab_size} to {size}: the {corpus.name} corpus supports no more "
                   f"{kind} tokens")
         if note:
             logger.warning(note)
-        return TokenizerChoice(result.tokenizer, kind, vocab_size, result.vocab_size, note, result.cache_key)
+        choice = TokenizerChoice(result.tokenizer, kind, vocab_size, result.vocab_size, note, result.cache_key)
+        _write_fit_record(record_path, choice)
+        return choice
     raise ValueError(f"could not train a {kind} tokenizer near {vocab_size} tokens on corpus {corpus.name}; "
                      f"choose a smaller --vocab-size")
+
+
+_FIT_RECORD_VERSION = 1
+
+
+def _fit_record_path(home, fingerprint: str, kind: str, vocab_size: int) -> Path:
+    key = hashlib.sha256(json.dumps([_FIT_RECORD_VERSION, fingerprint, kind, int(vocab_size)]).encode()).hexdigest()
+    return lab_home(home) / "tokenizers" / "_fits" / f"{key[:32]}.json"
+
+
+def _recorded_choice(path: Path, kind: str, vocab_size: int, home) -> TokenizerChoice | None:
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+        result = load_cached_tokenizer(record["cache_key"], kind, int(record["vocab_size"]), home=home)
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if result is None:  # the cache entry was deleted: train again
+        return None
+    logger.info("tokenizer fit record %s: %s, %d tokens", path.name, kind, result.vocab_size)
+    note = str(record.get("note", ""))
+    if note:  # said again by every run that uses it (train.log), as when it was decided
+        logger.warning(note)
+    return TokenizerChoice(result.tokenizer, kind, vocab_size, result.vocab_size, note, result.cache_key)
+
+
+def _write_fit_record(path: Path, choice: TokenizerChoice) -> None:
+    try:
+        atomic_write_json(path, {"kind": choice.kind, "requested_vocab_size": choice.requested_vocab_size,
+                                 "vocab_size": choice.vocab_size, "note": choice.note, "cache_key": choice.cache_key})
+    except OSError as error:  # a read-only home: the tokenizer is found through its cache entry only
+        logger.warning("could not write the tokenizer fit record %s: %s", path, error)

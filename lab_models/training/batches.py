@@ -1,8 +1,14 @@
 """The batches a run trains on: one packed token stream -> rows -> a family's batches.
 
     corpus.train --build_tokenizer (text/vocab_fit.py)--> tokenizer --prepare_tokenizer (text/vocab.py)--> VocabInfo
-    documents --encode_stream (text/streams.py)--> d1 [EOS] d2 [EOS] d3 [EOS] ...     (one stream per split)
+    documents --tokenize_to_shards (text/token_shards.py)--> d1 [EOS] d2 [EOS] d3 [EOS] ...  (one memory-mapped
+                                                                                             stream per split)
     stream --B windows of seq_len tokens--> (B, T) rows --objective.make_batch(rows, generator, cfg)--> Batch
+
+A stream is a `TokenStream` (text/streams.py): the memory map of a corpus's token shards in a run, or a tensor from
+`encode_stream` (tests, benchmarks); both give the same rows for the same generator, so a run on the shards draws
+exactly the batches the in-memory stream gave (tests/test_token_shards.py), and only the pages a window touches are
+read from disk.
 
 Packing follows RoBERTa's FULL-SENTENCES format (Liu et al. 2019, section 4.2): documents are concatenated into one
 stream, inputs may cross document boundaries, and a separator ([EOS] here) marks each boundary, so no token is wasted
@@ -30,6 +36,7 @@ import torch
 from lab_models.batch import Batch
 from lab_models.objectives.common import BatchConfig
 from lab_models.objectives.translation import mix
+from lab_models.text.streams import TokenStream
 
 logger = logging.getLogger(__name__)
 
@@ -42,9 +49,10 @@ class PackedBatches:
     The engine hands in the generator (seeded from (seed, step, rank)), so this class holds no random state.
     """
 
-    def __init__(self, train_stream: torch.Tensor, validation_stream: torch.Tensor, *, seq_len: int,
+    def __init__(self, train_stream, validation_stream, *, seq_len: int,
                  batch_size: int, objective: ModuleType, batch_config: BatchConfig, eval_batches: int = 4,
                  translation=None, denoising: bool = True):
+        train_stream, validation_stream = TokenStream(train_stream), TokenStream(validation_stream)
         if seq_len < 2:
             raise ValueError(f"seq_len must be at least 2, got {seq_len}")
         if batch_size < 1:
@@ -68,11 +76,11 @@ class PackedBatches:
             validation_stream = train_stream
         self.validation_rows = self._validation_rows(validation_stream, eval_batches * batch_size)
 
-    def _validation_rows(self, stream: torch.Tensor, limit: int) -> list[torch.Tensor]:
+    def _validation_rows(self, stream: TokenStream, limit: int) -> list[torch.Tensor]:
         n_rows = min(limit, stream.numel() // self.seq_len)
         if n_rows == 0:
-            return [stream.clone()]
-        return list(stream[: n_rows * self.seq_len].view(n_rows, self.seq_len))
+            return [stream.to_tensor()]
+        return list(stream.head(n_rows * self.seq_len).view(n_rows, self.seq_len))
 
     @property
     def tokens_per_batch(self) -> int:
@@ -82,7 +90,7 @@ class PackedBatches:
         """(B, T) long: `batch_size` windows of `seq_len` tokens at offsets drawn from `generator`."""
         high = self.train_stream.numel() - self.seq_len + 1
         starts = torch.randint(high, (self.batch_size,), generator=generator)  # (B,)
-        return self.train_stream[starts[:, None] + torch.arange(self.seq_len)]  # (B, T)
+        return self.train_stream.windows(starts, self.seq_len)  # (B, T)
 
     def train_batch(self, generator: torch.Generator) -> Batch:
         """The batch of one training step; the same generator state always gives the same batch."""

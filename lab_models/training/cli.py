@@ -3,7 +3,7 @@ resolves (from the arguments, or from a run folder on --resume), with the row le
 lab_models/training/run.py runs what it resolves.
 
     python -m lab_models train --family NAME --out DIR [--preset tiny|small|medium|base] [--corpus NAME_OR_PATH]
-        [--steps N] [--seed S] [--device auto|cpu|cuda|mps] [--objective NAME=WEIGHT ...] [--set KEY=VALUE ...]
+        [--text-column NAME] [--steps N] [--seed S] [--device auto|cpu|cuda|mps] [--objective NAME=WEIGHT ...] [--set KEY=VALUE ...]
         [--model KEY=VALUE ...] [--tokenizer KIND] [--vocab-size N] [--batch-size N] [--seq-len N] [--lr X]
         [--schedule cosine|constant] [--eval-every N] [--checkpoint-every N] [--resume] [--home DIR]
         [--warmup-steps N] [--log-every N] [--eval-batches N] [--weight-decay X] [--grad-clip X]
@@ -32,7 +32,7 @@ from pathlib import Path
 
 from lab_models.training.console import OneLineParser
 from lab_models.training import runs
-from lab_models.text.corpora import Corpus, load_corpus
+from lab_models.text.corpus_sources import CorpusSource, open_corpus
 from lab_models.training.device import DEVICE_CHOICES, select_device
 from lab_models.training.engine import SCHEDULES
 from lab_models.families import family_record
@@ -63,7 +63,11 @@ def build_parser() -> argparse.ArgumentParser:
                                     "mass, glm, t5, elmo, cove, ulmfit or cvt")
     p.add_argument("--out", required=True, help="the run folder")
     p.add_argument("--preset", default="tiny", help="tiny | small | medium | base (default tiny)")
-    p.add_argument("--corpus", help="a built-in or imported corpus name, or a path (default: per preset)")
+    p.add_argument("--corpus", help="a built-in, imported or linked corpus name, or a path: a .txt, .md, .jsonl, .csv "
+                                    "or .parquet file, a folder of them, or a datasets save_to_disk folder (default: "
+                                    "per preset)")
+    p.add_argument("--text-column", help="the text column of a --corpus path's .jsonl/.csv/.parquet/datasets files "
+                                         "(default: text, content, body, ... or the longest)")
     p.add_argument("--steps", type=int)
     p.add_argument("--seed", type=int, help="default 0")
     p.add_argument("--device", help="auto | cpu | cuda | mps (default auto)")
@@ -101,13 +105,6 @@ def check_at_least(name: str, value, minimum: int = 1):
         raise ValueError(f"--{name.replace('_', '-')} must be at least {minimum}, got {value}")
 
 
-def _corpus_reference(name_or_path: str, corpus: Corpus) -> str:
-    """What config.json records: a built-in or imported name as given, a path made absolute."""
-    if corpus.source == "path":
-        return str(Path(name_or_path).expanduser().resolve())
-    return name_or_path
-
-
 def fit_row_length(family: str, settings, seq_len: int, max_positions: int, model_overrides: dict) -> dict:
     """Check that a row of `seq_len` tokens fits the family's batches; returns `model_overrides`, with max_positions
     raised where the batch builder lengthens rows.
@@ -137,7 +134,7 @@ def fit_row_length(family: str, settings, seq_len: int, max_positions: int, mode
     return model_overrides
 
 
-def config_from_args(args) -> tuple[TrainConfig, Corpus]:
+def config_from_args(args) -> tuple[TrainConfig, CorpusSource]:
     """Validate the arguments of a fresh run and resolve every default. ValueError with a one-line message."""
 
     if not args.family:
@@ -221,10 +218,10 @@ def config_from_args(args) -> tuple[TrainConfig, Corpus]:
         vocab_size = pick("vocab_size")
     home = args.home
     corpus_name = args.corpus or defaults["corpus"]
-    corpus = load_corpus(corpus_name, home=lab_home(home))
+    source = open_corpus(corpus_name, text_column=args.text_column, home=lab_home(home))
     config = TrainConfig(
         family=family, out=str(Path(args.out).expanduser().resolve()), preset=args.preset,
-        corpus=_corpus_reference(corpus_name, corpus), steps=pick("steps"), seed=seed, device=device,
+        corpus=source.reference, text_column=args.text_column or None, steps=pick("steps"), seed=seed, device=device,
         objectives=weights, settings=settings_to_dict(settings), model=model_overrides, tokenizer=tokenizer,
         vocab_size=vocab_size, batch_size=pick("batch_size"), seq_len=seq_len, lr=pick("lr"),
         schedule=schedule, warmup_steps=pick("warmup_steps"), eval_every=pick("eval_every"),
@@ -236,10 +233,10 @@ def config_from_args(args) -> tuple[TrainConfig, Corpus]:
     )
     config.performance_config().check_device(select_device(device))
     config.engine_config()  # validates the combination
-    return config, corpus
+    return config, source
 
 
-def config_from_run(args) -> tuple[TrainConfig, Corpus]:
+def config_from_run(args) -> tuple[TrainConfig, CorpusSource]:
     """The saved configuration of the run in --out, with the few arguments a resume may change."""
     out = Path(args.out).expanduser().resolve()
     saved = runs.read_config(out).get("train")
@@ -263,5 +260,5 @@ def config_from_run(args) -> tuple[TrainConfig, Corpus]:
         config.engine_config()
     except TypeError as error:
         raise ValueError(f"{out}/config.json is not a run configuration this version can resume ({error})") from None
-    corpus = load_corpus(config.corpus, home=lab_home(config.home))
-    return config, corpus
+    source = open_corpus(config.corpus, text_column=config.text_column, home=lab_home(config.home))
+    return config, source

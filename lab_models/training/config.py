@@ -97,6 +97,7 @@ class TrainConfig:
     on_nonfinite: str = "fail"  # or "skip" (engine.NONFINITE_POLICIES)
     zoo: str | None = None  # the zoo this run belongs to (lab_models/experiments/zoo.py), or None
     init_from: str | None = None  # the run folder whose weights and tokenizer it starts from (training/init_from.py)
+    text_column: str | None = None  # the text column of a corpus path's table files (None: the suggested one)
 
     def performance_config(self) -> PerformanceConfig:
         return PerformanceConfig.from_dict(self.performance)

@@ -22,6 +22,8 @@ Points (in the order they happen):
   `checkpoint:after_rename` (the step folder is in place, latest.json not yet replaced), `checkpoint:after_latest`
   (latest.json replaced, older folders not yet deleted): lab_models/training/runs.py `save_checkpoint`.
 - `train:loss`: after the forward pass of a training step, before backward: lab_models/training/engine.py.
+- `tokenize:progress`: while a run tokenizes its corpus into token shards, after the k-th batch is written (`@k`
+  counts batches, not steps): lab_models/training/run.py. `enospc` there fails the tokenization as a full disk does.
 
 Actions: `kill` (SIGKILL to itself: no handler, no cleanup, exactly like `kill -9`), `pause=SECONDS` (so that a test
 can kill it from outside, or fill its disk, at that moment; it ends early once the file named by
@@ -50,7 +52,8 @@ CHECKPOINT_POINTS = ("checkpoint:begin", "checkpoint:after_weights", "checkpoint
                      "checkpoint:after_state", "checkpoint:before_rename", "checkpoint:after_rename",
                      "checkpoint:after_latest")
 LOSS_POINT = "train:loss"
-POINTS = (*CHECKPOINT_POINTS, LOSS_POINT)
+TOKENIZE_POINT = "tokenize:progress"  # after the k-th batch of a run's tokenization (@k), its progress reported
+POINTS = (*CHECKPOINT_POINTS, LOSS_POINT, TOKENIZE_POINT)
 ACTIONS = ("kill", "pause", "enospc", "nan", "inf")
 LOSS_ACTIONS = ("nan", "inf")  # only meaningful where there is a loss to poison
 

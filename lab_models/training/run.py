@@ -10,6 +10,17 @@ Presets, `TrainConfig` and the parsing of overrides (`--objective`, `--set`, `--
 lab_models/training/config.py; the argument parser and `--resume` in lab_models/training/cli.py.
 This module runs the training: the distributed world, signals, the run folder, the loop and the exit statuses.
 
+Data. The corpus is a source (lab_models/text/corpus_sources.py: a name or a path of any size, read in place). Before
+its first step a run prepares it (lab_models/training/corpus_tokens.py): the tokenizer (trained on a bounded, seeded
+sample of a big corpus, or found through its fit record), then the corpus tokenized once into memory-mapped token
+shards in the lab home (lab_models/text/token_shards.py; reused by every later run on the same corpus and
+tokenizer), and training windows are drawn from the memory map, the same batches an in-memory stream gave. Until the
+first step status.json says "running" with "phase": "tokenizing" and the progress (the Train tab's bar), and stderr
+gets a progress line every few seconds (none for a corpus prepared within 2 s). SIGTERM during tokenization stops it
+between two batches: what is tokenized is kept, the run ends "stopped", and starting it again continues. Under
+torchrun rank 0 prepares the data while the other ranks wait in a gloo group with a timeout of days (a big corpus
+takes longer than the default group's 10 to 30 minutes), then map the same shards.
+
 The RNN families (lab_models/models/rnn/) run through the same loop. Where their data is not corpus windows (CoVe's
 sentence pairs, ULMFiT's three stages, CVT's labelled and unlabelled minibatches), the family module's
 `batch_source(context)` replaces PackedBatches, and `tokenizer_corpus(corpus, settings)` adds what the tokenizer must
@@ -36,11 +47,13 @@ Signals. SIGTERM or SIGINT: the current step finishes, a checkpoint and model.sa
 says "stopped", the exit status is 0. A NaN/inf loss: status "failed", message "non-finite loss at step N: ...", exit
 status 1, and the last good checkpoint is kept (non-finite weights are never checkpointed); `--on-nonfinite skip`
 instead drops such a step's update, logs it and goes on (lab_models/training/engine.py). A full disk: status "failed",
-message "disk full: ...", the last complete checkpoint intact. Any other exception: status "failed" with the message.
+message "disk full: ...", the last complete checkpoint intact (a full disk while tokenizing: "disk full while tokenizing
+...", the tokenized part kept). Any other exception: status "failed" with the message.
 The run folder's files are described in lab_models/training/runs.py.
 """
 from __future__ import annotations
 
+import json
 import logging
 import math
 import os
@@ -49,6 +62,7 @@ import signal
 import sys
 import time
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 
 import torch
@@ -56,9 +70,11 @@ import torch.distributed as dist
 
 from lab_models.training import runs
 from lab_models.text.corpora import Corpus
+from lab_models.text.corpus_sources import TOKENIZER_SAMPLE_BYTES, MemorySource
+from lab_models.text.streams import TokenStream
+from lab_models.text.token_shards import TokenizingDiskFull, TokenizingStopped, open_shards, tokenize_to_shards
+from lab_models.training.corpus_tokens import TokenizingStatus, run_tokenizer
 from lab_models.training.batches import PackedBatches
-from lab_models.text.vocab_fit import build_tokenizer
-from lab_models.text.streams import encode_stream
 from lab_models.training.device import select_device
 from lab_models.training.engine import EvalEvent, NonFiniteLossError, StepEvent, Trainer, derive_seed, generator_for
 from lab_models.home import lab_home
@@ -73,7 +89,6 @@ from lab_models.objectives.settings import settings_from_dict
 from lab_models.training.cli import build_parser, check_at_least, config_from_args, config_from_run
 from lab_models.training.console import say_error
 from lab_models.home import atomic_write_text
-from lab_models.objectives.translation import tokenizer_corpus as with_pairs
 from lab_models.objectives.translation import TRANSLATION_FAMILIES
 from lab_models.models.rnn.common import DataContext
 from lab_models.objectives.translation import TranslationPairs
@@ -91,12 +106,17 @@ from lab_models.training.init_from import (check_sentinels, check_start, load_st
 logger = logging.getLogger(__name__)
 
 # ------------------------------------------------------------------------------------------------ distributed
+_STOPPED = "stopped:"  # rank 0's broadcast when a stop came before its tokenizer was ready
+RANK0_WAIT = timedelta(days=7)  # how long the other ranks wait for rank 0's tokenizer and token shards (below)
+
+
 @dataclass
 class _World:
     rank: int = 0
     world_size: int = 1
     local_rank: int = 0
     device: torch.device = field(default_factory=lambda: torch.device("cpu"))
+    wait_group: object = None  # a gloo group with a long timeout: the other ranks wait in it while rank 0 tokenizes
 
     @property
     def is_main(self) -> bool:
@@ -121,15 +141,19 @@ def _init_world(device_choice: str) -> _World:
             raise ValueError("WORLD_SIZE > 1 but this torch has no torch.distributed")
         backend = "nccl" if device.type == "cuda" else "gloo"
         dist.init_process_group(backend=backend, **({"device_id": device} if device.type == "cuda" else {}))
+        # Rank 0 alone trains the tokenizer and tokenizes the corpus (minutes to hours for a big one); the others wait
+        # for it in a broadcast on this CPU group, whose timeout is days instead of the default group's 10 minutes
+        # (NCCL) or 30 (gloo), so a long tokenization is not taken for a hung rank.
+        world.wait_group = dist.new_group(backend="gloo", timeout=RANK0_WAIT)
     return world
 
 
 def _broadcast_text(world: _World, text: str | None) -> str | None:
-    """Rank 0's `text` on every rank (None stays None)."""
+    """Rank 0's `text` on every rank (None stays None); the other ranks wait for it as long as rank 0 works."""
     if not world.distributed:
         return text
     box = [text]
-    dist.broadcast_object_list(box, src=0)
+    dist.broadcast_object_list(box, src=0, group=world.wait_group)
     return box[0]
 
 
@@ -190,9 +214,9 @@ def _max_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # ru_maxrss is in KiB on Linux
 
 
-def _prepare_run_dir(config: TrainConfig, corpus: Corpus, resume: bool) -> dict:
-    """Rank 0, before any other rank touches DIR: the tokenizer, stale files, a first status. Returns tokenizer facts
-    for config.json."""
+def _prepare_run_dir(config: TrainConfig, source, resume: bool, status: TokenizingStatus) -> dict:
+    """Rank 0, before any other rank touches DIR: the tokenizer (lab_models/training/corpus_tokens.py), stale files,
+    a first status. Returns tokenizer facts for config.json."""
     out = Path(config.out)
     has_checkpoint = runs.has_checkpoint(out)
     if has_checkpoint and not resume:
@@ -210,21 +234,55 @@ def _prepare_run_dir(config: TrainConfig, corpus: Corpus, resume: bool) -> dict:
         tokenizer = load_tokenizer_file(out / runs.TOKENIZER_FILE)
         return {"kind": tokenizer_kind(tokenizer), "vocab_size": tokenizer.get_vocab_size(),
                 "source": f"the tokenizer of {start.run_dir.name}", "note": "the starting run's tokenizer (--init-from)"}
-    runs.write_status(out, "running", step=0, total_steps=config.steps, message="training the tokenizer")
-    tokenizer_corpus = corpus
-    family_module = objective_module(config.family)
-    if hasattr(family_module, "tokenizer_corpus"):  # an RNN family's own additions (CoVe: the pairs' Chinese side)
-        tokenizer_corpus = family_module.tokenizer_corpus(corpus, settings_from_dict(config.family, config.settings))
-    if _translation_weight(config) > 0:  # the tokenizer must know the Chinese side (objectives/translation.py)
-
-        tokenizer_corpus = with_pairs(corpus, config.family)
-    choice = build_tokenizer(tokenizer_corpus, config.tokenizer, config.vocab_size, home=lab_home(config.home))
-    prepared, info = prepare_tokenizer(choice.tokenizer)
-
+    choice, facts = run_tokenizer(source, family=config.family, kind=config.tokenizer, vocab_size=config.vocab_size,
+                                  settings=config.settings, translation=_translation_weight(config) > 0,
+                                  home=config.home, status=status)
+    prepared, _ = prepare_tokenizer(choice.tokenizer)
     atomic_write_text(out / runs.TOKENIZER_FILE, prepared.to_str())
-    return {"kind": choice.kind, "requested_vocab_size": choice.requested_vocab_size,
-            "trained_vocab_size": choice.vocab_size, "vocab_size": info.size, "note": choice.note,
-            "cache_key": choice.cache_key}
+    return facts
+
+
+def _run_status(out: Path, config: TrainConfig):
+    """The `write(message, progress)` of a run's TokenizingStatus: status.json says "running" with "phase":
+    "tokenizing" (the page shows "tokenizing" and the progress bar of `tokenizing`) until the first step."""
+    def write(message: str, progress: dict) -> None:
+        runs.write_status(out, "running", step=0, total_steps=config.steps, message=message, phase="tokenizing",
+                          tokenizing=progress)
+    return write
+
+
+def _token_shards(config: TrainConfig, source, tokenizer, info, world: _World, stop: "StopRequest",
+                  status: TokenizingStatus):
+    """Rank 0 tokenizes the corpus into token shards (or finds them finished); the other ranks wait for the folder's
+    name and map the same shards (a lab home on a file system every machine sees, across machines). Returns the
+    shards; raises TokenizingStopped (a stop), TokenizingDiskFull (a full disk) or ValueError on every rank."""
+    outcome = None
+    if world.is_main:
+        try:
+            status.phase("tokenizing")
+            shards = tokenize_to_shards(source, tokenizer, info.eos_id, home=lab_home(config.home), progress=status,
+                                        should_stop=stop)
+            outcome = json.dumps({"folder": str(shards.folder)})
+        except (TokenizingStopped, TokenizingDiskFull, ValueError) as error:
+            if not world.distributed:
+                raise
+            outcome = json.dumps({"error": type(error).__name__, "message": str(error)})
+    reply = json.loads(_broadcast_text(world, outcome))
+    if "error" in reply:
+        raise {"TokenizingStopped": TokenizingStopped, "TokenizingDiskFull": _DiskFullOnRank}.get(
+            reply["error"], ValueError)(reply["message"])
+    shards = open_shards(Path(reply["folder"]))
+    if shards is None:
+        raise ValueError(f"rank {world.rank} cannot see the token shards rank 0 wrote at {reply['folder']}: put the "
+                         "lab home (--home) on a file system every machine sees")
+    return shards
+
+
+class _DiskFullOnRank(TokenizingDiskFull):
+    """Rank 0's full disk, as the other ranks learn of it (its message, no errno of their own)."""
+
+    def __init__(self, message: str):
+        super().__init__(28, message)
 
 
 def _inherited(start, out: Path) -> dict:
@@ -244,18 +302,26 @@ def _translation_weight(config: TrainConfig) -> float:
     return float(config.objectives.get("translation", 0.0))
 
 
-def _family_batch_source(module, config: TrainConfig, tokenizer, info, settings, corpus: Corpus, model_config):
+def _family_batch_source(module, config: TrainConfig, tokenizer, info, settings, shards, model_config):
     """The RNN families' own batch source (`batch_source(context)` in lab_models/models/rnn/<family>.py), or None."""
     if not hasattr(module, "batch_source"):
         return None
 
     context = DataContext(
-        tokenizer=tokenizer, vocab=info, settings=settings,
-        train_stream=encode_stream(tokenizer, corpus.train, info.eos_id),
-        validation_stream=encode_stream(tokenizer, corpus.validation, info.eos_id), seq_len=config.seq_len,
+        tokenizer=tokenizer, vocab=info, settings=settings, train_stream=TokenStream(shards.train()),
+        validation_stream=TokenStream(shards.validation()), seq_len=config.seq_len,
         batch_size=config.batch_size, eval_batches=config.eval_batches, steps=config.steps,
         max_positions=model_config.max_positions)
     return module.batch_source(context)
+
+
+def _addon_corpus(source) -> Corpus:
+    """The sentences the contrastive add-on draws from (objectives/contrastive.py): the whole corpus when it is held
+    in memory, else the tokenizer's bounded sample of its training split and its first 4 MB of validation text."""
+    if isinstance(source, MemorySource):
+        return source.corpus
+    sample = source.tokenizer_corpus(TOKENIZER_SAMPLE_BYTES)
+    return Corpus(source.name, source.source, sample.train, source.validation_documents(), sample.fingerprint)
 
 
 def _translation_pairs(config: TrainConfig, tokenizer, info, max_positions: int):
@@ -276,7 +342,7 @@ def _translation_pairs(config: TrainConfig, tokenizer, info, max_positions: int)
     return pairs
 
 
-def _translation_json(config: TrainConfig, corpus: Corpus, pairs) -> dict | None:
+def _translation_json(config: TrainConfig, corpus, pairs) -> dict | None:
     if pairs is None:
         return None
 
@@ -289,14 +355,17 @@ def _main_objective(family: str) -> str:
     return MAIN_OBJECTIVE[family]
 
 
-def _config_json(config: TrainConfig, model, tokenizer_facts: dict, corpus: Corpus, world: _World,
+def _config_json(config: TrainConfig, model, tokenizer_facts: dict, source, shards, world: _World,
                  created: float, validation_note: str, translation: dict | None = None) -> dict:
     mc = model.model_config
     info = model.vocab
     extra = {} if translation is None else {"translation": translation}
     return {
         "family": config.family, "preset": config.preset, "corpus": config.corpus,
-        "corpus_fingerprint": corpus.fingerprint, "seed": config.seed, "device": config.device,
+        "corpus_fingerprint": source.fingerprint(), "seed": config.seed, "device": config.device,
+        "token_shards": {"folder": str(shards.folder), "dtype": shards.dtype, "train_tokens": shards.train_tokens,
+                         "validation_tokens": shards.validation_tokens,
+                         "documents": shards.index.get("documents"), "read_notes": shards.notes},
         "device_used": str(world.device), "world_size": world.world_size, "steps": config.steps,
         "d_model": mc.d_model, "n_layers": mc.n_layers, "n_heads": mc.n_heads, "d_ff": mc.d_ff,
         "vocab_size": mc.vocab_size, "seq_len": config.seq_len, "batch_size": config.batch_size,
@@ -322,34 +391,40 @@ def _find_unused_needed(model, batches: PackedBatches, world: _World, seed: int)
     return not _all_ranks_true(world, not unused)
 
 
-def run(config: TrainConfig, corpus: Corpus, *, resume: bool) -> int:
-    """Train as configured; returns the exit status. Errors are reported in status.json and on stderr."""
+def run(config: TrainConfig, source, *, resume: bool) -> int:
+    """Train as configured on `source` (text/corpus_sources.py `open_corpus`); returns the exit status. Errors are
+    reported in status.json and on stderr."""
     out = Path(config.out)
     out.mkdir(parents=True, exist_ok=True)
     world = _init_world(config.device)
     handlers = _setup_logging(out, world.is_main)
     try:
-        return _run(config, corpus, resume, world, out)
+        return _run(config, source, resume, world, out)
     finally:
         for handler in handlers:
             logging.getLogger().removeHandler(handler)
             handler.close()
 
 
-def _run(config: TrainConfig, corpus: Corpus, resume: bool, world: _World, out: Path) -> int:
+def _run(config: TrainConfig, source, resume: bool, world: _World, out: Path) -> int:
     stop = StopRequest()
     stop.install()
     created = float(runs.read_config(out).get("created") or time.time()) if resume else time.time()
     step = 0
+    status = TokenizingStatus(source.name, _run_status(out, config) if world.is_main else None, stop)
     try:
         failure = None
         tokenizer_facts: dict = {}
         if world.is_main:
             try:
-                tokenizer_facts = _prepare_run_dir(config, corpus, resume)
+                tokenizer_facts = _prepare_run_dir(config, source, resume, status)
             except ValueError as error:
                 failure = str(error)
+            except TokenizingStopped as error:  # stopped while reading the corpus for its fingerprint or sample
+                failure = _STOPPED + str(error)
         failure = _broadcast_text(world, failure)
+        if failure is not None and failure.startswith(_STOPPED):
+            raise TokenizingStopped(failure[len(_STOPPED):])
         if failure is not None:
             raise ValueError(failure)
 
@@ -360,6 +435,7 @@ def _run(config: TrainConfig, corpus: Corpus, resume: bool, world: _World, out: 
         inherited = _inherited(start, out) if config.init_from else {}
         tokenizer, info = prepare_tokenizer(load_tokenizer_file(out / runs.TOKENIZER_FILE),
                                             inherited.get("token_roles"))
+        shards = _token_shards(config, source, tokenizer, info, world, stop, status)
         byte_lengths = token_byte_lengths(tokenizer)
         module = objective_module(config.family)
         settings = settings_from_dict(config.family, config.settings)
@@ -376,12 +452,11 @@ def _run(config: TrainConfig, corpus: Corpus, resume: bool, world: _World, out: 
         if config.init_from:
             check_sentinels(config.family, settings, config.seq_len, info)
         pairs = _translation_pairs(config, tokenizer, info, model_config.max_positions)
-        batches = _family_batch_source(module, config, tokenizer, info, settings, corpus, model_config) or PackedBatches(
-            encode_stream(tokenizer, corpus.train, info.eos_id), encode_stream(tokenizer, corpus.validation,
-                                                                                info.eos_id),
-            seq_len=config.seq_len, batch_size=config.batch_size, objective=module,
-            batch_config=BatchConfig(settings, info), eval_batches=config.eval_batches, translation=pairs,
-            denoising=config.objectives.get(_main_objective(config.family), 0.0) > 0)
+        batches = _family_batch_source(module, config, tokenizer, info, settings, shards, model_config) or \
+            PackedBatches(shards.train(), shards.validation(), seq_len=config.seq_len, batch_size=config.batch_size,
+                          objective=module, batch_config=BatchConfig(settings, info),
+                          eval_batches=config.eval_batches, translation=pairs,
+                          denoising=config.objectives.get(_main_objective(config.family), 0.0) > 0)
         if batches.validation_note:
             logger.warning(batches.validation_note)
         model = build_model(config.family, model_config, settings, info, config.objectives,
@@ -396,8 +471,9 @@ def _run(config: TrainConfig, corpus: Corpus, resume: bool, world: _World, out: 
                         inherited["initialized_from"]["dropped"])
         model.to(world.device)
 
-        batches, addons, addon_facts = attach(model, config.addons, tokenizer=tokenizer, vocab=info, corpus=corpus,
-                                              batches=batches, batch_size=config.batch_size,
+        addon_corpus = _addon_corpus(source) if "contrastive" in config.addons else None
+        batches, addons, addon_facts = attach(model, config.addons, tokenizer=tokenizer, vocab=info,
+                                              corpus=addon_corpus, batches=batches, batch_size=config.batch_size,
                                               max_positions=model_config.max_positions)
         engine_config = config.engine_config()
         find_unused = _find_unused_needed(model, batches, world, config.seed) if world.distributed else False
@@ -410,12 +486,21 @@ def _run(config: TrainConfig, corpus: Corpus, resume: bool, world: _World, out: 
         step = trainer.step
         if world.is_main:
             runs.truncate_metrics(out, trainer.step)
-            runs.write_config(out, {**_config_json(config, model, tokenizer_facts, corpus, world, created,
-                                                   batches.validation_note, _translation_json(config, corpus, pairs)),
+            runs.write_config(out, {**_config_json(config, model, tokenizer_facts, source, shards, world, created,
+                                                   batches.validation_note, _translation_json(config, source, pairs)),
                                     **addon_facts, **inherited})
             runs.write_status(out, "running", step=trainer.step, total_steps=config.steps, message="training")
             logger.info("training %s (%d parameters) on %s for %d steps", config.family, model.num_parameters(),
                         world.device, config.steps)
+    except TokenizingStopped as error:
+        message = " ".join(f"{error}; resumable".split())
+        logger.info("%s", message)
+        if world.is_main:
+            runs.write_status(out, "stopped", step=0, total_steps=config.steps, message=message)
+        _finish_world(world)
+        return 0
+    except TokenizingDiskFull as error:
+        return _fail(out, world, config, step, str(error.strerror or error), EXIT_FAILED)
     except ValueError as error:
         return _fail(out, world, config, step, str(error), EXIT_BAD_ARGUMENT)
     except Exception as error:  # noqa: BLE001 - reported in status.json, with the traceback in train.log
@@ -525,11 +610,11 @@ def main(argv: list[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
         check_at_least("steps", args.steps)
         if args.resume:
-            config, corpus = config_from_run(args)
+            config, source = config_from_run(args)
         else:
-            config, corpus = config_from_args(args)
+            config, source = config_from_args(args)
     except ValueError as error:
         say_error(error)
         return EXIT_BAD_ARGUMENT
-    return run(config, corpus, resume=args.resume)
+    return run(config, source, resume=args.resume)
 

@@ -15,7 +15,6 @@ separators between blanks (T5's sentinels, GLM's [E]) are left out. With several
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import torch

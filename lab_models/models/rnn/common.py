@@ -29,7 +29,7 @@ from torch.nn.utils.rnn import pad_sequence
 from lab_models.batch import IGNORE_INDEX, Batch
 from lab_models.text.vocab import VocabInfo
 from lab_models.objectives.losses import LossOutput
-from lab_models.text.streams import encode_stream
+from lab_models.text.streams import TokenStream, encode_stream
 
 
 @dataclass(frozen=True)
@@ -50,8 +50,9 @@ class DataContext:
     tokenizer: object  # the run's prepared tokenizers.Tokenizer
     vocab: VocabInfo
     settings: object  # the family's Settings
-    train_stream: torch.Tensor  # (N,) the corpus's training split, encoded (documents joined by [EOS])
-    validation_stream: torch.Tensor  # (M,) its validation split
+    train_stream: object  # (N,) the corpus's training split, encoded (documents joined by [EOS]): a tensor, or the
+    # memory map of its token shards (text/token_shards.py); StreamWindows reads either
+    validation_stream: object  # (M,) its validation split, the same way
     seq_len: int
     batch_size: int
     eval_batches: int
@@ -146,7 +147,8 @@ class StreamWindows:
     """Training rows: `batch_size` windows of `seq_len` tokens at random offsets of a stream (as data.PackedBatches);
     validation rows: the stream cut into consecutive rows, the first `limit` of them."""
 
-    def __init__(self, stream: torch.Tensor, seq_len: int, what: str):
+    def __init__(self, stream, seq_len: int, what: str):
+        stream = TokenStream(stream)  # a tensor, or a corpus's memory-mapped token shards
         if stream.numel() < 2:
             raise ValueError(f"{what} has fewer than 2 tokens: nothing to train a language model on")
         self.stream = stream
@@ -155,11 +157,11 @@ class StreamWindows:
     def sample(self, generator: torch.Generator, batch_size: int) -> torch.Tensor:
         high = self.stream.numel() - self.seq_len + 1
         starts = torch.randint(high, (batch_size,), generator=generator)  # (B,)
-        return self.stream[starts[:, None] + torch.arange(self.seq_len)]  # (B, T)
+        return self.stream.windows(starts, self.seq_len)  # (B, T)
 
     def fixed(self, limit: int) -> list[torch.Tensor]:
         n = max(1, min(limit, self.stream.numel() // self.seq_len))
-        return list(self.stream[: n * self.seq_len].view(n, self.seq_len))
+        return list(self.stream.head(n * self.seq_len).view(n, self.seq_len))
 
 
 def encode_texts(tokenizer, texts, eos_id: int) -> torch.Tensor:

@@ -149,6 +149,10 @@ class RunStore:
             "flops_per_token": finite_number(last.get("flops_per_token")),
             "mfu": finite_number(last.get("mfu")),
             "eta_s": eta_seconds(train, step, total) if status.get("state") == "running" else None,
+            # before its first step a run prepares its data: "tokenizing", with that part's progress (bytes and
+            # tokens done, MB/s, ETA: lab_models/text/token_shards.py TokenizeProgress)
+            "phase": status.get("phase") if status.get("state") == "running" else None,
+            "tokenizing": status.get("tokenizing") if status.get("state") == "running" else None,
             "created": self._created(run_dir),
             "updated": status.get("updated"),
         }

@@ -243,6 +243,7 @@ def test_continuation_equals_generate_token_for_token(checkpoints, architecture,
     tokenizer = hf_tokenizer(facts)
     reference = transformers.AutoModelForCausalLM.from_pretrained(facts["folder"]).eval()
     V = reference.config.vocab_size
+    chosen: set[int] = set()
     for prompt in ("The Library opens at", "爷爷每天下午"):
         ours = lab_ids(run_dir, prompt, "continue", strategy, 8)
         eos = run.vocab.eos_id if run.vocab.eos_id < V else None  # GPT-1 has none (the lab's [EOS] is added)
@@ -257,7 +258,10 @@ def test_continuation_equals_generate_token_for_token(checkpoints, architecture,
         with torch.no_grad():
             theirs = reference.generate(prompt_ids, **options)[0, prompt_ids.shape[1]:].tolist()
         assert ours == theirs, (architecture, strategy, prompt)
-        assert len(set(ours)) >= 2  # not one token repeated: the comparison sees the model choose
+        chosen.update(ours)
+    # not one token repeated everywhere: the comparison sees the model choose (a random-init model may repeat one
+    # token after one prompt, and the BPE trainer breaks its ties differently from run to run)
+    assert len(chosen) >= 2
 
 
 @pytest.mark.parametrize("strategy", ["greedy", "beam"])

@@ -14,10 +14,11 @@ between events:
 What it does, following nanoGPT's loop and BERT/GPT-2 practice:
 - AdamW (Loshchilov & Hutter 2019) with decoupled weight decay on matrices only: parameters with 2 or more
   dimensions (linear weights, embedding tables) decay; biases and LayerNorm gains (1-D) do not (BERT excludes
-  "bias" and "LayerNorm.weight"; nanoGPT uses the same dim >= 2 rule). Fused AdamW on CUDA.
+  "bias" and "LayerNorm.weight"; nanoGPT uses the same dim >= 2 rule). Fused AdamW on CUDA and the CPU.
 - Learning rate: linear warmup over `warmup_steps`, then cosine decay to `min_lr_ratio * lr` at the last step
   (`schedule="cosine"`), or constant after warmup (`schedule="constant"`). BERT decays linearly; cosine is GPT-3's.
-- Gradient clipping at global norm `grad_clip` (1.0, as BERT and GPT-2). bf16 autocast on CUDA only.
+- Gradient clipping at global norm `grad_clip` (1.0, as BERT and GPT-2). bf16 autocast on CUDA and on a CPU with
+  native bf16 (`precision=auto`, lab_models/training/performance.py); the weights and AdamW's state stay fp32.
 - Evaluation every `eval_every` steps and at the last step, on fixed validation batches: the mean total loss and
   parts, the NLL of the main token targets per token (perplexity = exp of it, meaningful for causal LMs), and
   bits per byte = sum(target_nll) / ln 2 / sum(UTF-8 bytes of the target tokens), comparable across tokenizers.
@@ -25,8 +26,9 @@ What it does, following nanoGPT's loop and BERT/GPT-2 practice:
 Determinism. Steps are numbered from 1. The batch of step s on rank r is built with a torch.Generator seeded from
 derive_seed(seed, "batch", s, r), and the global RNG (dropout, ELECTRA's sampling) is reseeded from
 derive_seed(seed, "dropout", s, r) before the step. Nothing else is random, so a run restored from a checkpoint of
-step k (weights and AdamW state, bit-exact through safetensors) repeats steps k+1.. exactly on the CPU. On CUDA, bf16
-and non-deterministic kernels make resumes close rather than identical.
+step k (weights and AdamW state, bit-exact through safetensors) repeats steps k+1.. exactly on the CPU, in fp32 and in bf16 alike
+(within one precision: a run resumed in another precision goes on from the same weights but rounds differently). On
+CUDA, non-deterministic kernels make resumes close rather than identical.
 
 Distributed. With `torch.distributed` initialised and world size > 1, the model is wrapped in
 DistributedDataParallel (through a small module whose forward calls `model.loss`, so DDP's hooks run).
@@ -73,8 +75,11 @@ from torch import nn
 
 from lab_models.batch import Batch
 from lab_models.objectives.losses import LossOutput
-from lab_models.training.flops import device_peak_flops, mfu, training_flops_per_token
-from lab_models.training.performance import PerformanceConfig, Prefetcher, prepare_model, warm_up
+from lab_models.home import lab_home
+from lab_models.training.flops import device_peak, mfu, training_flops_per_token
+from lab_models.training.matmul_probe import MatmulPeaks, cached_matmul_peaks
+from lab_models.training.performance import (PerformanceConfig, Prefetcher, autocast_context, prepare_model,
+                                             warm_up)
 from lab_models.training.faults import poisoned_loss
 
 logger = logging.getLogger(__name__)
@@ -280,7 +285,7 @@ class Trainer:
     def __init__(self, model: nn.Module, batches: BatchSource, config: EngineConfig, *,
                  device: torch.device | str = "cpu", byte_lengths: torch.Tensor | None = None,
                  rank: int = 0, world_size: int = 1, find_unused_parameters: bool = True,
-                 performance: PerformanceConfig | None = None):
+                 performance: PerformanceConfig | None = None, home=None):
         self.model = model
         self.batches = batches
         self.config = config
@@ -295,8 +300,17 @@ class Trainer:
         self._part_names: list[str] | None = None
         self.performance = performance or PerformanceConfig()
         self.performance.check_device(self.device)
+        self.home = home  # the lab home whose cache keeps the matmul probe (None: $PRETRAINING_LAB_HOME or ~)
+        self._matmul_peaks: MatmulPeaks | None = None
+        self.precision = self.performance.precision_choice(self.device, self.matmul_peaks)
+        logger.info("precision: %s", self.precision.reason)
+        if self.precision.emulated:
+            logger.warning("precision=bf16 on a CPU without native bf16: torch emulates it, which is correct but "
+                           "usually slower than fp32")
         self.flops_per_token: float | None = None  # counted on the first call of run(), before compiling
-        self.peak_flops = device_peak_flops(self.device, self.performance.resolved_precision(self.device))
+        self.peak = device_peak(self.device, self.precision.precision, self.matmul_peaks)
+        self.peak_flops = self.peak.flops
+        logger.info("MFU peak: %s", self.peak.source)
         self.compile_s: float | None = None
         self._prepared = False
         self._prefetcher: Prefetcher | None = None
@@ -341,13 +355,23 @@ class Trainer:
         self.elapsed_before = float(state.get("elapsed_s", 0.0))
         self.tokens_seen = int(state.get("tokens_seen", 0))
 
+    def matmul_peaks(self) -> MatmulPeaks:
+        """This device's matmul probe, from the lab home's cache (probed once per machine, about a second)."""
+        if self._matmul_peaks is None:
+            self._matmul_peaks = cached_matmul_peaks(self.device, lab_home(self.home))
+        return self._matmul_peaks
+
+    def performance_used(self) -> dict:
+        """What the performance settings resolved to on this device (config.json "performance_used")."""
+        return {"precision": self.precision.to_dict(), **self.peak.to_dict()}
+
     def _elapsed_here(self) -> float:
         started = getattr(self, "_started", None)
         return 0.0 if started is None else time.perf_counter() - started
 
     # -------------------------------------------------------------------------------- one step
     def _autocast_context(self):
-        return self.performance.autocast(self.device)
+        return autocast_context(self.device, self.precision.precision)
 
     def _build_batch(self, key: tuple[int, int]) -> Batch:
         """The batch of micro-step `micro` of step `step`, on the host. Micro-step 0 uses the step's own generator,

@@ -359,7 +359,7 @@ def _run(config: TrainConfig, corpus: Corpus, resume: bool, world: _World, out: 
         find_unused = _find_unused_needed(model, batches, world, config.seed) if world.distributed else False
         trainer = Trainer(model, batches, engine_config, device=world.device, byte_lengths=byte_lengths,
                           rank=world.rank, world_size=world.world_size, find_unused_parameters=find_unused,
-                          performance=config.performance_config())
+                          performance=config.performance_config(), home=config.home)
         if checkpoint is not None:
             trainer.restore(runs.load_checkpoint(out, model=model, optimizer=trainer.optimizer))
             logger.info("resumed from %s at step %d", checkpoint.name, trainer.step)
@@ -368,7 +368,7 @@ def _run(config: TrainConfig, corpus: Corpus, resume: bool, world: _World, out: 
             runs.truncate_metrics(out, trainer.step)
             runs.write_config(out, {**_config_json(config, model, tokenizer_facts, corpus, world, created,
                                                    batches.validation_note, _translation_json(config, corpus, pairs)),
-                                    **addon_facts})
+                                    **addon_facts, "performance_used": trainer.performance_used()})
             runs.write_status(out, "running", step=trainer.step, total_steps=config.steps, message="training")
             logger.info("training %s (%d parameters) on %s for %d steps", config.family, model.num_parameters(),
                         world.device, config.steps)
@@ -444,7 +444,8 @@ def _run(config: TrainConfig, corpus: Corpus, resume: bool, world: _World, out: 
 
 
 def _speed_fields(event: StepEvent) -> dict:
-    """FLOPs per token and MFU for a metrics row ("mfu" is null where the device's peak is unknown, e.g. a CPU)."""
+    """FLOPs per token and MFU for a metrics row (the peak MFU divides by is in config.json "performance_used";
+    "mfu" is null only where the device's peak is unknown)."""
     if event.flops_per_token is None:
         return {}
     return {"flops_per_token": event.flops_per_token, "mfu": event.mfu}

@@ -217,7 +217,7 @@ def test_metrics_rows_carry_flops_and_mfu(tmp_path):
                                 for _ in range(300)), encoding="utf-8")
     out = tmp_path / "run"
     code = main(["--family", "gpt", "--out", str(out), "--steps", "3", "--corpus", str(corpus), "--home",
-                 str(tmp_path / "home"), "--perf", "grad_accum=2", "--vocab-size", "60"])
+                 str(tmp_path / "home"), "--perf", "grad_accum=2", "--vocab-size", "60", "--device", "cpu"])
     assert code == 0
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     train = [r for r in rows if r.get("split") == "train"]

@@ -55,6 +55,12 @@ def test_auto_picks_bf16_only_where_the_cpu_is_native_and_the_probe_confirms_it(
     assert (slow.precision, slow.why) == ("fp32", "bf16_not_faster")
     assert choose_precision("auto", CPU, None, features=("amx_bf16",)).why == "not_probed"
     assert len(calls) == 1
+    small = choose_precision("auto", CPU, fake_peaks(201e9, 441e9, calls), features=("amx_bf16",),
+                             flops_per_token=0.9e6)
+    assert (small.precision, small.why) == ("fp32", "model_too_small") and "0.9 MFLOPs per token" in small.reason
+    assert len(calls) == 1  # decided before the probe is asked
+    big = choose_precision("auto", CPU, fake_peaks(201e9, 441e9), features=("amx_bf16",), flops_per_token=27e6)
+    assert big.precision == "bf16"
     none = choose_precision("auto", CPU, fake_peaks(1, 1, calls), features=())
     assert (none.precision, none.why) == ("fp32", "no_native_bf16") and len(calls) == 1  # no probe needed
 
@@ -197,3 +203,28 @@ def test_emulated_bf16_is_correct_on_a_cpu_without_native_bf16(tmp_path):
     assert "torch emulates it" in stderr and "torch emulates it" in log  # the warning, on stderr and in train.log
     assert emulated[-1]["loss"] < 0.95 * emulated[0]["loss"]  # it learns (6.33 -> 5.77 nats in 30 steps)
     assert emulated[-1]["loss"] == pytest.approx(train[-1]["loss"], rel=0.05)
+
+
+def test_auto_trains_small_models_in_fp32_and_larger_ones_in_bf16_on_a_native_cpu(tmp_path, monkeypatch):
+    """Through the Trainer, on a CPU said to be native (so the test runs anywhere): the tiny preset's products are too
+    small to pay for autocast's casts (fp32), a 256-wide model's are not (bf16); the MFU peak follows the precision."""
+    from lab_models.training import engine, performance
+
+    monkeypatch.setattr(performance, "native_bf16_features", lambda: ("amx_bf16",))
+    monkeypatch.setattr(engine, "cached_matmul_peaks", lambda device, home: fake_peaks(200e9, 600e9)())
+    info = vocab()
+    module = objective_module("gpt")
+    stream = torch.randint(40, info.size, (5000,), generator=torch.Generator().manual_seed(4))
+    chosen = {}
+    for width in (64, 256):
+        batches = PackedBatches(stream, stream[:1000], seq_len=64, batch_size=4, objective=module,
+                                batch_config=BatchConfig(module.Settings(), info), eval_batches=1)
+        config = family_model_config("gpt", "tiny", info.size, d_model=width, n_heads=4, d_ff=4 * width)
+        trainer = Trainer(build_model("gpt", config, None, info, seed=0), batches, EngineConfig(steps=1),
+                          home=tmp_path)
+        assert trainer.precision.why == "not_probed"  # provisional until the model is measured
+        trainer.measure_model()
+        chosen[width] = (trainer.precision.precision, trainer.precision.why, trainer.peak_flops)
+        assert trainer.performance_used()["precision"]["precision"] == trainer.precision.precision
+    assert chosen[64] == ("fp32", "model_too_small", 200e9)
+    assert chosen[256] == ("bf16", "native_bf16", 600e9)

@@ -76,7 +76,7 @@ from torch import nn
 from lab_models.batch import Batch
 from lab_models.objectives.losses import LossOutput
 from lab_models.home import lab_home
-from lab_models.training.flops import device_peak, mfu, training_flops_per_token
+from lab_models.training.flops import Peak, device_peak, mfu, training_flops_per_token
 from lab_models.training.matmul_probe import MatmulPeaks, cached_matmul_peaks
 from lab_models.training.performance import (PerformanceConfig, Prefetcher, autocast_context, prepare_model,
                                              warm_up)
@@ -302,15 +302,14 @@ class Trainer:
         self.performance.check_device(self.device)
         self.home = home  # the lab home whose cache keeps the matmul probe (None: $PRETRAINING_LAB_HOME or ~)
         self._matmul_peaks: MatmulPeaks | None = None
-        self.precision = self.performance.precision_choice(self.device, self.matmul_peaks)
-        logger.info("precision: %s", self.precision.reason)
-        if self.precision.emulated:
-            logger.warning("precision=bf16 on a CPU without native bf16: torch emulates it, which is correct but "
-                           "usually slower than fp32")
-        self.flops_per_token: float | None = None  # counted on the first call of run(), before compiling
-        self.peak = device_peak(self.device, self.precision.precision, self.matmul_peaks)
-        self.peak_flops = self.peak.flops
-        logger.info("MFU peak: %s", self.peak.source)
+        # provisional until measure_model() (the first run() calls it): precision=auto on a CPU with native bf16
+        # depends on the model's FLOPs per token, and MFU's peak on the precision
+        self.precision = self.performance.precision_choice(self.device)
+        self.flops_per_token: float | None = None
+        self.peak = Peak(None, "not measured yet", "unknown")
+        self.peak_flops: float | None = None
+        self._measured = False
+        self._probe_batch: Batch | None = None
         self.compile_s: float | None = None
         self._prepared = False
         self._prefetcher: Prefetcher | None = None
@@ -389,20 +388,38 @@ class Trainer:
         following = (step, micro + 1) if micro + 1 < accum else (step + 1, 0)
         return self._prefetcher.get((step, micro), following if following[0] <= self.config.steps else None)
 
+    def measure_model(self) -> None:
+        """Once: count the model's FLOPs per token on a real batch (uncompiled, without recomputation, so MFU counts
+        what the model needs), then resolve the precision with it (precision=auto on a CPU with native bf16 picks bf16
+        only for models big enough) and the peak MFU divides by, and log both with why. `run()` calls it first; run.py
+        calls it before writing config.json, which records the outcome ("performance_used")."""
+        if self._measured:
+            return
+        self._measured = True
+        probe = self._build_batch((max(1, self.step + 1), 0))
+        tokens = count_tokens(probe)
+        self._probe_batch = probe.to(self.device)
+        try:
+            self.flops_per_token = training_flops_per_token(self.model, self._probe_batch, tokens)
+        except Exception:  # noqa: BLE001 - MFU is a reading, never a reason for a run to fail
+            logger.warning("could not count the model's FLOPs; MFU will not be reported", exc_info=True)
+        self.precision = self.performance.precision_choice(self.device, self.matmul_peaks, self.flops_per_token)
+        logger.info("precision: %s", self.precision.reason)
+        if self.precision.emulated:
+            logger.warning("precision=bf16 on a CPU without native bf16: torch emulates it, which is correct but "
+                           "usually slower than fp32")
+        self.peak = device_peak(self.device, self.precision.precision, self.matmul_peaks)
+        self.peak_flops = self.peak.flops
+        logger.info("MFU peak: %s", self.peak.source)
+
     def _prepare(self) -> None:
-        """Once, before the first step: count the model's FLOPs per token on a real batch (uncompiled, without
-        recomputation, so MFU counts what the model needs), then apply the performance settings that change the
-        model (activation checkpointing, attention backend, compile; compilation is timed by a warm-up pass)."""
+        """Once, before the first step: `measure_model`, then apply the performance settings that change the model
+        (activation checkpointing, attention backend, compile; compilation is timed by a warm-up pass)."""
         if self._prepared:
             return
         self._prepared = True
-        probe = self._build_batch((max(1, self.step + 1), 0))
-        tokens = count_tokens(probe)
-        probe = probe.to(self.device)
-        try:
-            self.flops_per_token = training_flops_per_token(self.model, probe, tokens, self._autocast_context())
-        except Exception:  # noqa: BLE001 - MFU is a reading, never a reason for a run to fail
-            logger.warning("could not count the model's FLOPs; MFU will not be reported", exc_info=True)
+        self.measure_model()
+        probe, self._probe_batch = self._probe_batch, None
         done = prepare_model(self.model, self.performance, self.device)
         if done:
             logger.info("performance settings applied: %s", done)

@@ -19,7 +19,8 @@ Precision on the CPU (issue 27). A CPU with AVX-512 BF16 or AMX-BF16 (recent Xeo
 matrices natively, 2 to 7 times as fast as fp32; elsewhere torch emulates bf16 (converting around every product),
 which is correct but slower than fp32. So `auto` asks torch which instruction sets the CPU has
 (lab_models/training/matmul_probe.py) and confirms with a one-second matmul probe, cached per machine in the lab home,
-that bf16 is at least MIN_BF16_SPEEDUP times fp32 there; then it picks bf16 autocast, else fp32. `precision=bf16` is
+that bf16 is at least MIN_BF16_SPEEDUP times fp32 there; then it picks bf16 autocast for every model whose matrix
+products are big enough to pay for autocast's casts (MIN_BF16_FLOPS_PER_TOKEN: the small preset and up), else fp32. `precision=bf16` is
 accepted on any CPU, with a warning where bf16 is emulated. The optimizer's master weights and moments stay fp32
 either way: autocast casts copies of the weights for each product, never the parameters themselves.
 
@@ -40,6 +41,8 @@ Worked example (`peaks` stands in for the cached probe: 441 against 201 GFLOP/s,
 >>> choice = choose_precision("auto", torch.device("cpu"), peaks, features=("avx512_bf16",))
 >>> choice.precision, choice.why
 ('bf16', 'native_bf16')
+>>> choose_precision("auto", torch.device("cpu"), peaks, features=("avx512_bf16",), flops_per_token=0.9e6).why
+'model_too_small'
 >>> choose_precision("auto", torch.device("cpu"), peaks, features=()).precision
 'fp32'
 >>> choose_precision("bf16", torch.device("cpu"), peaks, features=()).emulated
@@ -70,9 +73,14 @@ ATTENTION_BACKENDS = ("sdpa", "flex")
 # auto picks bf16 on a native-bf16 CPU only where the probe's bf16 matmul is at least this much faster than fp32's:
 # a margin over the probe's noise, and over autocast's own cost (a bf16 copy of every weight for each step)
 MIN_BF16_SPEEDUP = 1.2
+# ... and only for models whose matrix products are big enough to pay for autocast's casts (a bf16 copy of every
+# activation entering a product and of every weight, per step): measured on an AMX Xeon pinned to 2 cores, quiet
+# (bf16 / fp32 tokens/s): the tiny preset (0.7 to 1.0 MFLOPs per token) 0.84 (BERT) to 0.99 (GPT), the small preset
+# (21 to 27 MFLOPs per token) 1.53 (GPT) and 1.64 (BERT). The threshold lies between them.
+MIN_BF16_FLOPS_PER_TOKEN = 4e6
 # why a precision was chosen: the `why` of PrecisionChoice (the page translates these codes; train.log has `reason`)
-PRECISION_REASONS = ("requested", "cuda", "native_bf16", "bf16_not_faster", "not_probed", "no_native_bf16",
-                     "no_bf16_device")
+PRECISION_REASONS = ("requested", "cuda", "native_bf16", "model_too_small", "bf16_not_faster", "not_probed",
+                     "no_native_bf16", "no_bf16_device")
 
 
 @dataclass(frozen=True)
@@ -91,9 +99,10 @@ class PrecisionChoice:
 
 
 def choose_precision(requested: str, device: torch.device, peaks: Callable[[], MatmulPeaks] | None = None, *,
-                     features: tuple[str, ...] | None = None) -> PrecisionChoice:
+                     features: tuple[str, ...] | None = None, flops_per_token: float | None = None) -> PrecisionChoice:
     """What `precision=requested` runs as on `device`. `peaks()` gives the cached matmul probe (asked only on a CPU
-    with native bf16 under auto); `features` the CPU's native bf16 instruction sets (default: torch's answer)."""
+    with native bf16 under auto); `features` the CPU's native bf16 instruction sets (default: torch's answer);
+    `flops_per_token` the model's training FLOPs per token (None: not counted yet, the rule is described instead)."""
     if requested not in PRECISIONS:
         raise ValueError(f"unknown precision {requested!r}: choose one of {', '.join(PRECISIONS)}")
     if device.type == "cpu" and requested != "fp32":
@@ -108,6 +117,12 @@ def choose_precision(requested: str, device: torch.device, peaks: Callable[[], M
         if requested == "bf16":
             return PrecisionChoice("bf16", requested, "requested", reason=(
                 f"bf16 autocast as requested; this CPU computes bf16 natively ({describe_features(features)})"))
+        if flops_per_token is not None and flops_per_token < MIN_BF16_FLOPS_PER_TOKEN:
+            return PrecisionChoice("fp32", requested, "model_too_small", reason=(
+                f"fp32: this CPU computes bf16 natively ({describe_features(features)}), but this model's matrix "
+                f"products are too small to pay for autocast's casts ({flops_per_token / 1e6:.1f} MFLOPs per "
+                f"token, under {MIN_BF16_FLOPS_PER_TOKEN / 1e6:.0f}; the tiny preset trains 0.84 to 0.99x as fast "
+                "in bf16)"))
         probe = peaks() if peaks is not None else None
         if probe is None:
             return PrecisionChoice("fp32", requested, "not_probed", reason=(
@@ -155,10 +170,10 @@ class PerformanceConfig:
 
     # ---- resolution against a device ---------------------------------------------------------------------------
 
-    def precision_choice(self, device: torch.device,
-                         peaks: Callable[[], MatmulPeaks] | None = None) -> PrecisionChoice:
+    def precision_choice(self, device: torch.device, peaks: Callable[[], MatmulPeaks] | None = None,
+                         flops_per_token: float | None = None) -> PrecisionChoice:
         """What this run's precision resolves to on `device` (`choose_precision`)."""
-        return choose_precision(self.precision, device, peaks)
+        return choose_precision(self.precision, device, peaks, flops_per_token=flops_per_token)
 
     def resolved_precision(self, device: torch.device, peaks: Callable[[], MatmulPeaks] | None = None) -> str:
         """"bf16" or "fp32". On a CPU with native bf16, `auto` needs `peaks` (the cached matmul probe) to say bf16."""

@@ -364,6 +364,7 @@ def _run(config: TrainConfig, corpus: Corpus, resume: bool, world: _World, out: 
             trainer.restore(runs.load_checkpoint(out, model=model, optimizer=trainer.optimizer))
             logger.info("resumed from %s at step %d", checkpoint.name, trainer.step)
         step = trainer.step
+        trainer.measure_model()  # FLOPs per token, and the precision and MFU peak they decide (config.json)
         if world.is_main:
             runs.truncate_metrics(out, trainer.step)
             runs.write_config(out, {**_config_json(config, model, tokenizer_facts, corpus, world, created,

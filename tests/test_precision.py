@@ -228,3 +228,13 @@ def test_auto_trains_small_models_in_fp32_and_larger_ones_in_bf16_on_a_native_cp
         assert trainer.performance_used()["precision"]["precision"] == trainer.precision.precision
     assert chosen[64] == ("fp32", "model_too_small", 200e9)
     assert chosen[256] == ("bf16", "native_bf16", 600e9)
+
+
+def test_a_resumed_run_keeps_the_precision_it_started_in():
+    from lab_models.training.cli import keep_resolved_precision
+
+    saved = {"device_used": "cpu", "performance_used": {"precision": {"precision": "bf16", "requested": "auto"}}}
+    assert keep_resolved_precision({"grad_accum": 2}, saved, CPU) == {"grad_accum": 2, "precision": "bf16"}
+    assert keep_resolved_precision({"precision": "fp32"}, saved, CPU) == {"precision": "fp32"}  # asked explicitly
+    assert keep_resolved_precision({}, saved, torch.device("cuda")) == {}  # another device decides afresh
+    assert keep_resolved_precision({}, {"device_used": "cpu"}, CPU) == {}  # a run from before performance_used

@@ -13,7 +13,8 @@ Resuming. `--resume` continues the run in DIR from its newest checkpoint with it
 (config.json "train"); the other arguments are ignored except --steps (to train longer; a changed total changes the
 cosine schedule after the checkpoint), --device, --eval-every, --checkpoint-every and --log-every. The batches of
 step s depend only on (seed, s, rank), and the checkpoint holds the exact weights and AdamW state, so a resumed run
-repeats the same trajectory (exactly on a CPU). A DIR with a config.json but no checkpoint (a run killed before its
+repeats the same trajectory (exactly on a CPU; the run keeps the precision `precision=auto` resolved to when it
+started, `keep_resolved_precision`). A DIR with a config.json but no checkpoint (a run killed before its
 first checkpoint) starts over, with or without --resume; a DIR with a checkpoint and no --resume is an error.
 """
 from __future__ import annotations
@@ -23,6 +24,8 @@ import dataclasses
 import logging
 import math
 from pathlib import Path
+
+import torch
 
 from lab_models.training.console import OneLineParser
 from lab_models.training import runs
@@ -208,6 +211,23 @@ def config_from_args(args) -> tuple[TrainConfig, Corpus]:
     return config, corpus
 
 
+def keep_resolved_precision(performance: dict, saved: dict, device: torch.device) -> dict:
+    """A resumed run keeps the precision its start resolved `precision=auto` to (config.json "performance_used") on
+    the same kind of device, so that it repeats its trajectory bit for bit even if the machine's matmul probe is
+    measured again meanwhile; an explicit --perf precision, or another device, decides afresh.
+
+    >>> keep_resolved_precision({}, {"device_used": "cpu", "performance_used": {"precision": {"precision": "bf16"}}},
+    ...                         torch.device("cpu"))
+    {'precision': 'bf16'}
+    """
+    used = ((saved.get("performance_used") or {}).get("precision") or {}).get("precision")
+    if performance.get("precision", "auto") != "auto" or used not in ("bf16", "fp32"):
+        return performance
+    if str(saved.get("device_used", "")).split(":")[0] != device.type:
+        return performance
+    return {**performance, "precision": used}
+
+
 def config_from_run(args) -> tuple[TrainConfig, Corpus]:
     """The saved configuration of the run in --out, with the few arguments a resume may change."""
     out = Path(args.out).expanduser().resolve()
@@ -226,7 +246,8 @@ def config_from_run(args) -> tuple[TrainConfig, Corpus]:
     if getattr(args, "perf", None):  # speed settings may change on a resume (a GPU after a CPU, more accumulation)
         values["performance"] = {**values.get("performance", {}), **parse_performance_overrides(args.perf)}
     check_at_least("steps", values.get("steps"))
-    select_device(values.get("device", "auto"))
+    device = select_device(values.get("device", "auto"))
+    values["performance"] = keep_resolved_precision(values.get("performance") or {}, runs.read_config(out), device)
     try:
         config = TrainConfig(**values)
         config.engine_config()

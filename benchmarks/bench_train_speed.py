@@ -37,8 +37,9 @@ busy machine far better than separate runs). The load average is printed with ev
 MFU: the lab's FLOPs per token (counted by the Trainer: torch's FlopCounterMode on a real batch) x tokens/s, over the
 bf16 peak of a 1024 x 1024 matmul probe measured at the start (lab_models/training/matmul_probe.py), for GPT at
 `small`. Quality: `python -m lab_models train` at `--quality-preset` (tiny: the synthetic corpus; small: the stdlib
-docs), fp32 and bf16 forced, from the same seed for `--quality-steps` steps; the last validation losses compared. Memory: the lab default at `small` trained in a
-fresh process; its peak RSS (ru_maxrss: the interpreter, torch and the lab's modules included).
+docs), fp32 and bf16 forced, from the same seed for `--quality-steps` steps; the last validation losses compared.
+Memory: the lab default at `small` trained in a fresh process; its peak RSS (ru_maxrss: the interpreter, torch and the
+lab's modules included).
 
 Targets (issue 27, on a CPU with native bf16; `small` and `tiny`, GPT, BERT, T5, XLNet): lab default / HF fp32 >= 2.0,
 lab bf16 / HF bf16 >= 1.25, MFU of GPT at `small` >= 50% of the bf16 probe, bf16's validation loss within 2% of fp32's

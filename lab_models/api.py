@@ -1241,7 +1241,8 @@ def training_precision(home=None, device: str = "auto", *, refresh: bool = False
     probe = probed[0] if probed else None
     features = _matmul_probe.native_bf16_features() if chosen.type == "cpu" else ()
     return {"device": describe_device(chosen), "precision": choice.precision, "why": choice.why,
-            "reason": choice.reason, "features": _matmul_probe.describe_features(features), "bf16_speedup": choice.bf16_speedup,
+            "reason": choice.reason, "features": _matmul_probe.describe_features(features),
+            "bf16_speedup": choice.bf16_speedup,
             "fp32_flops": probe.fp32 if probe else None, "bf16_flops": probe.bf16 if probe else None,
             "min_bf16_flops_per_token": _performance.MIN_BF16_FLOPS_PER_TOKEN if chosen.type == "cpu" else None,
             **peak.to_dict()}

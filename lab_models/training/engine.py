@@ -26,8 +26,8 @@ What it does, following nanoGPT's loop and BERT/GPT-2 practice:
 Determinism. Steps are numbered from 1. The batch of step s on rank r is built with a torch.Generator seeded from
 derive_seed(seed, "batch", s, r), and the global RNG (dropout, ELECTRA's sampling) is reseeded from
 derive_seed(seed, "dropout", s, r) before the step. Nothing else is random, so a run restored from a checkpoint of
-step k (weights and AdamW state, bit-exact through safetensors) repeats steps k+1.. exactly on the CPU, in fp32 and in bf16 alike
-(within one precision: a run resumed in another precision goes on from the same weights but rounds differently). On
+step k (weights and AdamW state, bit-exact through safetensors) repeats steps k+1.. exactly on the CPU, in fp32 and
+in bf16 alike (within one precision: a run resumed in another precision goes on from the same weights but rounds differently). On
 CUDA, non-deterministic kernels make resumes close rather than identical.
 
 Distributed. With `torch.distributed` initialised and world size > 1, the model is wrapped in

@@ -20,8 +20,8 @@ matrices natively, 2 to 7 times as fast as fp32; elsewhere torch emulates bf16 (
 which is correct but slower than fp32. So `auto` asks torch which instruction sets the CPU has
 (lab_models/training/matmul_probe.py) and confirms with a one-second matmul probe, cached per machine in the lab home,
 that bf16 is at least MIN_BF16_SPEEDUP times fp32 there; then it picks bf16 autocast for every model whose matrix
-products are big enough to pay for autocast's casts (MIN_BF16_FLOPS_PER_TOKEN: the small preset and up), else fp32. `precision=bf16` is
-accepted on any CPU, with a warning where bf16 is emulated. The optimizer's master weights and moments stay fp32
+products are big enough to pay for autocast's casts (MIN_BF16_FLOPS_PER_TOKEN: the small preset and up), else fp32.
+`precision=bf16` is accepted on any CPU, with a warning where bf16 is emulated. The optimizer's master weights and moments stay fp32
 either way: autocast casts copies of the weights for each product, never the parameters themselves.
 
 On the CPU the other defaults are the lab's old path (plain AdamW, SDPA, no prefetch thread, which would compete with

@@ -238,3 +238,22 @@ def test_a_resumed_run_keeps_the_precision_it_started_in():
     assert keep_resolved_precision({"precision": "fp32"}, saved, CPU) == {"precision": "fp32"}  # asked explicitly
     assert keep_resolved_precision({}, saved, torch.device("cuda")) == {}  # another device decides afresh
     assert keep_resolved_precision({}, {"device_used": "cpu"}, CPU) == {}  # a run from before performance_used
+
+
+@pytest.mark.parametrize("resume_perf, expected", [([], "bf16"), (["precision=auto"], "auto"),
+                                                   (["precision=fp32"], "fp32")])
+def test_resume_keeps_the_started_precision_unless_the_resume_names_one(tmp_path, lab_home_dir, resume_perf, expected):
+    from lab_models.training.cli import build_parser, config_from_args, config_from_run
+
+    out = tmp_path / "run"
+    out.mkdir()
+    started, _ = config_from_args(build_parser().parse_args(["--family", "gpt", "--out", str(out), "--steps", "4",
+                                                             "--device", "cpu", "--home", str(lab_home_dir)]))
+    (out / "config.json").write_text(json.dumps({
+        "train": started.to_dict(), "device_used": "cpu",
+        "performance_used": {"precision": {"precision": "bf16", "requested": "auto", "why": "native_bf16"}}}))
+    perf = [arg for item in resume_perf for arg in ("--perf", item)]
+    args = build_parser().parse_args(["--resume", "--out", str(out), "--steps", "8", *perf])
+    config, _ = config_from_run(args)
+    assert config.steps == 8
+    assert config.performance_config().precision == expected

@@ -214,7 +214,8 @@ def config_from_args(args) -> tuple[TrainConfig, Corpus]:
 def keep_resolved_precision(performance: dict, saved: dict, device: torch.device) -> dict:
     """A resumed run keeps the precision its start resolved `precision=auto` to (config.json "performance_used") on
     the same kind of device, so that it repeats its trajectory bit for bit even if the machine's matmul probe is
-    measured again meanwhile; an explicit --perf precision, or another device, decides afresh.
+    measured again meanwhile. A run started with an explicit precision keeps that; on another kind of device, or with
+    an explicit --perf precision on the resume (config_from_run asks this only without one), the run decides afresh.
 
     >>> keep_resolved_precision({}, {"device_used": "cpu", "performance_used": {"precision": {"precision": "bf16"}}},
     ...                         torch.device("cpu"))
@@ -243,11 +244,13 @@ def config_from_run(args) -> tuple[TrainConfig, Corpus]:
         given = getattr(args, name, None)
         if given is not None:
             values[name] = given
-    if getattr(args, "perf", None):  # speed settings may change on a resume (a GPU after a CPU, more accumulation)
-        values["performance"] = {**values.get("performance", {}), **parse_performance_overrides(args.perf)}
+    overrides = parse_performance_overrides(args.perf) if getattr(args, "perf", None) else {}
+    if overrides:  # speed settings may change on a resume (a GPU after a CPU, more accumulation)
+        values["performance"] = {**values.get("performance", {}), **overrides}
     check_at_least("steps", values.get("steps"))
     device = select_device(values.get("device", "auto"))
-    values["performance"] = keep_resolved_precision(values.get("performance") or {}, runs.read_config(out), device)
+    if "precision" not in overrides:  # an explicit --perf precision on the resume decides afresh
+        values["performance"] = keep_resolved_precision(values.get("performance") or {}, runs.read_config(out), device)
     try:
         config = TrainConfig(**values)
         config.engine_config()

@@ -363,6 +363,11 @@ def _run(config: TrainConfig, corpus: Corpus, resume: bool, world: _World, out: 
         if checkpoint is not None:
             trainer.restore(runs.load_checkpoint(out, model=model, optimizer=trainer.optimizer))
             logger.info("resumed from %s at step %d", checkpoint.name, trainer.step)
+            started_in = (runs.read_config(out).get("performance_used") or {}).get("precision") or {}
+            if started_in.get("requested") == "auto" and started_in.get("precision") == trainer.precision.precision:
+                logger.info("precision: the resume keeps %s, what precision=auto chose when the run started, so "
+                            "that it repeats its trajectory exactly (--perf precision=auto chooses afresh)",
+                            started_in["precision"])
         step = trainer.step
         trainer.measure_model()  # FLOPs per token, and the precision and MFU peak they decide (config.json)
         if world.is_main:

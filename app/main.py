@@ -1,4 +1,5 @@
-"""The page: a header with the compute device and the language switch, then one tab per view that works.
+"""The page: a header with the compute device, the precision training runs in and why, and the language switch, then
+one tab per view that works.
 
 `build_app(home)` returns the `gr.Blocks`; `app.py` launches it. Tabs: Mask Explorer (drawn on load; above it the
 demo zoo panel, app/explorer/zoo_panel.py, shown on a lab home without runs), Train, Scaling (size sweeps,
@@ -19,7 +20,7 @@ from lab_models import api
 from app.compare import tab as compare_tab
 from app.corpora import tab as corpora_tab
 from app.explorer import tab as explorer_tab, zoo_panel
-from app.i18n.language import LANGUAGE_ON_LOAD_JS, LANGUAGE_SWITCH_JS, LANGUAGES, lab_i18n, text, tr
+from app.i18n.language import LANGUAGE_ON_LOAD_JS, LANGUAGE_SWITCH_JS, LANGUAGES, english, lab_i18n, text, tr
 from app.i18n.messages import translate_message
 from app.leaderboard import tab as leaderboard_tab
 from app.scaling import tab as scaling_tab
@@ -31,31 +32,56 @@ ASSETS = Path(__file__).resolve().parent.parent / "assets"
 TITLE = "Pretraining Lab"
 
 
-def header_html(device_line: str | None = None) -> str:
-    """The title and the compute device (`device_line`, HTML). Built with the page (the frontend translates the
-    marker), then written again in the reader's language when the page loads (`/header_on_load`), the device's name
-    included."""
+def precision_text(precision: dict, translate=tr) -> str:
+    """What `precision=auto` trains in here and why (`api.training_precision`), in the reader's language: "bf16
+    autocast for models from 4 MFLOPs per token, the small preset up (this CPU computes bf16 natively: AVX-512 BF16,
+    AMX-BF16; a bf16 matmul runs 2.7× fp32); fp32 for smaller ones"."""
+    why = precision.get("why") or ""
+    key = f"header.precision_{why}" if why in PRECISION_TEXTS else "header.precision_plain"
+    speedup = precision.get("bf16_speedup")
+    return translate(key, precision=precision.get("precision") or "fp32", features=precision.get("features") or "",
+                     speedup=f"{speedup:.1f}" if speedup else "?",
+                     mflops=f"{(precision.get('min_bf16_flops_per_token') or 0) / 1e6:g}")
+
+
+PRECISION_TEXTS = ("native_bf16", "bf16_not_faster", "no_native_bf16", "cuda", "no_bf16_device")
+
+
+def header_html(device_line: str | None = None, home=None) -> str:
+    """The title, the compute device and the precision training runs in (`device_line`, HTML). Built with the page
+    (the frontend translates the marker), then written again in the reader's language when the page loads
+    (`/header_on_load`), the device's name and the precision's reason included. The precision's title (hover) says
+    the peak MFU divides by and how it was obtained."""
+    precision = api.training_precision(home)
     if device_line is None:
-        device_line = f'{text("header.device")}: {html.escape(api.device_label())}'
-    return f'<div class="lab-header"><h1>{TITLE}</h1><span class="lab-device" id="lab-device">{device_line}</span></div>'
+        english_line = precision_text(precision, lambda key, **fields: english(key).format(**fields))
+        device_line = (f'{text("header.device")}: {html.escape(precision["device"])} · '
+                       f'{html.escape(english("header.precision"))}: {html.escape(english_line)}')
+    title = html.escape(translate_message(precision.get("peak_source") or ""), quote=True)
+    return (f'<div class="lab-header"><h1>{TITLE}</h1><span class="lab-device" id="lab-device" '
+            f'title="{title}">{device_line}</span></div>')
 
 
-def header_html_for_reader() -> str:
-    return header_html(html.escape(tr("header.device_line", label=tr("header.device"),
-                                      device=translate_message(api.device_label()))))
+def header_html_for_reader(home=None) -> str:
+    precision = api.training_precision(home)
+    device = tr("header.device_line", label=tr("header.device"), device=translate_message(precision["device"]))
+    line = tr("header.precision_line", device=device, label=tr("header.precision"),
+              precision=precision_text(precision))
+    return header_html(html.escape(line), home)
 
 
-def build_header():
-    """The title with the compute device, the language switch (English / 中文) and the tagline."""
+def build_header(home=None):
+    """The title with the compute device and training precision, the language switch (English / 中文) and the
+    tagline."""
     with gr.Row(equal_height=True):
-        header = gr.HTML(header_html(), elem_id="lab-header")
+        header = gr.HTML(header_html(home=home), elem_id="lab-header")
         language = gr.Radio(list(LANGUAGES.values()), value=LANGUAGES["en"], label=text("header.language"),
                             elem_id="lab-language", scale=0, min_width=200)
     gr.Markdown(text("header.tagline"))
     # The switch runs in the browser (the frontend translates the static texts) and sets the cookie that the server
     # reads for what it writes itself; build_app redraws the first tab after it.
     switched = language.change(None, language, language, js=LANGUAGE_SWITCH_JS, api_name="switch_language")
-    gr.on(None, header_html_for_reader, None, header, api_name="header_on_load", show_progress="hidden")
+    gr.on(None, lambda: header_html_for_reader(home), None, header, api_name="header_on_load", show_progress="hidden")
     return language, switched
 
 
@@ -85,7 +111,7 @@ def build_app(home=None, jobs=None, *, corpus_root=None) -> gr.Blocks:
     tokenize_jobs = api.create_tokenize_jobs(home)
     try:
         with gr.Blocks(title=TITLE) as demo:
-            language, language_switched = build_header()
+            language, language_switched = build_header(home)
             with gr.Tabs():
                 with gr.Tab(text("header.tab_mask_explorer"), id="mask-explorer"):
                     zoo = zoo_panel.build(home, jobs)  # the demo zoo offer on a fresh lab home, then its progress

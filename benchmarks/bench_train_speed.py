@@ -1,39 +1,49 @@
-"""Benchmark: training speed of the lab's GPT and BERT against Hugging Face transformers at the same size.
+"""Benchmark: the lab's training speed on the CPU against Hugging Face transformers, per precision, at the `small`
+and `tiny` presets, with MFU, the quality bf16 keeps, and peak memory (issues 4 and 27).
 
-Run `python benchmarks/bench_train_speed.py [--rounds 3] [--steps 12] [--warmup 3] [--threads 2]`
-(`pip install -r benchmarks/requirements-bench.txt` first: `transformers` is a benchmark-only dependency).
+    python benchmarks/bench_train_speed.py [--presets small tiny] [--families gpt bert t5 xlnet] [--rounds 5]
+        [--steps 4] [--warmup 3] [--threads N] [--compile] [--quality-steps 300] [--no-quality] [--no-memory]
+        [--json FILE]
+    python benchmarks/bench_train_speed.py --quick        # a smoke run of every part (a minute or two)
 
-What is compared, at the lab's `small` preset (d_model 256, 4 layers, 4 heads, d_ff 1024, 256 positions) and the
-`small` training defaults of lab_models/training/run.py (batch 16 x 128 tokens, a 4000-token tokenizer plus the lab's 40
-special tokens = 4040 ids, AdamW lr 5e-4, betas (0.9, 0.98), eps 1e-8, weight decay 0.01 on matrices only, gradient
-clipping at 1.0, dropout 0.1, train mode):
+(`pip install -r benchmarks/requirements-bench.txt` first: `transformers` is a benchmark-only dependency.)
 
-    ours "gpt"   (post-LN GPT-1, tied LM head, causal mask, SDPA)     vs  transformers OpenAIGPTLMHeadModel
-    ours "bert"  (post-LN, MLM transform + tied decoder, MLM + NSP)   vs  transformers BertForPreTraining (MLM + NSP)
+What is compared, per preset (its model size, lab_models/nn/config.py PRESETS, and its training defaults,
+lab_models/training/config.py: `small` is batch 16 x 128 tokens and a 4000-token vocabulary plus the lab's 40 special
+ids; `tiny` batch 16 x 64 and 512 + 40) and family, everything in one process, interleaved:
 
-The peers are built from configs (no download) with the library's defaults, as a user would run them: HF BERT's
-attention implementation is its default ("sdpa" in transformers 5.x) with attention-probability dropout 0.1 inside it;
-OpenAIGPT has only its eager attention (attn_pdrop 0.1), and its "gelu" is the tanh approximation (gelu_new) where
-ours is the exact erf GeLU. Ours keeps its documented design (DESIGN.md, "Speed"): attention dropout 0 and dropout
-0.1 on the embeddings and after each residual branch (`--hf-attention-dropout 0` gives the peers the same, for a
-closer look). HF projects every position to the vocabulary; ours projects only the positions with a target (BERT:
-the ~15% picked; GPT: all but each row's last).
+    lab default   the lab as a user runs it: lab_models.training.engine.Trainer with PerformanceConfig() (precision=auto:
+                  bf16 autocast on a CPU with native bf16, fp32 elsewhere; fused AdamW; ...), one step per
+                  `next()` of its event generator (log_every=1: the loss is read back every step, as the engine does)
+    lab fp32      the same Trainer with precision=fp32
+    lab bf16      the same Trainer with precision=bf16 (measured apart only where the default is not bf16 already)
+    lab compile   (--compile) the default plus compile=true (inductor's C++ backend); compile time reported apart
+    HF fp32       transformers' default: its model class built from a config (nothing downloaded), fp32, the AdamW
+                  that transformers' Trainer uses by default with torch >= 2.8 (`adamw_torch_fused`), grad clip 1.0
+    HF bf16       the same under `torch.autocast("cpu", torch.bfloat16)` (what `TrainingArguments(bf16=True)` does)
 
-Each step, for both sides: build the batch, forward + loss, backward, clip the global grad norm to 1.0, AdamW step,
-zero the gradients (set_to_none). Ours builds its batches with the real batch builder
-(`objective_module(family).make_batch` through data.PackedBatches, so masking and NSP pairing are counted); HF gets the
-equivalent tensors built with vectorised torch ops (15% labels, -100 elsewhere, 80/10/10 corruption, token types, a
-NotNext label for half the rows). Token ids are random (speed does not depend on the text).
+The peers: GPT - OpenAIGPTLMHeadModel (post-LN GPT-1, as the lab's GPT); BERT - BertForPreTraining (MLM + NSP, as the
+lab's BERT; its default attention, SDPA); T5 - T5ForConditionalGeneration (T5 v1.0, the lab's T5 defaults); XLNet -
+XLNetLMHeadModel (two streams, relative attention). Both sides train on the same batches: the lab's batch builder draws
+each batch (masking, spans, permutations; its cost is part of the lab's step) and the HF side gets the equivalent
+tensors (benchmarks/bench_seq2seq_speed.py says how for T5 and XLNet; for BERT the same 15% / 80-10-10 masking and NSP
+pairs, vectorised). Token ids are random: speed does not depend on the text. Dropout 0.1 on both sides, train mode.
 
-Every measurement runs in a fresh subprocess (one model per process), so the peak RSS (`ru_maxrss` of the child)
-belongs to that model alone; it includes the interpreter, torch (and, for the HF rows, transformers) as loaded.
-A worker's tokens/s is batch tokens / its median step time (robust to a neighbour's burst on a shared machine; the
-JSON also holds the mean). Measurements are interleaved: each round runs every model once, ours and HF alternating
-in order; the table shows the median tokens/s over the rounds and the median of the per-round ratios ours/HF.
-`--engine` adds a row per family that trains ours through `lab_models.training.engine.Trainer` (log_every=1), to show
-the engine's per-step overhead against the bare loop.
+Interleaving. A round runs `--steps` steps of every variant in turn, the order reversed every second round, so
+neighbouring measurements share the machine's load; a variant's speed in a round is tokens per step over its median
+step, a ratio is taken within each round, and the table shows the median over the rounds (this tolerates a shared,
+busy machine far better than separate runs). The load average is printed with every table.
 
-Targets (issue 4, section 8): ours / HF >= 1.25 for both families; peak RSS of training ours at `small` < 2 GB.
+MFU: the lab's FLOPs per token (counted by the Trainer: torch's FlopCounterMode on a real batch) x tokens/s, over the
+bf16 peak of a 1024 x 1024 matmul probe measured at the start (lab_models/training/matmul_probe.py), for GPT at
+`small`. Quality: `python -m lab_models train` at `--quality-preset` (tiny: the synthetic corpus; small: the stdlib
+docs), fp32 and bf16 forced, from the same seed for `--quality-steps` steps; the last validation losses compared.
+Memory: the lab default at `small` trained in a fresh process; its peak RSS (ru_maxrss: the interpreter, torch and the
+lab's modules included).
+
+Targets (issue 27, on a CPU with native bf16; `small` and `tiny`, GPT, BERT, T5, XLNet): lab default / HF fp32 >= 2.0,
+lab bf16 / HF bf16 >= 1.25, MFU of GPT at `small` >= 50% of the bf16 probe, bf16's validation loss within 2% of fp32's
+after 300 steps; (issue 4) peak RSS of training at `small` < 2 GiB. The tiny zoo's time is benchmarks/bench_zoo.py's.
 """
 from __future__ import annotations
 
@@ -44,25 +54,28 @@ import resource
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
-TARGET_RATIO = 1.25
+FAMILIES = ("gpt", "bert", "t5", "xlnet")
+PRESETS = ("small", "tiny")
+TARGET_DEFAULT_VS_HF_FP32 = 2.0
+TARGET_BF16_VS_HF_BF16 = 1.25
+TARGET_MFU_GPT_SMALL = 0.50
+TARGET_QUALITY_REL = 0.02
 TARGET_RSS_BYTES = 2 * 1024**3
-
-# the `small` preset's training defaults (lab_models/training/run.py PRESET_DEFAULTS["small"]) and the lab's special
-# tokens
-SMALL = dict(batch_size=16, seq_len=128, tokenizer_vocab=4000, lr=5e-4, betas=(0.9, 0.98), eps=1e-8,
-             weight_decay=0.01, grad_clip=1.0, dropout=0.1)
 N_SPECIALS = 40  # lab_models/text/vocab.py: 8 special tokens + 32 sentinels
 MASK_RATE = 0.15
-
-WORKERS = ("ours-gpt", "hf-gpt", "ours-bert", "hf-bert", "engine-gpt", "engine-bert")
-LABELS = {"gpt": "GPT (post-LN, CLM)", "bert": "BERT (MLM + NSP)"}
-HF_CLASSES = {"gpt": "OpenAIGPTLMHeadModel", "bert": "BertForPreTraining"}
+DROPOUT = 0.1
+OPTIMIZER = dict(betas=(0.9, 0.98), eps=1e-8, weight_decay=0.01, grad_clip=1.0)
+HF_CLASSES = {"gpt": "OpenAIGPTLMHeadModel", "bert": "BertForPreTraining", "t5": "T5ForConditionalGeneration",
+              "xlnet": "XLNetLMHeadModel"}
 
 
 def require_transformers():
@@ -75,86 +88,104 @@ def require_transformers():
     return transformers
 
 
-# ------------------------------------------------------------------------------------------------ the workers
+def load_average() -> str:
+    try:
+        return "load average " + " ".join(f"{x:.1f}" for x in os.getloadavg())
+    except OSError:
+        return "load average unknown"
 
 
-def vocab_info():
-    """A VocabInfo shaped like a prepared 4000-token tokenizer: 40 special ids first, ~70% of ordinary ids start a
-    word (SpanBERT-style helpers read it; BERT's NSP split looks for word starts)."""
-    import torch
-
-    from lab_models.text.vocab import VocabInfo
-
-    size = SMALL["tokenizer_vocab"] + N_SPECIALS
-    g = torch.Generator().manual_seed(1)
-    word_start = (torch.rand(size, generator=g) < 0.7).tolist()
-    word_start[:N_SPECIALS] = [True] * N_SPECIALS
-    return VocabInfo(size=size, pad_id=0, mask_id=1, cls_id=2, sep_id=3, bos_id=4, eos_id=5, start_id=6, end_id=7,
-                     sentinel_ids=tuple(range(8, N_SPECIALS)), random_ids=tuple(range(N_SPECIALS, size)),
-                     word_start=tuple(bool(x) for x in word_start))
+# ------------------------------------------------------------------------------------------------ the sides
 
 
-def random_stream(vocab, n_tokens: int = 200_000):
-    import torch
+def setup_for(preset: str) -> dict:
+    from bench_seq2seq_speed import training_setup
 
-    g = torch.Generator().manual_seed(2)
-    return torch.randint(N_SPECIALS, vocab.size, (n_tokens,), generator=g)
-
-
-def packed_batches(family: str, vocab):
-    from lab_models.training.batches import PackedBatches
-    from lab_models.objectives import objective_module
-    from lab_models.objectives.common import BatchConfig
-
-    module = objective_module(family)
-    stream = random_stream(vocab)
-    return PackedBatches(stream, stream[:4096], seq_len=SMALL["seq_len"], batch_size=SMALL["batch_size"],
-                         objective=module, batch_config=BatchConfig(settings=module.Settings(), vocab=vocab),
-                         eval_batches=1)
+    return training_setup(preset)
 
 
-def our_model(family: str, vocab):
-    from lab_models.models.family import build_model, family_model_config
+def batch_source(family: str, preset: str):
+    from bench_seq2seq_speed import packed_batches, vocab_info
 
-    config = family_model_config(family, "small", vocab.size, dropout=SMALL["dropout"])
-    return build_model(family, config, None, vocab, seed=0)
-
-
-def adamw(model):
-    import torch
-
-    from lab_models.training.engine import parameter_groups
-
-    return torch.optim.AdamW(parameter_groups(model, SMALL["weight_decay"]), lr=SMALL["lr"], betas=SMALL["betas"],
-                             eps=SMALL["eps"])
+    setup = setup_for(preset)
+    vocab = vocab_info(setup)
+    return vocab, packed_batches(family, vocab, setup)
 
 
-def hf_model(family: str, vocab_size: int, attention_dropout: float):
+class LabSide:
+    """The lab's Trainer, stepped one `next()` of its event generator at a time."""
+
+    def __init__(self, family: str, preset: str, performance: dict, home: Path):
+        import torch
+
+        from lab_models.models.family import build_model, family_model_config
+        from lab_models.training.engine import EngineConfig, Trainer
+        from lab_models.training.performance import PerformanceConfig
+
+        setup = setup_for(preset)
+        vocab, batches = batch_source(family, preset)
+        config = family_model_config(family, preset, vocab.size, dropout=DROPOUT)
+        model = build_model(family, config, None, vocab, seed=0)
+        self.tokens_per_step = setup["batch_size"] * setup["seq_len"]
+        self.trainer = Trainer(model, batches, EngineConfig(
+            steps=10**6, lr=setup["lr"], warmup_steps=0, weight_decay=OPTIMIZER["weight_decay"],
+            betas=OPTIMIZER["betas"], eps=OPTIMIZER["eps"], grad_clip=OPTIMIZER["grad_clip"], log_every=1),
+            performance=PerformanceConfig(**performance), home=home)
+        self.trainer.measure_model()  # FLOPs per token, and the precision precision=auto resolves to with them
+        self.events = self.trainer.run()
+        self.precision = self.trainer.precision.precision
+        self.parameters = sum(p.numel() for p in model.parameters())
+        self.first_step_s: float | None = None
+        self.loss = float("nan")
+        torch.manual_seed(0)
+
+    def step(self) -> float:
+        started = time.perf_counter()
+        event = next(self.events)
+        seconds = time.perf_counter() - started
+        if self.first_step_s is None:
+            self.first_step_s = seconds  # FLOP count (+ compilation) before the first step
+        self.loss = event.loss
+        return seconds
+
+    @property
+    def flops_per_token(self) -> float | None:
+        return self.trainer.flops_per_token
+
+    @property
+    def compile_s(self) -> float | None:
+        return self.trainer.compile_s
+
+
+def hf_model(family: str, preset: str, vocab_size: int):
     transformers = require_transformers()
     import torch
 
+    from bench_seq2seq_speed import hf_model as seq2seq_model
+
+    setup = setup_for(preset)
     torch.manual_seed(0)
+    d, layers, heads, ff = setup["d_model"], setup["n_layers"], setup["n_heads"], setup["d_ff"]
+    positions = setup["max_positions"]
     if family == "gpt":
-        config = transformers.OpenAIGPTConfig(
-            vocab_size=vocab_size, n_positions=256, n_embd=256, n_layer=4, n_head=4, afn="gelu",
-            resid_pdrop=SMALL["dropout"], embd_pdrop=SMALL["dropout"], attn_pdrop=attention_dropout,
-            layer_norm_epsilon=1e-5)  # GPT-1's MLP is 4 x n_embd = 1024 = our d_ff
-        return transformers.OpenAIGPTLMHeadModel(config)
-    config = transformers.BertConfig(
-        vocab_size=vocab_size, hidden_size=256, num_hidden_layers=4, num_attention_heads=4, intermediate_size=1024,
-        max_position_embeddings=256, type_vocab_size=2, hidden_act="gelu", hidden_dropout_prob=SMALL["dropout"],
-        attention_probs_dropout_prob=attention_dropout, layer_norm_eps=1e-12, pad_token_id=0)
-    return transformers.BertForPreTraining(config)
+        return transformers.OpenAIGPTLMHeadModel(transformers.OpenAIGPTConfig(
+            vocab_size=vocab_size, n_positions=positions, n_embd=d, n_layer=layers, n_head=heads, afn="gelu",
+            resid_pdrop=DROPOUT, embd_pdrop=DROPOUT, attn_pdrop=DROPOUT, layer_norm_epsilon=1e-5))
+    if family == "bert":
+        return transformers.BertForPreTraining(transformers.BertConfig(
+            vocab_size=vocab_size, hidden_size=d, num_hidden_layers=layers, num_attention_heads=heads,
+            intermediate_size=ff, max_position_embeddings=positions, type_vocab_size=2, hidden_act="gelu",
+            hidden_dropout_prob=DROPOUT, attention_probs_dropout_prob=DROPOUT, layer_norm_eps=1e-12,
+            pad_token_id=0))
+    return seq2seq_model(family, vocab_size, setup, DROPOUT)
 
 
-def hf_batch(family: str, rows, vocab, generator) -> dict:
-    """The HF model's inputs for (B, T) token rows: the causal LM's labels, or BERT's MLM + NSP tensors."""
+def hf_bert_inputs(rows, vocab, generator) -> dict:
+    """BERT's MLM + NSP tensors for (B, T) rows: 15% of positions per row, 80/10/10, NSP pairs split in the middle
+    half with a NotNext second segment for half the rows (as the lab's builder does)."""
     import torch
 
     B, T = rows.shape
-    if family == "gpt":
-        return {"input_ids": rows, "labels": rows}  # the model shifts the labels itself
-    # MLM: 15% of positions per row (exactly round(T * 0.15), as our builder), 80/10/10
     n_mask = max(1, round(T * MASK_RATE))
     picked = torch.rand(B, T, generator=generator).argsort(dim=1)[:, :n_mask]  # (B, n)
     is_picked = torch.zeros(B, T, dtype=torch.bool).scatter_(1, picked, True)
@@ -164,174 +195,282 @@ def hf_batch(family: str, rows, vocab, generator) -> dict:
     inputs[is_picked & (fate < 0.8)] = vocab.mask_id
     randomised = is_picked & (fate >= 0.8) & (fate < 0.9)
     inputs[randomised] = torch.randint(N_SPECIALS, vocab.size, (int(randomised.sum()),), generator=generator)
-    # NSP: split in the middle half, B replaced by another row's tokens for half the rows (label 1 = NotNext)
     split = torch.randint(T // 4, 3 * T // 4 + 1, (B,), generator=generator)
-    positions = torch.arange(T)
-    token_type_ids = (positions[None, :] >= split[:, None]).long()  # (B, T)
+    token_type_ids = (torch.arange(T)[None, :] >= split[:, None]).long()  # (B, T)
     not_next = torch.rand(B, generator=generator) < 0.5
-    donor = rows.roll(1, dims=0)
-    inputs = torch.where(not_next[:, None] & token_type_ids.bool(), donor, inputs)
+    inputs = torch.where(not_next[:, None] & token_type_ids.bool(), rows.roll(1, dims=0), inputs)
     return {"input_ids": inputs, "token_type_ids": token_type_ids, "attention_mask": torch.ones_like(rows),
             "labels": labels, "next_sentence_label": not_next.long()}
 
 
-def run_worker(kind: str, steps: int, warmup: int, threads: int, attention_dropout: float) -> dict:
-    """Train one model for warmup + steps steps in this process; the timing and this process's peak RSS."""
+class HFSide:
+    """The transformers peer in a bare training loop: inputs, forward (+ autocast), backward, clip, fused AdamW."""
+
+    def __init__(self, family: str, preset: str, precision: str):
+        import torch
+
+        from lab_models.training.engine import parameter_groups
+
+        self.family = family
+        self.vocab, self.batches = batch_source(family, preset)
+        setup = setup_for(preset)
+        self.tokens_per_step = setup["batch_size"] * setup["seq_len"]
+        self.model = hf_model(family, preset, self.vocab.size)
+        self.model.train()
+        self.precision = precision
+        self.generator = torch.Generator().manual_seed(3)
+        self.optimizer = torch.optim.AdamW(parameter_groups(self.model, OPTIMIZER["weight_decay"]), lr=setup["lr"],
+                                           betas=OPTIMIZER["betas"], eps=OPTIMIZER["eps"], fused=True)
+        self.params = [p for p in self.model.parameters() if p.requires_grad]
+        self.parameters = sum(p.numel() for p in self.model.parameters())
+        self.attention = getattr(self.model.config, "_attn_implementation", None) or "eager"
+        self.loss = float("nan")
+
+    def inputs(self) -> dict:
+        from bench_seq2seq_speed import hf_inputs
+
+        if self.family == "gpt":
+            rows = self.batches.train_rows(self.generator)
+            return {"input_ids": rows, "labels": rows}  # the model shifts the labels itself
+        if self.family == "bert":
+            return hf_bert_inputs(self.batches.train_rows(self.generator), self.vocab, self.generator)
+        return hf_inputs(self.family, self.batches.train_batch(self.generator))
+
+    def step(self) -> float:
+        import contextlib
+
+        import torch
+
+        started = time.perf_counter()
+        inputs = self.inputs()
+        autocast = (torch.autocast("cpu", dtype=torch.bfloat16) if self.precision == "bf16"
+                    else contextlib.nullcontext())
+        with autocast:
+            loss = self.model(**inputs).loss
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(self.params, OPTIMIZER["grad_clip"])
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        self.loss = float(loss.detach())
+        return time.perf_counter() - started
+
+
+# ------------------------------------------------------------------------------------------------ interleaved rounds
+
+
+@dataclass
+class Variant:
+    name: str
+    side: object
+    rounds: list[float] = field(default_factory=list)  # tokens/s per round
+
+    @property
+    def tokens_per_s(self) -> float:
+        return statistics.median(self.rounds)
+
+
+def build_variants(family: str, preset: str, args, home: Path) -> dict[str, Variant]:
+    from lab_models.training.performance import PerformanceConfig
+
+    variants = {"lab default": Variant("lab default", LabSide(family, preset, {}, home))}
+    default_precision = variants["lab default"].side.precision
+    for precision in ("fp32", "bf16"):
+        if precision != default_precision or PerformanceConfig().precision != "auto":
+            variants[f"lab {precision}"] = Variant(f"lab {precision}",
+                                                   LabSide(family, preset, {"precision": precision}, home))
+        else:
+            variants[f"lab {precision}"] = variants["lab default"]  # the same configuration: measured once
+    if args.compile:
+        variants["lab compile"] = Variant("lab compile", LabSide(family, preset, {"compile": True}, home))
+    for precision in ("fp32", "bf16"):
+        variants[f"HF {precision}"] = Variant(f"HF {precision}", HFSide(family, preset, precision))
+    return variants
+
+
+def measure(family: str, preset: str, args, home: Path) -> dict:
+    variants = build_variants(family, preset, args, home)
+    distinct = list({id(v): v for v in variants.values()}.values())
+    for variant in distinct:  # warm-up: FLOP count, compilation, first-touch allocations
+        for _ in range(args.warmup):
+            variant.side.step()
+    ratios: dict[str, list[float]] = {"default/HF fp32": [], "bf16/HF bf16": [], "fp32/HF fp32": [],
+                                      "bf16/fp32 (lab)": []}
+    if args.compile:
+        ratios["compile/default"] = []
+    for r in range(args.rounds):
+        order = distinct if r % 2 == 0 else list(reversed(distinct))
+        for variant in order:
+            seconds = [variant.side.step() for _ in range(args.steps)]
+            variant.rounds.append(variant.side.tokens_per_step / statistics.median(seconds))
+        speed = {name: v.rounds[-1] for name, v in variants.items()}
+        ratios["default/HF fp32"].append(speed["lab default"] / speed["HF fp32"])
+        ratios["bf16/HF bf16"].append(speed["lab bf16"] / speed["HF bf16"])
+        ratios["fp32/HF fp32"].append(speed["lab fp32"] / speed["HF fp32"])
+        ratios["bf16/fp32 (lab)"].append(speed["lab bf16"] / speed["lab fp32"])
+        if args.compile:
+            ratios["compile/default"].append(speed["lab compile"] / speed["lab default"])
+    lab = variants["lab default"].side
+    return {"family": family, "preset": preset, "load": load_average(),
+            "tokens_per_s": {name: v.tokens_per_s for name, v in variants.items()},
+            "rounds": {name: v.rounds for name, v in variants.items()},
+            "ratios": {name: statistics.median(values) for name, values in ratios.items()},
+            "ratio_rounds": ratios, "default_precision": lab.precision,
+            "flops_per_token": {name: v.side.flops_per_token for name, v in variants.items()
+                                if isinstance(v.side, LabSide)},
+            "compile_s": variants["lab compile"].side.compile_s if args.compile else None,
+            "parameters": {"lab": lab.parameters, "HF": variants["HF fp32"].side.parameters},
+            "hf_attention": variants["HF fp32"].side.attention}
+
+
+# ------------------------------------------------------------------------------------------------ quality and memory
+
+
+def quality(family: str, steps: int, home: Path, threads: int, preset: str = "tiny") -> dict:
+    """The last validation loss of `python -m lab_models train` at `preset` (its own corpus), fp32 and bf16, the
+    same seed."""
+    losses = {}
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": str(threads)}
+    for precision in ("fp32", "bf16"):
+        out = home / "runs" / f"quality-{preset}-{family}-{precision}"
+        command = [sys.executable, "-m", "lab_models", "train", "--family", family, "--out", str(out), "--home",
+                   str(home), "--preset", preset, "--steps", str(steps), "--eval-every", str(steps),
+                   "--checkpoint-every", "0", "--perf", f"precision={precision}"]
+        done = subprocess.run(command, env=env, cwd=ROOT, capture_output=True, text=True)
+        if done.returncode != 0:
+            raise SystemExit(f"training {family} in {precision} failed:\n{done.stderr[-2000:]}")
+        rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+        losses[precision] = [r for r in rows if r.get("split") == "val"][-1]["loss"]
+    return {"family": family, "preset": preset, "steps": steps, **losses,
+            "relative": losses["bf16"] / losses["fp32"] - 1}
+
+
+def memory_worker(family: str, threads: int, home: Path) -> int:
+    """Train the lab default at `small` for a few steps in this fresh process; print its peak RSS."""
     import torch
 
     torch.set_num_threads(threads)
-    side, family = kind.split("-")
-    vocab = vocab_info()
-    tokens_per_step = SMALL["batch_size"] * SMALL["seq_len"]
-
-    if side == "engine":
-        from lab_models.training.engine import EngineConfig, Trainer
-
-        model = our_model(family, vocab)
-        trainer = Trainer(model, packed_batches(family, vocab), EngineConfig(
-            steps=warmup + steps + 1, lr=SMALL["lr"], warmup_steps=0, weight_decay=SMALL["weight_decay"],
-            betas=SMALL["betas"], eps=SMALL["eps"], grad_clip=SMALL["grad_clip"], eval_every=10**9, log_every=1))
-        stamps = []
-        run = trainer.run()
-        for event in run:
-            if type(event).__name__ == "StepEvent":
-                stamps.append(time.perf_counter())
-                if event.step == max(warmup, 1) + steps:
-                    break  # before the last step (and its evaluation)
-        step_seconds = [b - a for a, b in zip(stamps[max(warmup, 1) - 1:], stamps[max(warmup, 1):])]
-        return _result(kind, tokens_per_step, step_seconds, model)
-
-    if side == "ours":
-        model = our_model(family, vocab)
-        batches = packed_batches(family, vocab)
-        generator = torch.Generator().manual_seed(3)
-
-        def step():
-            batch = batches.train_batch(generator)
-            return model.loss(batch).total
-    else:
-        model = hf_model(family, vocab.size, attention_dropout)
-        batches = packed_batches(family, vocab)  # only for its random windows of the token stream
-        generator = torch.Generator().manual_seed(3)
-
-        def step():
-            inputs = hf_batch(family, batches.train_rows(generator), vocab, generator)
-            return model(**inputs).loss
-
-    torch.manual_seed(0)
-    model.train()
-    optimizer = adamw(model)
-    params = [p for p in model.parameters() if p.requires_grad]
-    step_seconds = []
-    for i in range(warmup + steps):
-        started = time.perf_counter()
-        loss = step()
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(params, SMALL["grad_clip"])
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-        if i >= warmup:
-            step_seconds.append(time.perf_counter() - started)
-    if not torch.isfinite(loss):
-        raise RuntimeError(f"{kind}: the loss is not finite")
-    return _result(kind, tokens_per_step, step_seconds, model)
+    side = LabSide(family, "small", {}, home)
+    for _ in range(4):
+        side.step()
+    print(json.dumps({"family": family, "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}))
+    return 0
 
 
-def _result(kind: str, tokens_per_step: int, step_seconds: list[float], model) -> dict:
-    """tokens/s from the median step (robust to a neighbour's burst on a shared machine) and from the mean."""
-    peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
-    extra = {}
-    if kind.startswith("hf"):
-        extra["attn_implementation"] = getattr(model.config, "_attn_implementation", None) or "eager"
-    return {"kind": kind, "tokens_per_s": tokens_per_step / statistics.median(step_seconds),
-            "tokens_per_s_mean": tokens_per_step * len(step_seconds) / sum(step_seconds),
-            "peak_rss_bytes": peak_kib * 1024, "parameters": sum(p.numel() for p in model.parameters()), **extra}
-
-
-# ------------------------------------------------------------------------------------------------ the driver
-
-
-def measure(kind: str, args) -> dict:
-    command = [sys.executable, str(Path(__file__).resolve()), "--worker", kind, "--steps", str(args.steps),
-               "--warmup", str(args.warmup), "--threads", str(args.threads),
-               "--hf-attention-dropout", str(args.hf_attention_dropout)]
-    done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
+def memory(family: str, threads: int, home: Path) -> int:
+    done = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--memory-worker", family, "--threads",
+                           str(threads), "--home", str(home)], cwd=ROOT, capture_output=True, text=True)
     if done.returncode != 0:
-        raise SystemExit(f"worker {kind} failed (exit {done.returncode}):\n{done.stderr[-3000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+        raise SystemExit(f"memory worker {family} failed:\n{done.stderr[-2000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])["peak_rss_bytes"]
+
+
+# ------------------------------------------------------------------------------------------------ the report
+
+
+def verdict(ok: bool) -> str:
+    return "met" if ok else "NOT met"
 
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--rounds", type=int, default=3, help="interleaved rounds; the table shows medians (default 3)")
-    p.add_argument("--steps", type=int, default=12, help="timed training steps per measurement (default 12)")
-    p.add_argument("--warmup", type=int, default=3, help="untimed steps before them (default 3)")
+    p.add_argument("--presets", nargs="+", default=list(PRESETS), choices=list(PRESETS))
+    p.add_argument("--families", nargs="+", default=list(FAMILIES), choices=list(FAMILIES))
+    p.add_argument("--rounds", type=int, default=5, help="interleaved rounds; the tables show medians (default 5)")
+    p.add_argument("--steps", type=int, default=4, help="timed steps per variant and round (default 4)")
+    p.add_argument("--warmup", type=int, default=3, help="untimed steps per variant first (default 3)")
     p.add_argument("--threads", type=int, default=min(os.cpu_count() or 1, 8),
-                   help="torch.set_num_threads for every model (default: the cores, at most 8)")
-    p.add_argument("--families", nargs="+", default=["gpt", "bert"], choices=["gpt", "bert"])
-    p.add_argument("--hf-attention-dropout", type=float, default=0.1,
-                   help="the HF models' attention-probability dropout (default 0.1, their default)")
-    p.add_argument("--engine", action="store_true", help="also time ours through lab_models.training.engine.Trainer")
+                   help="torch.set_num_threads (default: the cores, at most 8)")
+    p.add_argument("--compile", action="store_true", help="also time the default with compile=true")
+    p.add_argument("--quality-steps", type=int, default=300, help="steps of the bf16-vs-fp32 quality runs (300)")
+    p.add_argument("--quality-preset", default="tiny", choices=list(PRESETS),
+                   help="the preset of the quality runs (default tiny: 300 steps take seconds; small: minutes each)")
+    p.add_argument("--no-quality", action="store_true", help="skip the quality runs")
+    p.add_argument("--no-memory", action="store_true", help="skip the peak-memory runs")
+    p.add_argument("--quick", action="store_true", help="a smoke run: tiny only, 2 rounds of 2 steps, GPT and BERT, "
+                                                         "30 quality steps, no memory runs")
+    p.add_argument("--home", type=Path, help="the lab home for the probe and the quality runs (default: a temporary "
+                                             "folder, so the probe is measured fresh)")
     p.add_argument("--json", type=Path, help="also write every measurement to this file")
-    p.add_argument("--worker", choices=WORKERS, help=argparse.SUPPRESS)
+    p.add_argument("--memory-worker", choices=FAMILIES, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    if args.quick:
+        args.presets, args.families, args.rounds, args.steps, args.warmup = ["tiny"], ["gpt", "bert"], 2, 2, 1
+        args.quality_steps, args.no_memory = 30, True
 
-    if args.worker:
-        print(json.dumps(run_worker(args.worker, args.steps, args.warmup, args.threads, args.hf_attention_dropout)))
-        return 0
-    transformers = require_transformers()
     import torch
 
-    print(f"torch {torch.__version__}, transformers {transformers.__version__}, {args.threads} threads, "
-          f"batch {SMALL['batch_size']} x {SMALL['seq_len']}, vocab {SMALL['tokenizer_vocab'] + N_SPECIALS}, "
-          f"{args.warmup} warmup + {args.steps} timed steps, {args.rounds} interleaved rounds")
-    results: dict[str, list[dict]] = {}
-    for r in range(args.rounds):
-        for family in args.families:
-            pair = [f"ours-{family}", f"hf-{family}"]
-            if r % 2:
-                pair.reverse()  # alternate who goes first
-            if args.engine:
-                pair.append(f"engine-{family}")
-            for kind in pair:
-                result = measure(kind, args)
-                results.setdefault(kind, []).append(result)
-                print(f"  round {r + 1}: {kind:12s} {result['tokens_per_s']:9.0f} tokens/s  "
-                      f"peak RSS {result['peak_rss_bytes'] / 2**20:6.0f} MiB", flush=True)
+    torch.set_num_threads(args.threads)
+    if args.memory_worker:
+        return memory_worker(args.memory_worker, args.threads, args.home)
+    transformers = require_transformers()
+    from lab_models.home import lab_home
+    from lab_models.training.matmul_probe import cached_matmul_peaks, native_bf16_features
 
-    def median(kind, key="tokens_per_s"):
-        return statistics.median(x[key] for x in results[kind])
+    with tempfile.TemporaryDirectory(prefix="bench-train-speed-") as scratch:
+        home = args.home or Path(scratch)
+        lab_home(home)
+        print(f"torch {torch.__version__}, transformers {transformers.__version__}, {args.threads} threads, "
+              f"{args.rounds} rounds x {args.steps} steps per variant ({args.warmup} warm-up), {load_average()}")
+        peaks = cached_matmul_peaks(torch.device("cpu"), home, refresh=args.home is None)
+        print(f"CPU: {peaks.device_name}; native bf16: {', '.join(native_bf16_features()) or 'none'}; matmul probe "
+              f"(1024 x 1024, best of its repeats): fp32 {peaks.fp32 / 1e9:.0f} GFLOP/s, bf16 "
+              f"{peaks.bf16 / 1e9:.0f} GFLOP/s ({peaks.bf16_speedup:.2f}x)\n")
+        results = []
+        for preset in args.presets:
+            for family in args.families:
+                started = time.perf_counter()
+                result = measure(family, preset, args, home)
+                results.append(result)
+                speeds = ", ".join(f"{name} {value:,.0f}" for name, value in result["tokens_per_s"].items())
+                print(f"{preset:5s} {family:5s} tokens/s: {speeds} ({time.perf_counter() - started:.0f} s, "
+                      f"{result['load']})", flush=True)
+        quality_rows = [] if args.no_quality else [quality(f, args.quality_steps, home, args.threads,
+                                                           args.quality_preset) for f in args.families]
+        memory_rows = {} if args.no_memory else {f: memory(f, args.threads, home) for f in args.families
+                                                 if f in ("gpt", "bert")}
 
-    def peak(kind):
-        return max(x["peak_rss_bytes"] for x in results[kind]) / 2**20
-
-    print()
-    header = (f"| {'model':22s} | {'HF peer':32s} | {'tokens/s ours':>13s} | {'tokens/s HF':>11s} | "
-              f"{'ours/HF':>7s} | {'peak RSS ours':>13s} | {'peak RSS HF':>11s} |")
+    print(f"\nSpeed ratios (median of the per-round ratios; default = precision=auto, which ran "
+          f"{results[0]['default_precision'] if results else '?'} here; {load_average()} at the end)\n")
+    header = ("| preset | family | HF peer | lab default / HF fp32 (target >= 2.0) | lab bf16 / HF bf16 (target >= "
+              "1.25) | lab fp32 / HF fp32 | lab bf16 / lab fp32 |" + (" compile / default |" if args.compile else ""))
     print(header)
-    print("|" + "|".join("-" * (len(c)) for c in header.split("|")[1:-1]) + "|")
-    ok = True
-    for family in args.families:
-        ours, hf = median(f"ours-{family}"), median(f"hf-{family}")
-        impl = results[f"hf-{family}"][0].get("attn_implementation")
-        # the median of the per-round ratios: a round's two runs are neighbours in time, so they share the machine's
-        # load, and their ratio is steadier than the ratio of two medians
-        ratio = statistics.median(o["tokens_per_s"] / h["tokens_per_s"]
-                                  for o, h in zip(results[f"ours-{family}"], results[f"hf-{family}"]))
-        ok &= ratio >= TARGET_RATIO and peak(f"ours-{family}") * 2**20 < TARGET_RSS_BYTES
-        print(f"| {LABELS[family]:22s} | {HF_CLASSES[family] + f' ({impl})':32s} | {ours:13.0f} | {hf:11.0f} | "
-              f"{ratio:7.2f} | {peak(f'ours-{family}'):9.0f} MiB | {peak(f'hf-{family}'):7.0f} MiB |")
-    if args.engine:
-        print()
-        for family in args.families:
-            engine, ours = median(f"engine-{family}"), median(f"ours-{family}")
-            print(f"ours {family} through engine.Trainer: {engine:.0f} tokens/s ({engine / ours:.2f} x the bare loop)")
-    print(f"\ntargets: ours/HF >= {TARGET_RATIO} and peak RSS of ours < 2 GiB -> {'met' if ok else 'NOT met'}")
-    print("(tokens/s: median over rounds of batch tokens / median step time; ours/HF: median of the per-round ratios; "
-          "peak RSS: the largest ru_maxrss of the worker processes)")
+    print("|" + "|".join("---" for _ in header.split("|")[1:-1]) + "|")
+    ok_default = ok_bf16 = True
+    for r in results:
+        x = r["ratios"]
+        ok_default &= x["default/HF fp32"] >= TARGET_DEFAULT_VS_HF_FP32
+        ok_bf16 &= x["bf16/HF bf16"] >= TARGET_BF16_VS_HF_BF16
+        row = (f"| {r['preset']} | {r['family']} | {HF_CLASSES[r['family']]} ({r['hf_attention']}) | "
+               f"{x['default/HF fp32']:.2f} | {x['bf16/HF bf16']:.2f} | {x['fp32/HF fp32']:.2f} | "
+               f"{x['bf16/fp32 (lab)']:.2f} |")
+        if args.compile:
+            row += f" {x['compile/default']:.2f} (compiled in {r['compile_s']:.0f} s) |"
+        print(row)
+    print(f"\ntargets: lab default / HF fp32 >= {TARGET_DEFAULT_VS_HF_FP32} -> {verdict(ok_default)}; lab bf16 / HF "
+          f"bf16 >= {TARGET_BF16_VS_HF_BF16} -> {verdict(ok_bf16)}")
+
+    for r in results:
+        if r["preset"] == "small" and r["family"] == "gpt":
+            flops = r["flops_per_token"]["lab bf16"]
+            achieved = flops * r["tokens_per_s"]["lab bf16"]
+            value = achieved / peaks.bf16
+            print(f"MFU of GPT at small, bf16: {flops / 1e6:.1f} MFLOP/token x {r['tokens_per_s']['lab bf16']:,.0f} "
+                  f"tokens/s = {achieved / 1e9:.0f} GFLOP/s = {value:.1%} of the bf16 probe's "
+                  f"{peaks.bf16 / 1e9:.0f} GFLOP/s (target >= {TARGET_MFU_GPT_SMALL:.0%}) -> "
+                  f"{verdict(value >= TARGET_MFU_GPT_SMALL)}; {achieved / peaks.fp32:.1%} of the fp32 probe's")
+    for q in quality_rows:
+        print(f"quality, {q['family']} {q['preset']}, {q['steps']} steps: validation loss fp32 {q['fp32']:.4f}, bf16 "
+              f"{q['bf16']:.4f} ({q['relative']:+.2%}; target within {TARGET_QUALITY_REL:.0%}) -> "
+              f"{verdict(abs(q['relative']) <= TARGET_QUALITY_REL)}")
+    for family, rss in memory_rows.items():
+        print(f"peak RSS, training the lab default {family} at small: {rss / 2**20:.0f} MiB (target < 2 GiB) -> "
+              f"{verdict(rss < TARGET_RSS_BYTES)}")
+    print("\n(tokens/s: batch x seq_len tokens over the median step of a round; the tiny zoo's time: "
+          "python benchmarks/bench_zoo.py)")
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps({"args": {k: str(v) for k, v in vars(args).items()}, "results": results},
+        args.json.write_text(json.dumps({"args": {k: str(v) for k, v in vars(args).items()}, "peaks": peaks.to_dict(),
+                                         "results": results, "quality": quality_rows, "memory": memory_rows},
                                         indent=2))
     return 0
 

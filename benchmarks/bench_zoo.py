@@ -1,6 +1,7 @@
 """Benchmark: the demo zoo, end to end. Targets (issue 15): the whole tiny zoo (17 families) in under 10 minutes on a
-2-core CPU; a first side-by-side comparison in under 3 minutes from `python app.py` on a fresh lab home; on a GPU,
-`--preset small` for every family in under 10 minutes.
+2-core CPU (issue 27: under 5 minutes with the CPU's faster defaults, or a better zoo in the same time: fill-mask
+accuracy is printed beside the most-frequent-word baseline); a first side-by-side comparison in under 3 minutes from
+`python app.py` on a fresh lab home; on a GPU, `--preset small` for every family in under 10 minutes.
 
     python benchmarks/bench_zoo.py [--preset tiny] [--families all|gpt,bert,...] [--steps N] [--home DIR]
     python benchmarks/bench_zoo.py --time-to-first-comparison [--port 7899]
@@ -41,6 +42,7 @@ from lab_models.experiments.zoo import ZooConfig, parse_families, start_zoo, sto
 
 REPO = Path(__file__).resolve().parent.parent
 TARGET_ZOO_S = 600.0
+TARGET_ZOO_FAST_S = 300.0  # issue 27: the tiny zoo with the CPU's faster defaults (it was about 7 minutes)
 TARGET_FIRST_COMPARISON_S = 180.0
 PROMPT = "the small cat"
 BLANKS = 48
@@ -97,6 +99,18 @@ def fill_mask_scores(run_dir: Path, blanks, classes) -> tuple[float, float] | No
     return exact / len(blanks), right_class / len(blanks)
 
 
+def most_frequent_words() -> tuple[str, dict[str, str]]:
+    """The synthetic corpus's most frequent word, and the most frequent word of each tag: the baselines a fill-mask
+    score is read against (a model that always answers "the" is right whenever the blank was "the")."""
+    counts: dict[str, int] = {}
+    by_tag: dict[str, dict[str, int]] = {}
+    for example in synthetic.synthetic_dataset(seed=0, n_sentences=8000).examples:
+        for word, tag in zip(example.tokens, example.tags):
+            counts[word] = counts.get(word, 0) + 1
+            by_tag.setdefault(tag, {})[word] = by_tag.setdefault(tag, {}).get(word, 0) + 1
+    return max(counts, key=counts.get), {tag: max(words, key=words.get) for tag, words in by_tag.items()}
+
+
 def quality(home: Path, config: ZooConfig) -> None:
     progress = zoo_progress(api.RunStore(home), config)
     runs = {run.family: home / "runs" / run.run_id for run in progress.runs if run.state == "finished"}
@@ -110,6 +124,12 @@ def quality(home: Path, config: ZooConfig) -> None:
     blanks, classes = easy_blanks(), word_classes()
     print(f"\nfill-mask on {len(blanks)} easy blanks of unseen synthetic sentences (e.g. {blanks[0][0]!r}):")
     print(f"{'family':10s} {'exact':>6s} {'class':>6s}")
+    top, top_by_tag = most_frequent_words()
+    always = sum(word == top for _, word, _ in blanks) / len(blanks)
+    always_class = sum(top in classes.get(tag, set()) for _, _, tag in blanks) / len(blanks)
+    by_class = sum(word == top_by_tag.get(tag) for _, word, tag in blanks) / len(blanks)
+    print(f"{'baseline':10s} {always:6.0%} {always_class:6.0%}   (always the corpus's most frequent word, {top!r}; "
+          f"the most frequent word of the blank's own class: {by_class:.0%} exact)")
     for family, run_dir in runs.items():
         scores = fill_mask_scores(run_dir, blanks, classes)
         if scores is not None:
@@ -154,8 +174,9 @@ def train_zoo(args) -> None:
     order = sorted(ended.values())
     firsts = ", ".join(f"{k + 1}: {order[k]:.1f} s" for k in range(min(3, len(order))))
     verdict = "ok" if total < TARGET_ZOO_S or config.preset != "tiny" else "SLOW"
-    print(f"\ntotal {total:.1f} s for {len(ended)} runs (target < {TARGET_ZOO_S:.0f} s: {verdict}); first finished "
-          f"runs at {firsts}; {load()}")
+    fast = "met" if total < TARGET_ZOO_FAST_S else "NOT met"
+    print(f"\ntotal {total:.1f} s for {len(ended)} runs (target < {TARGET_ZOO_S:.0f} s: {verdict}; issue 27's "
+          f"< {TARGET_ZOO_FAST_S:.0f} s for the tiny zoo: {fast}); first finished runs at {firsts}; {load()}")
     print(f"{'family':10s} {'steps':>6s} {'seconds':>8s} {'val bits/byte':>14s}")
     for run in zoo_progress(api.RunStore(home), config).runs:
         seconds = ended.get(run.family, float("nan")) - launched.get(run.family, float("nan"))

@@ -51,6 +51,7 @@ from lab_models.text import tasks as _tasks
 from lab_models.text import tokenizer_inspect as _tokenizer_inspect
 from lab_models.text import tokenizer_kinds as _tokenizer_kinds
 from lab_models.training import runs as _runs
+from lab_models.training import flops as _flops, matmul_probe as _matmul_probe, performance as _performance
 from lab_models.training.device import describe_device, select_device
 from lab_models.training.jobs import files as _files
 from lab_models.training.jobs import manager as _jobs
@@ -1369,3 +1370,46 @@ def stop_tokenizing(jobs: TokenizeJobs, job_id) -> dict:
         raise ValueError("Start a tokenization first.")
     return jobs.stop(job_id.strip())
 # ========================================================================================== corpora at any size (end)
+
+
+# ================================================================================================ speed (begin)
+# What training computes in on this machine, and the peak MFU divides by (lab_models/training/performance.py,
+# flops.py and matmul_probe.py): `--perf precision=auto` trains in bf16 autocast on CUDA and on a CPU with native bf16
+# (AVX-512 BF16 or AMX) that a one-second matmul probe confirms (there for models of at least 4 MFLOPs per token: the
+# small preset and up), fp32 elsewhere; MFU's peak is NVIDIA's data sheet
+# where the GPU is in its table, the probe's (in the run's precision) everywhere else. The probe is cached per machine
+# in the lab home. The page header says what auto picks and why.
+__all__ += ["training_precision"]
+
+
+def training_precision(home=None, device: str = "auto", *, refresh: bool = False) -> dict:
+    """What `--perf precision=auto` trains in on `device` ("auto": the device training picks) and why, with the peak
+    MFU divides by. `refresh=True` measures the matmul probe again instead of reading its cache.
+
+    Keys: device (the device label), precision ("bf16" or "fp32"), why (a PRECISION_REASONS code), reason (one
+    English sentence), features (the CPU's native bf16 instruction sets, titled), bf16_speedup (the probe's bf16 /
+    fp32 matmul speed, None where it was not asked), fp32_flops and bf16_flops (the probe's, None without one),
+    min_bf16_flops_per_token (on a CPU: auto picks bf16 only for models of at least this many training FLOPs per
+    token; the header says so), peak_flops, peak_source and peak_kind ("table", "probe" or "unknown")."""
+    chosen = select_device(device)
+    root = lab_home(home)
+    probed = []
+
+    def peaks():
+        if not probed:
+            probed.append(_matmul_probe.cached_matmul_peaks(chosen, root, refresh=refresh))
+        return probed[0]
+
+    if refresh:
+        peaks()
+    choice = _performance.PerformanceConfig().precision_choice(chosen, peaks)
+    peak = _flops.device_peak(chosen, choice.precision, peaks)
+    probe = probed[0] if probed else None
+    features = _matmul_probe.native_bf16_features() if chosen.type == "cpu" else ()
+    return {"device": describe_device(chosen), "precision": choice.precision, "why": choice.why,
+            "reason": choice.reason, "features": _matmul_probe.describe_features(features),
+            "bf16_speedup": choice.bf16_speedup,
+            "fp32_flops": probe.fp32 if probe else None, "bf16_flops": probe.bf16 if probe else None,
+            "min_bf16_flops_per_token": _performance.MIN_BF16_FLOPS_PER_TOKEN if chosen.type == "cpu" else None,
+            **peak.to_dict()}
+# ================================================================================================ speed (end)

@@ -38,9 +38,11 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="session", autouse=True)
 def lab_home_dir(tmp_path_factory):
-    """One lab home for the whole test session, so cached corpora and tokenizers are reused across tests."""
+    """One lab home for the whole test session, so cached corpora and tokenizers are reused across tests. Set for
+    every test (autouse): a test that builds a Trainer without naming a home then caches the matmul probe here, never
+    in the user's ~/.pretraining-lab."""
     home = tmp_path_factory.mktemp("lab-home")
     os.environ["PRETRAINING_LAB_HOME"] = str(home)
     return home

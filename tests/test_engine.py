@@ -19,6 +19,7 @@ from lab_models.text.streams import encode_stream
 from lab_models.training.engine import (EngineConfig, EvalEvent, StepEvent, StopEvent, Trainer, bits_per_byte,
                                         derive_seed, learning_rate, parameter_groups)
 from lab_models.models.family import build_model, family_model_config
+from lab_models.training.performance import PerformanceConfig
 from lab_models.objectives import objective_module
 from lab_models.objectives.common import BatchConfig
 from lab_models.text.tokenization import train_tokenizer
@@ -42,7 +43,7 @@ def wordpiece():
     return prepare_tokenizer(train_tokenizer("wordpiece", texts(), vocab_size=120))
 
 
-def make_trainer(tokenizer, info, family="bert", steps=20, **engine) -> Trainer:
+def make_trainer(tokenizer, info, family="bert", steps=20, precision="auto", **engine) -> Trainer:
     """A 1-layer model of `family` with dropout on, fed by packed batches of the toy corpus."""
     module = objective_module(family)
     settings = module.Settings()
@@ -53,7 +54,8 @@ def make_trainer(tokenizer, info, family="bert", steps=20, **engine) -> Trainer:
                                  d_ff=64, dropout=0.1)
     model = build_model(family, config, settings, info, seed=0)
     options = dict(steps=steps, lr=3e-3, warmup_steps=3, eval_every=10, seed=7) | engine
-    return Trainer(model, batches, EngineConfig(**options), byte_lengths=token_byte_lengths(tokenizer))
+    return Trainer(model, batches, EngineConfig(**options), byte_lengths=token_byte_lengths(tokenizer),
+                   performance=PerformanceConfig(precision=precision))
 
 
 def train_losses(trainer: Trainer, stop_at: int | None = None) -> list[float]:
@@ -192,20 +194,22 @@ def test_the_same_seed_gives_the_same_batches_and_losses(wordpiece):
     assert train_losses(make_trainer(*wordpiece, steps=6, seed=8)) != first
 
 
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
 @pytest.mark.parametrize("family", ["bert", "electra"])
-def test_resume_from_a_checkpoint_continues_the_exact_trajectory(wordpiece, tmp_path, family):
-    """20 steps straight == 10 steps, checkpoint (safetensors + JSON), a fresh process-like restore, 10 more."""
-    straight = train_losses(make_trainer(*wordpiece, family=family))
+def test_resume_from_a_checkpoint_continues_the_exact_trajectory(wordpiece, tmp_path, family, precision):
+    """20 steps straight == 10 steps, checkpoint (safetensors + JSON), a fresh process-like restore, 10 more; in
+    fp32 and in bf16 autocast alike (bit-exact within one precision; emulated bf16 on a CPU without it)."""
+    straight = train_losses(make_trainer(*wordpiece, family=family, precision=precision))
     assert len(straight) == 20
 
-    first = make_trainer(*wordpiece, family=family)
+    first = make_trainer(*wordpiece, family=family, precision=precision)
     head = []
     events = list(first.run(should_stop=lambda: first.step >= 10))
     head = [e.loss for e in events if isinstance(e, StepEvent)]
     assert isinstance(events[-1], StopEvent) and events[-1].step == 10
     runs.save_checkpoint(tmp_path, model=first.model, optimizer=first.optimizer, state=first.state())
 
-    second = make_trainer(*wordpiece, family=family)  # fresh weights: everything must come from the checkpoint
+    second = make_trainer(*wordpiece, family=family, precision=precision)  # fresh weights: all from the checkpoint
     second.restore(runs.load_checkpoint(tmp_path, model=second.model, optimizer=second.optimizer))
     assert second.step == 10
     tail = train_losses(second)

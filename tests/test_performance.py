@@ -111,8 +111,9 @@ def test_settings_parse_and_refuse_what_the_device_cannot_run():
     cpu = torch.device("cpu")
     with pytest.raises(ValueError, match="CUDA"):
         PerformanceConfig(attention="flex", compile=True).check_device(cpu)
-    with pytest.raises(ValueError, match="bf16"):
-        PerformanceConfig(precision="bf16").check_device(cpu)
+    PerformanceConfig(precision="bf16").check_device(cpu)  # CONTRACT: precision=bf16 is accepted on any device
+    with pytest.raises(ValueError, match="unknown precision"):
+        parse_performance_overrides(["precision=fp16"])
     with pytest.raises(ValueError, match="unknown performance"):
         PerformanceConfig.from_dict({"grad_acum": 2})
     PerformanceConfig().check_device(cpu)  # the defaults run anywhere
@@ -170,7 +171,7 @@ def make_trainer(family="gpt", performance=None, batch_size=4, steps=3, dropout=
 def test_gradient_accumulation_equals_the_big_batch():
     """Two micro-batches of 4 rows give the gradient of their 8 rows in one batch (GPT: every row has the same
     number of targets, so the mean of the two means is the mean of all)."""
-    trainer = make_trainer(performance=PerformanceConfig(grad_accum=2), steps=1)
+    trainer = make_trainer(performance=PerformanceConfig(grad_accum=2, precision="fp32"), steps=1)  # as the reference
     micro = [trainer._build_batch((1, k)) for k in range(2)]
     big = micro[0]._map_tensors(lambda t: t)  # a copy whose fields are replaced below
     for name in ("input_ids", "position_ids", "targets"):
@@ -216,14 +217,21 @@ def test_metrics_rows_carry_flops_and_mfu(tmp_path):
                                 for _ in range(300)), encoding="utf-8")
     out = tmp_path / "run"
     code = main(["--family", "gpt", "--out", str(out), "--steps", "3", "--corpus", str(corpus), "--home",
-                 str(tmp_path / "home"), "--perf", "grad_accum=2", "--vocab-size", "60"])
+                 str(tmp_path / "home"), "--perf", "grad_accum=2", "--vocab-size", "60", "--device", "cpu"])
     assert code == 0
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     train = [r for r in rows if r.get("split") == "train"]
     assert train and all(r["flops_per_token"] > 0 for r in train)
-    assert all(r["mfu"] is None for r in train)  # a CPU's peak is unknown
-    saved = json.loads((out / "config.json").read_text())["train"]["performance"]
-    assert saved == {"grad_accum": 2}
+    assert all(0 < r["mfu"] < 1 for r in train)  # MFU on every device: a CPU's peak comes from the matmul probe
+    config = json.loads((out / "config.json").read_text())
+    assert config["train"]["performance"] == {"grad_accum": 2}
+    used = config["performance_used"]
+    assert used["peak_kind"] == "probe" and "matmul probe on this CPU" in used["peak_source"]
+    precision = used["precision"]["precision"]
+    probe = json.loads((tmp_path / "home" / "machine" / "matmul_probe.json").read_text())["machines"]
+    assert len(probe) == 1 and used["peak_flops"] == pytest.approx(next(iter(probe.values()))[precision])
+    log = (out / "train.log").read_text()
+    assert f"precision: {used['precision']['reason']}" in log and "MFU peak: a 1024 x 1024" in log
 
 
 @pytest.mark.skipif(os.environ.get("PRETRAINING_LAB_SLOW") != "1",

@@ -23,7 +23,7 @@ import plotly.graph_objects as go
 
 from app.display import RUN_COLORS, STATE_COLORS, empty_figure, format_duration, state_word
 from app.i18n.language import marker, text, tr
-from app.i18n.messages import backend_text
+from app.i18n.messages import backend_text, translate_message
 from app.inputs import finite
 
 MAX_POINTS = 600  # per line: enough for a smooth curve, small enough to resend every 1.5 s
@@ -217,7 +217,8 @@ def state_label(summary: dict) -> str:
 
 
 def format_mfu(summary: dict) -> str:
-    """"41.3%", "unknown" (FLOPs counted, the device's peak not known: a CPU) or "—" (nothing counted yet).
+    """"41.3%", "unknown" (FLOPs counted, the device's peak not known: a run from before every device had one) or
+    "—" (nothing counted yet).
 
     >>> format_mfu({"mfu": 0.4131, "flops_per_token": 1e8}), format_mfu({"mfu": None, "flops_per_token": 1e8})
     ('41.3%', 'unknown')
@@ -226,6 +227,16 @@ def format_mfu(summary: dict) -> str:
     if value is not None:
         return f"{value:.1%}"
     return tr("train.mfu_unknown") if finite(summary.get("flops_per_token")) is not None else "—"
+
+
+def mfu_help(summary: dict) -> str:
+    """What MFU means and the peak it divides by, with how the peak was obtained (a data sheet, or the matmul probe
+    of this machine), in the reader's language."""
+    source = summary.get("mfu_peak_source")
+    if not source:
+        return tr("train.progress_mfu_help")
+    return tr("train.progress_mfu_help_peak", peak=translate_message(source),
+              precision=summary.get("precision") or "?")
 
 
 def progress_html(summary: dict | None) -> str:
@@ -250,7 +261,7 @@ def progress_html(summary: dict | None) -> str:
              "<span>" + tr("train.progress_step", step=f"{step:,}", total=total_text, fraction=f"{fraction:.0%}")
              + "</span>",
              f"<span>{f'{tokens:,.0f}' if tokens is not None else '—'} tokens/s</span>",
-             f'<span title="{_attribute(tr("train.progress_mfu_help"))}">MFU {format_mfu(summary)}</span>']
+             f'<span title="{_attribute(mfu_help(summary))}">MFU {format_mfu(summary)}</span>']
     if state == "running":
         parts.append("<span>" + tr("train.progress_eta", eta=format_duration(summary.get("eta_s"))) + "</span>")
     color = STATE_COLORS.get(state, "#64748b")
@@ -317,6 +328,9 @@ def status_markdown(summary: dict | None, log_tail: str = "") -> str:
     if finite(summary.get("flops_per_token")) is not None:
         numbers.append(tr("train.status_flops", mflops=f"{summary['flops_per_token'] / 1e6:,.1f}",
                           mfu=format_mfu(summary)))
+        if summary.get("mfu_peak_source"):
+            numbers.append(tr("train.status_precision", precision=summary.get("precision") or "?",
+                              peak=translate_message(summary["mfu_peak_source"])))
     if numbers:
         lines.append(" · ".join(numbers))
     message = (summary.get("message") or "").strip()

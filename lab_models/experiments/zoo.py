@@ -30,6 +30,10 @@ checkpoints are spaced to the run's length (EVALUATIONS_PER_RUN, CHECKPOINTS_PER
 every 25 steps (40 checkpoints of 20 to 40 ms each in a 1000-step run: about 5% of its time). The tiny zoo trains at
 a vocabulary of 1024 tokens instead of the preset's 512 (ZOO_VOCAB_SIZE says why).
 
+Speed: the zoo's runs take the trainer's defaults (no `--perf`; lab_models/training/performance.py): fused AdamW, and
+precision=auto, which keeps the tiny zoo in fp32 (its products are too small for bf16 autocast to pay, even on a CPU
+with native bf16) and trains `--preset small` in bf16 autocast on a CPU with AVX-512 BF16 or AMX and on CUDA.
+
 Deviation from a "model zoo" of published checkpoints: nothing is downloaded; every model is trained here, small,
 on one corpus, so that the families are compared at an equal (and tiny) budget.
 """

@@ -3,8 +3,8 @@ resolves (from the arguments, or from a run folder on --resume), with the row le
 lab_models/training/run.py runs what it resolves.
 
     python -m lab_models train --family NAME --out DIR [--preset tiny|small|medium|base] [--corpus NAME_OR_PATH]
-        [--text-column NAME] [--steps N] [--seed S] [--device auto|cpu|cuda|mps] [--objective NAME=WEIGHT ...] [--set KEY=VALUE ...]
-        [--model KEY=VALUE ...] [--tokenizer KIND] [--vocab-size N] [--batch-size N] [--seq-len N] [--lr X]
+        [--text-column NAME] [--steps N] [--seed S] [--device auto|cpu|cuda|mps] [--objective NAME=WEIGHT ...]
+        [--set KEY=VALUE ...] [--model KEY=VALUE ...] [--tokenizer KIND] [--vocab-size N] [--batch-size N] [--seq-len N] [--lr X]
         [--schedule cosine|constant] [--eval-every N] [--checkpoint-every N] [--resume] [--home DIR]
         [--warmup-steps N] [--log-every N] [--eval-batches N] [--weight-decay X] [--grad-clip X]
         [--on-nonfinite fail|skip] [--zoo NAME] [--init-from RUN]
@@ -13,7 +13,8 @@ Resuming. `--resume` continues the run in DIR from its newest checkpoint with it
 (config.json "train"); the other arguments are ignored except --steps (to train longer; a changed total changes the
 cosine schedule after the checkpoint), --device, --eval-every, --checkpoint-every and --log-every. The batches of
 step s depend only on (seed, s, rank), and the checkpoint holds the exact weights and AdamW state, so a resumed run
-repeats the same trajectory (exactly on a CPU). A DIR with a config.json but no checkpoint (a run killed before its
+repeats the same trajectory (exactly on a CPU; the run keeps the precision `precision=auto` resolved to when it
+started, `keep_resolved_precision`). A DIR with a config.json but no checkpoint (a run killed before its
 first checkpoint) starts over, with or without --resume; a DIR with a checkpoint and no --resume is an error.
 
 Starting from another run. `--init-from RUN` (a run id of the lab home or a run folder: an imported checkpoint or a
@@ -29,6 +30,8 @@ import dataclasses
 import logging
 import math
 from pathlib import Path
+
+import torch
 
 from lab_models.training.console import OneLineParser
 from lab_models.training import runs
@@ -236,6 +239,24 @@ def config_from_args(args) -> tuple[TrainConfig, CorpusSource]:
     return config, source
 
 
+def keep_resolved_precision(performance: dict, saved: dict, device: torch.device) -> dict:
+    """A resumed run keeps the precision its start resolved `precision=auto` to (config.json "performance_used") on
+    the same kind of device, so that it repeats its trajectory bit for bit even if the machine's matmul probe is
+    measured again meanwhile. A run started with an explicit precision keeps that; on another kind of device, or with
+    an explicit --perf precision on the resume (config_from_run asks this only without one), the run decides afresh.
+
+    >>> keep_resolved_precision({}, {"device_used": "cpu", "performance_used": {"precision": {"precision": "bf16"}}},
+    ...                         torch.device("cpu"))
+    {'precision': 'bf16'}
+    """
+    used = ((saved.get("performance_used") or {}).get("precision") or {}).get("precision")
+    if performance.get("precision", "auto") != "auto" or used not in ("bf16", "fp32"):
+        return performance
+    if str(saved.get("device_used", "")).split(":")[0] != device.type:
+        return performance
+    return {**performance, "precision": used}
+
+
 def config_from_run(args) -> tuple[TrainConfig, CorpusSource]:
     """The saved configuration of the run in --out, with the few arguments a resume may change."""
     out = Path(args.out).expanduser().resolve()
@@ -251,10 +272,13 @@ def config_from_run(args) -> tuple[TrainConfig, CorpusSource]:
         given = getattr(args, name, None)
         if given is not None:
             values[name] = given
-    if getattr(args, "perf", None):  # speed settings may change on a resume (a GPU after a CPU, more accumulation)
-        values["performance"] = {**values.get("performance", {}), **parse_performance_overrides(args.perf)}
+    overrides = parse_performance_overrides(args.perf) if getattr(args, "perf", None) else {}
+    if overrides:  # speed settings may change on a resume (a GPU after a CPU, more accumulation)
+        values["performance"] = {**values.get("performance", {}), **overrides}
     check_at_least("steps", values.get("steps"))
-    select_device(values.get("device", "auto"))
+    device = select_device(values.get("device", "auto"))
+    if "precision" not in overrides:  # an explicit --perf precision on the resume decides afresh
+        values["performance"] = keep_resolved_precision(values.get("performance") or {}, runs.read_config(out), device)
     try:
         config = TrainConfig(**values)
         config.engine_config()

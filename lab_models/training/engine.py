@@ -14,10 +14,11 @@ between events:
 What it does, following nanoGPT's loop and BERT/GPT-2 practice:
 - AdamW (Loshchilov & Hutter 2019) with decoupled weight decay on matrices only: parameters with 2 or more
   dimensions (linear weights, embedding tables) decay; biases and LayerNorm gains (1-D) do not (BERT excludes
-  "bias" and "LayerNorm.weight"; nanoGPT uses the same dim >= 2 rule). Fused AdamW on CUDA.
+  "bias" and "LayerNorm.weight"; nanoGPT uses the same dim >= 2 rule). Fused AdamW on CUDA and the CPU.
 - Learning rate: linear warmup over `warmup_steps`, then cosine decay to `min_lr_ratio * lr` at the last step
   (`schedule="cosine"`), or constant after warmup (`schedule="constant"`). BERT decays linearly; cosine is GPT-3's.
-- Gradient clipping at global norm `grad_clip` (1.0, as BERT and GPT-2). bf16 autocast on CUDA only.
+- Gradient clipping at global norm `grad_clip` (1.0, as BERT and GPT-2). bf16 autocast on CUDA and on a CPU with
+  native bf16 (`precision=auto`, lab_models/training/performance.py); the weights and AdamW's state stay fp32.
 - Evaluation every `eval_every` steps and at the last step, on fixed validation batches: the mean total loss and
   parts, the NLL of the main token targets per token (perplexity = exp of it, meaningful for causal LMs), and
   bits per byte = sum(target_nll) / ln 2 / sum(UTF-8 bytes of the target tokens), comparable across tokenizers.
@@ -25,8 +26,9 @@ What it does, following nanoGPT's loop and BERT/GPT-2 practice:
 Determinism. Steps are numbered from 1. The batch of step s on rank r is built with a torch.Generator seeded from
 derive_seed(seed, "batch", s, r), and the global RNG (dropout, ELECTRA's sampling) is reseeded from
 derive_seed(seed, "dropout", s, r) before the step. Nothing else is random, so a run restored from a checkpoint of
-step k (weights and AdamW state, bit-exact through safetensors) repeats steps k+1.. exactly on the CPU. On CUDA, bf16
-and non-deterministic kernels make resumes close rather than identical.
+step k (weights and AdamW state, bit-exact through safetensors) repeats steps k+1.. exactly on the CPU, in fp32 and
+in bf16 alike (within one precision: a run resumed in another precision goes on from the same weights but rounds differently). On
+CUDA, non-deterministic kernels make resumes close rather than identical.
 
 Distributed. With `torch.distributed` initialised and world size > 1, the model is wrapped in
 DistributedDataParallel (through a small module whose forward calls `model.loss`, so DDP's hooks run).
@@ -73,8 +75,11 @@ from torch import nn
 
 from lab_models.batch import Batch
 from lab_models.objectives.losses import LossOutput
-from lab_models.training.flops import device_peak_flops, mfu, training_flops_per_token
-from lab_models.training.performance import PerformanceConfig, Prefetcher, prepare_model, warm_up
+from lab_models.home import lab_home
+from lab_models.training.flops import Peak, device_peak, mfu, training_flops_per_token
+from lab_models.training.matmul_probe import MatmulPeaks, cached_matmul_peaks
+from lab_models.training.performance import (PerformanceConfig, Prefetcher, autocast_context, prepare_model,
+                                             warm_up)
 from lab_models.training.faults import poisoned_loss
 
 logger = logging.getLogger(__name__)
@@ -280,7 +285,7 @@ class Trainer:
     def __init__(self, model: nn.Module, batches: BatchSource, config: EngineConfig, *,
                  device: torch.device | str = "cpu", byte_lengths: torch.Tensor | None = None,
                  rank: int = 0, world_size: int = 1, find_unused_parameters: bool = True,
-                 performance: PerformanceConfig | None = None):
+                 performance: PerformanceConfig | None = None, home=None):
         self.model = model
         self.batches = batches
         self.config = config
@@ -295,8 +300,16 @@ class Trainer:
         self._part_names: list[str] | None = None
         self.performance = performance or PerformanceConfig()
         self.performance.check_device(self.device)
-        self.flops_per_token: float | None = None  # counted on the first call of run(), before compiling
-        self.peak_flops = device_peak_flops(self.device, self.performance.resolved_precision(self.device))
+        self.home = home  # the lab home whose cache keeps the matmul probe (None: $PRETRAINING_LAB_HOME or ~)
+        self._matmul_peaks: MatmulPeaks | None = None
+        # provisional until measure_model() (the first run() calls it): precision=auto on a CPU with native bf16
+        # depends on the model's FLOPs per token, and MFU's peak on the precision
+        self.precision = self.performance.precision_choice(self.device)
+        self.flops_per_token: float | None = None
+        self.peak = Peak(None, "not measured yet", "unknown")
+        self.peak_flops: float | None = None
+        self._measured = False
+        self._probe_batch: Batch | None = None
         self.compile_s: float | None = None
         self._prepared = False
         self._prefetcher: Prefetcher | None = None
@@ -341,13 +354,23 @@ class Trainer:
         self.elapsed_before = float(state.get("elapsed_s", 0.0))
         self.tokens_seen = int(state.get("tokens_seen", 0))
 
+    def matmul_peaks(self) -> MatmulPeaks:
+        """This device's matmul probe, from the lab home's cache (probed once per machine, about a second)."""
+        if self._matmul_peaks is None:
+            self._matmul_peaks = cached_matmul_peaks(self.device, lab_home(self.home))
+        return self._matmul_peaks
+
+    def performance_used(self) -> dict:
+        """What the performance settings resolved to on this device (config.json "performance_used")."""
+        return {"precision": self.precision.to_dict(), **self.peak.to_dict()}
+
     def _elapsed_here(self) -> float:
         started = getattr(self, "_started", None)
         return 0.0 if started is None else time.perf_counter() - started
 
     # -------------------------------------------------------------------------------- one step
     def _autocast_context(self):
-        return self.performance.autocast(self.device)
+        return autocast_context(self.device, self.precision.precision)
 
     def _build_batch(self, key: tuple[int, int]) -> Batch:
         """The batch of micro-step `micro` of step `step`, on the host. Micro-step 0 uses the step's own generator,
@@ -365,20 +388,38 @@ class Trainer:
         following = (step, micro + 1) if micro + 1 < accum else (step + 1, 0)
         return self._prefetcher.get((step, micro), following if following[0] <= self.config.steps else None)
 
+    def measure_model(self) -> None:
+        """Once: count the model's FLOPs per token on a real batch (uncompiled, without recomputation, so MFU counts
+        what the model needs), then resolve the precision with it (precision=auto on a CPU with native bf16 picks bf16
+        only for models big enough) and the peak MFU divides by, and log both with why. `run()` calls it first; run.py
+        calls it before writing config.json, which records the outcome ("performance_used")."""
+        if self._measured:
+            return
+        self._measured = True
+        probe = self._build_batch((max(1, self.step + 1), 0))
+        tokens = count_tokens(probe)
+        self._probe_batch = probe.to(self.device)
+        try:
+            self.flops_per_token = training_flops_per_token(self.model, self._probe_batch, tokens)
+        except Exception:  # noqa: BLE001 - MFU is a reading, never a reason for a run to fail
+            logger.warning("could not count the model's FLOPs; MFU will not be reported", exc_info=True)
+        self.precision = self.performance.precision_choice(self.device, self.matmul_peaks, self.flops_per_token)
+        logger.info("precision: %s", self.precision.reason)
+        if self.precision.emulated:
+            logger.warning("precision=bf16 on a CPU without native bf16: torch emulates it, which is correct but "
+                           "usually slower than fp32")
+        self.peak = device_peak(self.device, self.precision.precision, self.matmul_peaks)
+        self.peak_flops = self.peak.flops
+        logger.info("MFU peak: %s", self.peak.source)
+
     def _prepare(self) -> None:
-        """Once, before the first step: count the model's FLOPs per token on a real batch (uncompiled, without
-        recomputation, so MFU counts what the model needs), then apply the performance settings that change the
-        model (activation checkpointing, attention backend, compile; compilation is timed by a warm-up pass)."""
+        """Once, before the first step: `measure_model`, then apply the performance settings that change the model
+        (activation checkpointing, attention backend, compile; compilation is timed by a warm-up pass)."""
         if self._prepared:
             return
         self._prepared = True
-        probe = self._build_batch((max(1, self.step + 1), 0))
-        tokens = count_tokens(probe)
-        probe = probe.to(self.device)
-        try:
-            self.flops_per_token = training_flops_per_token(self.model, probe, tokens, self._autocast_context())
-        except Exception:  # noqa: BLE001 - MFU is a reading, never a reason for a run to fail
-            logger.warning("could not count the model's FLOPs; MFU will not be reported", exc_info=True)
+        self.measure_model()
+        probe, self._probe_batch = self._probe_batch, None
         done = prepare_model(self.model, self.performance, self.device)
         if done:
             logger.info("performance settings applied: %s", done)

@@ -34,6 +34,12 @@ tokens/s on an A100's bf16 peak:
 (989.0, 756.0)
 >>> peak_flops("cpu", "fp32") is None
 True
+>>> device_peak(torch.device("cuda"), "bf16", device_name="NVIDIA A100-SXM4-80GB").source
+"NVIDIA's data sheet for the A100 (bf16, dense)"
+
+Where the table has no row (every CPU, Apple GPUs, GPUs missing from it), the peak is the device's own, measured by
+a short matmul probe in the run's precision and cached per machine in the lab home
+(lab_models/training/matmul_probe.py); `Peak.source` says which way it was obtained.
 
 Deviation from PaLM's formula: PaLM counts 6N for every parameter (which is wrong for ALBERT's shared layers and for
 MLM heads that project only some rows) plus 12 L H Q T for attention; the lab counts what runs instead, so its
@@ -43,9 +49,13 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from dataclasses import dataclass
+from typing import Callable
 
 import torch
 from torch.utils import flop_counter
+
+from lab_models.training.matmul_probe import MatmulPeaks
 
 logger = logging.getLogger(__name__)
 
@@ -81,11 +91,47 @@ def peak_flops(device_name: str, dtype: str) -> float | None:
     return None
 
 
+def table_row(device_name: str) -> str | None:
+    """The PEAK_TFLOPS fragment that matches `device_name` ("A100" for "NVIDIA A100-SXM4-80GB"), or None."""
+    for fragment, _ in PEAK_TFLOPS:
+        if fragment.lower() in str(device_name).lower():
+            return fragment
+    return None
+
+
+@dataclass(frozen=True)
+class Peak:
+    """The peak FLOPs/s MFU divides by, and how it was obtained (for the run's log and the Train tab)."""
+
+    flops: float | None  # None: unknown (no table row and no probe)
+    source: str  # "NVIDIA's data sheet for the H100 (bf16, dense)", "a 1024 x 1024 bf16 matmul probe on ...", ...
+    kind: str  # "table", "probe" or "unknown"
+
+    def to_dict(self) -> dict:
+        return {"peak_flops": self.flops, "peak_source": self.source, "peak_kind": self.kind}
+
+
+def device_peak(device: torch.device, dtype: str, peaks: Callable[[], MatmulPeaks] | None = None, *,
+                device_name: str | None = None) -> Peak:
+    """The device's peak for `dtype`: NVIDIA's data sheet where the GPU is in PEAK_TFLOPS, else `peaks()` (the
+    cached matmul probe, lab_models/training/matmul_probe.py), else unknown."""
+    if dtype not in DTYPES:
+        raise ValueError(f"unknown dtype {dtype!r}: choose one of {', '.join(DTYPES)}")
+    if device.type == "cuda":
+        name = device_name or torch.cuda.get_device_name(device)
+        row = table_row(name)
+        if row is not None:
+            return Peak(peak_flops(name, dtype), f"NVIDIA's data sheet for the {row} ({dtype}, dense)", "table")
+    if peaks is None:
+        return Peak(None, "unknown: no data-sheet row and no matmul probe", "unknown")
+    probe = peaks()
+    return Peak(probe.flops(dtype), probe.describe(dtype), "probe")
+
+
 def device_peak_flops(device: torch.device, dtype: str) -> float | None:
-    """`peak_flops` for a torch device (None for cpu and mps)."""
-    if device.type != "cuda":
-        return None
-    return peak_flops(torch.cuda.get_device_name(device), dtype)
+    """`peak_flops` for a torch device from the data-sheet table alone (None for a CPU, MPS or a GPU not listed;
+    `device_peak` with a probe knows those)."""
+    return device_peak(device, dtype).flops
 
 
 def mfu(flops_per_token: float, tokens_per_s: float, peak_flops: float | None) -> float | None:

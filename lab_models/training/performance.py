@@ -2,31 +2,51 @@
 activation checkpointing and batch prefetching, each behind one setting of `PerformanceConfig`.
 
 None of these change *what* a family computes (its masks, targets and losses); they change how fast and in how much
-memory it is computed. The settings are saved in config.json ("train" -> "performance") with every run.
+memory it is computed. The settings are saved in config.json ("train" -> "performance") with every run, and what they
+resolved to on the device (the precision that ran and why) in config.json "performance_used".
 
 | setting | default ("auto") | what it does |
 | --- | --- | --- |
-| `precision` | bf16 autocast on CUDA, fp32 elsewhere | matmuls and attention in bf16 with fp32 weights and optimizer state (Micikevicius et al. 2018's mixed precision, without loss scaling: bf16 has fp32's range) |
-| `fused_adamw` | on for CUDA | torch's fused AdamW kernel: one launch for every parameter instead of a loop |
+| `precision` | bf16 autocast on CUDA and on a CPU with native bf16 (confirmed by a matmul probe), fp32 elsewhere | matmuls and attention in bf16 with fp32 weights and optimizer state (Micikevicius et al. 2018's mixed precision, without loss scaling: bf16 has fp32's range) |
+| `fused_adamw` | on for CUDA and the CPU | torch's fused AdamW kernel: one pass over every parameter instead of a loop of a dozen elementwise ops per tensor (on a CPU the loop was a quarter of a `small` step) |
 | `compile` | off | `torch.compile` of every Transformer block (inductor); compile time is measured before step 1 and reported apart from the step time (`compile_s` in the first metrics row) |
 | `attention` | `sdpa` | `flex`: FlexAttention with a block mask built once per batch from the family's boolean mask (skips fully masked tiles of the structured masks: UniLM's seq2seq prefix, GLM's Part A/B, MASS's decoder); CUDA and `compile` only, as FlexAttention has no CPU backward. Streams with a relative position bias (T5, MPNet) or XLNet's relative attention keep their own path |
 | `grad_accum` | 1 | K micro-batches per optimizer step: the effective batch is K x batch_size (the paper batch sizes on one GPU) |
 | `activation_checkpointing` | off | recompute each block's activations in the backward pass instead of keeping them (for `base` on small GPUs; about a third more compute) |
 | `prefetch` | on for CUDA | build and pin the next step's batch in a background thread while the device computes the current one |
 
-On the CPU every default is the path the lab has always taken (fp32, plain AdamW, SDPA, no prefetch thread, which
-would compete with the compute threads for the same cores), so CPU speed does not change.
+Precision on the CPU (issue 27). A CPU with AVX-512 BF16 or AMX-BF16 (recent Xeons and EPYCs) multiplies bf16
+matrices natively, 2 to 7 times as fast as fp32; elsewhere torch emulates bf16 (converting around every product),
+which is correct but slower than fp32. So `auto` asks torch which instruction sets the CPU has
+(lab_models/training/matmul_probe.py) and confirms with a one-second matmul probe, cached per machine in the lab home,
+that bf16 is at least MIN_BF16_SPEEDUP times fp32 there; then it picks bf16 autocast for every model whose matrix
+products are big enough to pay for autocast's casts (MIN_BF16_FLOPS_PER_TOKEN: the small preset and up), else fp32.
+`precision=bf16` is accepted on any CPU, with a warning where bf16 is emulated. The optimizer's master weights and moments stay fp32
+either way: autocast casts copies of the weights for each product, never the parameters themselves.
+
+On the CPU the other defaults are the lab's old path (plain AdamW, SDPA, no prefetch thread, which would compete with
+the compute threads for the same cores).
 
 Deviation, stated: the defaults of `compile` and `attention` are off/`sdpa` until they are measured on a GPU
 (`benchmarks/bench_gpu.py` prints both ways); the README gives the figures where they were measured.
 
-Worked example:
+Worked example (`peaks` stands in for the cached probe: 441 against 201 GFLOP/s, issue 27's EPYC):
 
 >>> cfg = PerformanceConfig.from_dict({"grad_accum": 4, "precision": "fp32"})
 >>> cfg.grad_accum, cfg.resolved_precision(torch.device("cuda")), cfg.resolved_precision(torch.device("cpu"))
 (4, 'fp32', 'fp32')
->>> PerformanceConfig().resolved_precision(torch.device("cuda")), PerformanceConfig().uses_fused_adamw(torch.device("cpu"))
+>>> PerformanceConfig().resolved_precision(torch.device("cuda")), PerformanceConfig().uses_fused_adamw(torch.device("mps"))
 ('bf16', False)
+>>> peaks = lambda: MatmulPeaks("cpu", "EPYC", "key", 1024, 201e9, 441e9, {"fp32": 5, "bf16": 5}, 0.0)
+>>> choice = choose_precision("auto", torch.device("cpu"), peaks, features=("avx512_bf16",))
+>>> choice.precision, choice.why
+('bf16', 'native_bf16')
+>>> choose_precision("auto", torch.device("cpu"), peaks, features=("avx512_bf16",), flops_per_token=0.9e6).why
+'model_too_small'
+>>> choose_precision("auto", torch.device("cpu"), peaks, features=()).precision
+'fp32'
+>>> choose_precision("bf16", torch.device("cpu"), peaks, features=()).emulated
+True
 >>> parse_performance_overrides(["grad_accum=2", "compile=true"])
 {'grad_accum': 2, 'compile': True}
 """
@@ -42,19 +62,91 @@ from typing import Any, Callable
 
 import torch
 from torch import nn
-from lab_models.nn.backbone import Block
-from lab_models.nn.backbone import Backbone
+from lab_models.nn.backbone import Backbone, Block
+from lab_models.training.matmul_probe import MatmulPeaks, describe_features, native_bf16_features
 
 logger = logging.getLogger(__name__)
 
 PRECISIONS = ("auto", "bf16", "fp32")
+FUSED_ADAMW_DEVICES = ("cuda", "cpu")  # where fused_adamw=auto turns it on (measured: bench_train_speed.py)
 ATTENTION_BACKENDS = ("sdpa", "flex")
+# auto picks bf16 on a native-bf16 CPU only where the probe's bf16 matmul is at least this much faster than fp32's:
+# a margin over the probe's noise, and over autocast's own cost (a bf16 copy of every weight for each step)
+MIN_BF16_SPEEDUP = 1.2
+# ... and only for models whose matrix products are big enough to pay for autocast's casts (a bf16 copy of every
+# activation entering a product and of every weight, per step): measured on an AMX Xeon pinned to 2 cores, quiet
+# (bf16 / fp32 tokens/s): the tiny preset (0.7 to 1.0 MFLOPs per token) 0.84 (BERT) to 0.99 (GPT), the small preset
+# (21 to 27 MFLOPs per token) 1.53 (GPT) and 1.64 (BERT). The threshold lies between them.
+MIN_BF16_FLOPS_PER_TOKEN = 4e6
+# why a precision was chosen: the `why` of PrecisionChoice (the page translates these codes; train.log has `reason`)
+PRECISION_REASONS = ("requested", "cuda", "native_bf16", "model_too_small", "bf16_not_faster", "not_probed",
+                     "no_native_bf16", "no_bf16_device")
+
+
+@dataclass(frozen=True)
+class PrecisionChoice:
+    """The precision a run computes in on its device, and why (saved in config.json "performance_used")."""
+
+    precision: str  # "bf16" (autocast; fp32 master weights) or "fp32"
+    requested: str  # the setting: "auto", "bf16" or "fp32"
+    why: str  # one of PRECISION_REASONS
+    reason: str  # one English sentence, for train.log
+    emulated: bool = False  # bf16 on a CPU without native bf16: correct, but slower than fp32
+    bf16_speedup: float | None = None  # the probe's bf16 / fp32 matmul speed, where it was asked
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def choose_precision(requested: str, device: torch.device, peaks: Callable[[], MatmulPeaks] | None = None, *,
+                     features: tuple[str, ...] | None = None, flops_per_token: float | None = None) -> PrecisionChoice:
+    """What `precision=requested` runs as on `device`. `peaks()` gives the cached matmul probe (asked only on a CPU
+    with native bf16 under auto); `features` the CPU's native bf16 instruction sets (default: torch's answer);
+    `flops_per_token` the model's training FLOPs per token (None: not counted yet, the rule is described instead)."""
+    if requested not in PRECISIONS:
+        raise ValueError(f"unknown precision {requested!r}: choose one of {', '.join(PRECISIONS)}")
+    if device.type == "cpu" and requested != "fp32":
+        features = native_bf16_features() if features is None else tuple(features)
+        if not features:
+            if requested == "bf16":
+                return PrecisionChoice("bf16", requested, "requested", emulated=True, reason=(
+                    "bf16 autocast as requested; this CPU has no native bf16 (no AVX-512 BF16 or AMX), so torch "
+                    "emulates it: correct, but usually slower than fp32 (precision=auto would pick fp32)"))
+            return PrecisionChoice("fp32", requested, "no_native_bf16", reason=(
+                "fp32: this CPU has no native bf16 (no AVX-512 BF16 or AMX), where bf16 would be emulated and slower"))
+        if requested == "bf16":
+            return PrecisionChoice("bf16", requested, "requested", reason=(
+                f"bf16 autocast as requested; this CPU computes bf16 natively ({describe_features(features)})"))
+        if flops_per_token is not None and flops_per_token < MIN_BF16_FLOPS_PER_TOKEN:
+            return PrecisionChoice("fp32", requested, "model_too_small", reason=(
+                f"fp32: this CPU computes bf16 natively ({describe_features(features)}), but this model's matrix "
+                f"products are too small to pay for autocast's casts ({flops_per_token / 1e6:.1f} MFLOPs per "
+                f"token, under {MIN_BF16_FLOPS_PER_TOKEN / 1e6:.0f}; the tiny preset trains 0.84 to 0.99x as fast "
+                "in bf16)"))
+        probe = peaks() if peaks is not None else None
+        if probe is None:
+            return PrecisionChoice("fp32", requested, "not_probed", reason=(
+                f"fp32: this CPU reports native bf16 ({describe_features(features)}) but no matmul probe confirmed it"))
+        speedup = probe.bf16_speedup
+        facts = f"{speedup:.1f}x fp32 ({probe.bf16 / 1e9:,.0f} vs {probe.fp32 / 1e9:,.0f} GFLOP/s)"
+        if speedup >= MIN_BF16_SPEEDUP:
+            return PrecisionChoice("bf16", requested, "native_bf16", bf16_speedup=speedup, reason=(
+                f"bf16 autocast: this CPU computes bf16 natively ({describe_features(features)}) and a bf16 matmul "
+                f"ran {facts} in the probe"))
+        return PrecisionChoice("fp32", requested, "bf16_not_faster", bf16_speedup=speedup, reason=(
+            f"fp32: this CPU reports native bf16 ({describe_features(features)}) but a bf16 matmul ran only {facts} "
+            "in the probe"))
+    if requested != "auto":
+        return PrecisionChoice(requested, requested, "requested", reason=f"{requested} as requested")
+    if device.type == "cuda":
+        return PrecisionChoice("bf16", requested, "cuda", reason="bf16 autocast: the default on CUDA")
+    return PrecisionChoice("fp32", requested, "no_bf16_device", reason=f"fp32: the default on {device.type}")
 
 
 @dataclass(frozen=True)
 class PerformanceConfig:
-    precision: str = "auto"  # "auto" = bf16 autocast on CUDA, fp32 elsewhere
-    fused_adamw: bool | None = None  # None = on for CUDA
+    precision: str = "auto"  # "auto" = bf16 autocast on CUDA and on a CPU with native bf16, fp32 elsewhere
+    fused_adamw: bool | None = None  # None = on for CUDA and the CPU (torch >= 2.4 has a CPU kernel)
     compile: bool = False  # torch.compile of each block; off until measured on a GPU (see the module docstring)
     attention: str = "sdpa"  # "flex" = FlexAttention block masks (CUDA + compile)
     grad_accum: int = 1  # micro-batches per optimizer step
@@ -78,13 +170,17 @@ class PerformanceConfig:
 
     # ---- resolution against a device ---------------------------------------------------------------------------
 
-    def resolved_precision(self, device: torch.device) -> str:
-        if self.precision == "auto":
-            return "bf16" if device.type == "cuda" else "fp32"
-        return self.precision
+    def precision_choice(self, device: torch.device, peaks: Callable[[], MatmulPeaks] | None = None,
+                         flops_per_token: float | None = None) -> PrecisionChoice:
+        """What this run's precision resolves to on `device` (`choose_precision`)."""
+        return choose_precision(self.precision, device, peaks, flops_per_token=flops_per_token)
+
+    def resolved_precision(self, device: torch.device, peaks: Callable[[], MatmulPeaks] | None = None) -> str:
+        """"bf16" or "fp32". On a CPU with native bf16, `auto` needs `peaks` (the cached matmul probe) to say bf16."""
+        return self.precision_choice(device, peaks).precision
 
     def uses_fused_adamw(self, device: torch.device) -> bool:
-        return device.type == "cuda" if self.fused_adamw is None else self.fused_adamw
+        return device.type in FUSED_ADAMW_DEVICES if self.fused_adamw is None else self.fused_adamw
 
     def uses_prefetch(self, device: torch.device) -> bool:
         return device.type == "cuda" if self.prefetch is None else self.prefetch
@@ -97,15 +193,11 @@ class PerformanceConfig:
         if self.attention == "flex" and not self.compile:
             raise ValueError("attention=flex needs compile=true (uncompiled FlexAttention runs a slow reference "
                              "path)")
-        if self.resolved_precision(device) == "bf16" and device.type == "cpu":
-            raise ValueError("precision=bf16 is a GPU setting (bf16 autocast is slower than fp32 on most CPUs): use "
-                             "precision=auto or fp32")
 
-    def autocast(self, device: torch.device):
-        """The autocast context of a training or evaluation step on `device`."""
-        if self.resolved_precision(device) == "bf16":
-            return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
-        return contextlib.nullcontext()
+    def autocast(self, device: torch.device, precision: str | None = None):
+        """The autocast context of a training or evaluation step on `device` in `precision` (default: what this
+        config resolves to without a probe)."""
+        return autocast_context(device, precision or self.resolved_precision(device))
 
     # ---- (de)serialisation -------------------------------------------------------------------------------------
 
@@ -121,6 +213,13 @@ class PerformanceConfig:
         if unknown:
             raise ValueError(f"unknown performance setting(s) {', '.join(unknown)}: choose from {', '.join(known)}")
         return cls(**values)
+
+
+def autocast_context(device: torch.device, precision: str):
+    """bf16 autocast for "bf16" (the weights, the gradients and AdamW's state stay fp32), nothing for "fp32"."""
+    if precision == "bf16":
+        return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
+    return contextlib.nullcontext()
 
 
 def _parse_value(name: str, text: str):

@@ -233,7 +233,8 @@ def _prepare_run_dir(config: TrainConfig, source, resume: bool, status: Tokenizi
         atomic_write_text(out / runs.TOKENIZER_FILE, text)
         tokenizer = load_tokenizer_file(out / runs.TOKENIZER_FILE)
         return {"kind": tokenizer_kind(tokenizer), "vocab_size": tokenizer.get_vocab_size(),
-                "source": f"the tokenizer of {start.run_dir.name}", "note": "the starting run's tokenizer (--init-from)"}
+                "source": f"the tokenizer of {start.run_dir.name}",
+                "note": "the starting run's tokenizer (--init-from)"}
     choice, facts = run_tokenizer(source, family=config.family, kind=config.tokenizer, vocab_size=config.vocab_size,
                                   settings=config.settings, translation=_translation_weight(config) > 0,
                                   home=config.home, status=status)
@@ -479,16 +480,23 @@ def _run(config: TrainConfig, source, resume: bool, world: _World, out: Path) ->
         find_unused = _find_unused_needed(model, batches, world, config.seed) if world.distributed else False
         trainer = Trainer(model, batches, engine_config, device=world.device, byte_lengths=byte_lengths,
                           rank=world.rank, world_size=world.world_size, find_unused_parameters=find_unused,
-                          performance=config.performance_config())
+                          performance=config.performance_config(), home=config.home)
         if checkpoint is not None:
             trainer.restore(runs.load_checkpoint(out, model=model, optimizer=trainer.optimizer))
             logger.info("resumed from %s at step %d", checkpoint.name, trainer.step)
+            started_in = (runs.read_config(out).get("performance_used") or {}).get("precision") or {}
+            if started_in.get("requested") == "auto" and started_in.get("precision") == trainer.precision.precision:
+                logger.info("precision: the resume keeps %s, what precision=auto chose when the run started, so "
+                            "that it repeats its trajectory exactly (--perf precision=auto chooses afresh)",
+                            started_in["precision"])
         step = trainer.step
+        trainer.measure_model()  # FLOPs per token, and the precision and MFU peak they decide (config.json)
         if world.is_main:
             runs.truncate_metrics(out, trainer.step)
             runs.write_config(out, {**_config_json(config, model, tokenizer_facts, source, shards, world, created,
                                                    batches.validation_note, _translation_json(config, source, pairs)),
-                                    **addon_facts, **inherited})
+                                    **addon_facts, **inherited,
+                                    "performance_used": trainer.performance_used()})
             runs.write_status(out, "running", step=trainer.step, total_steps=config.steps, message="training")
             logger.info("training %s (%d parameters) on %s for %d steps", config.family, model.num_parameters(),
                         world.device, config.steps)
@@ -573,7 +581,8 @@ def _run(config: TrainConfig, source, resume: bool, world: _World, out: Path) ->
 
 
 def _speed_fields(event: StepEvent) -> dict:
-    """FLOPs per token and MFU for a metrics row ("mfu" is null where the device's peak is unknown, e.g. a CPU)."""
+    """FLOPs per token and MFU for a metrics row (the peak MFU divides by is in config.json "performance_used";
+    "mfu" is null only where the device's peak is unknown)."""
     if event.flops_per_token is None:
         return {}
     return {"flops_per_token": event.flops_per_token, "mfu": event.mfu}

@@ -148,6 +148,8 @@ class RunStore:
             "tokens_per_s": finite_number(last.get("tokens_per_s")),
             "flops_per_token": finite_number(last.get("flops_per_token")),
             "mfu": finite_number(last.get("mfu")),
+            "mfu_peak_source": nested_value(config, "performance_used", "peak_source"),
+            "precision": nested_value(config, "performance_used", "precision", "precision"),
             "eta_s": eta_seconds(train, step, total) if status.get("state") == "running" else None,
             # before its first step a run prepares its data: "tokenizing", with that part's progress (bytes and
             # tokens done, MB/s, ETA: lab_models/text/token_shards.py TokenizeProgress)

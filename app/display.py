@@ -1,5 +1,7 @@
-"""What several tabs show alike: blank figures that say what to do, the figures' colours and font, a run's state and
-a duration in words, a Switch expert's colour and a Switch layer's name, a tokenizer kind's title.
+"""What several tabs show alike: blank figures that say what to do, the figures' colours and font (one colour per
+family, the same in every figure), a run's state and a duration in words, a Switch expert's colour and a Switch
+layer's name, a tokenizer kind's title, and the live views' timers (they tick only while their tab is shown:
+`follow_tabs`, see "Live views" below).
 
 Each helper here is used by more than one tab (the Mask Explorer and the Tokenizer Lab share the tokenizer kinds; the
 Train tab, the Scaling tab and the demo zoo share the run states; ...); what one tab alone draws lives in that tab's
@@ -8,8 +10,10 @@ package. Every word is written in the reader's language (`app.i18n.language.tr`)
 from __future__ import annotations
 
 import html
+import json
 import re
 
+import gradio as gr
 import plotly.graph_objects as go
 
 from lab_models import api
@@ -139,3 +143,105 @@ def tokenizer_kind_choices() -> list[tuple]:
     labels = {"bpe": text("tokenizer.kind_bpe"), "byte_bpe": text("tokenizer.kind_byte_bpe"),
               "wordpiece": text("tokenizer.kind_wordpiece"), "unigram": text("tokenizer.kind_unigram")}
     return [(labels.get(kind, title), kind) for kind, title in api.TOKENIZER_KINDS.items()]
+
+
+# ------------------------------------------------------------------------------------------------ live views
+# Live views that cost nothing while nobody looks at them: every `gr.Timer` on the page ticks only while the tab that
+# holds it is shown.
+#
+# Why: Gradio's frontend pays for every event the page runs, not only for what it draws. Each time an event starts or
+# ends, it writes the loading status of *every* component that any event of the session has touched so far, and doing
+# so takes a deep copy (Svelte's `$state.snapshot`, i.e. `structuredClone`) of each one's value: its plots, tables and
+# JSON panels (Gradio 6.31, `update_loading_stati_state` in Blocks.js). So after a reader has visited every tab, one
+# timer tick costs the browser tens of milliseconds, whatever it returns, and eight timers ticking every 1.5 to 5 s
+# kept half a core busy. (Gradio's run history cost the rest: it re-serialised its whole saved list into
+# localStorage on every recorded event; `app/main.py` turns it off.)
+#
+# How: `follow_tabs(demo)`, called once at the end of the page's `with gr.Blocks()` block, finds every timer and the
+# `gr.Tab`s that hold it (nested tabs too) and
+# - starts each timer active only when all its tabs are the ones shown first (the first tab of each tab bar);
+# - adds to every tab's `select` event a browser-only step (JavaScript, no server call, so the order of the clicks is
+#   the order of the results) that sets each timer active exactly when the tab panel holding it is displayed.
+#
+# A live view therefore follows one rule: make a `gr.Timer` inside the tab it belongs to, with a tick handler that
+# returns `gr.skip()` for every output whose data did not change (`changed(...)` below), and nothing else. A view that
+# must be drawn at once when its tab is opened also listens to the tab's `select` event, as the tabs already do. Timers
+# outside every tab (none today) keep ticking.
+#
+# Deviation from a server-push design: the page still polls, one request per shown tab every few seconds; the server
+# answers in about a millisecond when nothing changed and the browser then writes no output.
+
+TAB_ELEMENT_PREFIX = "lab-tab-"
+
+
+def tabs_holding(block) -> list:
+    """The `gr.Tab`s that hold `block`, outermost first (an empty list for a block outside every tab)."""
+    chain = []
+    parent = getattr(block, "parent", None)
+    while parent is not None:
+        if isinstance(parent, gr.Tab):
+            chain.append(parent)
+        parent = getattr(parent, "parent", None)
+    return chain[::-1]
+
+
+def shown_first(tab) -> bool:
+    """Whether `tab` is the tab its tab bar shows when the page opens: the bar's `selected` one, else its first."""
+    bar = getattr(tab, "parent", None)
+    if not isinstance(bar, gr.Tabs):
+        return True
+    tabs = [child for child in bar.children if isinstance(child, gr.Tab)]
+    if bar.selected is not None:
+        return tab.id == bar.selected or tabs.index(tab) == bar.selected
+    return bool(tabs) and tabs[0] is tab
+
+
+def element_id(tab) -> str:
+    """The DOM id of `tab`'s panel: its `elem_id`, given one here when it has none."""
+    if not tab.elem_id:
+        tab.elem_id = f"{TAB_ELEMENT_PREFIX}{tab.id if tab.id is not None else tab._id}"
+    return tab.elem_id
+
+
+def activity_js(panels: list[str | None]) -> str:
+    """The browser-only step run after a tab is selected: one `gr.Timer` update per timer, active when the panel with
+    the given id is displayed (None: a timer outside every tab, always active). It waits for the next frame first,
+    so that the newly selected panel is drawn."""
+    return """
+async () => {
+  await new Promise((resolve) => requestAnimationFrame(() => setTimeout(resolve, 0)));
+  const shown = (id) => {
+    if (id === null) { return true; }
+    const panel = document.getElementById(id);
+    return panel !== null && panel.getClientRects().length > 0;
+  };
+  return %s.map((id) => ({"__type__": "update", "active": shown(id)}));
+}
+""" % json.dumps(panels)
+
+
+def follow_tabs(demo: gr.Blocks) -> list[gr.Timer]:
+    """Make every timer of `demo` tick only while its tab is shown (see "Live views" above). Call it inside
+    `with demo:`, after every tab is built. Returns the timers it follows."""
+    timers = [block for block in demo.blocks.values() if isinstance(block, gr.Timer)]
+    if not timers:
+        return []
+    panels = []
+    for timer in timers:
+        holders = tabs_holding(timer)
+        timer.active = bool(timer.active) and all(shown_first(tab) for tab in holders)
+        panels.append(element_id(holders[-1]) if holders else None)
+    script = activity_js(panels)
+    for tab in [block for block in demo.blocks.values() if isinstance(block, gr.Tab)]:
+        tab.select(None, None, timers, js=script, api_name=f"live_views_on_{element_id(tab).replace('-', '_')}",
+                   show_progress="hidden", queue=False)
+    return timers
+
+
+def changed(now, before) -> bool:
+    """Whether a live view's data changed since its last drawing: its signature `now` differs from `before`.
+
+    >>> changed([3, "running"], [3, "running"]), changed([4, "running"], [3, "running"]), changed([0], None)
+    (False, True, True)
+    """
+    return before is None or now != before

@@ -22,6 +22,7 @@ from app.explorer import tab as explorer_tab, zoo_panel
 from app.i18n.language import LANGUAGE_ON_LOAD_JS, LANGUAGE_SWITCH_JS, LANGUAGES, lab_i18n, text, tr
 from app.i18n.messages import translate_message
 from app.leaderboard import tab as leaderboard_tab
+from app.display import follow_tabs
 from app.scaling import tab as scaling_tab
 from app.tokenizer_lab import tab as tokenizer_tab
 from app.train import tab as train_tab
@@ -109,6 +110,7 @@ def build_app(home=None, jobs=None) -> gr.Blocks:
             demo.load(*zoo.load, api_name="zoo_panel_on_load", show_progress="hidden")
             demo.load(None, None, language, js=LANGUAGE_ON_LOAD_JS, api_name="language_on_load")
             redraw_after_language_switch(demo, language_switched)
+            follow_tabs(demo)  # every live view ticks only while its tab is shown (app/display.py)
     except BaseException:
         jobs.close()
         raise
@@ -116,6 +118,33 @@ def build_app(home=None, jobs=None) -> gr.Blocks:
     return demo
 
 
+QUEUE_CONCURRENCY = 4  # Gradio workers for queued events (a generation, a fill-mask, a tokenizer run)
+QUEUE_IDLE_POLL_S = 0.02  # Gradio polls its empty queue every 1 ms on Linux: 0.03 of a core for nothing
+QUEUE_PROGRESS_POLL_S = 0.1  # and its progress updates every 10 ms; a progress bar needs no more than 10 a second
+
+
+def configure_queue(demo: gr.Blocks) -> gr.Blocks:
+    """`demo.queue(...)` as the app serves it, with Gradio's idle polling slowed down.
+
+    Gradio 6.31's queue loop sleeps `sleep_when_free` (1 ms on Linux) between looks at an empty queue and its progress
+    loop 10 ms, so an idle server used about 0.04 of a core (measured on the 2-core machine; 0.011 with these polls).
+    A queued event then waits up to 20 ms more before it starts. The attributes are Gradio's own; should a release
+    rename them, this sets nothing and the lab still works (tests/test_page_cost.py notices)."""
+    demo.queue(default_concurrency_limit=QUEUE_CONCURRENCY)
+    queue = getattr(demo, "_queue", None)
+    if queue is not None and hasattr(queue, "sleep_when_free") and hasattr(queue, "progress_update_sleep_when_free"):
+        queue.sleep_when_free = QUEUE_IDLE_POLL_S
+        queue.progress_update_sleep_when_free = QUEUE_PROGRESS_POLL_S
+    return demo
+
+
 def launch_kwargs() -> dict:
-    """Arguments for `Blocks.launch` that style the page (Gradio 6 takes css/theme at launch)."""
-    return {"css": (ASSETS / "lab.css").read_text(encoding="utf-8"), "theme": gr.themes.Soft(), "i18n": lab_i18n()}
+    """Arguments for `Blocks.launch` that style the page (Gradio 6 takes css/theme at launch) and keep it light.
+
+    `run_history=False`: Gradio's run history saves every event a reader starts (inputs and outputs: our plots and
+    tables) in the browser's localStorage, re-serialising its whole list of up to 100 runs on each one. A tab click
+    runs several events and the language switch dozens, so the page spent seconds of a core in `JSON.stringify` and
+    `setItem` per click. The lab's runs live in the lab home, not in the browser; without it the footer's "Runs"
+    link (which Gradio does not translate) goes too."""
+    return {"css": (ASSETS / "lab.css").read_text(encoding="utf-8"), "theme": gr.themes.Soft(), "i18n": lab_i18n(),
+            "run_history": False}

@@ -16,10 +16,15 @@ Endpoints (every event has an `api_name`, so `gradio_client` can drive the tab):
   expert_every, router_z_weight) (app/train/switch_panel.py: `/switch_visibility`, `/show_routing`, `/refresh_routing`).
 * `/show_run`, `/stop_run`, `/resume_run`: input a run id; return the progress bar, the status, the loss curve, the
   log tail and the raw status (a dict with state, step, total_steps, ..., metric_rows).
-* `/show_addon_numbers`, `/refresh_addon_numbers`: a run id -> the add-on objectives' validation numbers (topic gap,
-  alignment, uniformity; BLEU and chrF both ways), for runs with contrastive learning or back-translation.
+* `/show_addon_numbers`: a run id -> the add-on objectives' validation numbers (topic gap, alignment, uniformity; BLEU
+  and chrF both ways), for runs with contrastive learning or back-translation.
 * `/show_schedule`: a run id -> the learning-rate figure (one line per layer group and the stages shaded for runs
-  that record them, ULMFiT's); `/refresh_schedule` redraws it live.
+  that record them, ULMFiT's).
+* `/refresh_run`: the tab's one live tick (every 2 s while the tab is shown: app/display.py's follow_tabs): (run id,
+  the signatures of the run, its learning-rate, add-on and routing figures, the compared runs, the metric, the runs
+  table's signature)
+  -> the selected run's six outputs as `/show_run`, each figure with its new signature, then `/list_runs`' five
+  outputs; every output whose data did not change is skipped.
 * `/list_runs`: the runs table (and the choices of the run pickers); `/compare_runs`: (run ids, metric) -> figure.
 * `/import_checkpoint_look`, `/import_checkpoint`: the "Import a checkpoint" section under the runs table
   (app/train/import_panel.py); the runs table is refreshed after an import (`/list_runs_after_import`).
@@ -41,17 +46,17 @@ from app.i18n.language import current_language, marker, text, tr
 from app.i18n.messages import backend_text, translate_message
 from app.inputs import picked
 from app.train import import_panel
-from app.train.addon_figures import addon_figure
+from app.train.addon_figures import addon_figure, addon_row_count
 from app.train.figures import (COMPARE_METRICS, compare_figure, loss_figure, lr_figure, progress_html, runs_table,
                                status_markdown)
 from app.train.switch_figures import routing_figure
-from app.train.switch_panel import build_routing_plot, build_switch_controls, switch_model_overrides, switch_visibility
+from app.train.switch_panel import (RoutingLive, build_routing_plot, build_switch_controls, switch_model_overrides,
+                                    switch_visibility)
 
 MAX_OBJECTIVES = 4  # the most any family has (with its add-ons) is 4; rows beyond them are hidden
 DEFAULT_FAMILY = "bert"
 DEFAULT_PRESET = "tiny"
-LIVE_REFRESH_S = 1.5  # the selected run's curve and progress bar
-TABLE_REFRESH_S = 5.0  # the runs table and the comparison plot
+LIVE_REFRESH_S = 2.0  # the selected run's progress bar and plots, the runs table (only while the tab is shown)
 LOG_LINES = 20
 SETTINGS_HEADERS = ["setting", "value", "default", "what it does"]  # read back by position, whatever the language
 SETTINGS_HEADER_KEYS = ("col_setting", "col_value", "col_default", "col_what")
@@ -189,6 +194,7 @@ class TrainView:
         self.home = home
         self.jobs = jobs
         self.specs = {spec.name: spec for spec in api.trainable_families()}
+        self.routing = RoutingLive(jobs)  # the Switch routing plot's handlers (app/train/switch_panel.py)
 
     # ------------------------------------------------------------------ the request
     def _spec(self, family):
@@ -326,14 +332,19 @@ class TrainView:
                 loss_figure(rows, title=f"{summary['run_id']}"), log, details, signature)
 
     def tick(self, run_id, signature):
-        """The live refresh: redraw only when the run's state, step or metrics have changed since the last tick."""
+        """The live refresh: redraw only when the run's state, step or metrics have changed since the last tick; the
+        loss curve only when new metrics rows arrived (a step alone moves the progress bar, not the curve)."""
         try:
             if not run_id:
                 return self.show(None) if signature is not None else (gr.skip(),) * 6
             _, _, now = self._watch(self._run_id(run_id))
             if now == signature:
                 return (gr.skip(),) * 6
-            return self.show(run_id)
+            shown = list(self.show(run_id))
+            same_rows = signature is not None and (signature[0], *signature[6:]) == (now[0], *now[6:])
+            if same_rows:
+                shown[2] = gr.skip()  # the curve: same run, same metrics rows, same language
+            return tuple(shown)
         except ValueError:  # e.g. a run folder deleted meanwhile: keep the page as it is
             return (gr.skip(),) * 6
 
@@ -363,19 +374,35 @@ class TrainView:
             return addon_figure([]), None
         rows = api.run_metrics(self.jobs, self._run_id(run_id))
         return (addon_figure(rows, title=tr("train.fig_addons_title", run_id=str(run_id).strip())),
-                [str(run_id).strip(), len(rows), current_language()])
+                self._addon_signature(run_id, rows))
+
+    @staticmethod
+    def _addon_signature(run_id, rows) -> list:
+        """What the add-on figure draws: the validation rows that carry add-on numbers (a run without add-ons keeps
+        its note, however many rows it logs)."""
+        return [str(run_id).strip(), addon_row_count(rows), current_language()]
 
     def addon_tick(self, run_id, signature):
-        """The live refresh of the add-on figure: redrawn only when new metrics rows arrived."""
+        """The live refresh of the add-on figure: redrawn only when new add-on numbers arrived."""
         try:
             if not run_id:
                 return self.addon_numbers(None) if signature is not None else (gr.skip(),) * 2
-            if [str(run_id).strip(), len(api.run_metrics(self.jobs, self._run_id(run_id))),
-                    current_language()] == signature:
+            rows = api.run_metrics(self.jobs, self._run_id(run_id))
+            if self._addon_signature(run_id, rows) == signature:
                 return (gr.skip(),) * 2
             return self.addon_numbers(run_id)
         except ValueError:
             return (gr.skip(),) * 2
+
+    def live(self, run_id, run_signature, schedule_signature, addon_signature, routing_signature, compared=None,
+             metric="loss", table_signature=None):
+        """The tab's one live refresh (a timer that ticks only while the tab is shown: app/display.py's follow_tabs):
+        the selected run (`tick`), its learning-rate, add-on and routing figures (`schedule_tick`, `addon_tick`, the
+        routing view's `tick`) and the runs table with the comparison plot (`overview`), each output skipped when its
+        data is unchanged. One event instead of five: the browser pays for every event it runs, whatever it returns."""
+        return (*self.tick(run_id, run_signature), *self.schedule_tick(run_id, schedule_signature),
+                *self.addon_tick(run_id, addon_signature), *self.routing.tick(run_id, routing_signature),
+                *self.overview(compared, metric, table_signature))
 
     # ------------------------------------------------------------------ all runs
     def leak_demo(self, steps: int = LEAK_DEMO_STEPS):
@@ -496,7 +523,7 @@ def build(home, jobs, corpus_choices=None):
             curve = gr.Plot(loss_figure([]), label=text("train.loss_plot"), elem_id="train-curve")
             with gr.Accordion(text("train.lr_accordion"), open=True):
                 schedule_plot = gr.Plot(lr_figure([]), label=text("train.lr_plot"), elem_id="train-lr")
-            routing_plot = build_routing_plot(jobs, run, live)
+            routing_plot, routing_signature = build_routing_plot(view.routing, run)
             with gr.Accordion(text("train.addons_accordion"), open=True):
                 addon_plot = gr.Plot(addon_figure([]), label=text("train.addons_plot"), elem_id="train-addons")
             with gr.Accordion(text("train.log_accordion"), open=False):
@@ -521,10 +548,9 @@ def build(home, jobs, corpus_choices=None):
     schedule_signature = gr.State(None)
     table_signature = gr.State(None)
     addon_signature = gr.State(None)
-    slow = gr.Timer(TABLE_REFRESH_S)
 
     controls = [family, preset, corpus, tokenizer, steps, seed, device, settings, *rows, *switch.controls]
-    overview = user_errors(view.overview)  # the timer calls view.overview itself: no error toast every 5 s
+    overview = user_errors(view.overview)  # the timer calls view.overview itself: no error toast every tick
     watched = [progress, status, curve, log, details, run_signature]
     overview_inputs = [compared, metric]
     overview_outputs = [table, run, compared, comparison, table_signature]
@@ -555,15 +581,13 @@ def build(home, jobs, corpus_choices=None):
         overview, overview_inputs, overview_outputs, api_name="list_runs_after_stop", show_progress="hidden")
     resume.click(user_errors(view.resume), run, watched, api_name="resume_run").then(
         overview, overview_inputs, overview_outputs, api_name="list_runs_after_resume", show_progress="hidden")
-    # The ticks skip Gradio's queue: they are cheap (under 1 ms when nothing changed), while every queued event makes
-    # Gradio recompute its analytics over up to 10,000 past events (about 25 ms each once that many have passed).
-    live.tick(view.tick, [run, run_signature], watched, api_name="refresh_run", show_progress="hidden", queue=False)
-    live.tick(view.schedule_tick, [run, schedule_signature], [schedule_plot, schedule_signature],
-              api_name="refresh_schedule", show_progress="hidden", queue=False)
-    live.tick(view.addon_tick, [run, addon_signature], [addon_plot, addon_signature],
-              api_name="refresh_addon_numbers", show_progress="hidden", queue=False)
-    slow.tick(view.overview, [*overview_inputs, table_signature], overview_outputs, api_name="refresh_runs",
-              show_progress="hidden", queue=False)
+    # One tick for the whole tab, skipping Gradio's queue: it is cheap (about a millisecond when nothing changed),
+    # while every queued event makes Gradio recompute its analytics over up to 10,000 past events (about 25 ms each
+    # once that many have passed). The timer ticks only while the tab is shown (app/display.py's follow_tabs).
+    live.tick(view.live, [run, run_signature, schedule_signature, addon_signature, routing_signature,
+                          *overview_inputs, table_signature],
+              [*watched, schedule_plot, schedule_signature, addon_plot, addon_signature, routing_plot,
+               routing_signature, *overview_outputs], api_name="refresh_run", show_progress="hidden", queue=False)
     refresh.click(overview, overview_inputs, overview_outputs, api_name="list_runs")
     importer.imported.then(overview, overview_inputs, overview_outputs, api_name="list_runs_after_import",
                            show_progress="hidden")

@@ -94,6 +94,8 @@ __all__ = [
     "minimum_vocab_size",
     "propose_vocab_size",
     "Generation",
+    "AutoTask",
+    "auto_task",
     "GENERATION_MODES",
     "GENERATION_STRATEGIES",
     "generation_modes",
@@ -882,9 +884,12 @@ def sentence_similarity(run_dirs, pooling: str = "mean",
 # Generation and fill-mask from trained runs (lab_models/inference/generation/generate.py): `generate(run_dir, prompt,
 # **decoding)` returns
 # a `Generation` (a mode the family cannot do gives supported=False and an explanation); `fill_mask(run_dir, text,
-# top_k)` the top-k tokens per [MASK]; `generation_modes(family)` what a family can do, its default first.
+# top_k)` the top-k tokens per [MASK]; `generation_modes(family)` what a family can do, its default first;
+# `auto_task(family, prompt)` what mode "auto" asks a family to do with a prompt (the Compare tab's Auto mode).
 
 Generation = _context.Generation
+AutoTask = _context.AutoTask
+auto_task = _context.auto_task
 GENERATION_MODES = _context.GENERATION_MODES
 GENERATION_STRATEGIES = _context.STRATEGIES
 generation_modes = _context.generation_modes

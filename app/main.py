@@ -18,11 +18,13 @@ from lab_models import api
 
 from app.compare import tab as compare_tab
 from app.corpora import tab as corpora_tab
+from app.display import follow_tabs
+from app.errors import keep_outputs_on_failure
 from app.explorer import tab as explorer_tab, zoo_panel
-from app.i18n.language import LANGUAGE_ON_LOAD_JS, LANGUAGE_SWITCH_JS, LANGUAGES, lab_i18n, text, tr
+from app.i18n.language import (LANGUAGE_ON_LOAD_JS, LANGUAGE_SWITCH_JS, LANGUAGES, lab_i18n, relabel_tabs_js,
+                               text, tr)
 from app.i18n.messages import translate_message
 from app.leaderboard import tab as leaderboard_tab
-from app.display import follow_tabs
 from app.scaling import tab as scaling_tab
 from app.tokenizer_lab import tab as tokenizer_tab
 from app.train import tab as train_tab
@@ -63,13 +65,32 @@ def build_header():
 def redraw_after_language_switch(demo: gr.Blocks, switched) -> None:
     """Every page-load event that draws what the server writes (`<name>_on_load`: the Mask Explorer, the runs table
     and the settings table, the empty plots, the modes table, ...) runs again after the header's language switch, as
-    `<name>_after_language_switch`, so that the page does not keep texts of both languages. (The tabs' select events
-    run anyway: the switch shows every tab once to redraw its name.)"""
+    `<name>_after_language_switch`, and so does every tab's select event that redraws (`<name>_on_select`: the run
+    pickers' entries, the Leaderboard's and the sweeps' placeholders, the fine-tuning notes), as
+    `<name>_on_select_after_language_switch`, so that the page does not keep texts of both languages. The tabs are
+    not shown for it: their names are redrawn in the browser (`relabel_tabs`)."""
     for dependency in list(demo.fns.values()):
         name = dependency.api_name or ""
-        if dependency.fn is not None and name.endswith("_on_load"):
-            switched.then(dependency.fn, list(dependency.inputs), list(dependency.outputs),
-                          api_name=name.removesuffix("_on_load") + "_after_language_switch", show_progress="hidden")
+        if dependency.fn is None:
+            continue
+        if name.endswith("_on_load"):
+            redrawn = name.removesuffix("_on_load") + "_after_language_switch"
+        elif name.endswith("_on_select"):
+            redrawn = name + "_after_language_switch"
+        else:
+            continue
+        switched.then(dependency.fn, list(dependency.inputs), list(dependency.outputs), api_name=redrawn,
+                      show_progress="hidden")
+
+
+def relabel_tabs(demo: gr.Blocks, *language_events) -> None:
+    """After the header's switch (and the page's load, which may restore a stored language), every tab of the page,
+    nested ones included, is updated with its own label in the browser, so that its tab bar draws the name in the new
+    language (app/i18n/language.py `relabel_tabs_js`): no tab has to be shown for it."""
+    tabs = [block for block in demo.blocks.values() if isinstance(block, gr.Tab)]
+    script = relabel_tabs_js([str(tab.label) for tab in tabs])
+    for event, name in zip(language_events, ("tab_names_after_language_switch", "tab_names_on_load")):
+        event.then(None, None, tabs, js=script, api_name=name, show_progress="hidden")
 
 
 def build_app(home=None, jobs=None) -> gr.Blocks:
@@ -98,19 +119,21 @@ def build_app(home=None, jobs=None) -> gr.Blocks:
                     understand_tab.build(home, jobs, understand_page)
                 with gr.Tab(text("header.tab_leaderboard"), id="leaderboard") as leaderboard_page:
                     leaderboard_tab.build(home, jobs, leaderboard_page)
-                with gr.Tab(text("header.tab_tokenizer_lab"), id="tokenizer-lab"):
-                    tokenizer_components = tokenizer_tab.build(home, corpus_choices)
-                with gr.Tab(text("header.tab_corpora"), id="corpora"):
-                    corpus_dropdown, imported, corpora_view = corpora_tab.build(home, corpus_choices)
+                with gr.Tab(text("header.tab_tokenizer_lab"), id="tokenizer-lab") as tokenizer_page:
+                    tokenizer_components = tokenizer_tab.build(home, corpus_choices, tokenizer_page)
+                with gr.Tab(text("header.tab_corpora"), id="corpora") as corpora_page:
+                    corpus_dropdown, imported, corpora_view = corpora_tab.build(home, corpus_choices, corpora_page)
             imported.then(corpora_view.refresh, tokenizer_components["corpus"], tokenizer_components["corpus"],
                           api_name="refresh_tokenizer_corpora")
             imported.then(train.view.refresh_corpora, train.corpus, train.corpus, api_name="refresh_train_corpora")
             demo.load(explorer_handler, explorer_inputs, explorer_outputs, api_name="explore_masks_on_load")
             demo.load(*train.load, api_name="list_runs_on_load", show_progress="hidden")
             demo.load(*zoo.load, api_name="zoo_panel_on_load", show_progress="hidden")
-            demo.load(None, None, language, js=LANGUAGE_ON_LOAD_JS, api_name="language_on_load")
+            language_loaded = demo.load(None, None, language, js=LANGUAGE_ON_LOAD_JS, api_name="language_on_load")
             redraw_after_language_switch(demo, language_switched)
+            relabel_tabs(demo, language_switched, language_loaded)
             follow_tabs(demo)  # every live view ticks only while its tab is shown (app/display.py)
+            keep_outputs_on_failure(demo)  # a failed event leaves its outputs as they were (app/errors.py)
     except BaseException:
         jobs.close()
         raise

@@ -78,8 +78,9 @@ class CorporaView:
         return gr.update(choices=choices, value=current if current in choices else (choices[0] if choices else None))
 
 
-def build(home, corpus_choices: list[str]):
-    """Lay out the tab; return (the corpus dropdown, the import event) so other tabs can follow new corpora."""
+def build(home, corpus_choices: list[str], tab=None):
+    """Lay out the tab; return (the corpus dropdown, the import event) so other tabs can follow new corpora. `tab`:
+    the gr.Tab it sits in, whose opening draws the chosen corpus's card (in the reader's language)."""
     view = CorporaView(home)
     gr.Markdown(corpora_intro())
     with gr.Row():
@@ -96,11 +97,16 @@ def build(home, corpus_choices: list[str]):
             import_button = gr.Button(text("corpora.import"), variant="primary")
             import_status = gr.Markdown()
         with gr.Column(scale=2):
-            card = gr.Dataframe(label=text("corpora.card"), interactive=False)
+            # headed until a card is drawn (Gradio would head an empty table "1 2")
+            card = gr.Dataframe(pd.DataFrame(columns=[tr("corpora.col_field"), tr("corpora.col_value")]),
+                                label=text("corpora.card"), interactive=False)
             sample = gr.Markdown()
 
     show.click(user_errors(view.card), corpus, [card, sample], api_name="corpus_card")
     corpus.change(user_errors(view.card), corpus, [card, sample], api_name="corpus_card_on_change")
+    if tab is not None:
+        tab.select(user_errors(view.card), corpus, [card, sample], api_name="corpus_card_on_select",
+                   show_progress="hidden")
     upload.change(user_errors(view.inspect), upload, [column, upload_note], api_name="inspect_upload")
     imported = import_button.click(user_errors(view.import_file), [upload, name, column],
                                    [import_status, corpus, card, sample], api_name="import_corpus")

@@ -233,8 +233,9 @@ class TrainView:
         objectives' (on, weight) pairs, then the Switch section's controls (app/train/switch_panel.py), if given."""
         self._spec(family)
         steps = float(steps) if steps not in (None, "") else 0.0
-        if not steps.is_integer() or steps < 0:
-            raise ValueError(f"Steps must be a whole number: 1 or more, or 0 for the preset's; got {steps:g}.")
+        if not steps.is_integer() or not 0 <= steps <= api.MAX_STEPS:
+            raise ValueError(f"Steps must be a whole number from 1 to {api.MAX_STEPS:,}, or 0 for the preset's; got "
+                             f"{steps:,.15g}.")
         corpus = api.corpus_name(corpus, home=self.home) if corpus else None  # a name, never a path
         return {"family": family, "preset": preset or DEFAULT_PRESET, "corpus": corpus,
                 "tokenizer": tokenizer or None, "steps": int(steps) or None,
@@ -444,7 +445,9 @@ class TrainView:
         run_ids = picked(run_ids)
         if metric not in COMPARE_METRICS:
             raise ValueError(f"Unknown metric {metric!r}: choose one of {', '.join(COMPARE_METRICS)}.")
-        return compare_figure({run_id: api.run_metrics(self.jobs, run_id) for run_id in run_ids}, metric)
+        families = {row["run_id"]: row.get("family") for row in api.list_runs(self.jobs) if row["run_id"] in run_ids}
+        return compare_figure({run_id: api.run_metrics(self.jobs, run_id) for run_id in run_ids}, metric,
+                              families=families)
 
     @staticmethod
     def select_from_table(table, event: gr.SelectData):
@@ -504,7 +507,7 @@ def build(home, jobs, corpus_choices=None):
                 leak = gr.Button(text("train.leak_button"), size="sm")
             settings = gr.Dataframe(default_settings, headers=SETTINGS_HEADERS, datatype="str", interactive=True,
                                     static_columns=[0, 2, 3], label=text("train.settings_label"),
-                                    column_widths=["24%", "14%", "14%", "48%"], wrap=True,
+                                    column_widths=["24%", "17%", "17%", "42%"], wrap=True,
                                     visible=bool(len(default_settings)), max_height=420)
             switch = build_switch_controls()
             command = gr.Code(view.command(default_family, DEFAULT_PRESET, "", "", 0, 0, "auto", default_settings,
@@ -517,6 +520,7 @@ def build(home, jobs, corpus_choices=None):
                 stop = gr.Button(text("train.stop"), variant="stop", scale=1)
                 resume = gr.Button(text("train.resume"), scale=1)
             run = gr.Dropdown(view.run_ids(), value=None, label=text("train.run"), allow_custom_value=True,
+                              elem_id="train-run",
                               info=text("train.run_info"))
             progress = gr.HTML(progress_html(None), elem_id="train-progress")
             status = gr.Markdown(status_markdown(None), elem_id="train-status")

@@ -33,8 +33,8 @@ from lab_models.families import family_record
 from lab_models.home import lab_home
 from lab_models.objectives import objective_module
 from lab_models.training.performance import parse_performance_overrides
-from lab_models.text.tokenizer_kinds import TOKENIZER_KINDS
-from lab_models.training.config import (PRESET_DEFAULTS, RESUME_OVERRIDABLE, TrainConfig, parse_objectives,
+from lab_models.text.tokenizer_kinds import MAX_VOCAB_SIZE, TOKENIZER_KINDS
+from lab_models.training.config import (MAX_SEED, MAX_STEPS, PRESET_DEFAULTS, RESUME_OVERRIDABLE, TrainConfig, parse_objectives,
                                         parse_model_overrides)
 from lab_models.objectives.settings import settings_with_overrides, settings_to_dict
 from lab_models.text.vocab import NUM_LAB_SENTINELS
@@ -87,6 +87,11 @@ def build_parser() -> argparse.ArgumentParser:
 def check_at_least(name: str, value, minimum: int = 1):
     if value is not None and value < minimum:
         raise ValueError(f"--{name.replace('_', '-')} must be at least {minimum}, got {value}")
+
+
+def check_at_most(name: str, value, maximum: int):
+    if value is not None and value > maximum:
+        raise ValueError(f"--{name.replace('_', '-')} must be at most {maximum:,}, got {value:,}")
 
 
 def _corpus_reference(name_or_path: str, corpus: Corpus) -> str:
@@ -146,6 +151,9 @@ def config_from_args(args) -> tuple[TrainConfig, Corpus]:
         raise ValueError(f"unknown schedule {schedule!r}: choose one of {', '.join(SCHEDULES)}")
     for name in ("steps", "vocab_size", "batch_size", "log_every", "eval_batches"):
         check_at_least(name, getattr(args, name))
+    check_at_most("steps", args.steps, MAX_STEPS)
+    check_at_most("vocab_size", args.vocab_size, MAX_VOCAB_SIZE)
+    check_at_most("seed", args.seed, MAX_SEED)
     check_at_least("seq_len", args.seq_len, 2)
     for name in ("warmup_steps", "eval_every", "checkpoint_every", "seed"):
         check_at_least(name, getattr(args, name), 0)
@@ -226,6 +234,7 @@ def config_from_run(args) -> tuple[TrainConfig, Corpus]:
     if getattr(args, "perf", None):  # speed settings may change on a resume (a GPU after a CPU, more accumulation)
         values["performance"] = {**values.get("performance", {}), **parse_performance_overrides(args.perf)}
     check_at_least("steps", values.get("steps"))
+    check_at_most("steps", values.get("steps"), MAX_STEPS)
     select_device(values.get("device", "auto"))
     try:
         config = TrainConfig(**values)

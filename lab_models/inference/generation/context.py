@@ -21,6 +21,7 @@ from lab_models.text.word_split import close_wide_spaces
 from lab_models.text.tokenizer_inspect import tokenizer_kind
 from lab_models.text.vocab import special_ids
 from lab_models.objectives.translation import decoder_start_id
+from lab_models.training.config import check_seed
 
 
 GENERATION_MODES = ("continue", "infill", "mask_predict", "translate")
@@ -232,6 +233,7 @@ def check_decoding(mode, max_new_tokens, strategy, temperature, top_k, top_p, be
         raise ValueError(f"beam_size must be a whole number from 1 to {MAX_BEAM_SIZE}, got {beam_size!r}")
     if not is_integer_value(seed):
         raise ValueError(f"seed must be a whole number, got {seed!r}")
+    check_seed(seed)  # from 0 to MAX_SEED, as a training run's
     if not is_integer_value(iterations) or not 1 <= iterations <= MAX_ITERATIONS:
         raise ValueError(f"iterations must be a whole number from 1 to {MAX_ITERATIONS}, got {iterations!r}")
     if blank_length is not None and (not is_integer_value(blank_length) or not 1 <= blank_length <= MAX_NEW_TOKENS):

@@ -12,6 +12,7 @@ from __future__ import annotations
 import html
 import json
 import re
+import textwrap
 
 import gradio as gr
 import plotly.graph_objects as go
@@ -23,7 +24,19 @@ from app.inputs import finite
 
 # ------------------------------------------------------------------------------------------------ colours and font
 
-RUN_COLORS = ("#2563eb", "#dc2626", "#16a34a", "#d97706", "#7c3aed", "#0891b2", "#db2777", "#4b5563")
+# One colour per family, the same in every figure that draws runs (the Leaderboard, the Train tab's comparison, the
+# Understand tab's fill-mask, similarity and fine-tuning figures, the Scaling plot): 17 colours far enough apart to
+# tell in a legend, the causal LMs blues, the MLMs reds and oranges, the seq2seq models greens and browns, the
+# permutation LMs purples, the RNN era greys.
+FAMILY_COLORS = {
+    "gpt": "#1f4e9c", "gpt2": "#4a90d9", "bert": "#d62728", "roberta": "#ff7f0e", "albert": "#e6a817",
+    "spanbert": "#8c2d04", "electra": "#ff9896", "unilm": "#b5179e", "xlnet": "#7b2cbf", "mpnet": "#a78bfa",
+    "mass": "#2ca02c", "glm": "#17becf", "t5": "#0b6e4f", "elmo": "#7f7f7f", "cove": "#a0785a", "ulmfit": "#3d3d3d",
+    "cvt": "#bcbd22",
+}
+OTHER_FAMILY_COLOR = "#94a3b8"
+LINE_DASHES = ("solid", "dash", "dot", "dashdot", "longdash")  # a family's second, third, ... run in one figure
+BAR_PATTERNS = ("", "/", ".", "x", "\\")
 STATE_COLORS = {"queued": "#94a3b8", "running": "#2563eb", "finished": "#16a34a", "stopped": "#d97706",
                 "failed": "#dc2626", "died": "#991b1b"}
 # plotly's own font list, then CJK fonts: the synthetic corpus is English + Chinese, so predicted tokens and token
@@ -33,14 +46,62 @@ FONT = ('"Open Sans", verdana, arial, "Noto Sans CJK SC", "WenQuanYi Micro Hei",
 MARGIN = {"l": 50, "r": 20, "t": 60, "b": 40}  # the margins of the figures drawn in FONT
 
 
+def family_color(family) -> str:
+    """A family's colour, the same in every figure of the lab (FAMILY_COLORS); grey for a name it does not know.
+
+    >>> family_color("bert"), family_color("BERT") == family_color("bert"), family_color(None)
+    ('#d62728', True, '#94a3b8')
+    """
+    return FAMILY_COLORS.get(str(family or "").strip().lower(), OTHER_FAMILY_COLOR)
+
+
+def run_styles(families: dict) -> dict:
+    """{run: (colour, the run's rank among the runs of its family)} for runs drawn in one figure ({run: family}):
+    every run takes its family's colour; a family's second, third, ... run is told apart by its rank (a figure gives
+    it LINE_DASHES[rank] or BAR_PATTERNS[rank]).
+
+    >>> run_styles({"a": "gpt", "b": "bert", "c": "gpt"})["c"]
+    ('#1f4e9c', 1)
+    """
+    seen: dict[str, int] = {}
+    styles = {}
+    for run, family in families.items():
+        key = str(family or "").strip().lower()
+        styles[run] = (family_color(key), seen.get(key, 0))
+        seen[key] = seen.get(key, 0) + 1
+    return styles
+
+
 # ------------------------------------------------------------------------------------------------ empty figures
+NOTE_WIDTH = 64  # characters per line of an empty figure's note (plotly does not wrap an annotation itself)
+
+
+def wrapped_note(message: str, width: int = NOTE_WIDTH) -> str:
+    """A note broken into lines for a plotly annotation (`<br>`), at spaces, or every width/2 characters in a text
+    without spaces (Chinese, whose characters are twice as wide).
+
+    >>> wrapped_note("one two three four", 9)
+    'one two<br>three<br>four'
+    >>> wrapped_note("一二三四五六七八九十", 8)
+    '一二三四<br>五六七八<br>九十'
+    """
+    lines = []
+    for paragraph in str(message).split("\n"):
+        if " " in paragraph.strip() or not paragraph:
+            lines += textwrap.wrap(paragraph, width) or [""]
+        else:
+            half = max(1, width // 2)
+            lines += [paragraph[i:i + half] for i in range(0, len(paragraph), half)]
+    return "<br>".join(lines)
+
+
 
 
 def empty_figure(message: str, height: int) -> go.Figure:
     """A blank figure with a grey note in its middle: what to do, or why there is nothing to draw (the Train tab's
     plots, its Switch routing plot, the Scaling plot)."""
     figure = go.Figure()
-    figure.add_annotation(text=message, showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper",
+    figure.add_annotation(text=wrapped_note(message), showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper",
                           font={"size": 14, "color": "#64748b"})
     figure.update_layout(height=height, template="plotly_white", margin={"l": 50, "r": 20, "t": 40, "b": 40},
                          xaxis={"visible": False}, yaxis={"visible": False})
@@ -51,7 +112,7 @@ def compact_empty_figure(message: str, height: int = 300) -> go.Figure:
     """`empty_figure` with a smaller note and narrower margins (the add-on objectives' numbers on the Train tab, the
     sentence similarity plots on the Understand tab)."""
     figure = go.Figure()
-    figure.add_annotation(text=message, showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper",
+    figure.add_annotation(text=wrapped_note(message), showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper",
                           font={"size": 13, "color": "#64748b"})
     figure.update_layout(height=height, template="plotly_white", margin={"l": 40, "r": 20, "t": 30, "b": 30},
                          xaxis={"visible": False}, yaxis={"visible": False})
@@ -62,7 +123,8 @@ def cjk_empty_figure(message: str, height: int = 320) -> go.Figure:
     """`empty_figure` for the figures drawn in FONT (the Understand tab, its Fine-tune section, the Leaderboard): the
     note is escaped (it may quote a token or a backend message) and written in FONT, within MARGIN."""
     figure = go.Figure()
-    figure.add_annotation(text=html.escape(message), showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper",
+    figure.add_annotation(text=wrapped_note(html.escape(message)), showarrow=False, x=0.5, y=0.5, xref="paper",
+                          yref="paper",
                           font={"size": 14, "color": "#64748b"})
     figure.update_layout(height=height, template="plotly_white", font={"family": FONT}, margin=MARGIN,
                          xaxis={"visible": False}, yaxis={"visible": False})

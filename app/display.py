@@ -265,21 +265,25 @@ def element_id(tab) -> str:
     return tab.elem_id
 
 
-def activity_js(panels: list[str | None]) -> str:
-    """The browser-only step run after a tab is selected: one `gr.Timer` update per timer, active when the panel with
-    the given id is displayed (None: a timer outside every tab, always active). It waits for the next frame first,
-    so that the newly selected panel is drawn."""
+def activity_js(panels: list[str | None], selected: str | None = None) -> str:
+    """The browser-only step run after the tab with the panel `selected` is selected: one `gr.Timer` update per timer,
+    active when the panel with the given id is displayed (None: a timer outside every tab, always active). It first
+    waits (up to 2 s, frame by frame) until the selected panel is displayed, so that the panel just left is hidden."""
     return """
 async () => {
-  await new Promise((resolve) => requestAnimationFrame(() => setTimeout(resolve, 0)));
   const shown = (id) => {
     if (id === null) { return true; }
     const panel = document.getElementById(id);
     return panel !== null && panel.getClientRects().length > 0;
   };
+  const selected = %s;
+  for (let frame = 0; frame < 120 && selected !== null && !shown(selected); frame++) {
+    await new Promise((resolve) => requestAnimationFrame(() => setTimeout(resolve, 0)));
+  }
+  await new Promise((resolve) => requestAnimationFrame(() => setTimeout(resolve, 0)));
   return %s.map((id) => ({"__type__": "update", "active": shown(id)}));
 }
-""" % json.dumps(panels)
+""" % (json.dumps(selected), json.dumps(panels))
 
 
 def follow_tabs(demo: gr.Blocks) -> list[gr.Timer]:
@@ -293,10 +297,9 @@ def follow_tabs(demo: gr.Blocks) -> list[gr.Timer]:
         holders = tabs_holding(timer)
         timer.active = bool(timer.active) and all(shown_first(tab) for tab in holders)
         panels.append(element_id(holders[-1]) if holders else None)
-    script = activity_js(panels)
     for tab in [block for block in demo.blocks.values() if isinstance(block, gr.Tab)]:
-        tab.select(None, None, timers, js=script, api_name=f"live_views_on_{element_id(tab).replace('-', '_')}",
-                   show_progress="hidden", queue=False)
+        tab.select(None, None, timers, js=activity_js(panels, element_id(tab)),
+                   api_name=f"live_views_on_{element_id(tab).replace('-', '_')}", show_progress="hidden")
     return timers
 
 

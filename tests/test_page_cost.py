@@ -59,6 +59,7 @@ def test_every_tab_turns_the_timers_on_and_off_in_the_browser_alone(page):
     panels = json.loads(select.js.split("return ")[-1].split(".map")[0])
     assert panels == [tabs_holding(timer)[-1].elem_id for timer in timers]
     assert "lab-tab-understand-finetune" in panels
+    assert f'const selected = "{tabs[-1].elem_id}";' in select.js  # it waits until its own panel is shown
 
 
 def test_nested_tabs_and_timers_outside_tabs():
@@ -79,8 +80,9 @@ def test_nested_tabs_and_timers_outside_tabs():
         [True, True, True, False, False]
     assert tabs_holding(in_first_second) == [first, second_nested] and shown_first(first)
     assert not shown_first(second_nested)
-    script = activity_js(["lab-tab-a", None])
+    script = activity_js(["lab-tab-a", None], "lab-tab-b")
     assert '["lab-tab-a", null]' in script and '"active": shown(id)' in script
+    assert 'const selected = "lab-tab-b";' in script
 
 
 def test_a_live_view_redraws_only_what_changed():

@@ -87,9 +87,16 @@ def layer_title(name: str) -> str:
 
 def run_label(row: dict) -> str:
     """"run_id · family · step N" for the run pickers (N = the step of the weights a probe loads; the word "step" in
-    the reader's language)."""
+    the reader's language); "checkpoint of step N" when those weights are a checkpoint behind the run's own step (a
+    run still training), so that a picker's step is not read as the run's.
+
+    >>> run_label({"run_id": "r", "family": "bert", "step": 491, "weights_step": 375})
+    'r · bert · checkpoint of step 375'
+    """
     step = row.get("weights_step", row.get("step")) or 0
-    return tr("understand.run_choice", run_id=row["run_id"], family=row.get("family") or "?", step=f"{int(step):,}")
+    behind = row.get("step") is not None and int(step) < int(row.get("step") or 0)
+    return tr("understand.run_choice_checkpoint" if behind else "understand.run_choice", run_id=row["run_id"],
+              family=row.get("family") or "?", step=f"{int(step):,}")
 
 
 # ---------------------------------------------------------------------------------------------- fill-mask

@@ -223,7 +223,9 @@ def tokenizer_kind_choices() -> list[tuple]:
 # `gr.Tab`s that hold it (nested tabs too) and
 # - starts each timer active only when all its tabs are the ones shown first (the first tab of each tab bar);
 # - adds to every tab's `select` event a browser-only step (JavaScript, no server call, so the order of the clicks is
-#   the order of the results) that sets each timer active exactly when the tab panel holding it is displayed.
+#   the order of the results) that sets each timer active exactly when the tab panel holding it is displayed;
+# - moves each timer of a tab to the page's root in the layout (a timer draws nothing), because Gradio's frontend
+#   holds back an update to a component of a hidden tab until that tab shows again: the "off" would never arrive.
 #
 # A live view therefore follows one rule: make a `gr.Timer` inside the tab it belongs to, with a tick handler that
 # returns `gr.skip()` for every output whose data did not change (`changed(...)` below), and nothing else. A view that
@@ -297,6 +299,12 @@ def follow_tabs(demo: gr.Blocks) -> list[gr.Timer]:
         holders = tabs_holding(timer)
         timer.active = bool(timer.active) and all(shown_first(tab) for tab in holders)
         panels.append(element_id(holders[-1]) if holders else None)
+        if holders:
+            # Drawn at the page's root (it has nothing to show): Gradio 6.31's frontend applies an update to a
+            # component of a hidden tab only once that tab shows again, so a timer left in its tab kept ticking after
+            # the tab was left. Its `parent` stays the tab's (tabs_holding: the view it belongs to).
+            timer.parent.children.remove(timer)
+            demo.children.append(timer)
     for tab in [block for block in demo.blocks.values() if isinstance(block, gr.Tab)]:
         tab.select(None, None, timers, js=activity_js(panels, element_id(tab)),
                    api_name=f"live_views_on_{element_id(tab).replace('-', '_')}", show_progress="hidden")

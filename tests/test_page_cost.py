@@ -38,6 +38,10 @@ def test_every_timer_sits_in_a_tab_and_only_the_first_tab_ticks_when_the_page_op
     assert active.pop("mask-explorer") == [True]  # the demo zoo's progress, on the tab the page opens on
     assert all(flags == [False] for flags in active.values()), active
     assert len(timers["train"]) == 1  # one live tick for the whole Train tab
+    # each is drawn at the page's root, where an update reaches it while its tab is hidden (the "off")
+    assert all(timer in page.children for found in timers.values() for timer in found)
+    assert not any(isinstance(child, gr.Timer) for block in page.blocks.values()
+                   if isinstance(block, gr.Tab) for child in block.children)
 
 
 def test_the_train_tab_has_one_live_event(page):

@@ -53,7 +53,7 @@ def build_header():
     with gr.Row(equal_height=True):
         header = gr.HTML(header_html(), elem_id="lab-header")
         language = gr.Radio(list(LANGUAGES.values()), value=LANGUAGES["en"], label=text("header.language"),
-                            elem_id="lab-language", scale=0, min_width=200)
+                            elem_id="lab-language", scale=0, min_width=250)
     gr.Markdown(text("header.tagline"))
     # The switch runs in the browser (the frontend translates the static texts) and sets the cookie that the server
     # reads for what it writes itself; build_app redraws the first tab after it.

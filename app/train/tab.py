@@ -505,9 +505,10 @@ def build(home, jobs, corpus_choices=None):
             with gr.Group(visible=default_family == LEAK_DEMO_FAMILY) as leak_group:
                 gr.Markdown(text("train.leak_note") + f" {LEAK_DEMO_STEPS}.")
                 leak = gr.Button(text("train.leak_button"), size="sm")
+            # widths that keep the "default" header and its lock on one line beside a 400-pixel-wide column
             settings = gr.Dataframe(default_settings, headers=SETTINGS_HEADERS, datatype="str", interactive=True,
                                     static_columns=[0, 2, 3], label=text("train.settings_label"),
-                                    column_widths=["24%", "17%", "17%", "42%"], wrap=True,
+                                    column_widths=["23%", "15%", "22%", "40%"], wrap=True,
                                     visible=bool(len(default_settings)), max_height=420)
             switch = build_switch_controls()
             command = gr.Code(view.command(default_family, DEFAULT_PRESET, "", "", 0, 0, "auto", default_settings,

@@ -17,6 +17,18 @@ from app.i18n.language import marker, text, tr
 # The built-in corpora that app/i18n/locales/*/corpora.json "intro" describes; another built-in corpus makes the page
 # list them all in `api.BUILTIN_CORPORA`'s English instead (tests/test_corpora.py keeps the two in step).
 DESCRIBED_CORPORA = ("stdlib-docs", "synthetic")
+MARKDOWN_PUNCTUATION = set("\\`*_{}[]()<>#+-.!|~")
+
+
+def verbatim(line: str) -> str:
+    """`line` escaped for Markdown, so that a sample reads as it is written (`__debug__` was drawn as a bold "debug").
+
+    >>> verbatim("if __debug__: x = [1]")
+    'if \\\\_\\\\_debug\\\\_\\\\_: x = \\\\[1\\\\]'
+    """
+    return "".join("\\" + char if char in MARKDOWN_PUNCTUATION else char for char in line)
+
+
 SAMPLE_HEADING = marker("corpora.sample")  # "**Sample**" above the corpus card's sample, in the reader's language
 CARD_FIELDS = ("name", "source", "documents", "train_documents", "validation_documents", "lines", "words",
                "characters", "bytes")  # corpora.json "field_<name>"
@@ -52,7 +64,7 @@ class CorporaView:
         table = pd.DataFrame({tr("corpora.col_field"): [tr(f"corpora.field_{k}") for k in facts]
                               + [tr("corpora.field_language_mix")],
                               tr("corpora.col_value"): [str(v) for v in facts.values()] + [mix]})
-        sample = "\n\n".join(f"> {s}" for s in card.get("sample", []))
+        sample = "\n\n".join(f"> {verbatim(s)}" for s in card.get("sample", []))
         return table, SAMPLE_HEADING + f"\n\n{sample}"
 
     def inspect(self, file_path):

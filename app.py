@@ -8,7 +8,7 @@ import argparse
 import logging
 import signal
 
-from app.main import build_app, launch_kwargs
+from app.main import build_app, configure_queue, launch_kwargs
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -35,7 +35,7 @@ def main(argv=None) -> None:
     demo = build_app(args.home, corpus_root=args.corpus_root)
     signal.signal(signal.SIGTERM, _shut_down_like_ctrl_c)
     try:
-        demo.queue(default_concurrency_limit=4)
+        configure_queue(demo)
         demo.launch(server_name=args.host, server_port=args.port, share=False, **launch_kwargs())
     finally:
         demo.lab_jobs.close()  # running trainers checkpoint and end "stopped" (resumable); none outlive the server

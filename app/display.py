@@ -1,5 +1,7 @@
-"""What several tabs show alike: blank figures that say what to do, the figures' colours and font, a run's state and
-a duration in words, a Switch expert's colour and a Switch layer's name, a tokenizer kind's title.
+"""What several tabs show alike: blank figures that say what to do, the figures' colours and font (one colour per
+family, the same in every figure), a run's state and a duration in words, a Switch expert's colour and a Switch
+layer's name, a tokenizer kind's title, and the live views' timers (they tick only while their tab is shown:
+`follow_tabs`, see "Live views" below).
 
 Each helper here is used by more than one tab (the Mask Explorer and the Tokenizer Lab share the tokenizer kinds; the
 Train tab, the Scaling tab and the demo zoo share the run states; ...); what one tab alone draws lives in that tab's
@@ -8,8 +10,11 @@ package. Every word is written in the reader's language (`app.i18n.language.tr`)
 from __future__ import annotations
 
 import html
+import json
 import re
+import textwrap
 
+import gradio as gr
 import plotly.graph_objects as go
 
 from lab_models import api
@@ -19,7 +24,19 @@ from app.inputs import finite
 
 # ------------------------------------------------------------------------------------------------ colours and font
 
-RUN_COLORS = ("#2563eb", "#dc2626", "#16a34a", "#d97706", "#7c3aed", "#0891b2", "#db2777", "#4b5563")
+# One colour per family, the same in every figure that draws runs (the Leaderboard, the Train tab's comparison, the
+# Understand tab's fill-mask, similarity and fine-tuning figures, the Scaling plot): 17 colours far enough apart to
+# tell in a legend, the causal LMs blues, the MLMs reds and oranges, the seq2seq models greens and browns, the
+# permutation LMs purples, the RNN era greys.
+FAMILY_COLORS = {
+    "gpt": "#1f4e9c", "gpt2": "#4a90d9", "bert": "#d62728", "roberta": "#ff7f0e", "albert": "#e6a817",
+    "spanbert": "#8c2d04", "electra": "#ff9896", "unilm": "#b5179e", "xlnet": "#7b2cbf", "mpnet": "#a78bfa",
+    "mass": "#2ca02c", "glm": "#17becf", "t5": "#0b6e4f", "elmo": "#7f7f7f", "cove": "#a0785a", "ulmfit": "#3d3d3d",
+    "cvt": "#bcbd22",
+}
+OTHER_FAMILY_COLOR = "#94a3b8"
+LINE_DASHES = ("solid", "dash", "dot", "dashdot", "longdash")  # a family's second, third, ... run in one figure
+BAR_PATTERNS = ("", "/", ".", "x", "\\")
 STATE_COLORS = {"queued": "#94a3b8", "running": "#2563eb", "finished": "#16a34a", "stopped": "#d97706",
                 "failed": "#dc2626", "died": "#991b1b"}
 # plotly's own font list, then CJK fonts: the synthetic corpus is English + Chinese, so predicted tokens and token
@@ -29,14 +46,62 @@ FONT = ('"Open Sans", verdana, arial, "Noto Sans CJK SC", "WenQuanYi Micro Hei",
 MARGIN = {"l": 50, "r": 20, "t": 60, "b": 40}  # the margins of the figures drawn in FONT
 
 
+def family_color(family) -> str:
+    """A family's colour, the same in every figure of the lab (FAMILY_COLORS); grey for a name it does not know.
+
+    >>> family_color("bert"), family_color("BERT") == family_color("bert"), family_color(None)
+    ('#d62728', True, '#94a3b8')
+    """
+    return FAMILY_COLORS.get(str(family or "").strip().lower(), OTHER_FAMILY_COLOR)
+
+
+def run_styles(families: dict) -> dict:
+    """{run: (colour, the run's rank among the runs of its family)} for runs drawn in one figure ({run: family}):
+    every run takes its family's colour; a family's second, third, ... run is told apart by its rank (a figure gives
+    it LINE_DASHES[rank] or BAR_PATTERNS[rank]).
+
+    >>> run_styles({"a": "gpt", "b": "bert", "c": "gpt"})["c"]
+    ('#1f4e9c', 1)
+    """
+    seen: dict[str, int] = {}
+    styles = {}
+    for run, family in families.items():
+        key = str(family or "").strip().lower()
+        styles[run] = (family_color(key), seen.get(key, 0))
+        seen[key] = seen.get(key, 0) + 1
+    return styles
+
+
 # ------------------------------------------------------------------------------------------------ empty figures
+NOTE_WIDTH = 64  # characters per line of an empty figure's note (plotly does not wrap an annotation itself)
+
+
+def wrapped_note(message: str, width: int = NOTE_WIDTH) -> str:
+    """A note broken into lines for a plotly annotation (`<br>`), at spaces, or every width/2 characters in a text
+    without spaces (Chinese, whose characters are twice as wide).
+
+    >>> wrapped_note("one two three four", 9)
+    'one two<br>three<br>four'
+    >>> wrapped_note("一二三四五六七八九十", 8)
+    '一二三四<br>五六七八<br>九十'
+    """
+    lines = []
+    for paragraph in str(message).split("\n"):
+        if " " in paragraph.strip() or not paragraph:
+            lines += textwrap.wrap(paragraph, width) or [""]
+        else:
+            half = max(1, width // 2)
+            lines += [paragraph[i:i + half] for i in range(0, len(paragraph), half)]
+    return "<br>".join(lines)
+
+
 
 
 def empty_figure(message: str, height: int) -> go.Figure:
     """A blank figure with a grey note in its middle: what to do, or why there is nothing to draw (the Train tab's
     plots, its Switch routing plot, the Scaling plot)."""
     figure = go.Figure()
-    figure.add_annotation(text=message, showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper",
+    figure.add_annotation(text=wrapped_note(message), showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper",
                           font={"size": 14, "color": "#64748b"})
     figure.update_layout(height=height, template="plotly_white", margin={"l": 50, "r": 20, "t": 40, "b": 40},
                          xaxis={"visible": False}, yaxis={"visible": False})
@@ -47,7 +112,7 @@ def compact_empty_figure(message: str, height: int = 300) -> go.Figure:
     """`empty_figure` with a smaller note and narrower margins (the add-on objectives' numbers on the Train tab, the
     sentence similarity plots on the Understand tab)."""
     figure = go.Figure()
-    figure.add_annotation(text=message, showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper",
+    figure.add_annotation(text=wrapped_note(message), showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper",
                           font={"size": 13, "color": "#64748b"})
     figure.update_layout(height=height, template="plotly_white", margin={"l": 40, "r": 20, "t": 30, "b": 30},
                          xaxis={"visible": False}, yaxis={"visible": False})
@@ -58,7 +123,8 @@ def cjk_empty_figure(message: str, height: int = 320) -> go.Figure:
     """`empty_figure` for the figures drawn in FONT (the Understand tab, its Fine-tune section, the Leaderboard): the
     note is escaped (it may quote a token or a backend message) and written in FONT, within MARGIN."""
     figure = go.Figure()
-    figure.add_annotation(text=html.escape(message), showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper",
+    figure.add_annotation(text=wrapped_note(html.escape(message)), showarrow=False, x=0.5, y=0.5, xref="paper",
+                          yref="paper",
                           font={"size": 14, "color": "#64748b"})
     figure.update_layout(height=height, template="plotly_white", font={"family": FONT}, margin=MARGIN,
                          xaxis={"visible": False}, yaxis={"visible": False})
@@ -139,3 +205,116 @@ def tokenizer_kind_choices() -> list[tuple]:
     labels = {"bpe": text("tokenizer.kind_bpe"), "byte_bpe": text("tokenizer.kind_byte_bpe"),
               "wordpiece": text("tokenizer.kind_wordpiece"), "unigram": text("tokenizer.kind_unigram")}
     return [(labels.get(kind, title), kind) for kind, title in api.TOKENIZER_KINDS.items()]
+
+
+# ------------------------------------------------------------------------------------------------ live views
+# Live views that cost nothing while nobody looks at them: every `gr.Timer` on the page ticks only while the tab that
+# holds it is shown.
+#
+# Why: Gradio's frontend pays for every event the page runs, not only for what it draws. Each time an event starts or
+# ends, it writes the loading status of *every* component that any event of the session has touched so far, and doing
+# so takes a deep copy (Svelte's `$state.snapshot`, i.e. `structuredClone`) of each one's value: its plots, tables and
+# JSON panels (Gradio 6.31, `update_loading_stati_state` in Blocks.js). So after a reader has visited every tab, one
+# timer tick costs the browser tens of milliseconds, whatever it returns, and eight timers ticking every 1.5 to 5 s
+# kept half a core busy. (Gradio's run history cost the rest: it re-serialised its whole saved list into
+# localStorage on every recorded event; `app/main.py` turns it off.)
+#
+# How: `follow_tabs(demo)`, called once at the end of the page's `with gr.Blocks()` block, finds every timer and the
+# `gr.Tab`s that hold it (nested tabs too) and
+# - starts each timer active only when all its tabs are the ones shown first (the first tab of each tab bar);
+# - adds to every tab's `select` event a browser-only step (JavaScript, no server call, so the order of the clicks is
+#   the order of the results) that sets each timer active exactly when the tab panel holding it is displayed;
+# - moves each timer of a tab to the page's root in the layout (a timer draws nothing), because Gradio's frontend
+#   holds back an update to a component of a hidden tab until that tab shows again: the "off" would never arrive.
+#
+# A live view therefore follows one rule: make a `gr.Timer` inside the tab it belongs to, with a tick handler that
+# returns `gr.skip()` for every output whose data did not change (`changed(...)` below), and nothing else. A view that
+# must be drawn at once when its tab is opened also listens to the tab's `select` event, as the tabs already do. Timers
+# outside every tab (none today) keep ticking.
+#
+# Deviation from a server-push design: the page still polls, one request per shown tab every few seconds; the server
+# answers in about a millisecond when nothing changed and the browser then writes no output.
+
+TAB_ELEMENT_PREFIX = "lab-tab-"
+
+
+def tabs_holding(block) -> list:
+    """The `gr.Tab`s that hold `block`, outermost first (an empty list for a block outside every tab)."""
+    chain = []
+    parent = getattr(block, "parent", None)
+    while parent is not None:
+        if isinstance(parent, gr.Tab):
+            chain.append(parent)
+        parent = getattr(parent, "parent", None)
+    return chain[::-1]
+
+
+def shown_first(tab) -> bool:
+    """Whether `tab` is the tab its tab bar shows when the page opens: the bar's `selected` one, else its first."""
+    bar = getattr(tab, "parent", None)
+    if not isinstance(bar, gr.Tabs):
+        return True
+    tabs = [child for child in bar.children if isinstance(child, gr.Tab)]
+    if bar.selected is not None:
+        return tab.id == bar.selected or tabs.index(tab) == bar.selected
+    return bool(tabs) and tabs[0] is tab
+
+
+def element_id(tab) -> str:
+    """The DOM id of `tab`'s panel: its `elem_id`, given one here when it has none."""
+    if not tab.elem_id:
+        tab.elem_id = f"{TAB_ELEMENT_PREFIX}{tab.id if tab.id is not None else tab._id}"
+    return tab.elem_id
+
+
+def activity_js(panels: list[str | None], selected: str | None = None) -> str:
+    """The browser-only step run after the tab with the panel `selected` is selected: one `gr.Timer` update per timer,
+    active when the panel with the given id is displayed (None: a timer outside every tab, always active). It first
+    waits (up to 2 s, frame by frame) until the selected panel is displayed, so that the panel just left is hidden."""
+    return """
+async () => {
+  const shown = (id) => {
+    if (id === null) { return true; }
+    const panel = document.getElementById(id);
+    return panel !== null && panel.getClientRects().length > 0;
+  };
+  const selected = %s;
+  for (let frame = 0; frame < 120 && selected !== null && !shown(selected); frame++) {
+    await new Promise((resolve) => requestAnimationFrame(() => setTimeout(resolve, 0)));
+  }
+  await new Promise((resolve) => requestAnimationFrame(() => setTimeout(resolve, 0)));
+  return %s.map((id) => ({"__type__": "update", "active": shown(id)}));
+}
+""" % (json.dumps(selected), json.dumps(panels))
+
+
+def follow_tabs(demo: gr.Blocks) -> list[gr.Timer]:
+    """Make every timer of `demo` tick only while its tab is shown (see "Live views" above). Call it inside
+    `with demo:`, after every tab is built. Returns the timers it follows."""
+    timers = [block for block in demo.blocks.values() if isinstance(block, gr.Timer)]
+    if not timers:
+        return []
+    panels = []
+    for timer in timers:
+        holders = tabs_holding(timer)
+        timer.active = bool(timer.active) and all(shown_first(tab) for tab in holders)
+        panels.append(element_id(holders[-1]) if holders else None)
+        if holders:
+            # Drawn at the page's root (it has nothing to show): Gradio 6.31's frontend applies an update to a
+            # component of a hidden tab only once that tab shows again, so a timer left in its tab kept ticking after
+            # the tab was left. Its `parent` stays the tab's (tabs_holding: the view it belongs to).
+            timer.parent.children.remove(timer)
+            demo.children.append(timer)
+    for tab in [block for block in demo.blocks.values() if isinstance(block, gr.Tab)]:
+        tab.select(None, None, timers, js=activity_js(panels, element_id(tab)),
+                   api_name=f"live_views_on_{element_id(tab).replace('-', '_')}", show_progress="hidden")
+    return timers
+
+
+def changed(now, before) -> bool:
+    """Whether a live view's data changed since its last drawing: its signature `now` differs from `before`.
+
+    >>> changed([3, "running"], [3, "running"]), changed([4, "running"], [3, "running"]), changed([0], None)
+    (False, True, True)
+    """
+    return before is None or now != before

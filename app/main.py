@@ -19,8 +19,11 @@ from lab_models import api
 
 from app.compare import tab as compare_tab
 from app.corpora import tab as corpora_tab
+from app.display import follow_tabs
+from app.errors import keep_outputs_on_failure
 from app.explorer import tab as explorer_tab, zoo_panel
-from app.i18n.language import LANGUAGE_ON_LOAD_JS, LANGUAGE_SWITCH_JS, LANGUAGES, english, lab_i18n, text, tr
+from app.i18n.language import (LANGUAGE_ON_LOAD_JS, LANGUAGE_SWITCH_JS, LANGUAGES, english, lab_i18n,
+                               relabel_tabs_js, text, tr)
 from app.i18n.messages import translate_message
 from app.leaderboard import tab as leaderboard_tab
 from app.scaling import tab as scaling_tab
@@ -76,7 +79,7 @@ def build_header(home=None):
     with gr.Row(equal_height=True):
         header = gr.HTML(header_html(home=home), elem_id="lab-header")
         language = gr.Radio(list(LANGUAGES.values()), value=LANGUAGES["en"], label=text("header.language"),
-                            elem_id="lab-language", scale=0, min_width=200)
+                            elem_id="lab-language", scale=0, min_width=250)
     gr.Markdown(text("header.tagline"))
     # The switch runs in the browser (the frontend translates the static texts) and sets the cookie that the server
     # reads for what it writes itself; build_app redraws the first tab after it.
@@ -88,13 +91,32 @@ def build_header(home=None):
 def redraw_after_language_switch(demo: gr.Blocks, switched) -> None:
     """Every page-load event that draws what the server writes (`<name>_on_load`: the Mask Explorer, the runs table
     and the settings table, the empty plots, the modes table, ...) runs again after the header's language switch, as
-    `<name>_after_language_switch`, so that the page does not keep texts of both languages. (The tabs' select events
-    run anyway: the switch shows every tab once to redraw its name.)"""
+    `<name>_after_language_switch`, and so does every tab's select event that redraws (`<name>_on_select`: the run
+    pickers' entries, the Leaderboard's and the sweeps' placeholders, the fine-tuning notes), as
+    `<name>_on_select_after_language_switch`, so that the page does not keep texts of both languages. The tabs are
+    not shown for it: their names are redrawn in the browser (`relabel_tabs`)."""
     for dependency in list(demo.fns.values()):
         name = dependency.api_name or ""
-        if dependency.fn is not None and name.endswith("_on_load"):
-            switched.then(dependency.fn, list(dependency.inputs), list(dependency.outputs),
-                          api_name=name.removesuffix("_on_load") + "_after_language_switch", show_progress="hidden")
+        if dependency.fn is None:
+            continue
+        if name.endswith("_on_load"):
+            redrawn = name.removesuffix("_on_load") + "_after_language_switch"
+        elif name.endswith("_on_select"):
+            redrawn = name + "_after_language_switch"
+        else:
+            continue
+        switched.then(dependency.fn, list(dependency.inputs), list(dependency.outputs), api_name=redrawn,
+                      show_progress="hidden")
+
+
+def relabel_tabs(demo: gr.Blocks, *language_events) -> None:
+    """After the header's switch (and the page's load, which may restore a stored language), every tab of the page,
+    nested ones included, is updated with its own label in the browser, so that its tab bar draws the name in the new
+    language (app/i18n/language.py `relabel_tabs_js`): no tab has to be shown for it."""
+    tabs = [block for block in demo.blocks.values() if isinstance(block, gr.Tab)]
+    script = relabel_tabs_js([str(tab.label) for tab in tabs])
+    for event, name in zip(language_events, ("tab_names_after_language_switch", "tab_names_on_load")):
+        event.then(None, None, tabs, js=script, api_name=name, show_progress="hidden")
 
 
 def build_app(home=None, jobs=None, *, corpus_root=None) -> gr.Blocks:
@@ -126,11 +148,12 @@ def build_app(home=None, jobs=None, *, corpus_root=None) -> gr.Blocks:
                     understand_tab.build(home, jobs, understand_page)
                 with gr.Tab(text("header.tab_leaderboard"), id="leaderboard") as leaderboard_page:
                     leaderboard_tab.build(home, jobs, leaderboard_page)
-                with gr.Tab(text("header.tab_tokenizer_lab"), id="tokenizer-lab"):
-                    tokenizer_components = tokenizer_tab.build(home, corpus_choices)
-                with gr.Tab(text("header.tab_corpora"), id="corpora"):
+                with gr.Tab(text("header.tab_tokenizer_lab"), id="tokenizer-lab") as tokenizer_page:
+                    tokenizer_components = tokenizer_tab.build(home, corpus_choices, tokenizer_page)
+                with gr.Tab(text("header.tab_corpora"), id="corpora") as corpora_page:
                     corpus_dropdown, added, corpora_view = corpora_tab.build(home, corpus_choices, root=corpus_root,
-                                                                             tokenize_jobs=tokenize_jobs)
+                                                                             tokenize_jobs=tokenize_jobs,
+                                                                             tab=corpora_page)
             for index, event in enumerate(added):  # an import or a link: the other tabs' corpus pickers follow
                 suffix = "" if index == 0 else "_after_link"
                 event.then(corpora_view.refresh, tokenizer_components["corpus"], tokenizer_components["corpus"],
@@ -140,8 +163,11 @@ def build_app(home=None, jobs=None, *, corpus_root=None) -> gr.Blocks:
             demo.load(explorer_handler, explorer_inputs, explorer_outputs, api_name="explore_masks_on_load")
             demo.load(*train.load, api_name="list_runs_on_load", show_progress="hidden")
             demo.load(*zoo.load, api_name="zoo_panel_on_load", show_progress="hidden")
-            demo.load(None, None, language, js=LANGUAGE_ON_LOAD_JS, api_name="language_on_load")
+            language_loaded = demo.load(None, None, language, js=LANGUAGE_ON_LOAD_JS, api_name="language_on_load")
             redraw_after_language_switch(demo, language_switched)
+            relabel_tabs(demo, language_switched, language_loaded)
+            follow_tabs(demo)  # every live view ticks only while its tab is shown (app/display.py)
+            keep_outputs_on_failure(demo)  # a failed event leaves its outputs as they were (app/errors.py)
     except BaseException:
         jobs.close()
         tokenize_jobs.close()
@@ -151,6 +177,33 @@ def build_app(home=None, jobs=None, *, corpus_root=None) -> gr.Blocks:
     return demo
 
 
+QUEUE_CONCURRENCY = 4  # Gradio workers for queued events (a generation, a fill-mask, a tokenizer run)
+QUEUE_IDLE_POLL_S = 0.02  # Gradio polls its empty queue every 1 ms on Linux: 0.03 of a core for nothing
+QUEUE_PROGRESS_POLL_S = 0.1  # and its progress updates every 10 ms; a progress bar needs no more than 10 a second
+
+
+def configure_queue(demo: gr.Blocks) -> gr.Blocks:
+    """`demo.queue(...)` as the app serves it, with Gradio's idle polling slowed down.
+
+    Gradio 6.31's queue loop sleeps `sleep_when_free` (1 ms on Linux) between looks at an empty queue and its progress
+    loop 10 ms, so an idle server used about 0.04 of a core (measured on the 2-core machine; 0.011 with these polls).
+    A queued event then waits up to 20 ms more before it starts. The attributes are Gradio's own; should a release
+    rename them, this sets nothing and the lab still works (tests/test_page_cost.py notices)."""
+    demo.queue(default_concurrency_limit=QUEUE_CONCURRENCY)
+    queue = getattr(demo, "_queue", None)
+    if queue is not None and hasattr(queue, "sleep_when_free") and hasattr(queue, "progress_update_sleep_when_free"):
+        queue.sleep_when_free = QUEUE_IDLE_POLL_S
+        queue.progress_update_sleep_when_free = QUEUE_PROGRESS_POLL_S
+    return demo
+
+
 def launch_kwargs() -> dict:
-    """Arguments for `Blocks.launch` that style the page (Gradio 6 takes css/theme at launch)."""
-    return {"css": (ASSETS / "lab.css").read_text(encoding="utf-8"), "theme": gr.themes.Soft(), "i18n": lab_i18n()}
+    """Arguments for `Blocks.launch` that style the page (Gradio 6 takes css/theme at launch) and keep it light.
+
+    `run_history=False`: Gradio's run history saves every event a reader starts (inputs and outputs: our plots and
+    tables) in the browser's localStorage, re-serialising its whole list of up to 100 runs on each one. A tab click
+    runs several events and the language switch dozens, so the page spent seconds of a core in `JSON.stringify` and
+    `setItem` per click. The lab's runs live in the lab home, not in the browser; without it the footer's "Runs"
+    link (which Gradio does not translate) goes too."""
+    return {"css": (ASSETS / "lab.css").read_text(encoding="utf-8"), "theme": gr.themes.Soft(), "i18n": lab_i18n(),
+            "run_history": False}

@@ -62,7 +62,7 @@ from lab_models.text.word_split import WordSplit
 from lab_models.text.word_split import split_words
 from lab_models.objectives.settings import settings_help
 from lab_models.training.jobs.files import format_value
-from lab_models.training.config import parse_model_overrides
+from lab_models.training.config import MAX_SEED as _MAX_SEED, MAX_STEPS as _MAX_STEPS, parse_model_overrides
 from lab_models.training import init_from as _init_from
 from lab_models.objectives.settings import settings_with_overrides as _settings_with_overrides
 from lab_models.objectives.addons import split_settings as _split_settings
@@ -103,7 +103,14 @@ __all__ = [
     "VocabProposal",
     "minimum_vocab_size",
     "propose_vocab_size",
+    "MAX_STEPS",
+    "MAX_SEED",
+    "MAX_VOCAB_SIZE",
+    "MAX_SWEEP_D_MODEL",
+    "MAX_SWEEP_LAYERS",
     "Generation",
+    "AutoTask",
+    "auto_task",
     "GENERATION_MODES",
     "GENERATION_STRATEGIES",
     "generation_modes",
@@ -733,8 +740,9 @@ def parse_sweep_sizes(text: str) -> list[dict]:
 
 def _sweep_config(jobs: RunStore, family, sizes, steps, switch, preset, corpus, seed, device, max_minutes,
                   n_experts, capacity_factor, expert_every, out="") -> "_sweep.SweepConfig":
-    if isinstance(steps, bool) or not isinstance(steps, (int, float)) or steps != int(steps) or steps < 1:
-        raise ValueError(f"Steps must be a whole number of 1 or more, got {steps!r}.")
+    if isinstance(steps, bool) or not isinstance(steps, (int, float)) or steps != int(steps) or \
+            not 1 <= steps <= _MAX_STEPS:
+        raise ValueError(f"Steps must be a whole number from 1 to {_MAX_STEPS:,}, got {steps!r}.")
     if device not in TRAINING_DEVICES:
         raise ValueError(f"Unknown device {device!r}: choose one of {', '.join(TRAINING_DEVICES)}.")
     select_device(device)
@@ -921,13 +929,27 @@ def sentence_similarity(run_dirs, pooling: str = "mean",
 # ================================================================================================ understand (end)
 
 
+# ================================================================================================ bounds (begin)
+# The bounds of the numbers a request takes, checked wherever the request comes in (the page, this API, the CLIs);
+# README "Bad input" lists them. A number beyond them is refused with a message, never queued.
+MAX_STEPS = _MAX_STEPS  # a training run's (or a sweep's, a zoo's, a fine-tuning's) steps: 1 to 10,000,000
+MAX_SEED = _MAX_SEED  # a training run's, a generation's, a fine-tuning's, the leaderboard's seed: 0 to 2**32 - 1
+MAX_VOCAB_SIZE = _tokenizer_kinds.MAX_VOCAB_SIZE  # a tokenizer's vocabulary: 1 to 262,144
+MAX_SWEEP_D_MODEL = _sweep.MAX_SWEEP_D_MODEL  # a sweep's DxL sizes: d_model up to 16,384, layers up to 256
+MAX_SWEEP_LAYERS = _sweep.MAX_SWEEP_LAYERS
+# ================================================================================================ bounds (end)
+
+
 # ================================================================================================ generation (begin)
 # Generation and fill-mask from trained runs (lab_models/inference/generation/generate.py): `generate(run_dir, prompt,
 # **decoding)` returns
 # a `Generation` (a mode the family cannot do gives supported=False and an explanation); `fill_mask(run_dir, text,
-# top_k)` the top-k tokens per [MASK]; `generation_modes(family)` what a family can do, its default first.
+# top_k)` the top-k tokens per [MASK]; `generation_modes(family)` what a family can do, its default first;
+# `auto_task(family, prompt)` what mode "auto" asks a family to do with a prompt (the Compare tab's Auto mode).
 
 Generation = _context.Generation
+AutoTask = _context.AutoTask
+auto_task = _context.auto_task
 GENERATION_MODES = _context.GENERATION_MODES
 GENERATION_STRATEGIES = _context.STRATEGIES
 generation_modes = _context.generation_modes

@@ -2,7 +2,9 @@
 opens the Tokenizer Lab, trains the tokenizers, and saves screenshots to artifacts/ (Mask Explorer on load, Tokenizer
 Lab after training); a Chinese browser gets the page in Chinese (what the server draws too), and the header's switch
 turns it to English; a checkpoint placed in a Hugging Face cache folder (the app started with HF_HUB_CACHE naming
-it) shows up in the Train tab's Import section and imports in one click.
+it) shows up in the Train tab's Import section and imports in one click. On a lab home with four tiny demo-zoo runs
+(GPT, GPT-2, BERT, T5), Compare's first click (the runs it picks, its default prompt, Auto) answers in four columns; a bad input then shows its message and leaves those
+columns as they were, with no "Error" badge; and a tab that is not shown makes no requests (its timers are off).
 
 It skips only when Debian's chromium / chromedriver are not installed (.ci/run installs them), and says so.
 """
@@ -232,3 +234,117 @@ def test_a_checkpoint_in_the_hugging_face_cache_imports_in_one_click(served_app,
     assert run_id in browser.find_element("css selector", "#train-runs").text
     time.sleep(1.0)
     browser.save_screenshot(str(ARTIFACTS / "browser-import-from-cache.png"))
+
+
+ZOO_FAMILIES = ("gpt", "gpt2", "bert", "t5")  # what Compare picks from the demo zoo, in the zoo's order
+
+
+def _serve(home: Path):
+    port = free_port()
+    env = dict(os.environ, PRETRAINING_LAB_HOME=str(home))
+    process = subprocess.Popen([sys.executable, "app.py", "--port", str(port)], cwd=REPO, env=env,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}/"
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        if process.poll() is not None:
+            pytest.fail(f"python app.py exited early:\n{process.stdout.read().decode(errors='replace')}")
+        try:
+            if httpx.get(url, timeout=2).status_code == 200:
+                return process, url
+        except httpx.HTTPError:
+            time.sleep(0.5)
+    process.kill()
+    pytest.fail("python app.py did not start serving within 120 s")
+
+
+@pytest.fixture(scope="module")
+def zoo_app(tmp_path_factory):
+    """The app on a lab home holding four finished demo-zoo runs (30 tiny steps each, tagged `--zoo tiny` as the demo
+    zoo tags its runs), trained in parallel by the CLI."""
+    home = tmp_path_factory.mktemp("browser-zoo-home")
+    processes = []
+    for family in ZOO_FAMILIES:
+        command = [sys.executable, "-m", "lab_models", "train", "--family", family, "--steps", "30", "--device", "cpu",
+                   "--zoo", "tiny", "--home", str(home), "--out", str(home / "runs" / f"zoo-tiny-{family}-browser")]
+        processes.append(subprocess.Popen(command, cwd=REPO, env={**os.environ, "OMP_NUM_THREADS": "1"},
+                                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT))
+    for family, process in zip(ZOO_FAMILIES, processes):
+        output, _ = process.communicate(timeout=300)
+        assert process.returncode == 0, f"training {family} failed:\n{output.decode(errors='replace')[-2000:]}"
+    process, url = _serve(home)
+    yield url
+    process.terminate()
+    try:
+        process.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        process.kill()
+
+
+def _compare_columns(driver) -> list[dict]:
+    return driver.execute_script(
+        "return Array.from(document.querySelectorAll('#compare-output .cmp-col')).map((c) => "
+        "({state: c.dataset.state, family: c.dataset.family, mode: c.dataset.mode, "
+        "note: (c.querySelector('.cmp-auto-note') || {}).textContent || ''}))")
+
+
+def _wait_until(condition, timeout: float, what: str):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.5)
+    raise AssertionError(f"{what} did not happen within {timeout} s")
+
+
+def test_compares_first_click_answers_in_four_columns_and_a_bad_input_leaves_them(zoo_app, browser):
+    ARTIFACTS.mkdir(exist_ok=True)
+    browser.get(zoo_app)
+    _wait_for_text(browser, "compute device", 60)
+    _click_button(browser, "Compare")
+    # the picker takes the zoo's finished runs by itself (its timer ticks while the tab is shown)
+    picked = _wait_until(lambda: [chip.text for chip in browser.find_elements(
+        "css selector", "#compare-runs .token")] if len(browser.find_elements(
+            "css selector", "#compare-runs .token")) == 4 else None, 40, "Compare picking the zoo's four runs")
+    assert all("zoo-tiny-" in chip for chip in picked), picked
+    assert browser.find_element("css selector", "#compare-prompt textarea").get_attribute("value")
+    _click_button(browser, "Generate")
+    columns = _wait_until(lambda: _compare_columns(browser) if len(_compare_columns(browser)) == 4 else None, 90,
+                          "four Compare columns")
+    assert [c["family"] for c in columns] == list(ZOO_FAMILIES)
+    assert [c["state"] for c in columns] == ["ok"] * 4, columns  # every family answers the default prompt
+    assert [c["mode"] for c in columns] == ["continue", "continue", "mask_predict", "infill"]
+    assert [bool(c["note"]) for c in columns] == [False, False, True, True]  # BERT and T5: "a blank was added"
+    assert "BERT fills blanks" in columns[2]["note"]
+    browser.save_screenshot(str(ARTIFACTS / "browser-compare-four-columns.png"))
+
+    # a bad input: the toast says what to do; the four answers stay, with no "Error" badge on the outputs
+    prompt = browser.find_element("css selector", "#compare-prompt textarea")
+    browser.execute_script("arguments[0].value = ''; arguments[0].dispatchEvent(new Event('input', {bubbles: true}))",
+                           prompt)
+    time.sleep(1.0)
+    _click_button(browser, "Generate")
+    _wait_for_text(browser, "Type a prompt first", 30)
+    time.sleep(2.0)  # the failure's follow-up step has run by now
+    assert [c["state"] for c in _compare_columns(browser)] == ["ok"] * 4
+    badges = [element for element in browser.find_elements("css selector", "span.error:not(.toast-title)")
+              if element.is_displayed() and element.text.strip() == "Error"]
+    assert not badges  # Gradio's red badge on each output of a failed event
+    browser.save_screenshot(str(ARTIFACTS / "browser-compare-bad-input.png"))
+
+    # a tab that is not shown costs nothing: on the Tokenizer Lab (no live view) the page sends no request
+    _click_button(browser, "Tokenizer Lab")
+    time.sleep(6.0)  # a tick already on its way when the tab was left (Compare's timer: every 5 s) has been sent
+    browser.execute_script(
+        "window.labRequests = []; const original = window.fetch;"
+        "window.fetch = (url, init) => { const name = String(url && url.url || url);"
+        "  if (name.includes('/run/predict') || name.includes('/queue/join')) {"
+        "    let fn = null; try { fn = JSON.parse(init.body).fn_index; } catch (error) { fn = null; }"
+        "    window.labRequests.push(fn); }"
+        "  return original(url, init); };")
+    time.sleep(8.0)  # longer than any timer's interval on the other tabs (2 to 5 s)
+    requests = browser.execute_script("return window.labRequests")
+    names = {dependency["id"]: dependency["api_name"]
+             for dependency in httpx.get(zoo_app + "config", timeout=30).json()["dependencies"]}
+    assert not requests, [names.get(fn) for fn in requests]

@@ -191,15 +191,40 @@ def test_auto_mode_gives_one_labelled_column_per_run(client, trained_runs):
     page, details = generate(client, ids, "the cat [MASK] a red ball .")
     assert [(c["run"], c["family"]) for c in columns(page)] == list(zip(ids, E2E_FAMILIES))
     assert [d["run_id"] for d in details] == ids
-    # GPT's default mode (continue) refuses a prompt with a blank: its own column says so, the others still answer
+    # Auto gives every family a task it can do with this prompt: GPT (it only continues) continues the text before
+    # the blank and its column says so; the others fill the blank with their first blank-filling mode
     gpt, *others = details
-    assert "blank" in gpt["error"] and columns(page)[0]["state"] == "error"
+    assert gpt["supported"] and gpt["mode"] == "continue" and gpt["prompt"] == "the cat"
+    assert gpt["text"].startswith("the cat") and "continues the text before the first blank" in gpt["note"]
+    assert [c["state"] for c in columns(page)] == ["ok"] * len(ids) and page.count("cmp-auto-note") == 1
     for family, detail in zip(E2E_FAMILIES[1:], others):
         assert detail["supported"] and detail["title"] == api.family(family).title and detail["step"] == 30
-        assert detail["mode"] == api.generation_modes(family)[0]  # auto = the family's default mode
+        assert detail["mode"] == next(mode for mode in api.generation_modes(family)
+                                      if mode in ("infill", "mask_predict"))
+        assert detail["note"] == "" and detail["prompt"] == "the cat [MASK] a red ball ."
         assert detail["val_bits_per_byte"] > 0 and f"{detail['val_bits_per_byte']:.3f}" in page
         assert len(detail["tokens"]) == len(detail["probs"]) > 0
-    assert page.count("step 30") == 3 and "cmp-legend" in page and page.count('class="cmp-tok ') >= 2
+    assert page.count("step 30") == len(ids) and "cmp-legend" in page and page.count('class="cmp-tok ') >= 3
+
+
+def test_auto_mode_answers_a_prompt_without_a_blank_in_every_column(client, trained_runs):
+    """The first comparison a new user makes (the tab's default prompt, Auto): every family answers. The ones that
+    only fill blanks get the prompt with a blank at its end, and their column says what was added."""
+    ids = [trained_runs[family] for family in E2E_FAMILIES]
+    page, details = generate(client, ids, "the beautiful horse wants")
+    assert [c["state"] for c in columns(page)] == ["ok"] * len(ids)
+    for family, detail in zip(E2E_FAMILIES, details):
+        modes = api.generation_modes(family)
+        assert detail["supported"] and len(detail["tokens"]) == len(detail["probs"]) > 0
+        if "continue" in modes:
+            assert detail["mode"] == "continue" and detail["note"] == ""
+            assert detail["prompt"] == "the beautiful horse wants"
+        else:
+            assert detail["mode"] == modes[0] and detail["prompt"] == "the beautiful horse wants ___"
+            assert f"{api.family(family).title} fills blanks" in detail["note"]
+            # never an empty blank without a word of why
+            assert detail["new_text"].strip() or "is empty" in detail["explanation"]
+    assert page.count("cmp-auto-note") == sum("continue" not in api.generation_modes(f) for f in E2E_FAMILIES)
 
 
 def test_continuation_shades_every_produced_token(client, trained_runs):

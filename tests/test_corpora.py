@@ -542,3 +542,16 @@ def test_the_corpora_tab_describes_every_built_in_corpus_in_both_languages():
     for name, description in api.BUILTIN_CORPORA.items():
         assert f"- **{name}**: {description}" in english("corpora.intro")
         assert f"- **{name}**：" in translations()["zh"]["corpora"]["intro"]
+
+
+def test_the_corpus_cards_sample_reads_as_written(tmp_path):
+    """Markdown does not eat a sample's punctuation (the stdlib docs' `__debug__` was drawn as a bold "debug")."""
+    from app.corpora.tab import CorporaView, verbatim
+
+    assert verbatim("if __debug__: x = [1] * 2") == "if \\_\\_debug\\_\\_: x = \\[1\\] \\* 2"
+    upload = tmp_path / "code.txt"
+    upload.write_text("\n\n".join(f"line {i}: if __debug__ then *stars*." for i in range(40)), encoding="utf-8")
+    view = CorporaView(tmp_path)
+    view.import_file(str(upload), "code-notes", None)
+    _, sample = view.card("code-notes")
+    assert "> line 0: if \\_\\_debug\\_\\_ then \\*stars\\*\\." in sample

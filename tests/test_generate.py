@@ -163,7 +163,7 @@ def test_api_exports_the_generation_interface():
     assert api.GENERATION_MODES == ("continue", "infill", "mask_predict", "translate")
     fields = list(Generation.__dataclass_fields__)
     assert fields == ["run_id", "family", "mode", "supported", "explanation", "prompt", "text", "new_text", "tokens",
-                      "probs", "seconds", "ms_per_token", "step"]
+                      "probs", "seconds", "ms_per_token", "step", "note"]
 
 
 # ----------------------------------------------------------------------------- greedy = the training forward pass
@@ -248,7 +248,9 @@ def test_glm_t5_mass_unilm_infill_read_the_blank_as_their_batch_builders_write_i
             batch = collate([example], pad_id=v.pad_id)
             with torch.inference_mode():
                 logits = run.model.target_logits(batch)  # (N, V), rows in target order
-            assert chosen[k] == best_allowed(logits[row], run, *ends[family]), (family, k)
+            # T5 and GLM never end a span before its first token (a training span is never empty)
+            may_end = ends[family] if k > 0 or family in ("mass", "unilm") else ()
+            assert chosen[k] == best_allowed(logits[row], run, *may_end), (family, k)
 
 
 def test_decoders_feed_what_the_batch_builders_write_for_any_history(run_dirs):
@@ -400,6 +402,78 @@ def test_infill_keeps_the_text_around_the_blank(run_dirs):
     mass_fill = api.generate(run_dirs["mass"], BLANKED, mode="infill", blank_length=2)
     assert len(mass_fill.tokens) <= 2 and ("blank_length" in mass_fill.explanation
                                            or "stopped at [EOS]" in mass_fill.explanation)
+
+
+def test_t5_and_glm_never_end_a_span_before_its_first_token(run_dirs):
+    """Training spans are never empty, so the span's end (T5: the next sentinel or [EOS]; GLM: [E]) is not allowed as
+    its first token; each blank of the output holds at least one token (issue 25: T5 filled a blank with nothing)."""
+    from lab_models.inference.generation.decoders import GLMInfillDecoder, T5InfillDecoder
+    t5_run, glm_run = load_run(run_dirs["t5"]), load_run(run_dirs["glm"])
+    t5_decoder = T5InfillDecoder.__new__(T5InfillDecoder)
+    t5_decoder.ctx, t5_decoder.sentinels, t5_decoder.n_blanks = (DecodingContext(t5_run),
+                                                                 tuple(t5_run.vocab.sentinel_ids), 2)
+    sentinel_1, a = t5_run.vocab.sentinel_ids[1], t5_run.vocab.random_ids[0]
+    assert t5_decoder.allowed_specials([]) == [] and t5_decoder.allowed_specials([a, sentinel_1]) == []
+    assert t5_decoder.allowed_specials([a]) == [t5_run.vocab.eos_id, sentinel_1]
+    glm_decoder = GLMInfillDecoder.__new__(GLMInfillDecoder)
+    glm_decoder.ctx, glm_decoder.n_blanks = DecodingContext(glm_run), 2
+    end = glm_run.vocab.end_id
+    assert glm_decoder.allowed_specials([]) == [] and glm_decoder.allowed_specials([a, end]) == []
+    assert glm_decoder.allowed_specials([a]) == [end]
+    for family, run in (("t5", t5_run), ("glm", glm_run)):
+        starts = set(run.vocab.sentinel_ids) if family == "t5" else {run.vocab.end_id}  # what precedes a span
+        ends = {run.vocab.eos_id, *run.vocab.sentinel_ids} if family == "t5" else {run.vocab.end_id}
+        for prompt in (BLANKED, "the girl ___ a red ___ in the kitchen .", "the beautiful horse wants ___"):
+            g, chosen = gen._generate(run_dirs[family], prompt, mode="infill", max_new_tokens=12, strategy="greedy",
+                                      temperature=1.0, top_k=0, top_p=1.0, beam_size=1, seed=0, iterations=10,
+                                      blank_length=None, use_cache=True)
+            firsts = [token for before, token in zip([None] + chosen, chosen) if before is None or before in starts]
+            assert firsts and not ends & set(firsts), (family, prompt, chosen)
+            assert "span" in g.explanation and "at least one token" in g.explanation
+            # a blank may still read empty (only whitespace, or the limit ran out first), but never without a why
+            fills = g.new_text.split(" | ") if prompt.count("___") > 1 else [g.new_text]
+            for index in range(1, prompt.count("___") + 1):
+                fill = fills[index - 1] if index <= len(fills) else ""
+                assert fill.strip() or f"blank {index} is empty" in g.explanation, (family, prompt, g.explanation)
+
+
+def test_auto_mode_gives_each_family_a_task_it_can_do_with_the_prompt(run_dirs):
+    tasks = {family: api.auto_task(family, "the girl eats") for family in ALL_FAMILIES + ("elmo", "cove", "cvt")}
+    continuing = {"gpt", "gpt2", "unilm", "xlnet", "glm", "elmo"}
+    for family, task in tasks.items():
+        if family in continuing:
+            assert (task.mode, task.prompt, task.note) == ("continue", "the girl eats", ""), family
+    for family in ("bert", "roberta", "albert", "spanbert", "electra", "mpnet"):
+        assert (tasks[family].mode, tasks[family].prompt) == ("mask_predict", "the girl eats ___")
+        assert tasks[family].note == (f"{api.family(family).title} fills blanks and does not continue a text, so a "
+                                      "blank (___) was added at the end of the prompt")
+    assert (tasks["t5"].mode, tasks["t5"].prompt) == ("infill", "the girl eats ___") == \
+        (tasks["mass"].mode, tasks["mass"].prompt)
+    assert (tasks["cove"].mode, tasks["cove"].prompt, tasks["cove"].note) == ("translate", "the girl eats", "")
+    assert tasks["cvt"].mode is None  # a tagger: generate says why
+    blanked = {family: api.auto_task(family, BLANKED) for family in ("gpt", "bert", "t5", "glm", "xlnet", "unilm")}
+    assert (blanked["gpt"].mode, blanked["gpt"].prompt) == ("continue", "the girl")
+    assert "continues the text before the first blank" in blanked["gpt"].note
+    assert [blanked[f].mode for f in ("bert", "t5", "glm", "xlnet", "unilm")] == \
+        ["mask_predict", "infill", "infill", "mask_predict", "infill"]
+    assert all(blanked[f].prompt == BLANKED and not blanked[f].note for f in ("bert", "t5", "glm", "xlnet"))
+    assert api.auto_task("gpt", "___ the girl").prompt == "the girl"  # nothing before the blank: the rest
+    with pytest.raises(ValueError, match="prompt is empty"):
+        api.auto_task("bert", "  ")
+    with pytest.raises(ValueError):
+        api.auto_task("nope", "the girl")
+
+
+def test_generate_in_auto_mode_answers_for_every_family_and_says_what_it_added(run_dirs):
+    for family in ("gpt", "bert", "t5", "glm", "xlnet", "mass"):
+        g = api.generate(run_dirs[family], "the girl eats", mode="auto", max_new_tokens=6)
+        task = api.auto_task(family, "the girl eats")
+        assert g.supported and g.mode == task.mode and g.prompt == task.prompt and g.note == task.note, family
+        assert g.tokens and (g.new_text.strip() or "is empty" in g.explanation), family
+        assert g.text.startswith("the girl eats"), (family, g.text)
+    # the families that only fill blanks had one added: BERT's three mask-predict slots, T5's span
+    assert api.generate(run_dirs["bert"], "the girl eats", mode="auto").note.startswith("BERT fills blanks")
+    assert len(api.generate(run_dirs["bert"], "the girl eats", mode="auto").tokens) == 3
 
 
 def test_t5_and_glm_fill_several_blanks(run_dirs):

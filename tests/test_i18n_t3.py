@@ -227,9 +227,9 @@ def test_the_leaderboard_writes_chinese_headers_notes_status_and_figure():
     english_notes = leaderboard_figures.notes_markdown(frame)
     assert english_notes.splitlines()[:2] == [
         "**Why some scores are missing**",
-        "- fill-mask, **gpt-a**: GPT reads left to right only and cannot fill a [MASK]; use a BERT-style run (or "
+        "- (1) fill-mask, **gpt-a**: GPT reads left to right only and cannot fill a [MASK]; use a BERT-style run (or "
         "generate with mode='continue')."]
-    assert "- bits per byte, **cvt-a**: no validation bits per byte" in english_notes
+    assert "- (4) bits per byte, **cvt-a**: no validation bits per byte" in english_notes
     assert leaderboard_tab.status_markdown(frame, "synthetic").startswith(
         "**3 runs** on **synthetic** · 1 evaluated now (1.2 s), 2 from the cache · fill-mask and infill: up to 64")
     assert list(leaderboard_figures.display_table(frame).columns)[-4:] == ["val bits/byte ↓", "fill-mask acc ↑",
@@ -241,21 +241,22 @@ def test_the_leaderboard_writes_chinese_headers_notes_status_and_figure():
         figure = leaderboard_figures.leaderboard_figure(frame)
         empty = leaderboard_figures.leaderboard_figure(frame.iloc[0:0])
         zoo = leaderboard_tab.zoo_choices([{"name": "tiny", "runs": 17, "finished": 5}])
-    assert list(table.columns) == ["运行", "模型家族", "预设", "语料库", "步数", "训练 token 数", "参数量",
-                                   "验证 bits/byte ↓", "fill-mask 准确率 ↑", "infill 完全匹配 ↑", "topic 准确率 ↑"]
-    assert list(table["运行"]) == ["gpt-a", "bert-a", "cvt-a"]  # data stays as it is
+    assert list(table.columns) == ["运行", "模型家族", "比特/字节所基于的预测", "预设", "语料库", "步数", "训练 token 数",
+                                   "参数量", "验证 bits/byte ↓", "fill-mask 准确率 ↑", "infill 完全匹配 ↑",
+                                   "topic 准确率 ↑"]
+    assert list(table["运行"]) == ["gpt-a", "bert-a", "cvt-a", "平凡基线"]  # data stays as it is; then the baselines
     lines = notes.splitlines()
     assert lines[0] == "**为什么有些得分缺失**"
-    assert lines[1] == ("- fill-mask，**gpt-a**：GPT 只从左到右读，无法填充 [MASK]；请使用 BERT 式的运行"
+    assert lines[1] == ("- (1) fill-mask，**gpt-a**：GPT 只从左到右读，无法填充 [MASK]；请使用 BERT 式的运行"
                         "（或用 mode='continue' 生成）。")
-    assert "- 每字节比特，**cvt-a**：没有验证集每字节比特" in notes
+    assert "- (4) 每字节比特，**cvt-a**：没有验证集每字节比特" in notes
     assert not any(line.split("：", 1)[-1].startswith(UNTRANSLATED) for line in lines)  # every reason has its Chinese
     assert status.startswith("**synthetic** 上的 **3 个运行** · 1 个刚刚评估（1.2 s），2 个来自缓存 · ")
     titles = [annotation.text for annotation in figure.layout.annotations]
-    assert titles == ["验证集每字节比特<br>（越低越好）", "fill-mask 准确率<br>（越高越好）",
+    assert titles == ["验证集每字节比特（越低越好）<br>只在同一组内比较：各目标预测的词元不同", "fill-mask 准确率<br>（越高越好）",
                       "infill 完全匹配<br>（越高越好）", "topic 准确率<br>（越高越好）"]
     assert figure.layout.legend.title.text == "模型家族"
-    assert "无" in [text for trace in figure.data if trace.type == "scatter" for text in trace.text]
+    assert "无 (1)" in [text for trace in figure.data if trace.type == "scatter" for text in trace.text]
     assert HAN.search(empty.layout.annotations[0].text)
     assert zoo == [("tiny（17 个运行中已完成 5 个）", "tiny")]
 

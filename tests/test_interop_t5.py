@@ -283,9 +283,13 @@ def test_a_saved_t5_folder_imports_with_its_own_special_tokens_and_parity(folder
 
 def _allowed_after(sentinels: list[int], eos: int, ordinary: list[int], forced: int):
     """transformers' prefix_allowed_tokens_fn for the lab's T5 infill rule: ordinary tokens, </s>, and the sentinel
-    after the spans written so far (the decoder input's first `forced` ids are the start and <extra_id_0>)."""
+    after the spans written so far, but only ordinary tokens right after a sentinel (a span is never empty; the
+    decoder input's first `forced` ids are the start and <extra_id_0>)."""
     def allowed(_, decoder_ids):
-        done = sum(1 for t in decoder_ids[forced - 1:].tolist() if t in sentinels)
+        written = decoder_ids[forced - 1:].tolist()
+        if written and written[-1] in sentinels:
+            return ordinary
+        done = sum(1 for t in written if t in sentinels)
         return ordinary + [eos] + ([sentinels[done]] if done < len(sentinels) else [])
     return allowed
 

@@ -35,9 +35,10 @@ EXAMPLES = 12  # held-out sentences per metric in these tests: enough to score, 
 OTHER_CORPUS_TEXT = ("The river runs past the old mill. A heron waits in the reeds.\n\n"
                      "Children fold paper boats at dawn. The boats drift toward the bridge.\n\n"
                      "Rain falls on the tin roof all night. In the morning the garden shines.\n")
-BASE_COLUMNS = ["run_id", "family", "preset", "corpus", "steps", "training_tokens", "parameters",
+BASE_COLUMNS = ["run_id", "family", "predicts", "preset", "corpus", "steps", "training_tokens", "parameters",
                 "val_bits_per_byte", "fill_mask_accuracy", "fill_mask_examples", "infill_exact_match",
                 "infill_examples"]
+BASELINES = ["baseline_val_bits_per_byte", "baseline_fill_mask_accuracy", "baseline_infill_exact_match"]
 
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
@@ -102,7 +103,8 @@ def test_examples_are_deterministic_and_seeded():
 
 # ------------------------------------------------------------------------------------------------ the table
 def test_columns_and_one_row_per_run_of_the_corpus(table, board):
-    assert list(table.columns) == BASE_COLUMNS + ["accuracy_topic", "fill_mask_note", "infill_note"]
+    assert list(table.columns) == BASE_COLUMNS + ["accuracy_topic", "fill_mask_note", "infill_note", *BASELINES,
+                                                  "baseline_accuracy_topic"]
     assert sorted(table["run_id"]) == sorted(board["ids"].values())  # the other corpus's run is not here
     assert set(table["corpus"]) == {"synthetic"}
     bits = list(table["val_bits_per_byte"])
@@ -137,6 +139,39 @@ def test_scores_are_in_range_or_nan_with_a_reason(table, board):
     # fractions of EXAMPLES: hits / scored
     for value in (bert["fill_mask_accuracy"], t5["fill_mask_accuracy"], t5["infill_exact_match"]):
         assert (value * EXAMPLES) == pytest.approx(round(value * EXAMPLES))
+
+
+def test_each_score_has_its_trivial_baseline(table, board):
+    """The most frequent token (fill-mask) or word (infill) of the training text, a unigram model of the run's tokens
+    (bits per byte), the majority class (a fine-tuning task): what a run must beat to have learned anything."""
+    for family in ("gpt", "bert", "t5"):
+        row = row_of(table, board["ids"][family])
+        assert 0 <= row["baseline_fill_mask_accuracy"] <= 1 and 0 <= row["baseline_infill_exact_match"] <= 1
+        assert 1.0 < row["baseline_val_bits_per_byte"] < 8.0  # a unigram model of English: a few bits per byte
+        assert (row["baseline_fill_mask_accuracy"] * EXAMPLES) == pytest.approx(
+            round(row["baseline_fill_mask_accuracy"] * EXAMPLES))  # a fraction of the same slots
+        assert row["predicts"] == {"gpt": "next_token", "bert": "masked_tokens", "t5": "spans"}[family]
+    # the infill baseline does not depend on the run (the same spans, the same most frequent word)
+    assert table["baseline_infill_exact_match"].nunique() == 1
+    assert 0 < table["baseline_accuracy_topic"].iloc[0] < 1 and table["baseline_accuracy_topic"].nunique() == 1
+
+
+def test_trivial_baselines_on_a_known_text(board):
+    from lab_models.inference.leaderboard import HeldOutExamples, trivial_baselines
+
+    run = load_run(board["home"] / "runs" / board["ids"]["bert"])  # its WordPiece tokenizer; the model is not used
+    examples = HeldOutExamples(fill_mask=(("the cat sees the dog .", 0.0), ("a cat sees the dog .", 0.0)),
+                               infill=(("a cat sees the dog", 3, 1), ("a cat sees the dog", 1, 1)),
+                               reference=("the the the cat .",), validation=("the cat .",))
+    baselines = trivial_baselines(run, examples)
+    # the most frequent token and word are "the": the first slot of sentence one is "the" (a hit), of two "a"
+    assert baselines["baseline_fill_mask_accuracy"] == 0.5
+    assert baselines["baseline_infill_exact_match"] == 0.5  # the spans are "the" (a hit) and "cat"
+    counts = {"the": 3, "cat": 1, ".": 1}  # the reference's tokens, add-one smoothed over the vocabulary
+    total, size = sum(counts.values()), run.vocab.size
+    bits = sum(-math.log2((counts[token] + 1) / (total + size)) for token in ("the", "cat", "."))
+    assert baselines["baseline_val_bits_per_byte"] == pytest.approx(bits / len("the cat ."))
+    assert all(math.isnan(value) for value in trivial_baselines(run, HeldOutExamples((), ())).values())
 
 
 def test_classification_is_the_best_finished_finetuning(table, board):
@@ -235,7 +270,7 @@ def test_bad_settings_are_clear_errors(board):
     with pytest.raises(ValueError, match="corpus must be a corpus name"):
         api.leaderboard(board["home"], corpus=3)
     empty = api.leaderboard(board["home"] / "no-runs-here")
-    assert len(empty) == 0 and list(empty.columns) == BASE_COLUMNS + ["fill_mask_note", "infill_note"]
+    assert len(empty) == 0 and list(empty.columns) == BASE_COLUMNS + ["fill_mask_note", "infill_note", *BASELINES]
 
 
 def test_csv_export_round_trips(table, tmp_path):
@@ -251,25 +286,32 @@ def test_csv_export_round_trips(table, tmp_path):
 
 def test_display_table_and_figure(table):
     shown = display_table(table)
-    assert list(shown.columns) == ["run", "family", "preset", "corpus", "steps", "training tokens", "parameters",
-                                   "val bits/byte ↓", "fill-mask acc ↑", "infill EM ↑", "topic acc ↑"]
+    assert list(shown.columns) == ["run", "family", "its bits per byte are on", "preset", "corpus", "steps",
+                                   "training tokens", "parameters", "val bits/byte ↓", "fill-mask acc ↑", "infill EM ↑",
+                                   "topic acc ↑"]
     gpt = shown[shown["family"] == "gpt"].iloc[0]
-    assert gpt["fill-mask acc ↑"] == "—" and gpt["training tokens"] == "30,720"
+    assert gpt["fill-mask acc ↑"] == "— (1)" and gpt["training tokens"] == "30,720"  # (1): its reason's number
+    assert gpt["its bits per byte are on"] == "next token"
+    assert shown.iloc[-1]["run"] == "trivial baseline"  # the last row: each score's trivial baseline
     assert gpt["val bits/byte ↓"] == f"{table[table['family'] == 'gpt']['val_bits_per_byte'].iloc[0]:.3f}"
     notes = notes_markdown(table).splitlines()
-    assert notes[0] == "**Why some scores are missing**" and len(notes) == 4  # GPT's two reasons, BERT's infill
-    assert any(line.startswith("- fill-mask, **gpt-tiny-compare-tab**: GPT reads left to right") for line in notes)
-    assert any(line.startswith("- infill, **bert-tiny-compare-tab**: BERT") for line in notes)
+    # GPT's two reasons, BERT's infill, and GPT's and T5's topic accuracy (not fine-tuned on it)
+    assert notes[0] == "**Why some scores are missing**" and len(notes) == 5
+    assert notes[4] == ("- (4) topic accuracy, **gpt-tiny-compare-tab**, **t5-tiny-compare-tab**: not fine-tuned on "
+                        "topic yet (Understand tab, Fine-tune).")
+    assert any(line.startswith("- (1) fill-mask, **gpt-tiny-compare-tab**: GPT reads left to right") for line in notes)
+    assert any(line.startswith("- (3) infill, **bert-tiny-compare-tab**: BERT") for line in notes)
     figure = leaderboard_figure(table)
     titles = [annotation.text for annotation in figure.layout.annotations]
-    assert titles[0] == "validation bits per byte<br>(lower is better)" and len(titles) == 4
+    assert titles[0] == ("validation bits per byte (lower is better)<br>compare within a group: each objective "
+                         "predicts other tokens") and len(titles) == 4
     assert "topic accuracy" in titles[3]
     bars = [trace for trace in figure.data if trace.type == "bar"]
     assert {trace.name for trace in bars} == set(E2E_FAMILIES)
     gpt_bits = next(trace for trace in bars if trace.name == "gpt" and trace.xaxis == "x")
     assert list(gpt_bits.x) == [pytest.approx(table[table["family"] == "gpt"]["val_bits_per_byte"].iloc[0])]
-    missing = [trace for trace in figure.data if trace.type == "scatter"]
-    assert missing and all(set(trace.text) == {"n/a"} for trace in missing)
+    missing = [trace for trace in figure.data if trace.type == "scatter" and trace.mode == "text"]
+    assert missing and all(text.startswith("n/a (") for trace in missing for text in trace.text)
 
 
 # ------------------------------------------------------------------------------------------------ through the app
@@ -316,7 +358,7 @@ def test_a_missing_bits_per_byte_is_explained_under_the_table():
     frame = pd.DataFrame({"run_id": ["tagger", "lm"], "val_bits_per_byte": [float("nan"), 1.9],
                           "fill_mask_note": ["", ""], "infill_note": ["", ""]})
     notes = notes_markdown(frame)
-    assert "- bits per byte, **tagger**: no validation bits per byte" in notes and "**lm**" not in notes
+    assert "- (1) bits per byte, **tagger**: no validation bits per byte" in notes and "**lm**" not in notes
 
 
 def test_a_note_that_names_a_token_shows_it_as_text():
@@ -325,5 +367,5 @@ def test_a_note_that_names_a_token_shows_it_as_text():
 
     frame = pd.DataFrame({"run_id": ["t5"], "val_bits_per_byte": [1.0], "fill_mask_note": [""],
                           "infill_note": ["the decoder starts <pad> <extra_id_0> and stops at </s>"]})
-    assert "- infill, **t5**: the decoder starts &lt;pad&gt; &lt;extra_id_0&gt; and stops at &lt;/s&gt;" in \
+    assert "- (1) infill, **t5**: the decoder starts &lt;pad&gt; &lt;extra_id_0&gt; and stops at &lt;/s&gt;" in \
         notes_markdown(frame)

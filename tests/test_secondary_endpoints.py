@@ -1,7 +1,7 @@
 """The endpoints that other test modules reach only through their twins: the Enter-key (`_on_submit`) and
 tab-opening (`_on_select`) copies of the Compare and Understand events, the decoding-controls toggle, the chained
-leaderboard refresh after a fine-tuning starts, and the Train tab's learning-rate plot (`/show_schedule`,
-`/refresh_schedule`). Each is driven through `gradio_client` against the tiny runs tests/test_probes.py trains, and
+leaderboard refresh after a fine-tuning starts, and the Train tab's learning-rate plot (`/show_schedule`, and
+its redrawing by the tab's one live tick, `/refresh_run`). Each is driven through `gradio_client` against the tiny runs tests/test_probes.py trains, and
 each twin must answer exactly as the endpoint it copies."""
 from __future__ import annotations
 
@@ -94,9 +94,10 @@ def test_the_learning_rate_plot_of_a_run(client, runs):
     lines = plot_data(plot)
     assert [line["name"] for line in lines] == ["learning rate"]
     assert len(lines[0]["y"]) == 30 and max(lines[0]["y"]) <= 1e-3  # one point per logged step, at most the peak
-    again = client.predict(runs["gpt"], api_name="/refresh_schedule")
+    # the tab's live tick: (run, compared runs, metric) -> the run's five outputs, then the learning-rate plot, ...
+    again = client.predict(runs["gpt"], [], "loss", api_name="/refresh_run")[5]
     assert again == {"__type__": "update"}  # the session's signature says nothing new: the live tick skips
     fresh = Client(client.src, verbose=False)  # a new page has no signature yet: its first tick draws
-    assert plot_data(fresh.predict(runs["gpt"], api_name="/refresh_schedule")) == lines
+    assert plot_data(fresh.predict(runs["gpt"], [], "loss", api_name="/refresh_run")[5]) == lines
     with pytest.raises(Exception, match="nope-run"):
         client.predict("nope-run", api_name="/show_schedule")

@@ -44,6 +44,9 @@ def read_rows(run_dir: Path) -> list[dict]:
     (["--family", "bert", "--out", "R", "--set", "nope=1"], "unknown setting 'nope'"),
     (["--family", "gpt", "--out", "R", "--corpus", "/no/such/corpus"], "unknown corpus"),
     (["--family", "gpt", "--out", "R", "--vocab-size", "0"], "--vocab-size must be at least 1"),
+    (["--family", "gpt", "--out", "R", "--steps", "999999999999"], "--steps must be at most 10,000,000"),
+    (["--family", "gpt", "--out", "R", "--vocab-size", "9999999"], "--vocab-size must be at most 262,144"),
+    (["--family", "gpt", "--out", "R", "--seed", "99999999999"], "--seed must be at most 4,294,967,295"),
     (["--family", "gpt", "--out", "R", "--resume"], "nothing to resume"),
 ])
 def test_bad_arguments_exit_non_zero_with_one_line(tmp_path, capsys, argv, message):

@@ -82,7 +82,9 @@ def test_the_pickers_list_the_runs_with_weights(client, runs, lab_home_dir):
     assert attention["value"] in listed  # the attention picker always has a run
     labels = dict((value, label) for label, value in UnderstandView(lab_home_dir).run_choices())
     assert labels[run_id(runs, "t5")] == f"{run_id(runs, 't5')} · t5 · step 30"
-    assert run_label({"run_id": "r", "family": "gpt", "step": 5, "weights_step": 4}) == "r · gpt · step 4"
+    # the weights a probe loads: a checkpoint behind a run still training says so (not read as the run's step)
+    assert run_label({"run_id": "r", "family": "gpt", "step": 5, "weights_step": 4}) == "r · gpt · checkpoint of step 4"
+    assert run_label({"run_id": "r", "family": "gpt", "step": 5, "weights_step": 5}) == "r · gpt · step 5"
 
 
 def test_similarity_endpoint_draws_one_line_per_run(client, runs):

@@ -1,7 +1,7 @@
 """HTML for the Compare tab: one column per run, its produced tokens shaded by probability.
 
 Presentation only. Every column is drawn from an `api.Generation` (run_id, family, mode, supported, explanation,
-prompt, text, new_text, tokens, probs, seconds, ms_per_token, step) and a few facts about its run (the family's title,
+prompt, text, new_text, tokens, probs, seconds, ms_per_token, step, note: what Auto mode did to the prompt) and a few facts about its run (the family's title,
 the latest validation bits per byte). Nothing here decodes anything; the shading classes `cmp-p0` ... `cmp-p9` are
 styled in assets/lab.css.
 
@@ -10,6 +10,7 @@ A column looks like this (classes in brackets):
     [cmp-head]   GPT                                   continuation
                  gpt-tiny-20260101-120000-ab12
                  step 300 · val 1.588 bits/byte
+    [cmp-auto-note] BERT fills blanks ..., so a blank (___) was added   <- Auto mode only, when it changed the prompt
     [cmp-text]   the small cat sees a| red ball .       <- the prompt muted, the produced tokens shaded in place
     [cmp-foot]   4 tokens · 3.1 ms/token · greedy: the most likely token at each step
 
@@ -249,6 +250,9 @@ def generation_column_html(generation, *, title: str, val_bits_per_byte=None) ->
     attributes = (f'data-run="{html.escape(generation.run_id, quote=True)}" '
                   f'data-family="{html.escape(generation.family, quote=True)}" '
                   f'data-mode="{html.escape(generation.mode or "", quote=True)}"')
+    note = getattr(generation, "note", "")
+    if note:  # Auto mode changed the prompt for this family: say what and why, above the answer
+        head += f'<div class="cmp-auto-note">{html.escape(translate_message(note))}</div>'
     if not generation.supported:
         mode = mode_title(generation.mode)
         refusal = (tr("compare.cannot_do", title=title, mode=mode) if mode

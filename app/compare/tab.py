@@ -11,7 +11,9 @@ why in its column; that is never an error. Nothing here is per-family: the modes
 Endpoints (every event has an `api_name`, so `gradio_client` can drive the tab):
 * `/compare_generate`: inputs (run ids, prompt, mode, strategy, temperature, top_k, top_p, beam_size, max_new_tokens,
   seed, iterations, blank_length); returns (the columns as HTML, one dict per run with the raw generation). `mode`
-  "auto" = each run's default mode. temperature / top-k / top-p apply to `sample`, beam size to `beam`; a blank
+  "auto" = a task each run's family can do from the same prompt (`api.auto_task`: a continuation for the causal
+  families, the prompt with a blank at its end for the families that only fill blanks), each column saying what was
+  added; so the first comparison of the demo zoo's GPT, GPT-2, BERT and T5 gives four answers. temperature / top-k / top-p apply to `sample`, beam size to `beam`; a blank
   length of 0 lets the backend choose.
 * `/compare_runs_list` (the Refresh button) and `/compare_runs_on_select` (opening the tab): input the current
   selection; return the run picker with the runs that have weights now.
@@ -176,7 +178,7 @@ class CompareView:
     @staticmethod
     def _mode(mode) -> str | None:
         if mode in (None, "", AUTO):
-            return None
+            return AUTO  # api.generate's "auto": a task each family can do from the prompt (api.auto_task)
         if mode not in api.GENERATION_MODES:
             raise ValueError(f"Unknown mode {mode!r}: choose {AUTO} or one of {', '.join(api.GENERATION_MODES)}.")
         return mode
@@ -239,6 +241,7 @@ class CompareView:
         """The raw generation, as the JSON panel and API clients see it."""
         return {"run_id": generation.run_id, "family": generation.family, "title": facts["title"],
                 "mode": generation.mode, "supported": generation.supported, "explanation": generation.explanation,
+                "note": generation.note, "prompt": generation.prompt,
                 "step": generation.step, "val_bits_per_byte": facts["val_bits_per_byte"], "text": generation.text,
                 "new_text": generation.new_text, "tokens": list(generation.tokens),
                 "probs": [round(float(p), 6) for p in generation.probs], "seconds": generation.seconds,

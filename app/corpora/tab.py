@@ -28,6 +28,18 @@ from app.i18n.messages import backend_text
 # The built-in corpora that app/i18n/locales/*/corpora.json "intro" describes; another built-in corpus makes the page
 # list them all in `api.BUILTIN_CORPORA`'s English instead (tests/test_corpora.py keeps the two in step).
 DESCRIBED_CORPORA = ("stdlib-docs", "synthetic")
+MARKDOWN_PUNCTUATION = set("\\`*_{}[]()<>#+-.!|~")
+
+
+def verbatim(line: str) -> str:
+    """`line` escaped for Markdown, so that a sample reads as it is written (`__debug__` was drawn as a bold "debug").
+
+    >>> verbatim("if __debug__: x = [1]")
+    'if \\\\_\\\\_debug\\\\_\\\\_: x = \\\\[1\\\\]'
+    """
+    return "".join("\\" + char if char in MARKDOWN_PUNCTUATION else char for char in line)
+
+
 SAMPLE_HEADING = marker("corpora.sample")  # "**Sample**" above the corpus card's sample, in the reader's language
 CARD_FIELDS = ("name", "source", "documents", "train_documents", "validation_documents", "lines", "words",
                "characters", "bytes")  # corpora.json "field_<name>"
@@ -131,7 +143,7 @@ class CorporaView:
                               + [tr("corpora.field_language_mix")],
                               tr("corpora.col_value"): ["—" if v is None else f"{v:,}" if isinstance(v, int) else
                                                         str(v) for v in facts.values()] + [mix]})
-        sample = "\n\n".join(f"> {s}" for s in card.get("sample", []))
+        sample = "\n\n".join(f"> {verbatim(s)}" for s in card.get("sample", []))
         note = ""
         if card.get("sampled_bytes") is not None:
             note = "\n\n_" + tr("corpora.sampled_note", size=human_bytes(card["sampled_bytes"])) + "_"
@@ -211,9 +223,10 @@ class CorporaView:
         return gr.update(choices=choices, value=current if current in choices else (choices[0] if choices else None))
 
 
-def build(home, corpus_choices: list[str], *, root=None, tokenize_jobs=None):
+def build(home, corpus_choices: list[str], *, root=None, tokenize_jobs=None, tab=None):
     """Lay out the tab; return (the corpus dropdown, the import and link events, the view) so other tabs can follow
-    new corpora."""
+    new corpora. `tab`: the gr.Tab it sits in, whose opening draws the chosen corpus's card (in the reader's
+    language)."""
     view = CorporaView(home, root, tokenize_jobs)
     gr.Markdown(corpora_intro())
     with gr.Row():
@@ -242,7 +255,9 @@ def build(home, corpus_choices: list[str], *, root=None, tokenize_jobs=None):
                 link = gr.Button(text("corpora.server_link"), variant="primary", elem_id="corpora-server-link")
             server_status = gr.Markdown(elem_id="corpora-server-status")
         with gr.Column(scale=2):
-            card = gr.Dataframe(label=text("corpora.card"), interactive=False)
+            # headed until a card is drawn (Gradio would head an empty table "1 2")
+            card = gr.Dataframe(pd.DataFrame(columns=[tr("corpora.col_field"), tr("corpora.col_value")]),
+                                label=text("corpora.card"), interactive=False)
             sample = gr.Markdown()
             gr.Markdown(text("corpora.tokenize_heading"))
             gr.Markdown(text("corpora.tokenize_intro"))
@@ -262,6 +277,9 @@ def build(home, corpus_choices: list[str], *, root=None, tokenize_jobs=None):
 
     show.click(user_errors(view.card), corpus, [card, sample], api_name="corpus_card")
     corpus.change(user_errors(view.card), corpus, [card, sample], api_name="corpus_card_on_change")
+    if tab is not None:
+        tab.select(user_errors(view.card), corpus, [card, sample], api_name="corpus_card_on_select",
+                   show_progress="hidden")
     upload.change(user_errors(view.inspect), upload, [column, upload_note], api_name="inspect_upload")
     imported = import_button.click(user_errors(view.import_file), [upload, name, column],
                                    [import_status, corpus, card, sample], api_name="import_corpus")

@@ -21,7 +21,7 @@ import gradio as gr
 from lab_models import api
 
 from app.display import tokenizer_kind_choices, tokenizer_title
-from app.errors import readable, user_errors
+from app.errors import CLEARED_ON_ERROR, readable, user_errors
 from app.explorer.figures import anatomy_figure, anatomy_table, stream_density
 from app.i18n.language import current_language, marker, text, tr
 from app.i18n.messages import translate_message
@@ -184,8 +184,10 @@ def build(home) -> None:
         tokenizer = gr.Dropdown([(text("explorer.split_whitespace"), "whitespace"),
                                  (text("explorer.split_characters"), "characters")]
                                 + tokenizer_kind_choices(),
-                                value="whitespace", label=text("explorer.split_with"), scale=1)
-    split_note = gr.Markdown("", elem_id="explorer-split-note")
+                                value="whitespace", label=text("explorer.split_with"), scale=1,
+                                min_width=380)  # its longest choice reads in full, clear of the arrow
+    # the split line describes the sentence typed: emptied when drawing it fails (app/errors.py)
+    split_note = gr.Markdown("", elem_id="explorer-split-note", elem_classes=[CLEARED_ON_ERROR])
     families = gr.CheckboxGroup(names, value=DEFAULT_FAMILIES, label=text("explorer.families"))
     with gr.Accordion(text("explorer.choices"), open=False):
         with gr.Row():
@@ -213,11 +215,15 @@ def build(home) -> None:
     with gr.Row():
         for _ in range(MAX_FAMILIES // 2):
             with gr.Column():
-                slots.append((gr.Markdown(visible=False), gr.Plot(visible=False), gr.Dataframe(visible=False)))
+                # the heading above names the family: no "Plot" label on the heatmap
+                slots.append((gr.Markdown(visible=False), gr.Plot(visible=False, show_label=False),
+                              gr.Dataframe(visible=False)))
     with gr.Row():
         for _ in range(MAX_FAMILIES - MAX_FAMILIES // 2):
             with gr.Column():
-                slots.append((gr.Markdown(visible=False), gr.Plot(visible=False), gr.Dataframe(visible=False)))
+                # the heading above names the family: no "Plot" label on the heatmap
+                slots.append((gr.Markdown(visible=False), gr.Plot(visible=False, show_label=False),
+                              gr.Dataframe(visible=False)))
     outputs = [component for slot in slots for component in slot] + [split_note]
     inputs = [sentence, tokenizer, families, seed, masked, mode, src_len, order, num_predict, spans, shuffle,
               two_stream]

@@ -190,9 +190,12 @@ def reader_examples(examples: gr.Examples):
 STORAGE_KEY = "pretraining-lab-language"
 
 # The browser-side switch. Gradio keeps its locale in its frontend module (the one that exports `changeLocale`); the
-# page has loaded it already, so importing its URL again returns that same instance. A tab's name in the tab bar is
-# redrawn when the tab is shown, so after the change every tab is shown once, then the ones the user was on (one per
-# tab bar, nested ones included).
+# page has loaded it already, so importing its URL again returns that same instance. The built-in Chinese texts load
+# lazily, hence the short wait. A tab's name in a tab bar is redrawn only when the tab itself is updated: the switch
+# is followed by `relabel_tabs_js`, which updates every tab with its own label in the browser (no server call), so no
+# tab has to be shown (the switch used to show every tab once, which ran every tab's select events: 92 s on a loaded
+# page). A tab's server-drawn views are redrawn in the new language when it is opened (its select events) or by
+# its live tick.
 _SET_LANGUAGE = """
 async function setLabLanguage(code) {
   const urls = performance.getEntriesByType("resource").map((entry) => entry.name)
@@ -202,35 +205,20 @@ async function setLabLanguage(code) {
     if (typeof module.changeLocale !== "function") { continue; }
     module.changeLocale(code === "zh" ? "zh-CN" : "en");  // zh-CN: Gradio's own texts have it too
     await new Promise((resolve) => setTimeout(resolve, 400));  // the built-in Chinese texts load lazily
-    const pause = () => new Promise((resolve) => setTimeout(resolve, 60));
-    const allTabs = () => Array.from(document.querySelectorAll("button[role=tab]"));
-    const shownBars = () => Array.from(document.querySelectorAll("[role=tablist]"))
-      .filter((bar) => bar.getClientRects().length > 0);
-    const position = (tab) => Array.from(tab.closest("[role=tablist]").querySelectorAll("button[role=tab]")).indexOf(tab);
-    // where the user is: the selected tab's position in each shown tab bar, the page's first, then the nested ones
-    const path = shownBars().map((bar) => bar.querySelector("button[role=tab][aria-selected=true]"))
-      .filter((tab) => tab).map(position);
-    // show every tab once, the last shown one first: a nested tab bar is drawn only when its tab is shown, and its
-    // buttons come after the page's in the document, so they are shown before the next tab of the page hides them
-    const shown = new Set();
-    for (let guard = 0; guard < 500; guard++) {
-      const next = allTabs().reverse().find((tab) => !shown.has(tab) && tab.getClientRects().length > 0);
-      if (!next) { break; }
-      shown.add(next);
-      next.click();
-      await pause();
-    }
-    // back to where the user was, one tab bar deeper at a time (a nested bar is drawn once its tab is shown)
-    for (let depth = 0; depth < path.length; depth++) {
-      const bar = shownBars()[depth];
-      const tab = bar ? bar.querySelectorAll("button[role=tab]")[path[depth]] : null;
-      if (tab) { tab.click(); await pause(); }
-    }
     return true;
   }
   return false;
 }
 """
+
+
+def relabel_tabs_js(labels: list[str]) -> str:
+    """The browser-only step after a language change: every tab (in the order of the event's outputs) updated with
+    its own label (a translation marker), which makes its tab bar draw the name in the new language."""
+    return """
+() => %s.map((label) => ({"__type__": "update", "label": label}))
+""" % json.dumps(labels, ensure_ascii=False)
+
 
 # The header's switch: set the language now and remember it for the next visit.
 LANGUAGE_SWITCH_JS = """

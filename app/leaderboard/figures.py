@@ -1,8 +1,17 @@
 """The Leaderboard tab's table and figure: `api.leaderboard`'s frame, shown for people.
 
 Presentation only: every number here comes from `lab_models.api.leaderboard` (lab_models/inference/leaderboard.py
-documents the metrics). The display table rounds the scores and writes "—" for a metric a run does not have; the reasons
-are listed under it (`notes_markdown`); the CSV export keeps the frame itself, at full precision.
+documents the metrics and their trivial baselines). The display table rounds the scores and writes "—" for a metric
+a run does not have, with the number of its reason; the reasons are listed under it (`notes_markdown`), and its last
+row holds each score's trivial baseline (the most frequent token or word, a unigram model, the majority class). The
+CSV export keeps the frame itself, at full precision.
+
+The figure: one bar chart per metric, the runs on one shared axis, each bar in its family's colour (the lab's family
+palette, `app.display.family_color`), a black tick at each run's trivial baseline, and "n/a (k)" where a run has no
+score, k the number of its reason under the table. Validation bits per byte is each family's own objective in bits,
+so the runs are grouped by what that objective predicts (the next token, masked tokens, permuted tokens, spans) and
+the chart says to compare within a group: a masked token seen from both sides is easier than the next one, so BERT's
+2.0 and GPT's 0.8 are not one scale.
 
 Headers, titles, legends and notes are written in the reader's language (app/i18n/language.py `tr`); the reasons that
 `lab_models` gives for a missing score go through the message catalogue (app/i18n/messages.py). Run ids, family names,
@@ -17,7 +26,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from app.display import FONT, RUN_COLORS, cjk_empty_figure
+from app.display import FONT, cjk_empty_figure, family_color
 from app.i18n.language import tr
 from app.i18n.messages import translate_message
 
@@ -30,8 +39,11 @@ METRIC_TITLES = {
     "fill_mask_accuracy": ("fill-mask acc ↑", False),
     "infill_exact_match": ("infill EM ↑", False),
 }
-TABLE_KEYS = ("run", "family", "preset", "corpus", "steps", "training_tokens", "parameters")  # "col_<key>"
+TABLE_KEYS = ("run", "family", "predicts", "preset", "corpus", "steps", "training_tokens",
+              "parameters")  # "col_<key>"
 ACCURACY_PREFIX = "accuracy_"
+BASELINE_PREFIX = "baseline_"  # api.leaderboard's baseline_<score> columns
+PREDICTS_ORDER = ("next_token", "masked_tokens", "permuted_tokens", "spans", "translation", "tags", "other")
 BAR_HEIGHT = 30  # pixels per run in the figure
 
 
@@ -76,53 +88,133 @@ def format_count(value) -> str:
 
 
 NO_BITS_NOTE = "no_bits_note"  # leaderboard.json: why a run has no validation bits per byte
+NO_TASK_NOTE = "no_task_note"  # leaderboard.json: why a run has no accuracy on a fine-tuning task
+
+
+def predicts_title(group) -> str:
+    """What a family's validation loss is measured on, in the reader's language ("next token", "masked tokens", ...)."""
+    group = str(group or "other")
+    return tr(f"leaderboard.predicts_{group if group in PREDICTS_ORDER else 'other'}")
+
+
+def ordered(frame: pd.DataFrame) -> pd.DataFrame:
+    """The rows as the page shows them: by corpus, then by what the family's objective predicts (PREDICTS_ORDER),
+    then by validation bits per byte, best first; the table and the figure share this order."""
+    if frame is None or not len(frame) or "corpus" not in frame.columns:
+        return frame
+    frame = frame.copy()
+    rank = {group: index for index, group in enumerate(PREDICTS_ORDER)}
+    predicts = frame["predicts"] if "predicts" in frame.columns else pd.Series(["other"] * len(frame))
+    frame["_group"] = [rank.get(str(group), len(rank)) for group in predicts]
+    keys = [key for key in ("corpus", "_group", "val_bits_per_byte", "run_id") if key in frame.columns]
+    frame = frame.sort_values(keys, na_position="last", kind="stable")
+    return frame.drop(columns="_group").reset_index(drop=True)
+
+
+def _missing_reasons(frame: pd.DataFrame) -> tuple[list[str], dict[tuple[str, str], int]]:
+    """(the distinct reasons, in order, as NO_BITS_NOTE / NO_TASK_NOTE:<task> / the backend's note; and
+    (run id, metric column) -> the reason's number, from 1) for every score a run lacks."""
+    reasons: list[str] = []
+    numbers: dict[tuple[str, str], int] = {}
+
+    def number(reason: str) -> int:
+        if reason not in reasons:
+            reasons.append(reason)
+        return reasons.index(reason) + 1
+
+    for _, row in ordered(frame).iterrows():  # numbered in the order the table and the figure show the runs
+        run = str(row["run_id"])
+        if "val_bits_per_byte" in row and pd.isna(row["val_bits_per_byte"]):
+            numbers[(run, "val_bits_per_byte")] = number(NO_BITS_NOTE)
+        for column, note_column in (("fill_mask_accuracy", "fill_mask_note"), ("infill_exact_match", "infill_note")):
+            note = str(row.get(note_column) or "").strip()
+            if note and note.lower() != "nan":  # why it is missing, or what it was based on (sentences skipped)
+                numbers[(run, column)] = number(note)
+        for column in task_columns(frame):
+            if pd.isna(row[column]):
+                numbers[(run, column)] = number(f"{NO_TASK_NOTE}:{column[len(ACCURACY_PREFIX):]}")
+    return reasons, numbers
+
+
+def _reason_text(reason: str) -> str:
+    if reason == NO_BITS_NOTE:
+        return tr(f"leaderboard.{NO_BITS_NOTE}")
+    if reason.startswith(NO_TASK_NOTE + ":"):
+        return tr(f"leaderboard.{NO_TASK_NOTE}", task=reason.split(":", 1)[1])
+    return translate_message(reason)
 
 
 def notes_markdown(frame: pd.DataFrame) -> str:
-    """Why some scores are missing (or based on fewer sentences), one bullet per reason with the runs it applies
-    to; "" when every run has every score.
+    """Why some scores are missing, one numbered line per reason with the runs and scores it applies to (the numbers
+    the table's and the figure's "n/a (k)" point to); "" when every run has every score.
 
-    >>> print(notes_markdown(pd.DataFrame({"run_id": ["a", "b"], "fill_mask_note": ["GPT reads left to right.", ""],
-    ...                                    "infill_note": ["GPT reads left to right.", ""]})))
+    >>> print(notes_markdown(pd.DataFrame({"run_id": ["a", "b"], "fill_mask_accuracy": [float("nan"), 0.5],
+    ...                                    "fill_mask_note": ["GPT reads left to right.", ""]})))
     **Why some scores are missing**
-    - fill-mask and infill, **a**: GPT reads left to right.
+    - (1) fill-mask, **a**: GPT reads left to right.
     """
-    reasons: dict[str, dict[str, list[str]]] = {}  # reason -> run -> the metrics it explains
-    for _, row in frame.iterrows():
-        if "val_bits_per_byte" in row and pd.isna(row["val_bits_per_byte"]):
-            reasons.setdefault(NO_BITS_NOTE, {}).setdefault(str(row["run_id"]), []).append(tr("leaderboard.note_bits"))
-        for column, key in (("fill_mask_note", "leaderboard.note_fill_mask"), ("infill_note", "leaderboard.note_infill")):
-            note = str(row.get(column) or "").strip()
-            if note and note.lower() != "nan":
-                reasons.setdefault(note, {}).setdefault(str(row["run_id"]), []).append(tr(key))
+    reasons, numbers = _missing_reasons(frame)
     if not reasons:
         return ""
+    labels = {"val_bits_per_byte": tr("leaderboard.note_bits"), "fill_mask_accuracy": tr("leaderboard.note_fill_mask"),
+              "infill_exact_match": tr("leaderboard.note_infill")}
     lines = [tr("leaderboard.notes_heading")]
-    for note, per_run in reasons.items():
-        reason = tr(f"leaderboard.{NO_BITS_NOTE}") if note == NO_BITS_NOTE else translate_message(note)
+    for index, reason in enumerate(reasons, start=1):
+        per_run: dict[str, list[str]] = {}
+        for (run, column), number in numbers.items():
+            if number == index:
+                label = labels.get(column) or tr("leaderboard.note_task", task=column[len(ACCURACY_PREFIX):])
+                per_run.setdefault(run, []).append(label)
         by_metrics: dict[str, list[str]] = {}
-        for run, labels in per_run.items():
-            by_metrics.setdefault(tr("leaderboard.note_and").join(labels), []).append(f"**{run}**")
+        for run, metric_labels in per_run.items():
+            by_metrics.setdefault(tr("leaderboard.note_and").join(metric_labels), []).append(f"**{run}**")
         for metrics, run_names in by_metrics.items():
-            lines.append(tr("leaderboard.note_line", metrics=metrics, runs=tr("leaderboard.list_separator").join(run_names),
-                            reason=html.escape(reason, quote=False)))  # <pad>: text
+            lines.append(tr("leaderboard.note_line", number=index, metrics=metrics,
+                            runs=tr("leaderboard.list_separator").join(run_names),
+                            reason=html.escape(_reason_text(reason), quote=False)))  # <pad>: text
     return "\n".join(lines)
 
 
+def _baseline_cell(values) -> str:
+    """A baseline column's cell in the table's last row: the value, or its range when the runs' tokenizers differ.
+
+    >>> _baseline_cell([0.141, 0.141]), _baseline_cell([0.12, 0.15, float("nan")]), _baseline_cell([])
+    ('0.141', '0.120–0.150', '—')
+    """
+    numbers = [float(v) for v in values if v is not None and not math.isnan(float(v))]
+    if not numbers:
+        return MISSING
+    low, high = format_score(min(numbers)), format_score(max(numbers))
+    return low if low == high else f"{low}–{high}"
+
+
 def display_table(frame: pd.DataFrame) -> pd.DataFrame:
-    """The leaderboard as the page shows it: readable headers, rounded scores and "—" for a missing one (the reasons
-    go under the table, `notes_markdown`)."""
+    """The leaderboard as the page shows it (`ordered`): readable headers, what each family's bits per byte are
+    measured on, rounded scores, "— (k)" for a missing one (reason k is under the table, `notes_markdown`), and a
+    last row with each score's trivial baseline."""
+    frame = ordered(frame)
     columns = [tr(f"leaderboard.col_{key}") for key in TABLE_KEYS]
     columns += [tr(f"leaderboard.col_{name}") for name in METRIC_TITLES]
     tasks = task_columns(frame)
     columns += [tr("leaderboard.col_task_accuracy", task=name[len(ACCURACY_PREFIX):]) for name in tasks]
+    _, numbers = _missing_reasons(frame)
     rows = []
     for _, row in frame.iterrows():
-        shown = [row["run_id"], row["family"], row["preset"] or "", row["corpus"], format_count(row["steps"]),
-                 format_count(row["training_tokens"]), format_count(row["parameters"])]
-        shown += [format_score(row[name]) for name in METRIC_TITLES]
-        shown += [format_score(row[name]) for name in tasks]
+        shown = [row["run_id"], row["family"], predicts_title(row.get("predicts")), row["preset"] or "",
+                 row["corpus"], format_count(row["steps"]), format_count(row["training_tokens"]),
+                 format_count(row["parameters"])]
+        for name in (*METRIC_TITLES, *tasks):
+            number = numbers.get((str(row["run_id"]), name))
+            missing = pd.isna(row[name])
+            shown.append((f"{MISSING} ({number})" if number else MISSING) if missing
+                         else format_score(row[name]) + (f" ({number})" if number else ""))
         rows.append(shown)
+    if len(frame):
+        baseline = [tr("leaderboard.baseline_row")] + [""] * (len(TABLE_KEYS) - 1)
+        for name in (*METRIC_TITLES, *tasks):
+            column = BASELINE_PREFIX + name
+            baseline.append(_baseline_cell(frame[column]) if column in frame.columns else MISSING)
+        rows.append(baseline)
     return pd.DataFrame(rows, columns=columns)
 
 
@@ -133,43 +225,86 @@ def _run_labels(frame: pd.DataFrame) -> list[str]:
 
 
 def leaderboard_figure(frame: pd.DataFrame) -> go.Figure:
-    """One horizontal bar chart per metric, side by side, the runs on a shared y axis (the table's order, best bits
-    per byte on top), one colour per family. A run without a metric shows "n/a" where its bar would be; bits per
-    byte says "lower is better", the others "higher is better". Accuracies share the 0..1 scale."""
+    """One horizontal bar chart per metric, side by side, the runs on a shared y axis in the table's order (`ordered`),
+    each bar in its family's colour, a black tick at the run's trivial baseline, and "n/a (k)" where a run has no
+    score (k: the reason's number under the table; hover shows it). Bits per byte: "lower is better", grouped by what
+    each objective predicts, with the groups named; the others "higher is better" on a shared 0..1 scale."""
     if frame is None or not len(frame):
         return cjk_empty_figure(tr("leaderboard.fig_no_runs"))
+    frame = ordered(frame)
     metrics = metric_columns(frame)
     titles = [tr(f"leaderboard.fig_{name}") if name in METRIC_TITLES else
               tr("leaderboard.fig_task_accuracy", task=html.escape(name[len(ACCURACY_PREFIX):])) for name in metrics]
     not_available = tr("leaderboard.fig_not_available")
+    reasons, numbers = _missing_reasons(frame)
     figure = make_subplots(rows=1, cols=len(metrics), shared_yaxes=True, subplot_titles=titles,
                            horizontal_spacing=0.03)
     labels = _run_labels(frame)
     families = list(dict.fromkeys(str(family) for family in frame["family"]))
-    colors = {family: RUN_COLORS[i % len(RUN_COLORS)] for i, family in enumerate(families)}
+    baseline_in_legend = False
     for col, metric in enumerate(metrics, start=1):
         values = pd.to_numeric(frame[metric], errors="coerce")
         for family in families:
             chosen = [i for i, f in enumerate(frame["family"]) if str(f) == family and not math.isnan(values[i])]
             figure.add_trace(go.Bar(
                 x=[float(values[i]) for i in chosen], y=[labels[i] for i in chosen], orientation="h",
-                name=family, legendgroup=family, showlegend=col == 1, marker_color=colors[family],
-                text=[f"{float(values[i]):.3f}" for i in chosen], textposition="auto",
+                name=family, legendgroup=family, showlegend=col == 1, marker_color=family_color(family),
+                text=[f"{float(values[i]):.3f}" for i in chosen], textposition="outside", cliponaxis=False,
                 hovertemplate=f"%{{y}}<br>{html.escape(metric)} = %{{x:.4f}}<extra>{html.escape(family)}</extra>"),
                 row=1, col=col)
-        missing = [labels[i] for i in range(len(frame)) if math.isnan(values[i])]
-        if missing:  # say "n/a" where the bar would be, so a missing bar is never read as a zero
-            figure.add_trace(go.Scatter(x=[0] * len(missing), y=missing, mode="text", text=[not_available] * len(missing),
-                                        textposition="middle right", textfont={"color": "#94a3b8"},
-                                        showlegend=False, hoverinfo="skip"), row=1, col=col)
+        missing = [i for i in range(len(frame)) if math.isnan(values[i])]
+        if missing:  # say "n/a (k)" where the bar would be, so a missing bar is never read as a zero
+            marks = [numbers.get((str(frame["run_id"][i]), metric)) for i in missing]
+            figure.add_trace(go.Scatter(
+                x=[0] * len(missing), y=[labels[i] for i in missing], mode="text",
+                text=[f"{not_available} ({k})" if k else not_available for k in marks], textposition="middle right",
+                textfont={"color": "#64748b"}, showlegend=False,
+                hovertext=[html.escape(_reason_text(reasons[k - 1])) if k else "" for k in marks],
+                hoverinfo="text"), row=1, col=col)
+        column = BASELINE_PREFIX + metric
+        if column in frame.columns:
+            base = pd.to_numeric(frame[column], errors="coerce")
+            shown = [i for i in range(len(frame)) if not math.isnan(base[i]) and not math.isnan(values[i])]
+            if shown:
+                figure.add_trace(go.Scatter(
+                    x=[float(base[i]) for i in shown], y=[labels[i] for i in shown], mode="markers",
+                    marker={"symbol": "line-ns-open", "size": 22, "color": "#0f172a", "line": {"width": 2.5}},
+                    name=tr("leaderboard.fig_baseline"), legendgroup="baseline",
+                    showlegend=not baseline_in_legend, cliponaxis=False,
+                    hovertemplate=f"%{{y}}<br>{html.escape(tr('leaderboard.fig_baseline_hover'))} %{{x:.4f}}"
+                                  "<extra></extra>"), row=1, col=col)
+                baseline_in_legend = True
         if metric != "val_bits_per_byte":
-            figure.update_xaxes(range=[0, 1.05], row=1, col=col)
+            figure.update_xaxes(range=[0, 1.15], row=1, col=col)
         else:
-            top = values.max()
-            figure.update_xaxes(range=[0, 1.15 * top if top == top and top > 0 else 1], row=1, col=col)
-    figure.update_yaxes(categoryorder="array", categoryarray=list(reversed(labels)), automargin=True)
+            top = max([v for v in values if not math.isnan(v)] + [v for v in pd.to_numeric(
+                frame.get(BASELINE_PREFIX + metric, pd.Series(dtype=float)), errors="coerce") if not math.isnan(v)]
+                + [0.0])
+            figure.update_xaxes(range=[0, 1.3 * top if top > 0 else 1], row=1, col=col)
+    categories = _categories(frame, labels)
+    # every category shown, the group headings at the ends too (plotly's range would otherwise end at the data)
+    figure.update_yaxes(categoryorder="array", categoryarray=list(reversed(categories)), automargin=True,
+                        range=[-0.5, len(categories) - 0.5])
     figure.update_annotations(font={"size": 12})
     figure.update_layout(template="plotly_white", font={"family": FONT}, barmode="overlay", bargap=0.25,
-                         height=150 + BAR_HEIGHT * len(frame), margin={"l": 10, "r": 20, "t": 70, "b": 40},
-                         legend={"title": {"text": tr("leaderboard.fig_legend_family")}, "orientation": "h", "y": -0.08, "yanchor": "top"})
+                         height=170 + BAR_HEIGHT * len(categories),
+                         margin={"l": 10, "r": 20, "t": 90, "b": 40},
+                         legend={"title": {"text": tr("leaderboard.fig_legend_family")}, "orientation": "h",
+                                 "y": -0.08, "yanchor": "top"})
     return figure
+
+
+def _categories(frame: pd.DataFrame, labels: list[str]) -> list[str]:
+    """The y axis from the top: before each group of runs whose objectives predict the same kind of token, a row
+    with the group's name (bold), so that bits per byte are read within a group."""
+    if "predicts" not in frame.columns:
+        return labels
+    several = frame["corpus"].nunique() > 1
+    out, previous = [], None
+    for label, corpus, group in zip(labels, frame["corpus"], frame["predicts"]):
+        if (corpus, group) != previous:
+            title = f"<b>{html.escape(predicts_title(group))}</b>"
+            out.append(f"{title} · {html.escape(str(corpus))}" if several else title)
+            previous = (corpus, group)
+        out.append(label)
+    return out

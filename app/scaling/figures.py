@@ -22,7 +22,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from app.display import empty_figure, state_word
+from app.display import empty_figure, family_color, state_word
 from app.i18n.language import marker, text, tr
 from app.i18n.messages import backend_text
 
@@ -66,11 +66,15 @@ def scaling_figure(sweeps: list[dict], *, height: int = 460) -> go.Figure:
         return empty_figure(tr("scaling.fig_empty"), height)
     figure = make_subplots(rows=1, cols=2, horizontal_spacing=0.1,
                            subplot_titles=[tr("scaling.fig_against_parameters"), tr("scaling.fig_against_compute")])
+    first_of_family: dict[str, int] = {}
     for index, sweep in enumerate(drawn):
         family = (sweep.get("config") or {}).get("family") or "?"
+        first_of_family.setdefault(family, index)
         name = family if len(drawn) == 1 else f"{family} · {_short(sweep['sweep_id'])}"
         for variant_index, variant in enumerate(("dense", "switch")):
-            color = SWEEP_COLORS[(2 * index + variant_index) % len(SWEEP_COLORS)]
+            # the family's colour (variants differ by marker and dash); a family's second sweep takes another
+            color = (family_color(family) if first_of_family[family] == index
+                     else SWEEP_COLORS[(2 * index + variant_index) % len(SWEEP_COLORS)])
             points = [p for p in sweep.get("points") or [] if p.get("variant") == variant
                       and p.get("bits_per_byte") is not None and p.get("state") == "finished"]
             if not points:

@@ -76,8 +76,9 @@ class TokenizerLab:
             raise ValueError("Choose a corpus first.")
         if vocab_size is None:
             raise ValueError("Enter a vocabulary size, for example 2000.")
-        if float(vocab_size) != int(vocab_size) or vocab_size <= 0:
-            raise ValueError(f"The vocabulary size must be a positive whole number such as 2000, got {vocab_size}.")
+        if float(vocab_size) != int(vocab_size) or not 0 < vocab_size <= api.MAX_VOCAB_SIZE:
+            raise ValueError(f"The vocabulary size must be a whole number from 1 to {api.MAX_VOCAB_SIZE:,}, such as "
+                             f"2000; got {vocab_size:,.15g}.")
         corpus = api.load_named_corpus(corpus_name, home=self.home)
         return api.cached_tokenizer(kind, corpus.train, int(vocab_size), corpus_fingerprint=corpus.fingerprint,
                                     home=self.home, progress=progress)
@@ -192,8 +193,17 @@ class TokenizerLab:
         return pieces_html(words, step, total), gr.update(maximum=max(total, 1), value=step)
 
 
-def build(home, corpus_choices: list[str]) -> dict:
-    """Lay out the tab inside the current Blocks; return the components other tabs may update."""
+def stats_placeholder(current=None):
+    """The statistics table before anything is trained: no rows, its headers in the reader's language (Gradio would
+    head an empty table "1 2 3"); a table with rows is left as it is."""
+    if isinstance(current, pd.DataFrame) and len(current) and any(str(cell).strip() for cell in current.iloc[0]):
+        return gr.skip()
+    return pd.DataFrame(columns=[tr(f"tokenizer.{key}") for key in STATS_COLUMNS.values()])
+
+
+def build(home, corpus_choices: list[str], tab=None) -> dict:
+    """Lay out the tab inside the current Blocks (`tab`: the gr.Tab it sits in, whose opening redraws the empty
+    statistics table in the reader's language); return the components other tabs may update."""
     lab = TokenizerLab(home)
     gr.Markdown(text("tokenizer.intro"))
     with gr.Row():
@@ -218,7 +228,7 @@ def build(home, corpus_choices: list[str]) -> dict:
         merges = gr.Slider(0, DEFAULT_VOCAB, value=0, step=1, label=text("tokenizer.merges"))
         replay_view = gr.HTML()
     with gr.Accordion(text("tokenizer.statistics"), open=True):
-        stats = gr.Dataframe(label=text("tokenizer.stats_table"), interactive=False)
+        stats = gr.Dataframe(stats_placeholder(), label=text("tokenizer.stats_table"), interactive=False)
         with gr.Row():
             length_plot = gr.Plot(label=text("tokenizer.length_plot"))
             overlap_plot = gr.Plot(label=text("tokenizer.overlap_plot"))
@@ -237,6 +247,9 @@ def build(home, corpus_choices: list[str]) -> dict:
                           api_name="train_tokenizers_at_proposed_size").success(
         user_errors(lab.replay_start), replay_inputs, [replay_view, merges],
         api_name="merge_replay_after_proposed_size")
+    if tab is not None:
+        tab.select(stats_placeholder, stats, stats, api_name="tokenizer_stats_placeholder_on_select",
+                   show_progress="hidden")
     tokenize_button.click(user_errors(lab.tokenize), [corpus, vocab_size, kinds, sample_text], chips,
                           api_name="tokenize_text")
     merges.release(user_errors(lab.replay), replay_inputs, [replay_view, merges], api_name="merge_replay")

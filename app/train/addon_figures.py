@@ -53,6 +53,12 @@ def addon_keys(rows: list[dict]) -> list[str]:
     return [key for key, _ in (*SENTENCE_KEYS, *TRANSLATION_KEYS) if key in present]
 
 
+def addon_row_count(rows: list[dict]) -> int:
+    """How many validation rows carry add-on numbers: what the add-on figure draws, for the live tick's signature."""
+    keys = {key for key, _ in (*SENTENCE_KEYS, *TRANSLATION_KEYS)}
+    return sum(1 for row in _val_rows(rows) if any(finite(row.get(key)) is not None for key in keys))
+
+
 def addon_figure(rows: list[dict], *, title: str = "", height: int = 320) -> go.Figure:
     """One panel per add-on with numbers: the sentence space (contrastive; the topic gap on its own axis, on the
     right, since it is a small difference of cosines) and translation quality (back-translation), each metric a line

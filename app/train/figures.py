@@ -21,7 +21,7 @@ import math
 import pandas as pd
 import plotly.graph_objects as go
 
-from app.display import RUN_COLORS, STATE_COLORS, empty_figure, format_duration, state_word
+from app.display import LINE_DASHES, STATE_COLORS, empty_figure, format_duration, run_styles, state_word
 from app.i18n.language import marker, text, tr
 from app.i18n.messages import backend_text, translate_message
 from app.inputs import finite
@@ -179,21 +179,27 @@ def lr_figure(rows: list[dict], *, title: str = "", height: int = 300) -> go.Fig
     return figure
 
 
-def compare_figure(curves: dict[str, list[dict]], metric: str = "loss", *, height: int = 380) -> go.Figure:
-    """Overlay the runs in `curves` (run id -> metrics rows): x = step, y = `metric` (a key of COMPARE_METRICS)."""
+def compare_figure(curves: dict[str, list[dict]], metric: str = "loss", *, height: int = 380,
+                   families: dict[str, str] | None = None) -> go.Figure:
+    """Overlay the runs in `curves` (run id -> metrics rows): x = step, y = `metric` (a key of COMPARE_METRICS). Each
+    run is drawn in its family's colour (`families`: run id -> family; the lab's palette), a family's second run
+    dashed."""
     if metric not in COMPARE_METRICS:
         raise ValueError(f"Unknown metric {metric!r}: choose one of {', '.join(COMPARE_METRICS)}.")
     if not curves:
         return empty_figure(tr("train.fig_compare_empty"), height)
     figure = go.Figure()
+    styles = run_styles({run_id: (families or {}).get(run_id) for run_id in curves})
     for index, (run_id, rows) in enumerate(curves.items()):
+        color, rank = styles[run_id]
         train, val = split_rows(rows)
         if metric == "loss":
             points, key, mode = thin(train), "loss", "lines"
         else:
             points, key, mode = val, metric[len("val_"):], "lines+markers"  # val_loss -> the val row's "loss"
         figure.add_trace(go.Scatter(x=[row["step"] for row in points], y=[finite(row.get(key)) for row in points],
-                                    mode=mode, name=run_id, line={"color": RUN_COLORS[index % len(RUN_COLORS)]}))
+                                    mode=mode, name=run_id,
+                                    line={"color": color, "dash": LINE_DASHES[rank % len(LINE_DASHES)]}))
     figure.update_layout(
         height=height, template="plotly_white", xaxis_title=tr("train.fig_step"),
         yaxis_title=tr(f"train.metric_{metric}"),

@@ -45,6 +45,16 @@ def routing_series(rows: list[dict]) -> dict[str, dict]:
     return series
 
 
+def routing_row_count(rows: list[dict]) -> int:
+    """How many training rows carry routing numbers: what the routing figure draws, for the live tick's signature.
+
+    >>> routing_row_count([{"step": 1, "switch": {"layers": []}}, {"step": 2}, {"step": 2, "split": "val"}])
+    1
+    """
+    train, _ = split_rows(rows)
+    return sum(1 for row in train if isinstance(row.get("switch"), dict))
+
+
 def routing_figure(rows: list[dict], *, title: str = "", height_per_layer: int = 260) -> go.Figure:
     """One panel per Switch layer: per expert, the fraction of the layer's tokens routed to it (solid) and dropped at
     it because it was full (dotted, same colour), over the training steps; the grey line is a perfect balance."""

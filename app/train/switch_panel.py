@@ -7,8 +7,8 @@ of the run's metrics rows (app/train/switch_figures.py). Deviation from the pape
 factor 1.25, every other feed-forward, no z-loss unless asked for).
 
 Endpoints: `/switch_visibility` (family -> the section, shown for the Transformer families only), `/show_routing`
-(run id -> the routing figure and its signature) and `/refresh_routing` (the live tick: redrawn only when new metrics
-rows arrived). The section's five controls are the last inputs of `/start_training` and `/training_command`:
+(run id -> the routing figure and its signature); the Train tab's live tick (`/refresh_run`) redraws it only when new
+routing numbers arrived. The section's five controls are the last inputs of `/start_training` and `/training_command`:
 (..., switch_on, n_experts, capacity_factor, expert_every, router_z_weight); left out by an API client, they keep their
 defaults (Switch off).
 """
@@ -22,7 +22,7 @@ from lab_models import api
 
 from app.errors import user_errors
 from app.i18n.language import current_language, text, tr
-from app.train.switch_figures import routing_figure
+from app.train.switch_figures import routing_figure, routing_row_count
 
 SWITCH_NOTE = text("switch.note")
 
@@ -75,36 +75,37 @@ class RoutingLive:
         self.jobs = jobs
 
     def show(self, run_id):
-        """The run's per-expert routing figure and its signature (the number of metrics rows)."""
+        """The run's per-expert routing figure and its signature (the metrics rows that carry routing numbers)."""
         run_id = str(run_id or "").strip()
         if not run_id:
             return routing_figure([]), None
         rows = api.run_metrics(self.jobs, run_id)
         figure = routing_figure(rows, title=tr("switch.fig_title", run_id=run_id))
-        return figure, [run_id, len(rows), current_language()]  # after the header's switch the next tick redraws
+        return figure, self._signature(run_id, rows)
 
+    @staticmethod
+    def _signature(run_id: str, rows) -> list:
+        # after the header's switch the next tick redraws; a dense run keeps its note however many rows it logs
+        return [run_id, routing_row_count(rows), current_language()]
 
     def tick(self, run_id, signature):
-        """Redraw only when the run has new metrics rows."""
+        """Redraw only when the run has new routing numbers."""
         try:
             run_id = str(run_id or "").strip()
             if not run_id:
                 return self.show(None) if signature is not None else (gr.skip(),) * 2
-            if [run_id, len(api.run_metrics(self.jobs, run_id)), current_language()] == signature:
+            if self._signature(run_id, api.run_metrics(self.jobs, run_id)) == signature:
                 return (gr.skip(),) * 2
             return self.show(run_id)
         except ValueError:
             return (gr.skip(),) * 2
 
 
-def build_routing_plot(jobs, run, live: gr.Timer):
-    """The routing plot (call inside the tab's right column) and its events: drawn when `run` changes and on every
-    `live` tick. Returns the plot."""
-    view = RoutingLive(jobs)
+def build_routing_plot(view: RoutingLive, run):
+    """The routing plot (call inside the tab's right column), drawn when `run` changes. Returns the plot and its
+    signature state; the tab's one live tick redraws it through `view.tick` (app/train/tab.py)."""
     with gr.Accordion(text("switch.routing_accordion"), open=True):
         plot = gr.Plot(routing_figure([]), label=text("switch.routing_plot"), elem_id="train-switch-routing")
     signature = gr.State(None)
     run.change(user_errors(view.show), run, [plot, signature], api_name="show_routing", show_progress="hidden")
-    live.tick(view.tick, [run, signature], [plot, signature], api_name="refresh_routing", show_progress="hidden",
-              queue=False)
-    return plot
+    return plot, signature

@@ -16,10 +16,15 @@ Endpoints (every event has an `api_name`, so `gradio_client` can drive the tab):
   expert_every, router_z_weight) (app/train/switch_panel.py: `/switch_visibility`, `/show_routing`, `/refresh_routing`).
 * `/show_run`, `/stop_run`, `/resume_run`: input a run id; return the progress bar, the status, the loss curve, the
   log tail and the raw status (a dict with state, step, total_steps, ..., metric_rows).
-* `/show_addon_numbers`, `/refresh_addon_numbers`: a run id -> the add-on objectives' validation numbers (topic gap,
-  alignment, uniformity; BLEU and chrF both ways), for runs with contrastive learning or back-translation.
+* `/show_addon_numbers`: a run id -> the add-on objectives' validation numbers (topic gap, alignment, uniformity; BLEU
+  and chrF both ways), for runs with contrastive learning or back-translation.
 * `/show_schedule`: a run id -> the learning-rate figure (one line per layer group and the stages shaded for runs
-  that record them, ULMFiT's); `/refresh_schedule` redraws it live.
+  that record them, ULMFiT's).
+* `/refresh_run`: the tab's one live tick (every 2 s while the tab is shown: app/display.py's follow_tabs): (run id,
+  the signatures of the run, its learning-rate, add-on and routing figures, the compared runs, the metric, the runs
+  table's signature)
+  -> the selected run's six outputs as `/show_run`, each figure with its new signature, then `/list_runs`' five
+  outputs; every output whose data did not change is skipped.
 * `/list_runs`: the runs table (and the choices of the run pickers); `/compare_runs`: (run ids, metric) -> figure.
 * `/import_checkpoint_look`, `/import_checkpoint`, `/cached_checkpoints`, `/import_cached_checkpoint`: the "Import a
   checkpoint" section under the runs table (app/train/import_panel.py); the runs table is refreshed after an import
@@ -43,18 +48,18 @@ from app.i18n.language import current_language, marker, text, tr
 from app.i18n.messages import backend_text, translate_message
 from app.inputs import picked
 from app.train import export_panel, import_panel
-from app.train.addon_figures import addon_figure
+from app.train.addon_figures import addon_figure, addon_row_count
 from app.train.figures import (COMPARE_METRICS, compare_figure, loss_figure, lr_figure, progress_html, runs_table,
                                status_markdown)
 from app.train.switch_figures import routing_figure
-from app.train.switch_panel import build_routing_plot, build_switch_controls, switch_model_overrides, switch_visibility
+from app.train.switch_panel import (RoutingLive, build_routing_plot, build_switch_controls, switch_model_overrides,
+                                    switch_visibility)
 
 MAX_OBJECTIVES = 4  # the most any family has (with its add-ons) is 4; rows beyond them are hidden
 SWITCH_CONTROLS = 5  # app/train/switch_panel.py's controls, after the objectives' rows (then "start from")
 DEFAULT_FAMILY = "bert"
 DEFAULT_PRESET = "tiny"
-LIVE_REFRESH_S = 1.5  # the selected run's curve and progress bar
-TABLE_REFRESH_S = 5.0  # the runs table and the comparison plot
+LIVE_REFRESH_S = 2.0  # the selected run's progress bar and plots, the runs table (only while the tab is shown)
 LOG_LINES = 20
 SETTINGS_HEADERS = ["setting", "value", "default", "what it does"]  # read back by position, whatever the language
 SETTINGS_HEADER_KEYS = ("col_setting", "col_value", "col_default", "col_what")
@@ -192,6 +197,7 @@ class TrainView:
         self.home = home
         self.jobs = jobs
         self.specs = {spec.name: spec for spec in api.trainable_families()}
+        self.routing = RoutingLive(jobs)  # the Switch routing plot's handlers (app/train/switch_panel.py)
 
     # ------------------------------------------------------------------ the request
     def _spec(self, family):
@@ -234,8 +240,9 @@ class TrainView:
         start_from = rows[2 * MAX_OBJECTIVES + SWITCH_CONTROLS] if len(rows) > 2 * MAX_OBJECTIVES + SWITCH_CONTROLS \
             else None
         steps = float(steps) if steps not in (None, "") else 0.0
-        if not steps.is_integer() or steps < 0:
-            raise ValueError(f"Steps must be a whole number: 1 or more, or 0 for the preset's; got {steps:g}.")
+        if not steps.is_integer() or not 0 <= steps <= api.MAX_STEPS:
+            raise ValueError(f"Steps must be a whole number from 1 to {api.MAX_STEPS:,}, or 0 for the preset's; got "
+                             f"{steps:,.15g}.")
         corpus = api.corpus_name(corpus, home=self.home) if corpus else None  # a name, never a path
         return {"family": family, "preset": preset or DEFAULT_PRESET, "corpus": corpus,
                 "tokenizer": tokenizer or None, "steps": int(steps) or None,
@@ -333,14 +340,19 @@ class TrainView:
                 loss_figure(rows, title=f"{summary['run_id']}"), log, details, signature)
 
     def tick(self, run_id, signature):
-        """The live refresh: redraw only when the run's state, step or metrics have changed since the last tick."""
+        """The live refresh: redraw only when the run's state, step or metrics have changed since the last tick; the
+        loss curve only when new metrics rows arrived (a step alone moves the progress bar, not the curve)."""
         try:
             if not run_id:
                 return self.show(None) if signature is not None else (gr.skip(),) * 6
             _, _, now = self._watch(self._run_id(run_id))
             if now == signature:
                 return (gr.skip(),) * 6
-            return self.show(run_id)
+            shown = list(self.show(run_id))
+            same_rows = signature is not None and (signature[0], *signature[6:]) == (now[0], *now[6:])
+            if same_rows:
+                shown[2] = gr.skip()  # the curve: same run, same metrics rows, same language
+            return tuple(shown)
         except ValueError:  # e.g. a run folder deleted meanwhile: keep the page as it is
             return (gr.skip(),) * 6
 
@@ -370,19 +382,35 @@ class TrainView:
             return addon_figure([]), None
         rows = api.run_metrics(self.jobs, self._run_id(run_id))
         return (addon_figure(rows, title=tr("train.fig_addons_title", run_id=str(run_id).strip())),
-                [str(run_id).strip(), len(rows), current_language()])
+                self._addon_signature(run_id, rows))
+
+    @staticmethod
+    def _addon_signature(run_id, rows) -> list:
+        """What the add-on figure draws: the validation rows that carry add-on numbers (a run without add-ons keeps
+        its note, however many rows it logs)."""
+        return [str(run_id).strip(), addon_row_count(rows), current_language()]
 
     def addon_tick(self, run_id, signature):
-        """The live refresh of the add-on figure: redrawn only when new metrics rows arrived."""
+        """The live refresh of the add-on figure: redrawn only when new add-on numbers arrived."""
         try:
             if not run_id:
                 return self.addon_numbers(None) if signature is not None else (gr.skip(),) * 2
-            if [str(run_id).strip(), len(api.run_metrics(self.jobs, self._run_id(run_id))),
-                    current_language()] == signature:
+            rows = api.run_metrics(self.jobs, self._run_id(run_id))
+            if self._addon_signature(run_id, rows) == signature:
                 return (gr.skip(),) * 2
             return self.addon_numbers(run_id)
         except ValueError:
             return (gr.skip(),) * 2
+
+    def live(self, run_id, run_signature, schedule_signature, addon_signature, routing_signature, compared=None,
+             metric="loss", table_signature=None):
+        """The tab's one live refresh (a timer that ticks only while the tab is shown: app/display.py's follow_tabs):
+        the selected run (`tick`), its learning-rate, add-on and routing figures (`schedule_tick`, `addon_tick`, the
+        routing view's `tick`) and the runs table with the comparison plot (`overview`), each output skipped when its
+        data is unchanged. One event instead of five: the browser pays for every event it runs, whatever it returns."""
+        return (*self.tick(run_id, run_signature), *self.schedule_tick(run_id, schedule_signature),
+                *self.addon_tick(run_id, addon_signature), *self.routing.tick(run_id, routing_signature),
+                *self.overview(compared, metric, table_signature))
 
     # ------------------------------------------------------------------ all runs
     def leak_demo(self, steps: int = LEAK_DEMO_STEPS):
@@ -433,7 +461,9 @@ class TrainView:
         run_ids = picked(run_ids)
         if metric not in COMPARE_METRICS:
             raise ValueError(f"Unknown metric {metric!r}: choose one of {', '.join(COMPARE_METRICS)}.")
-        return compare_figure({run_id: api.run_metrics(self.jobs, run_id) for run_id in run_ids}, metric)
+        families = {row["run_id"]: row.get("family") for row in api.list_runs(self.jobs) if row["run_id"] in run_ids}
+        return compare_figure({run_id: api.run_metrics(self.jobs, run_id) for run_id in run_ids}, metric,
+                              families=families)
 
     @staticmethod
     def select_from_table(table, event: gr.SelectData):
@@ -494,9 +524,10 @@ def build(home, jobs, corpus_choices=None):
             with gr.Group(visible=default_family == LEAK_DEMO_FAMILY) as leak_group:
                 gr.Markdown(text("train.leak_note") + f" {LEAK_DEMO_STEPS}.")
                 leak = gr.Button(text("train.leak_button"), size="sm")
+            # widths that keep the "default" header and its lock on one line beside a 400-pixel-wide column
             settings = gr.Dataframe(default_settings, headers=SETTINGS_HEADERS, datatype="str", interactive=True,
                                     static_columns=[0, 2, 3], label=text("train.settings_label"),
-                                    column_widths=["24%", "14%", "14%", "48%"], wrap=True,
+                                    column_widths=["23%", "15%", "22%", "40%"], wrap=True,
                                     visible=bool(len(default_settings)), max_height=420)
             switch = build_switch_controls()
             command = gr.Code(view.command(default_family, DEFAULT_PRESET, "", "", 0, 0, "auto", default_settings,
@@ -509,6 +540,7 @@ def build(home, jobs, corpus_choices=None):
                 stop = gr.Button(text("train.stop"), variant="stop", scale=1)
                 resume = gr.Button(text("train.resume"), scale=1)
             run = gr.Dropdown(view.run_ids(), value=None, label=text("train.run"), allow_custom_value=True,
+                              elem_id="train-run",
                               info=text("train.run_info"))
             export_panel.build(home, jobs, run)  # the Export button of an exportable run, under its picker
             progress = gr.HTML(progress_html(None), elem_id="train-progress")
@@ -516,7 +548,7 @@ def build(home, jobs, corpus_choices=None):
             curve = gr.Plot(loss_figure([]), label=text("train.loss_plot"), elem_id="train-curve")
             with gr.Accordion(text("train.lr_accordion"), open=True):
                 schedule_plot = gr.Plot(lr_figure([]), label=text("train.lr_plot"), elem_id="train-lr")
-            routing_plot = build_routing_plot(jobs, run, live)
+            routing_plot, routing_signature = build_routing_plot(view.routing, run)
             with gr.Accordion(text("train.addons_accordion"), open=True):
                 addon_plot = gr.Plot(addon_figure([]), label=text("train.addons_plot"), elem_id="train-addons")
             with gr.Accordion(text("train.log_accordion"), open=False):
@@ -541,10 +573,9 @@ def build(home, jobs, corpus_choices=None):
     schedule_signature = gr.State(None)
     table_signature = gr.State(None)
     addon_signature = gr.State(None)
-    slow = gr.Timer(TABLE_REFRESH_S)
 
     controls = [family, preset, corpus, tokenizer, steps, seed, device, settings, *rows, *switch.controls, start_from]
-    overview = user_errors(view.overview)  # the timer calls view.overview itself: no error toast every 5 s
+    overview = user_errors(view.overview)  # the timer calls view.overview itself: no error toast every tick
     watched = [progress, status, curve, log, details, run_signature]
     overview_inputs = [compared, metric]
     overview_outputs = [table, run, compared, comparison, table_signature, start_from]
@@ -575,15 +606,13 @@ def build(home, jobs, corpus_choices=None):
         overview, overview_inputs, overview_outputs, api_name="list_runs_after_stop", show_progress="hidden")
     resume.click(user_errors(view.resume), run, watched, api_name="resume_run").then(
         overview, overview_inputs, overview_outputs, api_name="list_runs_after_resume", show_progress="hidden")
-    # The ticks skip Gradio's queue: they are cheap (under 1 ms when nothing changed), while every queued event makes
-    # Gradio recompute its analytics over up to 10,000 past events (about 25 ms each once that many have passed).
-    live.tick(view.tick, [run, run_signature], watched, api_name="refresh_run", show_progress="hidden", queue=False)
-    live.tick(view.schedule_tick, [run, schedule_signature], [schedule_plot, schedule_signature],
-              api_name="refresh_schedule", show_progress="hidden", queue=False)
-    live.tick(view.addon_tick, [run, addon_signature], [addon_plot, addon_signature],
-              api_name="refresh_addon_numbers", show_progress="hidden", queue=False)
-    slow.tick(view.overview, [*overview_inputs, table_signature], overview_outputs, api_name="refresh_runs",
-              show_progress="hidden", queue=False)
+    # One tick for the whole tab, skipping Gradio's queue: it is cheap (about a millisecond when nothing changed),
+    # while every queued event makes Gradio recompute its analytics over up to 10,000 past events (about 25 ms each
+    # once that many have passed). The timer ticks only while the tab is shown (app/display.py's follow_tabs).
+    live.tick(view.live, [run, run_signature, schedule_signature, addon_signature, routing_signature,
+                          *overview_inputs, table_signature],
+              [*watched, schedule_plot, schedule_signature, addon_plot, addon_signature, routing_plot,
+               routing_signature, *overview_outputs], api_name="refresh_run", show_progress="hidden", queue=False)
     refresh.click(overview, overview_inputs, overview_outputs, api_name="list_runs")
     importer.imported.then(overview, overview_inputs, overview_outputs, api_name="list_runs_after_import",
                            show_progress="hidden")

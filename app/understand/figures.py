@@ -21,7 +21,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from app.display import FONT, MARGIN, RUN_COLORS, cjk_empty_figure
+from app.display import FONT, LINE_DASHES, MARGIN, cjk_empty_figure, family_color, run_styles
 from app.i18n.language import text, tr
 from app.i18n.messages import translate_message
 
@@ -87,9 +87,16 @@ def layer_title(name: str) -> str:
 
 def run_label(row: dict) -> str:
     """"run_id · family · step N" for the run pickers (N = the step of the weights a probe loads; the word "step" in
-    the reader's language)."""
+    the reader's language); "checkpoint of step N" when those weights are a checkpoint behind the run's own step (a
+    run still training), so that a picker's step is not read as the run's.
+
+    >>> run_label({"run_id": "r", "family": "bert", "step": 491, "weights_step": 375})
+    'r · bert · checkpoint of step 375'
+    """
     step = row.get("weights_step", row.get("step")) or 0
-    return tr("understand.run_choice", run_id=row["run_id"], family=row.get("family") or "?", step=f"{int(step):,}")
+    behind = row.get("step") is not None and int(step) < int(row.get("step") or 0)
+    return tr("understand.run_choice_checkpoint" if behind else "understand.run_choice", run_id=row["run_id"],
+              family=row.get("family") or "?", step=f"{int(step):,}")
 
 
 # ---------------------------------------------------------------------------------------------- fill-mask
@@ -122,7 +129,7 @@ def fill_mask_figure(results: list[dict]) -> go.Figure:
     best = max([float(p) for r in results for slot in (r.get("slots") or []) for _, p in slot] + [0.0])
     top = min(1.0, max(0.05, best * 1.25))
     for col, result in enumerate(results, start=1):
-        color = RUN_COLORS[(col - 1) % len(RUN_COLORS)]
+        color = family_color(result.get("family"))  # the lab's one colour per family
         if result.get("error") is not None or not result.get("slots"):
             message = (translate_message(result["error"]) if result.get("error")
                        else tr("understand.fig_no_predictions"))
@@ -189,12 +196,14 @@ def similarity_figure(frame: pd.DataFrame, word: str = "") -> go.Figure:
     if frame is None or frame.empty:
         return cjk_empty_figure(tr("understand.fig_similarity_empty"))
     figure = go.Figure()
+    styles = run_styles({run: rows["family"].iloc[0] for run, rows in frame.groupby("run", sort=False)})
     for index, (run, rows) in enumerate(frame.groupby("run", sort=False)):
         rows = rows.sort_values("layer")
         family = rows["family"].iloc[0]
+        color, rank = styles[run]
         figure.add_trace(go.Scatter(
             x=rows["layer"].tolist(), y=rows["cosine"].tolist(), mode="lines+markers", name=f"{run} ({family})",
-            line={"color": RUN_COLORS[index % len(RUN_COLORS)], "width": 2}, marker={"size": 7},
+            line={"color": color, "width": 2, "dash": LINE_DASHES[rank % len(LINE_DASHES)]}, marker={"size": 7},
             customdata=list(zip([layer_title(name) for name in rows["layer_name"]], rows["pieces_a"],
                                 rows["pieces_b"])),
             hovertemplate=(f"%{{customdata[0]}}: {tr('understand.fig_cosine')} %{{y:.3f}}<br>A: %{{customdata[1]}}"

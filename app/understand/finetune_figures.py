@@ -18,7 +18,8 @@ import html
 import pandas as pd
 import plotly.graph_objects as go
 
-from app.display import FONT, MARGIN, RUN_COLORS, STATE_COLORS, cjk_empty_figure, format_duration
+from app.display import (BAR_PATTERNS, FONT, MARGIN, STATE_COLORS, cjk_empty_figure, format_duration,
+                          run_styles)
 from app.i18n.language import marker, tr
 from app.i18n.messages import translate_message
 from app.inputs import finite
@@ -240,9 +241,11 @@ def accuracy_figure(frame: pd.DataFrame, task_titles: dict[str, str] | None = No
     runs = sorted(dict.fromkeys(best["pretrained run"]))  # by name: a run keeps its colour as results come in
     labels = [titles.get(task, task) for task in tasks]
     figure = go.Figure()
+    styles = run_styles({run: str(best[best["pretrained run"] == run]["family"].iloc[0] or "?") for run in runs})
     for index, run in enumerate(runs):
         rows = best[best["pretrained run"] == run].set_index("task")
         family = str(rows["family"].iloc[0] or "?")
+        color, rank = styles[run]
         accuracy = [finite(rows.at[task, "accuracy"]) if task in rows.index else None for task in tasks]
         hover = []
         for task in tasks:
@@ -256,7 +259,8 @@ def accuracy_figure(frame: pd.DataFrame, task_titles: dict[str, str] | None = No
                             weight=row.get("λ"), steps=row["steps"], state=html.escape(state_name(str(row["state"]))),
                             finetune=html.escape(str(row["finetune"]))))
         figure.add_trace(go.Bar(
-            x=labels, y=accuracy, name=f"{run} ({family})", marker_color=RUN_COLORS[index % len(RUN_COLORS)],
+            x=labels, y=accuracy, name=f"{run} ({family})", marker_color=color,
+            marker_pattern_shape=BAR_PATTERNS[rank % len(BAR_PATTERNS)],
             text=[format_accuracy(a) if a is not None else "" for a in accuracy], textposition="outside",
             hovertext=hover, hoverinfo="text", cliponaxis=False))
     baselines = [finite(best[best["task"] == task]["majority baseline"].iloc[0]) for task in tasks]

@@ -69,7 +69,7 @@ from lab_models.models.family import build_model
 from lab_models.models.family import family_model_config
 from lab_models.objectives import objective_module
 from lab_models.families import RNN_FAMILIES
-from lab_models.training.config import PRESET_DEFAULTS
+from lab_models.training.config import MAX_STEPS, PRESET_DEFAULTS
 from lab_models.text.vocab import VocabInfo
 from lab_models.models.family import model_config_from_dict
 from lab_models.models.switch import parameter_counts
@@ -86,6 +86,8 @@ STOP_GRACE_S = 60.0
 POLL_S = 0.5
 EXIT_BAD_ARGUMENT = 2
 _SIZE = re.compile(r"^(\d+)x(\d+)$")
+MAX_SWEEP_D_MODEL = 16_384  # a size beyond these is refused (README "Bad input"): GPT-3's widest is 12,288 x 96
+MAX_SWEEP_LAYERS = 256
 
 
 # ------------------------------------------------------------------------------------------------ sizes
@@ -135,6 +137,9 @@ def parse_sizes(text: str) -> list[SizeSpec]:
             d_model, n_layers = int(match.group(1)), int(match.group(2))
             if d_model < 1 or n_layers < 1:
                 raise ValueError(f"size {item!r}: d_model and the number of layers must be at least 1")
+            if d_model > MAX_SWEEP_D_MODEL or n_layers > MAX_SWEEP_LAYERS:
+                raise ValueError(f"size {item!r}: d_model must be at most {MAX_SWEEP_D_MODEL:,} and the number of "
+                                 f"layers at most {MAX_SWEEP_LAYERS} (the base preset is 768x12)")
             size = SizeSpec(item, d_model, n_layers, default_heads(d_model), 4 * d_model)
         if (size.d_model, size.n_layers, size.n_heads, size.d_ff) in seen:
             raise ValueError(f"size {item!r} is listed twice")
@@ -274,8 +279,8 @@ def check_config(config: SweepConfig) -> list[SizeSpec]:
                          f"choose a Transformer family")
     if config.preset not in PRESET_DEFAULTS:
         raise ValueError(f"unknown preset {config.preset!r}: choose one of {', '.join(PRESET_DEFAULTS)}")
-    if isinstance(config.steps, bool) or not isinstance(config.steps, int) or config.steps < 1:
-        raise ValueError(f"--steps must be a whole number >= 1, got {config.steps!r}")
+    if isinstance(config.steps, bool) or not isinstance(config.steps, int) or not 1 <= config.steps <= MAX_STEPS:
+        raise ValueError(f"--steps must be a whole number from 1 to {MAX_STEPS:,}, got {config.steps!r}")
     if config.max_minutes is not None and not config.max_minutes > 0:
         raise ValueError(f"--max-minutes must be above 0, got {config.max_minutes!r}")
     sizes = parse_sizes(",".join(config.sizes))

@@ -56,7 +56,7 @@ from lab_models.training.jobs.manager import JobManager
 from lab_models.training.jobs.store import RunStore
 from lab_models.models.family import TRAINED_FAMILIES
 from lab_models.training.runs import MODEL_FILE
-from lab_models.training.config import PRESET_DEFAULTS
+from lab_models.training.config import MAX_STEPS, PRESET_DEFAULTS, check_seed
 from lab_models.training.console import OneLineParser, say, say_error
 from lab_models.text.corpus_sources import open_corpus
 from lab_models.training.device import select_device
@@ -147,13 +147,14 @@ class ZooConfig:
         if len(set(self.families)) != len(self.families):
             raise ValueError("Each family can be in a zoo once; remove the repeated name.")
         if self.steps is not None and (isinstance(self.steps, bool) or not isinstance(self.steps, int)
-                                       or self.steps < 1):
-            raise ValueError(f"steps must be a whole number of at least 1 (or None for the zoo's table), got "
-                             f"{self.steps!r}.")
+                                       or not 1 <= self.steps <= MAX_STEPS):
+            raise ValueError(f"steps must be a whole number from 1 to {MAX_STEPS:,} (or None for the zoo's table), "
+                             f"got {self.steps!r}.")
         if self.corpus is not None and (not isinstance(self.corpus, str) or not self.corpus.strip()):
             raise ValueError(f"corpus must be a corpus name or a path (or None for the preset's), got {self.corpus!r}.")
-        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int):
             raise ValueError(f"seed must be a whole number >= 0, got {self.seed!r}.")
+        check_seed(self.seed)
 
     @property
     def name(self) -> str:

@@ -7,9 +7,13 @@
     write_leaderboard_csv(frame, path)       -> the CSV file (pandas reads it back unchanged)
 
 Columns (LEADERBOARD_COLUMNS, then one `accuracy_<task>` per fine-tuning task that any listed run has, then the
-notes): run_id, family, preset, corpus, steps (of the weights measured), training_tokens, parameters,
-val_bits_per_byte, fill_mask_accuracy, fill_mask_examples, infill_exact_match, infill_examples, accuracy_<task> ...,
-fill_mask_note, infill_note. Rows are sorted by corpus, then by validation bits per byte (best first).
+notes, then the baselines): run_id, family, predicts (what the family's validation loss is measured on, `PREDICTS`:
+next_token, masked_tokens, permuted_tokens, spans, translation, tags), preset, corpus, steps (of the weights
+measured), training_tokens, parameters, val_bits_per_byte, fill_mask_accuracy, fill_mask_examples,
+infill_exact_match, infill_examples, accuracy_<task> ..., fill_mask_note, infill_note, baseline_val_bits_per_byte,
+baseline_fill_mask_accuracy, baseline_infill_exact_match, baseline_accuracy_<task> ... (each score's trivial
+baseline: `trivial_baselines`; a task's is its majority-class accuracy). Rows are sorted by corpus, then by
+validation bits per byte (best first).
 
 The metrics, and how each deviates from the papers' own evaluations
 --------------------------------------------------------------------
@@ -72,6 +76,7 @@ from typing import Callable
 import torch
 
 from lab_models.training import runs
+from lab_models.training.config import check_seed
 from lab_models.home import atomic_write_json, lab_home
 from lab_models.inference.loading import weights_file
 from lab_models.inference.generation.context import FILL_MASK_FAMILIES
@@ -92,19 +97,34 @@ from lab_models.objectives.common import BatchConfig
 from lab_models.training.batches import PackedBatches
 from lab_models.training.engine import bits_per_byte, derive_seed, generator_for
 from lab_models.text.corpus_sources import FileSource, open_corpus
+from lab_models.text.corpus_streams import ReadReport
 
 logger = logging.getLogger(__name__)
 
 
-LEADERBOARD_COLUMNS = ["run_id", "family", "preset", "corpus", "steps", "training_tokens", "parameters",
+LEADERBOARD_COLUMNS = ["run_id", "family", "predicts", "preset", "corpus", "steps", "training_tokens", "parameters",
                        "val_bits_per_byte", "fill_mask_accuracy", "fill_mask_examples", "infill_exact_match",
                        "infill_examples"]
+BASELINE_PREFIX = "baseline_"  # + a score column: that score's trivial baseline for the run (see the docstring)
+BASELINE_COLUMNS = [BASELINE_PREFIX + name for name in ("val_bits_per_byte", "fill_mask_accuracy",
+                                                        "infill_exact_match")]
+# What each family's validation loss (so its bits per byte) is measured on: the tokens its objective predicts. Bits
+# per byte of different groups are different quantities (a masked token with both sides visible is easier than the
+# next one), so the page compares runs within a group.
+PREDICTS = {"gpt": "next_token", "gpt2": "next_token", "elmo": "next_token", "ulmfit": "next_token",
+            "bert": "masked_tokens", "roberta": "masked_tokens", "albert": "masked_tokens",
+            "spanbert": "masked_tokens", "electra": "masked_tokens", "unilm": "masked_tokens",
+            "xlnet": "permuted_tokens", "mpnet": "permuted_tokens",
+            "mass": "spans", "t5": "spans", "glm": "spans",
+            "cove": "translation", "cvt": "tags"}
+PREDICTS_ORDER = ("next_token", "masked_tokens", "permuted_tokens", "spans", "translation", "tags", "other")
+REFERENCE_CHARACTERS = 200_000  # the training text the trivial baselines count tokens and words in
 NOTE_COLUMNS = ["fill_mask_note", "infill_note"]
 ACCURACY_PREFIX = "accuracy_"  # + the fine-tuning task's name: one column per task
 # the scores a plot shows, with whether lower is better
 METRIC_COLUMNS = {"val_bits_per_byte": True, "fill_mask_accuracy": False, "infill_exact_match": False}
 CACHE_FILE = "leaderboard.json"
-CACHE_VERSION = 2  # bump when the evaluation rules change, so cached scores are recomputed (2: framing)
+CACHE_VERSION = 3  # bump when the evaluation rules change, so cached scores are recomputed (3: framing, baselines)
 MEASURED_SEQ_LEN = 128  # a run without validation rows: bits per byte measured on rows of at most this many tokens
 MEASURED_BATCH_SIZE = 8
 MEASURED_BATCHES = 4  # 4 x 8 rows of 128 tokens: about 4k tokens, seconds for a 100M-parameter model on a CPU
@@ -143,9 +163,11 @@ class HeldOutExamples:
 
     fill_mask: tuple[tuple[str, float], ...]  # (sentence, u in [0, 1): the masked token is candidates[int(u * n)])
     infill: tuple[tuple[str, int, int], ...]  # (sentence, first word of the span (>= 1), words in the span)
+    reference: tuple[str, ...] = ()  # the start of the training split: what the trivial baselines count in
+    validation: tuple[str, ...] = ()  # the start of the validation split: what the unigram baseline is scored on
 
 
-def held_out_examples(validation, max_examples: int, seed: int = 0) -> HeldOutExamples:
+def held_out_examples(validation, max_examples: int, seed: int = 0, train=()) -> HeldOutExamples:
     """`max_examples` fill-mask and infill examples from the validation documents, chosen with
     torch.Generator(seed): a seeded sample of the sentences (not the first N, so they come from many documents),
     then per sentence the relative mask position, or the span's start and length.
@@ -168,7 +190,23 @@ def held_out_examples(validation, max_examples: int, seed: int = 0) -> HeldOutEx
         length = min(length, n_words - 1)
         start = 1 + int(torch.randint(n_words - length, (), generator=generator))  # 1 .. n_words - length
         infill.append((pool[i], start, length))
-    return HeldOutExamples(fill_mask=fill, infill=tuple(infill))
+    return HeldOutExamples(fill_mask=fill, infill=tuple(infill), reference=_first_characters(train),
+                           validation=_first_characters(validation))
+
+
+def _first_characters(documents, limit: int = REFERENCE_CHARACTERS) -> tuple[str, ...]:
+    """The documents in order, up to `limit` characters in all (the last one cut).
+
+    >>> _first_characters(["abc", "defg", "hi"], limit=5)
+    ('abc', 'de')
+    """
+    out, left = [], limit
+    for document in documents:
+        if left <= 0:
+            break
+        out.append(str(document)[:left])
+        left -= len(out[-1])
+    return tuple(out)
 
 
 # ------------------------------------------------------------------------------------------------ one run's facts
@@ -194,7 +232,8 @@ def run_row(run_dir: Path, weights_step: int) -> dict:
     if math.isnan(tokens):
         per_step = [config.get("batch_size"), config.get("seq_len"), config.get("world_size") or 1]
         tokens = float(weights_step * math.prod(int(v) for v in per_step)) if all(per_step) else math.nan
-    return {"run_id": run_dir.name, "family": config.get("family"), "preset": config.get("preset"),
+    return {"run_id": run_dir.name, "family": config.get("family"),
+            "predicts": PREDICTS.get(str(config.get("family")), "other"), "preset": config.get("preset"),
             "corpus": config.get("corpus"), "steps": int(weights_step), "training_tokens": tokens,
             "parameters": _number(config.get("num_parameters")),
             "val_bits_per_byte": _number(val_row.get("bits_per_byte"))}
@@ -275,6 +314,57 @@ def _fill_mask_score(run, examples: HeldOutExamples) -> tuple[float, int, str]:
     return hits / scored, scored, ""
 
 
+def trivial_baselines(run, examples: HeldOutExamples) -> dict:
+    """Each score's trivial baseline for this run, from its tokenizer and the corpus, with no model:
+
+    - baseline_fill_mask_accuracy: always guess the most frequent ordinary token of the training text (in the run's
+      tokenizer), on the same masked slots as `_fill_mask_score`;
+    - baseline_infill_exact_match: always fill the blank with the most frequent word of the training text, on the
+      same spans as `_infill_score`;
+    - baseline_val_bits_per_byte: a unigram model of the run's tokens (the training text's token frequencies,
+      add-one smoothed), in bits per UTF-8 byte of the validation text: what a model that ignores the context scores.
+
+    NaN where the corpus gave no reference text. A run whose score equals its baseline has learned nothing that
+    counting tokens does not give (at the tiny zoo's budget, four families fill exactly the most frequent token)."""
+    if not examples.reference:
+        return {name: math.nan for name in BASELINE_COLUMNS}
+    ctx = DecodingContext(run)
+    banned = ctx.banned
+    counts: dict[int, int] = {}
+    for encoding in run.tokenizer.encode_batch(list(examples.reference), add_special_tokens=False):
+        for token in encoding.ids:
+            counts[token] = counts.get(token, 0) + 1
+    ordinary = [token for token in sorted(counts, key=lambda t: (-counts[t], t))
+                if 0 <= token < len(banned) and not bool(banned[token])]
+    top_token = ordinary[0] if ordinary else -1
+    row_length = int(run.config.get("seq_len") or run.max_positions)
+    limit = max(2, min(row_length, run.max_positions - 2))
+    hits = scored = 0
+    for sentence, u in examples.fill_mask:
+        ids = ctx.encode(sentence)[:limit]
+        candidates = [i for i, token in enumerate(ids) if not bool(banned[token])]
+        if candidates:
+            hits += int(ids[candidates[int(u * len(candidates))]] == top_token)
+            scored += 1
+    fill = hits / scored if scored else math.nan
+    words: dict[str, int] = {}
+    for document in examples.reference:
+        for word in document.lower().split():
+            words[word] = words.get(word, 0) + 1
+    top_word = max(sorted(words), key=lambda w: words[w]) if words else ""
+    spans = [" ".join(sentence.split()[start:start + length]) for sentence, start, length in examples.infill]
+    infill = (sum(_normalise(span) == _normalise(top_word) for span in spans) / len(spans)) if spans else math.nan
+    total, vocabulary = sum(counts.values()), max(run.vocab.size, len(counts))
+    bits = size = 0.0
+    for document, encoding in zip(examples.validation, run.tokenizer.encode_batch(list(examples.validation),
+                                                                                 add_special_tokens=False)):
+        bits += sum(-math.log2((counts.get(token, 0) + 1) / (total + vocabulary)) for token in encoding.ids)
+        size += len(document.encode("utf-8"))
+    unigram = bits / size if size else math.nan
+    return {"baseline_val_bits_per_byte": unigram, "baseline_fill_mask_accuracy": fill,
+            "baseline_infill_exact_match": infill}
+
+
 def _infill_score(run, examples: HeldOutExamples) -> tuple[float, int, str]:
     """(exact match, examples scored, note) of one loaded run, through `generate(mode="infill")`."""
 
@@ -348,12 +438,14 @@ def evaluate_run(run_dir, examples: HeldOutExamples, validation_texts=None) -> d
     started = time.perf_counter()
     cacheable = True
     measured = math.nan
+    baselines = {name: math.nan for name in BASELINE_COLUMNS}
     try:
         run = load_run(run_dir)
         fill = _fill_mask_score(run, examples)
         infill = _infill_score(run, examples)
         if validation_texts is not None:
             measured = measured_bits_per_byte(run, validation_texts)
+        baselines = trivial_baselines(run, examples)
     except ValueError as error:
         fill = infill = (math.nan, 0, f"could not evaluate this run: {error}")
     except Exception as error:  # noqa: BLE001 - one broken run must not take the whole table down
@@ -361,7 +453,7 @@ def evaluate_run(run_dir, examples: HeldOutExamples, validation_texts=None) -> d
         fill = infill = (math.nan, 0, f"evaluating this run failed: {type(error).__name__}: {error}")
         cacheable = False  # perhaps a bug fixed by the next version of the lab: ask again next time
     return {"fill_mask_accuracy": fill[0], "fill_mask_examples": fill[1], "fill_mask_note": fill[2],
-            "infill_exact_match": infill[0], "infill_examples": infill[1], "infill_note": infill[2],
+            "infill_exact_match": infill[0], "infill_examples": infill[1], "infill_note": infill[2], **baselines,
             "measured_bits_per_byte": measured, "seconds": time.perf_counter() - started, "cacheable": cacheable}
 
 
@@ -391,7 +483,7 @@ def _read_cache(run_dir: Path, key: str) -> dict | None:
     if not isinstance(entry, dict):
         return None
     return {name: (math.nan if value is None and name in ("fill_mask_accuracy", "infill_exact_match",
-                                                          "measured_bits_per_byte") else value)
+                                                          "measured_bits_per_byte", *BASELINE_COLUMNS) else value)
             for name, value in entry.items()}
 
 
@@ -409,17 +501,18 @@ def _write_cache(run_dir: Path, key: str, result: dict) -> None:
 
 
 # ------------------------------------------------------------------------------------------------ the table
-def _classification(home: Path, run_ids: list[str]) -> dict[str, dict[str, float]]:
-    """run id -> {task: best accuracy of its finished fine-tunings}."""
+def _classification(home: Path, run_ids: list[str]) -> tuple[dict[str, dict[str, float]], dict[str, float]]:
+    """(run id -> {task: best accuracy of its finished fine-tunings}, task -> its majority-class accuracy)."""
 
     if not run_ids or not finetunes_dir(home).is_dir():
-        return {}
+        return {}, {}
     frame = finetune_leaderboard(home, runs_filter=run_ids)
     frame = frame[frame["state"] == "finished"]
     out: dict[str, dict[str, float]] = {}
     for (run_id, task), accuracy in frame.groupby(["pretrained run", "task"])["accuracy"].max().items():
         out.setdefault(str(run_id), {})[str(task)] = _number(accuracy)
-    return out
+    majority = {str(task): _number(value) for task, value in frame.groupby("task")["majority baseline"].max().items()}
+    return out, majority
 
 
 def _check_settings(corpus, max_examples, seed) -> tuple[str | None, int, int]:
@@ -436,6 +529,7 @@ def _check_settings(corpus, max_examples, seed) -> tuple[str | None, int, int]:
         seed = int(seed)
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise ValueError(f"seed must be a whole number, got {seed!r}")
+    check_seed(seed)  # from 0 to MAX_SEED, as a training run's
     return corpus, max_examples, seed
 
 
@@ -494,18 +588,21 @@ def leaderboard(home=None, corpus: str | None = None, *, max_examples: int = DEF
         if measure and not math.isnan(_number(result.get("measured_bits_per_byte"))):
             row["val_bits_per_byte"] = _number(result.get("measured_bits_per_byte"))
             measured.append(run_dir.name)
-        rows.append({**row, **{name: result.get(name) for name in
+        rows.append({**row, **{name: result.get(name, math.nan) for name in
                                ("fill_mask_accuracy", "fill_mask_examples", "fill_mask_note", "infill_exact_match",
-                                "infill_examples", "infill_note")}})
-    accuracies = _classification(home, [row["run_id"] for row in rows])
+                                "infill_examples", "infill_note", *BASELINE_COLUMNS)}})
+    accuracies, majority = _classification(home, [row["run_id"] for row in rows])
     tasks = sorted({task for per_run in accuracies.values() for task in per_run})
     for row in rows:
         for task in tasks:
             row[ACCURACY_PREFIX + task] = accuracies.get(row["run_id"], {}).get(task, math.nan)
-    columns = LEADERBOARD_COLUMNS + [ACCURACY_PREFIX + task for task in tasks] + NOTE_COLUMNS
+            row[BASELINE_PREFIX + ACCURACY_PREFIX + task] = majority.get(task, math.nan)
+    task_baselines = [BASELINE_PREFIX + ACCURACY_PREFIX + task for task in tasks]
+    columns = (LEADERBOARD_COLUMNS + [ACCURACY_PREFIX + task for task in tasks] + NOTE_COLUMNS + BASELINE_COLUMNS
+               + task_baselines)
     frame = pd.DataFrame(rows, columns=columns)
     for name in ("fill_mask_accuracy", "infill_exact_match", "val_bits_per_byte", "training_tokens", "parameters",
-                 *(ACCURACY_PREFIX + task for task in tasks)):
+                 *(ACCURACY_PREFIX + task for task in tasks), *BASELINE_COLUMNS, *task_baselines):
         frame[name] = pd.to_numeric(frame[name], errors="coerce").astype(float)
     for name in ("steps", "fill_mask_examples", "infill_examples"):
         frame[name] = pd.to_numeric(frame[name], errors="coerce").fillna(0).astype(int)
@@ -531,18 +628,24 @@ def _evaluate_on_corpus(home: Path, run_dir: Path, corpus_name, examples_by_corp
     if name not in examples_by_corpus:
         try:  # a corpus too big to load (read in place) gives the first 4 MB of its validation split
             source = open_corpus(name, home=home)
-            validation = (source.validation_documents() if isinstance(source, FileSource)
-                          else load_corpus(name, home=home).validation)
+            if isinstance(source, FileSource):
+                validation = source.validation_documents()
+                # the training text the trivial baselines count in: its first REFERENCE_CHARACTERS, read lazily
+                train = (text for split, text in source.documents(ReadReport()) if split == "train")
+            else:
+                corpus = load_corpus(name, home=home)
+                validation, train = corpus.validation, corpus.train
         except ValueError as error:
             examples_by_corpus[name] = f"the corpus {name!r} cannot be loaded for held-out text: {error}"
         else:
-            examples_by_corpus[name] = (held_out_examples(validation, max_examples, seed) if validation
+            examples_by_corpus[name] = (held_out_examples(validation, max_examples, seed, train) if validation
                                         else f"the corpus {name!r} has no validation split (one document): no "
                                              "held-out text to ask")
             examples_by_corpus[(name, "validation")] = list(validation)
     examples = examples_by_corpus[name]
     if isinstance(examples, str):
         return {"fill_mask_accuracy": math.nan, "fill_mask_examples": 0, "fill_mask_note": examples,
+                **{name: math.nan for name in BASELINE_COLUMNS},
                 "infill_exact_match": math.nan, "infill_examples": 0, "infill_note": examples, "seconds": 0.0,
                 "cacheable": False}
     logger.info("leaderboard: evaluating %s on %d held-out sentences of %s", run_dir.name, max_examples, name)

@@ -53,11 +53,18 @@ def check_kind(kind) -> str:
     return kind
 
 
+# The largest vocabulary the lab trains (262,144 = 2**18: more than any released model of these families has; the
+# Tokenizer Lab, the training CLI and the API refuse more, README "Bad input").
+MAX_VOCAB_SIZE = 262_144
+
+
 def check_vocab_size(vocab_size) -> int:
     if isinstance(vocab_size, bool) or not isinstance(vocab_size, numbers.Integral):
         raise ValueError(f"vocab_size must be a whole number such as 8000, not {vocab_size!r}.")
     if vocab_size <= 0:
         raise ValueError(f"vocab_size must be positive (for example 8000), not {vocab_size}.")
+    if vocab_size > MAX_VOCAB_SIZE:
+        raise ValueError(f"vocab_size must be at most {MAX_VOCAB_SIZE:,} (for example 8000), not {vocab_size:,}.")
     return int(vocab_size)
 
 

@@ -42,8 +42,8 @@ from lab_models.families import family_record
 from lab_models.home import lab_home
 from lab_models.objectives import objective_module
 from lab_models.training.performance import parse_performance_overrides
-from lab_models.text.tokenizer_kinds import TOKENIZER_KINDS
-from lab_models.training.config import (PRESET_DEFAULTS, RESUME_OVERRIDABLE, TrainConfig, parse_objectives,
+from lab_models.text.tokenizer_kinds import MAX_VOCAB_SIZE, TOKENIZER_KINDS
+from lab_models.training.config import (MAX_SEED, MAX_STEPS, PRESET_DEFAULTS, RESUME_OVERRIDABLE, TrainConfig, parse_objectives,
                                         parse_model_overrides)
 from lab_models.objectives.settings import settings_with_overrides, settings_to_dict
 from lab_models.text.vocab import NUM_LAB_SENTINELS
@@ -108,6 +108,11 @@ def check_at_least(name: str, value, minimum: int = 1):
         raise ValueError(f"--{name.replace('_', '-')} must be at least {minimum}, got {value}")
 
 
+def check_at_most(name: str, value, maximum: int):
+    if value is not None and value > maximum:
+        raise ValueError(f"--{name.replace('_', '-')} must be at most {maximum:,}, got {value:,}")
+
+
 def fit_row_length(family: str, settings, seq_len: int, max_positions: int, model_overrides: dict) -> dict:
     """Check that a row of `seq_len` tokens fits the family's batches; returns `model_overrides`, with max_positions
     raised where the batch builder lengthens rows.
@@ -158,6 +163,9 @@ def config_from_args(args) -> tuple[TrainConfig, CorpusSource]:
         raise ValueError(f"unknown schedule {schedule!r}: choose one of {', '.join(SCHEDULES)}")
     for name in ("steps", "vocab_size", "batch_size", "log_every", "eval_batches"):
         check_at_least(name, getattr(args, name))
+    check_at_most("steps", args.steps, MAX_STEPS)
+    check_at_most("vocab_size", args.vocab_size, MAX_VOCAB_SIZE)
+    check_at_most("seed", args.seed, MAX_SEED)
     check_at_least("seq_len", args.seq_len, 2)
     for name in ("warmup_steps", "eval_every", "checkpoint_every", "seed"):
         check_at_least(name, getattr(args, name), 0)
@@ -276,6 +284,7 @@ def config_from_run(args) -> tuple[TrainConfig, CorpusSource]:
     if overrides:  # speed settings may change on a resume (a GPU after a CPU, more accumulation)
         values["performance"] = {**values.get("performance", {}), **overrides}
     check_at_least("steps", values.get("steps"))
+    check_at_most("steps", values.get("steps"), MAX_STEPS)
     device = select_device(values.get("device", "auto"))
     if "precision" not in overrides:  # an explicit --perf precision on the resume decides afresh
         values["performance"] = keep_resolved_precision(values.get("performance") or {}, runs.read_config(out), device)

@@ -57,6 +57,33 @@ PRESET_DEFAULTS: dict[str, dict] = {
     "base": dict(corpus="stdlib-docs", vocab_size=32000, seq_len=512, batch_size=32, steps=20000, lr=1e-4,
                  warmup_steps=1000, eval_every=1000, checkpoint_every=1000, log_every=10, eval_batches=16),
 }
+# The bounds of a run's step count and seed, wherever a run is asked for (the Train and Scaling tabs, the API, the CLIs,
+# the zoo): beyond them the request is refused with a message (README "Bad input") instead of being queued. Ten million
+# steps is 500 times the base preset's 20,000; a seed is a number that numpy and torch both take.
+MAX_STEPS = 10_000_000
+MAX_SEED = 2**32 - 1
+
+
+def check_steps(steps, what: str = "steps") -> int:
+    """`steps` as an int from 1 to MAX_STEPS, else a ValueError naming `what`.
+
+    >>> check_steps(300), check_steps(300.0)
+    (300, 300)
+    """
+    if isinstance(steps, bool) or not isinstance(steps, (int, float)) or steps != steps or steps != int(steps) \
+            or not 1 <= steps <= MAX_STEPS:
+        raise ValueError(f"{what} must be a whole number from 1 to {MAX_STEPS:,}, got {steps!r}.")
+    return int(steps)
+
+
+def check_seed(seed, what: str = "seed") -> int:
+    """`seed` as an int from 0 to MAX_SEED, else a ValueError naming `what`."""
+    if isinstance(seed, bool) or not isinstance(seed, (int, float)) or seed != seed or seed != int(seed) \
+            or not 0 <= seed <= MAX_SEED:
+        raise ValueError(f"{what} must be a whole number from 0 to {MAX_SEED:,}, got {seed!r}.")
+    return int(seed)
+
+
 RESUME_OVERRIDABLE = ("steps", "device", "eval_every", "checkpoint_every", "log_every", "on_nonfinite")
 EXIT_BAD_ARGUMENT = 2
 EXIT_FAILED = 1

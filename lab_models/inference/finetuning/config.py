@@ -16,7 +16,10 @@ from lab_models.objectives.adversarial import FINETUNE_METHODS as ADVERSARIAL_ME
 from lab_models.text.tasks import Task, csv_task, load_task, TASKS
 from pathlib import Path
 from lab_models.families import RNN_FAMILIES
+from lab_models.training.config import check_seed, check_steps
 from lab_models.training.device import DEVICE_CHOICES
+
+MAX_FINETUNE_BATCH_SIZE = 4096  # a larger batch is refused (README "Bad input"); the tasks hold a few thousand examples
 
 CAUSAL_FAMILIES = ("gpt", "gpt2")
 ENCODER_DECODER = ("mass", "t5")
@@ -98,6 +101,10 @@ class FinetuneConfig:
                 continue
             if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
                 raise ValueError(f"{name.replace('_', '-')} must be a whole number >= {minimum}, got {value!r}")
+        check_steps(self.steps)  # and at most MAX_STEPS, as a pretraining run
+        check_seed(self.seed)
+        if self.batch_size > MAX_FINETUNE_BATCH_SIZE:
+            raise ValueError(f"batch-size must be at most {MAX_FINETUNE_BATCH_SIZE:,}, got {self.batch_size:,}")
         if self.lr is not None and (not _real(self.lr, minimum=0.0) or self.lr <= 0):
             raise ValueError(f"lr must be a positive number such as 5e-4, got {self.lr!r}")
         if not _real(self.warmup_fraction, minimum=0.0) or self.warmup_fraction >= 1:

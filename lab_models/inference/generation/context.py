@@ -27,6 +27,7 @@ from lab_models.text.tokenizer_inspect import tokenizer_kind
 from lab_models.text.vocab import special_ids
 from lab_models.text.framing import Framed
 from lab_models.objectives.translation import decoder_start_id
+from lab_models.training.config import check_seed
 
 
 GENERATION_MODES = ("continue", "infill", "mask_predict", "translate")
@@ -69,6 +70,7 @@ class Generation:
     seconds: float  # wall time of decoding (not loading)
     ms_per_token: float
     step: int  # the training step of the weights used
+    note: str = ""  # mode "auto" only: what was done to the prompt to give this family a task, and why ("" = nothing)
 
 
 # ------------------------------------------------------------------------------------------------------ modes
@@ -127,6 +129,68 @@ def unsupported_reason(family: str, mode: str) -> str:
             f"here.")
 
 
+AUTO = "auto"  # generate's mode that picks, per family, a task it can do from the same prompt (`auto_task`)
+AUTO_BLANK = "___"  # the blank Auto adds at the end of a prompt for a family that fills blanks
+
+
+@dataclass(frozen=True)
+class AutoTask:
+    """What mode "auto" asks one family to do with a prompt: the mode, the prompt it decodes (the given one, or one
+    made from it) and a note that says what was made and why ("" when the prompt is used as it is)."""
+
+    mode: str | None  # None: the family writes no text (CVT); generate then says why
+    prompt: str
+    note: str
+
+
+def auto_task(family: str, prompt: str) -> AutoTask:
+    """The task a family can do from `prompt` as it stands, so that one prompt gives every family an answer (the
+    Compare tab's Auto mode):
+
+    - a prompt without a blank: a continuation for a family that continues text (GPT, GPT-2, UniLM, XLNet, GLM, the
+      LSTM LMs); for one that only fills blanks (the MLM families: mask-predict; T5, MASS: infill), the prompt with a
+      blank (`___`) added at its end, said in the note;
+    - a prompt with a blank: the family's first mode that fills blanks; a family that only continues (GPT, GPT-2, ELMo,
+      ULMFiT) continues the text before the first blank, said in the note;
+    - CoVe translates the prompt as it is; CVT (a tagger) gets no mode.
+
+    >>> auto_task("gpt", "the cat sees")
+    AutoTask(mode='continue', prompt='the cat sees', note='')
+    >>> auto_task("bert", "the cat sees").prompt
+    'the cat sees ___'
+    >>> auto_task("t5", "the cat sees").mode, auto_task("glm", "the cat sees").mode
+    ('infill', 'continue')
+    >>> task = auto_task("gpt2", "the cat ___ a ball ."); task.mode, task.prompt
+    ('continue', 'the cat')
+    """
+    check_prompt_text(prompt, "the prompt")
+    modes = generation_modes(family)
+    name = family.strip().lower()
+    if not modes:
+        return AutoTask(None, prompt, "")
+    title = family_title(name)
+    blank = BLANK.search(prompt)
+    fills = [mode for mode in modes if mode in ("infill", "mask_predict")]
+    if blank is None:
+        if "continue" in modes or not fills:
+            return AutoTask("continue" if "continue" in modes else modes[0], prompt, "")
+        return AutoTask(fills[0], f"{prompt.rstrip()} {AUTO_BLANK}",
+                        f"{title} fills blanks and does not continue a text, so a blank ({AUTO_BLANK}) was added at "
+                        f"the end of the prompt")
+    if fills:
+        return AutoTask(fills[0], prompt, "")
+    if "continue" in modes:
+        before = prompt[:blank.start()].rstrip()
+        if before.strip():
+            return AutoTask("continue", before, f"{title} reads left to right and cannot fill a blank, so it "
+                                                f"continues the text before the first blank")
+        rest = BLANK.sub(" ", prompt).strip()
+        if rest:
+            return AutoTask("continue", rest, f"{title} reads left to right and cannot fill a blank, so it continues "
+                                              f"the prompt without its blanks")
+    return AutoTask(modes[0], prompt, "")
+
+
 # -------------------------------------------------------------------------------------------------- validation
 
 
@@ -155,9 +219,9 @@ def check_prompt_text(text, what: str) -> str:
 
 def check_decoding(mode, max_new_tokens, strategy, temperature, top_k, top_p, beam_size, seed, iterations,
                     blank_length) -> None:
-    if mode is not None and mode not in GENERATION_MODES:
-        raise ValueError(f"unknown mode {mode!r}: choose one of {', '.join(GENERATION_MODES)} (or None for the "
-                         f"family's default)")
+    if mode is not None and mode != AUTO and mode not in GENERATION_MODES:
+        raise ValueError(f"unknown mode {mode!r}: choose one of {', '.join(GENERATION_MODES)}, {AUTO} (a task each "
+                         f"family can do from the prompt) or None (the family's default)")
     if not is_integer_value(max_new_tokens) or not 1 <= max_new_tokens <= MAX_NEW_TOKENS:
         raise ValueError(f"max_new_tokens must be a whole number from 1 to {MAX_NEW_TOKENS}, got {max_new_tokens!r}")
     if strategy not in STRATEGIES:
@@ -175,6 +239,7 @@ def check_decoding(mode, max_new_tokens, strategy, temperature, top_k, top_p, be
         raise ValueError(f"beam_size must be a whole number from 1 to {MAX_BEAM_SIZE}, got {beam_size!r}")
     if not is_integer_value(seed):
         raise ValueError(f"seed must be a whole number, got {seed!r}")
+    check_seed(seed)  # from 0 to MAX_SEED, as a training run's
     if not is_integer_value(iterations) or not 1 <= iterations <= MAX_ITERATIONS:
         raise ValueError(f"iterations must be a whole number from 1 to {MAX_ITERATIONS}, got {iterations!r}")
     if blank_length is not None and (not is_integer_value(blank_length) or not 1 <= blank_length <= MAX_NEW_TOKENS):

@@ -192,8 +192,8 @@ class EncoderDecoderDecoder(Decoder):
 
 
 class T5InfillDecoder(EncoderDecoderDecoder):
-    """T5's decoder constraints: after span i only <extra_id_(i+1)> or [EOS] may come as special tokens; the
-    sentinel after the last blank (or [EOS]) ends the output."""
+    """T5's decoder constraints: after span i only <extra_id_(i+1)> or [EOS] may come as special tokens, never before
+    the span's first token; the sentinel after the last blank (or [EOS]) ends the output."""
 
     def __init__(self, *args, sentinels: tuple[int, ...], n_blanks: int, **kwargs):
         super().__init__(*args, **kwargs)
@@ -203,6 +203,8 @@ class T5InfillDecoder(EncoderDecoderDecoder):
         return sum(1 for t in history if t in self.sentinels)
 
     def allowed_specials(self, history: list[int]) -> list[int]:
+        if not history or history[-1] in self.sentinels:
+            return []  # a span has at least one token: T5's span corruption never makes an empty one
         return [self.ctx.vocab.eos_id, self.sentinels[self._spans_done(history) + 1]]
 
     def ends(self, history: list[int]) -> bool:
@@ -213,11 +215,16 @@ class T5InfillDecoder(EncoderDecoderDecoder):
 
 
 class GLMInfillDecoder(OneStreamDecoder):
-    """GLM's Part B: [E] ends a span; after the last blank's [E] the output ends."""
+    """GLM's Part B: [E] ends a span (never before its first token); after the last blank's [E] the output ends."""
 
     def __init__(self, *args, n_blanks: int, **kwargs):
         super().__init__(*args, **kwargs)
         self.n_blanks = n_blanks
+
+    def allowed_specials(self, history: list[int]) -> list[int]:
+        if not history or history[-1] == self.ctx.vocab.end_id:
+            return []  # a span has at least one token before its [E]: GLM's blanks are never empty in training
+        return [self.ctx.vocab.end_id]
 
     def ends(self, history: list[int]) -> bool:
         return bool(history) and history[-1] == self.ctx.vocab.end_id \

@@ -4,6 +4,8 @@
     generate(run_dir, "the girl ___ a red apple .", mode="infill")              -> Generation (the blank filled)
     generate(run_dir, "the girl [MASK] a [MASK] apple .", mode="mask_predict")  -> Generation (each slot filled)
     generate(run_dir, "the cat sees a ball .", mode="translate")                -> Generation (the Chinese)
+    generate(run_dir, "the girl eats", mode="auto")                             -> what this family can do with
+                                                                                   the prompt (see auto_task)
     fill_mask(run_dir, "the girl [MASK] a red apple .", top_k=5)                -> [[(" eats", 0.41), ...]]
 
 The run is rebuilt with `inference.load_run` (cached and shared: nothing here changes the model) and decoded under
@@ -64,13 +66,14 @@ their assembly.
 """
 from __future__ import annotations
 
+import dataclasses
 import time
 
 import torch
 
 
 from lab_models.inference.generation.context import (MAX_TOP_K, DEFAULT_BLANK_LENGTH, FAMILY_MODES, FILL_MASK_FAMILIES,
-                                                     Generation, family_title, unsupported_reason, is_integer_value,
+                                                     AUTO, Generation, auto_task, family_title, unsupported_reason, is_integer_value,
                                                      as_whole_number, check_prompt_text, check_decoding,
                                                      load_decodable_run, DecodingContext, split_blanks,
                                                      encode_segments, display_pieces, join_text, fill_blanks)
@@ -88,9 +91,11 @@ def generate(run_dir, prompt: str, *, mode: str | None = None, max_new_tokens: i
              iterations: int = 10, blank_length: int | None = None, use_cache: bool = True) -> Generation:
     """Decode from the run in `run_dir` (see the module docstring for the modes and strategies).
 
-    mode None is the family's default (`generation_modes(family)[0]`); a mode the family cannot do returns a
-    Generation with supported=False and an explanation. ValueError for bad arguments: an empty prompt, one longer
-    than the model reads, infill without a blank, several blanks where one is supported, an unknown mode or strategy,
+    mode None is the family's default (`generation_modes(family)[0]`); mode "auto" is a task the family can do from
+    this prompt (`auto_task`: a family that only fills blanks gets a blank added at the end of a prompt without one,
+    a family that only continues continues the text before a blank), said in the Generation's `note`; a mode the
+    family cannot do returns a Generation with supported=False and an explanation. ValueError for bad arguments: an
+    empty prompt, one longer than the model reads, infill without a blank, several blanks where one is supported, an unknown mode or strategy,
     max_new_tokens outside 1..1024, temperature <= 0 when sampling, top_p outside (0, 1], beam_size < 1, beam search
     with mask-predict, a run folder without weights.
     """
@@ -112,12 +117,16 @@ def _generate(run_dir, prompt: str, *, mode: str | None, max_new_tokens: int, st
     run = load_decodable_run(run_dir)
     ctx = DecodingContext(run)
     family = run.family
+    note = ""
+    if mode == AUTO:
+        task = auto_task(family, prompt)
+        mode, prompt, note = task.mode, task.prompt, task.note
     mode = mode if mode is not None else (FAMILY_MODES[family] or ("continue",))[0]
 
     def unsupported(reason: str) -> tuple[Generation, list[int]]:
         return Generation(run_id=run.run_id, family=family, mode=mode, supported=False, explanation=reason,
                           prompt=prompt, text="", new_text="", tokens=[], probs=[], seconds=0.0, ms_per_token=0.0,
-                          step=run.step), []
+                          step=run.step, note=note), []
 
     if mode not in FAMILY_MODES[family]:
         return unsupported(unsupported_reason(family, mode))
@@ -129,8 +138,10 @@ def _generate(run_dir, prompt: str, *, mode: str | None, max_new_tokens: int, st
     try:
         with torch.inference_mode():
             if mode == "mask_predict":
-                return _generate_mask_predict(ctx, prompt, strategy, float(temperature), top_k, float(top_p),
-                                              iterations, blank_length, generator, strategy_text)
+                generation, chosen = _generate_mask_predict(ctx, prompt, strategy, float(temperature), top_k,
+                                                            float(top_p), iterations, blank_length, generator,
+                                                            strategy_text)
+                return dataclasses.replace(generation, note=note), chosen
             segments, _ = split_blanks(prompt)
             started = time.perf_counter()
             context: list[int] = []
@@ -154,13 +165,17 @@ def _generate(run_dir, prompt: str, *, mode: str | None, max_new_tokens: int, st
     explanation = f"{plan.how}; {strategy_text}; {describe_stop(ctx, result, plan.limit_reason)}"
     ms = 1000.0 * seconds / max(1, len(result.tokens))
     common = dict(run_id=run.run_id, family=family, mode=mode, supported=True, explanation=explanation,
-                  prompt=prompt, seconds=seconds, ms_per_token=ms, step=run.step)
+                  prompt=prompt, seconds=seconds, ms_per_token=ms, step=run.step, note=note)
     if mode == "continue":
         pieces_text, new_text = display_pieces(ctx, context, produced)
+        if not new_text.strip():  # say why there is nothing to read
+            common["explanation"] = f"{explanation}; {empty_output_explained(ctx, produced, 'continuation')}"
         return Generation(text=join_text(prompt, new_text) if new_text else prompt, new_text=new_text,
                           tokens=pieces_text, probs=probs, **common), result.tokens
     if mode == "translate":
         pieces_text, new_text = display_pieces(ctx, [], produced)
+        if not new_text.strip():
+            common["explanation"] = f"{explanation}; {empty_output_explained(ctx, produced, 'translation')}"
         generation = Generation(text=new_text, new_text=new_text, tokens=pieces_text, probs=probs, **common)
         return generation, result.tokens
     # infill: split the output into one fill per blank
@@ -186,8 +201,41 @@ def _generate(run_dir, prompt: str, *, mode: str | None, max_new_tokens: int, st
         probs_out += ps
         fills.append(fill)
     new_text = " | ".join(f.strip() for f in fills) if len(fills) > 1 else fills[0]
+    empty = empty_fills_explained(ctx, fills, fills_ids, result, len(segments) - 1)
+    if empty:
+        common["explanation"] = f"{explanation}; {empty}"
     return Generation(text=fill_blanks(segments, fills), new_text=new_text, tokens=tokens_out, probs=probs_out,
                       **common), result.tokens
+
+
+def empty_output_explained(ctx: DecodingContext, produced: list[int], what: str) -> str:
+    """Why a continuation (or translation) reads empty: only whitespace, or an end token at once."""
+    if produced:
+        pieces = " ".join(repr(ctx.token_name(token)) for token in produced[:8]) + (" ..." if len(produced) > 8 else "")
+        return f"the {what} is empty: the model wrote only whitespace ({pieces})"
+    return f"the {what} is empty: the model ended at once (its most likely first token was the end)"
+
+
+def empty_fills_explained(ctx: DecodingContext, fills: list[str], fills_ids: list[list[int]], result,
+                          n_blanks: int) -> str:
+    """Why a blank came out empty, one clause per empty blank ("" when every blank has text). T5 and GLM never end a
+    span before its first token (a training span is never empty); a blank can still be empty when the model wrote
+    only whitespace, ended at once (MASS, UniLM: [EOS] first), or the token limit ran out before it."""
+    reasons = []
+    for index in range(1, n_blanks + 1):
+        fill = fills[index - 1] if index <= len(fills) else ""
+        ids = fills_ids[index - 1] if index <= len(fills_ids) else []
+        if fill.strip():
+            continue
+        if ids:
+            pieces = " ".join(repr(ctx.token_name(token)) for token in ids[:8]) + (" ..." if len(ids) > 8 else "")
+            reasons.append(f"blank {index} is empty: the model wrote only whitespace ({pieces})")
+        elif result.stop == "limit" and index >= len(fills):
+            reasons.append(f"blank {index} is empty: the token limit ran out before the model reached it")
+        else:
+            reasons.append(f"blank {index} is empty: the model ended it at once (its most likely first token was "
+                           f"the end of the blank)")
+    return "; ".join(reasons)
 
 
 def _generate_mask_predict(ctx: DecodingContext, prompt: str, strategy: str, temperature: float, top_k: int,

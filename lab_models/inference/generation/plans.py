@@ -196,8 +196,8 @@ def _glm_plan(ctx: DecodingContext, pieces: list[list[int]], max_new: int, use_c
 
     dec = GLMInfillDecoder(ctx, ctx.backbone, prefix, prefix_mask, feed, None, use_cache, (v.end_id,),
                      n_blanks=len(mask_index))
-    how = (f"GLM's Part A (the text with [MASK]) read bidirectionally, Part B ([S] + span until [E]) written left to "
-           f"right with 2-D positions, {_cache_text(use_cache)}" + ctx.framing_clause())
+    how = (f"GLM's Part A (the text with [MASK]) read bidirectionally, Part B ([S] + span of at least one token "
+           f"until [E]) written left to right with 2-D positions, {_cache_text(use_cache)}" + ctx.framing_clause())
     return DecodingPlan(dec, *_cap(ctx, dec, max_new), how, separators=(v.end_id,))
 
 
@@ -230,8 +230,8 @@ def plan_infill(ctx: DecodingContext, segments: list[str], pieces: list[list[int
         dec = T5InfillDecoder(ctx, encoder, cross, [ctx.decoder_start, v.sentinel_ids[0]], 0, use_cache, (v.eos_id,),
                         sentinels=tuple(v.sentinel_ids), n_blanks=n_blanks)
         how = (f"the encoder reads the text with a sentinel at each blank; the decoder starts "
-               f"{ctx.token_name(ctx.decoder_start)} <extra_id_0> (forced) and writes each span until the next "
-               f"sentinel or [EOS], {_cache_text(use_cache)}" + ctx.framing_clause())
+               f"{ctx.token_name(ctx.decoder_start)} <extra_id_0> (forced) and writes each span (at least one token, "
+               f"as in training) until the next sentinel or [EOS], {_cache_text(use_cache)}" + ctx.framing_clause())
         return DecodingPlan(dec, *_cap(ctx, dec, max_new), how, separators=tuple(v.sentinel_ids))
     if n_blanks > 1:
         raise ValueError(f"{ctx.title} fills one blank at a time, but the prompt has {n_blanks}: keep one ___")

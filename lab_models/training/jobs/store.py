@@ -22,6 +22,7 @@ from lab_models.training.jobs.files import (PRESETS, DEVICES, ACTIVE_STATES, STA
                                             ZOO_NAME_PATTERN, format_value, read_json, process_alive, finite_number,
                                             nested_value, config_steps, eta_seconds)
 from lab_models.training.runs import has_checkpoint
+from lab_models.training.config import check_seed, check_steps
 
 
 class RunStore:
@@ -198,11 +199,8 @@ class RunStore:
         if corpus is not None and (not isinstance(corpus, str) or not corpus.strip()):
             raise ValueError(f"corpus must be a corpus name or path, got {corpus!r}.")
         if steps is not None:
-            if isinstance(steps, bool) or not isinstance(steps, (int, float)) or steps != int(steps) or steps < 1:
-                raise ValueError(f"steps must be a whole number >= 1 (or blank for the preset's default), got {steps!r}.")
-            steps = int(steps)
-        if isinstance(seed, bool) or not isinstance(seed, (int, float)) or seed != int(seed) or seed < 0:
-            raise ValueError(f"seed must be a whole number >= 0, got {seed!r}.")
+            steps = check_steps(steps)  # None (blank) is the preset's default
+        check_seed(seed)
         if device not in DEVICES:
             raise ValueError(f"Unknown device {device!r}: choose one of {', '.join(DEVICES)}.")
         weights = {}

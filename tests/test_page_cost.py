@@ -33,7 +33,7 @@ def test_every_timer_sits_in_a_tab_and_only_the_first_tab_ticks_when_the_page_op
     timers = timers_by_tab(page)
     assert "" not in timers  # no timer outside every tab: each one belongs to a view
     assert set(timers) == {"mask-explorer", "train", "scaling", "compare", "understand",
-                           "understand/understand-finetune", "leaderboard"}
+                           "understand/understand-finetune", "leaderboard", "corpora"}
     active = {path: [timer.active for timer in found] for path, found in timers.items()}
     assert active.pop("mask-explorer") == [True]  # the demo zoo's progress, on the tab the page opens on
     assert all(flags == [False] for flags in active.values()), active
@@ -48,7 +48,7 @@ def test_the_train_tab_has_one_live_event(page):
     (timer,) = timers_by_tab(page)["train"]
     ticks = [fn for fn in page.fns.values() if any(block == timer._id for block, _ in fn.targets)]
     assert [fn.api_name for fn in ticks] == ["refresh_run"]
-    assert len(ticks[0].outputs) == 17  # run (6), learning rate, add-ons, routing (2 each), runs table (5)
+    assert len(ticks[0].outputs) == 18  # run (6), learning rate, add-ons, routing (2 each), runs table (5), start-from
 
 
 def test_every_tab_turns_the_timers_on_and_off_in_the_browser_alone(page):

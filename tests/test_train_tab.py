@@ -133,7 +133,7 @@ def test_the_command_repeats_the_run_headlessly(client):
     (controls("bert", settings={"mask_rate": "lots"}), "setting 'mask_rate' of BERT is a number"),
     (controls("bert", settings={"nsp": "maybe"}), "is on/off"),
     (controls("bert", settings={"no_such_setting": "1"}), "BERT has no setting 'no_such_setting'"),
-    (controls("gpt", steps=-5), "Steps must be a whole number: 1 or more, or 0 for the preset's"),
+    (controls("gpt", steps=-5), "Steps must be a whole number from 1 to 10,000,000, or 0 for the preset's"),
     (controls("gpt", corpus="no-such-corpus"), "Unknown corpus 'no-such-corpus'"),
 ])
 def test_bad_inputs_give_a_clear_error_and_the_app_stays_up(client, inputs, message):

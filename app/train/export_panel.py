@@ -10,8 +10,8 @@ trained, whose options the transformers class has) and hides for the others (`ap
 
 Endpoints:
 * `/export_visibility`: a run id -> (the button row shown or hidden, a note: "" or why the run cannot be exported).
-  `/refresh_export_visibility` (a timer, every 5 s) does it again when the selected run's state changed (a run that
-  finishes while it is selected gets its button).
+  `/refresh_export_visibility` (on each change of the run's status line, which the Train tab's one live tick redraws)
+  does it again when the selected run's state changed (a run that finishes while it is selected gets its button).
 * `/export_run`: a run id -> (the zip to download, a note naming the folder in the lab home).
 """
 from __future__ import annotations
@@ -27,7 +27,6 @@ from app.i18n.language import current_language, text, tr
 from app.i18n.messages import backend_text
 
 
-REFRESH_S = 5.0  # how often the selected run's state is checked for a change (cheap: status.json)
 
 
 class ExportView:
@@ -62,7 +61,7 @@ class ExportView:
         return gr.update(visible=False), tr("export.not_exportable", reason=backend_text(problem))
 
     def refresh(self, run_id, signature=None):
-        """The timer: `visibility` again when the selected run's state (or the reader's language) changed, else
+        """`visibility` again when the selected run's state (or the reader's language) changed, else
         nothing is sent."""
         if not run_id or self.jobs is None:
             return gr.skip(), gr.skip(), signature
@@ -90,7 +89,12 @@ def build(home, jobs, run) -> SimpleNamespace:
     note = gr.Markdown("", elem_id="train-export-note")
     run.change(user_errors(view.visibility), run, [row, note], api_name="export_visibility", show_progress="hidden")
     signature = gr.State(None)
-    gr.Timer(REFRESH_S).tick(view.refresh, [run, signature], [row, note, signature], api_name="refresh_export_visibility",
-                             show_progress="hidden", queue=False)
     button.click(user_errors(view.export), run, [download, note], api_name="export_run")
-    return SimpleNamespace(view=view, row=row, download=download, note=note)
+
+    def follow(status: gr.components.Component) -> None:
+        """Check again whenever the run's status line changes (the Train tab's one live tick redraws it only when
+        the run changed), instead of a timer of its own: a run that finishes shows its Export button."""
+        status.change(view.refresh, [run, signature], [row, note, signature], api_name="refresh_export_visibility",
+                      show_progress="hidden", queue=False)
+
+    return SimpleNamespace(view=view, row=row, download=download, note=note, follow=follow)

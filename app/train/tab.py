@@ -542,9 +542,10 @@ def build(home, jobs, corpus_choices=None):
             run = gr.Dropdown(view.run_ids(), value=None, label=text("train.run"), allow_custom_value=True,
                               elem_id="train-run",
                               info=text("train.run_info"))
-            export_panel.build(home, jobs, run)  # the Export button of an exportable run, under its picker
+            exporter = export_panel.build(home, jobs, run)  # the Export button of an exportable run, under its picker
             progress = gr.HTML(progress_html(None), elem_id="train-progress")
             status = gr.Markdown(status_markdown(None), elem_id="train-status")
+            exporter.follow(status)
             curve = gr.Plot(loss_figure([]), label=text("train.loss_plot"), elem_id="train-curve")
             with gr.Accordion(text("train.lr_accordion"), open=True):
                 schedule_plot = gr.Plot(lr_figure([]), label=text("train.lr_plot"), elem_id="train-lr")

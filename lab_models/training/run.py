@@ -56,6 +56,7 @@ from lab_models.text.vocab_fit import build_tokenizer
 from lab_models.text.streams import encode_stream
 from lab_models.training.device import select_device
 from lab_models.training.engine import EvalEvent, NonFiniteLossError, StepEvent, Trainer, derive_seed, generator_for
+from lab_models.training.engine import init_seed
 from lab_models.home import lab_home
 from lab_models.objectives import objective_module
 from lab_models.objectives.common import BatchConfig
@@ -349,7 +350,7 @@ def _run(config: TrainConfig, corpus: Corpus, resume: bool, world: _World, out: 
         if batches.validation_note:
             logger.warning(batches.validation_note)
         model = build_model(config.family, model_config, settings, info, config.objectives,
-                            seed=derive_seed(config.seed, "init") & 0x7FFFFFFF)
+                            seed=init_seed(config.seed))
         model.to(world.device)
 
         batches, addons, addon_facts = attach(model, config.addons, tokenizer=tokenizer, vocab=info, corpus=corpus,

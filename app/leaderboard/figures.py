@@ -29,6 +29,7 @@ METRIC_TITLES = {
     "val_bits_per_byte": ("val bits/byte ↓", True),
     "fill_mask_accuracy": ("fill-mask acc ↑", False),
     "infill_exact_match": ("infill EM ↑", False),
+    "probe_accuracy": ("probe acc (roles) ↑", False),
 }
 TABLE_KEYS = ("run", "family", "preset", "corpus", "steps", "training_tokens", "parameters")  # "col_<key>"
 ACCURACY_PREFIX = "accuracy_"
@@ -91,7 +92,8 @@ def notes_markdown(frame: pd.DataFrame) -> str:
     for _, row in frame.iterrows():
         if "val_bits_per_byte" in row and pd.isna(row["val_bits_per_byte"]):
             reasons.setdefault(NO_BITS_NOTE, {}).setdefault(str(row["run_id"]), []).append(tr("leaderboard.note_bits"))
-        for column, key in (("fill_mask_note", "leaderboard.note_fill_mask"), ("infill_note", "leaderboard.note_infill")):
+        for column, key in (("fill_mask_note", "leaderboard.note_fill_mask"), ("infill_note", "leaderboard.note_infill"),
+                            ("probe_note", "leaderboard.note_probe")):
             note = str(row.get(column) or "").strip()
             if note and note.lower() != "nan":
                 reasons.setdefault(note, {}).setdefault(str(row["run_id"]), []).append(tr(key))
@@ -114,13 +116,16 @@ def display_table(frame: pd.DataFrame) -> pd.DataFrame:
     go under the table, `notes_markdown`)."""
     columns = [tr(f"leaderboard.col_{key}") for key in TABLE_KEYS]
     columns += [tr(f"leaderboard.col_{name}") for name in METRIC_TITLES]
+    probed = "best_probe_layer" in frame.columns
+    columns += [tr("leaderboard.col_best_probe_layer")] if probed else []
     tasks = task_columns(frame)
     columns += [tr("leaderboard.col_task_accuracy", task=name[len(ACCURACY_PREFIX):]) for name in tasks]
     rows = []
     for _, row in frame.iterrows():
         shown = [row["run_id"], row["family"], row["preset"] or "", row["corpus"], format_count(row["steps"]),
                  format_count(row["training_tokens"]), format_count(row["parameters"])]
-        shown += [format_score(row[name]) for name in METRIC_TITLES]
+        shown += [format_score(row[name]) if name in row else MISSING for name in METRIC_TITLES]
+        shown += [str(row["best_probe_layer"]) or MISSING] if probed else []
         shown += [format_score(row[name]) for name in tasks]
         rows.append(shown)
     return pd.DataFrame(rows, columns=columns)

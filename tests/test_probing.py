@@ -221,11 +221,14 @@ def test_integrated_gradients_are_complete_on_a_nonlinear_function():
     assert abs(float(coarse.sum() - (f(x) - f(baseline)))) > 1e-6  # the steps matter: it is a real integral
 
 
-@pytest.mark.parametrize("family, text", [("gpt", "the girl eats a red"), ("bert", "the girl [MASK] a red apple ."),
-                                          ("xlnet", "the girl [MASK] a red apple ."), ("t5", "the girl eats a red"),
-                                          ("elmo", "the girl eats a red")])
-def test_attributions_of_a_prediction_are_complete(runs, family, text):
-    result = api.explain_prediction(runs[family], text, "integrated_gradients", steps=32)
+# T5's tiny test run moves its answer's probability by only 0.004 to 0.007 from the [PAD] baseline, so the quadrature's
+# absolute error at 32 steps (6e-5 to 1.2e-4, falling to 2e-6 at 256) is over 1% of it: it is checked at 256 steps.
+@pytest.mark.parametrize("family, text, steps", [("gpt", "the girl eats a red", 32),
+                                                 ("bert", "the girl [MASK] a red apple .", 32),
+                                                 ("xlnet", "the girl [MASK] a red apple .", 32),
+                                                 ("t5", "the girl eats a red", 256), ("elmo", "the girl eats a red", 32)])
+def test_attributions_of_a_prediction_are_complete(runs, family, text, steps):
+    result = api.explain_prediction(runs[family], text, "integrated_gradients", steps=steps)
     difference = result.probability - result.baseline_probability
     assert abs(difference) > 0
     assert result.completeness_error <= max(0.01 * abs(difference), TOLERANCE)

@@ -24,13 +24,17 @@ from lab_models.experiments import sweep as _sweep
 from lab_models.experiments import zoo as _zoo
 from lab_models.objectives.specs import FamilySpec, ObjectiveSpec, all_families, family_spec
 from lab_models.home import lab_home
+from lab_models.inference import attributions as _attributions
 from lab_models.inference import leaderboard as _leaderboard
+from lab_models.inference import logit_lens as _logit_lens
+from lab_models.inference import probing as _probing
 from lab_models.inference import loading as _inference
 from lab_models.inference import representations as _probes
 from lab_models.inference import routing as _routing
 from lab_models.inference import sentence_similarity as _sentence_similarity
 from lab_models.inference.finetuning import config as _config
 from lab_models.inference.finetuning import results as _results
+from lab_models.inference.finetuning import saved as _saved_finetunes
 from lab_models.inference.generation import context as _context
 from lab_models.inference.generation import generate as _generate
 from lab_models.interop import cache as _cache
@@ -938,6 +942,73 @@ MAX_VOCAB_SIZE = _tokenizer_kinds.MAX_VOCAB_SIZE  # a tokenizer's vocabulary: 1 
 MAX_SWEEP_D_MODEL = _sweep.MAX_SWEEP_D_MODEL  # a sweep's DxL sizes: d_model up to 16,384, layers up to 256
 MAX_SWEEP_LAYERS = _sweep.MAX_SWEEP_LAYERS
 # ================================================================================================ bounds (end)
+
+
+# ================================================================================================ probing (begin)
+# What each objective puts inside the models (issue 26): linear probes of every layer against a random-init control
+# (lab_models/inference/probing.py), the logit lens (logit_lens.py) and attributions (attributions.py) at the position
+# the family predicts (predicting.py). Each takes a run folder; `attributions` also a fine-tuning folder with saved
+# weights (its classifier's label is explained).
+__all__ += ["PROBE_TASKS", "PROBE_COLUMNS", "probe_layers", "best_probe_layer", "LENS_COLUMNS", "logit_lens",
+            "Attribution", "ATTRIBUTION_METHODS", "ATTRIBUTION_BASELINES", "ATTRIBUTION_DEFAULT_STEPS",
+            "ATTRIBUTION_MAX_STEPS", "attributions", "explain_prediction", "finetunes_with_weights"]
+PROBE_TASKS = tuple(_probing.PROBE_TASKS)  # tags, roles (word level); topic, sentiment (sentence level)
+PROBE_COLUMNS = list(_probing.PROBE_COLUMNS)
+LENS_COLUMNS = list(_logit_lens.LENS_COLUMNS)
+Attribution = _attributions.Attribution
+ATTRIBUTION_METHODS = _attributions.METHODS
+ATTRIBUTION_BASELINES = _attributions.BASELINES
+ATTRIBUTION_DEFAULT_STEPS = _attributions.DEFAULT_STEPS
+ATTRIBUTION_MAX_STEPS = _attributions.MAX_STEPS
+
+
+def probe_layers(run_dir, task: str = "tags", seed: int = 0, progress=None):
+    """A linear probe per (stream, layer) of a frozen run, against the majority baseline and the same probe on the
+    untrained model of the same architecture and seed: a pandas DataFrame with columns stream, layer (0 =
+    embeddings), depth (0.0 to 1.0), accuracy, majority, control, layer_name and selectivity (accuracy - control).
+    `task`: "tags" or "roles" (per word), "topic" or "sentiment" (per sentence, from the mean of the layer); the
+    sentences are the synthetic corpus's. The features are cached in the run folder (probe-features.safetensors).
+    progress(done, total, message) is called while features are computed."""
+    return _probing.probe_layers(_probe_run_dir(run_dir), task, seed, progress)
+
+
+def best_probe_layer(frame) -> dict:
+    """The row of a `probe_layers` table with the highest accuracy: {stream, layer, layer_name, depth, accuracy,
+    control}, {} for none."""
+    return _probing.best_probe_layer(frame)
+
+
+def logit_lens(run_dir, text: str, top_k: int = 5):
+    """What every layer predicts at the position the family predicts (the first [MASK] for the MLM families, the next
+    token for the causal ones, a T5/MASS span's first token, CoVe's first translated token), decoded through the
+    family's own output head with its final norm: a DataFrame with columns layer, rank, token, probability and
+    layer_name; attrs: where, stream, note (where the head makes this an approximation), check_error."""
+    return _logit_lens.logit_lens(_probe_run_dir(run_dir), text, top_k)
+
+
+def explain_prediction(run_dir, text: str, method: str = "integrated_gradients", steps: int = 32, *,
+                       baseline: str = "pad", target: str | None = None) -> Attribution:
+    """Gradient x input or integrated gradients (`steps` Gauss-Legendre points from a baseline of [PAD] vectors or
+    zeros) of the probability of the run's own answer at the position it predicts, or, for a fine-tuning folder with
+    saved weights, of its classifier's label: an `Attribution` (tokens, scores, target, where, probability,
+    baseline_probability, completeness_error)."""
+    return _attributions.explain_prediction(_probe_run_dir(run_dir), text, method, steps, baseline=baseline,
+                                            target=target)
+
+
+def attributions(run_dir, text: str, method: str = "integrated_gradients", steps: int = 32) -> list[tuple[str, float]]:
+    """One (token, attribution) pair per input token, for the family's prediction at the first [MASK] or the next
+    token; `method` is "integrated_gradients" or "gradient_x_input" (`explain_prediction` has the details)."""
+    return _attributions.attributions(_probe_run_dir(run_dir), text, method, steps)
+
+
+def finetunes_with_weights(jobs: RunStore | None = None, *, home=None) -> list[dict]:
+    """The finished or stopped fine-tunings of a sentence task that kept their weights (the attributions view can
+    explain their labels), newest first: rows of `list_finetunes`."""
+    store = jobs if jobs is not None else RunStore(lab_home(home))
+    return [row for row in list_finetunes(store) if row.get("state") in ("finished", "stopped")
+            and _saved_finetunes.explainable_finetune(row["path"])]
+# ================================================================================================ probing (end)
 
 
 # ================================================================================================ generation (begin)

@@ -37,7 +37,8 @@ OTHER_CORPUS_TEXT = ("The river runs past the old mill. A heron waits in the ree
                      "Rain falls on the tin roof all night. In the morning the garden shines.\n")
 BASE_COLUMNS = ["run_id", "family", "predicts", "preset", "corpus", "steps", "training_tokens", "parameters",
                 "val_bits_per_byte", "fill_mask_accuracy", "fill_mask_examples", "infill_exact_match",
-                "infill_examples"]
+                "infill_examples", "best_probe_layer", "probe_accuracy"]
+NOTE_COLUMNS = ["fill_mask_note", "infill_note", "probe_note"]
 BASELINES = ["baseline_val_bits_per_byte", "baseline_fill_mask_accuracy", "baseline_infill_exact_match"]
 
 
@@ -103,7 +104,7 @@ def test_examples_are_deterministic_and_seeded():
 
 # ------------------------------------------------------------------------------------------------ the table
 def test_columns_and_one_row_per_run_of_the_corpus(table, board):
-    assert list(table.columns) == BASE_COLUMNS + ["accuracy_topic", "fill_mask_note", "infill_note", *BASELINES,
+    assert list(table.columns) == BASE_COLUMNS + ["accuracy_topic", *NOTE_COLUMNS, *BASELINES,
                                                   "baseline_accuracy_topic"]
     assert sorted(table["run_id"]) == sorted(board["ids"].values())  # the other corpus's run is not here
     assert set(table["corpus"]) == {"synthetic"}
@@ -139,6 +140,13 @@ def test_scores_are_in_range_or_nan_with_a_reason(table, board):
     # fractions of EXAMPLES: hits / scored
     for value in (bert["fill_mask_accuracy"], t5["fill_mask_accuracy"], t5["infill_exact_match"]):
         assert (value * EXAMPLES) == pytest.approx(round(value * EXAMPLES))
+    # every family has a best probe layer (the words' roles), the api's own best row of its probe table
+    for family, run_id in board["ids"].items():
+        row = row_of(table, run_id)
+        probes = api.probe_layers(board["home"] / "runs" / run_id, "roles")
+        best = api.best_probe_layer(probes)
+        assert row["probe_accuracy"] == pytest.approx(best["accuracy"]) and row["probe_note"] == ""
+        assert row["best_probe_layer"] == f"{best['stream']}: {best['layer_name']} (depth {best['depth']:.2f})"
 
 
 def test_each_score_has_its_trivial_baseline(table, board):
@@ -273,13 +281,13 @@ def test_bad_settings_are_clear_errors(board):
     with pytest.raises(ValueError, match="corpus must be a corpus name"):
         api.leaderboard(board["home"], corpus=3)
     empty = api.leaderboard(board["home"] / "no-runs-here")
-    assert len(empty) == 0 and list(empty.columns) == BASE_COLUMNS + ["fill_mask_note", "infill_note", *BASELINES]
+    assert len(empty) == 0 and list(empty.columns) == BASE_COLUMNS + NOTE_COLUMNS + BASELINES
 
 
 def test_csv_export_round_trips(table, tmp_path):
     path = api.leaderboard_csv(table, tmp_path / "board.csv")
     back = pd.read_csv(path)
-    back[["fill_mask_note", "infill_note"]] = back[["fill_mask_note", "infill_note"]].fillna("")
+    back[NOTE_COLUMNS] = back[NOTE_COLUMNS].fillna("")
     pd.testing.assert_frame_equal(back, table, check_dtype=False)
     default = api.leaderboard_csv(table)  # a fresh temporary folder
     assert default.suffix == ".csv" and default.read_text(encoding="utf-8") == path.read_text(encoding="utf-8")
@@ -291,7 +299,7 @@ def test_display_table_and_figure(table):
     shown = display_table(table)
     assert list(shown.columns) == ["run", "family", "its bits per byte are on", "preset", "corpus", "steps",
                                    "training tokens", "parameters", "val bits/byte ↓", "fill-mask acc ↑", "infill EM ↑",
-                                   "topic acc ↑"]
+                                   "probe acc (roles) ↑", "best probe layer", "topic acc ↑"]
     gpt = shown[shown["family"] == "gpt"].iloc[0]
     assert gpt["fill-mask acc ↑"] == "— (1)" and gpt["training tokens"] == "30,720"  # (1): its reason's number
     assert gpt["its bits per byte are on"] == "next token"
@@ -309,8 +317,8 @@ def test_display_table_and_figure(table):
     figure = leaderboard_figure(table)
     titles = [annotation.text for annotation in figure.layout.annotations]
     assert titles[0] == ("validation bits per byte (lower is better)<br>compare within a group: each objective "
-                         "predicts other tokens") and len(titles) == 4
-    assert "topic accuracy" in titles[3]
+                         "predicts other tokens") and len(titles) == 5
+    assert "linear probe accuracy" in titles[3] and "topic accuracy" in titles[4]
     bars = [trace for trace in figure.data if trace.type == "bar"]
     assert {trace.name for trace in bars} == set(E2E_FAMILIES)
     gpt_bits = next(trace for trace in bars if trace.name == "gpt" and trace.xaxis == "x")

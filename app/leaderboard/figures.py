@@ -38,6 +38,7 @@ METRIC_TITLES = {
     "val_bits_per_byte": ("val bits/byte ↓", True),
     "fill_mask_accuracy": ("fill-mask acc ↑", False),
     "infill_exact_match": ("infill EM ↑", False),
+    "probe_accuracy": ("probe acc (roles) ↑", False),
 }
 TABLE_KEYS = ("run", "family", "predicts", "preset", "corpus", "steps", "training_tokens",
               "parameters")  # "col_<key>"
@@ -126,7 +127,8 @@ def _missing_reasons(frame: pd.DataFrame) -> tuple[list[str], dict[tuple[str, st
         run = str(row["run_id"])
         if "val_bits_per_byte" in row and pd.isna(row["val_bits_per_byte"]):
             numbers[(run, "val_bits_per_byte")] = number(NO_BITS_NOTE)
-        for column, note_column in (("fill_mask_accuracy", "fill_mask_note"), ("infill_exact_match", "infill_note")):
+        for column, note_column in (("fill_mask_accuracy", "fill_mask_note"), ("infill_exact_match", "infill_note"),
+                                    ("probe_accuracy", "probe_note")):
             note = str(row.get(note_column) or "").strip()
             if note and note.lower() != "nan":  # why it is missing, or what it was based on (sentences skipped)
                 numbers[(run, column)] = number(note)
@@ -157,7 +159,7 @@ def notes_markdown(frame: pd.DataFrame) -> str:
     if not reasons:
         return ""
     labels = {"val_bits_per_byte": tr("leaderboard.note_bits"), "fill_mask_accuracy": tr("leaderboard.note_fill_mask"),
-              "infill_exact_match": tr("leaderboard.note_infill")}
+              "infill_exact_match": tr("leaderboard.note_infill"), "probe_accuracy": tr("leaderboard.note_probe")}
     lines = [tr("leaderboard.notes_heading")]
     for index, reason in enumerate(reasons, start=1):
         per_run: dict[str, list[str]] = {}
@@ -195,6 +197,8 @@ def display_table(frame: pd.DataFrame) -> pd.DataFrame:
     frame = ordered(frame)
     columns = [tr(f"leaderboard.col_{key}") for key in TABLE_KEYS]
     columns += [tr(f"leaderboard.col_{name}") for name in METRIC_TITLES]
+    probed = "best_probe_layer" in frame.columns
+    columns += [tr("leaderboard.col_best_probe_layer")] if probed else []
     tasks = task_columns(frame)
     columns += [tr("leaderboard.col_task_accuracy", task=name[len(ACCURACY_PREFIX):]) for name in tasks]
     _, numbers = _missing_reasons(frame)
@@ -203,17 +207,23 @@ def display_table(frame: pd.DataFrame) -> pd.DataFrame:
         shown = [row["run_id"], row["family"], predicts_title(row.get("predicts")), row["preset"] or "",
                  row["corpus"], format_count(row["steps"]), format_count(row["training_tokens"]),
                  format_count(row["parameters"])]
-        for name in (*METRIC_TITLES, *tasks):
+
+        def score(name):
             number = numbers.get((str(row["run_id"]), name))
-            missing = pd.isna(row[name])
-            shown.append((f"{MISSING} ({number})" if number else MISSING) if missing
-                         else format_score(row[name]) + (f" ({number})" if number else ""))
+            if name not in row or pd.isna(row[name]):
+                return f"{MISSING} ({number})" if number else MISSING
+            return format_score(row[name]) + (f" ({number})" if number else "")
+
+        shown += [score(name) for name in METRIC_TITLES]
+        shown += [str(row["best_probe_layer"]) or MISSING] if probed else []
+        shown += [score(name) for name in tasks]
         rows.append(shown)
     if len(frame):
         baseline = [tr("leaderboard.baseline_row")] + [""] * (len(TABLE_KEYS) - 1)
-        for name in (*METRIC_TITLES, *tasks):
+        for name in (*METRIC_TITLES, *(["best_probe_layer"] if probed else []), *tasks):
             column = BASELINE_PREFIX + name
-            baseline.append(_baseline_cell(frame[column]) if column in frame.columns else MISSING)
+            baseline.append("" if name == "best_probe_layer" else
+                            _baseline_cell(frame[column]) if column in frame.columns else MISSING)
         rows.append(baseline)
     return pd.DataFrame(rows, columns=columns)
 

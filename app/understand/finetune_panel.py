@@ -4,7 +4,7 @@ compare them on a leaderboard.
 The user picks runs (those with weights), a task (sentiment, topic, entailment, tagging, or an uploaded CSV), the
 pooling of the classification head, λ (the weight of the auxiliary LM loss), steps, batch size, learning rate and
 seed. **Start** queues one fine-tuning per run on the app's job manager (`api.start_finetune`: a worker process each,
-one per device at a time, like the Train tab's runs); **Stop** stops the shown ones that are queued or running. A
+one per device at a time, like the Train tab's runs; each keeps its weights for the Attributions section); **Stop** stops the shown ones that are queued or running. A
 `gr.Timer` redraws the progress rows (state, step / total, latest validation accuracy) while anything changes, and
 the leaderboard (a table and a bar plot, from `api.finetune_leaderboard`) whenever a result appears.
 
@@ -270,7 +270,8 @@ class FinetuneView:
         started, problems = [], []
         for run_id in run_ids:
             try:
-                started.append(api.start_finetune(self.jobs, run_id, task, **options))
+                # the weights are kept: the Attributions section explains a fine-tuned classifier's labels from them
+                started.append(api.start_finetune(self.jobs, run_id, task, save_weights=True, **options))
             except ValueError as error:
                 problems.append((run_id, str(error)))
         # each run's reason in the reader's language ("run: message" has no template of its own)

@@ -55,7 +55,9 @@ from app.errors import user_errors
 from app.i18n.explanations import explain
 from app.i18n.language import reader_examples, text, tr
 from app.inputs import picked, picked_runs, whole_number
-from app.understand import finetune_panel, routing_panel, similarity_panel
+from app.understand import (attribution_panel, finetune_panel, lens_panel, model_view_panel, probe_panel, routing_panel,
+                            similarity_panel)
+from app.understand.export import FigureFiles
 from app.understand.figures import (attention_details, attention_figure, fill_mask_figure, fill_mask_table,
                                     projection_figure, run_label, similarity_figure, similarity_table, stream_label,
                                     stream_title)
@@ -253,6 +255,7 @@ def build(home, jobs=None, tab=None):
     `view` (the handlers) and the pickers."""
     view = UnderstandView(home, jobs)
     choices = view.run_choices()
+    files = FigureFiles()  # the figures' standalone HTML files (the attention, probe, lens and attribution views)
     start = placeholders()
     gr.Markdown(text("understand.intro"))
     with gr.Row():
@@ -332,6 +335,15 @@ def build(home, jobs=None, tab=None):
             attention_note = gr.Markdown("")
             with gr.Accordion(text("understand.attention_data_accordion"), open=False):
                 attention_data = gr.JSON({}, label=text("understand.attention_data_label"))
+            # the downloads and the model view (model_view_panel.py); wired to the head view's events below
+            model_view = model_view_panel.build(view.jobs, files, attention_run, attention_sentence, stream, layer)
+        # ---------------------------------------------------------------- probing, logit lens, attributions (issue 26)
+        with gr.Tab(text("probing.tab_probing"), id="understand-probing"):
+            probing = probe_panel.build(home, view.jobs, choices, files)
+        with gr.Tab(text("probing.tab_lens"), id="understand-lens"):
+            lens = lens_panel.build(home, view.jobs, choices, files)
+        with gr.Tab(text("probing.tab_attributions"), id="understand-attributions"):
+            attributing = attribution_panel.build(home, view.jobs, files)
         # ---------------------------------------------------------------- fine-tuning (finetune_panel.py)
         with gr.Tab(text("understand.tab_finetune"), id="understand-finetune") as finetune_tab:
             finetune = finetune_panel.build(home, view.jobs, choices, finetune_tab)
@@ -358,13 +370,16 @@ def build(home, jobs=None, tab=None):
     attention = user_errors(view.attention)
     attention_inputs = [attention_run, attention_sentence, stream, layer]
     attention_outputs = [stream, layer, attention_plot, attention_note, attention_data]
-    attention_button.click(attention, attention_inputs, attention_outputs, api_name="understand_attention")
-    attention_sentence.submit(attention, attention_inputs, attention_outputs,
-                              api_name="understand_attention_on_submit")
-    stream.input(attention, attention_inputs, attention_outputs, api_name="understand_attention_stream",
-                 show_progress="hidden")
-    layer.release(attention, attention_inputs, attention_outputs, api_name="understand_attention_view",
-                  show_progress="hidden")
+    attention_click = attention_button.click(attention, attention_inputs, attention_outputs,
+                                             api_name="understand_attention")
+    attention_submit = attention_sentence.submit(attention, attention_inputs, attention_outputs,
+                                                 api_name="understand_attention_on_submit")
+    stream_event = stream.input(attention, attention_inputs, attention_outputs, api_name="understand_attention_stream",
+                                show_progress="hidden")
+    layer_event = layer.release(attention, attention_inputs, attention_outputs, api_name="understand_attention_view",
+                                show_progress="hidden")
+    model_view.follow([(attention_click, ""), (attention_submit, "_on_submit"), (stream_event, "_stream"),
+                       (layer_event, "_view")])
 
     refresh_runs = user_errors(view.refresh)
     pickers = [fill_runs, embed_runs, attention_run]
@@ -372,6 +387,11 @@ def build(home, jobs=None, tab=None):
     if tab is not None:
         tab.select(refresh_runs, pickers, pickers, api_name="understand_runs_on_select", show_progress="hidden")
     refresh.click(*finetune.refresh_runs, api_name="understand_finetune_runs_list")
+    for panel, name in ((probing, "probe"), (lens, "lens"), (attributing, "attributions")):
+        what = "sources" if name == "attributions" else "runs"
+        refresh.click(*panel.refresh_runs, api_name=f"understand_{name}_{what}_list")
+        if tab is not None:
+            tab.select(*panel.refresh_runs, api_name=f"understand_{name}_{what}_on_select", show_progress="hidden")
     refresh.click(*sentences.refresh_runs, api_name="understand_sentences_runs_list")
     if tab is not None:
         tab.select(*sentences.refresh_runs, api_name="understand_sentences_runs_on_select", show_progress="hidden")
@@ -392,4 +412,5 @@ def build(home, jobs=None, tab=None):
                                   [*pickers, finetune.runs, choices_signature], api_name="understand_runs_refresh",
                                   show_progress="hidden", queue=False)
     return SimpleNamespace(view=view, fill_runs=fill_runs, embed_runs=embed_runs, attention_run=attention_run,
-                           refresh=(refresh_runs, pickers, pickers), finetune=finetune, sentences=sentences)
+                           refresh=(refresh_runs, pickers, pickers), finetune=finetune, sentences=sentences,
+                           probing=probing, lens=lens, attributions=attributing)

@@ -10,9 +10,10 @@ Columns (LEADERBOARD_COLUMNS, then one `accuracy_<task>` per fine-tuning task th
 notes, then the baselines): run_id, family, predicts (what the family's validation loss is measured on, `PREDICTS`:
 next_token, masked_tokens, permuted_tokens, spans, translation, tags), preset, corpus, steps (of the weights
 measured), training_tokens, parameters, val_bits_per_byte, fill_mask_accuracy, fill_mask_examples,
-infill_exact_match, infill_examples, accuracy_<task> ..., fill_mask_note, infill_note, baseline_val_bits_per_byte,
-baseline_fill_mask_accuracy, baseline_infill_exact_match, baseline_accuracy_<task> ... (each score's trivial
-baseline: `trivial_baselines`; a task's is its majority-class accuracy). Rows are sorted by corpus, then by
+infill_exact_match, infill_examples, best_probe_layer, probe_accuracy, accuracy_<task> ..., fill_mask_note,
+infill_note, probe_note, baseline_val_bits_per_byte, baseline_fill_mask_accuracy, baseline_infill_exact_match,
+baseline_accuracy_<task> ... (each score's trivial baseline: `trivial_baselines`; a task's is its majority-class
+accuracy). Rows are sorted by corpus, then by
 validation bits per byte (best first).
 
 The metrics, and how each deviates from the papers' own evaluations
@@ -47,6 +48,12 @@ The metrics, and how each deviates from the papers' own evaluations
   run's tokenizer (encode, decode), compared case-insensitively with all whitespace removed (tokenizers disagree on
   spaces around punctuation); the score is the hit rate, as SQuAD's EM but without its article and punctuation
   stripping. Families without an infill mode (generation_modes) get NaN, with the reason in infill_note.
+- **best_probe_layer**, **probe_accuracy** (Liu et al. 2019's linear probes, lab_models/inference/probing.py): the
+  layer (and stream) whose linear probe for the words' roles in the synthetic grammar (`PROBE_TASK`: subject, verb,
+  object, adverb, place) is most accurate on held-out sentences, and that accuracy; the probe's data are the
+  synthetic corpus's whatever the run's corpus. Roles rather than the part-of-speech tags: in this grammar the word
+  alone decides its tag, so every layer of every run (and its untrained control) scores alike on tags, while a role
+  needs the context. Deviation: one probe per layer on a few thousand words, not the papers' treebanks.
 - **accuracy_<task>**: the best validation accuracy of the *finished* fine-tunings of this run on that task
   (lab_models/inference/finetuning/run.py `finetune_leaderboard`); NaN when it has none. Different fine-tuning budgets
   are not equalised here: the Understand tab's fine-tuning decides them.
@@ -87,6 +94,7 @@ from lab_models.inference.generation.plans import UnsupportedMode
 from lab_models.inference.generation.generate import generate
 from lab_models.inference.generation.context import generation_modes
 from lab_models.inference.loading import load_run
+from lab_models.inference.probing import best_probe_layer, probe_layers
 from lab_models.inference.finetuning.results import finetune_leaderboard
 from lab_models.inference.finetuning.config import finetunes_dir
 from lab_models.text.corpora import load_corpus
@@ -104,7 +112,7 @@ logger = logging.getLogger(__name__)
 
 LEADERBOARD_COLUMNS = ["run_id", "family", "predicts", "preset", "corpus", "steps", "training_tokens", "parameters",
                        "val_bits_per_byte", "fill_mask_accuracy", "fill_mask_examples", "infill_exact_match",
-                       "infill_examples"]
+                       "infill_examples", "best_probe_layer", "probe_accuracy"]
 BASELINE_PREFIX = "baseline_"  # + a score column: that score's trivial baseline for the run (see the docstring)
 BASELINE_COLUMNS = [BASELINE_PREFIX + name for name in ("val_bits_per_byte", "fill_mask_accuracy",
                                                         "infill_exact_match")]
@@ -119,12 +127,15 @@ PREDICTS = {"gpt": "next_token", "gpt2": "next_token", "elmo": "next_token", "ul
             "cove": "translation", "cvt": "tags"}
 PREDICTS_ORDER = ("next_token", "masked_tokens", "permuted_tokens", "spans", "translation", "tags", "other")
 REFERENCE_CHARACTERS = 200_000  # the training text the trivial baselines count tokens and words in
-NOTE_COLUMNS = ["fill_mask_note", "infill_note"]
+NOTE_COLUMNS = ["fill_mask_note", "infill_note", "probe_note"]
 ACCURACY_PREFIX = "accuracy_"  # + the fine-tuning task's name: one column per task
 # the scores a plot shows, with whether lower is better
-METRIC_COLUMNS = {"val_bits_per_byte": True, "fill_mask_accuracy": False, "infill_exact_match": False}
+METRIC_COLUMNS = {"val_bits_per_byte": True, "fill_mask_accuracy": False, "infill_exact_match": False,
+                  "probe_accuracy": False}
+PROBE_TASK = "roles"  # the probe the table ranks (the module docstring says why not the tags)
 CACHE_FILE = "leaderboard.json"
-CACHE_VERSION = 3  # bump when the evaluation rules change, so cached scores are recomputed (3: framing, baselines)
+CACHE_VERSION = 4  # bump when the evaluation rules change, so cached scores are recomputed (4: framing, baselines,
+#   the probe columns)
 MEASURED_SEQ_LEN = 128  # a run without validation rows: bits per byte measured on rows of at most this many tokens
 MEASURED_BATCH_SIZE = 8
 MEASURED_BATCHES = 4  # 4 x 8 rows of 128 tokens: about 4k tokens, seconds for a 100M-parameter model on a CPU
@@ -429,16 +440,30 @@ def measured_bits_per_byte(run, validation_texts) -> float:
     return bits_per_byte(nll, n_bytes)
 
 
+def _probe_score(run_dir) -> tuple[str, float, str]:
+    """(best probe layer, its accuracy, note) of one run: the PROBE_TASK probe of every layer (probing.py; its
+    features are cached in the run folder)."""
+    try:
+        best = best_probe_layer(probe_layers(run_dir, PROBE_TASK))
+    except ValueError as error:  # e.g. a tokenizer that cannot read the synthetic sentences: the other scores stand
+        return "", math.nan, f"could not probe this run: {error}"
+    if not best:
+        return "", math.nan, "the run has no layer to probe"
+    return f"{best['stream']}: {best['layer_name']} (depth {best['depth']:.2f})", best["accuracy"], ""
+
+
 def evaluate_run(run_dir, examples: HeldOutExamples, validation_texts=None) -> dict:
     """The forward-pass metrics of one run (no cache): fill_mask_accuracy, fill_mask_examples, fill_mask_note,
-    infill_exact_match, infill_examples, infill_note, seconds, cacheable (False after an unexpected error), and
-    measured_bits_per_byte (when `validation_texts` are given: the run has no evaluation row of its own; else NaN).
-    A run that cannot be loaded or evaluated gets NaN and the reason in both notes."""
+    infill_exact_match, infill_examples, infill_note, best_probe_layer, probe_accuracy, probe_note, the baselines
+    (`trivial_baselines`), seconds, cacheable (False after an unexpected error), and measured_bits_per_byte (when
+    `validation_texts` are given: the run has no evaluation row of its own; else NaN). A run that cannot be loaded or
+    evaluated gets NaN and the reason in the notes."""
 
     started = time.perf_counter()
     cacheable = True
     measured = math.nan
     baselines = {name: math.nan for name in BASELINE_COLUMNS}
+    probe = ("", math.nan, "")
     try:
         run = load_run(run_dir)
         fill = _fill_mask_score(run, examples)
@@ -446,14 +471,18 @@ def evaluate_run(run_dir, examples: HeldOutExamples, validation_texts=None) -> d
         if validation_texts is not None:
             measured = measured_bits_per_byte(run, validation_texts)
         baselines = trivial_baselines(run, examples)
+        probe = _probe_score(run_dir)
     except ValueError as error:
         fill = infill = (math.nan, 0, f"could not evaluate this run: {error}")
+        probe = ("", math.nan, fill[2])
     except Exception as error:  # noqa: BLE001 - one broken run must not take the whole table down
         logger.exception("leaderboard: evaluating %s failed", Path(run_dir).name)
         fill = infill = (math.nan, 0, f"evaluating this run failed: {type(error).__name__}: {error}")
+        probe = ("", math.nan, fill[2])
         cacheable = False  # perhaps a bug fixed by the next version of the lab: ask again next time
     return {"fill_mask_accuracy": fill[0], "fill_mask_examples": fill[1], "fill_mask_note": fill[2],
-            "infill_exact_match": infill[0], "infill_examples": infill[1], "infill_note": infill[2], **baselines,
+            "infill_exact_match": infill[0], "infill_examples": infill[1], "infill_note": infill[2],
+            "best_probe_layer": probe[0], "probe_accuracy": probe[1], "probe_note": probe[2], **baselines,
             "measured_bits_per_byte": measured, "seconds": time.perf_counter() - started, "cacheable": cacheable}
 
 
@@ -483,7 +512,8 @@ def _read_cache(run_dir: Path, key: str) -> dict | None:
     if not isinstance(entry, dict):
         return None
     return {name: (math.nan if value is None and name in ("fill_mask_accuracy", "infill_exact_match",
-                                                          "measured_bits_per_byte", *BASELINE_COLUMNS) else value)
+                                                          "probe_accuracy", "measured_bits_per_byte",
+                                                          *BASELINE_COLUMNS) else value)
             for name, value in entry.items()}
 
 
@@ -590,7 +620,8 @@ def leaderboard(home=None, corpus: str | None = None, *, max_examples: int = DEF
             measured.append(run_dir.name)
         rows.append({**row, **{name: result.get(name, math.nan) for name in
                                ("fill_mask_accuracy", "fill_mask_examples", "fill_mask_note", "infill_exact_match",
-                                "infill_examples", "infill_note", *BASELINE_COLUMNS)}})
+                                "infill_examples", "infill_note", "best_probe_layer", "probe_accuracy",
+                                "probe_note", *BASELINE_COLUMNS)}})
     accuracies, majority = _classification(home, [row["run_id"] for row in rows])
     tasks = sorted({task for per_run in accuracies.values() for task in per_run})
     for row in rows:
@@ -602,11 +633,11 @@ def leaderboard(home=None, corpus: str | None = None, *, max_examples: int = DEF
                + task_baselines)
     frame = pd.DataFrame(rows, columns=columns)
     for name in ("fill_mask_accuracy", "infill_exact_match", "val_bits_per_byte", "training_tokens", "parameters",
-                 *(ACCURACY_PREFIX + task for task in tasks), *BASELINE_COLUMNS, *task_baselines):
+                 "probe_accuracy", *(ACCURACY_PREFIX + task for task in tasks), *BASELINE_COLUMNS, *task_baselines):
         frame[name] = pd.to_numeric(frame[name], errors="coerce").astype(float)
     for name in ("steps", "fill_mask_examples", "infill_examples"):
         frame[name] = pd.to_numeric(frame[name], errors="coerce").fillna(0).astype(int)
-    for name in NOTE_COLUMNS:
+    for name in (*NOTE_COLUMNS, "best_probe_layer"):
         frame[name] = frame[name].fillna("").astype(str)
     if len(frame):
         frame = frame.sort_values(["corpus", "val_bits_per_byte", "run_id"], na_position="last",
@@ -646,7 +677,8 @@ def _evaluate_on_corpus(home: Path, run_dir: Path, corpus_name, examples_by_corp
     if isinstance(examples, str):
         return {"fill_mask_accuracy": math.nan, "fill_mask_examples": 0, "fill_mask_note": examples,
                 **{name: math.nan for name in BASELINE_COLUMNS},
-                "infill_exact_match": math.nan, "infill_examples": 0, "infill_note": examples, "seconds": 0.0,
+                "infill_exact_match": math.nan, "infill_examples": 0, "infill_note": examples,
+                "best_probe_layer": "", "probe_accuracy": math.nan, "probe_note": examples, "seconds": 0.0,
                 "cacheable": False}
     logger.info("leaderboard: evaluating %s on %d held-out sentences of %s", run_dir.name, max_examples, name)
     return evaluate_run(run_dir, examples, examples_by_corpus[(name, "validation")] if measure else None)

@@ -279,33 +279,158 @@ def hidden_states(run: TrainedRun, sentence: str, what: str = "the sentence") ->
             raise ValueError(f"the layers of a {family_record(run.family).title} run have different widths: read them "
                              f"with layer_vectors")
         return encoded, torch.stack(vectors)
-    backbone = run.model.backbone  # ELECTRA: the discriminator
-    n = len(encoded.ids)
-    captured: list[torch.Tensor] = []
+    states = encoder_layers(run, _ids(encoded.ids, run.device),
+                            _segments(encoded, run.device))  # (L + 1, 1, T, H)
+    return encoded, states[:, 0]  # (L + 1, T, H)
+
+
+@contextmanager
+def _captured_layers(embeddings: torch.nn.Module, blocks, embedding_call: int = 0):
+    """Hooks the embeddings and the blocks; yields (embedded, captured): the `embedding_call`-th output of the
+    embeddings (0: the first; an encoder-decoder's decoder embeds second) and every block output, in call order."""
     embedded: list[torch.Tensor] = []
+    captured: list[torch.Tensor] = []
+    calls = [0]
 
     def on_embeddings(module, args, output):
-        if not embedded:  # the first call is the token stream (a two-stream model would embed the query next)
-            embedded.append(_first(output)[0, :n].detach())
+        if calls[0] == embedding_call:
+            embedded.append(_first(output).detach())
+        calls[0] += 1
 
     def on_block(module, args, output):
-        captured.append(_first(output)[0, :n].detach())  # (T, H); two streams travel as [h; g]: keep h
+        captured.append(_first(output).detach())  # (B, T, H)
 
-    handles = [backbone.embeddings.register_forward_hook(on_embeddings)]
-    handles += [block.register_forward_hook(on_block) for block in backbone.blocks]
+    handles = [embeddings.register_forward_hook(on_embeddings)]
+    handles += [block.register_forward_hook(on_block) for block in dict.fromkeys(blocks)]  # ALBERT: one shared
     try:
-        mask = square_mask(n, one_stream_view(run)).unsqueeze(0).to(run.device)  # (1, T, T)
-        final = backbone(_ids(encoded.ids, run.device), mask, position_ids_for(run, n).to(run.device),
-                         _segments(encoded, run.device))  # (1, T, H)
+        yield embedded, captured
     finally:
         for handle in handles:
             handle.remove()
-    n_layers = run.model_config.n_layers
+
+
+def _stacked_layers(embedded, captured, final: torch.Tensor, n_layers: int) -> torch.Tensor:
+    """(L + 1, B, T, H): the embedding output, the blocks' outputs, the last one replaced by the stack's own output
+    (after its final norm)."""
     if len(embedded) != 1 or len(captured) != n_layers:
         raise RuntimeError(f"expected 1 embedding output and {n_layers} block outputs, captured {len(embedded)} and "
                            f"{len(captured)}")
-    layers = embedded + captured[:-1] + [final[0].detach()]
-    return encoded, torch.stack(layers).float().cpu()  # (L + 1, T, H)
+    return torch.stack(embedded + captured[:-1] + [final.detach()]).float().cpu()
+
+
+@torch.no_grad()
+def encoder_layers(run: TrainedRun, input_ids: torch.Tensor,
+                   segment_ids: torch.Tensor | None = None) -> torch.Tensor:
+    """Every layer of the one-stream view of a batch of equal-length rows (no padding): input_ids (B, T) and the
+    framing's segment ids (B, T) or None -> (n_layers + 1, B, T, H) on the CPU. The view is the module docstring's: GPT causal, the encoders full, XLNet and
+    MPNet's content stream, MASS and T5's encoder, ELECTRA's discriminator."""
+    backbone = run.model.backbone  # ELECTRA: the discriminator
+    B, n = input_ids.shape
+    mask = square_mask(n, one_stream_view(run)).expand(B, n, n).to(run.device)  # (B, T, T)
+    positions = position_ids_for(run, n).expand(B, *position_ids_for(run, n).shape[1:]).to(run.device)
+    with _captured_layers(backbone.embeddings, backbone.blocks) as (embedded, captured):
+        final = backbone(input_ids.to(run.device), mask, positions,
+                         None if segment_ids is None else segment_ids.to(run.device))  # (B, T, H)
+    return _stacked_layers(embedded, captured, final, run.model_config.n_layers)
+
+
+@torch.no_grad()
+def decoder_layers(run: TrainedRun, input_ids: torch.Tensor) -> torch.Tensor:
+    """MASS and T5's decoder, reading each row back: the encoder reads the sentence (full attention), the decoder its
+    start token ([BOS]; T5: the pad token) + the whole sentence (causal), and row i + 1, whose input is token i, is
+    token i's vector. input_ids (B, T) -> (decoder_layers + 1, B, T, H) on the CPU."""
+    backbone = run.model.backbone
+    device = run.device
+    B, n = input_ids.shape
+    start = decoder_start_id(run.family, run.settings, run.vocab)
+    encoder_ids = input_ids.to(device)
+    decoder_ids = torch.cat([torch.full((B, 1), start, dtype=torch.long, device=device), encoder_ids], dim=1)
+    full = torch.ones(B, n, n, dtype=torch.bool, device=device)
+    causal = torch.ones(n + 1, n + 1, dtype=torch.bool, device=device).tril().expand(B, n + 1, n + 1)
+    cross = torch.ones(B, n + 1, n, dtype=torch.bool, device=device)
+    positions = torch.arange(n, device=device).expand(B, n)
+    memory = backbone.encode(encoder_ids, full, positions)
+    with _captured_layers(backbone.embeddings, backbone.decoder_blocks) as (embedded, captured):
+        final = backbone.decode(decoder_ids, causal, cross, torch.arange(n + 1, device=device).expand(B, n + 1),
+                                memory)  # (B, T + 1, H)
+    return _stacked_layers(embedded, captured, final, run.model_config.decoder_layers)[:, :, 1:]  # (L + 1, B, T, H)
+
+
+@dataclass(frozen=True)
+class StreamLayer:
+    """One layer of one stream for a batch of equal-length rows: stream ("self", "content", "encoder", "decoder";
+    the RNN families' own: "biLM", "scalar mix", "MT-LSTM", ...), layer (0 = embeddings), its name, and the vectors
+    (B, T, D) on the CPU. `depth` is layer / (the stream's number of layers), 0.0 to 1.0."""
+
+    stream: str
+    layer: int
+    name: str
+    depth: float
+    states: torch.Tensor
+
+
+@torch.no_grad()
+def stream_layers(run: TrainedRun, input_ids: torch.Tensor) -> list[StreamLayer]:
+    """Every layer of every stream a family has, for a batch of equal-length rows input_ids (B, T) (no padding, no
+    framing tokens, as in pretraining): the probes' input (lab_models/inference/probing.py).
+
+        family                   streams (layers)
+        one-stream Transformers  self (embeddings, block 1 .. L)
+        xlnet, mpnet             content (embeddings, block 1 .. L): the content stream, every token visible
+        mass, t5                 encoder (embeddings, block 1 .. L) and decoder (embeddings, block 1 .. L), the
+                                 decoder reading the sentence back (`decoder_layers`)
+        elmo                     biLM (token layer [x; x], biLSTM 1 .. L) and scalar mix (one row, depth 1)
+        cove                     MT-LSTM (embedding, biLSTM 1 .. L; the last is CoVe) and [embedding; CoVe] (one row)
+        ulmfit                   LSTM (embedding, LSTM 1 .. L)
+        cvt                      BiLSTM (embedding, BiLSTM 1, BiLSTM 2)
+
+    XLNet and MPNet's query stream is left out: it exists to predict a token without seeing it, so its vector at a
+    word never reads that word."""
+    if _is_rnn(run):
+        return _rnn_stream_layers(run, input_ids)
+
+    def stream(name: str, states: torch.Tensor) -> list[StreamLayer]:
+        last = states.shape[0] - 1
+        prefix = "decoder " if name == "decoder" else ""
+        return [StreamLayer(name, layer, prefix + _layer_name(layer), layer / last, states[layer])
+                for layer in range(states.shape[0])]
+
+    config = run.model_config
+    if config.decoder_layers > 0:
+        return stream("encoder", encoder_layers(run, input_ids)) + stream("decoder", decoder_layers(run, input_ids))
+    return stream("content" if config.query_stream is not None else "self", encoder_layers(run, input_ids))
+
+
+def _rnn_stream_layers(run: TrainedRun, input_ids: torch.Tensor) -> list[StreamLayer]:
+    model, family = run.model, run.family
+    ids = input_ids.to(run.device)
+
+    def stream(name: str, named: list[tuple[str, torch.Tensor]]) -> list[StreamLayer]:
+        last = max(1, len(named) - 1)
+        return [StreamLayer(name, layer, label, layer / last, vectors.float().cpu())
+                for layer, (label, vectors) in enumerate(named)]
+
+    if family == "elmo":
+        layers = model.layers(ids)  # L + 1 tensors (B, T, 2E)
+        out = stream("biLM", [("token layer [x; x]", layers[0])] + [(f"biLSTM {j}", h)
+                                                                    for j, h in enumerate(layers[1:], 1)])
+        mixed = model.scalar_mix(layers) if model.settings.scalar_mix else layers[-1]
+        label = "ELMo (scalar mix)" if model.settings.scalar_mix else "ELMo (top layer)"
+        return out + [StreamLayer("scalar mix", len(layers) - 1, label, 1.0, mixed.float().cpu())]
+    if family == "cove":
+        embedding = model.embedding(ids)
+        layers = model.encoder_layers(ids)  # L tensors (B, T, 2h); the last is CoVe
+        out = stream("MT-LSTM", [("embedding (GloVe's place)", embedding)] + [(f"biLSTM {j}", h)
+                                                                              for j, h in enumerate(layers, 1)])
+        if model.settings.with_embedding:
+            out.append(StreamLayer("[embedding; CoVe]", len(layers), "[embedding; CoVe]", 1.0,
+                                   torch.cat([embedding, layers[-1]], dim=-1).float().cpu()))
+        return out
+    if family == "ulmfit":
+        return stream("LSTM", [("embedding", model.embedding(ids))] + [(f"LSTM {j}", h)
+                                                                       for j, h in enumerate(model.encode(ids), 1)])
+    first, top = model.encode(ids, noisy=False)  # cvt
+    return stream("BiLSTM", [("embedding", model.embedding(ids)), ("BiLSTM 1", first), ("BiLSTM 2", top)])
 
 
 def _layer_name(layer: int) -> str:

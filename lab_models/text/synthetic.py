@@ -43,6 +43,11 @@ The labels
 * `tokens`: the English words, split on spaces; the final "." is a token.
 * `tags`: one per token, from `TAGS`: DET (determiner), ADJ (adjective), NOUN (noun), PRON (pronoun), VERB (main verb),
   AUX ("does" in a negation), NEG ("not"), ADV (adverb), PREP (preposition), PUNCT (the final ".").
+* `roles` (`phrase_roles(tags)`), one per token, from `ROLES`: the phrase of the derivation the word sits in:
+  SUBJ (the subject noun phrase or pronoun), VERB ("does not" and the verb), OBJ (the object noun phrase), ADV,
+  PLACE (the preposition, "the" and the place noun), PUNCT. Unlike `tags`, which the word alone decides (every word
+  of the lexicon but "cook" has one tag), a role needs the context: "the" and the adjectives are SUBJ, OBJ or PLACE
+  by where they stand (a chunking-like label, the contextual probe of lab_models/inference/probing.py).
 * `sentiment`, one of `SENTIMENT_LABELS`: add up the polarity (+1, 0 or -1, from `SENTIMENT_LEXICON`) of every
   adjective, the verb and the adverb; negation ("does not") multiplies the verb's polarity by -1. A positive sum is
   "positive", a negative sum "negative", zero "neutral". E.g. "the happy dog likes a ball ." scores +2 ("positive"),
@@ -65,6 +70,7 @@ import random
 from dataclasses import dataclass, replace
 
 TAGS = ("DET", "ADJ", "NOUN", "PRON", "VERB", "AUX", "NEG", "ADV", "PREP", "PUNCT")
+ROLES = ("SUBJ", "VERB", "OBJ", "ADV", "PLACE", "PUNCT")
 SENTIMENT_LABELS = ("negative", "neutral", "positive")
 ENTAILMENT_LABELS = ("entailment", "contradiction", "neutral")
 TOPICS = ("animals", "food", "city", "school", "sports")
@@ -315,6 +321,36 @@ class SyntheticExample:
     tags: tuple[str, ...]  # one of TAGS per token
     sentiment: str  # one of SENTIMENT_LABELS
     topic: str  # one of TOPICS
+
+
+    @property
+    def roles(self) -> tuple[str, ...]:
+        """The phrase of each token (`phrase_roles` of its tags)."""
+        return phrase_roles(self.tags)
+
+
+def phrase_roles(tags) -> tuple[str, ...]:
+    """The role (one of `ROLES`) of each word of a sentence of the grammar, from its tags: the words before the
+    verb phrase are the subject, AUX/NEG/VERB the verb phrase, then the object up to an adverb, a preposition
+    (the place phrase runs to the end) or the full stop.
+
+    >>> phrase_roles(("DET", "ADJ", "NOUN", "AUX", "NEG", "VERB", "DET", "NOUN", "PREP", "DET", "NOUN", "PUNCT"))
+    ('SUBJ', 'SUBJ', 'SUBJ', 'VERB', 'VERB', 'VERB', 'OBJ', 'OBJ', 'PLACE', 'PLACE', 'PLACE', 'PUNCT')
+    >>> phrase_roles(("PRON", "VERB", "DET", "NOUN", "ADV", "PUNCT"))
+    ('SUBJ', 'VERB', 'OBJ', 'OBJ', 'ADV', 'PUNCT')
+    """
+    roles, phrase = [], "SUBJ"
+    for tag in tags:
+        if tag in ("AUX", "NEG", "VERB"):
+            phrase = "VERB"
+        elif phrase == "VERB":
+            phrase = "OBJ"
+        if tag == "ADV":
+            phrase = "ADV"
+        elif tag == "PREP":
+            phrase = "PLACE"
+        roles.append("PUNCT" if tag == "PUNCT" else phrase)
+    return tuple(roles)
 
 
 @dataclass(frozen=True)

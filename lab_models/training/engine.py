@@ -167,6 +167,16 @@ def derive_seed(*parts) -> int:
     return int.from_bytes(digest, "little") & (2**63 - 1)
 
 
+def init_seed(seed: int) -> int:
+    """The seed a run's model is initialised with (`build_model(..., seed=init_seed(config.seed))`): the step-0
+    model of a run, which the probes rebuild as their random-init control (lab_models/inference/probing.py).
+
+    >>> init_seed(0) == init_seed(0) != init_seed(1)
+    True
+    """
+    return derive_seed(seed, "init") & 0x7FFFFFFF
+
+
 def generator_for(*parts) -> torch.Generator:
     return torch.Generator().manual_seed(derive_seed(*parts))
 

@@ -77,6 +77,7 @@ from lab_models.training.corpus_tokens import TokenizingStatus, run_tokenizer
 from lab_models.training.batches import PackedBatches
 from lab_models.training.device import select_device
 from lab_models.training.engine import EvalEvent, NonFiniteLossError, StepEvent, Trainer, derive_seed, generator_for
+from lab_models.training.engine import init_seed
 from lab_models.home import lab_home
 from lab_models.objectives import objective_module
 from lab_models.objectives.common import BatchConfig
@@ -461,7 +462,7 @@ def _run(config: TrainConfig, source, resume: bool, world: _World, out: Path) ->
         if batches.validation_note:
             logger.warning(batches.validation_note)
         model = build_model(config.family, model_config, settings, info, config.objectives,
-                            seed=derive_seed(config.seed, "init") & 0x7FFFFFFF)
+                            seed=init_seed(config.seed))
         if start is not None:  # every weight the new family shares with the starting run; new heads as built
             done = load_starting_weights(model, start)
             inherited["initialized_from"] = done.facts(start)

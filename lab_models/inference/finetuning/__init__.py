@@ -5,6 +5,7 @@
     heads.py     the classifier on the backbone's hidden states, the auxiliary LM loss, evaluation
     results.py   summaries of finished fine-tunings, the leaderboard over them, queueing one on the job manager
     run.py       one fine-tuning, start to end, and `python -m lab_models finetune`
+    saved.py     a finished fine-tuning's classifier back from its folder (for the attributions of its labels)
 
 May import: what `inference/` may, and `inference.loading`.
 """

@@ -36,6 +36,7 @@ Deviations, stated:
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import torch
@@ -146,6 +147,31 @@ class CoVe(RNNFamilyModel):
         """CoVe(w) (B, n, 2h): the top encoder layer's outputs."""
         return self.encode(input_ids)[0]
 
+    @torch.no_grad()
+    def encoder_layers(self, input_ids: torch.Tensor) -> list[torch.Tensor]:
+        """Every MT-LSTM layer's outputs, L tensors (B, n, 2h), the last one CoVe(w) (the probes read each layer)."""
+        lengths = lengths_of(input_ids, self.vocab.pad_id)  # (B,)
+        x = self.dropout(self.embedding(input_ids))  # (B, n, E)
+        outputs = []
+        for layer in range(self.model_config.n_layers):
+            x, _ = run_lstm(_one_layer(self.encoder, layer, x.shape[-1]), x, lengths=lengths)  # (B, n, 2h)
+            outputs.append(x)
+        return outputs
+
+    @torch.no_grad()
+    def decoder_layers(self, decoder_ids: torch.Tensor, state) -> list[torch.Tensor]:
+        """Every decoder LSTM layer's outputs for decoder ids (B, S) from `state` (the bridge's (h, c), each
+        (L_dec, B, h)): L_dec tensors (B, S, h), the last one what `attend` and W_out read (the logit lens reads
+        each layer that way)."""
+        y = self.dropout(self.embedding(decoder_ids))  # (B, S, E)
+        h, c = state
+        outputs = []
+        for layer in range(self.model_config.decoder_layers):
+            y, _ = _one_layer(self.decoder, layer, y.shape[-1])(y, (h[layer:layer + 1].contiguous(),
+                                                                   c[layer:layer + 1].contiguous()))  # (B, S, h)
+            outputs.append(y)
+        return outputs
+
     def representations(self, input_ids: torch.Tensor) -> torch.Tensor:
         """[embedding; CoVe] (B, n, E + 2h), or CoVe alone with `with_embedding=False`."""
         cove = self.context_vectors(input_ids)
@@ -215,6 +241,17 @@ class CoVe(RNNFamilyModel):
             out.append(next_id)
             token = torch.tensor([[next_id]], device=device)
         return out
+
+
+def _one_layer(lstm: nn.LSTM, layer: int, input_size: int) -> nn.LSTM:
+    """Layer `layer` of a stacked nn.LSTM as a one-layer LSTM holding that layer's weights. nn.LSTM returns only its
+    top layer; in eval mode the stack is exactly these layers applied in turn (its dropout acts between layers in
+    training only), so the probes and the logit lens read every layer this way."""
+    single = nn.LSTM(input_size, lstm.hidden_size, bidirectional=lstm.bidirectional, batch_first=lstm.batch_first)
+    suffix = re.compile(rf"_l{layer}(?=$|_)")
+    single.load_state_dict({suffix.sub("_l0", name): value for name, value in lstm.state_dict().items()
+                            if suffix.search(name)})
+    return single.to(lstm.weight_ih_l0.device)
 
 
 def build(family, model_config, settings, vocab, objective_weights) -> CoVe:

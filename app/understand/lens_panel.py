@@ -1,0 +1,123 @@
+"""The Understand tab's Logit lens section: what every layer already predicts.
+
+Up to four runs and one text: for each run, every layer's hidden state at the position the family predicts (the first
+[MASK] for the masked LMs, the next token for the causal ones, T5's and MASS's first span token, CoVe's first
+translated token) decoded through the family's own output head with its final norm (nostalgebraist's logit lens,
+`api.logit_lens`), as a grid of the top-k tokens per layer coloured by probability. A run whose family cannot be
+read there (CVT, a masked LM without a [MASK]) says why in its panel. Under the grid, per run, the position read and
+where the head makes the lens an approximation. The plot's camera button saves a PNG, **Download as HTML** a
+standalone file.
+
+Endpoints: `/understand_lens` (runs, text, top_k) -> (figure, notes, table, HTML file); `/understand_lens_runs_list`
+and `/understand_lens_runs_on_select`: runs -> the runs picker; `/understand_lens_placeholders_on_load`: the empty
+plot in the reader's language.
+"""
+from __future__ import annotations
+
+import logging
+from types import SimpleNamespace
+
+import gradio as gr
+
+from lab_models import api
+
+from app.errors import user_errors
+from app.i18n.language import text, tr
+from app.inputs import picked, picked_runs, whole_number
+from app.understand.export import FigureFiles
+from app.understand.figures import run_label
+from app.understand.lens_figures import lens_figure, lens_notes, lens_table
+
+logger = logging.getLogger(__name__)
+
+MAX_RUNS = 4
+DEFAULT_TOP_K = 5
+MAX_TOP_K = 10
+EXAMPLE = "the small cat [MASK] a red ball ."
+
+
+class LensView:
+    """The section's handlers, bound to the app's run store."""
+
+    def __init__(self, home, jobs=None, files: FigureFiles | None = None):
+        self.home = home
+        self.jobs = jobs if jobs is not None else api.RunStore(home)
+        self.files = files or FigureFiles()
+
+    def run_choices(self) -> list[tuple[str, str]]:
+        return [(run_label(row), row["run_id"]) for row in api.runs_with_weights(self.jobs)]
+
+    def refresh_runs(self, run_ids=None):
+        choices = self.run_choices()
+        ids = [value for _, value in choices]
+        try:
+            current = picked(run_ids)
+        except ValueError:
+            current = []
+        return gr.update(choices=choices, value=[r for r in current if r in ids],
+                         info=str(text("probing.lens_runs_info") if choices else text("probing.no_runs_info")))
+
+    def lens(self, run_ids, sentence, top_k=DEFAULT_TOP_K, progress=gr.Progress()):
+        """(figure, notes, table, HTML file): one panel per run; a run that cannot be read explains why in its
+        panel."""
+        run_ids = picked_runs(run_ids, MAX_RUNS, "read with the logit lens")
+        if sentence is None or not str(sentence).strip():
+            raise ValueError(f"Type a text first: it is empty. Mark the word to predict with [MASK] for the masked "
+                             f"LMs, e.g. “{EXAMPLE}”.")
+        top_k = whole_number(top_k, "Top-k", DEFAULT_TOP_K, 1, MAX_TOP_K)
+        rows = {row["run_id"]: row for row in api.list_runs(self.jobs)}
+        results = []
+        for index, run_id in enumerate(run_ids):
+            progress(index / len(run_ids), desc=tr("probing.progress_lens", run_id=run_id, index=index + 1,
+                                                   total=len(run_ids)))
+            row = rows.get(run_id, {})
+            result = {"run_id": run_id, "family": row.get("family") or "", "title": row.get("family") or "",
+                      "step": row.get("weights_step", row.get("step"))}
+            try:
+                frame = api.logit_lens(self.jobs.run_dir(run_id), str(sentence), top_k=top_k)
+                result.update(frame=frame, step=frame.attrs.get("step"))
+            except ValueError as error:
+                result["error"] = str(error)
+            except Exception as error:  # noqa: BLE001 - one broken run must not hide the others' answers
+                logger.exception("logit lens of %s failed", run_id)
+                result["error"] = f"Something went wrong with this run: {type(error).__name__}: {error}"
+            results.append(result)
+        progress(1.0, desc=tr("probing.progress_done"))
+        figure = lens_figure(results)
+        return figure, lens_notes(results), lens_table(results), self.files.figure(figure, "logit-lens")
+
+
+def placeholders():
+    """The empty grid before the first press, in the reader's language."""
+    return lens_figure([])
+
+
+def build(home, jobs=None, choices=None, files: FigureFiles | None = None):
+    """Lay out the section inside the current container. Returns a namespace: `view`, `runs` and `refresh_runs`."""
+    view = LensView(home, jobs, files)
+    choices = view.run_choices() if choices is None else choices
+    gr.Markdown(text("probing.lens_intro"))
+    runs = gr.Dropdown(choices, value=[run_id for _, run_id in choices[:MAX_RUNS]], multiselect=True,
+                       max_choices=MAX_RUNS, label=text("probing.runs_label"), allow_custom_value=True,
+                       info=text("probing.lens_runs_info") if choices else text("probing.no_runs_info"),
+                       elem_id="understand-lens-runs")
+    with gr.Row():
+        sentence = gr.Textbox(EXAMPLE, label=text("probing.lens_text_label"), scale=4, elem_id="understand-lens-text",
+                              info=text("probing.lens_text_info"))
+        top_k = gr.Slider(1, MAX_TOP_K, DEFAULT_TOP_K, step=1, label="Top-k", scale=1)
+    button = gr.Button(text("probing.lens_button"), variant="primary", elem_id="understand-lens")
+    plot = gr.Plot(placeholders(), label=text("probing.lens_plot_label"), elem_id="understand-lens-plot")
+    notes = gr.Markdown("", elem_id="understand-lens-notes")
+    with gr.Row():
+        download = gr.DownloadButton(text("probing.download_html"), value=None, size="sm", scale=0, min_width=220,
+                                     elem_id="understand-lens-html")
+        gr.Markdown(text("probing.png_hint"))
+    with gr.Accordion(text("probing.lens_table_accordion"), open=False):
+        table = gr.Dataframe(lens_table([]), interactive=False)
+    outputs = [plot, notes, table, download]
+    lens = user_errors(view.lens)
+    button.click(lens, [runs, sentence, top_k], outputs, api_name="understand_lens")
+    sentence.submit(lens, [runs, sentence, top_k], outputs, api_name="understand_lens_on_submit")
+    gr.on(None, placeholders, None, plot, api_name="understand_lens_placeholders_on_load", show_progress="hidden",
+          queue=False)
+    return SimpleNamespace(view=view, runs=runs, refresh_runs=(user_errors(view.refresh_runs), runs, runs))

@@ -12,11 +12,12 @@ import html
 import pandas as pd
 import plotly.graph_objects as go
 
-from app.display import FONT, MARGIN, RUN_COLORS, cjk_empty_figure
+from app.display import FONT, MARGIN, cjk_empty_figure, run_styles
 from app.i18n.language import tr
 from app.understand.figures import layer_title
 
 DASHES = ("solid", "dash", "dashdot", "longdash")  # one per stream of a run: encoder solid, decoder dashed, ...
+RUN_MARKERS = ("circle", "square", "triangle-up", "cross")  # a family's first, second, ... run in one figure
 TASKS = ("tags", "roles", "topic", "sentiment")  # their titles: probing.task_<task>
 COLUMN_KEYS = ("col_run", "col_family", "col_stream", "col_layer", "col_layer_name", "col_depth", "col_accuracy",
                "col_control", "col_selectivity", "col_majority")
@@ -55,8 +56,11 @@ def probe_figure(frames: list[pd.DataFrame]) -> go.Figure:
     if not frames:
         return cjk_empty_figure(tr("probing.fig_empty"), 420)
     figure = go.Figure()
+    # each run in its family's colour (the lab's palette); a family's second run by its marker
+    styles = run_styles({index: frame.attrs.get("family", "") for index, frame in enumerate(frames)})
     for index, frame in enumerate(frames):
-        color = RUN_COLORS[index % len(RUN_COLORS)]
+        color, rank = styles[index]
+        symbol = RUN_MARKERS[rank % len(RUN_MARKERS)]
         run = f"{frame.attrs.get('family', '')} · {frame.attrs.get('run_id', '')}"
         for number, stream in enumerate(dict.fromkeys(frame["stream"])):
             part = frame[frame["stream"] == stream]
@@ -69,13 +73,13 @@ def probe_figure(frames: list[pd.DataFrame]) -> go.Figure:
             figure.add_trace(go.Scatter(
                 x=part["depth"], y=part["accuracy"], name=name, legendgroup=run, mode="markers" if single else
                 "lines+markers", line={"color": color, "dash": DASHES[number % len(DASHES)], "width": 2.5},
-                marker={"size": 11 if single else 7, "symbol": "diamond" if single else "circle", "color": color},
+                marker={"size": 11 if single else 7, "symbol": "diamond" if single else symbol, "color": color},
                 hovertext=hover, hoverinfo="text"))
             figure.add_trace(go.Scatter(
                 x=part["depth"], y=part["control"], name=f"{name} · {tr('probing.fig_control')}", legendgroup=run,
                 mode="markers" if single else "lines+markers", opacity=0.55,
                 line={"color": color, "dash": "dot", "width": 1.5},
-                marker={"size": 8 if single else 5, "symbol": "diamond-open" if single else "circle-open",
+                marker={"size": 8 if single else 5, "symbol": "diamond-open" if single else f"{symbol}-open",
                         "color": color}, hovertext=hover, hoverinfo="text"))
     majority = float(frames[0]["majority"].iloc[0])
     figure.add_trace(go.Scatter(x=[0, 1], y=[majority, majority], mode="lines", name=tr("probing.fig_majority"),

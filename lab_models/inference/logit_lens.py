@@ -9,7 +9,8 @@ through the model's own output head, with the final norm applied first, as if th
 position is lab_models/inference/predicting.py's (the first [MASK] for the masked LMs, the next token for the causal
 ones, the first token of a T5 or MASS span, ...), and the top layer is by construction the model's own prediction
 there (`attrs["check_error"]`: the largest difference between the top layer's probabilities and those of the
-family's own forward pass, ~1e-7). Probabilities are over ordinary tokens (special tokens excluded), as fill-mask's.
+family's own forward pass, ~1e-7). Probabilities are the softmax over the whole vocabulary, as fill-mask's
+(special tokens are never listed).
 
 What is read, per family, and where the head makes this an approximation (`attrs["note"]`):
 
@@ -175,8 +176,8 @@ def logit_lens(run_dir, text: str, top_k: int = 5) -> pd.DataFrame:
     banned = ctx.banned.cpu()
     rows = []
     for layer, name, logits in layers:
-        probs = torch.softmax(logits.cpu().masked_fill(banned, float("-inf")), dim=-1)  # (V,)
-        top = torch.topk(probs, min(top_k, int((~banned).sum())))
+        probs = torch.softmax(logits.cpu().float(), dim=-1)  # (V,): the whole vocabulary, as fill_mask reports
+        top = torch.topk(probs.masked_fill(banned, -1.0), min(top_k, int((~banned).sum())))  # specials never listed
         for rank, (p, token) in enumerate(zip(top.values.tolist(), top.indices.tolist()), 1):
             rows.append([layer, rank, token_label(ctx, token), float(p), name])
     frame = pd.DataFrame(rows, columns=LENS_COLUMNS)

@@ -45,7 +45,8 @@ class SavedFinetune:
         families; the RNN families unframed), as a batch of one on the classifier's device."""
         example = TaskExample(text, 0)
         task = Task(self.task_name, self.task_kind, self.label_names, (example,), (example,))
-        encoded = encode_examples(task, [example], self.run.tokenizer, self.run.vocab, self.run.family, self.max_len)
+        encoded = encode_examples(task, [example], self.run.tokenizer, self.run.vocab, self.run.framing.downstream,
+                                  self.max_len)
         batch = collate_examples(encoded, self.run.vocab.pad_id, self.run.family in CAUSAL_FAMILIES,
                                  self.run.family == "glm", token_task=False)
         return batch.to(self.run.device)

@@ -279,10 +279,10 @@ def test_a_chinese_browser_reads_the_train_and_scaling_tabs_in_chinese(running_a
     for language, client in readers.items():
         table, *_ = client.predict([], "loss", api_name="/list_runs")
         loaded = client.predict([], "loss", "bert", api_name="/list_runs_on_load")
-        # (runs table, run picker, compared runs, comparison, tokenizer, settings, note, loss, lr, add-ons, routing,
-        # files): the client leaves the signature (a gr.State) out
-        settings, note, files = loaded[5]["value"], loaded[6], loaded[11]  # the settings: an update (and visible)
-        loss_note = json.loads(loaded[7]["plot"])["layout"]["annotations"][0]["text"]
+        # (runs table, run picker, compared runs, comparison, start-from picker, tokenizer, settings, note, loss, lr,
+        # add-ons, routing, files): the client leaves the signature (a gr.State) out
+        settings, note, files = loaded[6]["value"], loaded[7], loaded[12]  # the settings: an update (and visible)
+        loss_note = json.loads(loaded[8]["plot"])["layout"]["annotations"][0]["text"]
         status, plot, fits, points = client.predict([], api_name="/show_sweeps")
         sweep_note = json.loads(plot["plot"])["layout"]["annotations"][0]["text"]
         no_settings = {"headers": SETTINGS_HEADERS, "data": []}
@@ -336,7 +336,7 @@ def test_after_the_language_switch_the_live_views_are_drawn_again_in_the_new_lan
     view = TrainView(None, None)
     *_, run_signature = view.show("gpt-tiny-1")
     _, schedule_signature = view.schedule("gpt-tiny-1")
-    *_, table_signature = view.overview([], "loss")
+    table_signature = view.overview([], "loss")[4]  # (table, run, compared, comparison, signature, start-from)
     # the same reader: nothing to redraw
     assert all(part is gr.skip() or part == gr.skip() for part in view.tick("gpt-tiny-1", run_signature))
     assert view.schedule_tick("gpt-tiny-1", schedule_signature)[0] == gr.skip()

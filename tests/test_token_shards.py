@@ -256,9 +256,13 @@ def write_corpus(path: Path, n: int = 5000) -> Path:
 
 def test_a_run_streams_a_corpus_from_disk_says_tokenizing_and_reuses_the_shards(tmp_path, monkeypatch):
     """In-process with a 1 KB in-memory threshold, so that a 2 MB file is a streamed FileSource."""
+    from lab_models.training import corpus_tokens
     from lab_models.training import run as train
 
     monkeypatch.setattr(corpus_sources, "IN_MEMORY_MAX_BYTES", 1000)
+    # every progress report reaches status.json: a quiet machine tokenizes the 2 MB in under a second, within the
+    # status file's usual one-second interval
+    monkeypatch.setattr(corpus_tokens, "STATUS_INTERVAL_S", 0.0)
     corpus = write_corpus(tmp_path / "web.txt")
     home, statuses = tmp_path / "home", []
     real_status = train.runs.write_status

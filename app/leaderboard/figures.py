@@ -196,7 +196,8 @@ def display_table(frame: pd.DataFrame) -> pd.DataFrame:
     last row with each score's trivial baseline."""
     frame = ordered(frame)
     columns = [tr(f"leaderboard.col_{key}") for key in TABLE_KEYS]
-    columns += [tr(f"leaderboard.col_{name}") for name in METRIC_TITLES]
+    scores = [name for name in METRIC_TITLES if name in frame.columns]  # a table without probes has no probe column
+    columns += [tr(f"leaderboard.col_{name}") for name in scores]
     probed = "best_probe_layer" in frame.columns
     columns += [tr("leaderboard.col_best_probe_layer")] if probed else []
     tasks = task_columns(frame)
@@ -214,13 +215,13 @@ def display_table(frame: pd.DataFrame) -> pd.DataFrame:
                 return f"{MISSING} ({number})" if number else MISSING
             return format_score(row[name]) + (f" ({number})" if number else "")
 
-        shown += [score(name) for name in METRIC_TITLES]
+        shown += [score(name) for name in scores]
         shown += [str(row["best_probe_layer"]) or MISSING] if probed else []
         shown += [score(name) for name in tasks]
         rows.append(shown)
     if len(frame):
         baseline = [tr("leaderboard.baseline_row")] + [""] * (len(TABLE_KEYS) - 1)
-        for name in (*METRIC_TITLES, *(["best_probe_layer"] if probed else []), *tasks):
+        for name in (*scores, *(["best_probe_layer"] if probed else []), *tasks):
             column = BASELINE_PREFIX + name
             baseline.append("" if name == "best_probe_layer" else
                             _baseline_cell(frame[column]) if column in frame.columns else MISSING)

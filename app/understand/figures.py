@@ -33,8 +33,9 @@ STREAMS = ("self", "content", "query", "encoder", "decoder", "cross")  # each ha
 LAYER_NAMES = {"embeddings": "understand.layer_embeddings", "embedding": "understand.layer_embedding",
                "token layer [x; x]": "understand.layer_token_layer", "ELMo (scalar mix)": "understand.layer_elmo_mix",
                "ELMo (top layer)": "understand.layer_elmo_top", "embedding (GloVe's place)": "understand.layer_glove",
-               "CoVe (MT-LSTM top layer)": "understand.layer_cove_top"}
+               "CoVe (MT-LSTM top layer)": "understand.layer_cove_top", "token layer": "understand.layer_token"}
 BLOCK = re.compile(r"block (\d+)")
+FORWARD_LSTM = re.compile(r"forward LSTM (\d+)")  # ELMo's layers in the logit lens (inference/logit_lens.py)
 
 
 def wrap(text: str, width: int = 42) -> str:
@@ -79,6 +80,9 @@ def layer_title(name: str) -> str:
     block = BLOCK.fullmatch(name)
     if block:
         return tr("understand.layer_block", number=block.group(1))
+    forward = FORWARD_LSTM.fullmatch(name)
+    if forward:
+        return tr("understand.layer_forward_lstm", number=forward.group(1))
     return tr(LAYER_NAMES[name]) if name in LAYER_NAMES else name
 
 

@@ -19,11 +19,11 @@ from lab_models import api
 
 from app.compare import tab as compare_tab
 from app.corpora import tab as corpora_tab
-from app.display import follow_tabs
+from app.display import element_id, follow_tabs, tabs_holding
 from app.errors import keep_outputs_on_failure
 from app.explorer import tab as explorer_tab, zoo_panel
 from app.i18n.language import (LANGUAGE_ON_LOAD_JS, LANGUAGE_SWITCH_JS, LANGUAGES, english, lab_i18n,
-                               relabel_tabs_js, text, tr)
+                               redraw_shown_tab_js, redraw_stale_tab_js, relabel_tabs_js, text, tr)
 from app.i18n.messages import translate_message
 from app.leaderboard import tab as leaderboard_tab
 from app.scaling import tab as scaling_tab
@@ -89,24 +89,55 @@ def build_header(home=None):
 
 
 def redraw_after_language_switch(demo: gr.Blocks, switched) -> None:
-    """Every page-load event that draws what the server writes (`<name>_on_load`: the Mask Explorer, the runs table
-    and the settings table, the empty plots, the modes table, ...) runs again after the header's language switch, as
-    `<name>_after_language_switch`, and so does every tab's select event that redraws (`<name>_on_select`: the run
-    pickers' entries, the Leaderboard's and the sweeps' placeholders, the fine-tuning notes), as
-    `<name>_on_select_after_language_switch`, so that the page does not keep texts of both languages. The tabs are
-    not shown for it: their names are redrawn in the browser (`relabel_tabs`)."""
+    """What the server drew in the old language is drawn again in the new one, tab by tab and only when seen.
+
+    The redrawing events are the page-load events that draw what the server writes (`<name>_on_load`: the Mask
+    Explorer, the runs and settings tables, the empty plots, the modes table, ...) and every tab's select event that
+    redraws (`<name>_on_select`: the run pickers' entries, the placeholders, the fine-tuning notes). Each belongs to
+    the top-level tab that holds its outputs (a select event: its tab's top-level tab); those of no tab (the header)
+    run after every switch. Each top-level tab gets two hidden buttons at the page's root:
+    - `<name>_after_language_switch` events hang off the first; the switch clicks it only for the tab that is shown,
+      so the switch redraws one tab, not the whole page (it ran some thirty events, several seconds on a page with
+      the demo zoo);
+    - `<name>_on_stale_select` events hang off the second (the tab's load events and its nested tabs' select events;
+      its own select events run anyway): selecting a tab drawn in another language than the page's clicks it once.
+    The browser keeps which language each tab was last drawn in (`window.labDrawnLanguage`; the page's first
+    language until then). The tab names are redrawn in the browser (`relabel_tabs`)."""
+    groups: dict = {}  # top-level tab (None: outside every tab) -> [(dependency, name, runs on its own select)]
     for dependency in list(demo.fns.values()):
         name = dependency.api_name or ""
-        if dependency.fn is None:
+        if dependency.fn is None or not (name.endswith("_on_load") or name.endswith("_on_select")):
             continue
-        if name.endswith("_on_load"):
-            redrawn = name.removesuffix("_on_load") + "_after_language_switch"
-        elif name.endswith("_on_select"):
-            redrawn = name + "_after_language_switch"
+        if name.endswith("_on_select"):
+            selected = [demo.blocks.get(block_id) for block_id, _ in dependency.targets]
+            chain = [*tabs_holding(selected[0]), selected[0]] if selected and isinstance(selected[0], gr.Tab) else []
+            home, own = (chain[0] if chain else None), len(chain) == 1
         else:
+            holders = {id(tabs[0]) if tabs else None: (tabs[0] if tabs else None)
+                       for tabs in (tabs_holding(output) for output in dependency.outputs)}
+            home, own = (next(iter(holders.values())) if len(holders) == 1 else None), False
+        groups.setdefault(home, []).append((dependency, name.removesuffix("_on_load"), own))
+    tabs = []
+    for home, events in groups.items():
+        if home is None:
+            for dependency, name, _ in events:
+                switched.then(dependency.fn, list(dependency.inputs), list(dependency.outputs),
+                              api_name=f"{name}_after_language_switch", show_progress="hidden")
             continue
-        switched.then(dependency.fn, list(dependency.inputs), list(dependency.outputs), api_name=redrawn,
-                      show_progress="hidden")
+        panel = element_id(home)
+        now = gr.Button(visible="hidden", elem_id=f"{panel}-redraw-now")
+        stale = gr.Button(visible="hidden", elem_id=f"{panel}-redraw-stale")
+        for dependency, name, own in events:
+            now.click(dependency.fn, list(dependency.inputs), list(dependency.outputs),
+                      api_name=f"{name}_after_language_switch", show_progress="hidden")
+            if not own:
+                stale.click(dependency.fn, list(dependency.inputs), list(dependency.outputs),
+                            api_name=f"{name}_on_stale_select", show_progress="hidden")
+        home.select(None, None, None, js=redraw_stale_tab_js(panel), api_name=f"redraw_{panel.replace('-', '_')}_if_stale",
+                    show_progress="hidden")
+        tabs.append(panel)
+    switched.then(None, None, None, js=redraw_shown_tab_js(tabs), api_name="redraw_shown_tab_after_language_switch",
+                  show_progress="hidden")
 
 
 def relabel_tabs(demo: gr.Blocks, *language_events) -> None:

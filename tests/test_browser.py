@@ -176,11 +176,16 @@ def test_a_chinese_browser_gets_the_page_in_chinese_and_the_switch_changes_it(se
     assert _tab_names(driver)[:4] == ["Mask Explorer", "Train", "Scaling", "Compare"]
     _wait_for_text(driver, "compute device", 10)
     _wait_for_text(driver, "fraction of allowed pairs", 60)  # the switch has the server draw the explorer again
+    # a tab that was not shown at the switch is drawn again in the new language when it is opened: the Train tab's
+    # settings table, drawn in Chinese when the page loaded
+    _click_button(driver, "Train")
+    _wait_for_text(driver, "what it does", 60)
+    assert "作用" not in driver.find_element("tag name", "body").text
     driver.refresh()  # the choice is remembered over the browser's language
     _wait_for_text(driver, "compute device", 60)
     deadline = time.time() + 20
     while time.time() < deadline and _tab_names(driver)[:2] != ["Mask Explorer", "Train"]:
-        time.sleep(0.5)  # the switch shows every tab once to redraw its name: the second comes a moment later
+        time.sleep(0.5)  # the tab names are redrawn in the browser a moment after the load
     assert _tab_names(driver)[:2] == ["Mask Explorer", "Train"]
 
     # the switch keeps the user where they were, a nested tab included

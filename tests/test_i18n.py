@@ -83,20 +83,43 @@ def test_locale_files_are_flat_objects_of_text(tmp_path, monkeypatch):
 
 def test_every_page_load_redraw_runs_again_after_the_language_switch(tmp_path):
     """What the server draws when the page loads (the Mask Explorer, the runs and settings tables, empty plots, the
-    modes table, ...) is drawn again after the header's switch, so a page never keeps both languages."""
+    modes table, ...) is drawn again after the header's switch, so a page never keeps both languages: the header at
+    once, a tab's views by its hidden redraw button, which the switch clicks for the shown tab, and again (another
+    button) when a tab drawn in the other language is selected."""
     from app.main import build_app
 
     demo = build_app(tmp_path)
     try:
         names = {dependency.api_name: dependency for dependency in demo.fns.values() if dependency.api_name}
+        switch = names["switch_language"]._id
         on_load = {name for name, dependency in names.items() if name.endswith("_on_load") and dependency.fn}
-        assert {"explore_masks_on_load", "list_runs_on_load", "zoo_panel_on_load"} <= on_load
+        assert {"explore_masks_on_load", "list_runs_on_load", "zoo_panel_on_load", "header_on_load"} <= on_load
+        clicker = names["redraw_shown_tab_after_language_switch"]
+        assert clicker.fn is None and clicker.trigger_after == switch and "-redraw-now" in clicker.js
         for name in on_load:
-            again = names[name.removesuffix("_on_load") + "_after_language_switch"]
+            base = name.removesuffix("_on_load")
+            again = names[base + "_after_language_switch"]
             assert again.fn is names[name].fn and list(again.outputs) == list(names[name].outputs)
-            assert again.trigger_after == names["switch_language"]._id  # it follows the switch
+            if name == "header_on_load":  # outside every tab: right after the switch
+                assert again.trigger_after == switch
+                continue
+            (button_id, event), = again.targets
+            button = demo.blocks[button_id]
+            assert event == "click" and isinstance(button, gr.Button) and button.elem_id.endswith("-redraw-now")
+            panel = button.elem_id.removesuffix("-redraw-now")
+            assert json.dumps(panel) in clicker.js  # the switch clicks it when its tab is shown
+            stale = names[base + "_on_stale_select"]
+            assert stale.fn is names[name].fn and list(stale.outputs) == list(names[name].outputs)
+            (stale_id, _), = stale.targets
+            stale_button = demo.blocks[stale_id].elem_id
+            assert stale_button == button.elem_id.replace("-redraw-now", "-redraw-stale")
+            assert names[f"redraw_{panel.replace('-', '_')}_if_stale"].js.count(stale_button) == 1
+        # a tab's own select events run on its select anyway: only the switch reruns them, never a stale select
+        assert "compare_runs_on_select_after_language_switch" in names
+        assert "compare_runs_on_select_on_stale_select" not in names
     finally:
         demo.lab_jobs.close()
+        demo.lab_tokenize_jobs.close()
 
 
 def test_the_header_names_the_device_in_the_readers_language():

@@ -26,6 +26,7 @@ from lab_models.text.corpora import load_corpus
 from lab_models.inference.finetuning.config import FinetuneConfig
 from lab_models.inference.finetuning.run import finetune
 from lab_models.inference.loading import load_run
+from lab_models.inference.probing import FEATURES_FILE
 from lab_models.inference.leaderboard import (CACHE_FILE, HeldOutExamples, _fill_mask_score, _infill_score,
                                               held_out_examples, held_out_sentences)
 
@@ -52,8 +53,10 @@ def board(tmp_path_factory, lab_home_dir, trained_runs):  # noqa: F811
     api.lab_home(home)
     ids = {}
     for family, run_id in trained_runs.items():
+        # without the caches: probe features another module computed (under another thread count, which may
+        # change a float16 feature's last bit) would make the first table differ from a recomputed one
         shutil.copytree(Path(lab_home_dir) / "runs" / run_id, home / "runs" / run_id,
-                        ignore=shutil.ignore_patterns(CACHE_FILE))
+                        ignore=shutil.ignore_patterns(CACHE_FILE, FEATURES_FILE))
         ids[family] = run_id
     other_file = home / "river-notes.txt"
     other_file.write_text(OTHER_CORPUS_TEXT, encoding="utf-8")

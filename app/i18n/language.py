@@ -194,8 +194,8 @@ STORAGE_KEY = "pretraining-lab-language"
 # lazily, hence the short wait. A tab's name in a tab bar is redrawn only when the tab itself is updated: the switch
 # is followed by `relabel_tabs_js`, which updates every tab with its own label in the browser (no server call), so no
 # tab has to be shown (the switch used to show every tab once, which ran every tab's select events: 92 s on a loaded
-# page). A tab's server-drawn views are redrawn in the new language when it is opened (its select events) or by
-# its live tick.
+# page). The shown tab's server-drawn views are redrawn at once, every other tab's when it is next opened
+# (`redraw_shown_tab_js`, `redraw_stale_tab_js`; app/main.py `redraw_after_language_switch`).
 _SET_LANGUAGE = """
 async function setLabLanguage(code) {
   const urls = performance.getEntriesByType("resource").map((entry) => entry.name)
@@ -220,6 +220,46 @@ def relabel_tabs_js(labels: list[str]) -> str:
 """ % json.dumps(labels, ensure_ascii=False)
 
 
+# The language the page's server-drawn texts are in now: the cookie the switch and the page's load set.
+_PAGE_LANGUAGE = '(document.cookie.match(/(?:^|; )%s=(\\w+)/) || [])[1] || "en"' % COOKIE
+
+
+def redraw_shown_tab_js(panels: list[str]) -> str:
+    """The browser-only step after the language switch: of the top-level tab panels `panels`, the one shown is
+    redrawn now (its hidden `<panel>-redraw-now` button clicked, app/main.py `redraw_after_language_switch`) and
+    remembered as drawn in the new language; the others are redrawn when next selected (`redraw_stale_tab_js`)."""
+    return """
+() => {
+  const code = %s;
+  const drawn = (window.labDrawnLanguage = window.labDrawnLanguage || {});
+  for (const panel of %s) {
+    const element = document.getElementById(panel);
+    if (element === null || element.getClientRects().length === 0) { continue; }
+    drawn[panel] = code;
+    const button = document.getElementById(panel + "-redraw-now");
+    if (button !== null) { button.click(); }
+  }
+}
+""" % (_PAGE_LANGUAGE, json.dumps(panels))
+
+
+def redraw_stale_tab_js(panel: str) -> str:
+    """The browser-only step on selecting the top-level tab `panel`: if it was last drawn in another language than
+    the page's (the page's first language until a switch redraws it), its `<panel>-redraw-stale` button is clicked."""
+    return """
+() => {
+  const code = %s;
+  const drawn = (window.labDrawnLanguage = window.labDrawnLanguage || {});
+  const before = drawn[%s] || window.labPageLanguage || code;
+  drawn[%s] = code;
+  if (before !== code) {
+    const button = document.getElementById(%s);
+    if (button !== null) { button.click(); }
+  }
+}
+""" % (_PAGE_LANGUAGE, json.dumps(panel), json.dumps(panel), json.dumps(panel + "-redraw-stale"))
+
+
 # The header's switch: set the language now and remember it for the next visit.
 LANGUAGE_SWITCH_JS = """
 async (language) => {
@@ -240,6 +280,7 @@ async () => {
   let code = browser;
   try { code = window.localStorage.getItem("%(key)s") || browser; } catch (error) {}
   document.cookie = "%(cookie)s=" + code + "; path=/; max-age=31536000; SameSite=Lax";
+  window.labPageLanguage = code;  // what the page's load events draw in (redraw_stale_tab_js)
   if (code !== browser) { await setLabLanguage(code); }
   return code === "zh" ? "%(zh)s" : "%(en)s";
 }

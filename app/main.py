@@ -133,8 +133,8 @@ def redraw_after_language_switch(demo: gr.Blocks, switched) -> None:
             if not own:
                 stale.click(dependency.fn, list(dependency.inputs), list(dependency.outputs),
                             api_name=f"{name}_on_stale_select", show_progress="hidden")
-        home.select(None, None, None, js=redraw_stale_tab_js(panel), api_name=f"redraw_{panel.replace('-', '_')}_if_stale",
-                    show_progress="hidden")
+        home.select(None, None, None, js=redraw_stale_tab_js(panel),
+                    api_name=f"redraw_{panel.replace('-', '_')}_if_stale", show_progress="hidden")
         tabs.append(panel)
     switched.then(None, None, None, js=redraw_shown_tab_js(tabs), api_name="redraw_shown_tab_after_language_switch",
                   show_progress="hidden")

@@ -211,6 +211,11 @@ def build_app(home=None, jobs=None, *, corpus_root=None) -> gr.Blocks:
 QUEUE_CONCURRENCY = 4  # Gradio workers for queued events (a generation, a fill-mask, a tokenizer run)
 QUEUE_IDLE_POLL_S = 0.02  # Gradio polls its empty queue every 1 ms on Linux: 0.03 of a core for nothing
 QUEUE_PROGRESS_POLL_S = 0.1  # and its progress updates every 10 ms; a progress bar needs no more than 10 a second
+# Gradio keeps a record of every queued event (up to 10,000) for its monitoring summary and recomputes the summary, a
+# pandas group-by over all records, after every event: about 25 ms per event once a long demo has run thousands. The
+# lab shows no monitoring page; the summary is recomputed every 100 events over the last 1,000.
+QUEUE_ANALYTICS_EVERY = 100
+QUEUE_ANALYTICS_KEPT = 1_000
 
 
 def configure_queue(demo: gr.Blocks) -> gr.Blocks:
@@ -218,13 +223,17 @@ def configure_queue(demo: gr.Blocks) -> gr.Blocks:
 
     Gradio 6.31's queue loop sleeps `sleep_when_free` (1 ms on Linux) between looks at an empty queue and its progress
     loop 10 ms, so an idle server used about 0.04 of a core (measured on the 2-core machine; 0.011 with these polls).
-    A queued event then waits up to 20 ms more before it starts. The attributes are Gradio's own; should a release
-    rename them, this sets nothing and the lab still works (tests/test_page_cost.py notices)."""
+    A queued event then waits up to 20 ms more before it starts. Its monitoring summary is recomputed every
+    QUEUE_ANALYTICS_EVERY events instead of after each. The attributes are Gradio's own; should a release rename
+    them, this sets nothing and the lab still works (tests/test_page_cost.py notices)."""
     demo.queue(default_concurrency_limit=QUEUE_CONCURRENCY)
     queue = getattr(demo, "_queue", None)
     if queue is not None and hasattr(queue, "sleep_when_free") and hasattr(queue, "progress_update_sleep_when_free"):
         queue.sleep_when_free = QUEUE_IDLE_POLL_S
         queue.progress_update_sleep_when_free = QUEUE_PROGRESS_POLL_S
+    if queue is not None and hasattr(queue, "ANAYLTICS_CACHE_FREQUENCY") and hasattr(queue, "ANALYTICS_MAX_EVENTS"):
+        queue.ANAYLTICS_CACHE_FREQUENCY = QUEUE_ANALYTICS_EVERY  # Gradio's own spelling
+        queue.ANALYTICS_MAX_EVENTS = QUEUE_ANALYTICS_KEPT
     return demo
 
 

@@ -36,19 +36,28 @@ def test_every_timer_sits_in_a_tab_and_only_the_first_tab_ticks_when_the_page_op
                            "understand/understand-finetune", "leaderboard", "corpora"}
     active = {path: [timer.active for timer in found] for path, found in timers.items()}
     assert active.pop("mask-explorer") == [True]  # the demo zoo's progress, on the tab the page opens on
-    assert all(flags == [False] for flags in active.values()), active
-    assert len(timers["train"]) == 1  # one live tick for the whole Train tab
+    assert all(not any(flags) for flags in active.values()), active
+    assert len(timers["train"]) == 2  # the Train tab's progress bar (often) and the rest (seldom)
     # each is drawn at the page's root, where an update reaches it while its tab is hidden (the "off")
     assert all(timer in page.children for found in timers.values() for timer in found)
     assert not any(isinstance(child, gr.Timer) for block in page.blocks.values()
                    if isinstance(block, gr.Tab) for child in block.children)
 
 
-def test_the_train_tab_has_one_live_event(page):
-    (timer,) = timers_by_tab(page)["train"]
-    ticks = [fn for fn in page.fns.values() if any(block == timer._id for block, _ in fn.targets)]
-    assert [fn.api_name for fn in ticks] == ["refresh_run"]
-    assert len(ticks[0].outputs) == 18  # run (6), learning rate, add-ons, routing (2 each), runs table (5), start-from
+def test_the_train_tab_redraws_its_progress_often_and_its_plots_and_tables_seldom(page):
+    from app.train.tab import LIVE_REFRESH_S, PROGRESS_REFRESH_S
+
+    ticks = {}
+    for timer in timers_by_tab(page)["train"]:
+        (tick,) = [fn for fn in page.fns.values() if any(block == timer._id for block, _ in fn.targets)]
+        ticks[tick.api_name] = (timer.value, tick)
+    assert sorted(ticks) == ["refresh_run", "refresh_run_progress"]
+    assert ticks["refresh_run_progress"][0] == PROGRESS_REFRESH_S < LIVE_REFRESH_S == ticks["refresh_run"][0]
+    progress = ticks["refresh_run_progress"][1]
+    assert [page.blocks[block._id].elem_id for block in progress.outputs[:1]] == ["train-progress"]
+    assert len(progress.outputs) == 3  # the bar, the status line, their signature: no plot, no table
+    assert len(ticks["refresh_run"][1].outputs) == 18  # run (6), learning rate, add-ons, routing (2 each), runs
+    # table (5), start-from
 
 
 def test_every_tab_turns_the_timers_on_and_off_in_the_browser_alone(page):
@@ -99,3 +108,11 @@ def test_the_page_keeps_no_run_history_and_the_idle_queue_polls_slowly(page):
     configure_queue(page)
     # Gradio's own attributes: if a release renames them, this fails and app/main.py's configure_queue needs a look
     assert page._queue.sleep_when_free == 0.02 and page._queue.progress_update_sleep_when_free == 0.1
+    assert page._queue.ANAYLTICS_CACHE_FREQUENCY == 100 and page._queue.ANALYTICS_MAX_EVENTS == 1_000
+    # the monitoring summary is not recomputed after each event (a pandas group-by over every record)
+    record = {"function": "f", "status": "success", "process_time": 0.1}
+    queue = page._queue
+    queue.events_recorded, queue.event_count_at_last_cache = 99, 0
+    assert queue.compute_analytics_summary([record]) == {"functions": {}}
+    queue.events_recorded = 100
+    assert list(queue.compute_analytics_summary([record])["functions"]) == ["f"]

@@ -10,7 +10,7 @@ trained, whose options the transformers class has) and hides for the others (`ap
 
 Endpoints:
 * `/export_visibility`: a run id -> (the button row shown or hidden, a note: "" or why the run cannot be exported).
-  `/refresh_export_visibility` (on each change of the run's status line, which the Train tab's one live tick redraws)
+  `/refresh_export_visibility` (on each change of the run's status line, which the Train tab's live ticks redraw)
   does it again when the selected run's state changed (a run that finishes while it is selected gets its button).
 * `/export_run`: a run id -> (the zip to download, a note naming the folder in the lab home).
 """
@@ -92,7 +92,7 @@ def build(home, jobs, run) -> SimpleNamespace:
     button.click(user_errors(view.export), run, [download, note], api_name="export_run")
 
     def follow(status: gr.components.Component) -> None:
-        """Check again whenever the run's status line changes (the Train tab's one live tick redraws it only when
+        """Check again whenever the run's status line changes (the Train tab's live ticks redraw it only when
         the run changed), instead of a timer of its own: a run that finishes shows its Export button."""
         status.change(view.refresh, [run, signature], [row, note, signature], api_name="refresh_export_visibility",
                       show_progress="hidden", queue=False)

@@ -103,7 +103,7 @@ class RoutingLive:
 
 def build_routing_plot(view: RoutingLive, run):
     """The routing plot (call inside the tab's right column), drawn when `run` changes. Returns the plot and its
-    signature state; the tab's one live tick redraws it through `view.tick` (app/train/tab.py)."""
+    signature state; the tab's seldom live tick redraws it through `view.tick` (app/train/tab.py)."""
     with gr.Accordion(text("switch.routing_accordion"), open=True):
         plot = gr.Plot(routing_figure([]), label=text("switch.routing_plot"), elem_id="train-switch-routing")
     signature = gr.State(None)

@@ -20,7 +20,9 @@ Endpoints (every event has an `api_name`, so `gradio_client` can drive the tab):
   and chrF both ways), for runs with contrastive learning or back-translation.
 * `/show_schedule`: a run id -> the learning-rate figure (one line per layer group and the stages shaded for runs
   that record them, ULMFiT's).
-* `/refresh_run`: the tab's one live tick (every 2 s while the tab is shown: app/display.py's follow_tabs): (run id,
+* `/refresh_run_progress`: the tab's frequent live tick (every 2 s while the tab is shown: app/display.py's
+  follow_tabs): (run id, signature) -> the progress bar, the status line, the new signature; skipped when unchanged.
+* `/refresh_run`: the tab's other live tick (every 10 s while the tab is shown): (run id,
   the signatures of the run, its learning-rate, add-on and routing figures, the compared runs, the metric, the runs
   table's signature)
   -> the selected run's six outputs as `/show_run`, each figure with its new signature, then `/list_runs`' five
@@ -59,7 +61,11 @@ MAX_OBJECTIVES = 4  # the most any family has (with its add-ons) is 4; rows beyo
 SWITCH_CONTROLS = 5  # app/train/switch_panel.py's controls, after the objectives' rows (then "start from")
 DEFAULT_FAMILY = "bert"
 DEFAULT_PRESET = "tiny"
-LIVE_REFRESH_S = 2.0  # the selected run's progress bar and plots, the runs table (only while the tab is shown)
+# Only while the tab is shown (app/display.py's follow_tabs), two live ticks: the progress bar and status line often,
+# the rest (curves, log, raw status, runs table, comparison) seldom. Each redrawn plot or table costs the browser a
+# deep copy of every output the page has touched (Gradio 6.31), and a training run on the same CPU pays for it.
+PROGRESS_REFRESH_S = 2.0  # the selected run's progress bar and status line
+LIVE_REFRESH_S = 10.0  # its loss, learning-rate, add-on and routing plots, log and raw status; the runs table
 LOG_LINES = 20
 SETTINGS_HEADERS = ["setting", "value", "default", "what it does"]  # read back by position, whatever the language
 SETTINGS_HEADER_KEYS = ("col_setting", "col_value", "col_default", "col_what")
@@ -356,6 +362,24 @@ class TrainView:
         except ValueError:  # e.g. a run folder deleted meanwhile: keep the page as it is
             return (gr.skip(),) * 6
 
+    def progress_tick(self, run_id, signature):
+        """The frequent live refresh: the selected run's progress bar and status line, redrawn only when its state,
+        step, queue position or message changed (the plots follow at LIVE_REFRESH_S)."""
+        try:
+            if not run_id:
+                return (progress_html(None), status_markdown(None), None) if signature is not None else \
+                    (gr.skip(),) * 3
+            summary = api.training_status(self.jobs, self._run_id(run_id))
+            now = [summary.get("run_id"), summary.get("state"), summary.get("step"), summary.get("stopping"),
+                   summary.get("queue_position"), summary.get("message"), current_language()]
+            if now == signature:
+                return (gr.skip(),) * 3
+            ended_badly = summary.get("state") in ("failed", "died")  # the status then shows the end of the log
+            log = api.training_log(self.jobs, summary["run_id"], LOG_LINES) if ended_badly else ""
+            return progress_html(summary), status_markdown(summary, log), now
+        except ValueError:
+            return (gr.skip(),) * 3
+
     def schedule(self, run_id):
         """The selected run's learning-rate figure and its signature (the number of metrics rows)."""
         if not run_id:
@@ -404,7 +428,7 @@ class TrainView:
 
     def live(self, run_id, run_signature, schedule_signature, addon_signature, routing_signature, compared=None,
              metric="loss", table_signature=None):
-        """The tab's one live refresh (a timer that ticks only while the tab is shown: app/display.py's follow_tabs):
+        """The tab's seldom live refresh (a timer that ticks only while the tab is shown: app/display.py's follow_tabs):
         the selected run (`tick`), its learning-rate, add-on and routing figures (`schedule_tick`, `addon_tick`, the
         routing view's `tick`) and the runs table with the comparison plot (`overview`), each output skipped when its
         data is unchanged. One event instead of five: the browser pays for every event it runs, whatever it returns."""
@@ -488,6 +512,7 @@ def build(home, jobs, corpus_choices=None):
     *_, default_note = view.family_defaults(default_family)
 
     live = gr.Timer(LIVE_REFRESH_S)
+    progress_live = gr.Timer(PROGRESS_REFRESH_S)
     gr.Markdown(text("train.intro"))
     with gr.Row():
         with gr.Column(scale=2, min_width=340):
@@ -574,6 +599,7 @@ def build(home, jobs, corpus_choices=None):
     schedule_signature = gr.State(None)
     table_signature = gr.State(None)
     addon_signature = gr.State(None)
+    progress_signature = gr.State(None)
 
     controls = [family, preset, corpus, tokenizer, steps, seed, device, settings, *rows, *switch.controls, start_from]
     overview = user_errors(view.overview)  # the timer calls view.overview itself: no error toast every tick
@@ -607,9 +633,12 @@ def build(home, jobs, corpus_choices=None):
         overview, overview_inputs, overview_outputs, api_name="list_runs_after_stop", show_progress="hidden")
     resume.click(user_errors(view.resume), run, watched, api_name="resume_run").then(
         overview, overview_inputs, overview_outputs, api_name="list_runs_after_resume", show_progress="hidden")
-    # One tick for the whole tab, skipping Gradio's queue: it is cheap (about a millisecond when nothing changed),
-    # while every queued event makes Gradio recompute its analytics over up to 10,000 past events (about 25 ms each
-    # once that many have passed). The timer ticks only while the tab is shown (app/display.py's follow_tabs).
+    # Two ticks for the whole tab (the progress bar often, the rest seldom), skipping Gradio's queue: they are cheap
+    # (about a millisecond when nothing changed), while every queued event makes Gradio recompute its analytics over
+    # up to 10,000 past events (about 25 ms each once that many have passed). The timers tick only while the tab is
+    # shown (app/display.py's follow_tabs).
+    progress_live.tick(view.progress_tick, [run, progress_signature], [progress, status, progress_signature],
+                       api_name="refresh_run_progress", show_progress="hidden", queue=False)
     live.tick(view.live, [run, run_signature, schedule_signature, addon_signature, routing_signature,
                           *overview_inputs, table_signature],
               [*watched, schedule_plot, schedule_signature, addon_plot, addon_signature, routing_plot,

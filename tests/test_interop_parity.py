@@ -188,7 +188,10 @@ def test_text_is_encoded_and_embedded_as_the_checkpoints_own_code_does(checkpoin
             expected = reference(**encoded).last_hidden_state[0]  # (T, H)
         _, layers = hidden_states(run, text)
         gap = (layers[-1] - expected).abs().max().item()
-        assert gap <= ATOL, f"{architecture}: final hidden states differ by {gap:.3g} on {text!r}"
+        # 1e-4 of the states' scale: GPT's and XLNet's last block ends without a LayerNorm, so their states grow (to
+        # 7 to 10 here) and float32's rounding grows with them (GPT's gap was 1.3e-5 to 1.9e-4 from run to run)
+        scale = max(1.0, expected.abs().max().item())
+        assert gap <= ATOL * scale, f"{architecture}: hidden states differ by {gap:.3g} (scale {scale:.3g}) on {text!r}"
 
 
 # ---- fill-mask ----------------------------------------------------------------------------------------------------

@@ -325,14 +325,27 @@ class TrainView:
             raise ValueError("Choose a run first: start one, or pick one in the Run list.")
         return str(run_id).strip()
 
+    @staticmethod
+    def _status_signature(run_id, summary) -> list:
+        """What the progress bar and status line draw: state, step, stopping, queue position, message."""
+        return [run_id, summary.get("state"), summary.get("step"), summary.get("stopping"),
+                summary.get("queue_position"), summary.get("message")]
+
     def _watch(self, run_id):
         """(summary, metrics rows, signature) of a run; the signature changes whenever something to draw changes."""
         summary = api.training_status(self.jobs, run_id)
         rows = api.run_metrics(self.jobs, run_id)
-        signature = [run_id, summary.get("state"), summary.get("step"), summary.get("stopping"),
-                     summary.get("queue_position"), summary.get("message"), len(rows),
+        signature = [*self._status_signature(run_id, summary), len(rows),
                      current_language()]  # after the header's switch the next tick draws in the new language
         return summary, rows, signature
+
+    def _progress_and_status(self, summary, log=None):
+        """The progress bar and the status line of a run; a failed or dead run's status shows the end of its log."""
+        if summary.get("state") not in ("failed", "died"):
+            log = ""
+        elif log is None:
+            log = api.training_log(self.jobs, summary["run_id"], LOG_LINES)
+        return progress_html(summary), status_markdown(summary, log)
 
     def show(self, run_id):
         """The selected run: progress bar, status, loss curve, log tail, raw status (and the new signature)."""
@@ -341,9 +354,8 @@ class TrainView:
         summary, rows, signature = self._watch(self._run_id(run_id))
         log = api.training_log(self.jobs, summary["run_id"], LOG_LINES)
         details = dict(summary, metric_rows=len(rows))
-        ended_badly = summary.get("state") in ("failed", "died")  # the status then shows the end of the log
-        return (progress_html(summary), status_markdown(summary, log if ended_badly else ""),
-                loss_figure(rows, title=f"{summary['run_id']}"), log, details, signature)
+        return (*self._progress_and_status(summary, log), loss_figure(rows, title=f"{summary['run_id']}"), log,
+                details, signature)
 
     def tick(self, run_id, signature):
         """The live refresh: redraw only when the run's state, step or metrics have changed since the last tick; the
@@ -369,14 +381,12 @@ class TrainView:
             if not run_id:
                 return (progress_html(None), status_markdown(None), None) if signature is not None else \
                     (gr.skip(),) * 3
-            summary = api.training_status(self.jobs, self._run_id(run_id))
-            now = [summary.get("run_id"), summary.get("state"), summary.get("step"), summary.get("stopping"),
-                   summary.get("queue_position"), summary.get("message"), current_language()]
+            run_id = self._run_id(run_id)
+            summary = api.training_status(self.jobs, run_id)
+            now = [*self._status_signature(run_id, summary), current_language()]
             if now == signature:
                 return (gr.skip(),) * 3
-            ended_badly = summary.get("state") in ("failed", "died")  # the status then shows the end of the log
-            log = api.training_log(self.jobs, summary["run_id"], LOG_LINES) if ended_badly else ""
-            return progress_html(summary), status_markdown(summary, log), now
+            return (*self._progress_and_status(summary), now)
         except ValueError:
             return (gr.skip(),) * 3
 

@@ -36,7 +36,7 @@ def main(argv=None) -> None:
     signal.signal(signal.SIGTERM, _shut_down_like_ctrl_c)
     try:
         configure_queue(demo)
-        demo.launch(server_name=args.host, server_port=args.port, share=False, **launch_kwargs())
+        demo.launch(server_name=args.host, server_port=args.port, share=False, **launch_kwargs(demo))
     finally:
         demo.lab_jobs.close()  # running trainers checkpoint and end "stopped" (resumable); none outlive the server
         demo.lab_tokenize_jobs.close()  # running tokenizations keep what they did; a new start continues them

@@ -318,3 +318,55 @@ def changed(now, before) -> bool:
     (False, True, True)
     """
     return before is None or now != before
+
+
+def one_event(*handlers) -> tuple:
+    """(fn, inputs, outputs) for one Gradio event that runs several handlers, each given as (fn, inputs, outputs), in
+    order: a tab's select that refreshes several pickers. Every event costs the browser a walk over the page (Gradio
+    6.31) and waits in the queue behind the others, so six events made opening a tab take seconds while a run
+    trained; one event with the same outputs does the same work. A handler's error ends the event, as it would have
+    ended its own.
+
+    >>> fn, inputs, outputs = one_event((lambda a: a + 1, ["a"], ["x"]), (lambda b, c: (b, c), ["b", "c"], ["y", "z"]))
+    >>> inputs, outputs, fn(1, 2, 3)
+    (['a', 'b', 'c'], ['x', 'y', 'z'], (2, 2, 3))
+    """
+    inputs, outputs, parts = [], [], []
+    for fn, handler_inputs, handler_outputs in handlers:
+        handler_inputs, handler_outputs = _as_list(handler_inputs), _as_list(handler_outputs)
+        parts.append((fn, len(inputs), len(handler_inputs), len(handler_outputs)))
+        inputs += handler_inputs
+        outputs += handler_outputs
+
+    def run(*values):
+        results = []
+        for fn, first, n_inputs, n_outputs in parts:
+            result = fn(*values[first:first + n_inputs])
+            if n_outputs:  # a handler without outputs returns nothing to send
+                results.extend([result] if n_outputs == 1 else list(result))
+        return results[0] if len(results) == 1 else tuple(results)
+
+    return run, inputs, outputs
+
+
+def _as_list(components) -> list:
+    if components is None:
+        return []
+    return list(components) if isinstance(components, (list, tuple, set)) else [components]
+
+
+# A live view that follows a job (the demo zoo, a tokenization, a sweep, a fine-tuning) has nothing to redraw while
+# no job moves, yet each tick is an event the browser pays for. Its tick therefore also answers for its own timer: left
+# as it is while work is queued or running, turned off otherwise (`rest_when_idle`). Opening the tab turns it on again
+# (follow_tabs) and so does the view's own start button (`WAKE_TIMER_JS`, a browser-only step after the start), so a
+# job started elsewhere (the CLI, another page) shows up when the tab is next opened.
+WAKE_TIMER_JS = '() => ({"__type__": "update", "active": true})'
+
+
+def rest_when_idle(busy: bool):
+    """The tick's output for its own `gr.Timer`: unchanged while `busy`, else turned off.
+
+    >>> rest_when_idle(False)
+    {'__type__': 'update', 'active': False}
+    """
+    return gr.skip() if busy else gr.update(active=False)

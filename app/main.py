@@ -205,6 +205,8 @@ def build_app(home=None, jobs=None, *, corpus_root=None) -> gr.Blocks:
         raise
     demo.lab_jobs = jobs
     demo.lab_tokenize_jobs = tokenize_jobs
+    demo.lab_routes = list(train.routes)  # served beside Gradio's own (launch_kwargs)
+    demo.lab_head = train.head  # the page's own scripts
     return demo
 
 
@@ -237,13 +239,20 @@ def configure_queue(demo: gr.Blocks) -> gr.Blocks:
     return demo
 
 
-def launch_kwargs() -> dict:
-    """Arguments for `Blocks.launch` that style the page (Gradio 6 takes css/theme at launch) and keep it light.
+def launch_kwargs(demo: gr.Blocks | None = None) -> dict:
+    """Arguments for `Blocks.launch` that style the page (Gradio 6 takes css/theme at launch) and keep it light; with
+    the `demo` that `build_app` made, also its own routes (given to Gradio's FastAPI app, before Gradio's) and the
+    scripts that use them (the Train tab's progress bar: app/train/progress_route.py). Without `demo` the page works,
+    its progress bar moving only when Gradio redraws it.
 
     `run_history=False`: Gradio's run history saves every event a reader starts (inputs and outputs: our plots and
     tables) in the browser's localStorage, re-serialising its whole list of up to 100 runs on each one. A tab click
     runs several events and the language switch dozens, so the page spent seconds of a core in `JSON.stringify` and
     `setItem` per click. The lab's runs live in the lab home, not in the browser; without it the footer's "Runs"
     link (which Gradio does not translate) goes too."""
-    return {"css": (ASSETS / "lab.css").read_text(encoding="utf-8"), "theme": gr.themes.Soft(), "i18n": lab_i18n(),
-            "run_history": False}
+    kwargs = {"css": (ASSETS / "lab.css").read_text(encoding="utf-8"), "theme": gr.themes.Soft(), "i18n": lab_i18n(),
+              "run_history": False}
+    if demo is not None and getattr(demo, "lab_routes", None):
+        kwargs["app_kwargs"] = {"routes": list(demo.lab_routes)}
+        kwargs["head"] = demo.lab_head
+    return kwargs

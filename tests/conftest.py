@@ -57,7 +57,7 @@ def running_app(lab_home_dir):
     demo.queue()
     port = free_port()
     demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True,
-                **launch_kwargs())
+                **launch_kwargs(demo))
     yield f"http://127.0.0.1:{port}/", demo
     demo.close()
 

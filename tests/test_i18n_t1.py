@@ -278,7 +278,7 @@ def test_a_chinese_browser_reads_the_train_and_scaling_tabs_in_chinese(running_a
     seen = {}
     for language, client in readers.items():
         table, *_ = client.predict([], "loss", api_name="/list_runs")
-        loaded = client.predict([], "loss", "bert", api_name="/list_runs_on_load")
+        loaded = client.predict([], "loss", "bert", "", api_name="/list_runs_on_load")
         # (runs table, run picker, compared runs, comparison, start-from picker, tokenizer, settings, note, loss, lr,
         # add-ons, routing, files): the client leaves the signature (a gr.State) out
         settings, note, files = loaded[6]["value"], loaded[7], loaded[12]  # the settings: an update (and visible)

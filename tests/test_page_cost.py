@@ -9,7 +9,7 @@ import json
 import gradio as gr
 import pytest
 
-from app.display import activity_js, changed, follow_tabs, shown_first, tabs_holding
+from app.display import activity_js, changed, follow_tabs, one_event, rest_when_idle, shown_first, tabs_holding
 from app.main import build_app, configure_queue, launch_kwargs
 
 
@@ -37,27 +37,65 @@ def test_every_timer_sits_in_a_tab_and_only_the_first_tab_ticks_when_the_page_op
     active = {path: [timer.active for timer in found] for path, found in timers.items()}
     assert active.pop("mask-explorer") == [True]  # the demo zoo's progress, on the tab the page opens on
     assert all(not any(flags) for flags in active.values()), active
-    assert len(timers["train"]) == 2  # the Train tab's progress bar (often) and the rest (seldom)
+    assert len(timers["train"]) == 1  # the Train tab's plots and tables; its progress bar moves without events
     # each is drawn at the page's root, where an update reaches it while its tab is hidden (the "off")
     assert all(timer in page.children for found in timers.values() for timer in found)
     assert not any(isinstance(child, gr.Timer) for block in page.blocks.values()
                    if isinstance(block, gr.Tab) for child in block.children)
 
 
-def test_the_train_tab_redraws_its_progress_often_and_its_plots_and_tables_seldom(page):
-    from app.train.tab import LIVE_REFRESH_S, PROGRESS_REFRESH_S
+def test_the_train_tab_has_one_seldom_live_event_and_its_progress_bar_a_route_of_its_own(page):
+    from app.train.progress_route import POLL_S, ROUTE
+    from app.train.tab import LIVE_REFRESH_S
 
-    ticks = {}
-    for timer in timers_by_tab(page)["train"]:
-        (tick,) = [fn for fn in page.fns.values() if any(block == timer._id for block, _ in fn.targets)]
-        ticks[tick.api_name] = (timer.value, tick)
-    assert sorted(ticks) == ["refresh_run", "refresh_run_progress"]
-    assert ticks["refresh_run_progress"][0] == PROGRESS_REFRESH_S < LIVE_REFRESH_S == ticks["refresh_run"][0]
-    progress = ticks["refresh_run_progress"][1]
-    assert [page.blocks[block._id].elem_id for block in progress.outputs[:1]] == ["train-progress"]
-    assert len(progress.outputs) == 3  # the bar, the status line, their signature: no plot, no table
-    assert len(ticks["refresh_run"][1].outputs) == 18  # run (6), learning rate, add-ons, routing (2 each), runs
-    # table (5), start-from
+    (timer,) = timers_by_tab(page)["train"]
+    (tick,) = [fn for fn in page.fns.values() if any(block == timer._id for block, _ in fn.targets)]
+    assert tick.api_name == "refresh_run" and timer.value == LIVE_REFRESH_S > POLL_S
+    assert len(tick.outputs) == 21  # run (6), learning rate, add-ons, routing (2 each), runs table (5), start-from,
+    # the Export row (3): one event for the whole tab
+    assert not [fn for fn in page.fns.values() if fn.api_name in ("refresh_run_progress", "refresh_export_visibility")]
+    kwargs = launch_kwargs(page)
+    assert [route.path for route in kwargs["app_kwargs"]["routes"]] == [ROUTE]
+    assert ROUTE in kwargs["head"] and "#train-progress .train-progress-live" in kwargs["head"]
+    assert "app_kwargs" not in launch_kwargs() and "head" not in launch_kwargs()
+
+
+def test_the_progress_route_answers_with_the_bar_in_the_readers_language(page, tmp_path):
+    from starlette.applications import Starlette
+    from starlette.testclient import TestClient
+
+    from app.train.progress_route import progress_route
+    from lab_models import api
+
+    jobs = api.create_job_manager(tmp_path)
+    try:
+        client = TestClient(Starlette(routes=[progress_route(jobs)]))
+        assert client.get("/lab/train/progress").status_code == 400
+        missing = client.get("/lab/train/progress", params={"run": "../etc"})
+        assert missing.status_code == 404 and "Run ids look like" in missing.json()["error"]
+        assert client.get("/lab/train/progress", params={"run": "no-such-run"}).status_code == 404
+        run_dir = tmp_path / "runs" / "gpt-tiny-1"
+        run_dir.mkdir(parents=True)
+        (run_dir / "status.json").write_text(json.dumps({"state": "stopped", "step": 30, "total_steps": 120}))
+        answer = client.get("/lab/train/progress", params={"run": "gpt-tiny-1"})
+        assert answer.status_code == 200 and answer.headers["cache-control"] == "no-store"
+        body = answer.json()
+        assert body["run"] == "gpt-tiny-1" and body["state"] == "stopped"
+        assert 'aria-valuenow="30"' in body["html"] and "step <b>30</b> / 120 (25%)" in body["html"]
+        client.cookies.set("lab_language", "zh")
+        assert "第 <b>30</b> / 120 步" in client.get("/lab/train/progress", params={"run": "gpt-tiny-1"}).json()["html"]
+    finally:
+        jobs.close()
+
+
+def test_the_progress_box_names_its_run_and_state_for_the_script():
+    from app.train.figures import progress_bar_html, progress_html
+
+    summary = {"run_id": "bert-tiny-1", "state": "queued", "step": 0, "total_steps": 10}
+    drawn = progress_html(summary)
+    assert drawn == ('<div class="train-progress-live" data-run="bert-tiny-1" data-state="queued">'
+                     + progress_bar_html(summary) + "</div>")
+    assert progress_html(None).startswith('<div class="train-progress-live" data-run="" data-state="">')
 
 
 def test_every_tab_turns_the_timers_on_and_off_in_the_browser_alone(page):
@@ -116,3 +154,46 @@ def test_the_page_keeps_no_run_history_and_the_idle_queue_polls_slowly(page):
     assert queue.compute_analytics_summary([record]) == {"functions": {}}
     queue.events_recorded = 100
     assert list(queue.compute_analytics_summary([record])["functions"]) == ["f"]
+
+
+def test_one_event_runs_several_handlers_with_their_own_inputs_and_outputs():
+    seen = []
+
+    def first(a):
+        seen.append(("first", a))
+        return a * 2
+
+    def second(b, c):
+        seen.append(("second", b, c))
+        return b, c
+
+    fn, inputs, outputs = one_event((first, "in-a", "out-x"), (second, ["in-b", "in-c"], ("out-y", "out-z")),
+                                    (lambda: None, None, []))
+    assert inputs == ["in-a", "in-b", "in-c"] and outputs == ["out-x", "out-y", "out-z"]
+    assert fn(1, 2, 3) == (2, 2, 3) and seen == [("first", 1), ("second", 2, 3)]
+    lone, _, _ = one_event((first, ["a"], ["x"]))
+    assert lone(5) == 10  # one output: the value itself, as Gradio expects
+
+
+def test_every_tab_opening_is_one_server_event(page):
+    """Opening a tab runs at most one event on the server (its browser-only steps aside): several queued events made
+    the Understand tab take five seconds to open while a run trained."""
+    for tab in [block for block in page.blocks.values() if isinstance(block, gr.Tab)]:
+        served = [fn for fn in page.fns.values() if fn.fn is not None
+                  and any(block == tab._id and name == "select" for block, name in fn.targets)]
+        assert len(served) <= 1, (tab.id, [fn.api_name for fn in served])
+
+
+def test_a_job_view_timer_rests_while_nothing_runs(page):
+    assert rest_when_idle(True) == gr.skip()
+    assert rest_when_idle(False) == {"__type__": "update", "active": False}
+    resting = {"zoo_refresh", "refresh_tokenizing", "refresh_sweeps", "understand_finetune_progress"}
+    for fn in page.fns.values():
+        if fn.api_name in resting:
+            (timer_id,) = {block for block, _ in fn.targets}
+            assert fn.outputs[-1]._id == timer_id, fn.api_name  # the tick answers for its own timer
+            resting.discard(fn.api_name)
+    assert not resting
+    woken = {fn.api_name for fn in page.fns.values() if fn.js and '"active": true' in fn.js}
+    assert {"zoo_timer_on_start", "tokenizing_timer_on_start", "sweeps_timer_on_start",
+            "understand_finetune_timer_on_start"} <= woken

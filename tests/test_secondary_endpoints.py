@@ -74,16 +74,21 @@ def test_understand_submit_twins_answer_as_their_buttons(client, runs):
 
 
 def test_opening_the_understand_tab_refreshes_its_pickers(client, runs):
-    fill, embed, attention = client.predict([runs["bert"], "gone-run"], [], runs["gpt"],
-                                            api_name="/understand_runs_on_select")
+    # the three pickers, then probing, logit lens, attributions (its sources), sentence similarity and fine-tuning
+    fill, embed, attention, probing, lens, sources, sentences, tuned = client.predict(
+        [runs["bert"], "gone-run"], [], runs["gpt"], [runs["gpt"]], ["gone-run"], [], [], [runs["bert"]],
+        api_name="/understand_runs_on_select")
     assert fill["value"] == [runs["bert"]] and attention["value"] == runs["gpt"]
     assert set(runs.values()) <= {value for _, value in embed["choices"]}
+    assert probing["value"] == [runs["gpt"]] and lens["value"] == [] and tuned["value"] == [runs["bert"]]
+    assert set(runs.values()) <= {value for _, value in sentences["choices"]}
 
 
 def test_finetune_tab_opening_and_the_chained_leaderboard(client, runs):
-    picker, shown, page, table, plot = client.predict([runs["bert"]], [], "all runs",
-                                                      api_name="/understand_finetune_on_select")
+    picker, shown, page, table, plot, defaults, task = client.predict(
+        [runs["bert"]], [], "all runs", [runs["bert"]], "topic", api_name="/understand_finetune_on_select")
     assert picker["value"] == [runs["bert"]] and "train-progress" in page
+    assert f"`{runs['bert']}`" in defaults and task  # the notes, in the same event
     table, plot = client.predict([runs["bert"]], "selected runs",
                                  api_name="/understand_finetune_leaderboard_after_start")
     assert "pretrained run" in table["headers"] and "data" in json.loads(plot["plot"])

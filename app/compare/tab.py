@@ -41,7 +41,7 @@ from lab_models import api
 from app.compare.figures import (error_column_html, generation_column_html, grid_html, latest_val_bits, mode_title,
                                  modes_table_markdown)
 from app.errors import readable, user_errors
-from app.i18n.language import reader_examples, text, tr
+from app.i18n.language import current_language, reader_examples, text, tr
 from app.i18n.messages import translate_message
 from app.inputs import picked, picked_runs
 
@@ -158,9 +158,12 @@ class CompareView:
         """The timer's refresh: (picker, the page's own picks, signature), skipped when the choices are unchanged.
         A selection the page made (or an empty one) follows the demo zoo; one the user changed is left alone."""
         choices = self.run_choices()
-        if signature is not None and choices == [tuple(choice) for choice in signature]:
-            return gr.skip(), gr.skip(), gr.skip()
         ids = [value for _, value in choices]
+        # the runs listed and the language, not their labels' steps: a training run's checkpoints would redraw the
+        # picker every tick (its label is drawn again when the tab is opened or Refresh is pressed)
+        now = [ids, current_language()]
+        if signature is not None and now == signature:
+            return gr.skip(), gr.skip(), gr.skip()
         current = [run_id for run_id in (current or []) if run_id in ids]
         auto_picked = list(auto_picked or [])
         if not current or current == [run_id for run_id in auto_picked if run_id in ids]:
@@ -168,7 +171,7 @@ class CompareView:
             if picks:
                 current, auto_picked = picks, picks
         info = runs_info(choices)
-        return gr.update(choices=choices, value=current, info=info), auto_picked, choices
+        return gr.update(choices=choices, value=current, info=info), auto_picked, now
 
     # ------------------------------------------------------------------ generating
     @staticmethod

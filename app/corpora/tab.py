@@ -20,7 +20,7 @@ import pandas as pd
 
 from lab_models import api
 
-from app.display import STATE_COLORS, format_duration
+from app.display import STATE_COLORS, WAKE_TIMER_JS, format_duration, rest_when_idle
 from app.errors import user_errors
 from app.i18n.language import marker, text, tr
 from app.i18n.messages import backend_text
@@ -206,17 +206,19 @@ class CorporaView:
         return self.tokenize_view(job_id)
 
     def tokenize_tick(self, job_id, signature=None):
-        """The timer: redraw the bar only when the job's status changed."""
+        """The timer: redraw the bar only when the job's status changed; then the timer itself, turned off while no
+        tokenization of this page runs (app/display.py's rest_when_idle)."""
         if not job_id:
-            return gr.skip(), gr.skip(), signature
+            return gr.skip(), gr.skip(), signature, rest_when_idle(False)
         try:
             status = api.tokenizing_status(self.tokenize_jobs, job_id)
         except ValueError:
-            return gr.skip(), gr.skip(), signature
+            return gr.skip(), gr.skip(), signature, rest_when_idle(False)
+        busy = rest_when_idle(status.get("state") in ("queued", "running"))
         now = [status.get("state"), status.get("updated"), status.get("message")]
         if now == signature:
-            return gr.skip(), gr.skip(), signature
-        return tokenize_progress_html(status), tokenize_status_markdown(status), now
+            return gr.skip(), gr.skip(), signature, busy
+        return tokenize_progress_html(status), tokenize_status_markdown(status), now, busy
 
     def refresh(self, current=None):
         choices = self.choices()
@@ -287,9 +289,10 @@ def build(home, corpus_choices: list[str], *, root=None, tokenize_jobs=None, tab
     linked = link.click(user_errors(view.link), [server_path, server_column, server_name],
                         [server_status, corpus, card, sample], api_name="link_server_corpus")
     tokenize.click(user_errors(view.tokenize), [corpus, family, preset], [job, progress, tokenize_status],
-                   api_name="tokenize_corpus")
+                   api_name="tokenize_corpus").then(None, None, timer, js=WAKE_TIMER_JS,
+                                                    api_name="tokenizing_timer_on_start", show_progress="hidden")
     stop.click(user_errors(view.stop_tokenizing), job, [progress, tokenize_status], api_name="stop_tokenizing")
     # cheap when nothing changed (one small file read): outside Gradio's queue, as the Train tab's ticks
-    timer.tick(view.tokenize_tick, [job, signature], [progress, tokenize_status, signature],
+    timer.tick(view.tokenize_tick, [job, signature], [progress, tokenize_status, signature, timer],
                api_name="refresh_tokenizing", show_progress="hidden", queue=False)
     return corpus, [imported, linked], view

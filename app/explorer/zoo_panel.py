@@ -2,14 +2,16 @@
 
 When the lab home holds no run at all, the panel says so and offers **Train the demo zoo** (`api.DEMO_ZOO`: the
 tiny preset, the synthetic corpus, every family, GPT and GPT-2 first). The zoo trains on the app's job manager
-like any run (lab_models/experiments/zoo.py), so the page stays responsive; a timer redraws the bars every few seconds,
-only when something changed. **Stop the zoo** stops it cleanly (the running model checkpoints); **Continue the demo
-zoo** goes on where it stopped. The panel stays while the demo zoo has runs and hides on a home with other runs only.
-Compare, Understand and the Leaderboard pick the zoo's runs up by themselves as they finish (their own timers).
+like any run (lab_models/experiments/zoo.py), so the page stays responsive; a timer redraws the bars every few
+seconds, only when something changed, and rests while the zoo is not training. **Stop the zoo** stops it cleanly (the
+running model checkpoints); **Continue the demo zoo** goes on where it stopped. The panel stays while the demo zoo
+has runs and hides on a home with other runs only. Compare, Understand and the Leaderboard pick the zoo's runs up by
+themselves as they finish (their own timers).
 
 Endpoints (every event has an `api_name`, so `gradio_client` can drive the panel):
-* `/zoo_panel_on_load` (page load) and `/zoo_refresh` (the timer): the last signature -> (panel, message, progress
-  HTML, start button, stop button, new signature); the timer skips the redraw when nothing changed.
+* `/zoo_panel_on_load` (page load): the last signature -> (panel, message, progress HTML, start button, stop button, new
+  signature). `/zoo_refresh` (the timer): the same, then the timer (turned off while the zoo is not training); it
+  skips the redraw when nothing changed.
 * `/zoo_start` ("Train the demo zoo" / "Continue the demo zoo") and `/zoo_stop` ("Stop the zoo"): no input -> the
   same outputs.
 
@@ -26,7 +28,7 @@ import gradio as gr
 
 from lab_models import api
 
-from app.display import STATE_COLORS, state_word
+from app.display import STATE_COLORS, WAKE_TIMER_JS, rest_when_idle, state_word
 from app.errors import user_errors
 from app.i18n.language import marker, text, tr
 from app.i18n.messages import backend_text
@@ -89,9 +91,15 @@ class ZooPanel:
     def _signature(self, progress, has_runs: bool) -> list:
         return [has_runs] + [[run.run_id, run.state, run.step, run.queue_position] for run in progress.runs]
 
-    def view(self, signature=None):
-        """(panel, message, progress, start button, stop button, signature); all skipped when nothing changed."""
+    def tick(self, signature=None):
+        """The timer: `view`, then the timer itself, turned off while the zoo is not training (app/display.py's
+        rest_when_idle; the start button and opening the tab turn it on again)."""
         progress = api.zoo_progress(self.jobs, api.DEMO_ZOO)
+        return (*self.view(signature, progress), rest_when_idle(progress.active))
+
+    def view(self, signature=None, progress=None):
+        """(panel, message, progress, start button, stop button, signature); all skipped when nothing changed."""
+        progress = progress if progress is not None else api.zoo_progress(self.jobs, api.DEMO_ZOO)
         has_runs = api.has_runs(self.jobs)
         now = self._signature(progress, has_runs)
         if signature is not None and now == signature:
@@ -135,8 +143,9 @@ def build(home, jobs):
     signature = gr.State(None)
     timer = gr.Timer(REFRESH_S)
     outputs = [column, message, progress, start, stop, signature]
-    start.click(user_errors(panel.start), None, outputs, api_name="zoo_start")
+    start.click(user_errors(panel.start), None, outputs, api_name="zoo_start").then(
+        None, None, timer, js=WAKE_TIMER_JS, api_name="zoo_timer_on_start", show_progress="hidden")
     stop.click(user_errors(panel.stop), None, outputs, api_name="zoo_stop")
     # like the Train tab's ticks, the refresh skips Gradio's queue: it is cheap and mostly a gr.skip()
-    timer.tick(panel.view, signature, outputs, api_name="zoo_refresh", show_progress="hidden", queue=False)
+    timer.tick(panel.tick, signature, [*outputs, timer], api_name="zoo_refresh", show_progress="hidden", queue=False)
     return SimpleNamespace(panel=panel, load=(panel.view, None, outputs))

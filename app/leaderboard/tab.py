@@ -12,14 +12,15 @@ Endpoints (every event has an `api_name`, so `gradio_client` can drive the tab):
 * `/leaderboard_compute`: (corpus, held-out sentences per metric, seed) -> (status markdown, the table as shown,
   the reasons for the missing scores (markdown), the figure, the CSV file of the full-precision table). corpus
   "(all corpora)" lists every run, grouped by corpus.
-* `/leaderboard_corpora_list` (the Refresh button) and `/leaderboard_corpora_on_select` (opening the tab): the
-  current corpus -> the corpus picker with the corpora that have runs now.
+* `/leaderboard_corpora_list` (the Refresh button): the current corpus -> the corpus picker with the corpora that have
+  runs now.
 * `/leaderboard_rank_zoo` (**Rank the zoo**): (zoo name, held-out sentences, seed) -> the same outputs as
   `/leaderboard_compute`, for the runs of that zoo only (lab_models/experiments/zoo.py: one run per family, one corpus).
 * `/leaderboard_refresh` (a timer, every few seconds): (corpus, zoo, the last signature) -> the corpus picker, the
   zoo picker and its row, only when the corpora with runs or the zoos have changed.
-* `/leaderboard_placeholder_on_select` (opening the tab): the table shown -> the empty table and figure, redrawn in
-  the reader's language while nothing has been computed (the page is built before anyone reads it).
+* `/leaderboard_on_select` (opening the tab, one event): (the current corpus, the table shown) -> the corpus picker
+  as `/leaderboard_corpora_list`, then the empty table and figure, redrawn in the reader's language while nothing has
+  been computed (the page is built before anyone reads it; a computed table stays).
 
 What the handlers write (status, table headers, notes, figure titles and legend, progress lines, the zoo picker's
 labels) is in the reader's language (app/i18n/language.py `tr`, app/i18n/messages.py for `lab_models`' reasons); run
@@ -35,7 +36,7 @@ import pandas as pd
 
 from lab_models import api
 
-from app.display import cjk_empty_figure
+from app.display import cjk_empty_figure, one_event
 from app.errors import user_errors
 from app.i18n.language import current_language, marker, text, tr
 from app.inputs import whole_number
@@ -108,7 +109,7 @@ class LeaderboardView:
         return gr.update(choices=corpus_choices(corpora), value=value, info=info)
 
     def zoos(self) -> list[dict]:
-        return api.list_zoos(home=self.home)
+        return api.list_zoos(self.jobs, home=self.home)  # the store caches what it has read
 
     def refresh_if_changed(self, corpus=None, zoo=None, signature=None):
         """The timer's refresh: (corpus picker, zoo row, zoo picker, signature), all skipped when neither the
@@ -224,8 +225,7 @@ def build(home, jobs=None, tab=None):
     refresh_corpora = user_errors(view.refresh)
     refresh.click(refresh_corpora, corpus, corpus, api_name="leaderboard_corpora_list")
     if tab is not None:
-        tab.select(refresh_corpora, corpus, corpus, api_name="leaderboard_corpora_on_select",
-                   show_progress="hidden")
-        tab.select(user_errors(view.placeholder), table, [table, plot], api_name="leaderboard_placeholder_on_select",
-                   show_progress="hidden")
+        # the corpus picker, and the empty table and plot in the reader's language: one event (app/display.py)
+        tab.select(*one_event((refresh_corpora, corpus, corpus), (user_errors(view.placeholder), table, [table, plot])),
+                   api_name="leaderboard_on_select", show_progress="hidden")
     return SimpleNamespace(view=view, corpus=corpus, refresh=(refresh_corpora, corpus, corpus))

@@ -11,12 +11,14 @@ Endpoints (every event has an `api_name`):
   expert_every, max_minutes, device, seed) -> the equivalent command / the new sweep's id (then picked).
 * `/stop_sweep`: the picked sweeps -> their status line (each running or queued one is stopped).
 * `/show_sweeps`: the picked sweep ids -> (status, figure, fits, points table); `/refresh_sweeps` is the live tick
-  (redrawn only when a sweep moved); `/list_sweeps` (Refresh, or opening the tab): the picker.
-  `/show_sweeps_on_select`: the same as `/show_sweeps`, when the tab is opened.
+  (redrawn only when a sweep moved; then the timer, turned off while no picked sweep is queued or running);
+  `/list_sweeps` (Refresh): the picker.
+* `/sweeps_on_select` (opening the tab, one event): (picked sweeps, the command's controls) -> the picker, the command,
+  then `/show_sweeps`' outputs and their signature.
 
 What the server writes (the status lines, the figure, the fits, the table, the command's reason why there is none)
 is in the reader's language (app/scaling/figures.py). The tab's first drawing is made when the page is built, before
-anyone asked, so opening the tab draws it again (`/show_sweeps_on_select`).
+anyone asked, so opening the tab draws it again (`/sweeps_on_select`).
 """
 from __future__ import annotations
 
@@ -26,6 +28,7 @@ import gradio as gr
 
 from lab_models import api
 
+from app.display import WAKE_TIMER_JS, one_event, rest_when_idle
 from app.errors import user_errors
 from app.i18n.language import current_language, text
 from app.i18n.messages import translate_message
@@ -87,16 +90,26 @@ class ScalingView:
         sweeps = [s for s in api.list_sweeps(self.jobs) if s["sweep_id"] in picked]
         frame = api.sweep_points(picked, self.jobs) if picked else None
         table = points_table(frame) if frame is not None else points_table(api.sweep_points([], self.jobs))
-        signature = [[s["sweep_id"], (s.get("status") or {}).get("state"), (s.get("status") or {}).get("step"),
-                      len(s.get("points") or [])] for s in sweeps] + [current_language()]  # the switch redraws
-        return status_html(sweeps), scaling_figure(sweeps), fits_markdown(sweeps), table, signature
+        return status_html(sweeps), scaling_figure(sweeps), fits_markdown(sweeps), table, self._signature(sweeps)
+
+    @staticmethod
+    def _signature(sweeps) -> list:
+        """What `show` draws: each sweep's state, runs done and points, and the language (the switch redraws)."""
+        return [[s["sweep_id"], (s.get("status") or {}).get("state"), (s.get("status") or {}).get("step"),
+                 len(s.get("points") or [])] for s in sweeps] + [current_language()]
 
     def tick(self, picked, signature):
+        """The timer: `show` only when a picked sweep moved, then the timer itself, turned off while none of the
+        picked sweeps is queued or running (app/display.py's rest_when_idle)."""
         try:
-            now = self.show(picked)
+            ids = _ids(picked)
+            sweeps = [s for s in api.list_sweeps(self.jobs) if s["sweep_id"] in ids]
         except ValueError:
-            return (gr.skip(),) * 5
-        return (gr.skip(),) * 5 if now[-1] == signature else now
+            return (*(gr.skip(),) * 5, rest_when_idle(False))
+        busy = rest_when_idle(any((s.get("status") or {}).get("state") in ("queued", "running") for s in sweeps))
+        if self._signature(sweeps) == signature:
+            return (*(gr.skip(),) * 5, busy)
+        return (*self.show(picked), busy)
 
 
 def _ids(picked) -> list[str]:
@@ -155,18 +168,18 @@ def build(home, jobs, tab=None):
     outputs = [status, plot, fits, table, signature]
     gr.on([c.change for c in controls], view.command, controls, command, api_name="sweep_command",
           trigger_mode="always_last", show_progress="hidden")
-    start.click(user_errors(view.start), controls, picker, api_name="start_sweep")
+    start.click(user_errors(view.start), controls, picker, api_name="start_sweep").then(
+        None, None, timer, js=WAKE_TIMER_JS, api_name="sweeps_timer_on_start", show_progress="hidden")
     stop.click(user_errors(view.stop), picker, status, api_name="stop_sweep")
     picker.change(user_errors(view.show), picker, outputs, api_name="show_sweeps", show_progress="hidden")
-    timer.tick(view.tick, [picker, signature], outputs, api_name="refresh_sweeps", show_progress="hidden",
+    timer.tick(view.tick, [picker, signature], [*outputs, timer], api_name="refresh_sweeps", show_progress="hidden",
                queue=False)
     refresh.click(user_errors(view.picker), picker, picker, api_name="list_sweeps")
     if tab is not None:
-        tab.select(user_errors(view.picker), picker, picker, api_name="list_sweeps_on_select",
-                   show_progress="hidden")
-        tab.select(view.command, controls, command, api_name="sweep_command_on_select", show_progress="hidden")
-        # the status, plot, fits and table were drawn in English when the page was built: draw them in the reader's
-        # language when the tab is opened
-        tab.select(user_errors(view.show), picker, outputs, api_name="show_sweeps_on_select", show_progress="hidden")
+        # the sweep picker, the command, and the status, plot, fits and table (drawn in English when the page was
+        # built: drawn again in the reader's language), in one event (app/display.py's one_event)
+        tab.select(*one_event((user_errors(view.picker), picker, picker), (view.command, controls, command),
+                              (user_errors(view.show), picker, outputs)),
+                   api_name="sweeps_on_select", show_progress="hidden")
 
     return SimpleNamespace(view=view, picker=picker, load=(view.picker, None, picker))

@@ -10,8 +10,8 @@ trained, whose options the transformers class has) and hides for the others (`ap
 
 Endpoints:
 * `/export_visibility`: a run id -> (the button row shown or hidden, a note: "" or why the run cannot be exported).
-  `/refresh_export_visibility` (on each change of the run's status line, which the Train tab's live ticks redraw)
-  does it again when the selected run's state changed (a run that finishes while it is selected gets its button).
+  The Train tab's live tick (`/refresh_run`) does it again when the selected run's state changed (a run that finishes
+  while it is selected gets its button): `ExportView.refresh`.
 * `/export_run`: a run id -> (the zip to download, a note naming the folder in the lab home).
 """
 from __future__ import annotations
@@ -80,9 +80,10 @@ class ExportView:
         return str(result["zip"]), tr("export.done", folder=result["folder"])
 
 
-def build(home, jobs, run) -> SimpleNamespace:
-    """The Export row under the run picker `run` (hidden until an exportable run is picked)."""
-    view = ExportView(home, jobs)
+def build(home, jobs, run, view: ExportView | None = None) -> SimpleNamespace:
+    """The Export row under the run picker `run` (hidden until an exportable run is picked), with `view`'s handlers
+    (a new ExportView by default)."""
+    view = view if view is not None else ExportView(home, jobs)
     with gr.Row(visible=False, elem_id="train-export-row") as row:
         button = gr.Button(text("export.button"), variant="secondary", size="sm", scale=1, elem_id="train-export")
         download = gr.File(None, label=text("export.file"), interactive=False, scale=2, elem_id="train-export-file")
@@ -91,10 +92,7 @@ def build(home, jobs, run) -> SimpleNamespace:
     signature = gr.State(None)
     button.click(user_errors(view.export), run, [download, note], api_name="export_run")
 
-    def follow(status: gr.components.Component) -> None:
-        """Check again whenever the run's status line changes (the Train tab's live ticks redraw it only when
-        the run changed), instead of a timer of its own: a run that finishes shows its Export button."""
-        status.change(view.refresh, [run, signature], [row, note, signature], api_name="refresh_export_visibility",
-                      show_progress="hidden", queue=False)
-
-    return SimpleNamespace(view=view, row=row, download=download, note=note, follow=follow)
+    # `live`: the check again for the Train tab's live tick (a run that finishes shows its Export button), inside that
+    # one event rather than an event of its own
+    return SimpleNamespace(view=view, row=row, download=download, note=note,
+                           live=(view.refresh, [run, signature], [row, note, signature]))

@@ -246,7 +246,17 @@ def mfu_help(summary: dict) -> str:
 
 
 def progress_html(summary: dict | None) -> str:
-    """A progress bar with step / total, tokens/s and ETA, coloured by state."""
+    """A progress bar with step / total, tokens/s and ETA, coloured by state, inside a `train-progress-live` box
+    that names the run and its state: the page's own script (app/train/progress_route.py) redraws the box's content
+    between Gradio's redraws while the run is queued or running."""
+    run_id = html.escape(str((summary or {}).get("run_id") or ""))
+    state = html.escape(str((summary or {}).get("state") or ""))
+    return (f'<div class="train-progress-live" data-run="{run_id}" data-state="{state}">{progress_bar_html(summary)}'
+            '</div>')
+
+
+def progress_bar_html(summary: dict | None) -> str:
+    """The content of `progress_html`'s box: the bar itself."""
     if not summary:
         # one translated text per HTML value (Gradio's frontend translates one marker per string): the badge; the
         # status line under the bar says what to do (status_markdown(None))

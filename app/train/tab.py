@@ -20,13 +20,14 @@ Endpoints (every event has an `api_name`, so `gradio_client` can drive the tab):
   and chrF both ways), for runs with contrastive learning or back-translation.
 * `/show_schedule`: a run id -> the learning-rate figure (one line per layer group and the stages shaded for runs
   that record them, ULMFiT's).
-* `/refresh_run_progress`: the tab's frequent live tick (every 2 s while the tab is shown: app/display.py's
-  follow_tabs): (run id, signature) -> the progress bar, the status line, the new signature; skipped when unchanged.
-* `/refresh_run`: the tab's other live tick (every 10 s while the tab is shown): (run id,
+* `GET lab/train/progress?run=RUN_ID` (not a Gradio event; app/train/progress_route.py): the progress bar's HTML,
+  which the page's own script fetches every 2 s while a queued or running run's bar is shown.
+* `/refresh_run`: the tab's live tick (every 10 s while the tab is shown: app/display.py's follow_tabs): (run id,
   the signatures of the run, its learning-rate, add-on and routing figures, the compared runs, the metric, the runs
-  table's signature)
+  table's signature, the Export row's signature)
   -> the selected run's six outputs as `/show_run`, each figure with its new signature, then `/list_runs`' five
-  outputs; every output whose data did not change is skipped.
+  outputs (the comparison plot only when a compared run moved), then the Export button's row, its note and their
+  signature (app/train/export_panel.py); every output whose data did not change is skipped.
 * `/list_runs`: the runs table (and the choices of the run pickers); `/compare_runs`: (run ids, metric) -> figure.
 * `/import_checkpoint_look`, `/import_checkpoint`, `/cached_checkpoints`, `/import_cached_checkpoint`: the "Import a
   checkpoint" section under the runs table (app/train/import_panel.py); the runs table is refreshed after an import
@@ -38,6 +39,7 @@ Endpoints (every event has an `api_name`, so `gradio_client` can drive the tab):
 """
 from __future__ import annotations
 
+import time
 from types import SimpleNamespace
 
 import gradio as gr
@@ -53,6 +55,7 @@ from app.train import export_panel, import_panel
 from app.train.addon_figures import addon_figure, addon_row_count
 from app.train.figures import (COMPARE_METRICS, compare_figure, loss_figure, lr_figure, progress_html, runs_table,
                                status_markdown)
+from app.train.progress_route import POLL_SCRIPT, progress_route
 from app.train.switch_figures import routing_figure
 from app.train.switch_panel import (RoutingLive, build_routing_plot, build_switch_controls, switch_model_overrides,
                                     switch_visibility)
@@ -61,11 +64,12 @@ MAX_OBJECTIVES = 4  # the most any family has (with its add-ons) is 4; rows beyo
 SWITCH_CONTROLS = 5  # app/train/switch_panel.py's controls, after the objectives' rows (then "start from")
 DEFAULT_FAMILY = "bert"
 DEFAULT_PRESET = "tiny"
-# Only while the tab is shown (app/display.py's follow_tabs), two live ticks: the progress bar and status line often,
-# the rest (curves, log, raw status, runs table, comparison) seldom. Each redrawn plot or table costs the browser a
-# deep copy of every output the page has touched (Gradio 6.31), and a training run on the same CPU pays for it.
-PROGRESS_REFRESH_S = 2.0  # the selected run's progress bar and status line
-LIVE_REFRESH_S = 10.0  # its loss, learning-rate, add-on and routing plots, log and raw status; the runs table
+# Only while the tab is shown (app/display.py's follow_tabs), one live tick, seldom: every Gradio event costs the
+# browser a walk over the page's components and a copy of its inputs (Gradio 6.31), and a training run on the same CPU
+# pays for it. The progress bar moves between ticks without an event (app/train/progress_route.py, every 2 s).
+LR_REFRESH_S = 60.0  # the learning-rate plot of a training run, at most this often
+LIVE_REFRESH_S = 10.0  # the selected run's status, loss, learning-rate, add-on and routing plots, log and raw status;
+# the runs table
 LOG_LINES = 20
 SETTINGS_HEADERS = ["setting", "value", "default", "what it does"]  # read back by position, whatever the language
 SETTINGS_HEADER_KEYS = ("col_setting", "col_value", "col_default", "col_what")
@@ -204,6 +208,7 @@ class TrainView:
         self.jobs = jobs
         self.specs = {spec.name: spec for spec in api.trainable_families()}
         self.routing = RoutingLive(jobs)  # the Switch routing plot's handlers (app/train/switch_panel.py)
+        self.exporter = export_panel.ExportView(home, jobs)  # the Export button's (app/train/export_panel.py)
 
     # ------------------------------------------------------------------ the request
     def _spec(self, family):
@@ -374,38 +379,27 @@ class TrainView:
         except ValueError:  # e.g. a run folder deleted meanwhile: keep the page as it is
             return (gr.skip(),) * 6
 
-    def progress_tick(self, run_id, signature):
-        """The frequent live refresh: the selected run's progress bar and status line, redrawn only when its state,
-        step, queue position or message changed (the plots follow at LIVE_REFRESH_S)."""
-        try:
-            if not run_id:
-                return (progress_html(None), status_markdown(None), None) if signature is not None else \
-                    (gr.skip(),) * 3
-            run_id = self._run_id(run_id)
-            summary = api.training_status(self.jobs, run_id)
-            now = [*self._status_signature(run_id, summary), current_language()]
-            if now == signature:
-                return (gr.skip(),) * 3
-            return (*self._progress_and_status(summary), now)
-        except ValueError:
-            return (gr.skip(),) * 3
-
     def schedule(self, run_id):
         """The selected run's learning-rate figure and its signature (the number of metrics rows)."""
         if not run_id:
             return lr_figure([]), None
         rows = api.run_metrics(self.jobs, self._run_id(run_id))
         return (lr_figure(rows, title=tr("train.fig_lr_title", run_id=str(run_id).strip())),
-                [str(run_id).strip(), len(rows), current_language()])
+                [str(run_id).strip(), len(rows), current_language(), time.monotonic()])
 
     def schedule_tick(self, run_id, signature):
-        """The live refresh of the learning-rate figure: redrawn only when new metrics rows arrived."""
+        """The live refresh of the learning-rate figure: redrawn when new metrics rows arrived, at most every
+        LR_REFRESH_S for the same run (a schedule moves slowly, and every redrawn plot costs the browser)."""
         try:
             if not run_id:
                 return self.schedule(None) if signature is not None else (gr.skip(),) * 2
             rows = api.run_metrics(self.jobs, self._run_id(run_id))
-            if [str(run_id).strip(), len(rows), current_language()] == signature:
+            now = [str(run_id).strip(), len(rows), current_language()]
+            if signature is not None and now == signature[:3]:
                 return (gr.skip(),) * 2
+            if (signature is not None and now[0] == signature[0] and now[2] == signature[2]
+                    and time.monotonic() - signature[3] < LR_REFRESH_S):
+                return (gr.skip(),) * 2  # the same run's schedule, drawn less than LR_REFRESH_S ago
             return self.schedule(run_id)
         except ValueError:
             return (gr.skip(),) * 2
@@ -437,14 +431,15 @@ class TrainView:
             return (gr.skip(),) * 2
 
     def live(self, run_id, run_signature, schedule_signature, addon_signature, routing_signature, compared=None,
-             metric="loss", table_signature=None):
-        """The tab's seldom live refresh (a timer that ticks only while the tab is shown: app/display.py's follow_tabs):
+             metric="loss", table_signature=None, export_signature=None):
+        """The tab's live refresh (a timer that ticks only while the tab is shown: app/display.py's follow_tabs):
         the selected run (`tick`), its learning-rate, add-on and routing figures (`schedule_tick`, `addon_tick`, the
-        routing view's `tick`) and the runs table with the comparison plot (`overview`), each output skipped when its
-        data is unchanged. One event instead of five: the browser pays for every event it runs, whatever it returns."""
+        routing view's `tick`), the runs table with the comparison plot (`overview`) and the Export button's row
+        (app/train/export_panel.py), each output skipped when its data is unchanged. One event instead of six: the
+        browser pays for every event it runs, whatever it returns."""
         return (*self.tick(run_id, run_signature), *self.schedule_tick(run_id, schedule_signature),
                 *self.addon_tick(run_id, addon_signature), *self.routing.tick(run_id, routing_signature),
-                *self.overview(compared, metric, table_signature))
+                *self.overview(compared, metric, table_signature), *self.exporter.refresh(run_id, export_signature))
 
     # ------------------------------------------------------------------ all runs
     def leak_demo(self, steps: int = LEAK_DEMO_STEPS):
@@ -470,8 +465,12 @@ class TrainView:
         picker = gr.update(choices=ids) if changed_ids else gr.skip()
         compared = [run_id for run_id in picked(compared) if run_id in ids]
         starts = gr.update(choices=self.start_choices(rows)) if changed_ids or signature is None else gr.skip()
+        # the comparison plot only when a compared run moved (another run training leaves it as it is)
+        before = {entry[0]: entry for entry in signature or []}
+        same_curves = (not changed_ids and signature is not None
+                       and all(before.get(entry[0]) == entry for entry in now if entry[0] in compared))
         return (runs_table(rows), picker, gr.update(choices=ids, value=compared) if changed_ids else gr.skip(),
-                self.compare(compared, metric), now, starts)
+                gr.skip() if same_curves else self.compare(compared, metric), now, starts)
 
     @staticmethod
     def start_choices(rows) -> list[tuple[str, str]]:
@@ -481,14 +480,17 @@ class TrainView:
             (f"{row['run_id']} · {row.get('family')}", row["run_id"]) for row in rows
             if row.get("state") in ("finished", "stopped") or (row.get("step") or 0) > 0]
 
-    def on_load(self, compared=None, metric="loss", family=DEFAULT_FAMILY):
+    def on_load(self, compared=None, metric="loss", family=DEFAULT_FAMILY, run_id=None):
         """The page's load event: the runs table, the pickers and the comparison plot (as `overview`), then what the
         server wrote when the page was built, again in the reader's language (the page was built before anyone
-        asked): the tokenizer choices, the settings table and the family note of `family`, and the empty plots of the
-        selected run (loss, learning rate, add-ons, routing) and the import section's files table."""
+        asked): the tokenizer choices, the settings table and the family note of `family`, the empty plots of the
+        selected run (loss, learning rate, add-ons, routing) and the import section's files table. It runs again
+        after the header's language switch: with a run picked (`run_id`), its plots stay until the live tick redraws
+        them in the new language, rather than being blanked first."""
         tokenizer, *_, settings, note = self.family_defaults(family)
-        return (*self.overview(compared, metric), tokenizer, settings, note, loss_figure([]), lr_figure([]),
-                addon_figure([]), routing_figure([]), import_panel.files_frame([]))
+        plots = ((gr.skip(),) * 4 if run_id and str(run_id).strip() else
+                 (loss_figure([]), lr_figure([]), addon_figure([]), routing_figure([])))
+        return (*self.overview(compared, metric), tokenizer, settings, note, *plots, import_panel.files_frame([]))
 
     def compare(self, run_ids, metric="loss"):
         """Overlay the chosen runs' curves: train loss, validation loss or validation bits per byte."""
@@ -522,7 +524,6 @@ def build(home, jobs, corpus_choices=None):
     *_, default_note = view.family_defaults(default_family)
 
     live = gr.Timer(LIVE_REFRESH_S)
-    progress_live = gr.Timer(PROGRESS_REFRESH_S)
     gr.Markdown(text("train.intro"))
     with gr.Row():
         with gr.Column(scale=2, min_width=340):
@@ -577,10 +578,10 @@ def build(home, jobs, corpus_choices=None):
             run = gr.Dropdown(view.run_ids(), value=None, label=text("train.run"), allow_custom_value=True,
                               elem_id="train-run",
                               info=text("train.run_info"))
-            exporter = export_panel.build(home, jobs, run)  # the Export button of an exportable run, under its picker
+            # the Export button of an exportable run, under its picker
+            exporter = export_panel.build(home, jobs, run, view.exporter)
             progress = gr.HTML(progress_html(None), elem_id="train-progress")
             status = gr.Markdown(status_markdown(None), elem_id="train-status")
-            exporter.follow(status)
             curve = gr.Plot(loss_figure([]), label=text("train.loss_plot"), elem_id="train-curve")
             with gr.Accordion(text("train.lr_accordion"), open=True):
                 schedule_plot = gr.Plot(lr_figure([]), label=text("train.lr_plot"), elem_id="train-lr")
@@ -609,7 +610,6 @@ def build(home, jobs, corpus_choices=None):
     schedule_signature = gr.State(None)
     table_signature = gr.State(None)
     addon_signature = gr.State(None)
-    progress_signature = gr.State(None)
 
     controls = [family, preset, corpus, tokenizer, steps, seed, device, settings, *rows, *switch.controls, start_from]
     overview = user_errors(view.overview)  # the timer calls view.overview itself: no error toast every tick
@@ -643,16 +643,16 @@ def build(home, jobs, corpus_choices=None):
         overview, overview_inputs, overview_outputs, api_name="list_runs_after_stop", show_progress="hidden")
     resume.click(user_errors(view.resume), run, watched, api_name="resume_run").then(
         overview, overview_inputs, overview_outputs, api_name="list_runs_after_resume", show_progress="hidden")
-    # Two ticks for the whole tab (the progress bar often, the rest seldom), skipping Gradio's queue: they are cheap
-    # (about a millisecond when nothing changed), while every queued event makes Gradio recompute its analytics over
-    # up to 10,000 past events (about 25 ms each once that many have passed). The timers tick only while the tab is
-    # shown (app/display.py's follow_tabs).
-    progress_live.tick(view.progress_tick, [run, progress_signature], [progress, status, progress_signature],
-                       api_name="refresh_run_progress", show_progress="hidden", queue=False)
+    # One tick for the whole tab, skipping Gradio's queue: it is cheap (about a millisecond when nothing changed),
+    # while every queued event makes Gradio recompute its analytics over up to 1,000 past events. The timer ticks only
+    # while the tab is shown (app/display.py's follow_tabs); between its ticks the page's own script moves the
+    # progress bar without a Gradio event (app/train/progress_route.py).
+    _, (_, export_signature), export_outputs = exporter.live
     live.tick(view.live, [run, run_signature, schedule_signature, addon_signature, routing_signature,
-                          *overview_inputs, table_signature],
+                          *overview_inputs, table_signature, export_signature],
               [*watched, schedule_plot, schedule_signature, addon_plot, addon_signature, routing_plot,
-               routing_signature, *overview_outputs], api_name="refresh_run", show_progress="hidden", queue=False)
+               routing_signature, *overview_outputs, *export_outputs], api_name="refresh_run", show_progress="hidden",
+              queue=False)
     refresh.click(overview, overview_inputs, overview_outputs, api_name="list_runs")
     importer.imported.then(overview, overview_inputs, overview_outputs, api_name="list_runs_after_import",
                            show_progress="hidden")
@@ -661,11 +661,14 @@ def build(home, jobs, corpus_choices=None):
         # private: its input is the browser's click (gr.SelectData), which no API client can send (Gradio fails before the
     # handler runs); API clients pick a run by calling /show_run with its id.
     table.select(view.select_from_table, table, run, api_name="select_run_from_table", api_visibility="private")
-    gr.on([compared.change, metric.change], user_errors(view.compare), overview_inputs, comparison,
+    # the reader's picks (`input`): whatever sets the pickers itself draws the comparison too (`overview`), so that
+    # the plot is not drawn twice (a language switch, the leak demo)
+    gr.on([compared.input, metric.input], user_errors(view.compare), overview_inputs, comparison,
           api_name="compare_runs", show_progress="hidden")
     # the page's load event: the overview, then the texts that the server wrote in English when the page was built
     load_outputs = [*overview_outputs, tokenizer, settings, family_note, curve, schedule_plot, addon_plot, routing_plot,
                     importer.files]
     return SimpleNamespace(view=view, corpus=corpus,
-                           load=(user_errors(view.on_load), [*overview_inputs, family], load_outputs))
+                           load=(user_errors(view.on_load), [*overview_inputs, family, run], load_outputs),
+                           routes=[progress_route(jobs)], head=POLL_SCRIPT)
 

@@ -18,15 +18,17 @@ Endpoints (every `api_name` starts with `understand_finetune_`):
   then `_leaderboard_after_start`.
 * `_stop`: (shown fine-tunings) -> (status markdown, progress HTML).
 * `_progress` (the timer): (shown fine-tunings, runs, leaderboard scope, signature) -> (progress HTML, table, plot,
-  signature); parts that did not change are skipped.
+  signature, the timer); parts that did not change are skipped, and the timer is turned off while none of the shown
+  fine-tunings is queued or running (`_timer_on_start` turns it on again).
 * `_leaderboard`: (runs, scope) -> (table, plot). Scope: "selected runs" or "all runs".
-* `_refresh` (its Refresh button) and `_on_select` (opening the section): (runs, shown, scope) -> (runs picker,
-  shown picker, progress, table, plot); with nothing shown, the active fine-tunings (or the newest few) are shown.
+* `_refresh` (its Refresh button): (runs, shown, scope) -> (runs picker, shown picker, progress, table, plot); with
+  nothing shown, the active fine-tunings (or the newest few) are shown. `_on_select` (opening the section, one event):
+  (runs, shown, scope, runs, task) -> the same five, then the defaults note and the task note.
 * `_task`: task -> (description, CSV controls' visibility); `_csv_columns` (a file uploaded): file -> (text, label,
   pair column pickers, CSV summary); `_csv_check`: (file, text, label, pair) -> CSV summary.
 * `_defaults`: runs -> what "auto" pooling and an empty λ mean for each; `_shown`: shown fine-tunings -> progress.
-* `_runs_list` (the tab's Refresh runs) and `_runs_on_select` (opening the tab): runs -> the runs picker.
-* `_notes_on_select` (opening the section): (runs, task) -> (the defaults note, the task note).
+* `_runs_list` (the tab's Refresh runs): runs -> the runs picker (opening the tab refreshes it too, in the Understand
+  tab's `understand_runs_on_select`).
 
 What the handlers write (status lines, warnings, notes, progress rows, the leaderboard's headers, the figure) is in the
 reader's language (app/i18n/language.py `tr`; `lab_models`' sentences through app/i18n/messages.py). The section is
@@ -43,6 +45,7 @@ import gradio as gr
 
 from lab_models import api
 
+from app.display import WAKE_TIMER_JS, one_event, rest_when_idle
 from app.errors import readable, user_errors
 from app.i18n.language import current_language, marker, text, tr
 from app.i18n.messages import translate_message
@@ -341,27 +344,34 @@ class FinetuneView:
         return self.defaults(run_ids), self.task_info(task)[0]
 
     def tick(self, shown, run_ids, scope, signature):
-        """The timer: redraw the progress while anything moves, the leaderboard when a result appears; else skip."""
+        """The timer: redraw the progress while anything moves, the leaderboard when a result appears; else skip. Then
+        the timer itself, turned off while none of the shown fine-tunings is queued or running (app/display.py's
+        rest_when_idle)."""
         try:
             statuses = self.statuses(shown)
-            progress = [[s.get("finetune_id"), s.get("state"), s.get("step"), s.get("val_accuracy"),
-                         s.get("queue_position"), s.get("stopping"), s.get("error")] for s in statuses]
-            results = [[s.get("finetune_id"), bool(s.get("has_result")), s.get("state")] for s in statuses]
-            previous = signature if isinstance(signature, dict) else {}
-            language = current_language()  # after the header's switch the progress is drawn again in the new one
-            same_language = language == previous.get("language", language)
-            if progress == previous.get("progress") and results == previous.get("results") and same_language:
-                return (gr.skip(),) * 4
-            now = {"progress": progress, "results": results, "language": language}
-            html_out = (progress_html(statuses) if progress != previous.get("progress") or not same_language
-                        else gr.skip())
-            if results != previous.get("results") and "results" in previous:
-                table, plot = self.leaderboard(run_ids, scope)
-            else:  # the first tick only learns where things stand; the leaderboard is drawn by its own events
-                table, plot = gr.skip(), gr.skip()
-            return html_out, table, plot, now
+            busy = rest_when_idle(any(s.get("state") in ("queued", "running") for s in statuses))
+            return (*self._tick(statuses, run_ids, scope, signature), busy)
         except ValueError:  # e.g. a folder removed meanwhile: keep the page as it is
+            return (gr.skip(),) * 4 + (rest_when_idle(False),)
+
+    def _tick(self, statuses, run_ids, scope, signature):
+        """`tick`'s redraws: (progress, table, plot, signature)."""
+        progress = [[s.get("finetune_id"), s.get("state"), s.get("step"), s.get("val_accuracy"),
+                     s.get("queue_position"), s.get("stopping"), s.get("error")] for s in statuses]
+        results = [[s.get("finetune_id"), bool(s.get("has_result")), s.get("state")] for s in statuses]
+        previous = signature if isinstance(signature, dict) else {}
+        language = current_language()  # after the header's switch the progress is drawn again in the new one
+        same_language = language == previous.get("language", language)
+        if progress == previous.get("progress") and results == previous.get("results") and same_language:
             return (gr.skip(),) * 4
+        now = {"progress": progress, "results": results, "language": language}
+        html_out = (progress_html(statuses) if progress != previous.get("progress") or not same_language
+                    else gr.skip())
+        if results != previous.get("results") and "results" in previous:
+            table, plot = self.leaderboard(run_ids, scope)
+        else:  # the first tick only learns where things stand; the leaderboard is drawn by its own events
+            table, plot = gr.skip(), gr.skip()
+        return html_out, table, plot, now
 
 
 def build(home, jobs=None, choices=None, tab=None):
@@ -443,28 +453,36 @@ def build(home, jobs=None, choices=None, tab=None):
     controls = [runs, task, csv_file, text_column, label_column, pair_column, pooling, lm_aux_weight, steps,
                 batch_size, lr, seed, shown_picker, adversarial]
     leaderboard = user_errors(view.leaderboard)
-    start.click(user_errors(view.start), controls, [shown_picker, status, progress],
-                api_name="understand_finetune_start").then(
-        leaderboard, [runs, scope], [table_out, plot_out], api_name="understand_finetune_leaderboard_after_start",
-        show_progress="hidden")
+    started = start.click(user_errors(view.start), controls, [shown_picker, status, progress],
+                          api_name="understand_finetune_start")
+    started.then(leaderboard, [runs, scope], [table_out, plot_out],
+                 api_name="understand_finetune_leaderboard_after_start", show_progress="hidden")
+    started.then(None, None, timer, js=WAKE_TIMER_JS, api_name="understand_finetune_timer_on_start",
+                 show_progress="hidden")
     stop.click(user_errors(view.stop), shown_picker, [status, progress], api_name="understand_finetune_stop")
     # Like the Train tab's live view, the ticks skip Gradio's queue: they are cheap and mostly skip every output.
-    timer.tick(view.tick, [shown_picker, runs, scope, signature], [progress, table_out, plot_out, signature],
+    timer.tick(view.tick, [shown_picker, runs, scope, signature], [progress, table_out, plot_out, signature, timer],
                api_name="understand_finetune_progress", show_progress="hidden", queue=False)
-    gr.on([runs.change, scope.change], leaderboard, [runs, scope], [table_out, plot_out],
+    # the reader's picks (`input`): Gradio 6.31's frontend fired `change` on this multiselect again and again while
+    # the section was shown (each answer starting the next: about four events a second, measured); the handlers that
+    # set the picker themselves draw the leaderboard and the notes with it (Refresh, opening the section)
+    gr.on([runs.input, scope.change], leaderboard, [runs, scope], [table_out, plot_out],
           api_name="understand_finetune_leaderboard", show_progress="hidden")
-    runs.change(user_errors(view.defaults), runs, defaults_note, api_name="understand_finetune_defaults",
-                show_progress="hidden")
+    runs.input(user_errors(view.defaults), runs, defaults_note, api_name="understand_finetune_defaults",
+               show_progress="hidden")
     shown_picker.change(user_errors(view.progress), shown_picker, progress, api_name="understand_finetune_shown",
                         show_progress="hidden")
     refresh_all = user_errors(view.refresh)
     refresh_outputs = [runs, shown_picker, progress, table_out, plot_out]
-    refresh.click(refresh_all, [runs, shown_picker, scope], refresh_outputs, api_name="understand_finetune_refresh")
+    refresh.click(refresh_all, [runs, shown_picker, scope], refresh_outputs,
+                  api_name="understand_finetune_refresh").then(
+        user_errors(view.defaults), runs, defaults_note, api_name="understand_finetune_defaults_after_refresh",
+        show_progress="hidden")
     if tab is not None:  # the page was built once, at start-up: opening the section shows the lab home as it is now
-        tab.select(refresh_all, [runs, shown_picker, scope], refresh_outputs, api_name="understand_finetune_on_select",
-                   show_progress="hidden")
-        tab.select(user_errors(view.notes), [runs, task], [defaults_note, task_note],
-                   api_name="understand_finetune_notes_on_select", show_progress="hidden")
+        # and its notes in the reader's language, in one event (app/display.py's one_event)
+        tab.select(*one_event((refresh_all, [runs, shown_picker, scope], refresh_outputs),
+                              (user_errors(view.notes), [runs, task], [defaults_note, task_note])),
+                   api_name="understand_finetune_on_select", show_progress="hidden")
     task.change(user_errors(view.task_info), task, [task_note, csv_group], api_name="understand_finetune_task",
                 show_progress="hidden")
     csv_file.change(user_errors(view.csv_columns), csv_file, [text_column, label_column, pair_column, csv_note],

@@ -30,8 +30,9 @@ Endpoints (every event has an `api_name`, so `gradio_client` can drive the tab):
   and `/understand_attention_view` redraw after a stream or layer change. The layer slider then allows the shown
   run's layers only, for the rest of the session (Gradio checks a slider's range), so a client that switches to a
   deeper run asks for layer 1 first.
-* `/understand_runs_list` (the Refresh button) and `/understand_runs_on_select` (opening the tab): the current
-  selections -> the three run pickers, with the runs that have weights now.
+* `/understand_runs_list` (the Refresh button): the current selections -> the three run pickers, with the runs that have
+  weights now. `/understand_runs_on_select` (opening the tab, one event): the same three, then the probing, logit lens,
+  attributions, sentence similarity and fine-tuning pickers (each as its own `..._list` endpoint).
 * `/understand_runs_refresh` (a timer, every few seconds): (the three selections, the fine-tuning picker's, the last
   choices) -> the four pickers only when the runs with weights have changed, so new runs show up by themselves.
 * `/understand_placeholders_on_load` (page load): -> the empty plots and tables, in the reader's language.
@@ -50,10 +51,10 @@ import gradio as gr
 
 from lab_models import api
 
-from app.display import cjk_empty_figure
+from app.display import cjk_empty_figure, one_event
 from app.errors import user_errors
 from app.i18n.explanations import explain
-from app.i18n.language import reader_examples, text, tr
+from app.i18n.language import current_language, reader_examples, text, tr
 from app.inputs import picked, picked_runs, whole_number
 from app.understand import (attribution_panel, finetune_panel, lens_panel, model_view_panel, probe_panel, routing_panel,
                             similarity_panel)
@@ -126,11 +127,13 @@ class UnderstandView:
                            signature=None, refresh_tuned=None):
         """The timer's refresh: the three pickers, the fine-tuning picker (`refresh_tuned(tuned_runs)`) and the new
         signature, or five skips when the runs with weights are the ones the pickers already list."""
-        choices = self.run_choices()
-        if signature is not None and choices == [tuple(choice) for choice in signature]:
+        # the runs listed and the language, not their labels' steps: a training run's checkpoints would redraw every
+        # picker (and what follows their changes) every tick; the labels are drawn again when the tab is opened
+        now = [[value for _, value in self.run_choices()], current_language()]
+        if signature is not None and now == signature:
             return (gr.skip(),) * 5
         tuned = refresh_tuned(tuned_runs) if refresh_tuned is not None else gr.skip()
-        return (*self.refresh(fill_runs, embedding_runs, attention_run), tuned, choices)
+        return (*self.refresh(fill_runs, embedding_runs, attention_run), tuned, now)
 
     @staticmethod
     def _run_ids(run_ids, what: str) -> list[str]:
@@ -384,19 +387,15 @@ def build(home, jobs=None, tab=None):
     refresh_runs = user_errors(view.refresh)
     pickers = [fill_runs, embed_runs, attention_run]
     refresh.click(refresh_runs, pickers, pickers, api_name="understand_runs_list")
-    if tab is not None:
-        tab.select(refresh_runs, pickers, pickers, api_name="understand_runs_on_select", show_progress="hidden")
     refresh.click(*finetune.refresh_runs, api_name="understand_finetune_runs_list")
     for panel, name in ((probing, "probe"), (lens, "lens"), (attributing, "attributions")):
         what = "sources" if name == "attributions" else "runs"
         refresh.click(*panel.refresh_runs, api_name=f"understand_{name}_{what}_list")
-        if tab is not None:
-            tab.select(*panel.refresh_runs, api_name=f"understand_{name}_{what}_on_select", show_progress="hidden")
     refresh.click(*sentences.refresh_runs, api_name="understand_sentences_runs_list")
-    if tab is not None:
-        tab.select(*sentences.refresh_runs, api_name="understand_sentences_runs_on_select", show_progress="hidden")
-    if tab is not None:
-        tab.select(*finetune.refresh_runs, api_name="understand_finetune_runs_on_select", show_progress="hidden")
+    if tab is not None:  # opening the tab refreshes every picker in one event (app/display.py's one_event)
+        tab.select(*one_event((refresh_runs, pickers, pickers), probing.refresh_runs, lens.refresh_runs,
+                              attributing.refresh_runs, sentences.refresh_runs, finetune.refresh_runs),
+                   api_name="understand_runs_on_select", show_progress="hidden")
     choices_signature = gr.State(None)
     # the page is built before any reader: draw the empty views again, in the reader's language, when it loads
     gr.on(None, placeholders, None, [fill_plot, fill_table, similarity_plot, similarity_frame, projection_plot,

@@ -124,6 +124,55 @@ def read_metrics(run_dir: str | os.PathLike) -> list[dict]:
     return rows
 
 
+def latest_metrics(run_dir: str | os.PathLike) -> tuple[dict, dict]:
+    """(the last train row, the last evaluation row) of metrics.jsonl, each {} when there is none, found from the end
+    of the file: listing the runs must not parse every row of a long run (tens of thousands) each time a page asks. A
+    half-written last line is skipped, as `read_metrics` does.
+
+    >>> import tempfile; folder = tempfile.mkdtemp()
+    >>> for row in ({"step": 1, "loss": 3.0}, {"split": "val", "step": 1, "loss": 3.5}, {"step": 2, "loss": 2.0}):
+    ...     append_metrics(folder, row)
+    >>> latest_metrics(folder)
+    ({'step': 2, 'loss': 2.0}, {'split': 'val', 'step': 1, 'loss': 3.5})
+    """
+    try:
+        data = (Path(run_dir) / METRICS_FILE).read_bytes()
+    except OSError:
+        return {}, {}
+    last_train: dict = {}
+    end = len(data)
+    while end > 0 and not last_train:  # lines from the end until a train row
+        start = data.rfind(b"\n", 0, end) + 1
+        row = _metrics_row(data[start:end])
+        if row is not None and row.get("split", "train") != "val":
+            last_train = row
+        end = start - 1
+    last_val: dict = {}
+    found = len(data)
+    while not last_val:  # only the lines that say "val" are parsed
+        found = data.rfind(b'"val"', 0, found)
+        if found < 0:
+            break
+        start = data.rfind(b"\n", 0, found) + 1
+        stop = data.find(b"\n", found)
+        row = _metrics_row(data[start:len(data) if stop < 0 else stop])
+        if row is not None and row.get("split") == "val":
+            last_val = row
+        found = start
+    return last_train, last_val
+
+
+def _metrics_row(line: bytes) -> dict | None:
+    """One line of metrics.jsonl as a dict, or None (blank, half-written or not an object)."""
+    if not line.strip():
+        return None
+    try:
+        row = json.loads(line)
+    except ValueError:
+        return None
+    return row if isinstance(row, dict) else None
+
+
 def truncate_metrics(run_dir: str | os.PathLike, step: int) -> int:
     """Keep only the rows with step <= `step` (a resume repeats the steps after its checkpoint). Returns how many
     rows were kept. The file is rewritten atomically."""
@@ -357,9 +406,7 @@ def run_summary(run_dir: str | os.PathLike) -> dict:
     run_dir = Path(run_dir)
     config = read_config(run_dir)
     status = read_status(run_dir)
-    rows = read_metrics(run_dir)
-    train_rows = [row for row in rows if row.get("split", "train") != "val"]
-    val_rows = [row for row in rows if row.get("split") == "val"]
+    last_train, last_val = latest_metrics(run_dir)
     state = status.get("state")
     if state == "running" and not pid_alive(status.get("pid")):
         state = "interrupted"  # the process that said "running" is gone (killed, or the machine restarted)
@@ -376,11 +423,11 @@ def run_summary(run_dir: str | os.PathLike) -> dict:
         "zoo": config.get("zoo"),
         "state": state,
         "message": status.get("message", ""),
-        "step": status.get("step", train_rows[-1].get("step") if train_rows else 0),
+        "step": status.get("step", last_train.get("step", 0)),
         "total_steps": status.get("total_steps", config.get("steps")),
-        "loss": train_rows[-1].get("loss") if train_rows else None,
-        "val_loss": val_rows[-1].get("loss") if val_rows else None,
-        "val_bits_per_byte": val_rows[-1].get("bits_per_byte") if val_rows else None,
+        "loss": last_train.get("loss"),
+        "val_loss": last_val.get("loss"),
+        "val_bits_per_byte": last_val.get("bits_per_byte"),
         "created": created,
     }
 

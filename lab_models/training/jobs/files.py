@@ -154,13 +154,17 @@ def config_steps(config: Mapping) -> int | None:
     return None
 
 
+ETA_ROWS = 20  # the pace behind an ETA: the last this many logged train steps
+
+
 def eta_seconds(train_rows: list[dict], step: int, total: int | None) -> float | None:
-    """Seconds left, from the pace over the last logged steps (robust to a resume that restarts elapsed_s)."""
+    """Seconds left, from the pace over the last ETA_ROWS logged steps (robust to a resume that restarts
+    elapsed_s)."""
     if not total:
         return None
     if step >= total:
         return 0.0
-    points = [(r.get("step"), r.get("elapsed_s")) for r in train_rows[-20:]]
+    points = [(r.get("step"), r.get("elapsed_s")) for r in train_rows[-ETA_ROWS:]]
     points = [(float(s), float(e)) for s, e in points if isinstance(s, (int, float)) and isinstance(e, (int, float))]
     rate = None
     if len(points) >= 2 and points[-1][0] > points[0][0] and points[-1][1] > points[0][1]:

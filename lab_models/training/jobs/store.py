@@ -17,8 +17,8 @@ from pathlib import Path
 
 from lab_models.home import lab_home
 from lab_models.home import inside, plain_name, shown
-from lab_models.training.jobs.files import (PRESETS, DEVICES, ACTIVE_STATES, STATUS_FILE, JOB_FILE, CONFIG_FILE,
-                                            METRICS_FILE, JOB_FOLDERS, RUN_ID_PATTERN, SETTING_KEY_PATTERN,
+from lab_models.training.jobs.files import (ETA_ROWS, PRESETS, DEVICES, ACTIVE_STATES, STATUS_FILE, JOB_FILE,
+                                            CONFIG_FILE, METRICS_FILE, JOB_FOLDERS, RUN_ID_PATTERN, SETTING_KEY_PATTERN,
                                             ZOO_NAME_PATTERN, format_value, read_json, process_alive, finite_number,
                                             nested_value, config_steps, eta_seconds)
 from lab_models.training.runs import has_checkpoint
@@ -121,10 +121,8 @@ class RunStore:
         status = self.status(run_id)
         request = read_json(run_dir / JOB_FILE)
         config = read_json(run_dir / CONFIG_FILE)
-        rows = self.metrics(run_id)
-        train = [r for r in rows if r.get("split", "train") == "train"]
-        val = [r for r in rows if r.get("split") == "val"]
-        last, last_val = (train[-1] if train else {}), (val[-1] if val else {})
+        train, last_val = self._latest_rows(self.metrics(run_id))
+        last = train[-1] if train else {}
         total = status.get("total_steps") or request.get("steps") or config_steps(config)
         step = max(int(status.get("step") or 0), int(last.get("step") or 0)) if (status or last) else 0
         return {
@@ -159,6 +157,25 @@ class RunStore:
             "created": self._created(run_dir),
             "updated": status.get("updated"),
         }
+
+    @staticmethod
+    def _latest_rows(rows: list[dict], train_rows: int = ETA_ROWS) -> tuple[list[dict], dict]:
+        """(the last `train_rows` train rows in order, the last validation row or {}), read from the end: a long run
+        logs tens of thousands of rows and its summary is asked for every few seconds while the page shows it.
+
+        >>> RunStore._latest_rows([{"step": 1}, {"split": "val", "step": 1}, {"step": 2}, {"step": 3}], 2)
+        ([{'step': 2}, {'step': 3}], {'split': 'val', 'step': 1})
+        """
+        train, last_val = [], {}
+        for row in reversed(rows):
+            split = row.get("split", "train")
+            if split == "val":
+                last_val = last_val or row
+            elif split == "train" and len(train) < train_rows:
+                train.append(row)
+            if last_val and len(train) >= train_rows:
+                break
+        return train[::-1], last_val
 
     def list_runs(self) -> list[dict]:
         """`summary` of every run folder, newest first."""

@@ -366,7 +366,7 @@ WAKE_TIMER_JS = '() => ({"__type__": "update", "active": true})'
 def rest_when_idle(busy: bool):
     """The tick's output for its own `gr.Timer`: unchanged while `busy`, else turned off.
 
-    >>> rest_when_idle(False)
-    {'__type__': 'update', 'active': False}
+    >>> rest_when_idle(False) == {"__type__": "update", "active": False}
+    True
     """
     return gr.skip() if busy else gr.update(active=False)

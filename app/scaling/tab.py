@@ -13,8 +13,8 @@ Endpoints (every event has an `api_name`):
 * `/show_sweeps`: the picked sweep ids -> (status, figure, fits, points table); `/refresh_sweeps` is the live tick
   (redrawn only when a sweep moved; then the timer, turned off while no picked sweep is queued or running);
   `/list_sweeps` (Refresh): the picker.
-* `/sweeps_on_select` (opening the tab, one event): (picked sweeps, the command's controls) -> the picker, the command,
-  then `/show_sweeps`' outputs and their signature.
+* `/sweeps_on_select` (opening the tab, one event): (picked sweeps, the command's controls, picked sweeps) -> the
+  picker, the command, then `/show_sweeps`' outputs and their signature (skipped when nothing changed since drawn).
 
 What the server writes (the status lines, the figure, the fits, the table, the command's reason why there is none)
 is in the reader's language (app/scaling/figures.py). The tab's first drawing is made when the page is built, before
@@ -98,6 +98,15 @@ class ScalingView:
         return [[s["sweep_id"], (s.get("status") or {}).get("state"), (s.get("status") or {}).get("step"),
                  len(s.get("points") or [])] for s in sweeps] + [current_language()]
 
+    def show_if_changed(self, picked, signature):
+        """Opening the tab: `show`, or five skips when the picked sweeps and the language are as last drawn (their
+        figure and table stay as they are)."""
+        ids = _ids(picked)
+        sweeps = [s for s in api.list_sweeps(self.jobs) if s["sweep_id"] in ids]
+        if signature is not None and self._signature(sweeps) == signature:
+            return (gr.skip(),) * 5
+        return self.show(picked)
+
     def tick(self, picked, signature):
         """The timer: `show` only when a picked sweep moved, then the timer itself, turned off while none of the
         picked sweeps is queued or running (app/display.py's rest_when_idle)."""
@@ -179,7 +188,7 @@ def build(home, jobs, tab=None):
         # the sweep picker, the command, and the status, plot, fits and table (drawn in English when the page was
         # built: drawn again in the reader's language), in one event (app/display.py's one_event)
         tab.select(*one_event((user_errors(view.picker), picker, picker), (view.command, controls, command),
-                              (user_errors(view.show), picker, outputs)),
+                              (user_errors(view.show_if_changed), [picker, signature], outputs)),
                    api_name="sweeps_on_select", show_progress="hidden")
 
     return SimpleNamespace(view=view, picker=picker, load=(view.picker, None, picker))

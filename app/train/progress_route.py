@@ -61,6 +61,36 @@ POLL_SCRIPT = """<script>
 (() => {
   const route = %(route)s, period = %(period)d, live = %(live)s;
   let waiting = false;
+  // Write the new bar into the old one node by node (texts and attributes), replacing nodes only where the shape
+  // differs: replacing the box's whole content every 2 s left the page's heap growing by about 1.5 MB a minute.
+  const same = (a, b) => a.nodeType === b.nodeType && a.nodeName === b.nodeName;
+  const sync = (old, fresh) => {
+    if (old.nodeType === Node.TEXT_NODE) {
+      if (old.nodeValue !== fresh.nodeValue) { old.nodeValue = fresh.nodeValue; }
+      return;
+    }
+    for (const name of old.getAttributeNames()) {
+      if (!fresh.hasAttribute(name)) { old.removeAttribute(name); }
+    }
+    for (const name of fresh.getAttributeNames()) {
+      if (old.getAttribute(name) !== fresh.getAttribute(name)) { old.setAttribute(name, fresh.getAttribute(name)); }
+    }
+    children(old, fresh);
+  };
+  const children = (old, fresh) => {
+    const olds = Array.from(old.childNodes), freshes = Array.from(fresh.childNodes);
+    freshes.forEach((child, index) => {
+      if (index < olds.length && same(olds[index], child)) { sync(olds[index], child); }
+      else if (index < olds.length) { old.replaceChild(child, olds[index]); }
+      else { old.appendChild(child); }
+    });
+    olds.slice(freshes.length).forEach((child) => old.removeChild(child));
+  };
+  const patch = (box, html) => {  // the box keeps its own attributes (run, state): only its content is written
+    const fresh = document.createElement("div");
+    fresh.innerHTML = html;
+    children(box, fresh);
+  };
   const poll = async () => {
     const box = document.querySelector("#train-progress .train-progress-live");
     const picker = document.querySelector("#train-run input");
@@ -75,7 +105,7 @@ POLL_SCRIPT = """<script>
       if (!response.ok) { return; }
       const answer = await response.json();
       if (!box.isConnected || box.dataset.run !== answer.run) { return; }  // Gradio drew another run meanwhile
-      if (box.labDrawn !== answer.html) { box.innerHTML = answer.html; box.labDrawn = answer.html; }
+      if (box.labDrawn !== answer.html) { patch(box, answer.html); box.labDrawn = answer.html; }
       box.dataset.state = answer.state || "";
     } catch (error) {
       // the server is restarting or gone: the next period tries again

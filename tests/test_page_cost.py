@@ -197,3 +197,28 @@ def test_a_job_view_timer_rests_while_nothing_runs(page):
     woken = {fn.api_name for fn in page.fns.values() if fn.js and '"active": true' in fn.js}
     assert {"zoo_timer_on_start", "tokenizing_timer_on_start", "sweeps_timer_on_start",
             "understand_finetune_timer_on_start"} <= woken
+
+
+def test_the_learning_rate_plot_of_a_new_run_is_drawn_at_once_then_at_most_every_minute(tmp_path, monkeypatch):
+    import time as clock
+
+    from app.train import tab as train_tab
+    from lab_models import api
+    from lab_models.training.runs import append_metrics
+
+    jobs = api.create_job_manager(tmp_path)
+    try:
+        run_dir = tmp_path / "runs" / "gpt-tiny-2"
+        run_dir.mkdir(parents=True)
+        (run_dir / "status.json").write_text(json.dumps({"state": "stopped", "step": 0, "total_steps": 100}))
+        view = train_tab.TrainView(tmp_path, jobs)
+        _, signature = view.schedule("gpt-tiny-2")  # picked before its first step: an empty plot
+        append_metrics(run_dir, {"step": 1, "loss": 5.0, "lr": 1e-4})
+        figure, signature = view.schedule_tick("gpt-tiny-2", signature)  # the first rows: drawn at once
+        assert figure != gr.skip() and signature[1] == 1
+        append_metrics(run_dir, {"step": 2, "loss": 4.9, "lr": 2e-4})
+        assert view.schedule_tick("gpt-tiny-2", signature)[0] == gr.skip()  # drawn with rows a moment ago
+        monkeypatch.setattr(clock, "monotonic", lambda: signature[3] + train_tab.LR_REFRESH_S + 1)
+        assert view.schedule_tick("gpt-tiny-2", signature)[1][1] == 2  # a minute later: the new row drawn
+    finally:
+        jobs.close()

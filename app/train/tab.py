@@ -389,7 +389,8 @@ class TrainView:
 
     def schedule_tick(self, run_id, signature):
         """The live refresh of the learning-rate figure: redrawn when new metrics rows arrived, at most every
-        LR_REFRESH_S for the same run (a schedule moves slowly, and every redrawn plot costs the browser)."""
+        LR_REFRESH_S for the same run once drawn with rows (a schedule moves slowly, and every redrawn plot costs the
+        browser); a run's first rows are drawn at the next tick."""
         try:
             if not run_id:
                 return self.schedule(None) if signature is not None else (gr.skip(),) * 2
@@ -397,9 +398,9 @@ class TrainView:
             now = [str(run_id).strip(), len(rows), current_language()]
             if signature is not None and now == signature[:3]:
                 return (gr.skip(),) * 2
-            if (signature is not None and now[0] == signature[0] and now[2] == signature[2]
+            if (signature is not None and now[0] == signature[0] and now[2] == signature[2] and signature[1] > 0
                     and time.monotonic() - signature[3] < LR_REFRESH_S):
-                return (gr.skip(),) * 2  # the same run's schedule, drawn less than LR_REFRESH_S ago
+                return (gr.skip(),) * 2  # the same run's schedule, drawn with rows less than LR_REFRESH_S ago
             return self.schedule(run_id)
         except ValueError:
             return (gr.skip(),) * 2

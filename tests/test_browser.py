@@ -4,7 +4,8 @@ Lab after training); a Chinese browser gets the page in Chinese (what the server
 turns it to English; a checkpoint placed in a Hugging Face cache folder (the app started with HF_HUB_CACHE naming
 it) shows up in the Train tab's Import section and imports in one click. On a lab home with four tiny demo-zoo runs
 (GPT, GPT-2, BERT, T5), Compare's first click (the runs it picks, its default prompt, Auto) answers in four columns; a bad input then shows its message and leaves those
-columns as they were, with no "Error" badge; and a tab that is not shown makes no requests (its timers are off).
+columns as they were, with no "Error" badge; and a tab that is not shown makes no requests (its timers are off). An
+open page that does nothing asks the browser for no frames.
 
 It skips only when Debian's chromium / chromedriver are not installed (.ci/run installs them), and says so.
 """
@@ -150,6 +151,32 @@ def test_page_loads_then_tokenizer_lab_trains(served_app, browser):
     body = browser.find_element("tag name", "body").text
     assert "Byte-level BPE (GPT-2)" in body and "WordPiece (BERT)" in body
     assert (ARTIFACTS / "browser-tokenizer-lab.png").stat().st_size > 10_000
+
+
+# counts the frames the page asks the browser for (installed before any of the page's scripts, so the lab's
+# app/idle_page.py wraps this counter, not the browser's own)
+FRAME_COUNTER = """window.labFramesRequested = 0;
+const browserRequest = window.requestAnimationFrame.bind(window);
+window.requestAnimationFrame = (callback) => { window.labFramesRequested += 1; return browserRequest(callback); };"""
+
+
+def test_an_open_page_that_does_nothing_asks_for_no_frames(served_app, browser):
+    """Gradio's loading screen leaves its status tracker's timer asking for a frame 60 times a second for as long as
+    the page is open (app/idle_page.py); with the lab's script it asks for none while nothing happens."""
+    counter = browser.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": FRAME_COUNTER})
+    try:
+        browser.get(served_app)
+        _wait_for_text(browser, "Density", 90)
+        _click_button(browser, "Tokenizer Lab")  # a tab with no timer
+        _wait_for_text(browser, "Train tokenizers", 20)
+        time.sleep(3.0)  # its drawing settles
+        before = browser.execute_script("return window.labFramesRequested")
+        time.sleep(3.0)
+        requested = browser.execute_script("return window.labFramesRequested") - before
+        assert requested < 15, f"{requested} frames asked for in 3 s of an idle page (Gradio's timer asks 180)"
+        assert browser.execute_script("return !!document.getElementById('lab-idle-page')")
+    finally:
+        browser.execute_cdp_cmd("Page.removeScriptToEvaluateOnNewDocument", counter)
 
 
 def test_a_chinese_browser_gets_the_page_in_chinese_and_the_switch_changes_it(served_app, chinese_browser):

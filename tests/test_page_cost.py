@@ -57,7 +57,48 @@ def test_the_train_tab_has_one_seldom_live_event_and_its_progress_bar_a_route_of
     kwargs = launch_kwargs(page)
     assert [route.path for route in kwargs["app_kwargs"]["routes"]] == [ROUTE]
     assert ROUTE in kwargs["head"] and "#train-progress .train-progress-live" in kwargs["head"]
-    assert "app_kwargs" not in launch_kwargs() and "head" not in launch_kwargs()
+    assert "routes" not in launch_kwargs()["app_kwargs"] and "head" not in launch_kwargs()
+
+
+def test_gradios_page_gets_the_idle_script_first_in_its_head_and_nothing_else_is_touched(page):
+    import httpx
+
+    from app.idle_page import IDLE_SCRIPT, MARKER
+
+    _, url, _ = page.launch(server_name="127.0.0.1", prevent_thread_lock=True, quiet=True, **launch_kwargs(page))
+    try:
+        served = httpx.get(url)
+        assert served.status_code == 200 and served.headers["content-length"] == str(len(served.content))
+        text = served.text
+        head = text.index("<head>") + len("<head>")
+        assert text[head:head + len(IDLE_SCRIPT)] == IDLE_SCRIPT  # before any of Gradio's scripts
+        assert text.count(MARKER) == 1 and text.index(MARKER) < text.index('type="module"')
+        config = httpx.get(url + "config")
+        assert config.status_code == 200 and MARKER not in config.text  # JSON passes through as it was
+        assert httpx.get(url + "lab/train/progress").status_code == 400  # the lab's own route still answers
+    finally:
+        page.close()
+
+
+def test_the_idle_scripts_timer_shape_matches_gradios_status_tracker_and_nothing_else():
+    """The script recognises the loop by its source; a Gradio release that rewrites its tracker fails here, so the
+    shape (app/idle_page.py) is brought up to date instead of silently matching nothing."""
+    import re
+    from pathlib import Path
+
+    from app.idle_page import TRACKER_TIMER_SHAPE, with_idle_script
+
+    assets = Path(gr.__file__).parent / "templates" / "frontend" / "assets"
+    bodies = re.compile(r"\(\)=>\{[^{}]*performance\.now\(\)[^{}]*\}")
+    found = [body for path in assets.glob("statustracker-*.js") for body in bodies.findall(path.read_text())]
+    assert found and all(re.fullmatch(TRACKER_TIMER_SHAPE, body) for body in found), found
+    shape = re.compile(TRACKER_TIMER_SHAPE)
+    assert shape.match("()=>{F(Pe,(performance.now()-w(de))/1e3),W&&ze()}")
+    for other in ("()=>e()", "function bl(){let e=yl.now();}", "()=>{F(Pe,(performance.now()-w(de))/1e3)}"):
+        assert not shape.match(other)
+    assert with_idle_script(b"<p>no head</p>") == b"<p>no head</p>"
+    once = with_idle_script(b"<html><head lang='x'><title>t</title></head></html>")
+    assert once.startswith(b"<html><head lang='x'><script id=") and with_idle_script(once) == once
 
 
 def test_the_progress_route_answers_with_the_bar_in_the_readers_language(page, tmp_path):

@@ -143,6 +143,40 @@ def test_start_writes_a_queued_run_folder_and_runs_to_the_end(manager):
     assert "fake trainer starting" in (run_dir / "worker.log").read_text()
 
 
+PRIORITY_PROBE = textwrap.dedent('''
+    """A worker that writes the priority of its main thread and of a thread it starts, then ends "finished"."""
+    import json, os, sys, threading
+    run_dir = sys.argv[1]
+    seen = {"main": os.getpriority(os.PRIO_PROCESS, 0)}
+    def probe():
+        seen["thread"] = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())  # Linux: a thread's own
+    worker = threading.Thread(target=probe)
+    worker.start()
+    worker.join()
+    with open(os.path.join(run_dir, "priority.json"), "w") as out:
+        json.dump(seen, out)
+    with open(os.path.join(run_dir, "status.json"), "w") as out:
+        json.dump({"state": "finished", "step": 1, "total_steps": 1}, out)
+''')
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="per-thread priorities are Linux's")
+def test_workers_and_their_threads_run_at_a_lower_priority_than_the_server(tmp_path):
+    script = tmp_path / "priority_probe.py"
+    script.write_text(PRIORITY_PROBE)
+    server = os.getpriority(os.PRIO_PROCESS, 0)
+    for niceness, expected in ((None, max(server, 10)), (0, server)):
+        options = {} if niceness is None else {"niceness": niceness}
+        jobs = JobManager(tmp_path / f"home-{niceness}", poll_interval_s=0.05, **options)
+        try:
+            run_dir = jobs.runs_dir / "probe"
+            run_id = jobs.start_command("probe", [sys.executable, str(script), str(run_dir)], run_dir, device="cpu")
+            wait_for(lambda: state(jobs, run_id) == "finished", what="the probe to finish")
+            assert read_json(run_dir / "priority.json") == {"main": expected, "thread": expected}
+        finally:
+            jobs.close()
+
+
 def test_one_job_per_device_and_fifo_order(manager):
     slow = {"fake": "normal", "delay": "0.1"}
     first = manager.start("gpt", "tiny", steps=8, device="cpu", settings=slow)

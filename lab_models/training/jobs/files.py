@@ -1,6 +1,7 @@
 """What the job manager and the run store share: the names of a job folder's files (status.json, job.json,
 config.json, metrics.jsonl, worker.log, checkpoint/), the presets and devices a job may ask for, the `Job` record,
-and small readers (`read_json`, `log_tail`, whether a worker process is still alive, the ETA from the train rows).
+and small readers (`read_json`, `log_tail`, whether a worker process is still alive, the ETA from the train rows), and
+`lower_priority`, which every worker gets when it starts.
 
 What `JobManager` (manager.py) and `RunStore` (store.py) share; manager.py's docstring describes the queue.
 """
@@ -128,6 +129,26 @@ class Job:
     killed: bool = False
     extra: dict = field(default_factory=dict)
     command: list[str] | None = None  # a full command line (start_command); None: the trainer with `args`
+
+
+# A worker yields the CPU to the page and its server when both want it: training takes every core the machine has
+# (torch's threads), so at the same priority a tab click waited behind it (0.7 to 1.3 s on 2 cores, issue 25). With
+# nothing else running, the worker gets the whole machine all the same.
+WORKER_NICENESS = 10
+
+
+def lower_priority(pid: int, niceness: int = WORKER_NICENESS) -> None:
+    """Give the worker process `pid` the scheduling priority `niceness` (Unix `nice`; 0 leaves it as it is). Called
+    right after it starts, before its Python has started any thread: on Linux each thread has its own priority and
+    new ones inherit their creator's, so torch's threads get it too. Where the system has no such call (Windows), or
+    the process is already gone, nothing happens."""
+    if niceness <= 0 or not hasattr(os, "setpriority"):
+        return
+    try:
+        if niceness > os.getpriority(os.PRIO_PROCESS, pid):  # never higher than the server's own (that needs root)
+            os.setpriority(os.PRIO_PROCESS, pid, niceness)
+    except (ProcessLookupError, PermissionError):
+        pass
 
 
 def finite_number(value) -> float | None:

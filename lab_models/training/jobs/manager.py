@@ -31,6 +31,9 @@ read-only part is `RunStore`, which anything may create: it starts and changes n
 
 Decisions a user should know about
 ----------------------------------
+* Workers run at a lower priority (`niceness`, default `WORKER_NICENESS` = 10, as `nice -n 10` would): a training
+  takes every core, and the page's clicks and the server's answers go first when both want the CPU. A machine with
+  nothing else to do still gives the worker all of it. `niceness=0` keeps the server's priority.
 * On start-up, runs that a previous server left "queued" or "running" are marked "stopped" with the message
   "interrupted: ..." (and `"interrupted": true`), so they can be resumed; nothing a user made is deleted. A trainer
   that is in fact still alive (the previous server was killed, its worker was not) is adopted instead: it keeps its
@@ -67,9 +70,9 @@ from lab_models.home import atomic_write_json
 from lab_models.training.jobs.unwritten import UnwrittenStatuses
 
 from lab_models.training.jobs.files import (DEVICES, ACTIVE_STATES, TERMINAL_STATES, STATUS_FILE, JOB_FILE,
-                                            CONFIG_FILE, LOG_FILE, RUN_ID_PATTERN, PACKAGE_ROOT,
+                                            CONFIG_FILE, LOG_FILE, RUN_ID_PATTERN, PACKAGE_ROOT, WORKER_NICENESS,
                                             default_trainer_command, resolve_device_key, read_json, log_tail,
-                                            signal_name, process_alive, Job)
+                                            signal_name, process_alive, lower_priority, Job)
 from lab_models.training.jobs.store import RunStore
 
 logger = logging.getLogger(__name__)
@@ -79,7 +82,7 @@ class JobManager(RunStore):
 
     def __init__(self, home=None, max_concurrent_per_device: int = 1, *, trainer_command: Sequence[str] | None = None,
                  stop_timeout_s: float = 60.0, poll_interval_s: float = 0.25, env: Mapping[str, str] | None = None,
-                 recover: bool = True):
+                 recover: bool = True, niceness: int = WORKER_NICENESS):
         if isinstance(max_concurrent_per_device, bool) or not isinstance(max_concurrent_per_device, int) \
                 or max_concurrent_per_device < 1:
             raise ValueError(f"max_concurrent_per_device must be a whole number >= 1, got {max_concurrent_per_device!r}.")
@@ -89,6 +92,7 @@ class JobManager(RunStore):
         self.stop_timeout_s = float(stop_timeout_s)
         self.poll_interval_s = float(poll_interval_s)
         self.env = dict(env or {})
+        self.niceness = int(niceness)
         self._lock = threading.RLock()
         self._wake = threading.Condition(self._lock)
         self._unwritten = UnwrittenStatuses()
@@ -412,6 +416,7 @@ class JobManager(RunStore):
                 job.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
                                                stdin=subprocess.DEVNULL, env=env, start_new_session=True,
                                                close_fds=True)
+            lower_priority(job.process.pid, self.niceness)
         except OSError as error:
             logger.error("could not launch %s: %s", job.run_id, error)
             self._write_status(job.run_dir, {"state": "failed", "pid": None,

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from lab_models.home import atomic_write_json, child, lab_home
 from lab_models.training.config import PRESET_DEFAULTS
-from lab_models.training.jobs.files import PACKAGE_ROOT, log_tail, read_json
+from lab_models.training.jobs.files import PACKAGE_ROOT, log_tail, lower_priority, read_json
 
 logger = logging.getLogger(__name__)
 
@@ -78,6 +78,7 @@ class TokenizeJobs:
                 self._processes[job_id] = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
                                                            stdin=subprocess.DEVNULL, env=env, start_new_session=True,
                                                            close_fds=True)
+                lower_priority(self._processes[job_id].pid)
             logger.info("tokenize job %s started: %s", job_id, shlex.join(command))
             return job_id
 

@@ -223,6 +223,12 @@ def test_every_tab_opening_is_one_server_event(page):
         served = [fn for fn in page.fns.values() if fn.fn is not None
                   and any(block == tab._id and name == "select" for block, name in fn.targets)]
         assert len(served) <= 1, (tab.id, [fn.api_name for fn in served])
+        # nor does it set a component whose `change` runs a server event (a second event the browser waits for: the
+        # Scaling tab's picker drew everything again after the tab's own event had)
+        written = {block._id for fn in served for block in fn.outputs}
+        chained = [fn.api_name for fn in page.fns.values() if fn.fn is not None
+                   and any(block in written and name == "change" for block, name in fn.targets)]
+        assert not chained, (tab.id, chained)
 
 
 def test_a_job_view_timer_rests_while_nothing_runs(page):

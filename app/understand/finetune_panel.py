@@ -470,8 +470,8 @@ def build(home, jobs=None, choices=None, tab=None):
           api_name="understand_finetune_leaderboard", show_progress="hidden")
     runs.input(user_errors(view.defaults), runs, defaults_note, api_name="understand_finetune_defaults",
                show_progress="hidden")
-    shown_picker.change(user_errors(view.progress), shown_picker, progress, api_name="understand_finetune_shown",
-                        show_progress="hidden")
+    shown_picker.input(user_errors(view.progress), shown_picker, progress, api_name="understand_finetune_shown",
+                       show_progress="hidden")  # Start, Refresh and the section's opening draw the rows themselves
     refresh_all = user_errors(view.refresh)
     refresh_outputs = [runs, shown_picker, progress, table_out, plot_out]
     refresh.click(refresh_all, [runs, shown_picker, scope], refresh_outputs,

@@ -204,12 +204,19 @@ async function setLabLanguage(code) {
     const module = await import(url);
     if (typeof module.changeLocale !== "function") { continue; }
     module.changeLocale(code === "zh" ? "zh-CN" : "en");  // zh-CN: Gradio's own texts have it too
-    await new Promise((resolve) => setTimeout(resolve, 400));  // the built-in Chinese texts load lazily
+    // Gradio flips the locale once its built-in texts for it have loaded (lazily, the first time): the page is in
+    // the new language when the switch's own label is, and the events after this draw in it
+    const label = %s[code];
+    const shown = () => ((document.getElementById("lab-language") || {}).textContent || "").includes(label);
+    for (let waited = 0; waited < 1000 && !shown(); waited += 20) {
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
     return true;
   }
   return false;
 }
-"""
+""" % json.dumps({language: areas["header"]["language"] for language, areas in translations().items()},
+                 ensure_ascii=False)
 
 
 def relabel_tabs_js(labels: list[str]) -> str:

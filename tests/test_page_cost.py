@@ -269,3 +269,26 @@ def test_the_learning_rate_plot_of_a_new_run_is_drawn_at_once_then_at_most_every
         assert view.schedule_tick("gpt-tiny-2", signature)[1][1] == 2  # a minute later: the new row drawn
     finally:
         jobs.close()
+
+
+def test_the_runs_table_follows_a_runs_steps_once_a_minute_and_a_new_state_at_once(monkeypatch):
+    import time as clock
+
+    from app.train import tab as train_tab
+    from lab_models import api
+
+    runs = [{"run_id": "gpt-tiny-1", "family": "gpt", "state": "running", "step": 10, "total_steps": 100}]
+    monkeypatch.setattr(api, "list_runs", lambda jobs: [dict(row) for row in runs])
+    view = train_tab.TrainView(None, None)
+    table, *_, signature, _ = view.overview([], "loss")
+    assert table is not gr.skip() and signature["rows"][0][2] == 10
+    runs[0]["step"] = 20  # only the step moved: the table stays for now
+    assert all(part == gr.skip() for part in view.overview([], "loss", signature))
+    drawn_at = signature["drawn_at"]
+    monkeypatch.setattr(clock, "monotonic", lambda: drawn_at + train_tab.TABLE_REFRESH_S + 1)
+    table, *_, later, _ = view.overview([], "loss", signature)  # a minute on: the new step drawn
+    assert list(table.iloc[:, 5]) == ["20 / 100"] and later["rows"][0][2] == 20  # the step column
+    monkeypatch.setattr(clock, "monotonic", lambda: drawn_at + 1)
+    runs[0].update(state="finished", step=100)  # a new state: at once
+    table, *_, finished, _ = view.overview([], "loss", signature)
+    assert table is not gr.skip() and finished["rows"][0][1] == "finished"

@@ -68,6 +68,9 @@ DEFAULT_PRESET = "tiny"
 # browser a walk over the page's components and a copy of its inputs (Gradio 6.31), and a training run on the same CPU
 # pays for it. The progress bar moves between ticks without an event (app/train/progress_route.py, every 2 s).
 LR_REFRESH_S = 60.0  # the learning-rate plot of a training run, at most this often
+# the runs table (and the comparison plot) while only a run's step and losses move: the progress bar and the status
+# line show the live step; a redrawn table costs the page's heap what it keeps of each (Gradio 6.31's Dataframe)
+TABLE_REFRESH_S = 60.0
 LIVE_REFRESH_S = 10.0  # the selected run's status, loss, learning-rate, add-on and routing plots, log and raw status;
 # the runs table
 LOG_LINES = 20
@@ -454,13 +457,19 @@ class TrainView:
         return [row["run_id"] for row in api.list_runs(self.jobs)]
 
     def overview(self, compared=None, metric="loss", signature=None):
-        """The runs table, the run pickers' choices and the comparison plot; skipped when no run has changed."""
+        """The runs table, the run pickers' choices and the comparison plot; skipped when no run has changed, and
+        while only steps and losses moved, until the table is TABLE_REFRESH_S old (a new run, a state, a queue
+        position or the language redraws at once). `signature`: what the last draw returned ({"rows", "drawn_at"})."""
         rows = api.list_runs(self.jobs)
         language = current_language()  # part of each entry: after the header's switch the table is drawn again
         now = [[row.get("run_id"), row.get("state"), row.get("step"), row.get("queue_position"), row.get("val_loss"),
                 language] for row in rows]
-        if signature is not None and now == signature:
+        drawn = signature.get("rows") if isinstance(signature, dict) else None
+        if drawn is not None and (now == drawn or (
+                [[e[0], e[1], e[3], e[5]] for e in now] == [[e[0], e[1], e[3], e[5]] for e in drawn]
+                and time.monotonic() - signature.get("drawn_at", 0.0) < TABLE_REFRESH_S)):
             return (gr.skip(),) * 6
+        signature = drawn
         ids = [row["run_id"] for row in rows]
         changed_ids = signature is None or ids != [entry[0] for entry in signature]
         picker = gr.update(choices=ids) if changed_ids else gr.skip()
@@ -471,7 +480,8 @@ class TrainView:
         same_curves = (not changed_ids and signature is not None
                        and all(before.get(entry[0]) == entry for entry in now if entry[0] in compared))
         return (runs_table(rows), picker, gr.update(choices=ids, value=compared) if changed_ids else gr.skip(),
-                gr.skip() if same_curves else self.compare(compared, metric), now, starts)
+                gr.skip() if same_curves else self.compare(compared, metric),
+                {"rows": now, "drawn_at": time.monotonic()}, starts)
 
     @staticmethod
     def start_choices(rows) -> list[tuple[str, str]]:

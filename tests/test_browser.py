@@ -5,7 +5,7 @@ turns it to English; a checkpoint placed in a Hugging Face cache folder (the app
 it) shows up in the Train tab's Import section and imports in one click. On a lab home with four tiny demo-zoo runs
 (GPT, GPT-2, BERT, T5), Compare's first click (the runs it picks, its default prompt, Auto) answers in four columns; a bad input then shows its message and leaves those
 columns as they were, with no "Error" badge; and a tab that is not shown makes no requests (its timers are off). An
-open page that does nothing asks the browser for no frames.
+open page that does nothing asks the browser for no frames, and a plot drawn again lets the old figure go.
 
 It skips only when Debian's chromium / chromedriver are not installed (.ci/run installs them), and says so.
 """
@@ -154,7 +154,7 @@ def test_page_loads_then_tokenizer_lab_trains(served_app, browser):
 
 
 # counts the frames the page asks the browser for (installed before any of the page's scripts, so the lab's
-# app/idle_page.py wraps this counter, not the browser's own)
+# app/gradio_fixes.py wraps this counter, not the browser's own)
 FRAME_COUNTER = """window.labFramesRequested = 0;
 const browserRequest = window.requestAnimationFrame.bind(window);
 window.requestAnimationFrame = (callback) => { window.labFramesRequested += 1; return browserRequest(callback); };"""
@@ -162,7 +162,7 @@ window.requestAnimationFrame = (callback) => { window.labFramesRequested += 1; r
 
 def test_an_open_page_that_does_nothing_asks_for_no_frames(served_app, browser):
     """Gradio's loading screen leaves its status tracker's timer asking for a frame 60 times a second for as long as
-    the page is open (app/idle_page.py); with the lab's script it asks for none while nothing happens."""
+    the page is open (app/gradio_fixes.py); with the lab's script it asks for none while nothing happens."""
     counter = browser.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": FRAME_COUNTER})
     try:
         browser.get(served_app)
@@ -174,9 +174,31 @@ def test_an_open_page_that_does_nothing_asks_for_no_frames(served_app, browser):
         time.sleep(3.0)
         requested = browser.execute_script("return window.labFramesRequested") - before
         assert requested < 15, f"{requested} frames asked for in 3 s of an idle page (Gradio's timer asks 180)"
-        assert browser.execute_script("return !!document.getElementById('lab-idle-page')")
+        assert browser.execute_script("return !!document.getElementById('lab-gradio-fixes')")
     finally:
         browser.execute_cdp_cmd("Page.removeScriptToEvaluateOnNewDocument", counter)
+
+
+def test_a_redrawn_plot_lets_the_old_one_go(served_app, browser):
+    """Gradio's Plot draws each new figure into a new element and drops the old one without purging it, so Plotly's
+    resize listener kept every old figure alive (app/gradio_fixes.py); the lab's script purges it at the next draw."""
+    from selenium.webdriver.common.keys import Keys
+
+    browser.get(served_app)
+    _wait_for_text(browser, "Density", 90)  # the Mask Explorer's figures are drawn
+    first = "document.querySelector('[data-testid=plotly]')"
+    assert browser.execute_script(f"window.labOldPlot = {first}; return window.labOldPlot !== null")
+    assert browser.execute_script("return !!window.labOldPlot._responsiveChartHandler")  # Gradio draws responsive
+    sentence = next(box for box in browser.find_elements("css selector", "textarea") if box.is_displayed()
+                    and box.get_attribute("value") and "fox" in box.get_attribute("value"))
+    for words in ("a cat sat on the mat", "the dog ran home"):  # two redraws: the second one purges the first's
+        sentence.clear()
+        sentence.send_keys(words, Keys.ENTER)
+        _wait_until(lambda: browser.execute_script(f"return {first} !== null && !window.labOldPlot.isConnected"), 30,
+                    "the figures to be drawn again")
+        time.sleep(2.0)
+    assert not browser.execute_script("return window.labOldPlot.isConnected")
+    assert not browser.execute_script("return !!window.labOldPlot._responsiveChartHandler")  # purged
 
 
 def test_a_chinese_browser_gets_the_page_in_chinese_and_the_switch_changes_it(served_app, chinese_browser):

@@ -60,10 +60,10 @@ def test_the_train_tab_has_one_seldom_live_event_and_its_progress_bar_a_route_of
     assert "routes" not in launch_kwargs()["app_kwargs"] and "head" not in launch_kwargs()
 
 
-def test_gradios_page_gets_the_idle_script_first_in_its_head_and_nothing_else_is_touched(page):
+def test_gradios_page_gets_the_fixes_script_first_in_its_head_and_nothing_else_is_touched(page):
     import httpx
 
-    from app.idle_page import IDLE_SCRIPT, MARKER
+    from app.gradio_fixes import FIXES_SCRIPT, MARKER
 
     _, url, _ = page.launch(server_name="127.0.0.1", prevent_thread_lock=True, quiet=True, **launch_kwargs(page))
     try:
@@ -71,7 +71,7 @@ def test_gradios_page_gets_the_idle_script_first_in_its_head_and_nothing_else_is
         assert served.status_code == 200 and served.headers["content-length"] == str(len(served.content))
         text = served.text
         head = text.index("<head>") + len("<head>")
-        assert text[head:head + len(IDLE_SCRIPT)] == IDLE_SCRIPT  # before any of Gradio's scripts
+        assert text[head:head + len(FIXES_SCRIPT)] == FIXES_SCRIPT  # before any of Gradio's scripts
         assert text.count(MARKER) == 1 and text.index(MARKER) < text.index('type="module"')
         config = httpx.get(url + "config")
         assert config.status_code == 200 and MARKER not in config.text  # JSON passes through as it was
@@ -80,13 +80,13 @@ def test_gradios_page_gets_the_idle_script_first_in_its_head_and_nothing_else_is
         page.close()
 
 
-def test_the_idle_scripts_timer_shape_matches_gradios_status_tracker_and_nothing_else():
+def test_the_fixes_scripts_timer_shape_matches_gradios_status_tracker_and_nothing_else():
     """The script recognises the loop by its source; a Gradio release that rewrites its tracker fails here, so the
-    shape (app/idle_page.py) is brought up to date instead of silently matching nothing."""
+    shape (app/gradio_fixes.py) is brought up to date instead of silently matching nothing."""
     import re
     from pathlib import Path
 
-    from app.idle_page import TRACKER_TIMER_SHAPE, with_idle_script
+    from app.gradio_fixes import TRACKER_TIMER_SHAPE, with_fixes_script
 
     assets = Path(gr.__file__).parent / "templates" / "frontend" / "assets"
     bodies = re.compile(r"\(\)=>\{[^{}]*performance\.now\(\)[^{}]*\}")
@@ -96,9 +96,9 @@ def test_the_idle_scripts_timer_shape_matches_gradios_status_tracker_and_nothing
     assert shape.match("()=>{F(Pe,(performance.now()-w(de))/1e3),W&&ze()}")
     for other in ("()=>e()", "function bl(){let e=yl.now();}", "()=>{F(Pe,(performance.now()-w(de))/1e3)}"):
         assert not shape.match(other)
-    assert with_idle_script(b"<p>no head</p>") == b"<p>no head</p>"
-    once = with_idle_script(b"<html><head lang='x'><title>t</title></head></html>")
-    assert once.startswith(b"<html><head lang='x'><script id=") and with_idle_script(once) == once
+    assert with_fixes_script(b"<p>no head</p>") == b"<p>no head</p>"
+    once = with_fixes_script(b"<html><head lang='x'><title>t</title></head></html>")
+    assert once.startswith(b"<html><head lang='x'><script id=") and with_fixes_script(once) == once
 
 
 def test_the_progress_route_answers_with_the_bar_in_the_readers_language(page, tmp_path):

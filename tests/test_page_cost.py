@@ -63,7 +63,7 @@ def test_the_train_tab_has_one_seldom_live_event_and_its_progress_bar_a_route_of
 def test_gradios_page_gets_the_fixes_script_first_in_its_head_and_nothing_else_is_touched(page):
     import httpx
 
-    from app.gradio_fixes import FIXES_SCRIPT, MARKER
+    from app.main import FIXES_SCRIPT, MARKER
 
     _, url, _ = page.launch(server_name="127.0.0.1", prevent_thread_lock=True, quiet=True, **launch_kwargs(page))
     try:
@@ -82,11 +82,11 @@ def test_gradios_page_gets_the_fixes_script_first_in_its_head_and_nothing_else_i
 
 def test_the_fixes_scripts_timer_shape_matches_gradios_status_tracker_and_nothing_else():
     """The script recognises the loop by its source; a Gradio release that rewrites its tracker fails here, so the
-    shape (app/gradio_fixes.py) is brought up to date instead of silently matching nothing."""
+    shape (app/main.py) is brought up to date instead of silently matching nothing."""
     import re
     from pathlib import Path
 
-    from app.gradio_fixes import TRACKER_TIMER_SHAPE, with_fixes_script
+    from app.main import TRACKER_TIMER_SHAPE, with_fixes_script
 
     assets = Path(gr.__file__).parent / "templates" / "frontend" / "assets"
     bodies = re.compile(r"\(\)=>\{[^{}]*performance\.now\(\)[^{}]*\}")

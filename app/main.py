@@ -7,6 +7,10 @@ app/scaling/tab.py), Compare, Understand, Leaderboard, Tokenizer Lab, Corpora, e
 module. The page-load events are registered here; those that draw what the server writes run again after the
 language switch. The app's one training `JobManager` is created here and kept as `demo.lab_jobs`; whoever launches
 the app closes it at exit (`demo.lab_jobs.close()` stops the running trainers cleanly, with a checkpoint).
+
+How the page is served is here too: `launch_kwargs` (styling, the lab's routes, Gradio's run history off),
+`configure_queue` (Gradio's idle polling slowed) and, at the end, a script that stops two leaks of Gradio 6.31's
+frontend (`FIXES_SCRIPT`, written into the page by `GradioFixesMiddleware`).
 """
 from __future__ import annotations
 

@@ -258,7 +258,7 @@ def launch_kwargs(demo: gr.Blocks | None = None) -> dict:
     `setItem` per click. The lab's runs live in the lab home, not in the browser; without it the footer's "Runs"
     link (which Gradio does not translate) goes too.
 
-    `GradioFixesMiddleware` puts app/main.py's script in the page's <head>: Gradio's loading screen leaves a
+    `GradioFixesMiddleware` puts `FIXES_SCRIPT` (below) first in the page's <head>: Gradio's loading screen leaves a
     timer drawing 60 frames a second for as long as the page is open (0.07 of a core in the browser), and its Plot
     keeps every figure it redraws alive (the page's heap doubled in 30 minutes on the Train tab)."""
     kwargs = {"css": (ASSETS / "lab.css").read_text(encoding="utf-8"), "theme": gr.themes.Soft(), "i18n": lab_i18n(),

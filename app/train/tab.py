@@ -464,20 +464,22 @@ class TrainView:
         language = current_language()  # part of each entry: after the header's switch the table is drawn again
         now = [[row.get("run_id"), row.get("state"), row.get("step"), row.get("queue_position"), row.get("val_loss"),
                 language] for row in rows]
+
+        def standing(entries):  # each run's id, state, queue position and the language: not its step or losses
+            return [[entry[0], entry[1], entry[3], entry[5]] for entry in entries]
+
         drawn = signature.get("rows") if isinstance(signature, dict) else None
-        if drawn is not None and (now == drawn or (
-                [[e[0], e[1], e[3], e[5]] for e in now] == [[e[0], e[1], e[3], e[5]] for e in drawn]
-                and time.monotonic() - signature.get("drawn_at", 0.0) < TABLE_REFRESH_S)):
+        if drawn is not None and (now == drawn or (standing(now) == standing(drawn) and
+                                                   time.monotonic() - signature["drawn_at"] < TABLE_REFRESH_S)):
             return (gr.skip(),) * 6
-        signature = drawn
         ids = [row["run_id"] for row in rows]
-        changed_ids = signature is None or ids != [entry[0] for entry in signature]
+        changed_ids = drawn is None or ids != [entry[0] for entry in drawn]
         picker = gr.update(choices=ids) if changed_ids else gr.skip()
         compared = [run_id for run_id in picked(compared) if run_id in ids]
-        starts = gr.update(choices=self.start_choices(rows)) if changed_ids or signature is None else gr.skip()
+        starts = gr.update(choices=self.start_choices(rows)) if changed_ids else gr.skip()
         # the comparison plot only when a compared run moved (another run training leaves it as it is)
-        before = {entry[0]: entry for entry in signature or []}
-        same_curves = (not changed_ids and signature is not None
+        before = {entry[0]: entry for entry in drawn or []}
+        same_curves = (not changed_ids and drawn is not None
                        and all(before.get(entry[0]) == entry for entry in now if entry[0] in compared))
         return (runs_table(rows), picker, gr.update(choices=ids, value=compared) if changed_ids else gr.skip(),
                 gr.skip() if same_curves else self.compare(compared, metric),

@@ -348,3 +348,8 @@ def test_after_the_language_switch_the_live_views_are_drawn_again_in_the_new_lan
         assert HAN.search(schedule_figure.layout.title.text)
         table = view.overview([], "loss", table_signature)[0]
         assert HAN.search(" ".join(table.columns))
+        # the switch's redraw of the tab (its load event) draws the picked run's bar and status line in Chinese
+        *_, progress, status = view.on_load([], "loss", "gpt", "gpt-tiny-1")
+        assert "已完成" in str(progress) and "gpt-tiny-1" in str(status) and "未选择" not in str(progress)
+        *_, progress, status = view.on_load([], "loss", "gpt", "")
+        assert "progress_idle" in str(progress)  # no run: a translation marker, which the browser writes in Chinese

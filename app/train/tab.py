@@ -499,11 +499,19 @@ class TrainView:
         asked): the tokenizer choices, the settings table and the family note of `family`, the empty plots of the
         selected run (loss, learning rate, add-ons, routing) and the import section's files table. It runs again
         after the header's language switch: with a run picked (`run_id`), its plots stay until the live tick redraws
-        them in the new language, rather than being blanked first."""
+        them in the new language, rather than being blanked first. Last, the picked run's progress bar and status
+        line: when the page changes language, Gradio draws again the texts these boxes had when the page was built
+        ("no run selected") once the tab has been hidden and shown, so they are drawn here for the picked run."""
         tokenizer, *_, settings, note = self.family_defaults(family)
-        plots = ((gr.skip(),) * 4 if run_id and str(run_id).strip() else
+        picked_run = bool(run_id and str(run_id).strip())
+        plots = ((gr.skip(),) * 4 if picked_run else
                  (loss_figure([]), lr_figure([]), addon_figure([]), routing_figure([])))
-        return (*self.overview(compared, metric), tokenizer, settings, note, *plots, import_panel.files_frame([]))
+        try:
+            progress, status = self.show(run_id if picked_run else None)[:2]
+        except ValueError:  # a run id that is not (or no longer) there: its boxes stay as they are
+            progress, status = gr.skip(), gr.skip()
+        return (*self.overview(compared, metric), tokenizer, settings, note, *plots, import_panel.files_frame([]),
+                progress, status)
 
     def compare(self, run_ids, metric="loss"):
         """Overlay the chosen runs' curves: train loss, validation loss or validation bits per byte."""
@@ -680,7 +688,7 @@ def build(home, jobs, corpus_choices=None):
           api_name="compare_runs", show_progress="hidden")
     # the page's load event: the overview, then the texts that the server wrote in English when the page was built
     load_outputs = [*overview_outputs, tokenizer, settings, family_note, curve, schedule_plot, addon_plot, routing_plot,
-                    importer.files]
+                    importer.files, progress, status]
     return SimpleNamespace(view=view, corpus=corpus,
                            load=(user_errors(view.on_load), [*overview_inputs, family, run], load_outputs),
                            routes=[progress_route(jobs)], head=POLL_SCRIPT)

@@ -113,6 +113,11 @@ def test_compare_picks_the_finished_zoo_runs_until_the_user_picks_others(jobs):
     wait_for(lambda: jobs.status(other)["state"] == "finished", what="a plain run")
     picker, auto, _ = view.refresh_if_changed([bert], auto, signature)
     assert picker["value"] == [bert] and other in [value for _, value in picker["choices"]]
+    # opening the tab (or Refresh) with nothing picked picks the zoo's runs at once, not at the timer's first tick;
+    # the timer then takes them for the page's own (it follows the zoo), and a user's pick stays theirs
+    assert view.refresh([])["value"] == [gpt, bert] and view.refresh([bert, "gone"])["value"] == [bert]
+    assert view.refresh_if_changed([gpt], [], None)[0]["value"] == [gpt, bert]
+    assert view.refresh_if_changed([bert], [], None)[0]["value"] == [bert]
 
 
 def test_understand_fills_masks_with_the_zoos_bert_like_runs_until_the_user_picks(jobs):

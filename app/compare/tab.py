@@ -16,7 +16,8 @@ Endpoints (every event has an `api_name`, so `gradio_client` can drive the tab):
   added; so the first comparison of the demo zoo's GPT, GPT-2, BERT and T5 gives four answers. temperature / top-k / top-p apply to `sample`, beam size to `beam`; a blank
   length of 0 lets the backend choose.
 * `/compare_runs_list` (the Refresh button) and `/compare_runs_on_select` (opening the tab): input the current
-  selection; return the run picker with the runs that have weights now.
+  selection; return the run picker with the runs that have weights now (nothing picked: the demo zoo's finished
+  runs, as the timer below picks them).
 * `/compare_decoding_controls`: strategy -> which decoding controls are shown.
 * `/compare_runs_refresh` (a timer, every few seconds): (the current selection, the picks made by the page, the last
   choices) -> the picker only when the runs with weights have changed, so new runs show up by themselves. While the
@@ -142,12 +143,15 @@ class CompareView:
         return [(run_label(row), row["run_id"]) for row in self.runs()]
 
     def refresh(self, current=None):
-        """The picker with the runs that have weights now, keeping the chosen ones that still exist."""
+        """The picker with the runs that have weights now, keeping the chosen ones that still exist; with none
+        chosen, the demo zoo's finished runs (`zoo_picks`), so Generate works right after the tab is opened (the
+        timer's first pick comes RUNS_REFRESH_S later: a reader who opened the tab and pressed Generate within
+        it was told to pick a run)."""
         choices = self.run_choices()
-        ids = {value for _, value in choices}
+        ids = [value for _, value in choices]
         kept = [run_id for run_id in picked(current) if run_id in ids]
         info = runs_info(choices)
-        return gr.update(choices=choices, value=kept, info=info)
+        return gr.update(choices=choices, value=kept or self.zoo_picks(ids), info=info)
 
     def zoo_picks(self, ids: list[str]) -> list[str]:
         """The demo zoo's finished runs among `ids`, in the zoo's order (GPT, GPT-2, BERT, ...), at most MAX_RUNS."""
@@ -166,10 +170,11 @@ class CompareView:
             return gr.skip(), gr.skip(), gr.skip()
         current = [run_id for run_id in (current or []) if run_id in ids]
         auto_picked = list(auto_picked or [])
-        if not current or current == [run_id for run_id in auto_picked if run_id in ids]:
-            picks = self.zoo_picks(ids)
-            if picks:
-                current, auto_picked = picks, picks
+        picks = self.zoo_picks(ids)
+        # the page's own picks: this timer's, or the zoo's first ones (what opening the tab picked, `refresh`)
+        page_made = current == [run_id for run_id in auto_picked if run_id in ids] or current == picks[:len(current)]
+        if (not current or page_made) and picks:
+            current, auto_picked = picks, picks
         info = runs_info(choices)
         return gr.update(choices=choices, value=current, info=info), auto_picked, now
 

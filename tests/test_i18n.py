@@ -105,15 +105,18 @@ def test_every_page_load_redraw_runs_again_after_the_language_switch(tmp_path):
                 continue
             (button_id, event), = again.targets
             button = demo.blocks[button_id]
-            assert event == "click" and isinstance(button, gr.Button) and button.elem_id.endswith("-redraw-now")
-            panel = button.elem_id.removesuffix("-redraw-now")
+            assert event == "click" and isinstance(button, gr.Button)
+            (now_class,) = button.elem_classes
+            assert now_class.endswith("-redraw-now") and button.elem_id.startswith(now_class + "-")
+            panel = now_class.removesuffix("-redraw-now")
             assert json.dumps(panel) in clicker.js  # the switch clicks it when its tab is shown
+            # one trigger per event: Gradio runs one trigger's listeners one after another
+            assert [d.api_name for d in demo.fns.values() if (button_id, "click") in d.targets] == [again.api_name]
             stale = names[base + "_on_stale_select"]
             assert stale.fn is names[name].fn and list(stale.outputs) == list(names[name].outputs)
             (stale_id, _), = stale.targets
-            stale_button = demo.blocks[stale_id].elem_id
-            assert stale_button == button.elem_id.replace("-redraw-now", "-redraw-stale")
-            assert names[f"redraw_{panel.replace('-', '_')}_if_stale"].js.count(stale_button) == 1
+            assert stale_id != button_id and demo.blocks[stale_id].elem_classes == [f"{panel}-redraw-stale"]
+            assert names[f"redraw_{panel.replace('-', '_')}_if_stale"].js.count(f".{panel}-redraw-stale") == 1
         # a tab's own select events run on its select anyway: only the switch reruns them, never a stale select
         assert "compare_runs_on_select_after_language_switch" in names
         assert "compare_runs_on_select_on_stale_select" not in names

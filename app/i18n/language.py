@@ -221,9 +221,14 @@ async function setLabLanguage(code) {
 
 def relabel_tabs_js(labels: list[str]) -> str:
     """The browser-only step after a language change: every tab (in the order of the event's outputs) updated with
-    its own label (a translation marker), which makes its tab bar draw the name in the new language."""
+    its own label (a translation marker), which makes its tab bar draw the name in the new language. It waits for
+    the switch's change of Gradio's locale (`window.labLanguageFlip`, LANGUAGE_SWITCH_JS), which runs beside the
+    server's redraws: a label drawn before it would stay in the old language."""
     return """
-() => %s.map((label) => ({"__type__": "update", "label": label}))
+async () => {
+  await (window.labLanguageFlip || Promise.resolve());
+  return %s.map((label) => ({"__type__": "update", "label": label}));
+}
 """ % json.dumps(labels, ensure_ascii=False)
 
 
@@ -233,8 +238,9 @@ _PAGE_LANGUAGE = '(document.cookie.match(/(?:^|; )%s=(\\w+)/) || [])[1] || "en"'
 
 def redraw_shown_tab_js(panels: list[str]) -> str:
     """The browser-only step after the language switch: of the top-level tab panels `panels`, the one shown is
-    redrawn now (its hidden `<panel>-redraw-now` button clicked, app/main.py `redraw_after_language_switch`) and
-    remembered as drawn in the new language; the others are redrawn when next selected (`redraw_stale_tab_js`)."""
+    redrawn now (its hidden buttons of class `<panel>-redraw-now` clicked, app/main.py
+    `redraw_after_language_switch`) and remembered as drawn in the new language; the others are redrawn when next
+    selected (`redraw_stale_tab_js`)."""
     return """
 () => {
   const code = %s;
@@ -243,8 +249,7 @@ def redraw_shown_tab_js(panels: list[str]) -> str:
     const element = document.getElementById(panel);
     if (element === null || element.getClientRects().length === 0) { continue; }
     drawn[panel] = code;
-    const button = document.getElementById(panel + "-redraw-now");
-    if (button !== null) { button.click(); }
+    document.querySelectorAll("." + panel + "-redraw-now").forEach((button) => button.click());
   }
 }
 """ % (_PAGE_LANGUAGE, json.dumps(panels))
@@ -252,7 +257,8 @@ def redraw_shown_tab_js(panels: list[str]) -> str:
 
 def redraw_stale_tab_js(panel: str) -> str:
     """The browser-only step on selecting the top-level tab `panel`: if it was last drawn in another language than
-    the page's (the page's first language until a switch redraws it), its `<panel>-redraw-stale` button is clicked."""
+    the page's (the page's first language until a switch redraws it), its buttons of class `<panel>-redraw-stale`
+    are clicked."""
     return """
 () => {
   const code = %s;
@@ -260,11 +266,10 @@ def redraw_stale_tab_js(panel: str) -> str:
   const before = drawn[%s] || window.labPageLanguage || code;
   drawn[%s] = code;
   if (before !== code) {
-    const button = document.getElementById(%s);
-    if (button !== null) { button.click(); }
+    document.querySelectorAll(%s).forEach((button) => button.click());
   }
 }
-""" % (_PAGE_LANGUAGE, json.dumps(panel), json.dumps(panel), json.dumps(panel + "-redraw-stale"))
+""" % (_PAGE_LANGUAGE, json.dumps(panel), json.dumps(panel), json.dumps("." + panel + "-redraw-stale"))
 
 
 # The header's switch: set the language now and remember it for the next visit.
@@ -274,7 +279,10 @@ async (language) => {
   const code = language === "%(zh)s" ? "zh" : "en";
   try { window.localStorage.setItem("%(key)s", code); } catch (error) {}
   document.cookie = "%(cookie)s=" + code + "; path=/; max-age=31536000; SameSite=Lax";  // the server writes in it too
-  await setLabLanguage(code);
+  // Gradio's re-translation of the page takes the browser a fifth of a second (more into Chinese): it starts in the
+  // next task, after this event has returned and its follow-ups (the server's redraws, which read the cookie) have
+  // been sent, so the server draws while the browser translates; the tab names wait for it (relabel_tabs_js)
+  window.labLanguageFlip = new Promise((resolve) => setTimeout(() => resolve(setLabLanguage(code)), 0));
   return language;
 }
 """ % {"set": _SET_LANGUAGE, "key": STORAGE_KEY, "zh": LANGUAGES["zh"], "cookie": COOKIE}

@@ -9,8 +9,9 @@ language switch. The app's one training `JobManager` is created here and kept as
 the app closes it at exit (`demo.lab_jobs.close()` stops the running trainers cleanly, with a checkpoint).
 
 How the page is served is here too: `launch_kwargs` (styling, the lab's routes, Gradio's run history off),
-`configure_queue` (Gradio's idle polling slowed) and, at the end, a script that stops two leaks of Gradio 6.31's
-frontend (`FIXES_SCRIPT`, written into the page by `GradioFixesMiddleware`).
+`configure_queue` (Gradio's idle polling slowed) and, at the end, what stops three costs of Gradio 6.31's
+frontend (`FIXES_SCRIPT`, written into the page, and `with_status_fix`, applied to one of Gradio's bundles, both
+by `GradioFixesMiddleware`).
 """
 from __future__ import annotations
 
@@ -266,7 +267,9 @@ def launch_kwargs(demo: gr.Blocks | None = None) -> dict:
 
     `GradioFixesMiddleware` puts `FIXES_SCRIPT` (below) first in the page's <head>: Gradio's loading screen leaves a
     timer drawing 60 frames a second for as long as the page is open (0.07 of a core in the browser), and its Plot
-    keeps every figure it redraws alive (the page's heap doubled in 30 minutes on the Train tab)."""
+    keeps every figure it redraws alive (the page's heap doubled in 30 minutes on the Train tab). It also serves
+    Gradio's `Blocks-<hash>.js` with `with_status_fix`: every event handed every component the page had used its
+    status again (half a second of the browser per language switch with every tab visited)."""
     kwargs = {"css": (ASSETS / "lab.css").read_text(encoding="utf-8"), "theme": gr.themes.Soft(), "i18n": lab_i18n(),
               "run_history": False, "app_kwargs": {"middleware": [Middleware(GradioFixesMiddleware)]}}
     if demo is not None and getattr(demo, "lab_routes", None):
@@ -276,9 +279,9 @@ def launch_kwargs(demo: gr.Blocks | None = None) -> dict:
 
 
 # ---------------------------------------------------------------------------------------------- Gradio's leaks
-# Two leaks of Gradio 6.31's frontend that an open page pays for during a long demo, stopped by a script that the
-# page runs before Gradio's own (issue 25). Found with a CPU profile of an idle page and a count of the page's live
-# objects by prototype (CDP `Runtime.queryObjects`) while the Train tab ticked.
+# Three costs of Gradio 6.31's frontend that an open page pays during a long demo, stopped by a script that the page
+# runs before Gradio's own and by a change to one of Gradio's bundles (issue 25). Found with CPU profiles of the page
+# (idle, ticking, switching language) and a count of its live objects by prototype (CDP `Runtime.queryObjects`).
 #
 # 1. **A timer that draws frames forever.** Gradio's StatusTracker counts an event's elapsed seconds in a loop of
 #    `requestAnimationFrame` calls that runs while its event is pending. The tracker of the page's own "Loading..."
@@ -295,11 +298,21 @@ def launch_kwargs(demo: gr.Blocks | None = None) -> dict:
 #    and `newPlot` when Gradio sets `window.Plotly` (it loads Plotly lazily), remembers each plot it draws, and purges
 #    those no longer in the page at the next draw.
 #
-# Both are matched on what Gradio does today; a release that changes it no longer matches, and the page then works as
-# Gradio made it (tests/test_page_cost.py checks the tracker's shape against Gradio's file; tests/test_browser.py
-# counts the idle page's frames). Gradio places `launch(head=...)` after its app has loaded, too late for the first
-# fix, so `GradioFixesMiddleware` writes the script into the HTML of Gradio's page as it leaves the server (mounted by
-# `app.main.launch_kwargs`).
+# 3. **Every event tells every component its status again.** Gradio keeps a loading status for each component that
+#    any event of the page has used, and after each change of any event's status (pending, then complete: twice per
+#    event, a live tick included) hands every one of them its status again, changed or not; each such update first
+#    reads the component's value back (a copy of a whole figure or table) and those of all its children. With every
+#    tab visited that is several hundred components per step: half a second of the browser per language switch
+#    (a CPU profile: `update_loading_stati_state`, 1.9 of 2.2 s over four switches), and a cost on every tick and
+#    click that grows with what the page shows. Gradio's bundle that holds it (`Blocks-<hash>.js`) leaves the server
+#    with that method changed to hand on only the statuses that changed since it last handed them on
+#    (`with_status_fix`; the page then draws the same statuses).
+#
+# All are matched on what Gradio does today; a release that changes it no longer matches, and the page then works as
+# Gradio made it (tests/test_page_cost.py checks the shapes against Gradio's files; tests/test_browser.py counts the
+# idle page's frames). Gradio places `launch(head=...)` after its app has loaded, too late for the first fix, so
+# `GradioFixesMiddleware` writes the script into the HTML of Gradio's page as it leaves the server, and changes the
+# bundle of the third as it leaves too (mounted by `app.main.launch_kwargs`).
 TRACKER_TIMER_MS = 250
 # Gradio 6.31's timer callback, minified: `()=>{F(Pe,(performance.now()-w(de))/1e3),W&&ze()}` (set the elapsed
 # seconds; request the next frame while still pending). Names vary with the build, the shape does not.
@@ -362,9 +375,37 @@ def with_fixes_script(page: bytes) -> bytes:
     return page[:head.end()] + FIXES_SCRIPT.encode() + page[head.end():]
 
 
+# Gradio 6.31's method, minified: after each status change, every known component's status handed on again.
+STATUS_UPDATE_SHAPE = re.compile(
+    rb"async update_loading_stati_state\(\)\{await Promise\.all\(Object\.entries\(this\.loading_stati\.current\)"
+    rb"\.map\(\(\[([\w$]+),([\w$]+)\]\)=>this\.update_state_cb\(Number\(\1\),\{loading_status:\2\},!1\)\)\)\}")
+# The same method handing on only what changed since the last time (compared as JSON: a status is a small plain
+# object, rebuilt on every change of any event, so its identity says nothing).
+STATUS_UPDATE_FIXED = (
+    b"async update_loading_stati_state(){const labSent=this.labSentStati||(this.labSentStati=new Map());"
+    b"await Promise.all(Object.entries(this.loading_stati.current).filter(([id,status])=>{let now;"
+    b"try{now=JSON.stringify(status)}catch(error){return!0}if(labSent.get(id)===now)return!1;"
+    b"labSent.set(id,now);return!0}).map(([id,status])=>this.update_state_cb(Number(id),{loading_status:status},!1)))}")
+# the bundle that holds it, as Gradio serves it ("/assets/Blocks-D1GWYZdr.js")
+STATUS_BUNDLE_PATH = re.compile(r"/assets/Blocks-[\w-]+\.js$")
+
+
+def with_status_fix(bundle: bytes) -> bytes:
+    """Gradio's `Blocks-<hash>.js` with STATUS_UPDATE_FIXED in place of the method of STATUS_UPDATE_SHAPE; unchanged
+    when the bundle has no such method (another Gradio release) or has it fixed already."""
+    return STATUS_UPDATE_SHAPE.sub(lambda _: STATUS_UPDATE_FIXED, bundle, count=1)
+
+
+# a request for the changed bundle asks for it whole and uncompressed: the server's copy is the one changed
+_WHOLE_RESPONSE_ONLY = {b"accept-encoding", b"if-none-match", b"if-modified-since", b"range", b"if-range"}
+# what described Gradio's own copy of the bundle: a browser must not mix it up with the changed one
+_STALE_HEADERS = {b"content-length", b"etag", b"last-modified", b"accept-ranges"}
+
+
 class GradioFixesMiddleware:
     """ASGI middleware: GET responses with an HTML body (Gradio's page, at "/" or a page of a multipage app) get
-    FIXES_SCRIPT in their <head>. Other responses pass through untouched and unbuffered."""
+    FIXES_SCRIPT in their <head>; Gradio's `Blocks-<hash>.js` gets `with_status_fix`. Other responses pass through
+    untouched and unbuffered."""
 
     def __init__(self, app):
         self.app = app
@@ -373,16 +414,26 @@ class GradioFixesMiddleware:
         if scope["type"] != "http" or scope.get("method") != "GET":
             await self.app(scope, receive, send)
             return
+        if STATUS_BUNDLE_PATH.search(scope.get("path", "")):
+            headers = [(k, v) for k, v in scope.get("headers") or [] if k.lower() not in _WHOLE_RESPONSE_ONLY]
+            await self.app({**scope, "headers": headers}, receive, self._changing(send, b"javascript", with_status_fix))
+            return
+        await self.app(scope, receive, self._changing(send, b"text/html", with_fixes_script))
+
+    @staticmethod
+    def _changing(send, content_type: bytes, change):
+        """A `send` that passes on a 200 response whose content type contains `content_type` as `change(body)`,
+        and any other response as it comes."""
         start: dict | None = None
         body: list[bytes] = []
 
-        async def send_page(message):
+        async def send_changed(message):
             nonlocal start
             if message["type"] == "http.response.start":
                 headers = dict(message.get("headers") or [])
-                is_html = headers.get(b"content-type", b"").startswith(b"text/html")
-                if not is_html or headers.get(b"content-encoding"):
-                    await send(message)  # not a page (or already compressed): pass it on as it comes
+                if (message.get("status") != 200 or content_type not in headers.get(b"content-type", b"")
+                        or headers.get(b"content-encoding")):
+                    await send(message)  # not ours to change (or compressed already): pass it on as it comes
                     return
                 start = message
                 return
@@ -392,10 +443,10 @@ class GradioFixesMiddleware:
             body.append(message.get("body", b""))
             if message.get("more_body"):
                 return
-            page = with_fixes_script(b"".join(body))
-            headers = [(k, v) for k, v in start.get("headers") or [] if k.lower() != b"content-length"]
-            headers.append((b"content-length", str(len(page)).encode()))
+            changed = change(b"".join(body))
+            headers = [(k, v) for k, v in start.get("headers") or [] if k.lower() not in _STALE_HEADERS]
+            headers.append((b"content-length", str(len(changed)).encode()))
             await send({**start, "headers": headers})
-            await send({"type": "http.response.body", "body": page})
+            await send({"type": "http.response.body", "body": changed})
 
-        await self.app(scope, receive, send_page)
+        return send_changed

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 
+from pathlib import Path
+
 import gradio as gr
 import pytest
 
@@ -99,6 +101,50 @@ def test_the_fixes_scripts_timer_shape_matches_gradios_status_tracker_and_nothin
     assert with_fixes_script(b"<p>no head</p>") == b"<p>no head</p>"
     once = with_fixes_script(b"<html><head lang='x'><title>t</title></head></html>")
     assert once.startswith(b"<html><head lang='x'><script id=") and with_fixes_script(once) == once
+
+
+def test_gradios_status_bundle_is_served_changed_whole_and_uncompressed_to_be_changed(page):
+    """Gradio's `Blocks-<hash>.js` leaves the server with its status method handing on only changed statuses: asked
+    for compressed, conditionally or in part, the server still changes its whole copy (then compresses it)."""
+    import httpx
+
+    from app.main import STATUS_BUNDLE_PATH, STATUS_UPDATE_FIXED
+
+    assets = Path(gr.__file__).parent / "templates" / "frontend" / "assets"
+    (bundle,) = [path for path in assets.glob("Blocks-*.js") if STATUS_BUNDLE_PATH.search("/assets/" + path.name)]
+    _, url, _ = page.launch(server_name="127.0.0.1", prevent_thread_lock=True, quiet=True, **launch_kwargs(page))
+    try:
+        plain = httpx.get(url + "assets/" + bundle.name, headers={"accept-encoding": "identity"})
+        assert plain.status_code == 200 and plain.headers["content-length"] == str(len(plain.content))
+        assert plain.content.count(STATUS_UPDATE_FIXED) == 1 and "etag" not in plain.headers
+        asked = httpx.get(url + "assets/" + bundle.name, headers={
+            "accept-encoding": "br, gzip", "if-none-match": '"anything"', "range": "bytes=0-99"})
+        assert asked.status_code == 200 and asked.content == plain.content  # httpx undoes the compression
+        other = httpx.get(url + "assets/" + next(assets.glob("index-*.js")).name)  # any other asset: untouched
+        assert other.status_code == 200 and b"labSentStati" not in other.content
+    finally:
+        page.close()
+
+
+def test_the_status_fix_matches_gradios_method_once_and_nothing_else():
+    """A Gradio release that rewrites its status method fails here, so the shape is brought up to date instead of
+    silently matching nothing; the fixed method parses as JavaScript (node, where the machine has it)."""
+    import shutil
+    import subprocess
+
+    from app.main import STATUS_UPDATE_FIXED, STATUS_UPDATE_SHAPE, with_status_fix
+
+    assets = Path(gr.__file__).parent / "templates" / "frontend" / "assets"
+    holding = [path for path in assets.glob("*.js") if STATUS_UPDATE_SHAPE.search(path.read_bytes())]
+    assert [path.name.split("-")[0] for path in holding] == ["Blocks"]
+    original = holding[0].read_bytes()
+    fixed = with_status_fix(original)
+    assert fixed.count(STATUS_UPDATE_FIXED) == 1 and with_status_fix(fixed) == fixed
+    assert fixed.replace(STATUS_UPDATE_FIXED, b"") == STATUS_UPDATE_SHAPE.sub(b"", original)  # nothing else touched
+    assert with_status_fix(b"async update_loading_stati_state(){}") == b"async update_loading_stati_state(){}"
+    if shutil.which("node"):
+        check = subprocess.run(["node", "--check", "--input-type=module"], input=fixed, capture_output=True)
+        assert check.returncode == 0, check.stderr.decode()
 
 
 def test_the_progress_route_answers_with_the_bar_in_the_readers_language(page, tmp_path):

@@ -235,6 +235,10 @@ def tokenizer_kind_choices() -> list[tuple]:
 # Deviation from a server-push design: the page still polls, one request per shown tab every few seconds; the server
 # answers in about a millisecond when nothing changed and the browser then writes no output.
 
+# The least width of a run picker with a Refresh button beside it (Compare, Scaling): in a narrower window the button
+# goes below the picker, whose chips ("run id · family · step N") broke over five lines beside it at 400 pixels
+PICKER_MIN_WIDTH = 480
+
 TAB_ELEMENT_PREFIX = "lab-tab-"
 
 

@@ -402,3 +402,26 @@ def test_compares_first_click_answers_in_four_columns_and_a_bad_input_leaves_the
     names = {dependency["id"]: dependency["api_name"]
              for dependency in httpx.get(zoo_app + "config", timeout=30).json()["dependencies"]}
     assert not requests, [names.get(fn) for fn in requests]
+
+
+def test_the_train_tabs_status_line_follows_the_bar_when_a_run_ends(served_app, browser):
+    """The bar moves by its own script (every 2 s), the rest of the Train tab with its 10 s tick: when the script sees
+    the run's state change, it runs the tab's refresh at once (app/train/progress_route.py), so the status line does
+    not say "running" beside a finished bar for up to 10 s."""
+    browser.get(served_app)
+    _wait_for_text(browser, "Density", 90)
+    _click_button(browser, "Train")
+    steps = _wait_until(lambda: next((box for box in browser.find_elements(
+        "xpath", "//label[.//span[normalize-space()='Steps']]//input[@type='number']") if box.is_displayed()), None),
+        20, "the Train tab's steps box")
+    steps.clear()
+    steps.send_keys("30")
+    browser.execute_script("window.labRefreshes = 0; document.getElementById('train-refresh-now')"
+                           ".addEventListener('click', () => { window.labRefreshes += 1; })")
+    _click_button(browser, "Start")
+    live = "(document.querySelector('#train-progress .train-progress-live') || {dataset: {}}).dataset.state"
+    _wait_until(lambda: browser.execute_script(f"return {live}") in ("queued", "running"), 60, "the run to start")
+    _wait_until(lambda: browser.execute_script(f"return {live}") == "finished", 240, "the bar to say finished")
+    _wait_until(lambda: "— finished" in browser.find_element("id", "train-status").text, 5,
+                "the status line to say finished (its own tick comes every 10 s)")
+    assert browser.execute_script("return window.labRefreshes") >= 1

@@ -41,6 +41,7 @@ from lab_models import api
 
 from app.compare.figures import (error_column_html, generation_column_html, grid_html, latest_val_bits, mode_title,
                                  modes_table_markdown)
+from app.display import PICKER_MIN_WIDTH
 from app.errors import readable, user_errors
 from app.i18n.language import current_language, reader_examples, text, tr
 from app.i18n.messages import translate_message
@@ -320,7 +321,8 @@ def build(home, jobs=None, tab=None):
     gr.Markdown(text("compare.intro"))
     with gr.Row():
         runs = gr.Dropdown(choices, value=[], multiselect=True, max_choices=MAX_RUNS, label=text("compare.runs_label"),
-                           scale=4, allow_custom_value=True, info=runs_info(choices), elem_id="compare-runs")
+                           scale=4, allow_custom_value=True, info=runs_info(choices), elem_id="compare-runs",
+                           min_width=PICKER_MIN_WIDTH)
         refresh = gr.Button(text("compare.refresh_runs"), size="sm", scale=0, min_width=140)
     with gr.Row():
         with gr.Column(scale=3, min_width=360):

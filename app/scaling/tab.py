@@ -28,7 +28,7 @@ import gradio as gr
 
 from lab_models import api
 
-from app.display import WAKE_TIMER_JS, one_event, rest_when_idle
+from app.display import PICKER_MIN_WIDTH, WAKE_TIMER_JS, one_event, rest_when_idle
 from app.errors import user_errors
 from app.i18n.language import current_language, text
 from app.i18n.messages import translate_message
@@ -162,7 +162,7 @@ def build(home, jobs, tab=None):
                 picker = gr.Dropdown([], value=[], multiselect=True, max_choices=MAX_PICKED,
                                      label=text("scaling.picker"),
                                      info=text("scaling.picker_info"), scale=4, allow_custom_value=True,
-                                     elem_id="scaling-picker")
+                                     elem_id="scaling-picker", min_width=PICKER_MIN_WIDTH)
                 refresh = gr.Button(text("scaling.refresh"), size="sm", scale=0, min_width=100)
             status = gr.HTML(status_html([]), elem_id="scaling-status")
             plot = gr.Plot(scaling_figure([]), label=text("scaling.plot"), elem_id="scaling-plot")

@@ -7,7 +7,8 @@ running and its bar is on screen, the page's own script asks `GET lab/train/prog
 and writes the answer into the bar's box (`progress_html`'s `train-progress-live` div, never the nodes Gradio drew
 around it); a tab that is not shown, a hidden browser tab or a run that has ended asks nothing. Gradio still draws the
 bar when a run is picked, started, stopped or resumed, and with the rest of the run every LIVE_REFRESH_S
-(app/train/tab.py).
+(app/train/tab.py); when the script sees the run's state change (it finished, failed or left the queue), it clicks the
+tab's hidden `REFRESH_NOW_ID` button, which runs that refresh at once.
 
 The route answers {"run": id, "state": "running", "html": the bar}, in the reader's language (the page's
 `lab_language` cookie); 400 without a run id, 404 for a run that is not there, with {"error": what to do}.
@@ -30,6 +31,9 @@ from app.train.figures import progress_bar_html
 ROUTE = "/lab/train/progress"
 POLL_S = 2.0
 LIVE_STATES = ("queued", "running")  # a run in another state keeps its bar until Gradio draws it again
+# the Train tab's hidden button that runs its live refresh at once (app/train/tab.py): clicked when the run's state
+# changes, so that the status line, the runs table and the Export row follow the bar within one poll
+REFRESH_NOW_ID = "train-refresh-now"
 
 
 def progress_payload(jobs, run_id: str, language: str = "en") -> dict:
@@ -57,9 +61,10 @@ def progress_route(jobs) -> Route:
 # The page's script (in <head>): every POLL_S, only while the bar of the picked run is on screen and that run is queued
 # or running, fetch its bar and write it when it changed. The run picker's text must name the run the box shows (a run
 # being typed or just picked is Gradio's to draw). A failed fetch (the server restarting) is tried again next time.
+# When the state changes (the run ended, or left the queue), the tab's live refresh runs at once (REFRESH_NOW_ID).
 POLL_SCRIPT = """<script>
 (() => {
-  const route = %(route)s, period = %(period)d, live = %(live)s;
+  const route = %(route)s, period = %(period)d, live = %(live)s, refreshNow = %(refresh)s;
   let waiting = false;
   // Write the new bar into the old one node by node (texts and attributes), replacing nodes only where the shape
   // differs: replacing the box's whole content every 2 s left the page's heap growing by about 1.5 MB a minute.
@@ -106,7 +111,10 @@ POLL_SCRIPT = """<script>
       const answer = await response.json();
       if (!box.isConnected || box.dataset.run !== answer.run) { return; }  // Gradio drew another run meanwhile
       if (box.labDrawn !== answer.html) { patch(box, answer.html); box.labDrawn = answer.html; }
+      const changed = (answer.state || "") !== box.dataset.state;
       box.dataset.state = answer.state || "";
+      const refresh = document.getElementById(refreshNow);
+      if (changed && refresh !== null) { refresh.click(); }
     } catch (error) {
       // the server is restarting or gone: the next period tries again
     } finally {
@@ -115,4 +123,5 @@ POLL_SCRIPT = """<script>
   };
   setInterval(poll, period);
 })();
-</script>""" % {"route": json.dumps(ROUTE), "period": int(POLL_S * 1000), "live": json.dumps(list(LIVE_STATES))}
+</script>""" % {"route": json.dumps(ROUTE), "period": int(POLL_S * 1000), "live": json.dumps(list(LIVE_STATES)),
+                "refresh": json.dumps(REFRESH_NOW_ID)}

@@ -55,7 +55,7 @@ from app.train import export_panel, import_panel
 from app.train.addon_figures import addon_figure, addon_row_count
 from app.train.figures import (COMPARE_METRICS, compare_figure, loss_figure, lr_figure, progress_html, runs_table,
                                status_markdown)
-from app.train.progress_route import POLL_SCRIPT, progress_route
+from app.train.progress_route import POLL_SCRIPT, REFRESH_NOW_ID, progress_route
 from app.train.switch_figures import routing_figure
 from app.train.switch_panel import (RoutingLive, build_routing_plot, build_switch_controls, switch_model_overrides,
                                     switch_visibility)
@@ -602,6 +602,8 @@ def build(home, jobs, corpus_choices=None):
             # the Export button of an exportable run, under its picker
             exporter = export_panel.build(home, jobs, run, view.exporter)
             progress = gr.HTML(progress_html(None), elem_id="train-progress")
+            # clicked by the bar's own script when the run's state changes between two ticks (progress_route.py)
+            refresh_now = gr.Button(visible="hidden", elem_id=REFRESH_NOW_ID)
             status = gr.Markdown(status_markdown(None), elem_id="train-status")
             curve = gr.Plot(loss_figure([]), label=text("train.loss_plot"), elem_id="train-curve")
             with gr.Accordion(text("train.lr_accordion"), open=True):
@@ -669,11 +671,15 @@ def build(home, jobs, corpus_choices=None):
     # while the tab is shown (app/display.py's follow_tabs); between its ticks the page's own script moves the
     # progress bar without a Gradio event (app/train/progress_route.py).
     _, (_, export_signature), export_outputs = exporter.live
-    live.tick(view.live, [run, run_signature, schedule_signature, addon_signature, routing_signature,
-                          *overview_inputs, table_signature, export_signature],
-              [*watched, schedule_plot, schedule_signature, addon_plot, addon_signature, routing_plot,
-               routing_signature, *overview_outputs, *export_outputs], api_name="refresh_run", show_progress="hidden",
-              queue=False)
+    live_inputs = [run, run_signature, schedule_signature, addon_signature, routing_signature, *overview_inputs,
+                   table_signature, export_signature]
+    live_outputs = [*watched, schedule_plot, schedule_signature, addon_plot, addon_signature, routing_plot,
+                    routing_signature, *overview_outputs, *export_outputs]
+    live.tick(view.live, live_inputs, live_outputs, api_name="refresh_run", show_progress="hidden", queue=False)
+    # the same refresh at once when the bar's script sees the run's state change (it ended, or left the queue): the
+    # status line, the table and the Export row said "running" for up to LIVE_REFRESH_S beside a finished bar
+    refresh_now.click(view.live, live_inputs, live_outputs, api_name="refresh_run_on_state_change",
+                      show_progress="hidden", queue=False)
     refresh.click(overview, overview_inputs, overview_outputs, api_name="list_runs")
     importer.imported.then(overview, overview_inputs, overview_outputs, api_name="list_runs_after_import",
                            show_progress="hidden")

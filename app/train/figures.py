@@ -52,7 +52,26 @@ def split_rows(rows: list[dict]) -> tuple[list[dict], list[dict]]:
 
     >>> split_rows([{"step": 2, "loss": 1.0}, {"step": 1, "loss": 2.0}, {"split": "val", "step": 2, "loss": 1.5}])
     ([{'step': 1, 'loss': 2.0}, {'step': 2, 'loss': 1.0}], [{'split': 'val', 'step': 2, 'loss': 1.5}])
+    >>> split_rows([{"step": 1, "loss": 2.0}, {"split": "val", "step": 1}, {"step": 2.0}, {"step": "x"}])
+    ([{'step': 1, 'loss': 2.0}, {'step': 2.0}], [{'split': 'val', 'step': 1}])
     """
+    # the usual case first, in one pass without dicts: every step later than the last one of its split (a run that
+    # was never resumed). The live tick splits all of a run's rows, about 70,000 after half an hour of the tiny preset
+    ordered: tuple[list[dict], list[dict]] = ([], [])
+    last = {False: -1, True: -1}  # is_val -> its last step
+    for row in rows:
+        step = row.get("step")
+        if step.__class__ is not int:
+            if not isinstance(step, (int, float)) or isinstance(step, bool):
+                continue
+            step = int(step)
+        is_val = row.get("split") == "val"
+        if step <= last[is_val]:
+            break  # a step again (a resumed run): the general way below
+        last[is_val] = step
+        ordered[is_val].append(row)
+    else:
+        return ordered
     train: dict[int, dict] = {}
     val: dict[int, dict] = {}
     for row in rows:

@@ -46,13 +46,13 @@ def routing_series(rows: list[dict]) -> dict[str, dict]:
 
 
 def routing_row_count(rows: list[dict]) -> int:
-    """How many training rows carry routing numbers: what the routing figure draws, for the live tick's signature.
+    """How many training rows carry routing numbers (a resumed run's repeated steps counted again): what the routing
+    figure draws, for the live tick's signature. One cheap pass: the tick asks it of every row of a run, every tick.
 
     >>> routing_row_count([{"step": 1, "switch": {"layers": []}}, {"step": 2}, {"step": 2, "split": "val"}])
     1
     """
-    train, _ = split_rows(rows)
-    return sum(1 for row in train if isinstance(row.get("switch"), dict))
+    return sum(1 for row in rows if "switch" in row and row.get("split") != "val" and isinstance(row["switch"], dict))
 
 
 def routing_figure(rows: list[dict], *, title: str = "", height_per_layer: int = 260) -> go.Figure:

@@ -73,7 +73,9 @@ def run_styles(families: dict) -> dict:
 
 
 # ------------------------------------------------------------------------------------------------ empty figures
-NOTE_WIDTH = 64  # characters per line of an empty figure's note (plotly does not wrap an annotation itself)
+# characters per line of an empty figure's note (plotly does not wrap an annotation itself): at 14 px a line reads in
+# full in a figure 320 pixels wide, a phone's or a 400-pixel window's (64 were cut at both sides there)
+NOTE_WIDTH = 40
 
 
 def wrapped_note(message: str, width: int = NOTE_WIDTH) -> str:

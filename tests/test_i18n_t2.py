@@ -141,7 +141,9 @@ FILL_RESULTS = [{"run_id": "bert-x", "family": "bert", "title": "BERT", "step": 
 
 
 def _annotations(figure) -> str:
-    return " ".join(annotation.text for annotation in figure.layout.annotations)
+    """The figure's notes as one text, their line breaks undone (a Chinese line breaks between two characters)."""
+    text = " ".join(annotation.text for annotation in figure.layout.annotations)
+    return re.sub(r"(?<=[\u3000-\u9fff\uff00-\uffef])<br>(?=[\u3000-\u9fff\uff00-\uffef])", "", text).replace("<br>", " ")
 
 
 def test_fill_mask_figure_and_table_in_chinese_keep_the_data():

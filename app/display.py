@@ -237,8 +237,9 @@ def tokenizer_kind_choices() -> list[tuple]:
 # Deviation from a server-push design: the page still polls, one request per shown tab every few seconds; the server
 # answers in about a millisecond when nothing changed and the browser then writes no output.
 
-# The least width of a run picker with a Refresh button beside it (Compare, Scaling): in a narrower window the button
-# goes below the picker, whose chips ("run id · family · step N") broke over five lines beside it at 400 pixels
+# The least width of a picker with a button beside it (Compare's and Scaling's runs, the Leaderboard's zoo): in a
+# narrower window the button goes below the picker, whose chips ("run id · family · step N") broke over five lines
+# beside it at 400 pixels (the zoo's choice was cut under its arrow)
 PICKER_MIN_WIDTH = 480
 
 TAB_ELEMENT_PREFIX = "lab-tab-"

@@ -36,7 +36,7 @@ import pandas as pd
 
 from lab_models import api
 
-from app.display import cjk_empty_figure, one_event
+from app.display import PICKER_MIN_WIDTH, cjk_empty_figure, one_event
 from app.errors import user_errors
 from app.i18n.language import current_language, marker, text, tr
 from app.inputs import whole_number
@@ -202,7 +202,8 @@ def build(home, jobs=None, tab=None):
     zoos = view.zoos()
     with gr.Row(visible=bool(zoos), elem_id="leaderboard-zoo-row") as zoo_row:
         zoo = gr.Dropdown(zoo_choices(zoos), value=zoos[0]["name"] if zoos else None, label=text("leaderboard.zoo"),
-                          scale=3, info=text("leaderboard.zoo_info"), elem_id="leaderboard-zoo")
+                          scale=3, info=text("leaderboard.zoo_info"), elem_id="leaderboard-zoo",
+                          min_width=PICKER_MIN_WIDTH)
         rank_zoo = gr.Button(text("leaderboard.rank_zoo"), variant="secondary", scale=1, elem_id="leaderboard-rank-zoo")
     status = gr.Markdown(text("leaderboard.pick"), elem_id="leaderboard-status")
     table = gr.Dataframe(view.placeholder_table(), interactive=False,

@@ -675,11 +675,10 @@ def build(home, jobs, corpus_choices=None):
                    table_signature, export_signature]
     live_outputs = [*watched, schedule_plot, schedule_signature, addon_plot, addon_signature, routing_plot,
                     routing_signature, *overview_outputs, *export_outputs]
-    live.tick(view.live, live_inputs, live_outputs, api_name="refresh_run", show_progress="hidden", queue=False)
-    # the same refresh at once when the bar's script sees the run's state change (it ended, or left the queue): the
-    # status line, the table and the Export row said "running" for up to LIVE_REFRESH_S beside a finished bar
-    refresh_now.click(view.live, live_inputs, live_outputs, api_name="refresh_run_on_state_change",
-                      show_progress="hidden", queue=False)
+    # also at once when the bar's script sees the run's state change (it ended, or left the queue): the status line,
+    # the table and the Export row said "running" for up to LIVE_REFRESH_S beside a finished bar
+    gr.on([live.tick, refresh_now.click], view.live, live_inputs, live_outputs, api_name="refresh_run",
+          show_progress="hidden", queue=False)
     refresh.click(overview, overview_inputs, overview_outputs, api_name="list_runs")
     importer.imported.then(overview, overview_inputs, overview_outputs, api_name="list_runs_after_import",
                            show_progress="hidden")

@@ -173,7 +173,9 @@ def test_an_open_page_that_does_nothing_asks_for_no_frames(served_app, browser):
         before = browser.execute_script("return window.labFramesRequested")
         time.sleep(3.0)
         requested = browser.execute_script("return window.labFramesRequested") - before
-        assert requested < 15, f"{requested} frames asked for in 3 s of an idle page (Gradio's timer asks 180)"
+        # Gradio's timer alone asks 180; a few come from the page settling (15 were counted once under the full
+        # suite's load, 0 to 5 on a quiet machine)
+        assert requested < 45, f"{requested} frames asked for in 3 s of an idle page (Gradio's timer asks 180)"
         assert browser.execute_script("return !!document.getElementById('lab-gradio-fixes')")
     finally:
         browser.execute_cdp_cmd("Page.removeScriptToEvaluateOnNewDocument", counter)

@@ -109,12 +109,13 @@ def test_the_fixes_scripts_timer_shape_matches_gradios_status_tracker_and_nothin
     assert once.startswith(b"<html><head lang='x'><script id=") and with_fixes_script(once) == once
 
 
-def test_gradios_status_bundle_is_served_changed_whole_and_uncompressed_to_be_changed(page):
+def test_gradios_status_and_core_bundles_are_served_changed_whole_and_uncompressed_to_be_changed(page):
     """Gradio's `Blocks-<hash>.js` leaves the server with its status method handing on only changed statuses: asked
-    for compressed, conditionally or in part, the server still changes its whole copy (then compresses it)."""
+    for compressed, conditionally or in part, the server still changes its whole copy (then compresses it). Its
+    `core-<hash>.js` leaves with the read-back fix."""
     import httpx
 
-    from app.main import STATUS_BUNDLE_PATH, STATUS_UPDATE_FIXED
+    from app.main import READ_BACK_BUNDLE_PATH, STATUS_BUNDLE_PATH, STATUS_UPDATE_FIXED, with_read_back_fix
 
     assets = Path(gr.__file__).parent / "templates" / "frontend" / "assets"
     (bundle,) = [path for path in assets.glob("Blocks-*.js") if STATUS_BUNDLE_PATH.search("/assets/" + path.name)]
@@ -127,7 +128,11 @@ def test_gradios_status_bundle_is_served_changed_whole_and_uncompressed_to_be_ch
             "accept-encoding": "br, gzip", "if-none-match": '"anything"', "range": "bytes=0-99"})
         assert asked.status_code == 200 and asked.content == plain.content  # httpx undoes the compression
         other = httpx.get(url + "assets/" + next(assets.glob("index-*.js")).name)  # any other asset: untouched
-        assert other.status_code == 200 and b"labSentStati" not in other.content
+        assert other.status_code == 200 and b"labSentStati" not in other.content and b"labKey" not in other.content
+        # and Gradio's core bundle with its read-back skipped for a status or a tab's label alone
+        (core,) = [path for path in assets.glob("core-*.js") if READ_BACK_BUNDLE_PATH.search("/assets/" + path.name)]
+        served = httpx.get(url + "assets/" + core.name, headers={"accept-encoding": "br, gzip"})
+        assert served.status_code == 200 and served.content == with_read_back_fix(core.read_bytes()) != core.read_bytes()
     finally:
         page.close()
 
@@ -151,6 +156,49 @@ def test_the_status_fix_matches_gradios_method_once_and_nothing_else():
     if shutil.which("node"):
         check = subprocess.run(["node", "--check", "--input-type=module"], input=fixed, capture_output=True)
         assert check.returncode == 0, check.stderr.decode()
+
+
+def test_the_read_back_fix_matches_gradios_update_state_once_and_skips_only_a_status_or_a_tabs_label():
+    """Gradio's `update_state` reads back a component's values (and its descendants') before an update without a
+    value; the fix keeps that for every update but one of a status alone or of a tab's label alone. Its shape must
+    match Gradio's core bundle exactly once (a release that rewrites it fails here); the fixed bundle parses, and
+    its condition, run in node, says which updates still read back."""
+    import shutil
+    import subprocess
+
+    from app.main import READ_BACK_SHAPE, with_read_back_fix
+
+    assets = Path(gr.__file__).parent / "templates" / "frontend" / "assets"
+    holding = [path for path in assets.glob("*.js") if READ_BACK_SHAPE.search(path.read_bytes())]
+    assert [path.name.split("-")[0] for path in holding] == ["core"]
+    original = holding[0].read_bytes()
+    fixed = with_read_back_fix(original)
+    assert len(READ_BACK_SHAPE.findall(original)) == 1 and with_read_back_fix(fixed) == fixed != original
+    before, after = original.split(READ_BACK_SHAPE.search(original).group(0))
+    assert fixed.startswith(before) and fixed.endswith(after)  # nothing else touched
+    if not shutil.which("node"):
+        return
+    check = subprocess.run(["node", "--check", "--input-type=module"], input=fixed, capture_output=True)
+    assert check.returncode == 0, check.stderr.decode()
+    # the fixed statement on its own, with stand-ins for the two read-backs, run for six updates
+    statement = with_read_back_fix(b"r&&!(`value`in t)&&(await this.#m(e,r),await this.#h(r));").decode()
+    body = statement.replace("this.#m(e,r)", "read.push(e)").replace("await this.#h(r)", "0")
+    script = f"""
+const read = [];
+const update = async (e, r, t) => {{ {body} }};
+(async () => {{
+  await update(1, {{type: "plot"}}, {{loading_status: {{status: "pending"}}}});
+  await update(2, {{type: "tabitem"}}, {{label: "Train"}});
+  await update(3, {{type: "textbox"}}, {{label: "Prompt"}});
+  await update(4, {{type: "tabitem"}}, {{visible: true}});
+  await update(5, {{type: "dropdown"}}, {{choices: [], loading_status: {{}}}});
+  await update(6, {{type: "plot"}}, {{value: 1}});
+  process.stdout.write(JSON.stringify(read));
+}})();
+"""
+    run = subprocess.run(["node", "-e", script], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    assert json.loads(run.stdout) == [3, 4, 5]  # a textbox's label, a visibility, choices: read back first
 
 
 def test_the_progress_route_answers_with_the_bar_in_the_readers_language(page, tmp_path):

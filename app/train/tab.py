@@ -506,8 +506,9 @@ class TrainView:
         picked_run = bool(run_id and str(run_id).strip())
         plots = ((gr.skip(),) * 4 if picked_run else
                  (loss_figure([]), lr_figure([]), addon_figure([]), routing_figure([])))
-        try:
-            progress, status = self.show(run_id if picked_run else None)[:2]
+        try:  # the bar and the status line alone: not the loss figure, which `show` builds too (half the event)
+            progress, status = (self._progress_and_status(api.training_status(self.jobs, self._run_id(run_id)))
+                                if picked_run else (progress_html(None), status_markdown(None)))
         except ValueError:  # a run id that is not (or no longer) there: its boxes stay as they are
             progress, status = gr.skip(), gr.skip()
         return (*self.overview(compared, metric), tokenizer, settings, note, *plots, import_panel.files_frame([]),

@@ -317,8 +317,8 @@ def launch_kwargs(demo: gr.Blocks | None = None) -> dict:
 #    status of every event. `core-<hash>.js` leaves the server with that read-back skipped for an update that carries
 #    only a status, or only a tab's label (`with_read_back_fix`); any other update (visibility, choices, ...) still
 #    reads back first. Measured with the Train tab live, every tab visited: the language switch's median 0.54 ->
-#    0.43 s over ten switches (benchmarks' `probe`), the browser's CPU per probe (seven tab clicks and two
-#    switches) 4.3 -> 3.9 s.
+#    0.40 to 0.43 s over ten switches (two runs of benchmarks' `probe`), the browser's main thread per probe (seven
+#    tab clicks and back, two switches) 4.3 -> 3.9 to 4.1 s.
 #
 # All are matched on what Gradio does today; a release that changes it no longer matches, and the page then works as
 # Gradio made it (tests/test_page_cost.py checks the shapes against Gradio's files; tests/test_browser.py counts the

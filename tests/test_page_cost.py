@@ -68,6 +68,21 @@ def test_the_train_tab_has_one_seldom_live_event_and_its_progress_bar_a_route_of
     assert "routes" not in launch_kwargs()["app_kwargs"] and "head" not in launch_kwargs()
 
 
+def test_picking_a_run_in_the_train_tab_is_one_event_and_each_part_stays_an_endpoint(page):
+    """Gradio runs one trigger's listeners one after another, each once the last one's outputs are drawn: the run
+    picker's change is one event that draws the run, its learning-rate, add-on and routing figures and the Export row;
+    `/show_run`, `/show_schedule`, ... stay callable on their own, from a hidden button the page never clicks."""
+    picker = next(block for block in page.blocks.values() if getattr(block, "elem_id", None) == "train-run")
+    (picked,) = [fn for fn in page.fns.values() if (picker._id, "change") in fn.targets]
+    assert picked.api_name == "show_picked_run" and len(picked.outputs) == 6 + 2 + 2 + 2 + 2
+    parts = {fn.api_name: fn for fn in page.fns.values()
+             if fn.api_name in ("show_run", "show_schedule", "show_addon_numbers", "show_routing", "export_visibility")}
+    assert len(parts) == 5
+    (button,) = {block for fn in parts.values() for block, _ in fn.targets}
+    assert page.blocks[button].visible == "hidden" and all(fn.targets == [(button, "click")] for fn in parts.values())
+    assert [output for name in parts for output in parts[name].outputs] == list(picked.outputs)
+
+
 def test_gradios_page_gets_the_fixes_script_first_in_its_head_and_nothing_else_is_touched(page):
     import httpx
 

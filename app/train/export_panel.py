@@ -88,11 +88,11 @@ def build(home, jobs, run, view: ExportView | None = None) -> SimpleNamespace:
         button = gr.Button(text("export.button"), variant="secondary", size="sm", scale=1, elem_id="train-export")
         download = gr.File(None, label=text("export.file"), interactive=False, scale=2, elem_id="train-export-file")
     note = gr.Markdown("", elem_id="train-export-note")
-    run.change(user_errors(view.visibility), run, [row, note], api_name="export_visibility", show_progress="hidden")
     signature = gr.State(None)
     button.click(user_errors(view.export), run, [download, note], api_name="export_run")
 
-    # `live`: the check again for the Train tab's live tick (a run that finishes shows its Export button), inside that
-    # one event rather than an event of its own
+    # `show`: the check when a run is picked, and `live`: again at the Train tab's live tick (a run that finishes
+    # shows its Export button); each runs inside one of the tab's events rather than as an event of its own
     return SimpleNamespace(view=view, row=row, download=download, note=note,
+                           show=(user_errors(view.visibility), [run], [row, note]),
                            live=(view.refresh, [run, signature], [row, note, signature]))

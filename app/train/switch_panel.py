@@ -102,10 +102,10 @@ class RoutingLive:
 
 
 def build_routing_plot(view: RoutingLive, run):
-    """The routing plot (call inside the tab's right column), drawn when `run` changes. Returns the plot and its
-    signature state; the tab's seldom live tick redraws it through `view.tick` (app/train/tab.py)."""
+    """The routing plot (call inside the tab's right column). Returns the plot, its signature state and the
+    (handler, inputs, outputs) that draws it for the run in `run`, which the tab runs when a run is picked
+    (`/show_routing` on its own); the tab's seldom live tick redraws it through `view.tick` (app/train/tab.py)."""
     with gr.Accordion(text("switch.routing_accordion"), open=True):
         plot = gr.Plot(routing_figure([]), label=text("switch.routing_plot"), elem_id="train-switch-routing")
     signature = gr.State(None)
-    run.change(user_errors(view.show), run, [plot, signature], api_name="show_routing", show_progress="hidden")
-    return plot, signature
+    return plot, signature, (user_errors(view.show), [run], [plot, signature])

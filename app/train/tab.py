@@ -16,6 +16,9 @@ Endpoints (every event has an `api_name`, so `gradio_client` can drive the tab):
   expert_every, router_z_weight) (app/train/switch_panel.py: `/switch_visibility`, `/show_routing`, `/refresh_routing`).
 * `/show_run`, `/stop_run`, `/resume_run`: input a run id; return the progress bar, the status, the loss curve, the
   log tail and the raw status (a dict with state, step, total_steps, ..., metric_rows).
+* `/show_picked_run`: what picking a run in the page runs, one event: `/show_run`, `/show_schedule`,
+  `/show_addon_numbers`, `/show_routing` and `/export_visibility` in that order, their outputs one after another
+  (each of those stays an endpoint of its own).
 * `/show_addon_numbers`: a run id -> the add-on objectives' validation numbers (topic gap, alignment, uniformity; BLEU
   and chrF both ways), for runs with contrastive learning or back-translation.
 * `/show_schedule`: a run id -> the learning-rate figure (one line per layer group and the stages shaded for runs
@@ -47,6 +50,7 @@ import pandas as pd
 
 from lab_models import api
 
+from app.display import one_event
 from app.errors import user_errors
 from app.i18n.language import current_language, marker, text, tr
 from app.i18n.messages import backend_text, translate_message
@@ -609,7 +613,7 @@ def build(home, jobs, corpus_choices=None):
             curve = gr.Plot(loss_figure([]), label=text("train.loss_plot"), elem_id="train-curve")
             with gr.Accordion(text("train.lr_accordion"), open=True):
                 schedule_plot = gr.Plot(lr_figure([]), label=text("train.lr_plot"), elem_id="train-lr")
-            routing_plot, routing_signature = build_routing_plot(view.routing, run)
+            routing_plot, routing_signature, show_routing = build_routing_plot(view.routing, run)
             with gr.Accordion(text("train.addons_accordion"), open=True):
                 addon_plot = gr.Plot(addon_figure([]), label=text("train.addons_plot"), elem_id="train-addons")
             with gr.Accordion(text("train.log_accordion"), open=False):
@@ -658,11 +662,17 @@ def build(home, jobs, corpus_choices=None):
         overview, overview_inputs, overview_outputs, api_name="list_runs_after_leak_demo", show_progress="hidden")
     start.click(user_errors(view.start), controls, run, api_name="start_training").then(
         overview, overview_inputs, overview_outputs, api_name="list_runs_after_start", show_progress="hidden")
-    run.change(user_errors(view.show), run, watched, api_name="show_run", show_progress="hidden")
-    run.change(user_errors(view.schedule), run, [schedule_plot, schedule_signature], api_name="show_schedule",
-               show_progress="hidden")
-    run.change(user_errors(view.addon_numbers), run, [addon_plot, addon_signature], api_name="show_addon_numbers",
-               show_progress="hidden")
+    # Picking a run draws its whole view in one event: Gradio runs the listeners of one trigger one after another,
+    # each once the last one's outputs are drawn (five round trips and five draws). Each part stays an endpoint of its
+    # own for API clients, on a hidden button that the page never clicks.
+    picked_parts = {"show_run": (user_errors(view.show), [run], watched),
+                    "show_schedule": (user_errors(view.schedule), [run], [schedule_plot, schedule_signature]),
+                    "show_addon_numbers": (user_errors(view.addon_numbers), [run], [addon_plot, addon_signature]),
+                    "show_routing": show_routing, "export_visibility": exporter.show}
+    run.change(*one_event(*picked_parts.values()), api_name="show_picked_run", show_progress="hidden")
+    part_endpoints = gr.Button(visible="hidden", elem_id="train-run-part-endpoints")
+    for name, (fn, inputs, outputs) in picked_parts.items():
+        part_endpoints.click(fn, inputs, outputs, api_name=name, show_progress="hidden")
     stop.click(user_errors(view.stop), run, watched, api_name="stop_run").then(
         overview, overview_inputs, overview_outputs, api_name="list_runs_after_stop", show_progress="hidden")
     resume.click(user_errors(view.resume), run, watched, api_name="resume_run").then(

@@ -11,8 +11,9 @@ import pytest
 from gradio_client import Client
 
 from app.display import format_duration
-from app.train.figures import (compare_figure, loss_figure, progress_html, runs_table, split_rows, status_markdown,
-                               thin)
+from app.train.addon_figures import addon_figure
+from app.train.figures import (MARKER_LIMIT, MAX_POINTS, compare_figure, loss_figure, progress_html, runs_table,
+                               split_rows, status_markdown, thin)
 from app.train.tab import MAX_OBJECTIVES, SETTINGS_HEADERS, leak_demo_visible, setting_text, settings_overrides
 from lab_models import api
 
@@ -193,6 +194,24 @@ def test_loss_figure_has_total_objectives_and_validation():
     single = loss_figure([{"step": 1, "loss": 3.0, "losses": {"clm": 3.0}}])
     assert [trace.name for trace in single.data] == ["train loss (total)"]  # one objective: no duplicate line
     assert not loss_figure([]).data  # an empty plot with a note, not an error
+
+
+def test_a_long_runs_validation_points_stay_bounded_and_lose_their_markers_in_every_live_figure():
+    """The live figures are drawn again all through a run: the page keeps each marker as an SVG element, so a run
+    evaluated every 25 steps for an hour grew the open page without end (issue 25's heap)."""
+    def val_rows(count):
+        return [{"split": "val", "step": 25 * (i + 1), "loss": 5.0 - i / count, "bits_per_byte": 2.0,
+                 "alignment": 0.5} for i in range(count)]
+
+    few, many = val_rows(MARKER_LIMIT), val_rows(20 * MAX_POINTS)
+    figures = {"loss": lambda rows: loss_figure(rows).data[-1],
+               "compare": lambda rows: compare_figure({"a": rows}, "val_bits_per_byte").data[0],
+               "add-ons": lambda rows: addon_figure(rows).data[0]}
+    for name, trace_of in figures.items():
+        short, long = trace_of(few), trace_of(many)
+        assert short.mode == "lines+markers" and len(short.x) == MARKER_LIMIT, name
+        assert long.mode == "lines" and MAX_POINTS // 2 <= len(long.x) <= MAX_POINTS + 1, name
+        assert long.x[-1] == many[-1]["step"], name  # the newest evaluation is always drawn
 
 
 def test_compare_figure_overlays_runs():

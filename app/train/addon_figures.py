@@ -22,6 +22,7 @@ from plotly.subplots import make_subplots
 from app.display import compact_empty_figure
 from app.i18n.language import tr
 from app.inputs import finite
+from app.train.figures import thin_with_mode
 
 SENTENCE_KEYS = (("topic_gap", "topic gap (same − different cosine, ↑)"), ("alignment", "alignment (↓)"),
                  ("uniformity", "uniformity (↓)"))
@@ -75,9 +76,10 @@ def addon_figure(rows: list[dict], *, title: str = "", height: int = 320) -> go.
                            horizontal_spacing=0.14, specs=[[{"secondary_y": True} for _ in panels]])
     for column, (_, group) in enumerate(panels, start=1):
         for index, (key, label) in enumerate(group):
-            points = [(row["step"], finite(row.get(key))) for row in val if finite(row.get(key)) is not None]
+            points, mode = thin_with_mode([(row["step"], finite(row.get(key))) for row in val
+                                           if finite(row.get(key)) is not None])
             right = key == "topic_gap"
-            figure.add_trace(go.Scatter(x=[s for s, _ in points], y=[v for _, v in points], mode="lines+markers",
+            figure.add_trace(go.Scatter(x=[s for s, _ in points], y=[v for _, v in points], mode=mode,
                                         name=label, line={"color": COLORS[index % len(COLORS)], "width": 2,
                                                           "dash": "dot" if right else "solid"},
                                         legendgroup=str(column)), row=1, col=column, secondary_y=right)

@@ -27,6 +27,9 @@ from app.i18n.messages import backend_text, translate_message
 from app.inputs import finite
 
 MAX_POINTS = 600  # per line: enough for a smooth curve, small enough to resend every 1.5 s
+# validation points drawn as markers up to this many, past it as a line alone: each marker is an SVG element that the
+# open page keeps, so a long live run's markers grew the page by about 115 elements a minute (issue 25's heap)
+MARKER_LIMIT = 60
 TOTAL_COLOR = "#0f172a"
 VAL_COLOR = "#dc2626"
 OBJECTIVE_COLORS = ("#2563eb", "#16a34a", "#d97706", "#7c3aed", "#0891b2", "#db2777")
@@ -95,6 +98,20 @@ def thin(rows: list, max_points: int = MAX_POINTS) -> list:
     return kept if kept[-1] is rows[-1] else kept + [rows[-1]]
 
 
+def thin_with_mode(points: list) -> tuple[list, str]:
+    """Validation points to draw and their Plotly mode: thinned like the train curve, markers while at most
+    MARKER_LIMIT remain, a line alone past that.
+
+    >>> kept, mode = thin_with_mode(list(range(5000)))
+    >>> len(kept) <= MAX_POINTS + 1, mode
+    (True, 'lines')
+    >>> thin_with_mode([1, 2, 3])
+    ([1, 2, 3], 'lines+markers')
+    """
+    kept = thin(points)
+    return kept, ("lines+markers" if len(kept) <= MARKER_LIMIT else "lines")
+
+
 def loss_figure(rows: list[dict], *, title: str = "", height: int = 380) -> go.Figure:
     """The live loss curve of one run: total train loss, one dotted line per objective (when there are several)
     and the validation loss as points. x = step."""
@@ -119,8 +136,9 @@ def loss_figure(rows: list[dict], *, title: str = "", height: int = 380) -> go.F
                 connectgaps=True,  # a step may not train every objective (CVT alternates)
                 line={"color": OBJECTIVE_COLORS[index % len(OBJECTIVE_COLORS)], "width": 1.5, "dash": "dot"}))
     if val:
+        val, val_mode = thin_with_mode(val)
         figure.add_trace(go.Scatter(x=[row["step"] for row in val], y=[finite(row.get("loss")) for row in val],
-                                    mode="lines+markers", name=tr("train.metric_val_loss"),
+                                    mode=val_mode, name=tr("train.metric_val_loss"),
                                     line={"color": VAL_COLOR, "width": 1, "dash": "dash"},
                                     marker={"size": 9, "color": VAL_COLOR, "symbol": "diamond"}))
     figure.update_layout(
@@ -215,7 +233,7 @@ def compare_figure(curves: dict[str, list[dict]], metric: str = "loss", *, heigh
         if metric == "loss":
             points, key, mode = thin(train), "loss", "lines"
         else:
-            points, key, mode = val, metric[len("val_"):], "lines+markers"  # val_loss -> the val row's "loss"
+            (points, mode), key = thin_with_mode(val), metric[len("val_"):]  # val_loss -> the val row's "loss"
         figure.add_trace(go.Scatter(x=[row["step"] for row in points], y=[finite(row.get(key)) for row in points],
                                     mode=mode, name=run_id,
                                     line={"color": color, "dash": LINE_DASHES[rank % len(LINE_DASHES)]}))

@@ -114,7 +114,7 @@ def thin_with_mode(points: list) -> tuple[list, str]:
 
 def loss_figure(rows: list[dict], *, title: str = "", height: int = 380) -> go.Figure:
     """The live loss curve of one run: total train loss, one dotted line per objective (when there are several)
-    and the validation loss as points. x = step."""
+    and the validation loss as points (a line alone once there are many: `thin_with_mode`). x = step."""
     train, val = split_rows(rows)
     if not train and not val:
         return empty_figure(tr("train.fig_loss_empty"), height)

@@ -2,7 +2,7 @@
 
 Run `python benchmarks/bench_addons.py [--parts contrastive,adversarial,back_translation] [--steps 300]
 [--bt-steps 300] [--bt-families mass] [--threads 1] [--out DIR]` (short by default; docs/addons.md names the
-command of its figures). Every run is `python -m lab_models train` at the tiny preset on the synthetic corpus, seed 0, run
+command it ran). Every run is `python -m lab_models train` at the tiny preset on the synthetic corpus, seed 0, run
 in this process; a pair of runs differs only in the add-on.
 
 1. contrastive (BERT and GPT): `--steps` steps without and with `--objective contrastive=1` (BERT twice: the

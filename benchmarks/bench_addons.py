@@ -1,8 +1,8 @@
 """Benchmark: what the add-on objectives (lab_models/objectives/addons.py) change, each against the same run without it.
 
 Run `python benchmarks/bench_addons.py [--parts contrastive,adversarial,back_translation] [--steps 300]
-[--bt-steps 300] [--bt-families mass] [--threads 1] [--out DIR]` (short by default; the README's numbers come from the
-command it shows). Every run is `python -m lab_models train` at the tiny preset on the synthetic corpus, seed 0, run
+[--bt-steps 300] [--bt-families mass] [--threads 1] [--out DIR]` (short by default; docs/addons.md names the
+command it ran). Every run is `python -m lab_models train` at the tiny preset on the synthetic corpus, seed 0, run
 in this process; a pair of runs differs only in the add-on.
 
 1. contrastive (BERT and GPT): `--steps` steps without and with `--objective contrastive=1` (BERT twice: the
@@ -15,7 +15,7 @@ in this process; a pair of runs differs only in the add-on.
    clean_nll and adversarial_nll of the last 20 logged steps, the validation MLM loss of both runs, and the step time
    of the loss and backward pass with and without the add-on, timed on the same batches, interleaved (`--rounds`).
 3. back_translation (`--bt-families`, default MASS): `--bt-steps` steps of translation alone (the denoising objective
-   off, lr 3e-3, as the README's translation example) in four runs: English -> Chinese only; + the add-on with
+   off, lr 3e-3, as in docs/addons.md) in four runs: English -> Chinese only; + the add-on with
    `back_translate=false` (zh -> en on real pairs too: the control); + the add-on (back-translated pairs both ways
    from the first step); + the add-on from half-way (`start_step`). Then BLEU and chrF both ways (sacrebleu) on 100
    held-out pairs, greedy, and the last validation losses of both directions.

@@ -16,8 +16,8 @@ the majority baseline. The peer measured in the same run: the probes of one run 
 layer) against `fit_linear_probes`' one joint fit, as a ratio (same features, same accuracies).
 
 `--figure` writes one standalone HTML page (plotly.js inlined): a panel per family, accuracy against relative depth
-for each stream, the untrained control dotted, the majority baseline dashed (the README's figure is a headless
-Chromium screenshot of it). `--json` writes every table.
+for each stream, the untrained control dotted, the majority baseline dashed (docs/probes.md's figures are headless
+Chromium screenshots of it). `--json` writes every table.
 """
 from __future__ import annotations
 

@@ -40,7 +40,7 @@ What differs between the implementations (part of why the speeds differ), each s
   (nn/relative_attention.py) uses a fused qkv projection, the relative scores gathered from one matmul against the
   batch's distinct distances, the segment term always (one segment: a constant per row), and one SDPA call per layer
   for both streams ([h; g] stacked, P query rows only: (T + P) x T) with the relative scores as its float mask, and no
-  attention dropout (DESIGN.md "Speed").
+  attention dropout (docs/design.md, "Speed, on CPU and GPU").
 - T5. Both are T5 v1.0 as the paper builds it (the lab's T5 family defaults, lab_models/models/family.py): RMS norm
   without bias or mean, no biases in any linear layer, ReLU, no absolute positions but a learned relative position bias
   per head (32 buckets; one per stack, computed once per forward pass and added to every layer's scores, so SDPA gets a

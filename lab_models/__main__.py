@@ -1,6 +1,6 @@
 """`python -m lab_models <command> [options]`: the lab's one command line.
 
-    python -m lab_models train ...       train one run of one family (lab_models/training/run.py; CONTRACT.md §2)
+    python -m lab_models train ...       train one run of one family (lab_models/training/run.py; docs/contract.md §2)
     python -m lab_models tokenize ...    a corpus into token shards ahead of a run (lab_models/training/corpus_tokens.py)
     python -m lab_models zoo ...         one run of every chosen family on one corpus (lab_models/experiments/zoo.py)
     python -m lab_models sweep ...       one family at several sizes, with a power law (lab_models/experiments/sweep.py)

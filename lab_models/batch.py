@@ -5,7 +5,7 @@ Every family's objective builds one `Example` per sequence with `build_example`,
 
 Conventions, repo-wide:
 - `IGNORE_INDEX` (-100) marks positions that carry no loss, as in `torch.nn.functional.cross_entropy`.
-- Attention matrices are boolean, **True = may attend**, one per stream, with the keys of CONTRACT.md's `Anatomy`:
+- Attention matrices are boolean, **True = may attend**, one per stream, keyed as `Anatomy` (docs/contract.md §1):
   `self`; `content` and `query` (two-stream); `encoder`, `decoder` and `cross` (encoder-decoder).
 - `targets` align with `input_ids`, except for encoder-decoder families, where they align with `decoder_input_ids`.
 - Two-stream families list, in `query_slots`, which input position each query-stream row sits at.

@@ -19,8 +19,8 @@ it.
     ValueError: '../etc' is not a name: use letters, digits, '.', '_' and '-' only, starting with a letter or digit (no
     '/', no '..').
 
-The Python API (`lab_models.api`) is a local caller and keeps taking folder paths where CONTRACT.md says so; these
-checks are for what arrives from the page.
+The Python API (`lab_models.api`) is a local caller and keeps taking folder paths (docs/contract.md §1); these checks
+are for what arrives from the page.
 """
 from __future__ import annotations
 

@@ -483,7 +483,7 @@ def test_safetensors_round_trip_gives_identical_losses(family, tmp_path):
 @pytest.mark.parametrize("family", FAMILIES)
 def test_cli_trains_each_family(family, tmp_path, lab_home_dir, monkeypatch):
     """`python -m lab_models train --family F --preset tiny --out DIR` (in process, a few steps): the files of
-    CONTRACT.md section 2, one train row per step with the family's objective, a validation row with bits per byte.
+    docs/contract.md §2, one train row per step with the family's objective, a validation row with bits per byte.
     (tests/test_train_cli.py runs the real subprocess, signals and DDP; all of that is family-independent.)"""
     monkeypatch.setattr(train_cli.StopRequest, "install", lambda self: None)  # keep pytest's own signal handlers
     out = tmp_path / "run"

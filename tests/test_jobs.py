@@ -1,8 +1,8 @@
 """The training job manager: FIFO queue per device, stop/resume, crash detection and recovery after a restart.
 
 Most tests drive a tiny fake trainer (below) that honours the same CLI and run-folder contract as
-`python -m lab_models train` (CONTRACT.md §2) in a fraction of a second; one test runs the real CLI at --preset tiny
-when it exists.
+`python -m lab_models train` (docs/contract.md §2) in a fraction of a second; one test runs the real CLI at
+--preset tiny when it exists.
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The layout stays as the README's "Layout" section draws it: `lab_models/` by pipeline stage with every import
+"""The layout stays as docs/design.md ("The layout") draws it: `lab_models/` by pipeline stage with every import
 pointing down, `app/` by tab, no import circle, no module reaching into another's private names, no module or
 package that only re-exports another's names.
 

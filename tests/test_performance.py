@@ -111,7 +111,7 @@ def test_settings_parse_and_refuse_what_the_device_cannot_run():
     cpu = torch.device("cpu")
     with pytest.raises(ValueError, match="CUDA"):
         PerformanceConfig(attention="flex", compile=True).check_device(cpu)
-    PerformanceConfig(precision="bf16").check_device(cpu)  # CONTRACT: precision=bf16 is accepted on any device
+    PerformanceConfig(precision="bf16").check_device(cpu)  # bf16 is accepted on any device (docs/contract.md §6)
     with pytest.raises(ValueError, match="unknown precision"):
         parse_performance_overrides(["precision=fp16"])
     with pytest.raises(ValueError, match="unknown performance"):

@@ -476,7 +476,7 @@ def test_the_page_takes_corpus_names_and_the_python_api_keeps_paths(tmp_path):
 
     text = tmp_path / "notes.txt"
     text.write_text("the cat sees a red ball .\n" * 40)
-    assert api.load_corpus(str(text)).source == "path"  # a local caller may read any file it names (CONTRACT.md)
+    assert api.load_corpus(str(text)).source == "path"  # a local caller reads any file it names (docs/contract.md §1)
     assert api.load_named_corpus("synthetic", home=tmp_path / "home").name == "synthetic"
     for bad in (str(text), "../notes.txt", "", None, 3):
         with pytest.raises(ValueError, match="Unknown corpus"):

@@ -1,4 +1,4 @@
-"""Tests for `python -m lab_models train` (CONTRACT.md section 2): bad arguments exit non-zero with one clear line,
+"""Tests for `python -m lab_models train` (docs/contract.md §2): bad arguments exit non-zero with one clear line,
 a tiny run writes the contract's run folder, SIGTERM stops it cleanly and `--resume` finishes it, and the same command
 under `torchrun --nproc_per_node 2` trains with DDP on the gloo backend.
 

@@ -52,7 +52,7 @@ logger = logging.getLogger(__name__)
 MAX_RUNS = 4
 AUTO = "auto"
 STRATEGIES = ("greedy", "sample", "beam")
-WEIGHTS_FILE = "model.safetensors"  # CONTRACT.md §2: a finished or stopped run's weights
+WEIGHTS_FILE = "model.safetensors"  # docs/contract.md §2: a finished or stopped run's weights
 DEFAULTS = {"strategy": "greedy", "temperature": 1.0, "top_k": 0, "top_p": 1.0, "beam_size": 4, "max_new_tokens": 30,
             "seed": 0, "iterations": 10, "blank_length": 0}
 # Example prompts per mode: the first of each is in the tiny preset's synthetic corpus's own words (lower case, " ."

@@ -86,7 +86,7 @@ STOP_GRACE_S = 60.0
 POLL_S = 0.5
 EXIT_BAD_ARGUMENT = 2
 _SIZE = re.compile(r"^(\d+)x(\d+)$")
-MAX_SWEEP_D_MODEL = 16_384  # a size beyond these is refused (README "Bad input"): GPT-3's widest is 12,288 x 96
+MAX_SWEEP_D_MODEL = 16_384  # a size beyond these is refused (docs/reliability.md): GPT-3's widest is 12,288 x 96
 MAX_SWEEP_LAYERS = 256
 
 

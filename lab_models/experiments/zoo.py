@@ -89,7 +89,7 @@ DEMO_ZOO_PRESET = "tiny"
 #   100); CVT (a BiLSTM tagger with four auxiliary views) 400; CoVe's attentional NMT LSTM is the slowest (about 290
 #   ms a step): 100 steps take its translation loss from 6.3 to 4.6 nats.
 # Estimated from those per-step times, the 17 runs take about 8 minutes on an idle 2-core CPU with 3 to 4 s of
-# start-up each (the README has the measured total).
+# start-up each (docs/zoo.md has the measured total).
 ZOO_STEPS: dict[str, dict[str, int]] = {
     "tiny": {"gpt": 1000, "bert": 2000, "t5": 800, "gpt2": 1000, "roberta": 2000, "albert": 2000, "spanbert": 800,
              "electra": 1500, "xlnet": 800, "mpnet": 1500, "unilm": 2000, "mass": 800, "glm": 500, "elmo": 300,

@@ -297,6 +297,6 @@ def _explain_classifier(folder, text: str, method: str, steps: int, baseline: st
 def attributions(run_dir, text: str, method: str = "integrated_gradients", steps: int = DEFAULT_STEPS
                  ) -> list[tuple[str, float]]:
     """One (token, attribution) pair per token the model read, for the family's own answer at the first [MASK] or
-    the next token (CONTRACT); `explain_prediction` has the details (the answer, the completeness check, the
+    the next token (docs/contract.md §7); `explain_prediction` has the details (the answer, the completeness check, the
     baseline)."""
     return explain_prediction(run_dir, text, method, steps).pairs

@@ -5,7 +5,7 @@ the logit lens (lab_models/inference/logit_lens.py) and the attributions (lab_mo
     site.forward()          -> (V,) logits: the family's own prediction there (a fresh forward pass each call)
     site.where              -> "the first [MASK] (token 3 of 7)", in words
 
-Which position, per family (CONTRACT: "the first [MASK] for the MLM families, the next token for the causal ones"):
+Which position, per family (docs/contract.md §7: the first [MASK] for the MLM families, the next token for the causal):
 
     family                                  the text has a blank ([MASK] or ___)     it has none
     bert roberta albert spanbert            the first [MASK], every other token      ValueError: put a [MASK]

@@ -19,8 +19,8 @@ says why, and the lab's run folder stays their format.
 
 Exit status 0 on success (the folder's path is logged on stderr); 2 with one `error: ...` line on stderr for anything
 the user can fix (not a checkpoint, an unsupported architecture, a shape mismatch, a refused pickle, an existing
-folder). Nothing is half-written. See lab_models/interop/__init__.py for the conversion and README.md for the table
-of architectures.
+folder). Nothing is half-written. See lab_models/interop/__init__.py for the conversion and docs/checkpoints.md for the
+table of architectures.
 """
 from __future__ import annotations
 

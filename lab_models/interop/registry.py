@@ -118,7 +118,7 @@ def reference_class(name: str) -> str:
 
 
 def available() -> dict[str, bool]:
-    """module name -> whether its converter is in this build (for the README table and the page)."""
+    """module name -> whether its converter is in this build (for docs/checkpoints.md's table and the page)."""
     out = {}
     for name in ARCHITECTURES:
         try:

@@ -7,8 +7,8 @@ with the family's own loss (objectives/<family>.py) as its `loss(batch)`.
                 parameter and FLOP counts
     rnn/        the RNN era (ELMo, CoVe, ULMFiT, CVT): each family's LSTM model, batches and loss in one file
 
-The design picture put the family models in nn/; they live one stage up because a family model calls its
-objective's loss, and nn/ knows nothing of objectives.
+The family models live here, one stage above objectives/ and not in nn/, because a family model calls its objective's
+loss and nn/ knows nothing of objectives (docs/design.md, "The layout").
 
 May import: `families`, `batch`, `home`, `text/`, `nn/`, `objectives/`.
 """

@@ -113,7 +113,7 @@ Choices, per family:
   tied projection, which has no bias. The decoder starts with the pad token (objectives/t5.py). A Hugging Face
   `T5ForConditionalGeneration` (v1.0, or v1.1 with `ffn_gated`, gelu_tanh and untied embeddings) loads into it with
   the same logits (lab_models/interop/t5.py). Under the lab's AdamW at the presets' learning rate, T5's init learns
-  more slowly at first than the lab's N(0, 0.02) (README, "T5 and MPNet as the papers build them").
+  more slowly at first than the lab's N(0, 0.02) (docs/families.md, "T5 and MPNet as the papers build them").
 
 Objectives and weights: `objective_weights` maps objective names to weights (defaults: lab_models/families.py).
 A weight of 0 switches an objective off: it is not computed, its head is not built, and parameters that only it

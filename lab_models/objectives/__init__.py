@@ -10,7 +10,7 @@ Every family module provides the same five things, so that training and the Mask
 
 - `Settings`: a frozen dataclass of the objective's settings. Paper defaults are the field defaults; every field is a
   toggle the UI exposes; `__post_init__` raises `ValueError` on impossible values.
-- `CHOICES`: the names of the anatomy choices the family accepts (CONTRACT.md), e.g. `("masked",)`.
+- `CHOICES`: the names of the anatomy choices the family accepts (docs/contract.md §1), e.g. `("masked",)`.
 - `sample_choices(token_ids, generator, cfg) -> dict`: draw the random structural decisions as in training
   (masked positions, spans, the factorization order, the UniLM mode, ...).
 - `validate_choices(n, choices) -> dict`: check user-given choices for an n-token input and normalise them;

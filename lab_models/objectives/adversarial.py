@@ -59,7 +59,7 @@ backward reaches the parameters through the clean and the final perturbed pass (
 Every pass replays the same dropout masks (the global RNG state is restored before each, then set to where the clean
 pass left it), so clean and perturbed predictions differ by delta alone. delta_0 is drawn from a torch.Generator
 seeded from the batch's content (as ELECTRA's samples): reproducible across runs, resumes and ranks. Step time: about
-(K + 3) forward passes instead of 1 (measured in benchmarks/bench_addons.py; README).
+(K + 3) forward passes instead of 1 (measured in benchmarks/bench_addons.py; docs/addons.md).
 
 Deviations, stated:
 - One L2 ball per example (FreeLB's), also for SMART and ALUM, which bound each token's perturbation in the

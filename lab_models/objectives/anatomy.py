@@ -16,7 +16,7 @@ from lab_models.objectives.common import BatchConfig, StringVocab
 
 @dataclass
 class Anatomy:
-    """See CONTRACT.md. `targets` align with `inputs`, or with `decoder_inputs` for encoder-decoder families."""
+    """As docs/contract.md §1: `targets` align with `inputs`, or with `decoder_inputs` for encoder-decoder families."""
 
     family: str
     inputs: list[str]

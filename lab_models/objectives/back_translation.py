@@ -74,7 +74,7 @@ Deviations, stated:
 - `back_translate=False` leaves only `translation_zh_en`: the control run that isolates what the synthetic pairs add
   (benchmarks/bench_addons.py).
 - Sennrich et al. back-translate with a trained reverse model; a run that starts from scratch translates badly for
-  its first hundreds of steps, and its synthetic pairs are then noise that costs the real ones (measured: README).
+  its first hundreds of steps, and its synthetic pairs are then noise that costs the real ones (docs/addons.md).
   `start_step` holds the synthetic pairs back until the model translates (the real zh -> en pairs train from step 1,
   the monolingual sentences are drawn at every step either way, so the data order does not depend on it).
 """

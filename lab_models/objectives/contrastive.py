@@ -49,7 +49,7 @@ only it has read the whole sentence). "first" takes the [CLS] position instead (
 "last" and "mean" force the others. Why not [CLS] by default: SimCSE starts from a BERT whose [CLS] pretraining
 shaped (NSP), while the lab's pretraining rows carry no [CLS] at all (lab_models/training/batches.py), so only this loss
 would ever train it, and it learns to tell sentences apart without learning what they mean; the token states that MLM
-shapes do carry meaning, and averaging them keeps it (measured: README; at the tiny preset, mean pooling makes
+shapes do carry meaning, and averaging them keeps it (docs/addons.md: at the tiny preset, mean pooling makes
 same-topic sentences clearly closer, [CLS] pooling does not). Each family reads the sentence as it reads text
 downstream: a full mask among the real tokens (UniLM: its bidirectional mode; MPNet: its content stream alone), a
 causal mask for GPT, and ELECTRA's discriminator. The N sentences are stacked twice into one (2N, L) forward pass,
@@ -74,7 +74,7 @@ Deviations, stated:
   a heading or a code fragment.
 - SimCSE fine-tunes a pretrained BERT or RoBERTa; here the objective is mixed into pretraining from `start_step`
   (default 0, the first step). Set it to part of the run to pretrain first, then learn contrastively, as SimCSE does.
-  What it does at the tiny preset (README, benchmarks/bench_addons.py, 400 steps): with BERT's mean pooling the
+  What it does at the tiny preset (docs/addons.md, benchmarks/bench_addons.py, 400 steps): with BERT's mean pooling the
   sentence space spreads out (uniformity -0.8 -> -3.2) and same-topic sentences become clearly closer than
   different-topic ones (gap 0.019 -> 0.087, AUC 0.57 -> 0.62); with [CLS] pooling it spreads out too but learns no
   topic at all (AUC 0.50), and GPT's last token likewise (AUC 0.52), at a cost to GPT's own loss.

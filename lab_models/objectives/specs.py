@@ -1,4 +1,4 @@
-"""What the page and the API show of each family (CONTRACT.md §1, `api.families()`): the registry's record
+"""What the page and the API show of each family (docs/contract.md §1, `api.families()`): the registry's record
 (lab_models/families.py) with every objective's default settings, read from the family's batch-builder `Settings`
 (objectives/<family>.py), and the add-on objectives it accepts (objectives/addons.py), off until asked for.
 The UI builds every family-dependent control from these records.

@@ -54,7 +54,7 @@ def check_kind(kind) -> str:
 
 
 # The largest vocabulary the lab trains (262,144 = 2**18: more than any released model of these families has; the
-# Tokenizer Lab, the training CLI and the API refuse more, README "Bad input").
+# Tokenizer Lab, the training CLI and the API refuse more, docs/reliability.md "Bad input").
 MAX_VOCAB_SIZE = 262_144
 
 

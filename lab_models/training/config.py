@@ -58,7 +58,7 @@ PRESET_DEFAULTS: dict[str, dict] = {
                  warmup_steps=1000, eval_every=1000, checkpoint_every=1000, log_every=10, eval_batches=16),
 }
 # The bounds of a run's step count and seed, wherever a run is asked for (the Train and Scaling tabs, the API, the CLIs,
-# the zoo): beyond them the request is refused with a message (README "Bad input") instead of being queued. Ten million
+# the zoo): beyond them the request is refused with a message (docs/reliability.md) instead of being queued. Ten million
 # steps is 500 times the base preset's 20,000; a seed is a number that numpy and torch both take.
 MAX_STEPS = 10_000_000
 MAX_SEED = 2**32 - 1

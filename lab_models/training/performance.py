@@ -28,7 +28,7 @@ On the CPU the other defaults are the lab's old path (plain AdamW, SDPA, no pref
 the compute threads for the same cores).
 
 Deviation, stated: the defaults of `compile` and `attention` are off/`sdpa` until they are measured on a GPU
-(`benchmarks/bench_gpu.py` prints both ways); the README gives the figures where they were measured.
+(`benchmarks/bench_gpu.py` prints both ways); docs/speed.md gives the figures where they were measured.
 
 Worked example (`peaks` stands in for the cached probe: 441 against 201 GFLOP/s, issue 27's EPYC):
 

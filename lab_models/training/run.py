@@ -1,4 +1,4 @@
-"""Headless training: `python -m lab_models train` (CONTRACT.md section 2), its `TrainConfig`, and the presets.
+"""Headless training: `python -m lab_models train` (docs/contract.md §2), its `TrainConfig`, and the presets.
 
     python -m lab_models train --family NAME --out DIR [options]   # every option: --help, or lab_models/training/cli.py
 

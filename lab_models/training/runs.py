@@ -1,4 +1,4 @@
-"""The run folder: what a training run writes, and how the UI lists and reads runs (CONTRACT.md section 2).
+"""The run folder: what a training run writes, and how the UI lists and reads runs (docs/contract.md §2).
 
     DIR/
       config.json        the fully resolved configuration (written once at the start; rewritten on a fresh restart)

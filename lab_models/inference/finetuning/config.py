@@ -19,7 +19,7 @@ from lab_models.families import RNN_FAMILIES
 from lab_models.training.config import check_seed, check_steps
 from lab_models.training.device import DEVICE_CHOICES
 
-MAX_FINETUNE_BATCH_SIZE = 4096  # a larger batch is refused (README "Bad input"); the tasks hold a few thousand examples
+MAX_FINETUNE_BATCH_SIZE = 4096  # a larger one is refused (docs/reliability.md); the tasks hold a few thousand examples
 
 CAUSAL_FAMILIES = ("gpt", "gpt2")
 ENCODER_DECODER = ("mass", "t5")

@@ -2,7 +2,7 @@
 
 The Transformer families take their sizes from `nn.config.ModelConfig`; the LSTM families need other numbers (an
 embedding width, an LSTM width, a depth), so they have their own frozen config. It keeps the names that the run
-folders, the Train tab and CONTRACT.md read from every model config (`d_model`, `n_layers`, `n_heads`, `d_ff`,
+folders, the Train tab and docs/contract.md §2 read from every model config (`d_model`, `n_layers`, `n_heads`, `d_ff`,
 `vocab_size`, `max_positions`) as properties:
 
     d_model = hidden_size (the width of one LSTM direction), n_heads = 0 (no attention heads; CoVe's one attention
@@ -68,7 +68,7 @@ class RNNConfig:
         if isinstance(self.dropout, bool) or not isinstance(self.dropout, (int, float)) or not 0 <= self.dropout < 1:
             raise ValueError(f"dropout must be a probability in [0, 1), got {self.dropout!r}")
 
-    # the names every model config answers to (config.json, the Train tab, CONTRACT.md)
+    # the names every model config answers to (config.json, the Train tab, docs/contract.md §2)
     @property
     def d_model(self) -> int:
         return self.hidden_size

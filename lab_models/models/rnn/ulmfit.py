@@ -47,7 +47,7 @@ Deviations, stated:
   fastai LM defaults (embedding 0.05, input 0.25, hidden 0.15, weight 0.2, output 0.1), not Merity's larger ones.
 - Measured at the tiny preset (2000 steps, stage 3 = 800): with the paper's discriminative factor 2.6 the classifier
   stays near the class prior on the synthetic sentiment task (loss 1.05 against 1.09); with `discriminative_factor=1`
-  and `unfreeze_every=25` it reaches 0.34. The defaults stay the paper's; the README shows the toggle.
+  and `unfreeze_every=25` it reaches 0.34. The defaults stay the paper's; docs/families.md shows the toggle.
 - Stage 2's "target task" text is the built-in task's training sentences (`task`, default sentiment), joined into
   one stream and cut into seq_len windows like any corpus.
 """

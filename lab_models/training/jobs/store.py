@@ -252,7 +252,7 @@ class RunStore:
         return {**request, "zoo": zoo} if zoo else request
 
     def trainer_args(self, request: Mapping, run_dir: Path) -> list[str]:
-        """The CLI arguments of a request (CONTRACT.md §2): --family ... --out <run_dir> --home <home> ..."""
+        """The CLI arguments of a request (docs/contract.md §2): --family ... --out <run_dir> --home <home> ..."""
         args = ["--family", request["family"], "--out", str(run_dir), "--home", str(self.home),
                 "--preset", request.get("preset") or "tiny"]
         if request.get("corpus"):

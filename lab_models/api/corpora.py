@@ -64,6 +64,8 @@ def load_named_corpus(name, *, home=None):
     return _corpora.load_corpus(corpus_name(name, home=home), home=home)
 
 
+# Corpora of any size, read in place: a file or folder on the server, linked by its path inside the corpus root, and
+# tokenized once to disk in the background (the tokenize jobs below).
 CORPUS_ROOT_ENV_VAR = "PRETRAINING_LAB_CORPUS_ROOT"
 open_corpus = _corpus_sources.open_corpus
 link_corpus = _corpora.link_corpus
@@ -104,7 +106,7 @@ def inspect_server_corpus(path, *, root, text_column=None) -> dict:
 def link_server_corpus(path, *, root, name=None, text_column=None, home=None) -> dict:
     """`link_corpus` for the page: the path must resolve inside `root` (`corpus_root`). Returns the stored facts."""
     return _corpora.link_corpus(_server_path(path, root), name=(name or None), text_column=(text_column or None),
-                               home=home)
+                                home=home)
 
 
 TOKENIZER_KINDS = _tokenizer_kinds.TOKENIZER_KINDS

@@ -37,6 +37,7 @@ __all__ = ["SWEEP_X_AXES", "SWEEP_POINT_COLUMNS", "fit_power_law", "parse_sweep_
            "leaderboard_csv", "ZooConfig", "ZooProgress", "ZooRun", "ZooPlan", "DEMO_ZOO", "ZOO_ORDER", "start_zoo",
            "stop_zoo", "zoo_progress", "list_zoos", "fill_mask_picks"]
 
+# Scaling sweeps (experiments/sweep.py).
 SWEEP_X_AXES = dict(_sweep.X_AXES)  # "parameters", "flops" -> axis title
 SWEEP_POINT_COLUMNS = ["sweep", "family", "variant", "size", "state", "non_embedding", "active_non_embedding",
                        "train_flops", "tokens", "bits_per_byte", "seconds", "message"]
@@ -154,6 +155,7 @@ def sweep_points(sweep_ids=None, jobs: RunStore | None = None, *, home=None):
     return frame[SWEEP_POINT_COLUMNS + [c for c in frame.columns if c not in SWEEP_POINT_COLUMNS]]
 
 
+# The equal-budget leaderboard (inference/leaderboard.py).
 LEADERBOARD_COLUMNS = _leaderboard.LEADERBOARD_COLUMNS
 LEADERBOARD_NOTE_COLUMNS = _leaderboard.NOTE_COLUMNS
 LEADERBOARD_METRICS = _leaderboard.METRIC_COLUMNS
@@ -177,6 +179,7 @@ def leaderboard_csv(frame, path=None) -> Path:
     return _leaderboard.write_leaderboard_csv(frame, path)
 
 
+# The model zoo (experiments/zoo.py).
 ZooConfig = _zoo.ZooConfig
 ZooProgress = _zoo.ZooProgress
 ZooRun = _zoo.ZooRun

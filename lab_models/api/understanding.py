@@ -43,12 +43,14 @@ generation_modes = _context.generation_modes
 generate = _generate.generate
 fill_mask = _generate.fill_mask
 
+# Contextual embeddings and attention maps (representations.py), read from the real forward pass with hooks.
 AttentionMaps = _probes.AttentionMaps
 PROBE_MAX_TOKENS = _probes.MAX_TOKENS
 PROBE_MAX_SENTENCES = _probes.MAX_SENTENCES
 
 
 def _probe_run_dir(run_dir) -> Path:
+    """The run (or fine-tuning) folder a view reads; ValueError when none was chosen."""
     if run_dir is None or not str(run_dir).strip():
         raise ValueError("Choose a run first: pick one with weights (finished, stopped, or running with a "
                          "checkpoint).")

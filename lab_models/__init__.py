@@ -10,7 +10,8 @@ Stages, bottom to top; a stage imports only from the stages below it (tests/test
     inference/              loading a run, generation, representations, fine-tuning, the leaderboard
     interop/                Hugging Face checkpoints in and out
     experiments/            the zoo and scaling sweeps: many runs composed from the stages below
-    api                     the one surface that app/, scripts and users import
+    api/                    the one surface that app/, scripts and users import: one module per area, and its
+                            __init__ the face that lists every public name
     __main__                `python -m lab_models <command>`
 
 The UI in `app/` imports only `lab_models.api`; everything else here is internal and may change.

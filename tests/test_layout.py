@@ -2,6 +2,11 @@
 pointing down, `app/` by tab, no import circle, no module reaching into another's private names, no module or
 package that only re-exports another's names.
 
+The one exception to the last rule is the API's face, `lab_models/api/__init__.py`: it imports the public names of the
+API's area modules (`lab_models/api/training.py`, `runs.py`, ...) and lists them in `__all__`, and does nothing else
+(no function, no class, no other statement), so `from lab_models import api` reaches every name. The area modules
+import the stages below and each other, never the face; `app/` imports the face and never an area module.
+
 Every import is read from the source with `ast`, module-level and inside functions alike, so an import hidden in a
 function counts as much as one at the top.
 """
@@ -48,9 +53,13 @@ def absolute(module: str, node: ast.ImportFrom) -> str | None:
     return ".".join(base + ([node.module] if node.module else []))
 
 
-def imports(module: str):
-    """(target module, imported name or None, line) for every import of a project module in `module`."""
-    for node in ast.walk(TREES[module]):
+API_FACE = "lab_models.api"  # the package whose __init__ is the API's face
+
+
+def imports(module: str, tree: ast.Module | None = None):
+    """(target module, imported name or None, line) for every import of a project module in `module` (its source, or
+    `tree` in its place)."""
+    for node in ast.walk(tree if tree is not None else TREES[module]):
         if isinstance(node, ast.Import):
             for alias in node.names:
                 if alias.name in MODULES:
@@ -175,28 +184,126 @@ def test_lab_models_imports_point_down_the_stages(module):
     assert upward == []
 
 
+def ui_reaches_past_the_face(module: str, tree: ast.Module | None = None) -> list[str]:
+    """The imports of the app module `module` of a backend module other than the API's face."""
+    return [f"{module}:{line} imports {target}" for target, _, line in imports(module, tree)
+            if target.startswith("lab_models") and target != API_FACE]
+
+
 def test_the_ui_imports_only_the_api_from_the_backend():
-    found = [f"{module}:{line} imports {target}" for module in MODULES if module.split(".")[0] == "app"
-             for target, _, line in imports(module) if target.startswith("lab_models") and target != "lab_models.api"]
-    assert found == []
+    ui = [module for module in MODULES if module.split(".")[0] == "app"]
+    assert "app.main" in ui and all(ui_reaches_past_the_face(m) == [] for m in ui), \
+        [found for m in ui for found in ui_reaches_past_the_face(m)]
+
+
+def test_the_ui_check_catches_an_area_module_and_a_stage():
+    """An area module of the API is as much out of the UI's reach as a stage: the check must see both."""
+    for planted in ("from lab_models.api import training\n", "from lab_models.api.runs import list_runs\n",
+                    "import lab_models.api.runs\n", "from lab_models.training import runs\n"):
+        assert ui_reaches_past_the_face("app.main", ast.parse(planted)), planted
+    assert ui_reaches_past_the_face("app.main", ast.parse("from lab_models import api\n")) == []
+
+
+def area_modules() -> list[str]:
+    return sorted(module for module in MODULES if module.startswith(f"{API_FACE}."))
+
+
+def declared_names(tree: ast.Module) -> list[str]:
+    """The names of a module's `__all__` (a list or tuple of strings); [] without one."""
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(getattr(target, "id", "") == "__all__" for target in node.targets):
+            return list(ast.literal_eval(node.value))
+    return []
+
+
+def face_problems(tree: ast.Module, areas: dict[str, ast.Module]) -> list[str]:
+    """What the face `tree` does beyond its docstring, imports of the area modules `areas` and one `__all__`: any other
+    statement (a function, a class, an assignment, an import from elsewhere), a name imported under another name or
+    with *, and an `__all__` that is not exactly the names imported, or an area whose `__all__` is not all imported."""
+    problems, imported, listed = [], {}, None
+    for index, node in enumerate(tree.body):
+        if index == 0 and isinstance(node, ast.Expr) and isinstance(getattr(node, "value", None), ast.Constant):
+            continue  # the docstring
+        if isinstance(node, ast.ImportFrom) and absolute(API_FACE, node) in areas:
+            source = absolute(API_FACE, node)
+            for alias in node.names:
+                if alias.name == "*" or alias.asname:
+                    problems.append(f"line {node.lineno}: imports {alias.name} as {alias.asname or '*'}")
+                imported.setdefault(source, []).append(alias.name)
+        elif (isinstance(node, ast.Assign) and len(node.targets) == 1 and listed is None
+              and getattr(node.targets[0], "id", "") == "__all__"):
+            listed = ast.literal_eval(node.value)
+        else:
+            problems.append(f"line {node.lineno}: {type(node).__name__} (the face only imports and lists names)")
+    names = [name for found in imported.values() for name in found]
+    if listed is None or sorted(listed) != sorted(names) or len(set(listed)) != len(listed):
+        problems.append(f"__all__ is not exactly the imported names: {sorted(set(names) ^ set(listed or []))}")
+    for area, tree_of_area in areas.items():
+        missing = sorted(set(declared_names(tree_of_area)) - set(imported.get(area, [])))
+        if missing or not declared_names(tree_of_area):
+            problems.append(f"{area}: the face does not import its public names {missing or '(no __all__)'}")
+    return problems
+
+
+def test_the_api_face_only_imports_its_areas_and_lists_them():
+    areas = {module: TREES[module] for module in area_modules()}
+    assert {"lab_models.api.training", "lab_models.api.runs", "lab_models.api.checks"} <= set(areas)
+    assert MODULES[API_FACE].name == "__init__.py" and ast.get_docstring(TREES[API_FACE])
+    assert face_problems(TREES[API_FACE], areas) == []
+
+
+def test_the_face_check_catches_logic_a_stray_import_and_a_name_left_out():
+    areas = {module: TREES[module] for module in area_modules()}
+    source = MODULES[API_FACE].read_text(encoding="utf-8")
+    planted = {"def helper():\n    return 1\n": "FunctionDef", "TOTAL = 1\n": "Assign",
+               "from lab_models.training.runs import list_runs\n": "ImportFrom",
+               "from lab_models.api.runs import list_runs as runs_list\n": "as runs_list",
+               "__all__ += ['torch_version']\n": "AugAssign", "import os\n": "Import"}
+    for line, what in planted.items():
+        assert any(what in problem for problem in face_problems(ast.parse(source + line), areas)), line
+    left_out = source.replace('"torch_version", ', "", 1)  # a name imported but not in __all__
+    assert left_out != source and face_problems(ast.parse(left_out), areas)
+    unimported = ast.parse(source.replace("torch_version, ", "", 1).replace('"torch_version", ', "", 1))
+    assert any("torch_version" in problem for problem in face_problems(unimported, areas))  # an area's name not here
+
+
+def test_no_area_module_of_the_api_imports_the_face():
+    """The face imports the areas; an area importing the face (or `from lab_models import api`) would be a circle."""
+    def reaches_the_face(module, tree=None):
+        return [f"{module}:{line}" for target, _, line in imports(module, tree) if target == API_FACE]
+
+    assert reaches_the_face("lab_models.api.runs", ast.parse("from lab_models import api\n"))
+    assert reaches_the_face("lab_models.api.runs", ast.parse("from lab_models.api import list_runs\n"))
+    assert [found for module in area_modules() for found in reaches_the_face(module)] == []
+
+
+def re_exports(module: str, tree: ast.Module) -> list[str]:
+    """The names the package `__init__` `tree` imports from the project only to pass on, and an `__all__` it keeps."""
+    found = []
+    used = {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)}
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom) and (absolute(module, node) or "").split(".")[0] in PACKAGES:
+            found += [f"{module} passes on {alias.name}" for alias in node.names
+                      if (alias.asname or alias.name) not in used]
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "__all__" for t in node.targets):
+            found.append(f"{module} has an __all__ of names from elsewhere")
+    return found
 
 
 def test_packages_hold_no_re_exports():
-    """A package's `__init__` says what the package holds; it imports no project name only to pass it on."""
+    """A package's `__init__` says what the package holds; it imports no project name only to pass it on. The API's
+    face is the one package made to pass names on (its own test above says what else it may not do)."""
     found = []
     for module, path in MODULES.items():
         if path.name != "__init__.py":
             continue
         tree = TREES[module]
         assert ast.get_docstring(tree), f"{module} has no docstring saying what it holds and what it may import"
-        used = {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)}
-        for node in tree.body:
-            if isinstance(node, ast.ImportFrom) and (absolute(module, node) or "").split(".")[0] in PACKAGES:
-                found += [f"{module} passes on {alias.name}" for alias in node.names
-                          if (alias.asname or alias.name) not in used]
-            if isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "__all__" for t in node.targets):
-                found.append(f"{module} has an __all__ of names from elsewhere")
+        if module != API_FACE:
+            found += re_exports(module, tree)
     assert found == []
+    assert re_exports(API_FACE, TREES[API_FACE])  # the rule would catch the face: its exemption is real, and alone
+    assert re_exports("lab_models.training", ast.parse("from lab_models.training.runs import list_runs\n"))
 
 
 def test_the_top_level_stays_small():

@@ -15,6 +15,7 @@ from app.explorer import zoo_panel
 from app.leaderboard.tab import LeaderboardView
 from app.understand.tab import UnderstandView
 from lab_models import api
+from lab_models.api import experiments as api_experiments
 from lab_models.training.jobs.manager import JobManager
 
 from .test_zoo import FAKE_TRAINER, wait_for
@@ -26,7 +27,8 @@ SMALL_ZOO = api.ZooConfig(families=("gpt", "bert"), steps=6)
 def jobs(tmp_path, monkeypatch):
     script = tmp_path / "fake_zoo_trainer.py"
     script.write_text(FAKE_TRAINER)
-    monkeypatch.setattr(api, "DEMO_ZOO", SMALL_ZOO)
+    monkeypatch.setattr(api, "DEMO_ZOO", SMALL_ZOO)  # what the page's handlers read, as api.DEMO_ZOO
+    monkeypatch.setattr(api_experiments, "DEMO_ZOO", SMALL_ZOO)  # what api.fill_mask_picks reads, in its own module
     manager = JobManager(tmp_path / "home", trainer_command=[sys.executable, str(script)], stop_timeout_s=5,
                          poll_interval_s=0.05)
     yield manager

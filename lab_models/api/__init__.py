@@ -9,7 +9,7 @@ name.
 This file is the face: it imports the public names of the area modules and lists them in `__all__`, nothing else, so
 `from lab_models import api` and `api.X` reach every name. The areas, each a module of this package:
 
-- `families`: families, family specs, the anatomy of a training example and the Mask Explorer's split.
+- `family_specs`: families, family specs, the anatomy of a training example and the Mask Explorer's split.
 - `corpora`: corpora at any size, tokenizers and their inspection, vocabulary fitting, tokenize jobs.
 - `training`: training jobs, family settings, presets, devices, precision, the Switch Transformer's settings.
 - `runs`: the lab home's runs, run folders, metrics, logs, runs with weights, paths inside a folder.
@@ -23,7 +23,7 @@ This file is the face: it imports the public names of the area modules and lists
 The app calls each name as `api.X` at call time, so a test may replace a name on this face; an area module that uses
 another's name internally (`fill_mask_picks` reads `experiments.DEMO_ZOO`) looks it up in its own module.
 """
-from lab_models.api.families import (
+from lab_models.api.family_specs import (
     FamilySpec, ObjectiveSpec, Anatomy, families, family, anatomy, explorer_split, split_for_explorer,
 )
 from lab_models.api.corpora import (

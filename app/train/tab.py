@@ -54,7 +54,7 @@ from app.display import one_event
 from app.errors import user_errors
 from app.i18n.language import current_language, marker, text, tr
 from app.i18n.messages import backend_text, translate_message
-from app.inputs import picked
+from app.inputs import picked, still_listed
 from app.train import export_panel, import_panel
 from app.train.addon_figures import addon_figure, addon_row_count
 from app.train.figures import (COMPARE_METRICS, compare_figure, loss_figure, lr_figure, progress_html, runs_table,
@@ -479,7 +479,7 @@ class TrainView:
         ids = [row["run_id"] for row in rows]
         changed_ids = drawn is None or ids != [entry[0] for entry in drawn]
         picker = gr.update(choices=ids) if changed_ids else gr.skip()
-        compared = [run_id for run_id in picked(compared) if run_id in ids]
+        compared = still_listed(compared, ids)
         starts = gr.update(choices=self.start_choices(rows)) if changed_ids else gr.skip()
         # the comparison plot only when a compared run moved (another run training leaves it as it is)
         before = {entry[0]: entry for entry in drawn or []}

@@ -4,9 +4,11 @@ one tab per view that works.
 `build_app(home)` returns the `gr.Blocks`; `app.py` launches it. Tabs: Mask Explorer (drawn on load; above it the
 demo zoo panel, app/explorer/zoo_panel.py, shown on a lab home without runs), Train, Scaling (size sweeps,
 app/scaling/tab.py), Compare, Understand, Leaderboard, Tokenizer Lab, Corpora, each built by its package's `tab`
-module. The page-load events are registered here; those that draw what the server writes run again after the
-language switch. The app's one training `JobManager` is created here and kept as `demo.lab_jobs`; whoever launches
-the app closes it at exit (`demo.lab_jobs.close()` stops the running trainers cleanly, with a checkpoint).
+module. Every tab hands the page the same shape (app/tab_parts.py `TabParts`): its page-load events, registered here
+(those that draw what the server writes run again after the language switch), its routes and scripts, and the
+corpus pickers that follow the Corpora tab's imports. The app's one training `JobManager` is created here and kept as
+`demo.lab_jobs`; whoever launches the app closes it at exit (`demo.lab_jobs.close()` stops the running trainers
+cleanly, with a checkpoint).
 
 How the page is served is here too: `launch_kwargs` (styling, the lab's routes, Gradio's run history off, the
 middleware that changes Gradio 6.31's frontend: app/gradio_fixes.py) and `configure_queue` (Gradio's idle polling
@@ -33,6 +35,7 @@ from app.i18n.language import (LANGUAGE_ON_LOAD_JS, LANGUAGE_SWITCH_JS, LANGUAGE
 from app.i18n.messages import translate_message
 from app.leaderboard import tab as leaderboard_tab
 from app.scaling import tab as scaling_tab
+from app.tab_parts import TabParts
 from app.tokenizer_lab import tab as tokenizer_tab
 from app.train import tab as train_tab
 from app.understand import tab as understand_tab
@@ -180,32 +183,25 @@ def build_app(home=None, jobs=None, *, corpus_root=None) -> gr.Blocks:
             with gr.Tabs():
                 with gr.Tab(text("header.tab_mask_explorer"), id="mask-explorer"):
                     zoo = zoo_panel.build(home, jobs)  # the demo zoo offer on a fresh lab home, then its progress
-                    draw, explorer_inputs, explorer_outputs, explorer_handler = explorer_tab.build(home)
+                    explorer = explorer_tab.build(home)
                 with gr.Tab(text("header.tab_train"), id="train"):
                     train = train_tab.build(home, jobs, corpus_choices)
                 with gr.Tab(text("header.tab_scaling"), id="scaling") as scaling_page:
-                    scaling_tab.build(home, jobs, scaling_page)
+                    scaling = scaling_tab.build(home, jobs, scaling_page)
                 with gr.Tab(text("header.tab_compare"), id="compare") as compare_page:
-                    compare_tab.build(home, jobs, compare_page)
+                    compare = compare_tab.build(home, jobs, compare_page)
                 with gr.Tab(text("header.tab_understand"), id="understand") as understand_page:
-                    understand_tab.build(home, jobs, understand_page)
+                    understand = understand_tab.build(home, jobs, understand_page)
                 with gr.Tab(text("header.tab_leaderboard"), id="leaderboard") as leaderboard_page:
-                    leaderboard_tab.build(home, jobs, leaderboard_page)
+                    leaderboard = leaderboard_tab.build(home, jobs, leaderboard_page)
                 with gr.Tab(text("header.tab_tokenizer_lab"), id="tokenizer-lab") as tokenizer_page:
-                    tokenizer_components = tokenizer_tab.build(home, corpus_choices, tokenizer_page)
+                    tokenizer = tokenizer_tab.build(home, corpus_choices, tokenizer_page)
                 with gr.Tab(text("header.tab_corpora"), id="corpora") as corpora_page:
-                    corpus_dropdown, added, corpora_view = corpora_tab.build(home, corpus_choices, root=corpus_root,
-                                                                             tokenize_jobs=tokenize_jobs,
-                                                                             tab=corpora_page)
-            for index, event in enumerate(added):  # an import or a link: the other tabs' corpus pickers follow
-                suffix = "" if index == 0 else "_after_link"
-                event.then(corpora_view.refresh, tokenizer_components["corpus"], tokenizer_components["corpus"],
-                           api_name=f"refresh_tokenizer_corpora{suffix}")
-                event.then(train.view.refresh_corpora, train.corpus, train.corpus,
-                           api_name=f"refresh_train_corpora{suffix}")
-            demo.load(explorer_handler, explorer_inputs, explorer_outputs, api_name="explore_masks_on_load")
-            demo.load(*train.load, api_name="list_runs_on_load", show_progress="hidden")
-            demo.load(*zoo.load, api_name="zoo_panel_on_load", show_progress="hidden")
+                    corpora = corpora_tab.build(home, corpus_choices, root=corpus_root, tokenize_jobs=tokenize_jobs,
+                                                tab=corpora_page)
+            # in page order, the Mask Explorer's figures before the zoo panel above them: the order of their loads
+            tabs = (explorer, zoo, train, scaling, compare, understand, leaderboard, tokenizer, corpora)
+            wire_tabs(demo, tabs)
             language_loaded = demo.load(None, None, language, js=LANGUAGE_ON_LOAD_JS, api_name="language_on_load")
             redraw_after_language_switch(demo, language_switched)
             relabel_tabs(demo, language_switched, language_loaded)
@@ -217,9 +213,21 @@ def build_app(home=None, jobs=None, *, corpus_root=None) -> gr.Blocks:
         raise
     demo.lab_jobs = jobs
     demo.lab_tokenize_jobs = tokenize_jobs
-    demo.lab_routes = list(train.routes)  # served beside Gradio's own (launch_kwargs)
-    demo.lab_head = train.head  # the page's own scripts
+    demo.lab_routes = [route for tab in tabs for route in tab.routes]  # served beside Gradio's own (launch_kwargs)
+    demo.lab_head = "".join(tab.head for tab in tabs)  # the page's own scripts
     return demo
+
+
+def wire_tabs(demo: gr.Blocks, tabs: tuple[TabParts, ...]) -> None:
+    """What reaches beyond one tab, for every tab alike: its page-load events, registered in the order of `tabs`,
+    and after each import or link of the Corpora tab (`corpus_changes`) every tab's corpus pickers, redrawn with the
+    corpora of now (`/refresh_<name>_corpora`, `..._after_link`)."""
+    for load in (load for tab in tabs for load in tab.loads):
+        demo.load(load.fn, load.inputs, load.outputs, api_name=load.api_name, show_progress=load.show_progress)
+    pickers = [picker for tab in tabs for picker in tab.corpus_pickers]
+    for suffix, event in (change for tab in tabs for change in tab.corpus_changes):
+        for picker in pickers:
+            event.then(picker.refresh, picker.picker, picker.picker, api_name=f"refresh_{picker.name}_corpora{suffix}")
 
 
 QUEUE_CONCURRENCY = 4  # Gradio workers for queued events (a generation, a fill-mask, a tokenizer run)

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import logging
 import math
-from types import SimpleNamespace
 
 import gradio as gr
 
@@ -46,6 +45,7 @@ from app.errors import readable, user_errors
 from app.i18n.language import current_language, reader_examples, text, tr
 from app.i18n.messages import translate_message
 from app.inputs import picked_runs, still_listed
+from app.tab_parts import TabParts
 
 logger = logging.getLogger(__name__)
 
@@ -299,9 +299,9 @@ def modes_markdown() -> str:
     return modes_table_markdown(rows, api.GENERATION_MODES)
 
 
-def build(home, jobs=None, tab=None):
-    """Lay out the tab. `tab` (the gr.Tab it sits in) refreshes the run picker when it is opened. Returns a
-    namespace: `view` (the handlers), `runs` (the picker) and `refresh` = (fn, inputs, outputs)."""
+def build(home, jobs=None, tab=None) -> TabParts:
+    """Lay out the tab. `tab` (the gr.Tab it sits in) refreshes the run picker when it is opened. The page needs
+    nothing more from it."""
     view = CompareView(home, jobs)
     choices = view.run_choices()
     gr.Markdown(text("compare.intro"))
@@ -379,4 +379,4 @@ def build(home, jobs=None, tab=None):
     gr.Timer(RUNS_REFRESH_S).tick(view.refresh_if_changed, [runs, auto_picked, choices_signature],
                                   [runs, auto_picked, choices_signature], api_name="compare_runs_refresh",
                                   show_progress="hidden", queue=False)
-    return SimpleNamespace(view=view, runs=runs, refresh=(refresh_runs, runs, runs))
+    return TabParts()

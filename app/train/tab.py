@@ -43,7 +43,6 @@ Endpoints (every event has an `api_name`, so `gradio_client` can drive the tab):
 from __future__ import annotations
 
 import time
-from types import SimpleNamespace
 
 import gradio as gr
 import pandas as pd
@@ -55,6 +54,7 @@ from app.errors import user_errors
 from app.i18n.language import current_language, marker, text, tr
 from app.i18n.messages import backend_text, translate_message
 from app.inputs import picked, still_listed
+from app.tab_parts import CorpusPicker, PageLoad, TabParts
 from app.train import export_panel, import_panel
 from app.train.addon_figures import addon_figure, addon_row_count
 from app.train.figures import (COMPARE_METRICS, compare_figure, loss_figure, lr_figure, progress_html, runs_table,
@@ -536,9 +536,10 @@ class TrainView:
         return row[0]
 
 
-def build(home, jobs, corpus_choices=None):
-    """Lay out the tab. Returns a namespace: `corpus` (to follow corpus imports), `view` (the handlers) and
-    `load` = (fn, inputs, outputs) for the page's load event (the runs table as it is now)."""
+def build(home, jobs, corpus_choices=None) -> TabParts:
+    """Lay out the tab. For the page: its load event (`/list_runs_on_load`: the runs table as it is now, then what
+    the server wrote in English), the progress bar's route and script, and the corpus picker, which follows the
+    Corpora tab's imports."""
     view = TrainView(home, jobs)
     families = [(spec.title, name) for name, spec in view.specs.items()]
     default_family = DEFAULT_FAMILY if DEFAULT_FAMILY in view.specs else families[0][1]
@@ -695,7 +696,7 @@ def build(home, jobs, corpus_choices=None):
                            show_progress="hidden")
     importer.clicked.then(overview, overview_inputs, overview_outputs, api_name="list_runs_after_cached_import",
                           show_progress="hidden")
-        # private: its input is the browser's click (gr.SelectData), which no API client can send (Gradio fails before the
+    # private: its input is the browser's click (gr.SelectData), which no API client can send (Gradio fails before the
     # handler runs); API clients pick a run by calling /show_run with its id.
     table.select(view.select_from_table, table, run, api_name="select_run_from_table", api_visibility="private")
     # the reader's picks (`input`): whatever sets the pickers itself draws the comparison too (`overview`), so that
@@ -705,7 +706,8 @@ def build(home, jobs, corpus_choices=None):
     # the page's load event: the overview, then the texts that the server wrote in English when the page was built
     load_outputs = [*overview_outputs, tokenizer, settings, family_note, curve, schedule_plot, addon_plot, routing_plot,
                     importer.files, progress, status]
-    return SimpleNamespace(view=view, corpus=corpus,
-                           load=(user_errors(view.on_load), [*overview_inputs, family, run], load_outputs),
-                           routes=[progress_route(jobs)], head=POLL_SCRIPT)
+    return TabParts(loads=(PageLoad("list_runs_on_load", user_errors(view.on_load), [*overview_inputs, family, run],
+                                    load_outputs, show_progress="hidden"),),
+                    routes=(progress_route(jobs),), head=POLL_SCRIPT,
+                    corpus_pickers=(CorpusPicker("train", view.refresh_corpora, corpus),))
 

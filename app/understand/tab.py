@@ -45,7 +45,6 @@ from __future__ import annotations
 
 import html
 import logging
-from types import SimpleNamespace
 
 import gradio as gr
 
@@ -56,6 +55,7 @@ from app.errors import user_errors
 from app.i18n.explanations import explain
 from app.i18n.language import current_language, marker, reader_examples, text, tr
 from app.inputs import picked_runs, still_listed, whole_number
+from app.tab_parts import TabParts
 from app.understand import (attribution_panel, finetune_panel, lens_panel, model_view_panel, probe_panel, routing_panel,
                             similarity_panel)
 from app.understand.export import FigureFiles
@@ -234,9 +234,9 @@ def placeholders() -> tuple:
             cjk_empty_figure(tr("understand.fig_attention_empty")))
 
 
-def build(home, jobs=None, tab=None):
-    """Lay out the tab. `tab` (the gr.Tab it sits in) refreshes the run pickers when it is opened. Returns a namespace:
-    `view` (the handlers) and the pickers."""
+def build(home, jobs=None, tab=None) -> TabParts:
+    """Lay out the tab. `tab` (the gr.Tab it sits in) refreshes the run pickers when it is opened. The page needs
+    nothing more from it."""
     view = UnderstandView(home, jobs)
     choices = view.run_choices()
     files = FigureFiles()  # the figures' standalone HTML files (the attention, probe, lens and attribution views)
@@ -394,6 +394,4 @@ def build(home, jobs=None, tab=None):
     gr.Timer(RUNS_REFRESH_S).tick(refresh_if_changed, [*pickers, finetune.picker, choices_signature],
                                   [*pickers, finetune.picker, choices_signature], api_name="understand_runs_refresh",
                                   show_progress="hidden", queue=False)
-    return SimpleNamespace(view=view, fill_runs=fill_runs, embed_runs=embed_runs, attention_run=attention_run,
-                           refresh=(refresh_runs, pickers, pickers), finetune=finetune, sentences=sentences,
-                           probing=probing, lens=lens, attributions=attributing)
+    return TabParts()

@@ -50,7 +50,7 @@ import pandas as pd
 from lab_models import api
 
 from app.display import one_event
-from app.errors import user_errors
+from app.errors import readable, user_errors
 from app.i18n.language import current_language, marker, text, tr
 from app.i18n.messages import backend_text, translate_message
 from app.inputs import picked, still_listed
@@ -521,6 +521,9 @@ class TrainView:
     def compare(self, run_ids, metric="loss"):
         """Overlay the chosen runs' curves: train loss, validation loss or validation bits per byte."""
         run_ids = picked(run_ids)
+        if metric is not None and not isinstance(metric, str):  # a list, a dict: only an API client sends one
+            raise gr.Error(readable(tr("train.compare_metric_refused", metrics=", ".join(COMPARE_METRICS),
+                                       kind=type(metric).__name__)))
         if metric not in COMPARE_METRICS:
             raise ValueError(f"Unknown metric {metric!r}: choose one of {', '.join(COMPARE_METRICS)}.")
         families = {row["run_id"]: row.get("family") for row in api.list_runs(self.jobs) if row["run_id"] in run_ids}

@@ -2,8 +2,8 @@ r"""Four changes to Gradio 6.31's frontend that keep an open page light during a
 that makes them as the page and its bundles leave the server (`GradioFixesMiddleware`, mounted by
 `app.main.launch_kwargs`).
 
-Each was found with CPU profiles of the page (idle, ticking, switching language) and a count of its live objects by
-prototype (the Chrome DevTools Protocol's `Runtime.queryObjects`). Each is matched on what Gradio 6.31's minified
+CPU profiles of the page (idle, ticking, switching language) and a count of its live objects by prototype (the Chrome
+DevTools Protocol's `Runtime.queryObjects`) show each cost. Each change is matched on what Gradio 6.31's minified
 bundles say, which is why requirements.txt admits Gradio 6.31 only: a release that changes a bundle no longer matches,
 every change then leaves Gradio's code as it is, and the page works as Gradio made it, paying the costs again.
 
@@ -53,7 +53,7 @@ and only the shape is written out.
 1. `statustracker-<hash>.js`: search `performance.now()`; the arrow function that sets the elapsed seconds and
    requests the next frame while pending is the tracker's timer. Write its shape into `TRACKER_TIMER_SHAPE`.
 2. `PlotlyPlot-<hash>.js`: search `.react(`; Gradio must still draw with `react` (or `newPlot`) of the Plotly object
-   that Plotly's bundle sets as `window.Plotly`. Nothing to rewrite while it does.
+   it sets as `window.Plotly`. Nothing to rewrite while it does.
 3. Search every `*.js` for `update_loading_stati_state(){` (it lives in `Blocks-<hash>.js`): copy the method into
    `STATUS_UPDATE_SHAPE`, and keep `STATUS_UPDATE_FIXED` calling what the method calls (`this.loading_stati.current`,
    `this.update_state_cb`). `STATUS_BUNDLE_PATH` names the bundle's file.

@@ -1,5 +1,5 @@
 """Reading the page's controls and values: whole numbers from number boxes and sliders, the runs picked in a
-multiselect, finite numbers from metrics rows.
+multiselect (and those of them a redrawn picker keeps), finite numbers from metrics rows.
 
 Shared by the tabs so that every tab refuses the same bad input with the same words (a ValueError, which
 app/errors.py turns into a message in the page).
@@ -67,6 +67,17 @@ def picked(values) -> list[str]:
         if str(value).strip():
             names.append(str(value).strip())
     return list(dict.fromkeys(names))
+
+
+def still_listed(values, listed) -> list[str]:
+    """The picked names (`picked(values)`) that are still among `listed`, in the order picked: what a picker keeps
+    when it is redrawn with the choices of now.
+
+    >>> still_listed(["b", "gone", "a"], ["a", "b"])
+    ['b', 'a']
+    """
+    listed = set(listed)
+    return [name for name in picked(values) if name in listed]
 
 
 def picked_runs(run_ids, max_runs: int, purpose: str, *, together: str = "compare side by side",

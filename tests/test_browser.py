@@ -154,7 +154,7 @@ def test_page_loads_then_tokenizer_lab_trains(served_app, browser):
 
 
 # counts the frames the page asks the browser for (installed before any of the page's scripts, so the lab's
-# app/main.py wraps this counter, not the browser's own)
+# app/gradio_fixes.py wraps this counter, not the browser's own)
 FRAME_COUNTER = """window.labFramesRequested = 0;
 const browserRequest = window.requestAnimationFrame.bind(window);
 window.requestAnimationFrame = (callback) => { window.labFramesRequested += 1; return browserRequest(callback); };"""
@@ -162,7 +162,7 @@ window.requestAnimationFrame = (callback) => { window.labFramesRequested += 1; r
 
 def test_an_open_page_that_does_nothing_asks_for_no_frames(served_app, browser):
     """Gradio's loading screen leaves its status tracker's timer asking for a frame 60 times a second for as long as
-    the page is open (app/main.py); with the lab's script it asks for none while nothing happens."""
+    the page is open (app/gradio_fixes.py); with the lab's script it asks for none while nothing happens."""
     counter = browser.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": FRAME_COUNTER})
     try:
         browser.get(served_app)
@@ -183,7 +183,7 @@ def test_an_open_page_that_does_nothing_asks_for_no_frames(served_app, browser):
 
 def test_a_redrawn_plot_lets_the_old_one_go(served_app, browser):
     """Gradio's Plot draws each new figure into a new element and drops the old one without purging it, so Plotly's
-    resize listener kept every old figure alive (app/main.py); the lab's script purges it at the next draw."""
+    resize listener kept every old figure alive (app/gradio_fixes.py); the lab's script purges it at the next draw."""
     from selenium.webdriver.common.keys import Keys
 
     browser.get(served_app)

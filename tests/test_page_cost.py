@@ -86,7 +86,7 @@ def test_picking_a_run_in_the_train_tab_is_one_event_and_each_part_stays_an_endp
 def test_gradios_page_gets_the_fixes_script_first_in_its_head_and_nothing_else_is_touched(page):
     import httpx
 
-    from app.main import FIXES_SCRIPT, MARKER
+    from app.gradio_fixes import FIXES_SCRIPT, MARKER
 
     _, url, _ = page.launch(server_name="127.0.0.1", prevent_thread_lock=True, quiet=True, **launch_kwargs(page))
     try:
@@ -105,11 +105,11 @@ def test_gradios_page_gets_the_fixes_script_first_in_its_head_and_nothing_else_i
 
 def test_the_fixes_scripts_timer_shape_matches_gradios_status_tracker_and_nothing_else():
     """The script recognises the loop by its source; a Gradio release that rewrites its tracker fails here, so the
-    shape (app/main.py) is brought up to date instead of silently matching nothing."""
+    shape (app/gradio_fixes.py) is brought up to date instead of silently matching nothing."""
     import re
     from pathlib import Path
 
-    from app.main import TRACKER_TIMER_SHAPE, with_fixes_script
+    from app.gradio_fixes import TRACKER_TIMER_SHAPE, with_fixes_script
 
     assets = Path(gr.__file__).parent / "templates" / "frontend" / "assets"
     bodies = re.compile(r"\(\)=>\{[^{}]*performance\.now\(\)[^{}]*\}")
@@ -130,7 +130,7 @@ def test_gradios_status_and_core_bundles_are_served_changed_whole_and_uncompress
     `core-<hash>.js` leaves with the read-back fix."""
     import httpx
 
-    from app.main import READ_BACK_BUNDLE_PATH, STATUS_BUNDLE_PATH, STATUS_UPDATE_FIXED, with_read_back_fix
+    from app.gradio_fixes import READ_BACK_BUNDLE_PATH, STATUS_BUNDLE_PATH, STATUS_UPDATE_FIXED, with_read_back_fix
 
     assets = Path(gr.__file__).parent / "templates" / "frontend" / "assets"
     (bundle,) = [path for path in assets.glob("Blocks-*.js") if STATUS_BUNDLE_PATH.search("/assets/" + path.name)]
@@ -158,7 +158,7 @@ def test_the_status_fix_matches_gradios_method_once_and_nothing_else():
     import shutil
     import subprocess
 
-    from app.main import STATUS_UPDATE_FIXED, STATUS_UPDATE_SHAPE, with_status_fix
+    from app.gradio_fixes import STATUS_UPDATE_FIXED, STATUS_UPDATE_SHAPE, with_status_fix
 
     assets = Path(gr.__file__).parent / "templates" / "frontend" / "assets"
     holding = [path for path in assets.glob("*.js") if STATUS_UPDATE_SHAPE.search(path.read_bytes())]
@@ -181,7 +181,7 @@ def test_the_read_back_fix_matches_gradios_update_state_once_and_skips_only_a_st
     import shutil
     import subprocess
 
-    from app.main import READ_BACK_SHAPE, with_read_back_fix
+    from app.gradio_fixes import READ_BACK_SHAPE, with_read_back_fix
 
     assets = Path(gr.__file__).parent / "templates" / "frontend" / "assets"
     holding = [path for path in assets.glob("*.js") if READ_BACK_SHAPE.search(path.read_bytes())]

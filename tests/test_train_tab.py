@@ -151,6 +151,35 @@ def test_buttons_without_a_run_say_so(client):
         client.predict("gpt-tiny-19990101-000000-dead", api_name="/resume_run")
 
 
+@pytest.mark.parametrize("run_ids, metric", [([["a"]], "loss"), (["a"], ["loss"]), ([["a"]], ["loss"])])
+def test_the_runs_comparison_refuses_a_list_where_one_name_belongs_and_the_app_stays_up(client, run_ids, metric):
+    """An API client may send a list inside the run ids or as the plotted metric: the comparison (`/compare_runs`)
+    and the runs table that draws it (`/list_runs`) refuse it with a message, never an exception's name."""
+    for endpoint in ("/compare_runs", "/list_runs"):
+        with pytest.raises(Exception, match=r"Pick (the plotted metric )?from the list") as refused:
+            client.predict(run_ids, metric, api_name=endpoint)
+        assert "TypeError" not in str(refused.value) and "Something went wrong" not in str(refused.value)
+    assert client.predict([], "loss", api_name="/compare_runs")  # still answering
+
+
+def test_a_list_as_the_compared_metric_is_refused_in_the_readers_language():
+    import gradio as gr
+
+    from app.i18n.language import reading_language
+    from app.train.tab import TrainView
+
+    view = TrainView(None, None)
+    with pytest.raises(gr.Error) as english:
+        view.compare(["a"], ["loss"])
+    assert english.value.message == ("Pick the plotted metric from the list (loss, val_loss, val_bits_per_byte, "
+                                     "val_topic_gap, val_uniformity, val_bleu_en_zh, val_bleu_zh_en, val_chrf_en_zh, "
+                                     "val_chrf_zh_en): one name, got list.")
+    with reading_language("zh"), pytest.raises(gr.Error) as chinese:
+        view.compare([], {"metric": "loss"})
+    assert chinese.value.message.startswith("请从列表中选择要绘制的指标（loss, val_loss, ")
+    assert chinese.value.message.endswith("）：应为一个名称，收到的是 dict。")
+
+
 def test_a_crashed_run_is_reported_in_the_page(client, tmp_path):
     # a setting of the right type that only the trainer refuses (a rate above 1): queued, then the trainer fails
     run_id = client.predict(*controls("bert", settings={"mask_rate": "5"}, steps=5), api_name="/start_training")

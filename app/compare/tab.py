@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import logging
 import math
-from types import SimpleNamespace
 
 import gradio as gr
 
@@ -45,14 +44,14 @@ from app.display import PICKER_MIN_WIDTH
 from app.errors import readable, user_errors
 from app.i18n.language import current_language, reader_examples, text, tr
 from app.i18n.messages import translate_message
-from app.inputs import picked, picked_runs
+from app.inputs import picked_runs, still_listed
+from app.tab_parts import TabParts
 
 logger = logging.getLogger(__name__)
 
 MAX_RUNS = 4
 AUTO = "auto"
 STRATEGIES = ("greedy", "sample", "beam")
-WEIGHTS_FILE = "model.safetensors"  # docs/contract.md §2: a finished or stopped run's weights
 DEFAULTS = {"strategy": "greedy", "temperature": 1.0, "top_k": 0, "top_p": 1.0, "beam_size": 4, "max_new_tokens": 30,
             "seed": 0, "iterations": 10, "blank_length": 0}
 # Example prompts per mode: the first of each is in the tiny preset's synthetic corpus's own words (lower case, " ."
@@ -126,22 +125,10 @@ class CompareView:
         self.jobs = jobs if jobs is not None else api.RunStore(home)
 
     # ------------------------------------------------------------------ the run picker
-    def has_weights(self, row: dict) -> bool:
-        """Finished and stopped runs have model.safetensors; a running (or failed) one may have a checkpoint."""
-        if row.get("state") == "queued" or not row.get("run_id"):
-            return False
-        try:
-            run_dir = self.jobs.run_dir(row["run_id"])
-            return (run_dir / WEIGHTS_FILE).is_file() or self.jobs.has_checkpoint(row["run_id"])
-        except (ValueError, OSError):
-            return False
-
-    def runs(self) -> list[dict]:
-        """The runs that can generate now, newest first."""
-        return [row for row in api.list_runs(self.jobs) if self.has_weights(row)]
-
     def run_choices(self) -> list[tuple[str, str]]:
-        return [(run_label(row), row["run_id"]) for row in self.runs()]
+        """The runs that can generate now (`api.runs_with_weights`: finished and stopped runs, running or failed
+        ones with a checkpoint), newest first."""
+        return [(run_label(row), row["run_id"]) for row in api.runs_with_weights(self.jobs)]
 
     def refresh(self, current=None):
         """The picker with the runs that have weights now, keeping the chosen ones that still exist; with none
@@ -150,9 +137,8 @@ class CompareView:
         it was told to pick a run)."""
         choices = self.run_choices()
         ids = [value for _, value in choices]
-        kept = [run_id for run_id in picked(current) if run_id in ids]
-        info = runs_info(choices)
-        return gr.update(choices=choices, value=kept or self.zoo_picks(ids), info=info)
+        return gr.update(choices=choices, value=still_listed(current, ids) or self.zoo_picks(ids),
+                         info=runs_info(choices))
 
     def zoo_picks(self, ids: list[str]) -> list[str]:
         """The demo zoo's finished runs among `ids`, in the zoo's order (GPT, GPT-2, BERT, ...), at most MAX_RUNS."""
@@ -313,9 +299,9 @@ def modes_markdown() -> str:
     return modes_table_markdown(rows, api.GENERATION_MODES)
 
 
-def build(home, jobs=None, tab=None):
-    """Lay out the tab. `tab` (the gr.Tab it sits in) refreshes the run picker when it is opened. Returns a
-    namespace: `view` (the handlers), `runs` (the picker) and `refresh` = (fn, inputs, outputs)."""
+def build(home, jobs=None, tab=None) -> TabParts:
+    """Lay out the tab. `tab` (the gr.Tab it sits in) refreshes the run picker when it is opened. The page needs
+    nothing more from it."""
     view = CompareView(home, jobs)
     choices = view.run_choices()
     gr.Markdown(text("compare.intro"))
@@ -393,4 +379,4 @@ def build(home, jobs=None, tab=None):
     gr.Timer(RUNS_REFRESH_S).tick(view.refresh_if_changed, [runs, auto_picked, choices_signature],
                                   [runs, auto_picked, choices_signature], api_name="compare_runs_refresh",
                                   show_progress="hidden", queue=False)
-    return SimpleNamespace(view=view, runs=runs, refresh=(refresh_runs, runs, runs))
+    return TabParts()

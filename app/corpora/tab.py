@@ -24,6 +24,7 @@ from app.display import STATE_COLORS, WAKE_TIMER_JS, format_duration, rest_when_
 from app.errors import user_errors
 from app.i18n.language import marker, text, tr
 from app.i18n.messages import backend_text
+from app.tab_parts import TabParts
 
 # The built-in corpora that app/i18n/locales/*/corpora.json "intro" describes; another built-in corpus makes the page
 # list them all in `api.BUILTIN_CORPORA`'s English instead (tests/test_corpora.py keeps the two in step).
@@ -220,15 +221,10 @@ class CorporaView:
             return gr.skip(), gr.skip(), signature, busy
         return tokenize_progress_html(status), tokenize_status_markdown(status), now, busy
 
-    def refresh(self, current=None):
-        choices = self.choices()
-        return gr.update(choices=choices, value=current if current in choices else (choices[0] if choices else None))
 
-
-def build(home, corpus_choices: list[str], *, root=None, tokenize_jobs=None, tab=None):
-    """Lay out the tab; return (the corpus dropdown, the import and link events, the view) so other tabs can follow
-    new corpora. `tab`: the gr.Tab it sits in, whose opening draws the chosen corpus's card (in the reader's
-    language)."""
+def build(home, corpus_choices: list[str], *, root=None, tokenize_jobs=None, tab=None) -> TabParts:
+    """Lay out the tab. `tab`: the gr.Tab it sits in, whose opening draws the chosen corpus's card (in the reader's
+    language). For the page: the import and the link, after which the other tabs' corpus pickers follow."""
     view = CorporaView(home, root, tokenize_jobs)
     gr.Markdown(corpora_intro())
     with gr.Row():
@@ -295,4 +291,4 @@ def build(home, corpus_choices: list[str], *, root=None, tokenize_jobs=None, tab
     # cheap when nothing changed (one small file read): outside Gradio's queue, as the Train tab's ticks
     timer.tick(view.tokenize_tick, [job, signature], [progress, tokenize_status, signature, timer],
                api_name="refresh_tokenizing", show_progress="hidden", queue=False)
-    return corpus, [imported, linked], view
+    return TabParts(corpus_changes=(("", imported), ("_after_link", linked)))

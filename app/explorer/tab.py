@@ -25,6 +25,7 @@ from app.errors import CLEARED_ON_ERROR, readable, user_errors
 from app.explorer.figures import anatomy_figure, anatomy_table, stream_density
 from app.i18n.language import current_language, marker, text, tr
 from app.i18n.messages import translate_message
+from app.tab_parts import PageLoad, TabParts
 
 MAX_FAMILIES = 4  # app/i18n/locales/*/explorer.json "families" says "up to 4"
 DEFAULT_SENTENCE = "the quick brown fox jumps over the lazy dog"
@@ -175,7 +176,9 @@ class MaskExplorer:
         return int(seed or 0) + 1
 
 
-def build(home) -> None:
+def build(home) -> TabParts:
+    """Lay out the tab. The page draws the default families when it loads (`/explore_masks_on_load`), in the
+    reader's language."""
     explorer = MaskExplorer(home)
     names = [(spec.title, name) for name, spec in explorer.specs.items()]
     gr.Markdown(text("explorer.intro"))
@@ -232,4 +235,4 @@ def build(home) -> None:
     sentence.submit(handler, inputs, outputs, api_name="explore_masks_on_submit")
     resample.click(explorer.resample, seed, seed, api_name="resample_seed").then(
         handler, inputs, outputs, api_name="explore_masks_after_resample")
-    return draw, inputs, outputs, handler
+    return TabParts(loads=(PageLoad("explore_masks_on_load", handler, inputs, outputs),))

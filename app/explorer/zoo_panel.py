@@ -9,9 +9,9 @@ has runs and hides on a home with other runs only. Compare, Understand and the L
 themselves as they finish (their own timers).
 
 Endpoints (every event has an `api_name`, so `gradio_client` can drive the panel):
-* `/zoo_panel_on_load` (page load): the last signature -> (panel, message, progress HTML, start button, stop button, new
-  signature). `/zoo_refresh` (the timer): the same, then the timer (turned off while the zoo is not training); it
-  skips the redraw when nothing changed.
+* `/zoo_panel_on_load` (page load): no input -> (panel, message, progress HTML, start button, stop button, signature).
+  `/zoo_refresh` (the timer): the last signature -> the same, then the timer (turned off while the zoo is not
+  training); it skips the redraw when nothing changed.
 * `/zoo_start` ("Train the demo zoo" / "Continue the demo zoo") and `/zoo_stop` ("Stop the zoo"): no input -> the
   same outputs.
 
@@ -22,7 +22,6 @@ i18n markers, translated by the page itself.
 from __future__ import annotations
 
 import html
-from types import SimpleNamespace
 
 import gradio as gr
 
@@ -32,6 +31,7 @@ from app.display import STATE_COLORS, WAKE_TIMER_JS, rest_when_idle, state_word
 from app.errors import user_errors
 from app.i18n.language import marker, text, tr
 from app.i18n.messages import backend_text
+from app.tab_parts import PageLoad, TabParts
 
 REFRESH_S = 2.0
 # The panel's message and button texts are Gradio i18n markers (app/i18n/locales/*/zoo.json): the page shows them in the
@@ -129,9 +129,8 @@ class ZooPanel:
         return self.view()
 
 
-def build(home, jobs):
-    """Lay out the panel (hidden until the page loads and says whether it is needed). Returns a namespace: `panel`
-    (the handlers) and `load` = (fn, inputs, outputs) for the page's load event."""
+def build(home, jobs) -> TabParts:
+    """Lay out the panel (hidden until the page loads and says whether it is needed: `/zoo_panel_on_load`)."""
     panel = ZooPanel(home, jobs)
     with gr.Column(visible=False, elem_id="zoo-panel", elem_classes=["zoo-panel"]) as column:
         message = gr.Markdown(OFFER, elem_id="zoo-message")
@@ -148,4 +147,4 @@ def build(home, jobs):
     stop.click(user_errors(panel.stop), None, outputs, api_name="zoo_stop")
     # like the Train tab's ticks, the refresh skips Gradio's queue: it is cheap and mostly a gr.skip()
     timer.tick(panel.tick, signature, [*outputs, timer], api_name="zoo_refresh", show_progress="hidden", queue=False)
-    return SimpleNamespace(panel=panel, load=(panel.view, None, outputs))
+    return TabParts(loads=(PageLoad("zoo_panel_on_load", panel.view, None, outputs, show_progress="hidden"),))

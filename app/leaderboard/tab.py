@@ -29,7 +29,6 @@ ids, family names, corpus names and numbers stay as they are. API clients that s
 from __future__ import annotations
 
 import logging
-from types import SimpleNamespace
 
 import gradio as gr
 import pandas as pd
@@ -41,6 +40,7 @@ from app.errors import user_errors
 from app.i18n.language import current_language, marker, text, tr
 from app.inputs import whole_number
 from app.leaderboard.figures import display_table, leaderboard_figure, notes_markdown
+from app.tab_parts import TabParts
 
 logger = logging.getLogger(__name__)
 
@@ -180,9 +180,9 @@ class LeaderboardView:
         return self.placeholder_table(), self.placeholder_figure()
 
 
-def build(home, jobs=None, tab=None):
-    """Lay out the tab. `tab` (the gr.Tab it sits in) refreshes the corpus picker when it is opened. Returns a
-    namespace: `view` (the handlers), `corpus` (the picker) and `refresh` = (fn, inputs, outputs)."""
+def build(home, jobs=None, tab=None) -> TabParts:
+    """Lay out the tab. `tab` (the gr.Tab it sits in) refreshes the corpus picker when it is opened. The page needs
+    nothing more from it."""
     view = LeaderboardView(home, jobs)
     corpora = view.corpora()
     gr.Markdown(text("leaderboard.intro"))
@@ -229,4 +229,4 @@ def build(home, jobs=None, tab=None):
         # the corpus picker, and the empty table and plot in the reader's language: one event (app/display.py)
         tab.select(*one_event((refresh_corpora, corpus, corpus), (user_errors(view.placeholder), table, [table, plot])),
                    api_name="leaderboard_on_select", show_progress="hidden")
-    return SimpleNamespace(view=view, corpus=corpus, refresh=(refresh_corpora, corpus, corpus))
+    return TabParts()

@@ -22,8 +22,6 @@ anyone asked, so opening the tab draws it again (`/sweeps_on_select`).
 """
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import gradio as gr
 
 from lab_models import api
@@ -34,6 +32,7 @@ from app.i18n.language import current_language, text
 from app.i18n.messages import translate_message
 from app.inputs import picked as picked_names
 from app.scaling.figures import TABLE_COLUMNS, fits_markdown, points_table, scaling_figure, status_html, sweep_label
+from app.tab_parts import TabParts
 
 DEFAULT_FAMILY = "gpt"
 DEFAULT_SIZES = "32x1,48x1,64x2,96x2,128x2"  # about ten minutes for 300 steps each on two CPU cores, dense + Switch
@@ -125,8 +124,8 @@ def _ids(picked) -> list[str]:
     return picked_names(picked)[:MAX_PICKED]
 
 
-def build(home, jobs, tab=None):
-    """Lay out the tab. `tab` refreshes the sweep picker when opened."""
+def build(home, jobs, tab=None) -> TabParts:
+    """Lay out the tab. `tab` refreshes the sweep picker when opened. The page needs nothing more from it."""
     view = ScalingView(jobs)
     families = [(spec.title, spec.name) for spec in api.trainable_families() if spec.kind != "rnn"]
     gr.Markdown(text("scaling.intro"))
@@ -196,5 +195,4 @@ def build(home, jobs, tab=None):
         tab.select(*one_event((user_errors(view.picker), picker, picker), (view.command, controls, command),
                               (user_errors(view.show_if_changed), [picker, signature], outputs)),
                    api_name="sweeps_on_select", show_progress="hidden")
-
-    return SimpleNamespace(view=view, picker=picker, load=(view.picker, None, picker))
+    return TabParts()

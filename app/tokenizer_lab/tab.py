@@ -23,6 +23,7 @@ from app.display import tokenizer_kind_choices, tokenizer_title
 from app.errors import readable, user_errors
 from app.i18n.language import current_language, text, tr
 from app.i18n.messages import translate_message
+from app.tab_parts import CorpusPicker, TabParts
 from app.tokenizer_lab.figures import chips_html, overlap_figure, pieces_html, token_length_figure
 
 DEFAULT_TEXT = ("The tokenizer splits unbelievably long words, numbers like 3.14159 and 2026, "
@@ -70,6 +71,11 @@ class TokenizerLab:
 
     def __init__(self, home):
         self.home = home
+
+    def refresh_corpora(self, current=None):
+        """The corpus picker with the corpora of the lab home now, keeping `current` while it is one of them."""
+        choices = api.list_corpora(home=self.home)
+        return gr.update(choices=choices, value=current if current in choices else (choices[0] if choices else None))
 
     def _trained(self, corpus_name: str, vocab_size, kind: str, progress=None):
         if not corpus_name:
@@ -201,9 +207,10 @@ def stats_placeholder(current=None):
     return pd.DataFrame(columns=[tr(f"tokenizer.{key}") for key in STATS_COLUMNS.values()])
 
 
-def build(home, corpus_choices: list[str], tab=None) -> dict:
+def build(home, corpus_choices: list[str], tab=None) -> TabParts:
     """Lay out the tab inside the current Blocks (`tab`: the gr.Tab it sits in, whose opening redraws the empty
-    statistics table in the reader's language); return the components other tabs may update."""
+    statistics table in the reader's language). For the page: the corpus picker, which follows the Corpora tab's
+    imports."""
     lab = TokenizerLab(home)
     gr.Markdown(text("tokenizer.intro"))
     with gr.Row():
@@ -255,4 +262,4 @@ def build(home, corpus_choices: list[str], tab=None) -> dict:
     merges.release(user_errors(lab.replay), replay_inputs, [replay_view, merges], api_name="merge_replay")
     replay_kind.change(user_errors(lab.replay), replay_inputs, [replay_view, merges], api_name="merge_replay_kind")
     replay_text.submit(user_errors(lab.replay), replay_inputs, [replay_view, merges], api_name="merge_replay_text")
-    return {"corpus": corpus}
+    return TabParts(corpus_pickers=(CorpusPicker("tokenizer", lab.refresh_corpora, corpus),))

@@ -43,7 +43,6 @@ Endpoints (every event has an `api_name`, so `gradio_client` can drive the tab):
 from __future__ import annotations
 
 import time
-from types import SimpleNamespace
 
 import gradio as gr
 import pandas as pd
@@ -51,10 +50,11 @@ import pandas as pd
 from lab_models import api
 
 from app.display import one_event
-from app.errors import user_errors
+from app.errors import readable, user_errors
 from app.i18n.language import current_language, marker, text, tr
 from app.i18n.messages import backend_text, translate_message
-from app.inputs import picked
+from app.inputs import picked, still_listed
+from app.tab_parts import CorpusPicker, PageLoad, TabParts
 from app.train import export_panel, import_panel
 from app.train.addon_figures import addon_figure, addon_row_count
 from app.train.figures import (COMPARE_METRICS, compare_figure, loss_figure, lr_figure, progress_html, runs_table,
@@ -479,7 +479,7 @@ class TrainView:
         ids = [row["run_id"] for row in rows]
         changed_ids = drawn is None or ids != [entry[0] for entry in drawn]
         picker = gr.update(choices=ids) if changed_ids else gr.skip()
-        compared = [run_id for run_id in picked(compared) if run_id in ids]
+        compared = still_listed(compared, ids)
         starts = gr.update(choices=self.start_choices(rows)) if changed_ids else gr.skip()
         # the comparison plot only when a compared run moved (another run training leaves it as it is)
         before = {entry[0]: entry for entry in drawn or []}
@@ -521,6 +521,9 @@ class TrainView:
     def compare(self, run_ids, metric="loss"):
         """Overlay the chosen runs' curves: train loss, validation loss or validation bits per byte."""
         run_ids = picked(run_ids)
+        if metric is not None and not isinstance(metric, str):  # a list, a dict: only an API client sends one
+            raise gr.Error(readable(tr("train.compare_metric_refused", metrics=", ".join(COMPARE_METRICS),
+                                       kind=type(metric).__name__)))
         if metric not in COMPARE_METRICS:
             raise ValueError(f"Unknown metric {metric!r}: choose one of {', '.join(COMPARE_METRICS)}.")
         families = {row["run_id"]: row.get("family") for row in api.list_runs(self.jobs) if row["run_id"] in run_ids}
@@ -536,9 +539,10 @@ class TrainView:
         return row[0]
 
 
-def build(home, jobs, corpus_choices=None):
-    """Lay out the tab. Returns a namespace: `corpus` (to follow corpus imports), `view` (the handlers) and
-    `load` = (fn, inputs, outputs) for the page's load event (the runs table as it is now)."""
+def build(home, jobs, corpus_choices=None) -> TabParts:
+    """Lay out the tab. For the page: its load event (`/list_runs_on_load`: the runs table as it is now, then what
+    the server wrote in English), the progress bar's route and script, and the corpus picker, which follows the
+    Corpora tab's imports."""
     view = TrainView(home, jobs)
     families = [(spec.title, name) for name, spec in view.specs.items()]
     default_family = DEFAULT_FAMILY if DEFAULT_FAMILY in view.specs else families[0][1]
@@ -695,7 +699,7 @@ def build(home, jobs, corpus_choices=None):
                            show_progress="hidden")
     importer.clicked.then(overview, overview_inputs, overview_outputs, api_name="list_runs_after_cached_import",
                           show_progress="hidden")
-        # private: its input is the browser's click (gr.SelectData), which no API client can send (Gradio fails before the
+    # private: its input is the browser's click (gr.SelectData), which no API client can send (Gradio fails before the
     # handler runs); API clients pick a run by calling /show_run with its id.
     table.select(view.select_from_table, table, run, api_name="select_run_from_table", api_visibility="private")
     # the reader's picks (`input`): whatever sets the pickers itself draws the comparison too (`overview`), so that
@@ -705,7 +709,8 @@ def build(home, jobs, corpus_choices=None):
     # the page's load event: the overview, then the texts that the server wrote in English when the page was built
     load_outputs = [*overview_outputs, tokenizer, settings, family_note, curve, schedule_plot, addon_plot, routing_plot,
                     importer.files, progress, status]
-    return SimpleNamespace(view=view, corpus=corpus,
-                           load=(user_errors(view.on_load), [*overview_inputs, family, run], load_outputs),
-                           routes=[progress_route(jobs)], head=POLL_SCRIPT)
+    return TabParts(loads=(PageLoad("list_runs_on_load", user_errors(view.on_load), [*overview_inputs, family, run],
+                                    load_outputs, show_progress="hidden"),),
+                    routes=(progress_route(jobs),), head=POLL_SCRIPT,
+                    corpus_pickers=(CorpusPicker("train", view.refresh_corpora, corpus),))
 

@@ -14,7 +14,6 @@ picker (runs and fine-tunings with weights).
 from __future__ import annotations
 
 import logging
-from types import SimpleNamespace
 
 import gradio as gr
 
@@ -22,10 +21,10 @@ from lab_models import api
 
 from app.errors import user_errors
 from app.i18n.language import text, tr
-from app.inputs import picked, picked_runs, whole_number
+from app.inputs import picked_runs, whole_number
 from app.understand.attribution_figures import attribution_table, chips_html
 from app.understand.export import FigureFiles
-from app.understand.figures import run_label
+from app.understand.run_picker import RunPicking, SectionPicker, run_choices, runs_picker
 
 logger = logging.getLogger(__name__)
 
@@ -42,31 +41,23 @@ def baseline_choices() -> list[tuple[object, str]]:
     return [(text("probing.baseline_pad"), "pad"), (text("probing.baseline_zero"), "zero")]
 
 
-class AttributionView:
-    """The section's handlers, bound to the app's run store."""
+class AttributionView(RunPicking):
+    """The section's handlers, bound to the app's run store. Its picker lists sources: runs and fine-tunings."""
+
+    RUNS_INFO = "probing.sources_info"
 
     def __init__(self, home, jobs=None, files: FigureFiles | None = None):
         self.home = home
         self.jobs = jobs if jobs is not None else api.RunStore(home)
         self.files = files or FigureFiles()
 
-    def source_choices(self) -> list[tuple[str, str]]:
+    def run_choices(self) -> list[tuple[str, str]]:
         """Runs with weights, then fine-tunings that kept theirs (sentence tasks only)."""
-        runs = [(run_label(row), row["run_id"]) for row in api.runs_with_weights(self.jobs)]
+        runs = run_choices(self.jobs)
         tuned = [(tr("probing.finetune_choice", finetune_id=row["finetune_id"], task=row.get("task") or "?",
                      family=row.get("family") or "?"), row["finetune_id"])
                  for row in api.finetunes_with_weights(self.jobs)]
         return runs + tuned
-
-    def refresh_sources(self, sources=None):
-        choices = self.source_choices()
-        ids = [value for _, value in choices]
-        try:
-            current = picked(sources)
-        except ValueError:
-            current = []
-        return gr.update(choices=choices, value=[s for s in current if s in ids],
-                         info=str(text("probing.sources_info") if choices else text("probing.no_runs_info")))
 
     def explain(self, sources, sentence, method="integrated_gradients", steps=api.ATTRIBUTION_DEFAULT_STEPS,
                 baseline="pad", target="", progress=gr.Progress()):
@@ -108,15 +99,14 @@ def placeholders() -> str:
     return chips_html([])
 
 
-def build(home, jobs=None, files: FigureFiles | None = None):
-    """Lay out the section inside the current container. Returns a namespace: `view`, `sources` and `refresh_runs`."""
+def build(home, jobs=None, files: FigureFiles | None = None) -> SectionPicker:
+    """Lay out the section inside the current container. Returns its sources picker."""
     view = AttributionView(home, jobs, files)
-    choices = view.source_choices()
+    choices = view.run_choices()
     gr.Markdown(text("probing.attributions_intro"))
-    sources = gr.Dropdown(choices, value=[value for _, value in choices[:2]], multiselect=True,
-                          max_choices=MAX_SOURCES, label=text("probing.sources_label"), allow_custom_value=True,
-                          info=text("probing.sources_info") if choices else text("probing.no_runs_info"),
-                          elem_id="understand-attributions-sources")
+    sources = runs_picker(choices, label=text("probing.sources_label"), elem_id="understand-attributions-sources",
+                          info=AttributionView.RUNS_INFO, no_runs_info=AttributionView.NO_RUNS_INFO,
+                          max_runs=MAX_SOURCES, first=2)
     with gr.Row():
         sentence = gr.Textbox(EXAMPLE, label=text("probing.attributions_text_label"), scale=4,
                               elem_id="understand-attributions-text", info=text("probing.lens_text_info"))
@@ -140,5 +130,4 @@ def build(home, jobs=None, files: FigureFiles | None = None):
     sentence.submit(explain, inputs, [chips, table, download], api_name="understand_attributions_on_submit")
     gr.on(None, placeholders, None, chips, api_name="understand_attributions_placeholders_on_load",
           show_progress="hidden", queue=False)
-    return SimpleNamespace(view=view, sources=sources,
-                           refresh_runs=(user_errors(view.refresh_sources), sources, sources))
+    return SectionPicker.of(view, sources)

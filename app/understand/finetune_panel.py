@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import logging
 import math
-from types import SimpleNamespace
 
 import gradio as gr
 
@@ -50,10 +49,10 @@ from app.errors import readable, user_errors
 from app.i18n.language import current_language, marker, text, tr
 from app.i18n.messages import translate_message
 from app.inputs import picked, picked_runs, whole_number
-from app.understand.figures import run_label  # the label the tab's other pickers use
 from app.understand.finetune_figures import (TABLE_COLUMN_WIDTHS, TASKS, accuracy_figure, csv_summary_markdown,
                                              defaults_markdown, leaderboard_table, progress_html, task_markdown,
                                              task_title)
+from app.understand.run_picker import RunPicking, SectionPicker, runs_picker
 
 logger = logging.getLogger(__name__)
 
@@ -71,12 +70,6 @@ MAX_LR = 1.0
 MAX_LM_AUX_WEIGHT = 10.0
 TEXT_GUESSES = ("text", "sentence", "review", "content", "body", "premise", "sentence1", "question")
 LABEL_GUESSES = ("label", "labels", "class", "category", "target", "sentiment", "y")
-
-
-def runs_info(choices):
-    """The runs picker's help line, as a translation marker (a string: handlers return it in updates, which Gradio's
-    `/call/` route serializes with plain `json`)."""
-    return str(text("finetune.runs_info") if choices else text("finetune.no_runs_info"))
 
 
 def pair_none_choice() -> tuple[str, str]:
@@ -127,8 +120,11 @@ def _file_path(file) -> str | None:
     return getattr(file, "path", None) or str(file)
 
 
-class FinetuneView:
+class FinetuneView(RunPicking):
     """The section's handlers, bound to the app's job manager (a read-only RunStore can list but not start)."""
+
+    RUNS_INFO = "finetune.runs_info"
+    NO_RUNS_INFO = "finetune.no_runs_info"
 
     def __init__(self, home, jobs=None):
         self.home = home
@@ -136,9 +132,6 @@ class FinetuneView:
         self.task_specs = {spec.name: spec for spec in api.finetune_tasks()}
 
     # ------------------------------------------------------------------ choices
-    def run_choices(self) -> list[tuple[str, str]]:
-        return [(run_label(row), row["run_id"]) for row in api.runs_with_weights(self.jobs)]
-
     def task_choices(self) -> list[tuple[str, str]]:
         # a built-in task's title as a translation marker: the page is built before anyone reads it
         return ([(text(f"finetune.task_{name}") if name in TASKS else spec.title, name)
@@ -153,13 +146,6 @@ class FinetuneView:
         rows = api.list_finetunes(self.jobs)
         active = [row["finetune_id"] for row in rows if row.get("state") in ACTIVE]
         return (active or [row["finetune_id"] for row in rows][:DEFAULT_SHOWN])[:MAX_SHOWN]
-
-    def refresh_runs(self, run_ids=None):
-        """The runs picker with the runs that have weights now, keeping the chosen ones that still exist."""
-        choices = self.run_choices()
-        ids = [value for _, value in choices]
-        current = picked(run_ids)
-        return gr.update(choices=choices, value=[r for r in current if r in ids], info=runs_info(choices))
 
     def refresh(self, run_ids=None, shown=None, scope=SCOPES[0]):
         """The Refresh button (and opening the section): runs picker, shown fine-tunings (`default_shown` when none
@@ -374,10 +360,10 @@ class FinetuneView:
         return html_out, table, plot, now
 
 
-def build(home, jobs=None, choices=None, tab=None):
+def build(home, jobs=None, choices=None, tab=None) -> SectionPicker:
     """Lay out the section inside the current container (the Understand tab's "Fine-tune" tab). `choices`: the run
-    picker's choices (computed by the tab); `tab`: the gr.Tab it sits in, whose opening refreshes it. Returns a namespace: `view`, `runs` (the picker) and
-    `refresh_runs` = (fn, inputs, outputs) for the tab's Refresh runs button and its select event."""
+    picker's choices (computed by the tab); `tab`: the gr.Tab it sits in, whose opening refreshes it. Returns its runs
+    picker, for the tab's Refresh runs button, its select event and its timer."""
     view = FinetuneView(home, jobs)
     choices = view.run_choices() if choices is None else choices
     shown = view.default_shown()
@@ -388,9 +374,9 @@ def build(home, jobs=None, choices=None, tab=None):
 
     gr.Markdown(text("finetune.intro"))
     with gr.Row():
-        runs = gr.Dropdown(choices, value=initial_runs, multiselect=True, max_choices=MAX_RUNS,
-                           label=text("finetune.runs_label"), info=runs_info(choices), allow_custom_value=True, scale=4,
-                           elem_id="understand-finetune-runs")
+        runs = runs_picker(choices, label=text("finetune.runs_label"), elem_id="understand-finetune-runs",
+                           info=FinetuneView.RUNS_INFO, no_runs_info=FinetuneView.NO_RUNS_INFO, max_runs=MAX_RUNS,
+                           value=initial_runs, scale=4)
     defaults_note = gr.Markdown(view.defaults(initial_runs), elem_id="understand-finetune-defaults")
     with gr.Row():
         with gr.Column(scale=1, min_width=360):
@@ -490,4 +476,4 @@ def build(home, jobs=None, choices=None, tab=None):
     gr.on([text_column.input, label_column.input, pair_column.input], user_errors(view.csv_check),
           [csv_file, text_column, label_column, pair_column], csv_note, api_name="understand_finetune_csv_check",
           show_progress="hidden")
-    return SimpleNamespace(view=view, runs=runs, refresh_runs=(user_errors(view.refresh_runs), runs, runs))
+    return SectionPicker.of(view, runs)

@@ -15,7 +15,6 @@ plot in the reader's language.
 from __future__ import annotations
 
 import logging
-from types import SimpleNamespace
 
 import gradio as gr
 
@@ -23,10 +22,10 @@ from lab_models import api
 
 from app.errors import user_errors
 from app.i18n.language import text, tr
-from app.inputs import picked, picked_runs, whole_number
+from app.inputs import picked_runs, whole_number
 from app.understand.export import FigureFiles
-from app.understand.figures import run_label
 from app.understand.lens_figures import lens_figure, lens_notes, lens_table
+from app.understand.run_picker import RunPicking, SectionPicker, runs_picker
 
 logger = logging.getLogger(__name__)
 
@@ -36,26 +35,15 @@ MAX_TOP_K = 10
 EXAMPLE = "the small cat [MASK] a red ball ."
 
 
-class LensView:
+class LensView(RunPicking):
     """The section's handlers, bound to the app's run store."""
+
+    RUNS_INFO = "probing.lens_runs_info"
 
     def __init__(self, home, jobs=None, files: FigureFiles | None = None):
         self.home = home
         self.jobs = jobs if jobs is not None else api.RunStore(home)
         self.files = files or FigureFiles()
-
-    def run_choices(self) -> list[tuple[str, str]]:
-        return [(run_label(row), row["run_id"]) for row in api.runs_with_weights(self.jobs)]
-
-    def refresh_runs(self, run_ids=None):
-        choices = self.run_choices()
-        ids = [value for _, value in choices]
-        try:
-            current = picked(run_ids)
-        except ValueError:
-            current = []
-        return gr.update(choices=choices, value=[r for r in current if r in ids],
-                         info=str(text("probing.lens_runs_info") if choices else text("probing.no_runs_info")))
 
     def lens(self, run_ids, sentence, top_k=DEFAULT_TOP_K, progress=gr.Progress()):
         """(figure, notes, table, HTML file): one panel per run; a run that cannot be read explains why in its
@@ -92,15 +80,13 @@ def placeholders():
     return lens_figure([])
 
 
-def build(home, jobs=None, choices=None, files: FigureFiles | None = None):
-    """Lay out the section inside the current container. Returns a namespace: `view`, `runs` and `refresh_runs`."""
+def build(home, jobs=None, choices=None, files: FigureFiles | None = None) -> SectionPicker:
+    """Lay out the section inside the current container. Returns its runs picker."""
     view = LensView(home, jobs, files)
     choices = view.run_choices() if choices is None else choices
     gr.Markdown(text("probing.lens_intro"))
-    runs = gr.Dropdown(choices, value=[run_id for _, run_id in choices[:MAX_RUNS]], multiselect=True,
-                       max_choices=MAX_RUNS, label=text("probing.runs_label"), allow_custom_value=True,
-                       info=text("probing.lens_runs_info") if choices else text("probing.no_runs_info"),
-                       elem_id="understand-lens-runs")
+    runs = runs_picker(choices, label=text("probing.runs_label"), elem_id="understand-lens-runs",
+                       info=LensView.RUNS_INFO, no_runs_info=LensView.NO_RUNS_INFO, max_runs=MAX_RUNS)
     with gr.Row():
         sentence = gr.Textbox(EXAMPLE, label=text("probing.lens_text_label"), scale=4, elem_id="understand-lens-text",
                               info=text("probing.lens_text_info"))
@@ -120,4 +106,4 @@ def build(home, jobs=None, choices=None, files: FigureFiles | None = None):
     sentence.submit(lens, [runs, sentence, top_k], outputs, api_name="understand_lens_on_submit")
     gr.on(None, placeholders, None, plot, api_name="understand_lens_placeholders_on_load", show_progress="hidden",
           queue=False)
-    return SimpleNamespace(view=view, runs=runs, refresh_runs=(user_errors(view.refresh_runs), runs, runs))
+    return SectionPicker.of(view, runs)

@@ -15,18 +15,16 @@ Endpoints: `/understand_probe` (runs, task, seed) -> (figure, table, HTML file);
 """
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import gradio as gr
 
 from lab_models import api
 
 from app.errors import user_errors
 from app.i18n.language import text, tr
-from app.inputs import picked, picked_runs, whole_number
+from app.inputs import picked_runs, whole_number
 from app.understand.export import FigureFiles
-from app.understand.figures import run_label
 from app.understand.probe_figures import TASKS, probe_figure, probe_table
+from app.understand.run_picker import RunPicking, SectionPicker, runs_picker
 
 MAX_RUNS = 6
 MAX_SEED = 2**31 - 1
@@ -37,27 +35,13 @@ def task_choices() -> list[tuple[object, str]]:
     return [(text(f"probing.task_{task}"), task) for task in TASKS]
 
 
-class ProbeView:
+class ProbeView(RunPicking):
     """The section's handlers, bound to the app's run store."""
 
     def __init__(self, home, jobs=None, files: FigureFiles | None = None):
         self.home = home
         self.jobs = jobs if jobs is not None else api.RunStore(home)
         self.files = files or FigureFiles()
-
-    def run_choices(self) -> list[tuple[str, str]]:
-        return [(run_label(row), row["run_id"]) for row in api.runs_with_weights(self.jobs)]
-
-    def refresh_runs(self, run_ids=None):
-        """The runs picker with the runs that have weights now, keeping the chosen ones that still exist."""
-        choices = self.run_choices()
-        ids = [value for _, value in choices]
-        try:
-            current = picked(run_ids)
-        except ValueError:  # not a list of names (only an API client sends that): keep none of it
-            current = []
-        return gr.update(choices=choices, value=[r for r in current if r in ids],
-                         info=str(text("probing.runs_info") if choices else text("probing.no_runs_info")))
 
     def probe(self, run_ids, task="tags", seed=0, progress=gr.Progress()):
         """(figure, table, HTML file) for the picked runs."""
@@ -85,18 +69,16 @@ def placeholders() -> tuple:
     return probe_figure([]), probe_table([])
 
 
-def build(home, jobs=None, choices=None, files: FigureFiles | None = None):
-    """Lay out the section inside the current container. Returns a namespace: `view`, `runs` (the picker) and
-    `refresh_runs` = (fn, inputs, outputs) for the tab's Refresh runs button and its select event."""
+def build(home, jobs=None, choices=None, files: FigureFiles | None = None) -> SectionPicker:
+    """Lay out the section inside the current container. Returns its runs picker, for the tab's Refresh runs button
+    and its select event."""
     view = ProbeView(home, jobs, files)
     choices = view.run_choices() if choices is None else choices
     start = placeholders()
     gr.Markdown(text("probing.intro"))
     with gr.Row():
-        runs = gr.Dropdown(choices, value=[run_id for _, run_id in choices[:MAX_RUNS]], multiselect=True,
-                           max_choices=MAX_RUNS, label=text("probing.runs_label"), allow_custom_value=True, scale=4,
-                           info=text("probing.runs_info") if choices else text("probing.no_runs_info"),
-                           elem_id="understand-probe-runs")
+        runs = runs_picker(choices, label=text("probing.runs_label"), elem_id="understand-probe-runs",
+                           info=ProbeView.RUNS_INFO, no_runs_info=ProbeView.NO_RUNS_INFO, max_runs=MAX_RUNS, scale=4)
         task = gr.Dropdown(task_choices(), value="tags", label=text("probing.task_label"), scale=2,
                            info=text("probing.task_info"), elem_id="understand-probe-task")
         seed = gr.Number(0, precision=0, minimum=0, maximum=MAX_SEED, label=text("probing.seed_label"), scale=1,
@@ -112,4 +94,4 @@ def build(home, jobs=None, choices=None, files: FigureFiles | None = None):
     button.click(user_errors(view.probe), [runs, task, seed], [plot, table, download], api_name="understand_probe")
     gr.on(None, placeholders, None, [plot, table], api_name="understand_probe_placeholders_on_load",
           show_progress="hidden", queue=False)
-    return SimpleNamespace(view=view, runs=runs, refresh_runs=(user_errors(view.refresh_runs), runs, runs))
+    return SectionPicker.of(view, runs)

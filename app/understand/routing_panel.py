@@ -68,7 +68,7 @@ def empty_table():
     return routing_table(SimpleNamespace(layers=[]))
 
 
-def build(jobs, tab=None):
+def build(jobs, tab=None) -> None:
     """Lay out the section (call inside a gr.Tab). `tab` refreshes the run picker when it is opened."""
     view = RoutingView(jobs)
     choices = view.choices()
@@ -100,4 +100,3 @@ def build(jobs, tab=None):
     # the page is built before any reader: draw the empty table again, in the reader's language, when it loads
     gr.on(None, empty_table, None, table, api_name="understand_routing_table_on_load", show_progress="hidden",
           queue=False)
-    return SimpleNamespace(view=view, run=run)

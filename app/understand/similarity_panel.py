@@ -21,8 +21,6 @@ app/understand/similarity_figures.py's.
 """
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import gradio as gr
 import pandas as pd
 
@@ -31,8 +29,8 @@ from lab_models import api
 from app.display import compact_empty_figure
 from app.errors import user_errors
 from app.i18n.language import text, tr
-from app.inputs import picked, picked_runs, whole_number
-from app.understand.figures import run_label  # the label the tab's other pickers use
+from app.inputs import picked_runs, whole_number
+from app.understand.run_picker import RunPicking, SectionPicker, runs_picker
 from app.understand.similarity_figures import topic_gap_figure, topic_similarity_figure
 
 MAX_RUNS = 4
@@ -47,12 +45,6 @@ def pooling_choices() -> list[tuple[object, str]]:
     """The Sentence vector picker's (label, value) pairs; the labels are translated in the page."""
     labels = {"mean": text("similarity.pooling_mean"), "auto": text("similarity.pooling_auto")}
     return [(labels[pooling], pooling) for pooling in POOLINGS]
-
-
-def runs_info(choices):
-    """The runs picker's help line, as a translation marker (a string: handlers return it in updates, which Gradio's
-    `/call/` route serializes with plain `json`)."""
-    return str(text("similarity.runs_info") if choices else text("similarity.no_runs_info"))
 
 
 def table_columns() -> list[str]:
@@ -71,26 +63,15 @@ def similarity_table(results) -> pd.DataFrame:
                          for r in results], columns=table_columns())
 
 
-class SentenceSimilarityView:
+class SentenceSimilarityView(RunPicking):
     """The section's handlers, bound to the app's run store."""
+
+    RUNS_INFO = "similarity.runs_info"
+    NO_RUNS_INFO = "similarity.no_runs_info"
 
     def __init__(self, home, jobs=None):
         self.home = home
         self.jobs = jobs if jobs is not None else api.RunStore(home)
-
-    def run_choices(self) -> list[tuple[str, str]]:
-        return [(run_label(row), row["run_id"]) for row in api.runs_with_weights(self.jobs)]
-
-    def refresh_runs(self, run_ids=None):
-        """The runs picker with the runs that have weights now, keeping the chosen ones that still exist."""
-        choices = self.run_choices()
-        ids = [value for _, value in choices]
-        try:
-            current = picked(run_ids)
-        except ValueError:  # not a list of names (only an API client sends that): keep none of it
-            current = []
-        return gr.update(choices=choices, value=[r for r in current if r in ids],
-                         info=runs_info(choices))
 
     def compare(self, run_ids, pooling="mean", per_topic=api.SENTENCE_SIMILARITY_PER_TOPIC, progress=gr.Progress()):
         """(heatmaps figure, same/different bars, table) for the picked runs."""
@@ -115,18 +96,17 @@ def placeholders() -> tuple:
     return compact_empty_figure(tr("similarity.empty_heatmaps"), 360), topic_gap_figure([]), similarity_table([])
 
 
-def build(home, jobs=None, choices=None):
-    """Lay out the section inside the current container. Returns a namespace: `view`, `runs` (the picker) and
-    `refresh_runs` = (fn, inputs, outputs) for the tab's Refresh runs button and its select event."""
+def build(home, jobs=None, choices=None) -> SectionPicker:
+    """Lay out the section inside the current container. Returns its runs picker, for the tab's Refresh runs button
+    and its select event."""
     view = SentenceSimilarityView(home, jobs)
     choices = view.run_choices() if choices is None else choices
     start = placeholders()
     gr.Markdown(text("similarity.intro"))
     with gr.Row():
-        runs = gr.Dropdown(choices, value=[run_id for _, run_id in choices[:2]], multiselect=True,
-                           max_choices=MAX_RUNS, label=text("similarity.runs_label"), allow_custom_value=True,
-                           scale=4, info=runs_info(choices),
-                           elem_id="understand-sentences-runs")
+        runs = runs_picker(choices, label=text("similarity.runs_label"), elem_id="understand-sentences-runs",
+                           info=SentenceSimilarityView.RUNS_INFO, no_runs_info=SentenceSimilarityView.NO_RUNS_INFO,
+                           max_runs=MAX_RUNS, first=2, scale=4)
         pooling = gr.Dropdown(pooling_choices(), value="mean", label=text("similarity.pooling_label"), scale=2,
                               elem_id="understand-sentences-pooling")
         per_topic = gr.Number(api.SENTENCE_SIMILARITY_PER_TOPIC, precision=0, label=text("similarity.per_topic_label"),
@@ -143,4 +123,4 @@ def build(home, jobs=None, choices=None):
     # the page is built before any reader: draw the empty views again, in the reader's language, when it loads
     gr.on(None, placeholders, None, [heatmaps, bars, table], api_name="understand_sentences_placeholders_on_load",
           show_progress="hidden", queue=False)
-    return SimpleNamespace(view=view, runs=runs, refresh_runs=(user_errors(view.refresh_runs), runs, runs))
+    return SectionPicker.of(view, runs)

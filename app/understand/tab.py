@@ -45,7 +45,6 @@ from __future__ import annotations
 
 import html
 import logging
-from types import SimpleNamespace
 
 import gradio as gr
 
@@ -54,14 +53,15 @@ from lab_models import api
 from app.display import cjk_empty_figure, one_event
 from app.errors import user_errors
 from app.i18n.explanations import explain
-from app.i18n.language import current_language, reader_examples, text, tr
-from app.inputs import picked, picked_runs, whole_number
+from app.i18n.language import current_language, marker, reader_examples, text, tr
+from app.inputs import picked_runs, still_listed, whole_number
+from app.tab_parts import TabParts
 from app.understand import (attribution_panel, finetune_panel, lens_panel, model_view_panel, probe_panel, routing_panel,
                             similarity_panel)
 from app.understand.export import FigureFiles
 from app.understand.figures import (attention_details, attention_figure, fill_mask_figure, fill_mask_table,
-                                    projection_figure, run_label, similarity_figure, similarity_table, stream_label,
-                                    stream_title)
+                                    projection_figure, similarity_figure, similarity_table, stream_label, stream_title)
+from app.understand.run_picker import run_choices, runs_picker
 
 logger = logging.getLogger(__name__)
 
@@ -95,11 +95,8 @@ class UnderstandView:
         self.jobs = jobs if jobs is not None else api.RunStore(home)
 
     # ------------------------------------------------------------------ run pickers
-    def runs(self) -> list[dict]:
-        return api.runs_with_weights(self.jobs)
-
     def run_choices(self) -> list[tuple[str, str]]:
-        return [(run_label(row), row["run_id"]) for row in self.runs()]
+        return run_choices(self.jobs)
 
     def fill_picks(self) -> list[str]:
         """What the fill-mask picker holds until the user picks: runs that can fill a mask, the zoo's best first."""
@@ -111,17 +108,13 @@ class UnderstandView:
         choices = self.run_choices()
         ids = [value for _, value in choices]
         # the help lines as translation markers, strings: Gradio's `/call/` route serializes updates with plain `json`
-        info = str(text("understand.runs_info") if choices else text("understand.no_runs_info"))
-
-        def kept(current):
-            return [run_id for run_id in picked(current) if run_id in ids]
-
+        info = marker("understand.runs_info" if choices else "understand.no_runs_info")
         attention = attention_run if isinstance(attention_run, str) and attention_run in ids else (ids[0] if ids
                                                                                                   else None)
-        return (gr.update(choices=choices, value=kept(fill_runs) or self.fill_picks(), info=info),
-                gr.update(choices=choices, value=kept(embedding_runs), info=info),
+        return (gr.update(choices=choices, value=still_listed(fill_runs, ids) or self.fill_picks(), info=info),
+                gr.update(choices=choices, value=still_listed(embedding_runs, ids), info=info),
                 gr.update(choices=choices, value=attention,
-                          info=str(text("understand.run_info") if choices else text("understand.no_runs_info"))))
+                          info=marker("understand.run_info" if choices else "understand.no_runs_info")))
 
     def refresh_if_changed(self, fill_runs=None, embedding_runs=None, attention_run=None, tuned_runs=None,
                            signature=None, refresh_tuned=None):
@@ -241,21 +234,9 @@ def placeholders() -> tuple:
             cjk_empty_figure(tr("understand.fig_attention_empty")))
 
 
-def _run_picker(choices, label, elem_id: str, *, multiselect: bool, picks=None):
-    info = text("understand.runs_info") if multiselect else text("understand.run_info")
-    if multiselect:
-        # the runs that fill masks best (the zoo's BERT-like runs), else the newest runs, ready to compare
-        value = list(picks) if picks else [run_id for _, run_id in choices[:MAX_RUNS]]
-    else:
-        value = choices[0][1] if choices else None
-    return gr.Dropdown(choices, value=value, multiselect=multiselect, max_choices=MAX_RUNS if multiselect else None,
-                       label=label, info=info if choices else text("understand.no_runs_info"), allow_custom_value=True,
-                       scale=4, elem_id=elem_id)
-
-
-def build(home, jobs=None, tab=None):
-    """Lay out the tab. `tab` (the gr.Tab it sits in) refreshes the run pickers when it is opened. Returns a namespace:
-    `view` (the handlers) and the pickers."""
+def build(home, jobs=None, tab=None) -> TabParts:
+    """Lay out the tab. `tab` (the gr.Tab it sits in) refreshes the run pickers when it is opened. The page needs
+    nothing more from it."""
     view = UnderstandView(home, jobs)
     choices = view.run_choices()
     files = FigureFiles()  # the figures' standalone HTML files (the attention, probe, lens and attribution views)
@@ -268,8 +249,10 @@ def build(home, jobs=None, tab=None):
         # ---------------------------------------------------------------- fill-mask
         with gr.Tab(text("understand.tab_fill_mask"), id="understand-fill-mask"):
             gr.Markdown(text("understand.fill_intro"))
-            fill_runs = _run_picker(choices, text("understand.runs_label"), "understand-fill-runs", multiselect=True,
-                                    picks=view.fill_picks())
+            # the runs that fill masks best (the zoo's BERT-like runs), else the newest runs, ready to compare
+            fill_runs = runs_picker(choices, label=text("understand.runs_label"), elem_id="understand-fill-runs",
+                                    info="understand.runs_info", no_runs_info="understand.no_runs_info",
+                                    max_runs=MAX_RUNS, value=list(view.fill_picks()) or None, scale=4)
             with gr.Row():
                 fill_text = gr.Textbox(FILL_MASK_EXAMPLES[0][0], label=text("understand.fill_text_label"), lines=1,
                                        scale=4,
@@ -285,8 +268,9 @@ def build(home, jobs=None, tab=None):
         # ---------------------------------------------------------------- contextual embeddings
         with gr.Tab(text("understand.tab_embeddings"), id="understand-embeddings"):
             gr.Markdown(text("understand.embed_intro"))
-            embed_runs = _run_picker(choices, text("understand.runs_label"), "understand-embed-runs",
-                                     multiselect=True)
+            embed_runs = runs_picker(choices, label=text("understand.runs_label"), elem_id="understand-embed-runs",
+                                     info="understand.runs_info", no_runs_info="understand.no_runs_info",
+                                     max_runs=MAX_RUNS, scale=4)
             with gr.Row():
                 sentence_a = gr.Textbox(SIMILARITY_EXAMPLES[0][0], label=text("understand.sentence_a"), scale=3,
                                         elem_id="understand-sentence-a")
@@ -316,8 +300,9 @@ def build(home, jobs=None, tab=None):
         with gr.Tab(text("understand.tab_attention"), id="understand-attention"):
             gr.Markdown(text("understand.attention_intro"))
             with gr.Row():
-                attention_run = _run_picker(choices, text("understand.run_label"), "understand-attention-run",
-                                            multiselect=False)
+                attention_run = runs_picker(choices, label=text("understand.run_label"),
+                                            elem_id="understand-attention-run", info="understand.run_info",
+                                            no_runs_info="understand.no_runs_info", scale=4)
             with gr.Row():
                 attention_sentence = gr.Textbox(ATTENTION_EXAMPLES[0][0], label=text("understand.sentence_label"),
                                                 scale=4, elem_id="understand-attention-sentence",
@@ -387,14 +372,13 @@ def build(home, jobs=None, tab=None):
     refresh_runs = user_errors(view.refresh)
     pickers = [fill_runs, embed_runs, attention_run]
     refresh.click(refresh_runs, pickers, pickers, api_name="understand_runs_list")
-    refresh.click(*finetune.refresh_runs, api_name="understand_finetune_runs_list")
-    for panel, name in ((probing, "probe"), (lens, "lens"), (attributing, "attributions")):
-        what = "sources" if name == "attributions" else "runs"
-        refresh.click(*panel.refresh_runs, api_name=f"understand_{name}_{what}_list")
-    refresh.click(*sentences.refresh_runs, api_name="understand_sentences_runs_list")
+    refresh.click(*finetune.event, api_name="understand_finetune_runs_list")
+    for section, name in ((probing, "probe_runs"), (lens, "lens_runs"), (attributing, "attributions_sources"),
+                          (sentences, "sentences_runs")):
+        refresh.click(*section.event, api_name=f"understand_{name}_list")
     if tab is not None:  # opening the tab refreshes every picker in one event (app/display.py's one_event)
-        tab.select(*one_event((refresh_runs, pickers, pickers), probing.refresh_runs, lens.refresh_runs,
-                              attributing.refresh_runs, sentences.refresh_runs, finetune.refresh_runs),
+        tab.select(*one_event((refresh_runs, pickers, pickers), probing.event, lens.event, attributing.event,
+                              sentences.event, finetune.event),
                    api_name="understand_runs_on_select", show_progress="hidden")
     choices_signature = gr.State(None)
     # the page is built before any reader: draw the empty views again, in the reader's language, when it loads
@@ -405,11 +389,9 @@ def build(home, jobs=None, tab=None):
           api_name="understand_similarity_examples_on_load", show_progress="hidden", queue=False)
 
     def refresh_if_changed(fill, embedding, attention, tuned, signature):
-        return view.refresh_if_changed(fill, embedding, attention, tuned, signature, finetune.view.refresh_runs)
+        return view.refresh_if_changed(fill, embedding, attention, tuned, signature, finetune.refresh)
 
-    gr.Timer(RUNS_REFRESH_S).tick(refresh_if_changed, [*pickers, finetune.runs, choices_signature],
-                                  [*pickers, finetune.runs, choices_signature], api_name="understand_runs_refresh",
+    gr.Timer(RUNS_REFRESH_S).tick(refresh_if_changed, [*pickers, finetune.picker, choices_signature],
+                                  [*pickers, finetune.picker, choices_signature], api_name="understand_runs_refresh",
                                   show_progress="hidden", queue=False)
-    return SimpleNamespace(view=view, fill_runs=fill_runs, embed_runs=embed_runs, attention_run=attention_run,
-                           refresh=(refresh_runs, pickers, pickers), finetune=finetune, sentences=sentences,
-                           probing=probing, lens=lens, attributions=attributing)
+    return TabParts()

@@ -18,7 +18,7 @@ PACKAGES = ("lab_models", "app")
 
 # lab_models' stages, bottom to top: a module may import from its own stage and from the stages below it. The two
 # bottom stages beside each other (text/, nn/) do not import each other.
-STAGES = [("families", "batch", "home"), ("text",), ("nn",), ("objectives",), ("models",), ("training",),
+STAGES = [("families", "batch", "home", "messages"), ("text",), ("nn",), ("objectives",), ("models",), ("training",),
           ("inference",), ("interop",), ("experiments",), ("api",), ("__main__",)]
 SIDE_BY_SIDE = {"text": 1, "nn": 1}  # same rank: neither may import the other
 
@@ -204,5 +204,5 @@ def test_the_top_level_stays_small():
            if p.name not in ("__init__.py", "__main__.py", "__pycache__") and (p.suffix == ".py" or p.is_dir())]
     ui = [p.name for p in (REPO / "app").iterdir()
           if p.name not in ("locales", "__pycache__") and (p.suffix == ".py" or p.is_dir())]
-    assert len(lab) <= 12, sorted(lab)
+    assert len(lab) <= 13, sorted(lab)
     assert len(ui) <= 14, sorted(ui)

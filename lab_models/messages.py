@@ -1,0 +1,178 @@
+"""Messages that keep their template: the lab's errors, status lines, notes and explanations are English text (the
+library's language) that also remembers the `str.format` template and the fields it was made from, so that a reader
+in another language can be shown the message translated first and formatted after (gettext's convention: the English
+template is the message's id). It imports nothing of the lab and every stage may import it (the bottom of the stack,
+beside `families`, `batch` and `home`).
+
+    >>> message = Message("Unknown family {family!r}: choose one of {choices}.", family="gpx", choices="gpt, bert")
+    >>> message
+    "Unknown family 'gpx': choose one of gpt, bert."
+    >>> message.template, message.fields["family"]
+    ('Unknown family {family!r}: choose one of {choices}.', 'gpx')
+
+- `Message(template, **fields)` is a `str` equal to `template.format(**fields)`, so whatever reads the English (a
+  test, a log, `json.dumps`, a `str` method) reads it as before; `str(message)` is that English as a plain `str`.
+  A field that is itself to be translated (a control's name such as "Steps", a run's own failure inside
+  "gpt-1: ...") is a `Message` too; other fields (numbers, paths, what the user typed, family names) are shown as
+  they are. Composition is explicit: `Message("{run}: {error}", run=run_id, error=message_of(error))`.
+- `Joined(parts, separator)`: messages joined by a separator, such as an explanation's clauses ("; ") or sentences
+  (" "); a translation joins the translated parts with its own language's separator.
+- `LabError(template, **fields)`: a `ValueError` whose text is a `Message` (`.message`, `.template`, `.fields`); bad
+  input anywhere in the lab raises one, and `except ValueError` catches it.
+- `to_record()` / `Message.from_record(record)`: a message as JSON-able data and back (nested messages included), for
+  texts that cross a process boundary or a file (a trainer's status.json line).
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+JSON_SCALARS = (str, int, float, bool, type(None))
+
+
+class Message(str):
+    """English text made from `template` (a `str.format` template with named fields) and `fields`."""
+
+    template: str
+    fields: dict
+
+    def __new__(cls, template: str, /, **fields) -> Message:
+        message = super().__new__(cls, template.format(**fields))
+        message.template = template
+        message.fields = fields
+        return message
+
+    def __reduce__(self):
+        # the text as written and the attributes as they are: a copy or an unpickled message is the same message,
+        # whatever its class (a `Joined`, one rebuilt from a record)
+        return restored_message, (type(self), str(self), dict(self.__dict__))
+
+    def __repr__(self) -> str:
+        return repr(str(self))
+
+    def to_record(self) -> dict:
+        """This message as JSON-able data: {"text", "template", "fields"}, each field a JSON value, a nested
+        message's record, or a list of them; a field of another type (a path, a tuple) is kept as its text. The
+        English text is kept too, so that the message reads the same after `from_record` whatever its fields were.
+
+        >>> Message("{count:,} steps in {run}", count=1200, run="gpt-1").to_record()
+        {'text': '1,200 steps in gpt-1', 'template': '{count:,} steps in {run}', 'fields': {'count': 1200, 'run': 'gpt-1'}}
+        """
+        return {"text": str(self), "template": self.template,
+                "fields": {name: field_record(value) for name, value in self.fields.items()}}
+
+    @classmethod
+    def from_record(cls, record: dict) -> Message:
+        """The message that `to_record` wrote (its class included: a `Joined` comes back a `Joined`).
+
+        >>> Message.from_record(Message("{count:,} steps", count=1200).to_record()).template
+        '{count:,} steps'
+        """
+        if "separator" in record:
+            return Joined((field_from_record(part) for part in record["parts"]), record["separator"])
+        fields = {name: field_from_record(value) for name, value in dict(record.get("fields") or {}).items()}
+        template = str(record["template"])
+        text = record.get("text")
+        if text is None:
+            return Message(template, **fields)
+        return restored_message(Message, str(text), {"template": template, "fields": fields})
+
+
+class Joined(Message):
+    """Messages (or plain texts) joined by `separator`: an explanation's clauses joined by "; ", sentences joined by
+    " ". Its template joins one field per part (`{part_1}; {part_2}`), so it is a `Message` like any other; a
+    translation joins the translated parts with its own language's separator instead.
+
+    >>> clauses = Joined([Message("greedy"), Message("stopped at {token}", token="[EOS]")], "; ")
+    >>> clauses, clauses.template
+    ('greedy; stopped at [EOS]', '{part_1}; {part_2}')
+    """
+
+    parts: tuple
+    separator: str
+
+    def __new__(cls, parts: Iterable[str], separator: str = "; ") -> Joined:
+        parts = tuple(parts)
+        names = [f"part_{index}" for index in range(1, len(parts) + 1)]
+        template = separator.replace("{", "{{").replace("}", "}}").join("{%s}" % name for name in names)
+        message = super().__new__(cls, template, **dict(zip(names, parts)))
+        message.parts = parts
+        message.separator = separator
+        return message
+
+    def to_record(self) -> dict:
+        return {"text": str(self), "separator": self.separator, "parts": [field_record(part) for part in self.parts]}
+
+
+def restored_message(cls: type, text: str, attributes: dict) -> Message:
+    """A `cls` message with exactly `text` and `attributes` (how `Message.__reduce__` and records rebuild one)."""
+    message = str.__new__(cls, text)
+    message.__dict__.update(attributes)
+    return message
+
+
+def field_record(value):
+    """A field as JSON-able data: a message as its record, a list or tuple item by item, a JSON scalar as it is,
+    anything else as its text."""
+    if isinstance(value, Message):
+        return value.to_record()
+    if isinstance(value, (list, tuple)):
+        return [field_record(item) for item in value]
+    return value if isinstance(value, JSON_SCALARS) else str(value)
+
+
+def field_from_record(value):
+    """The inverse of `field_record`: a record (a dict with a template or a separator) becomes a message again."""
+    if isinstance(value, dict) and ("template" in value or "separator" in value):
+        return Message.from_record(value)
+    if isinstance(value, list):
+        return [field_from_record(item) for item in value]
+    return value
+
+
+class LabError(ValueError):
+    """Bad input, said in a `Message` a person can act on: `LabError(template, **fields)`, or `LabError(message)`
+    for a message made elsewhere. `str(error)` is the English; `.message`, `.template` and `.fields` are the message's.
+
+    >>> error = LabError("Steps must be a whole number from {low:,} to {high:,}, got {value!r}.", low=1,
+    ...                  high=10000, value="2.5")
+    >>> str(error), error.fields["value"], isinstance(error, ValueError)
+    ("Steps must be a whole number from 1 to 10,000, got '2.5'.", '2.5', True)
+    """
+
+    def __init__(self, template: str, /, **fields):
+        message = template if isinstance(template, Message) and not fields else Message(template, **fields)
+        super().__init__(message)
+        self.message = message
+
+    @property
+    def template(self) -> str:
+        return self.message.template
+
+    @property
+    def fields(self) -> dict:
+        return self.message.fields
+
+    def __str__(self) -> str:
+        return str(self.message)
+
+    def __reduce__(self):
+        return restored_error, (type(self), self.message, dict(self.__dict__))
+
+
+def restored_error(cls: type, message: Message, attributes: dict) -> LabError:
+    """A `cls` error with `message` and `attributes`, whatever `cls.__init__` takes (how `LabError.__reduce__`
+    rebuilds one: a subclass may take other arguments than a template)."""
+    error = cls.__new__(cls)
+    LabError.__init__(error, message)
+    error.__dict__.update(attributes)
+    return error
+
+
+def message_of(error: BaseException) -> Message | str:
+    """What `error` says: a `LabError`'s message, else the exception's text as it is (a library's error, English
+    only), for composing it into another message.
+
+    >>> message_of(LabError("Choose a corpus.")).template, message_of(KeyError("x"))
+    ('Choose a corpus.', "'x'")
+    """
+    return error.message if isinstance(error, LabError) else str(error)

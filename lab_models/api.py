@@ -1,7 +1,8 @@
 """The one backend module the UI (`app/`) imports. See ../shared/CONTRACT.md for the stable part of this surface.
 
-Everything here is a thin, documented entry point: it validates arguments (raising `ValueError` with a message a person
-can act on) and delegates to the module that does the work. No model logic lives in the UI; no UI lives here.
+Everything here is a thin, documented entry point: it validates arguments (raising `LabError`, a `ValueError` whose
+message a person can act on and that keeps its template for the page's translation: `Message`, lab_models/messages.py)
+and delegates to the module that does the work. No model logic lives in the UI; no UI lives here.
 
 Sections, in order: families, tokenizers and the Mask Explorer; training jobs; the Switch Transformer; scaling
 sweeps; the Understand tab (contextual embeddings, attention maps, sentence similarity); generation and fill-mask;
@@ -20,6 +21,7 @@ import typing
 import torch
 
 from lab_models import home as _home
+from lab_models.messages import Joined, LabError, Message, message_of
 from lab_models.experiments import sweep as _sweep
 from lab_models.experiments import zoo as _zoo
 from lab_models.objectives.specs import FamilySpec, ObjectiveSpec, all_families, family_spec
@@ -76,6 +78,10 @@ from lab_models.inference.generation.context import FILL_MASK_FAMILIES
 logger = logging.getLogger(__name__)
 
 __all__ = [
+    "LabError",
+    "Message",
+    "Joined",
+    "message_of",
     "Anatomy",
     "FamilySpec",
     "ObjectiveSpec",

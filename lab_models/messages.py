@@ -1,8 +1,8 @@
 """Messages that keep their template: the lab's errors, status lines, notes and explanations are English text (the
 library's language) that also remembers the `str.format` template and the fields it was made from, so that a reader
 in another language can be shown the message translated first and formatted after (gettext's convention: the English
-template is the message's id). It imports nothing of the lab and every stage may import it (the bottom of the stack,
-beside `families`, `batch` and `home`).
+template is the message's id). It imports nothing of the lab and every module may import it (the bottom of the stack,
+below `families`, `batch` and `home`).
 
     >>> message = Message("Unknown family {family!r}: choose one of {choices}.", family="gpx", choices="gpt, bert")
     >>> message

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import math
 
+from lab_models import api
+
 
 def whole_number(value, name: str, default: int, low: int, high: int) -> int:
     """`value` as an int in [low, high]; an empty box is `default`.
@@ -23,9 +25,10 @@ def whole_number(value, name: str, default: int, low: int, high: int) -> int:
     try:
         number = float(value)
     except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a whole number, got {value!r}.") from None
+        raise api.LabError("{name} must be a whole number, got {value!r}.", name=name, value=value) from None
     if not number.is_integer() or not low <= number <= high:  # inf and nan are not integers
-        raise ValueError(f"{name} must be a whole number from {low:,} to {high:,}, got {value!r}.")
+        raise api.LabError("{name} must be a whole number from {low:,} to {high:,}, got {value!r}.",
+                           name=name, low=low, high=high, value=value)
     return int(number)
 
 
@@ -57,13 +60,15 @@ def picked(values) -> list[str]:
     if isinstance(values, str):
         values = [values]
     if not isinstance(values, (list, tuple)):
-        raise ValueError(f"Pick from the list: expected a list of names, got {type(values).__name__}.")
+        raise api.LabError("Pick from the list: expected a list of names, got {values_type}.",
+                           values_type=type(values).__name__)
     names = []
     for value in values:
         if value is None:
             continue
         if not isinstance(value, (str, int, float)) or isinstance(value, bool):
-            raise ValueError(f"Pick from the list: each choice is one name, got {type(value).__name__}.")
+            raise api.LabError("Pick from the list: each choice is one name, got {value_type}.",
+                               value_type=type(value).__name__)
         if str(value).strip():
             names.append(str(value).strip())
     return list(dict.fromkeys(names))
@@ -81,7 +86,8 @@ def picked_runs(run_ids, max_runs: int, purpose: str, *, together: str = "compar
     """
     ids = picked(run_ids)
     if required and not ids:
-        raise ValueError(f"Pick at least one run (up to {max_runs}) to {purpose}.")
+        raise api.LabError("Pick at least one run (up to {max_runs}) to {purpose}.", max_runs=max_runs, purpose=purpose)
     if len(ids) > max_runs:
-        raise ValueError(f"Pick at most {max_runs} runs to {together}; {len(ids)} are picked.")
+        raise api.LabError("Pick at most {max_runs} runs to {together}; {n_ids} are picked.",
+                           max_runs=max_runs, together=together, n_ids=len(ids))
     return ids

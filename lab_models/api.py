@@ -279,13 +279,13 @@ def anatomy(family: str, tokens, *, seed: int = 0, settings: dict | None = None,
     of the family's batch-builder settings (`family_settings(family)`), e.g. {"two_stream": False} for XLNet's leak.
     """
     if not isinstance(family, str):
-        raise ValueError(f"family must be a name such as 'bert', got {family!r}")
+        raise LabError("family must be a name such as 'bert', got {family!r}", family=family)
     if isinstance(tokens, str):
-        raise ValueError("tokens must be a list of token strings, not one string: split it first, e.g. text.split().")
+        raise LabError("tokens must be a list of token strings, not one string: split it first, e.g. text.split().")
     if isinstance(seed, bool) or not isinstance(seed, int):
-        raise ValueError(f"seed must be an integer, got {seed!r}")
+        raise LabError("seed must be an integer, got {seed!r}", seed=seed)
     if not -2**63 <= seed < 2**64:  # what torch.Generator.manual_seed takes
-        raise ValueError(f"seed must be between -2**63 and 2**64 - 1, got {seed}")
+        raise LabError("seed must be between -2**63 and 2**64 - 1, got {seed}", seed=seed)
     if settings is not None:
         choices["settings"] = _anatomy_settings(family, settings)
     return build_anatomy(family, list(tokens), seed=seed, **choices)
@@ -297,22 +297,24 @@ def _anatomy_settings(family: str, values: dict):
 
 
     if not isinstance(values, dict) or not all(isinstance(key, str) for key in values):
-        raise ValueError(f"settings must be a dict of setting names to values, e.g. {{'two_stream': False}}; got "
-                         f"{type(values).__name__}.")
+        raise LabError("settings must be a dict of setting names to values, e.g. {{'two_stream': False}}; got "
+                       "{values_type}.", values_type=type(values).__name__)
     module = objective_module(family)
     if not hasattr(module, "Settings"):
-        raise ValueError(f"{family} has no batch-builder settings to change.")
+        raise LabError("{family} has no batch-builder settings to change.", family=family)
     defaults = module.Settings()
     known = {f.name for f in dataclasses.fields(defaults)}
     unknown = sorted(set(values) - known)
     if unknown:
-        raise ValueError(f"{family} has no setting {', '.join(unknown)}; its settings are: {', '.join(sorted(known))}.")
+        raise LabError("{family} has no setting {unknown}; its settings are: {known}.",
+                       family=family, unknown=', '.join(unknown), known=', '.join(sorted(known)))
     hints = typing.get_type_hints(type(defaults))
     converted = {}
     for key, value in values.items():
         if not _fits(value, hints[key]):
-            raise ValueError(f"{family}'s setting {key} takes {_type_words(hints[key])}, not "
-                             f"{_home.shown(value)}.")
+            raise LabError("{family}'s setting {key} takes {type_words}, not "
+                           "{value}.",
+                           family=family, key=key, type_words=_type_words(hints[key]), value=_home.shown(value))
         converted[key] = tuple(value) if isinstance(value, list) else value
     return dataclasses.replace(defaults, **converted)
 
@@ -363,7 +365,7 @@ def explorer_split(text: str, tokenizer_path: str | Path | None = None, *, split
     character; a saved tokenizer.json (`tokenizer_path`) splits as that tokenizer does."""
 
     if not text or not text.strip():
-        raise ValueError("Type a sentence first: the input is empty.")
+        raise LabError("Type a sentence first: the input is empty.")
     if tokenizer_path is None:
         result = split_words(text, split)
     else:
@@ -372,10 +374,11 @@ def explorer_split(text: str, tokenizer_path: str | Path | None = None, *, split
         title = TOKENIZER_KINDS[_tokenizer_inspect.tokenizer_kind(tokenizer)]
         result = WordSplit(tokens, "tokenizer", f"split with the {title} tokenizer")
     if not result.tokens:
-        raise ValueError("The tokenizer produced no tokens for this text.")
+        raise LabError("The tokenizer produced no tokens for this text.")
     if len(result.tokens) > max_tokens:
-        raise ValueError(f"The sentence has {len(result.tokens)} tokens ({result.note}); the Mask Explorer draws at "
-                         f"most {max_tokens}. Shorten it.")
+        raise LabError("The sentence has {n_tokens} tokens ({note}); the Mask Explorer draws at "
+                       "most {max_tokens}. Shorten it.",
+                       n_tokens=len(result.tokens), note=result.note, max_tokens=max_tokens)
     return result
 
 
@@ -413,7 +416,8 @@ def trainable_families() -> list[FamilySpec]:
 def _trainable(family: str) -> FamilySpec:
     names = [spec.name for spec in trainable_families()]
     if family not in names:
-        raise ValueError(f"{family!r} cannot be trained yet: choose one of {', '.join(names)}.")
+        raise LabError("{family!r} cannot be trained yet: choose one of {names}.",
+                       family=family, names=', '.join(names))
     return family_spec(family)
 
 
@@ -463,25 +467,25 @@ def _setting_value(family: str, key: str, value, default):
             return True
         if text in ("false", "0", "no", "off"):
             return False
-        raise ValueError(f"The {where} is on/off: write true or false, not {value!r}.")
+        raise LabError("The {where} is on/off: write true or false, not {value!r}.", where=where, value=value)
     if isinstance(default, int):
         try:
             number = float(value)
         except (TypeError, ValueError):
-            raise ValueError(f"The {where} is a whole number, not {value!r}.") from None
+            raise LabError("The {where} is a whole number, not {value!r}.", where=where, value=value) from None
         if not number.is_integer():
-            raise ValueError(f"The {where} is a whole number, not {value!r}.")
+            raise LabError("The {where} is a whole number, not {value!r}.", where=where, value=value)
         return int(number)
     if isinstance(default, float):
         try:
             number = float(value)
         except (TypeError, ValueError):
-            raise ValueError(f"The {where} is a number, not {value!r}.") from None
+            raise LabError("The {where} is a number, not {value!r}.", where=where, value=value) from None
         if number != number or number in (float("inf"), float("-inf")):
-            raise ValueError(f"The {where} must be a finite number, not {value!r}.")
+            raise LabError("The {where} must be a finite number, not {value!r}.", where=where, value=value)
         return number
     if value is None or not str(value).strip():
-        raise ValueError(f"The {where} needs a value.")
+        raise LabError("The {where} needs a value.", where=where)
     return str(value).strip()
 
 
@@ -493,23 +497,28 @@ def _training_request(jobs: RunStore, family, preset, corpus, steps, seed, devic
     weights = dict(objectives) if objectives is not None else dict(defaults)
     unknown = [name for name in weights if name not in defaults]
     if unknown:
-        raise ValueError(f"{spec.title} has no objective {unknown[0]!r}: its objectives are {', '.join(defaults)}.")
+        raise LabError("{title} has no objective {unknown!r}: its objectives are {defaults}.",
+                       title=spec.title, unknown=unknown[0], defaults=', '.join(defaults))
     own = [name for name in defaults if name not in _addon_names]  # an add-on adds to the family's own objectives
     if not any(float(weights.get(name, defaults[name]) or 0) > 0 for name in own):
-        raise ValueError(f"Turn on at least one of {spec.title}'s objectives ({', '.join(own)}).")
+        raise LabError("Turn on at least one of {title}'s objectives ({own}).", title=spec.title, own=', '.join(own))
     known = family_settings(family)
     values = {}
     for key, value in dict(settings or {}).items():
         if key not in known:
-            raise ValueError(f"{spec.title} has no setting {key!r}: its settings are {', '.join(known)}.")
+            raise LabError("{title} has no setting {key!r}: its settings are {known}.",
+                           title=spec.title, key=key, known=', '.join(known))
         values[key] = _setting_value(spec.title, key, value, known[key])
     if corpus is not None and corpus not in corpora.list_corpora(home=jobs.home) and not Path(str(corpus)).exists():
-        raise ValueError(f"Unknown corpus {corpus!r}: choose one of {', '.join(corpora.list_corpora(home=jobs.home))} "
-                         "or import it in the Corpora tab.")
+        raise LabError("Unknown corpus {corpus!r}: choose one of {corpora} "
+                       "or import it in the Corpora tab.",
+                       corpus=corpus, corpora=', '.join(corpora.list_corpora(home=jobs.home)))
     if tokenizer is not None and tokenizer not in TOKENIZER_KINDS:
-        raise ValueError(f"Unknown tokenizer {tokenizer!r}: choose one of {', '.join(TOKENIZER_KINDS)}.")
+        raise LabError("Unknown tokenizer {tokenizer!r}: choose one of {tokenizer_kinds}.",
+                       tokenizer=tokenizer, tokenizer_kinds=', '.join(TOKENIZER_KINDS))
     if device not in TRAINING_DEVICES:
-        raise ValueError(f"Unknown device {device!r}: choose one of {', '.join(TRAINING_DEVICES)}.")
+        raise LabError("Unknown device {device!r}: choose one of {training_devices}.",
+                       device=device, training_devices=', '.join(TRAINING_DEVICES))
     select_device(device)  # ValueError when e.g. cuda is asked for and there is none
     extra_args = _model_arguments(family, model)
     if init_from is not None and str(init_from).strip():
@@ -522,8 +531,8 @@ def _init_from_arguments(jobs: RunStore, family: str, run_id: str, settings: dic
     """`--init-from RUN` for a run id of the lab home, checked the way the trainer will check it (the family must
     match the starting run's architecture; its tokenizer and dimensions are kept)."""
     if tokenizer is not None:
-        raise ValueError(f"A run started from {run_id} uses that run's tokenizer: leave the tokenizer on the "
-                         "family's default.")
+        raise LabError("A run started from {run_id} uses that run's tokenizer: leave the tokenizer on the "
+                       "family's default.", run_id=run_id)
     start = _init_from.read_starting_point(run_folder(run_id, jobs=jobs), jobs.home)
     family_items, _ = _split_settings([f"{key}={format_value(value)}" for key, value in settings.items()])
     objective_settings = _settings_with_overrides(family, family_items)  # an add-on's settings change no model
@@ -540,7 +549,8 @@ def _model_arguments(family: str, model) -> list[str]:
     if not model:
         return []
     if not isinstance(model, dict):
-        raise ValueError(f"model must be a dict of model settings such as {{'ffn': 'switch'}}, got {model!r}.")
+        raise LabError("model must be a dict of model settings such as {{'ffn': 'switch'}}, got {model!r}.",
+                       model=model)
     items = [f"{key}={format_value(value)}" for key, value in model.items()]
     parse_model_overrides(items, family)  # ValueError with the trainer's own message
     return [argument for item in items for argument in ("--model", item)]
@@ -648,8 +658,8 @@ def corpus_name(name, *, home=None) -> str:
     names = corpora.list_corpora(home=home)
     if not isinstance(name, str) or name.strip() not in names:
         quoted = _home.shown(name) if isinstance(name, str) else type(name).__name__
-        raise ValueError(f"Unknown corpus {quoted}: choose one of {', '.join(names)}, or import a file in the Corpora "
-                         "tab (the page takes corpus names, not paths).")
+        raise LabError("Unknown corpus {quoted}: choose one of {names}, or import a file in the Corpora "
+                       "tab (the page takes corpus names, not paths).", quoted=quoted, names=', '.join(names))
     return name.strip()
 
 
@@ -698,10 +708,10 @@ def switch_settings(on: bool, n_experts=None, capacity_factor=None, expert_every
         try:
             number = float(value)
         except (TypeError, ValueError):
-            raise ValueError(f"The Switch setting {key} must be a number, got {value!r}.") from None
+            raise LabError("The Switch setting {key} must be a number, got {value!r}.", key=key, value=value) from None
         if isinstance(default, int):
             if not number.is_integer():
-                raise ValueError(f"The Switch setting {key} must be a whole number, got {value!r}.")
+                raise LabError("The Switch setting {key} must be a whole number, got {value!r}.", key=key, value=value)
             number = int(number)
         if number != default:
             overrides[key] = number
@@ -752,12 +762,15 @@ def _sweep_config(jobs: RunStore, family, sizes, steps, switch, preset, corpus, 
                   n_experts, capacity_factor, expert_every, out="") -> "_sweep.SweepConfig":
     if isinstance(steps, bool) or not isinstance(steps, (int, float)) or steps != int(steps) or \
             not 1 <= steps <= _MAX_STEPS:
-        raise ValueError(f"Steps must be a whole number from 1 to {_MAX_STEPS:,}, got {steps!r}.")
+        raise LabError("Steps must be a whole number from 1 to {max_steps:,}, got {steps!r}.",
+                       max_steps=_MAX_STEPS, steps=steps)
     if device not in TRAINING_DEVICES:
-        raise ValueError(f"Unknown device {device!r}: choose one of {', '.join(TRAINING_DEVICES)}.")
+        raise LabError("Unknown device {device!r}: choose one of {training_devices}.",
+                       device=device, training_devices=', '.join(TRAINING_DEVICES))
     select_device(device)
     if corpus is not None and corpus not in corpora.list_corpora(home=jobs.home) and not Path(str(corpus)).exists():
-        raise ValueError(f"Unknown corpus {corpus!r}: choose one of {', '.join(corpora.list_corpora(home=jobs.home))}.")
+        raise LabError("Unknown corpus {corpus!r}: choose one of {corpora}.",
+                       corpus=corpus, corpora=', '.join(corpora.list_corpora(home=jobs.home)))
     config = _sweep.SweepConfig(
         family=family, sizes=tuple(size.label for size in _sweep.parse_sizes(sizes)), steps=int(steps), out=out,
         switch=bool(switch), preset=preset, corpus=corpus or None, seed=int(seed or 0), device=device,
@@ -807,10 +820,10 @@ def stop_sweep(jobs: JobManager, sweep_id: str) -> dict:
 
 def _sweep_id(jobs: RunStore, sweep_id) -> str:
     if not isinstance(sweep_id, str) or not sweep_id.strip():
-        raise ValueError("Choose a sweep first.")
+        raise LabError("Choose a sweep first.")
     folder = jobs.run_dir(sweep_id.strip())
     if folder.parent.name != _sweep.SWEEPS_FOLDER:
-        raise ValueError(f"{sweep_id} is not a sweep.")
+        raise LabError("{sweep_id} is not a sweep.", sweep_id=sweep_id)
     return folder.name
 
 
@@ -865,8 +878,8 @@ PROBE_MAX_SENTENCES = _probes.MAX_SENTENCES
 
 def _probe_run_dir(run_dir) -> Path:
     if run_dir is None or not str(run_dir).strip():
-        raise ValueError("Choose a run first: pick one with weights (finished, stopped, or running with a "
-                         "checkpoint).")
+        raise LabError("Choose a run first: pick one with weights (finished, stopped, or running with a "
+                       "checkpoint).")
     return Path(str(run_dir).strip()).expanduser()
 
 
@@ -880,7 +893,7 @@ def contextual_similarity(run_dirs, sentence_a: str, sentence_b: str, word: str)
 
     dirs = [run_dirs] if isinstance(run_dirs, (str, Path)) else list(run_dirs or [])
     if not dirs:
-        raise ValueError("Pick at least one run to compare.")
+        raise LabError("Pick at least one run to compare.")
     frames = [_probes.contextual_similarity(_probe_run_dir(d), sentence_a, sentence_b, word) for d in dirs]
     return pd.concat(frames, ignore_index=True)
 
@@ -934,7 +947,7 @@ def sentence_similarity(run_dirs, pooling: str = "mean",
     weights, or a bad pooling or count."""
     dirs = [run_dirs] if isinstance(run_dirs, (str, Path)) else list(run_dirs or [])
     if not dirs:
-        raise ValueError("Pick at least one run to compare.")
+        raise LabError("Pick at least one run to compare.")
     return [_sentence_similarity.topic_similarity(_probe_run_dir(d), pooling, per_topic) for d in dirs]
 # ================================================================================================ understand (end)
 
@@ -1079,7 +1092,7 @@ def default_pooling(family: str) -> str:
 
 def _csv_path(path) -> Path:
     if path is None or not str(path).strip():
-        raise ValueError("Upload a CSV file first: it needs a header row naming a text column and a label column.")
+        raise LabError("Upload a CSV file first: it needs a header row naming a text column and a label column.")
     return Path(str(path).strip()).expanduser()
 
 
@@ -1088,12 +1101,13 @@ def csv_columns(path) -> list[str]:
     a missing, empty, binary, non-UTF-8 or too big file, or a CSV syntax error."""
     path = _csv_path(path)
     if not path.is_file():
-        raise ValueError(f"No CSV file at {path}: upload it again.")
+        raise LabError("No CSV file at {path}: upload it again.", path=path)
     size = path.stat().st_size
     cap = _corpus_files.max_upload_bytes()
     if size > cap:
-        raise ValueError(f"{path.name} is {size / 2**20:.1f} MB, more than the {cap / 2**20:.0f} MB limit "
-                         "(PRETRAINING_LAB_MAX_UPLOAD_MB); use a smaller sample of the rows.")
+        raise LabError("{name} is {megabytes:.1f} MB, more than the {cap_megabytes:.0f} MB limit "
+                       "(PRETRAINING_LAB_MAX_UPLOAD_MB); use a smaller sample of the rows.",
+                       name=path.name, megabytes=size / 2**20, cap_megabytes=cap / 2**20)
     text = _corpus_files.decode_text(path.read_bytes(), path.name)
     header, _ = _tasks.read_csv_rows(text, path.name)
     return header
@@ -1115,7 +1129,7 @@ def store_task_csv(path, home=None) -> Path:
 
     source = _csv_path(path)
     if not source.is_file():
-        raise ValueError(f"No CSV file at {source}: upload it again.")
+        raise LabError("No CSV file at {source}: upload it again.", source=source)
     digest = hashlib.sha256(source.read_bytes()).hexdigest()[:16]
     name = "".join(c if c.isalnum() or c in "._-" else "-" for c in source.name).strip("-.") or "task.csv"
     target = lab_home(home) / TASK_CSV_FOLDER / digest / name
@@ -1136,10 +1150,10 @@ def start_finetune(jobs: JobManager, run_id: str, task: str, **options) -> str:
     copied into the lab home (`store_task_csv`). ValueError before anything is queued for an unknown run, a run
     without weights, a bad task or CSV, or a bad number."""
     if not isinstance(run_id, str) or not run_id.strip():
-        raise ValueError("Choose a run to fine-tune: pick one with weights.")
+        raise LabError("Choose a run to fine-tune: pick one with weights.")
     run_dir = jobs.run_dir(run_id.strip())  # ValueError for an unknown or malformed id
     if run_dir.parent != jobs.runs_dir:
-        raise ValueError(f"{run_id} is not a pretraining run; fine-tune one of the runs in the runs list.")
+        raise LabError("{run_id} is not a pretraining run; fine-tune one of the runs in the runs list.", run_id=run_id)
     if task == "csv" and options.get("csv_path"):
         options = {**options, "csv_path": str(store_task_csv(options["csv_path"], jobs.home))}
     return _results.start_finetune(jobs, run_id.strip(), task, **options)
@@ -1154,10 +1168,10 @@ def stop_finetune(jobs: JobManager, finetune_id: str) -> dict:
 
 def _finetune_id(jobs: RunStore, finetune_id) -> str:
     if not isinstance(finetune_id, str) or not finetune_id.strip():
-        raise ValueError("Choose a fine-tuning first.")
+        raise LabError("Choose a fine-tuning first.")
     folder = jobs.run_dir(finetune_id.strip())
     if folder.parent.name != _config.FINETUNES_FOLDER:
-        raise ValueError(f"{finetune_id} is a pretraining run, not a fine-tuning.")
+        raise LabError("{finetune_id} is a pretraining run, not a fine-tuning.", finetune_id=finetune_id)
     return folder.name
 
 
@@ -1411,18 +1425,20 @@ def corpus_root(root=None, *, home=None) -> Path:
     if root is None and not _os.environ.get(CORPUS_ROOT_ENV_VAR):
         folder.mkdir(parents=True, exist_ok=True)
     if not folder.is_dir():
-        raise ValueError(f"The corpus root {folder} is not a folder: start the app with --corpus-root DIR (or set "
-                         f"{CORPUS_ROOT_ENV_VAR}) to a folder that holds your corpora.")
+        raise LabError("The corpus root {folder} is not a folder: start the app with --corpus-root DIR (or set "
+                       "{corpus_root_env_var}) to a folder that holds your corpora.",
+                       folder=folder, corpus_root_env_var=CORPUS_ROOT_ENV_VAR)
     return folder
 
 
 def _server_path(path, root) -> Path:
     if not isinstance(path, str) or not path.strip():
-        raise ValueError(f"Type the path of a corpus file or folder inside {root} (e.g. web.txt or books/).")
+        raise LabError("Type the path of a corpus file or folder inside {root} (e.g. web.txt or books/).", root=root)
     try:
         return path_inside(root, path.strip(), "corpus path")
     except (OSError, RuntimeError) as error:  # "~nobody/x" (no such user's home), a name too long to stat
-        raise ValueError(f"The corpus path {_home.shown(path.strip())} cannot be read: {error}") from None
+        raise LabError("The corpus path {path} cannot be read: {error}",
+                       path=_home.shown(path.strip()), error=error) from None
 
 
 def inspect_server_corpus(path, *, root, text_column=None) -> dict:
@@ -1451,7 +1467,8 @@ def start_tokenizing(jobs: TokenizeJobs, corpus, *, family: str = "gpt", preset:
     name = corpus_name(corpus, home=jobs.home)
     _trainable(family)
     if preset not in TRAINING_PRESETS:
-        raise ValueError(f"Unknown preset {preset!r}: choose one of {', '.join(TRAINING_PRESETS)}.")
+        raise LabError("Unknown preset {preset!r}: choose one of {training_presets}.",
+                       preset=preset, training_presets=', '.join(TRAINING_PRESETS))
     return jobs.start(name, family=family, preset=preset)
 
 
@@ -1459,14 +1476,14 @@ def tokenizing_status(jobs: TokenizeJobs, job_id) -> dict:
     """{"state": running | finished | stopped | failed | died, "message", "progress": {"phase", "bytes_done",
     "bytes_total", "tokens", "mb_per_s", "eta_s", "fraction", ...}, "corpus", ...} of a tokenize job."""
     if not isinstance(job_id, str) or not job_id.strip():
-        raise ValueError("Start a tokenization first.")
+        raise LabError("Start a tokenization first.")
     return jobs.status(job_id.strip())
 
 
 def stop_tokenizing(jobs: TokenizeJobs, job_id) -> dict:
     """Stop a tokenize job; what it tokenized is kept and a new start continues it."""
     if not isinstance(job_id, str) or not job_id.strip():
-        raise ValueError("Start a tokenization first.")
+        raise LabError("Start a tokenization first.")
     return jobs.stop(job_id.strip())
 # ========================================================================================== corpora at any size (end)
 

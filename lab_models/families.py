@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from lab_models.messages import LabError
+
 
 @dataclass(frozen=True)
 class FamilyRecord:
@@ -104,6 +106,6 @@ def family_record(name: str) -> FamilyRecord:
     ((('mlm', 1.0), ('nsp', 1.0)), 'encoder-decoder')
     """
     if name not in _FAMILIES:
-        raise ValueError(f"Unknown family {name!r}: choose one of {', '.join(_FAMILIES)}.")
+        raise LabError("Unknown family {name!r}: choose one of {families}.", name=name, families=', '.join(_FAMILIES))
     title, kind, tokenizer, paper, objectives = _FAMILIES[name]
     return FamilyRecord(name, title, kind, tokenizer, paper, objectives)

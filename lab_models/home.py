@@ -30,6 +30,8 @@ import re
 import tempfile
 from pathlib import Path
 
+from lab_models.messages import LabError
+
 HOME_ENV_VAR = "PRETRAINING_LAB_HOME"
 DEFAULT_HOME = Path("~/.pretraining-lab")
 SUBFOLDERS = ("corpora", "tokenizers", "runs")
@@ -92,16 +94,17 @@ def plain_name(name, what: str = "name") -> str:
     text, empty, too long, or holding anything but letters, digits, '.', '_' and '-' (so no '/', '\\', NUL, control
     characters, and nothing starting with '.' such as '..')."""
     if not isinstance(name, str):
-        raise ValueError(f"A {what} must be text, got {type(name).__name__}.")
+        raise LabError("A {what} must be text, got {name_type}.", what=what, name_type=type(name).__name__)
     name = name.strip()
     if not name:
-        raise ValueError(f"The {what} is empty.")
+        raise LabError("The {what} is empty.", what=what)
     if len(name) > MAX_NAME_CHARS:
-        raise ValueError(f"{shown(name)} is not a {what}: it has {len(name):,} characters, more than "
-                         f"{MAX_NAME_CHARS}.")
+        raise LabError("{name} is not a {what}: it has {length:,} characters, more than "
+                       "{max_name_chars}.",
+                       name=shown(name), what=what, length=len(name), max_name_chars=MAX_NAME_CHARS)
     if not _NAME.fullmatch(name):
-        raise ValueError(f"{shown(name)} is not a {what}: use letters, digits, '.', '_' and '-' only, starting "
-                         "with a letter or digit (no '/', no '..').")
+        raise LabError("{name} is not a {what}: use letters, digits, '.', '_' and '-' only, starting "
+                       "with a letter or digit (no '/', no '..').", name=shown(name), what=what)
     return name
 
 
@@ -112,15 +115,17 @@ def inside(root: str | os.PathLike, path: str | os.PathLike, what: str = "path")
     root = Path(root).expanduser().resolve()
     candidate = Path(path).expanduser()
     if "\0" in str(candidate):
-        raise ValueError(f"The {what} contains a NUL character.")
+        raise LabError("The {what} contains a NUL character.", what=what)
     if not candidate.is_absolute():
         candidate = root / candidate
     try:
         resolved = candidate.resolve()
     except (OSError, RuntimeError) as error:  # a symlink loop, a name too long for the file system
-        raise ValueError(f"The {what} {shown(str(path))} cannot be resolved: {error}.") from None
+        raise LabError("The {what} {path} cannot be resolved: {error}.",
+                       what=what, path=shown(str(path)), error=error) from None
     if resolved != root and root not in resolved.parents:
-        raise ValueError(f"The {what} {shown(str(path))} leads outside {root}; only what lies inside it is read.")
+        raise LabError("The {what} {path} leads outside {root}; only what lies inside it is read.",
+                       what=what, path=shown(str(path)), root=root)
     return resolved
 
 

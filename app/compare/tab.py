@@ -73,12 +73,12 @@ def _number(value, name: str, default, *, whole: bool):
     try:
         number = float(value)
     except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a number, got {value!r}.") from None
+        raise api.LabError("{name} must be a number, got {value!r}.", name=name, value=value) from None
     if not math.isfinite(number):
-        raise ValueError(f"{name} must be a finite number, got {value!r}.")
+        raise api.LabError("{name} must be a finite number, got {value!r}.", name=name, value=value)
     if whole:
         if not number.is_integer():
-            raise ValueError(f"{name} must be a whole number, got {value!r}.")
+            raise api.LabError("{name} must be a whole number, got {value!r}.", name=name, value=value)
         return int(number)
     return number
 
@@ -189,7 +189,8 @@ class CompareView:
         if mode in (None, "", AUTO):
             return AUTO  # api.generate's "auto": a task each family can do from the prompt (api.auto_task)
         if mode not in api.GENERATION_MODES:
-            raise ValueError(f"Unknown mode {mode!r}: choose {AUTO} or one of {', '.join(api.GENERATION_MODES)}.")
+            raise api.LabError("Unknown mode {mode!r}: choose {auto} or one of {generation_modes}.",
+                               mode=mode, auto=AUTO, generation_modes=', '.join(api.GENERATION_MODES))
         return mode
 
     def _run_facts(self, run_id: str, rows: dict) -> dict:
@@ -213,8 +214,8 @@ class CompareView:
         decoding value), which is then the page's error."""
         run_ids = self._run_ids(run_ids)
         if prompt is None or not str(prompt).strip():
-            raise ValueError("Type a prompt first: the prompt is empty. For infilling, mark the blank with [MASK] or "
-                             "___; the examples under the prompt show one per mode.")
+            raise api.LabError("Type a prompt first: the prompt is empty. For infilling, mark the blank with [MASK] or "
+                               "___; the examples under the prompt show one per mode.")
         mode = self._mode(mode)
         options = decoding_options(strategy, temperature, top_k, top_p, beam_size, max_new_tokens, seed, iterations,
                                    blank_length)

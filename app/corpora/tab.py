@@ -127,7 +127,7 @@ class CorporaView:
         """The corpus card: a table of facts, the language mix and a sample. A linked corpus too big to load is
         described from its files and its beginning (counts that need all of it say so, until it is tokenized)."""
         if not name:
-            raise ValueError("Choose a corpus.")
+            raise api.LabError("Choose a corpus.")
         card = api.corpus_overview(api.corpus_name(name, home=self.home), home=self.home)
         facts = {k: card[k] for k in CARD_FIELDS if k in card}
         if facts.get("source") in SOURCES:
@@ -161,7 +161,7 @@ class CorporaView:
 
     def import_file(self, file_path, name, column):
         if not file_path:
-            raise ValueError("Upload a .txt, .md, .jsonl or .csv file first.")
+            raise api.LabError("Upload a .txt, .md, .jsonl or .csv file first.")
         corpus = api.import_corpus(file_path, name=(name or None), text_column=(column or None), home=self.home)
         table, sample = self.card(corpus.name)
         return (tr("corpora.imported", name=corpus.name, train=len(corpus.train), validation=len(corpus.validation)),
@@ -188,7 +188,7 @@ class CorporaView:
     # ------------------------------------------------------------------ tokenizing
     def tokenize(self, name, family, preset):
         if self.tokenize_jobs is None:
-            raise ValueError("This page has no tokenize worker; start the app with python app.py.")
+            raise api.LabError("This page has no tokenize worker; start the app with python app.py.")
         job_id = api.start_tokenizing(self.tokenize_jobs, name, family=family or "gpt", preset=preset or "tiny")
         return (job_id,) + self.tokenize_view(job_id)
 
@@ -201,7 +201,7 @@ class CorporaView:
 
     def stop_tokenizing(self, job_id):
         if not job_id:
-            raise ValueError("Start a tokenization first.")
+            raise api.LabError("Start a tokenization first.")
         api.stop_tokenizing(self.tokenize_jobs, job_id)
         return self.tokenize_view(job_id)
 

@@ -45,7 +45,8 @@ def parse_positions(text: str) -> list[int] | None:
     try:
         return [int(part) for part in re.split(r"[,\s]+", text.strip()) if part]
     except ValueError:
-        raise ValueError(f"Positions must be whole numbers separated by commas, e.g. 1, 4; got {text!r}.") from None
+        raise api.LabError("Positions must be whole numbers separated by commas, e.g. 1, 4; got {text!r}.",
+                           text=text) from None
 
 
 def parse_spans(text: str) -> list[tuple[int, int]] | None:
@@ -56,8 +57,8 @@ def parse_spans(text: str) -> list[tuple[int, int]] | None:
     for part in [p for p in re.split(r"[,;\s]+", text.strip()) if p]:
         match = re.fullmatch(r"(-?\d+)\s*[:\-]\s*(-?\d+)", part)
         if not match:
-            raise ValueError(f"Write spans as start:end (0-based, end excluded), e.g. 1:3, 5:6; could not read "
-                             f"{part!r}.")
+            raise api.LabError("Write spans as start:end (0-based, end excluded), e.g. 1:3, 5:6; could not read "
+                               "{part!r}.", part=part)
         spans.append((int(match.group(1)), int(match.group(2))))
     return spans
 
@@ -131,12 +132,14 @@ class MaskExplorer:
                 shuffle, two_stream=True):
         families = list(families or [])
         if not families:
-            raise ValueError("Tick at least one family to draw.")
+            raise api.LabError("Tick at least one family to draw.")
         if len(families) > MAX_FAMILIES:
-            raise ValueError(f"Pick at most {MAX_FAMILIES} families to compare side by side.")
+            raise api.LabError("Pick at most {max_families} families to compare side by side.",
+                               max_families=MAX_FAMILIES)
         unknown = [f for f in families if f not in self.specs]
         if unknown:
-            raise ValueError(f"Unknown family {unknown[0]!r}: choose from {', '.join(self.specs)}.")
+            raise api.LabError("Unknown family {unknown!r}: choose from {specs}.",
+                               unknown=unknown[0], specs=', '.join(self.specs))
         split = self.split(text, tokenizer_kind)
         tokens = split.tokens
         outputs = []
@@ -151,7 +154,7 @@ class MaskExplorer:
                 anatomy = api.anatomy(family, tokens, seed=int(seed or 0), **choices)
             except ValueError as error:
                 if current_language() == "en":
-                    raise ValueError(f"{spec.title}: {error}") from error
+                    raise api.LabError("{title}: {error}", title=spec.title, error=error) from error
                 # the family's name, then the backend's message in the reader's language (a "Title: message" has
                 # no template of its own in the catalogue)
                 raise gr.Error(readable(tr("explorer.family_error", family=spec.title,

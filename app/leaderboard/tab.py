@@ -126,7 +126,8 @@ class LeaderboardView:
     def rank_zoo(self, zoo, max_examples=api.LEADERBOARD_DEFAULT_EXAMPLES, seed=0, progress=gr.Progress()):
         """The leaderboard of one zoo's runs (one per family), with the same outputs as `compute`."""
         if not zoo:
-            raise ValueError("No zoo to rank yet: press Train the demo zoo on the first tab (or run python -m lab_models zoo).")
+            raise api.LabError("No zoo to rank yet: press Train the demo zoo on the first tab (or run python -m "
+                               "lab_models zoo).")
         return self.compute(None, max_examples, seed, progress, zoo=str(zoo))
 
     def compute(self, corpus, max_examples=api.LEADERBOARD_DEFAULT_EXAMPLES, seed=0, progress=gr.Progress(),

@@ -50,7 +50,7 @@ class ScalingView:
     def _kwargs(self, family, sizes, steps, preset, switch, n_experts, capacity_factor, expert_every, max_minutes,
                 device, seed) -> dict:
         if not family:
-            raise ValueError("Choose a family to sweep.")
+            raise api.LabError("Choose a family to sweep.")
         return {"family": family, "sizes": sizes or "", "steps": int(steps or 0), "preset": preset or "tiny",
                 "switch": bool(switch), "n_experts": int(n_experts or 8),
                 "capacity_factor": float(capacity_factor or 0),
@@ -74,7 +74,7 @@ class ScalingView:
         active = [s for s in _ids(picked) if (sweeps.get(s, {}).get("status") or {}).get("state") in ("queued",
                                                                                                       "running")]
         if not active:
-            raise ValueError("None of the picked sweeps is queued or running: nothing to stop.")
+            raise api.LabError("None of the picked sweeps is queued or running: nothing to stop.")
         for sweep_id in active:
             api.stop_sweep(self.jobs, sweep_id)
         return status_html([s for s in api.list_sweeps(self.jobs) if s["sweep_id"] in _ids(picked)])

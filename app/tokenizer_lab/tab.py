@@ -73,12 +73,13 @@ class TokenizerLab:
 
     def _trained(self, corpus_name: str, vocab_size, kind: str, progress=None):
         if not corpus_name:
-            raise ValueError("Choose a corpus first.")
+            raise api.LabError("Choose a corpus first.")
         if vocab_size is None:
-            raise ValueError("Enter a vocabulary size, for example 2000.")
+            raise api.LabError("Enter a vocabulary size, for example 2000.")
         if float(vocab_size) != int(vocab_size) or not 0 < vocab_size <= api.MAX_VOCAB_SIZE:
-            raise ValueError(f"The vocabulary size must be a whole number from 1 to {api.MAX_VOCAB_SIZE:,}, such as "
-                             f"2000; got {vocab_size:,.15g}.")
+            raise api.LabError("The vocabulary size must be a whole number from 1 to {max_vocab_size:,}, such as "
+                               "2000; got {vocab_size:,.15g}.",
+                               max_vocab_size=api.MAX_VOCAB_SIZE, vocab_size=vocab_size)
         corpus = api.load_named_corpus(corpus_name, home=self.home)
         return api.cached_tokenizer(kind, corpus.train, int(vocab_size), corpus_fingerprint=corpus.fingerprint,
                                     home=self.home, progress=progress)
@@ -87,10 +88,11 @@ class TokenizerLab:
     def _kinds(kinds) -> list[str]:
         kinds = list(kinds or [])
         if not kinds:
-            raise ValueError("Tick at least one tokenizer kind.")
+            raise api.LabError("Tick at least one tokenizer kind.")
         unknown = [k for k in kinds if k not in api.TOKENIZER_KINDS]
         if unknown:
-            raise ValueError(f"Unknown tokenizer kind {unknown[0]!r}: choose from {', '.join(api.TOKENIZER_KINDS)}.")
+            raise api.LabError("Unknown tokenizer kind {unknown!r}: choose from {tokenizer_kinds}.",
+                               unknown=unknown[0], tokenizer_kinds=', '.join(api.TOKENIZER_KINDS))
         return kinds
 
     def train(self, corpus_name, vocab_size, kinds, text, progress=gr.Progress()):
@@ -101,7 +103,7 @@ class TokenizerLab:
         """
         kinds = self._kinds(kinds)
         if not corpus_name:
-            raise ValueError("Choose a corpus first.")
+            raise api.LabError("Choose a corpus first.")
         corpus = api.load_named_corpus(corpus_name, home=self.home)
         results, stats, histograms, failures, minimums = {}, [], {}, {}, {}
         for index, kind in enumerate(kinds):
@@ -154,7 +156,7 @@ class TokenizerLab:
     def use_proposed_size(proposed):
         """The proposed vocabulary size into the size box (the training follows as the next event)."""
         if not proposed:
-            raise ValueError("There is no proposed vocabulary size: train the tokenizers first.")
+            raise api.LabError("There is no proposed vocabulary size: train the tokenizers first.")
         return int(proposed)
 
     def _chips(self, results, text: str) -> str:
@@ -169,7 +171,7 @@ class TokenizerLab:
         """The same text split by every ticked kind, as coloured chips (id on hover)."""
         kinds = self._kinds(kinds)
         if not text or not text.strip():
-            raise ValueError("Type some text to tokenize.")
+            raise api.LabError("Type some text to tokenize.")
         return self._chips({k: self._trained(corpus_name, vocab_size, k) for k in kinds}, text)
 
     def replay_start(self, corpus_name, vocab_size, kind, text, n_merges):
@@ -182,9 +184,9 @@ class TokenizerLab:
     def replay(self, corpus_name, vocab_size, kind, text, n_merges):
         """The first `n_merges` merges of a BPE tokenizer applied to `text`, and the slider's new maximum."""
         if kind not in BPE_KINDS:
-            raise ValueError("Merge replay needs a BPE tokenizer: choose bpe or byte_bpe.")
+            raise api.LabError("Merge replay needs a BPE tokenizer: choose bpe or byte_bpe.")
         if not text or not text.strip():
-            raise ValueError("Type a word or sentence to replay the merges on.")
+            raise api.LabError("Type a word or sentence to replay the merges on.")
         result = self._trained(corpus_name, vocab_size, kind)
         total = api.merge_count(result.tokenizer)
         step = max(0, min(int(n_merges or 0), total))

@@ -38,7 +38,7 @@ class ExportView:
 
     def _folder(self, run_id):
         if not run_id or not str(run_id).strip():
-            raise ValueError("Pick a run first: the one to export.")
+            raise api.LabError("Pick a run first: the one to export.")
         return api.run_folder(str(run_id).strip(), jobs=self.jobs)
 
     def visibility(self, run_id):

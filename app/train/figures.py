@@ -21,6 +21,7 @@ import math
 import pandas as pd
 import plotly.graph_objects as go
 
+from lab_models import api
 from app.display import LINE_DASHES, STATE_COLORS, empty_figure, format_duration, run_styles, state_word
 from app.i18n.language import marker, text, tr
 from app.i18n.messages import backend_text, translate_message
@@ -222,7 +223,8 @@ def compare_figure(curves: dict[str, list[dict]], metric: str = "loss", *, heigh
     run is drawn in its family's colour (`families`: run id -> family; the lab's palette), a family's second run
     dashed."""
     if metric not in COMPARE_METRICS:
-        raise ValueError(f"Unknown metric {metric!r}: choose one of {', '.join(COMPARE_METRICS)}.")
+        raise api.LabError("Unknown metric {metric!r}: choose one of {compare_metrics}.",
+                           metric=metric, compare_metrics=', '.join(COMPARE_METRICS))
     if not curves:
         return empty_figure(tr("train.fig_compare_empty"), height)
     figure = go.Figure()

@@ -147,8 +147,8 @@ class ImportView:
     @staticmethod
     def _folder(folder) -> str:
         if folder is None or not str(folder).strip():
-            raise ValueError("Type the path of a checkpoint folder on this server first (e.g. "
-                             "~/models/bert-base-uncased).")
+            raise api.LabError("Type the path of a checkpoint folder on this server first (e.g. "
+                               "~/models/bert-base-uncased).")
         return str(folder).strip()
 
     def look(self, folder, generator, allow_pickle):

@@ -74,11 +74,13 @@ class AttributionView:
         why in its row."""
         sources = picked_runs(sources, MAX_SOURCES, "explain")
         if sentence is None or not str(sentence).strip():
-            raise ValueError(f"Type a text first: it is empty, e.g. “{EXAMPLE}”.")
+            raise api.LabError("Type a text first: it is empty, e.g. “{example}”.", example=EXAMPLE)
         if method not in METHODS:
-            raise ValueError(f"Unknown attribution method {method!r}: choose one of {', '.join(METHODS)}.")
+            raise api.LabError("Unknown attribution method {method!r}: choose one of {methods}.",
+                               method=method, methods=', '.join(METHODS))
         if baseline not in api.ATTRIBUTION_BASELINES:
-            raise ValueError(f"Unknown baseline {baseline!r}: choose 'pad' (the [PAD] token's vector) or 'zero'.")
+            raise api.LabError("Unknown baseline {baseline!r}: choose 'pad' (the [PAD] token's vector) or 'zero'.",
+                               baseline=baseline)
         steps = whole_number(steps, tr("probing.steps_label"), api.ATTRIBUTION_DEFAULT_STEPS, 2,
                              api.ATTRIBUTION_MAX_STEPS)
         target = str(target).strip() if isinstance(target, str) else ""

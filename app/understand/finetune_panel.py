@@ -102,11 +102,12 @@ def _optional_real(value, name: str, *, low: float, high: float, allow_zero: boo
     try:
         number = float(value)
     except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a number such as {example} (or empty for the default), got "
-                         f"{value!r}.") from None
+        raise api.LabError("{name} must be a number such as {example} (or empty for the default), got "
+                           "{value!r}.", name=name, example=example, value=value) from None
     if not math.isfinite(number) or number < low or number > high or (number == low and not allow_zero):
         bound = f"from {low:g}" if allow_zero else f"above {low:g}"
-        raise ValueError(f"{name} must be a number {bound} up to {high:g}, such as {example}, got {value!r}.")
+        raise api.LabError("{name} must be a number {bound} up to {high:g}, such as {example}, got {value!r}.",
+                           name=name, bound=bound, high=high, example=example, value=value)
     return number
 
 
@@ -231,10 +232,12 @@ class FinetuneView:
                 batch_size, lr, seed) -> tuple[str, dict]:
         """(task, start_finetune's options) from the controls; ValueError for anything out of range."""
         if task != CSV_TASK and task not in self.task_specs:
-            raise ValueError(f"Unknown task {task!r}: choose one of {', '.join(self.task_specs)}, or Upload CSV.")
+            raise api.LabError("Unknown task {task!r}: choose one of {task_specs}, or Upload CSV.",
+                               task=task, task_specs=', '.join(self.task_specs))
         pooling = pooling or "auto"
         if pooling not in api.FINETUNE_POOLINGS:
-            raise ValueError(f"Unknown pooling {pooling!r}: choose one of {', '.join(api.FINETUNE_POOLINGS)}.")
+            raise api.LabError("Unknown pooling {pooling!r}: choose one of {finetune_poolings}.",
+                               pooling=pooling, finetune_poolings=', '.join(api.FINETUNE_POOLINGS))
         defaults = api.FINETUNE_DEFAULTS
         options = {
             "pooling": pooling,
@@ -248,7 +251,7 @@ class FinetuneView:
         if task == CSV_TASK:
             path = _file_path(csv_file)
             if not path:
-                raise ValueError("Upload a CSV file for the CSV task (or pick a built-in task).")
+                raise api.LabError("Upload a CSV file for the CSV task (or pick a built-in task).")
             pair = pair_column if pair_column and str(pair_column).strip() else None
             api.check_csv_task(path, text_column, label_column, pair)  # a bad CSV fails here, once, for all runs
             options.update(csv_path=str(api.store_task_csv(path, self.jobs.home)), text_column=text_column,
@@ -260,14 +263,16 @@ class FinetuneView:
         """Queue one fine-tuning per run. Returns (shown picker, status markdown, progress HTML). Settings that are
         wrong for every run raise; a run that cannot be fine-tuned (no weights, say) is skipped with a warning."""
         if not hasattr(self.jobs, "start_command"):
-            raise ValueError("Fine-tuning needs the app's job manager; start the app with `python app.py`.")
+            raise api.LabError("Fine-tuning needs the app's job manager; start the app with `python app.py`.")
         run_ids = self._run_ids(run_ids)
         task, options = self.options(task, csv_file, text_column, label_column, pair_column, pooling,
                                      lm_aux_weight, steps, batch_size, lr, seed)
         adversarial = adversarial or "none"
         if adversarial not in api.FINETUNE_ADVERSARIAL_METHODS:
-            raise ValueError(f"Unknown adversarial training {adversarial!r}: choose one of "
-                             f"{', '.join(api.FINETUNE_ADVERSARIAL_METHODS)}.")
+            raise api.LabError("Unknown adversarial training {adversarial!r}: choose one of "
+                               "{finetune_adversarial_methods}.",
+                               adversarial=adversarial,
+                               finetune_adversarial_methods=', '.join(api.FINETUNE_ADVERSARIAL_METHODS))
         if adversarial != "none":
             options["adversarial"] = adversarial
         started, problems = [], []
@@ -298,7 +303,7 @@ class FinetuneView:
         statuses = self.statuses(shown)
         active = [s["finetune_id"] for s in statuses if s.get("state") in ACTIVE and not s.get("error")]
         if not active:
-            raise ValueError("None of the shown fine-tunings is queued or running: there is nothing to stop.")
+            raise api.LabError("None of the shown fine-tunings is queued or running: there is nothing to stop.")
         stopped = []
         for finetune_id in active:
             try:
@@ -330,7 +335,8 @@ class FinetuneView:
     def leaderboard(self, run_ids, scope=SCOPES[0]):
         """The leaderboard table and the accuracy plot, of the selected runs or of all runs."""
         if scope not in SCOPES:
-            raise ValueError(f"Unknown scope {scope!r}: choose one of {', '.join(SCOPES)}.")
+            raise api.LabError("Unknown scope {scope!r}: choose one of {scopes}.",
+                               scope=scope, scopes=', '.join(SCOPES))
         runs = self._run_ids(run_ids, required=False) if scope == SCOPES[0] else None
         if scope == SCOPES[0] and not runs:
             frame = api.finetune_leaderboard(self.jobs).iloc[0:0]

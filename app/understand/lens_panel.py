@@ -62,8 +62,8 @@ class LensView:
         panel."""
         run_ids = picked_runs(run_ids, MAX_RUNS, "read with the logit lens")
         if sentence is None or not str(sentence).strip():
-            raise ValueError(f"Type a text first: it is empty. Mark the word to predict with [MASK] for the masked "
-                             f"LMs, e.g. “{EXAMPLE}”.")
+            raise api.LabError("Type a text first: it is empty. Mark the word to predict with [MASK] for the masked "
+                               "LMs, e.g. “{example}”.", example=EXAMPLE)
         top_k = whole_number(top_k, "Top-k", DEFAULT_TOP_K, 1, MAX_TOP_K)
         rows = {row["run_id"]: row for row in api.list_runs(self.jobs)}
         results = []

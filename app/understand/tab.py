@@ -155,11 +155,11 @@ class UnderstandView:
         is refused) explains why in its column."""
         run_ids = self._run_ids(run_ids, "fill the masks with")
         if text is None or not str(text).strip():
-            raise ValueError(f"Type a text first: it is empty. Mark each blank with {MASK}, e.g. "
-                             f"“{FILL_MASK_EXAMPLES[0][0]}”.")
+            raise api.LabError("Type a text first: it is empty. Mark each blank with {mask}, e.g. "
+                               "“{example}”.", mask=MASK, example=FILL_MASK_EXAMPLES[0][0])
         if MASK.lower() not in str(text).lower():
-            raise ValueError(f"The text has no {MASK}: mark each word to predict with {MASK}, e.g. "
-                             f"“{FILL_MASK_EXAMPLES[0][0]}”.")
+            raise api.LabError("The text has no {mask}: mark each word to predict with {mask}, e.g. "
+                               "“{example}”.", mask=MASK, example=FILL_MASK_EXAMPLES[0][0])
         top_k = whole_number(top_k, "Top-k", DEFAULT_TOP_K, 1, 20)
         fill = getattr(api, "fill_mask", None)
         rows = {row["run_id"]: row for row in api.list_runs(self.jobs)}
@@ -170,7 +170,7 @@ class UnderstandView:
             result = self._facts(run_id, rows)
             try:
                 if fill is None:
-                    raise ValueError("Fill-mask is not available in this version of the lab.")
+                    raise api.LabError("Fill-mask is not available in this version of the lab.")
                 slots = fill(self.jobs.run_dir(run_id), str(text), top_k=top_k)
                 result["slots"] = [[[str(token), round(float(prob), 6)] for token, prob in slot] for slot in slots]
             except ValueError as error:
@@ -197,7 +197,7 @@ class UnderstandView:
         run_ids = self._run_ids(run_ids, "project")
         lines = [line.strip() for line in str(sentences or "").splitlines() if line.strip()]
         if not lines:
-            raise ValueError("Type the sentences to project, one per line: the box is empty.")
+            raise api.LabError("Type the sentences to project, one per line: the box is empty.")
         frames = []
         for index, run_id in enumerate(run_ids):
             progress(index / len(run_ids), desc=tr("understand.progress_projecting", run_id=run_id,
@@ -212,7 +212,7 @@ class UnderstandView:
         if isinstance(run_id, (list, tuple)):
             run_id = run_id[0] if run_id else None
         if not run_id or not str(run_id).strip():
-            raise ValueError("Choose a run first: pick one with weights in the Run list.")
+            raise api.LabError("Choose a run first: pick one with weights in the Run list.")
         progress(0.2, desc=tr("understand.progress_running", run_id=run_id))
         maps = api.attention_maps(self.jobs.run_dir(str(run_id).strip()), sentence)
         streams = list(maps.streams)

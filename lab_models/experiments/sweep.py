@@ -59,6 +59,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from lab_models.messages import LabError
 from lab_models.training import runs
 from lab_models.home import atomic_write_json, lab_home
 from lab_models.nn.config import PRESETS
@@ -121,7 +122,7 @@ def parse_sizes(text: str) -> list[SizeSpec]:
     """Comma-separated sizes: preset names (tiny, small, medium, base) or DxL (d_model x layers). ValueError with
     what to write for anything else, a repeated size or an empty list."""
     if not isinstance(text, str) or not text.strip():
-        raise ValueError("give at least one size, e.g. --sizes 32x1,64x2,tiny")
+        raise LabError("give at least one size, e.g. --sizes 32x1,64x2,tiny")
     sizes, seen = [], set()
     for item in (part.strip() for part in text.split(",")):
         if not item:
@@ -132,21 +133,22 @@ def parse_sizes(text: str) -> list[SizeSpec]:
         else:
             match = _SIZE.match(item)
             if not match:
-                raise ValueError(f"unknown size {item!r}: write a preset ({', '.join(PRESETS)}) or DxL, e.g. 128x2 "
-                                 f"for d_model 128 with 2 layers")
+                raise LabError("unknown size {item!r}: write a preset ({presets}) or DxL, e.g. 128x2 "
+                               "for d_model 128 with 2 layers", item=item, presets=', '.join(PRESETS))
             d_model, n_layers = int(match.group(1)), int(match.group(2))
             if d_model < 1 or n_layers < 1:
-                raise ValueError(f"size {item!r}: d_model and the number of layers must be at least 1")
+                raise LabError("size {item!r}: d_model and the number of layers must be at least 1", item=item)
             if d_model > MAX_SWEEP_D_MODEL or n_layers > MAX_SWEEP_LAYERS:
-                raise ValueError(f"size {item!r}: d_model must be at most {MAX_SWEEP_D_MODEL:,} and the number of "
-                                 f"layers at most {MAX_SWEEP_LAYERS} (the base preset is 768x12)")
+                raise LabError("size {item!r}: d_model must be at most {max_sweep_d_model:,} and the number of "
+                               "layers at most {max_sweep_layers} (the base preset is 768x12)",
+                               item=item, max_sweep_d_model=MAX_SWEEP_D_MODEL, max_sweep_layers=MAX_SWEEP_LAYERS)
             size = SizeSpec(item, d_model, n_layers, default_heads(d_model), 4 * d_model)
         if (size.d_model, size.n_layers, size.n_heads, size.d_ff) in seen:
-            raise ValueError(f"size {item!r} is listed twice")
+            raise LabError("size {item!r} is listed twice", item=item)
         seen.add((size.d_model, size.n_layers, size.n_heads, size.d_ff))
         sizes.append(size)
     if not sizes:
-        raise ValueError("give at least one size, e.g. --sizes 32x1,64x2,tiny")
+        raise LabError("give at least one size, e.g. --sizes 32x1,64x2,tiny")
     return sizes
 
 
@@ -178,11 +180,11 @@ def fit_power_law(xs, ys) -> PowerLaw:
              if x is not None and y is not None and math.isfinite(float(x)) and math.isfinite(float(y))
              and float(x) > 0 and float(y) > 0]
     if len(pairs) < 2:
-        raise ValueError(f"a power law needs at least 2 points with positive values, got {len(pairs)}")
+        raise LabError("a power law needs at least 2 points with positive values, got {n_pairs}", n_pairs=len(pairs))
     log_x = np.log([x for x, _ in pairs])
     log_y = np.log([y for _, y in pairs])
     if np.ptp(log_x) == 0:
-        raise ValueError("a power law needs points at 2 or more different sizes")
+        raise LabError("a power law needs points at 2 or more different sizes")
     slope, intercept = np.polyfit(log_x, log_y, 1)
     predicted = slope * log_x + intercept
     residual = float(((log_y - predicted) ** 2).sum())
@@ -273,16 +275,19 @@ def check_config(config: SweepConfig) -> list[SizeSpec]:
 
 
     if config.family not in TRAINED_FAMILIES:
-        raise ValueError(f"unknown family {config.family!r}: choose one of {', '.join(TRAINED_FAMILIES)}")
+        raise LabError("unknown family {family!r}: choose one of {trained_families}",
+                       family=config.family, trained_families=', '.join(TRAINED_FAMILIES))
     if config.family in RNN_FAMILIES:
-        raise ValueError(f"{config.family} is an LSTM family: a sweep changes a Transformer's d_model and layers; "
-                         f"choose a Transformer family")
+        raise LabError("{family} is an LSTM family: a sweep changes a Transformer's d_model and layers; "
+                       "choose a Transformer family", family=config.family)
     if config.preset not in PRESET_DEFAULTS:
-        raise ValueError(f"unknown preset {config.preset!r}: choose one of {', '.join(PRESET_DEFAULTS)}")
+        raise LabError("unknown preset {preset!r}: choose one of {preset_defaults}",
+                       preset=config.preset, preset_defaults=', '.join(PRESET_DEFAULTS))
     if isinstance(config.steps, bool) or not isinstance(config.steps, int) or not 1 <= config.steps <= MAX_STEPS:
-        raise ValueError(f"--steps must be a whole number from 1 to {MAX_STEPS:,}, got {config.steps!r}")
+        raise LabError("--steps must be a whole number from 1 to {max_steps:,}, got {steps!r}",
+                       max_steps=MAX_STEPS, steps=config.steps)
     if config.max_minutes is not None and not config.max_minutes > 0:
-        raise ValueError(f"--max-minutes must be above 0, got {config.max_minutes!r}")
+        raise LabError("--max-minutes must be above 0, got {max_minutes!r}", max_minutes=config.max_minutes)
     sizes = parse_sizes(",".join(config.sizes))
     settings = objective_module(config.family).Settings()
     vocab = stand_in_vocab(PRESET_DEFAULTS[config.preset]["vocab_size"] + 64)  # + the lab's special tokens
@@ -294,7 +299,8 @@ def check_config(config: SweepConfig) -> list[SizeSpec]:
                 with torch.device("meta"):
                     build_model(config.family, model_config, settings, vocab, None)
             except ValueError as error:
-                raise ValueError(f"size {size.label} ({variant}): {error}") from None
+                raise LabError("size {label} ({variant}): {error}",
+                               label=size.label, variant=variant, error=error) from None
     return sizes
 
 
@@ -466,7 +472,7 @@ def new_sweep_dir(home, family: str) -> Path:
         except FileExistsError:
             continue
         return folder
-    raise ValueError(f"could not create a sweep folder in {root}; is the lab home writable?")
+    raise LabError("could not create a sweep folder in {root}; is the lab home writable?", root=root)
 
 
 def read_sweep(folder) -> dict:
@@ -538,7 +544,7 @@ def config_from_args(args) -> SweepConfig:
     model = parse_model_overrides(args.model, args.family)
     for key in ("d_model", "n_layers", "n_heads", "d_ff", "ffn"):
         if key in model:
-            raise ValueError(f"--model {key} is set by the sweep (by --sizes, or --switch for ffn)")
+            raise LabError("--model {key} is set by the sweep (by --sizes, or --switch for ffn)", key=key)
     home = str(Path(args.home).expanduser().resolve()) if args.home else None
     out = Path(args.out).expanduser().resolve() if args.out else None
     config = SweepConfig(family=args.family, sizes=tuple(s.label for s in parse_sizes(args.sizes)), steps=args.steps,

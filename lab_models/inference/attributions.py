@@ -45,6 +45,7 @@ from typing import Callable
 import numpy as np
 import torch
 
+from lab_models.messages import LabError
 from lab_models.inference.finetuning.saved import is_finetune_folder, load_finetuned
 from lab_models.inference.generation.context import check_prompt_text, load_decodable_run
 from lab_models.inference.predicting import prediction_site, token_label
@@ -166,13 +167,16 @@ class Attribution:
 
 def check_method(method, steps, baseline) -> tuple[str, int, str]:
     if method not in METHODS:
-        raise ValueError(f"Unknown attribution method {method!r}: choose one of {', '.join(METHODS)}.")
+        raise LabError("Unknown attribution method {method!r}: choose one of {methods}.",
+                       method=method, methods=', '.join(METHODS))
     if isinstance(steps, float) and steps.is_integer():
         steps = int(steps)
     if isinstance(steps, bool) or not isinstance(steps, int) or not 2 <= steps <= MAX_STEPS:
-        raise ValueError(f"steps must be a whole number from 2 to {MAX_STEPS}, got {steps!r}.")
+        raise LabError("steps must be a whole number from 2 to {max_steps}, got {steps!r}.",
+                       max_steps=MAX_STEPS, steps=steps)
     if baseline not in BASELINES:
-        raise ValueError(f"Unknown baseline {baseline!r}: choose 'pad' (the [PAD] token's vector) or 'zero'.")
+        raise LabError("Unknown baseline {baseline!r}: choose 'pad' (the [PAD] token's vector) or 'zero'.",
+                       baseline=baseline)
     return method, steps, baseline
 
 
@@ -250,8 +254,8 @@ def _target_token(ctx, logits: torch.Tensor, target: str | None) -> int:
         encoded = ctx.encode(wanted)
         token_id = encoded[0] if len(encoded) == 1 else None
     if token_id is None or token_id >= ctx.V:
-        raise ValueError(f"The target {wanted!r} is not one token of this run's vocabulary: leave it empty to explain "
-                         f"the model's own answer.")
+        raise LabError("The target {wanted!r} is not one token of this run's vocabulary: leave it empty to explain "
+                       "the model's own answer.", wanted=wanted)
     return int(token_id)
 
 
@@ -275,8 +279,9 @@ def _explain_classifier(folder, text: str, method: str, steps: int, baseline: st
     elif str(target).strip() in labels:
         label = labels.index(str(target).strip())
     else:
-        raise ValueError(f"The target {str(target).strip()!r} is not a label of this classifier: choose one of "
-                         f"{', '.join(labels)}, or leave it empty to explain its own answer.")
+        raise LabError("The target {target!r} is not a label of this classifier: choose one of "
+                       "{labels}, or leave it empty to explain its own answer.",
+                       target=str(target).strip(), labels=', '.join(labels))
 
     def f(vectors: torch.Tensor) -> torch.Tensor:
         replace["vectors"] = vectors

@@ -82,6 +82,7 @@ from typing import Callable
 
 import torch
 
+from lab_models.messages import LabError
 from lab_models.training import runs
 from lab_models.training.config import check_seed
 from lab_models.home import atomic_write_json, lab_home
@@ -547,18 +548,19 @@ def _classification(home: Path, run_ids: list[str]) -> tuple[dict[str, dict[str,
 
 def _check_settings(corpus, max_examples, seed) -> tuple[str | None, int, int]:
     if corpus is not None and not isinstance(corpus, str):
-        raise ValueError(f"corpus must be a corpus name (as the runs' config.json says it), got {corpus!r}")
+        raise LabError("corpus must be a corpus name (as the runs' config.json says it), got {corpus!r}", corpus=corpus)
     corpus = corpus.strip() or None if isinstance(corpus, str) else None
     if isinstance(max_examples, float) and max_examples.is_integer():
         max_examples = int(max_examples)
     if isinstance(max_examples, bool) or not isinstance(max_examples, int) or not (
             1 <= max_examples <= MAX_EXAMPLES_LIMIT):
-        raise ValueError(f"max_examples must be a whole number from 1 to {MAX_EXAMPLES_LIMIT} (held-out sentences "
-                         f"per metric), got {max_examples!r}")
+        raise LabError("max_examples must be a whole number from 1 to {max_examples_limit} (held-out sentences "
+                       "per metric), got {max_examples!r}",
+                       max_examples_limit=MAX_EXAMPLES_LIMIT, max_examples=max_examples)
     if isinstance(seed, float) and seed.is_integer():
         seed = int(seed)
     if isinstance(seed, bool) or not isinstance(seed, int):
-        raise ValueError(f"seed must be a whole number, got {seed!r}")
+        raise LabError("seed must be a whole number, got {seed!r}", seed=seed)
     check_seed(seed)  # from 0 to MAX_SEED, as a training run's
     return corpus, max_examples, seed
 
@@ -591,8 +593,8 @@ def leaderboard(home=None, corpus: str | None = None, *, max_examples: int = DEF
     if zoo is not None:
         found = [item for item in found if runs.read_config(item[0]).get("zoo") == zoo]
         if not found:
-            raise ValueError(f"No run of the zoo {zoo!r} has weights yet: train it first (the first tab's Train the "
-                             "demo zoo, or python -m lab_models zoo).")
+            raise LabError("No run of the zoo {zoo!r} has weights yet: train it first (the first tab's Train the "
+                           "demo zoo, or python -m lab_models zoo).", zoo=zoo)
     examples_by_corpus: dict[str, HeldOutExamples | str] = {}
     rows, computed, cached, seconds, measured = [], [], [], {}, []
     total = len(found)
@@ -690,7 +692,7 @@ def write_leaderboard_csv(frame, path) -> Path:
     import pandas as pd
 
     if not isinstance(frame, pd.DataFrame):
-        raise ValueError("Compute the leaderboard first: there is no table to export.")
+        raise LabError("Compute the leaderboard first: there is no table to export.")
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     frame.to_csv(path, index=False, encoding="utf-8")

@@ -51,6 +51,7 @@ from contextlib import contextmanager
 import pandas as pd
 import torch
 
+from lab_models.messages import LabError
 from lab_models.inference.generation.context import MAX_TOP_K, as_whole_number, is_integer_value
 from lab_models.inference.generation.context import load_decodable_run
 from lab_models.inference.predicting import PredictionSite, prediction_site, token_label
@@ -163,7 +164,8 @@ def logit_lens(run_dir, text: str, top_k: int = 5) -> pd.DataFrame:
     without the [MASK] a masked LM needs or with one a left-to-right family cannot fill."""
     top_k = as_whole_number(top_k)
     if not is_integer_value(top_k) or not 1 <= top_k <= MAX_TOP_K:
-        raise ValueError(f"top_k must be a whole number from 1 to {MAX_TOP_K}, got {top_k!r}")
+        raise LabError("top_k must be a whole number from 1 to {max_top_k}, got {top_k!r}",
+                       max_top_k=MAX_TOP_K, top_k=top_k)
     run = load_decodable_run(run_dir)
     site = prediction_site(run, text)
     ctx = site.ctx

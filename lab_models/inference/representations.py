@@ -64,6 +64,7 @@ import pandas as pd
 import torch
 import torch.nn.functional as F
 
+from lab_models.messages import LabError
 from lab_models.families import family_record
 from lab_models.inference.loading import TrainedRun, load_run
 from lab_models.nn.attention import prepare_mask
@@ -132,9 +133,9 @@ class Encoded:
 
 def _check_text(sentence, what: str) -> str:
     if sentence is None or not isinstance(sentence, str):
-        raise ValueError(f"{what} must be text, got {type(sentence).__name__}.")
+        raise LabError("{what} must be text, got {sentence_type}.", what=what, sentence_type=type(sentence).__name__)
     if not sentence.strip():
-        raise ValueError(f"Type {what} first: it is empty.")
+        raise LabError("Type {what} first: it is empty.", what=what)
     return sentence.strip()
 
 
@@ -153,13 +154,15 @@ def encode_sentence(run: TrainedRun, sentence: str, what: str = "the sentence") 
     text = _check_text(sentence, what)
     encoding = run.tokenizer.encode(text, add_special_tokens=False)
     if not encoding.ids:
-        raise ValueError(f"{what[:1].upper() + what[1:]} gives no tokens with the tokenizer of {run.run_id}.")
+        raise LabError("{what_capitalized} gives no tokens with the tokenizer of {run_id}.",
+                       what_capitalized=what[:1].upper() + what[1:], run_id=run.run_id)
     framed = run.framing.reading.frame(list(encoding.ids))  # as the run reads a text (bare for the lab's runs)
     ids = framed.ids
     limit = token_limit(run)
     if len(ids) > limit:
-        raise ValueError(f"{what[:1].upper() + what[1:]} has {len(ids)} tokens with the tokenizer of {run.run_id}; the limit is "
-                         f"{limit} tokens. Shorten it.")
+        raise LabError("{what_capitalized} has {n_ids} tokens with the tokenizer of {run_id}; the limit is "
+                       "{limit} tokens. Shorten it.",
+                       what_capitalized=what[:1].upper() + what[1:], n_ids=len(ids), run_id=run.run_id, limit=limit)
     specials = special_ids(run.tokenizer)
     labels = []
     for token_id, token, (start, end) in zip(encoding.ids, encoding.tokens, encoding.offsets):
@@ -186,12 +189,12 @@ def word_pieces(encoded: Encoded, word: str, what: str = "the sentence") -> list
     word = _check_text(word, "the word")
     match = re.search(word_pattern(word), encoded.text, flags=re.IGNORECASE)  # Chinese words: anywhere
     if match is None:
-        raise ValueError(f"The word {word!r} does not occur in {what} ({encoded.text!r}): it must appear in both "
-                         f"sentences, as a whole word.")
+        raise LabError("The word {word!r} does not occur in {what} ({text!r}): it must appear in both "
+                       "sentences, as a whole word.", word=word, what=what, text=encoded.text)
     start, end = match.span()
     pieces = [i for i, (s, e) in enumerate(encoded.offsets) if s < end and e > start]
     if not pieces:
-        raise ValueError(f"The tokenizer dropped the word {word!r} in {what}: no token covers it.")
+        raise LabError("The tokenizer dropped the word {word!r} in {what}: no token covers it.", word=word, what=what)
     return pieces
 
 
@@ -276,8 +279,8 @@ def hidden_states(run: TrainedRun, sentence: str, what: str = "the sentence") ->
     if _is_rnn(run):
         names, vectors = zip(*_rnn_layers(run, encoded))
         if len({v.shape[-1] for v in vectors}) > 1:
-            raise ValueError(f"the layers of a {family_record(run.family).title} run have different widths: read them "
-                             f"with layer_vectors")
+            raise LabError("the layers of a {title} run have different widths: read them "
+                           "with layer_vectors", title=family_record(run.family).title)
         return encoded, torch.stack(vectors)
     states = encoder_layers(run, _ids(encoded.ids, run.device),
                             _segments(encoded, run.device))  # (L + 1, 1, T, H)
@@ -487,8 +490,8 @@ def contextual_similarity(run_dir, sentence_a: str, sentence_b: str, word: str) 
     sentence_b = _check_text(sentence_b, "sentence B")
     for text, what in ((sentence_a, "sentence A"), (sentence_b, "sentence B")):
         if re.search(word_pattern(word), text, flags=re.IGNORECASE) is None:
-            raise ValueError(f"The word {word!r} does not occur in {what} ({text!r}): it must appear in both "
-                             f"sentences, as a whole word.")
+            raise LabError("The word {word!r} does not occur in {what} ({text!r}): it must appear in both "
+                           "sentences, as a whole word.", word=word, what=what, text=text)
     run = load_run(run_dir)
     encoded_a, layers_a = layer_vectors(run, sentence_a, "sentence A")
     encoded_b, layers_b = layer_vectors(run, sentence_b, "sentence B")
@@ -510,11 +513,12 @@ def _sentence_list(sentences) -> list[str]:
     if isinstance(sentences, str):
         sentences = [line for line in sentences.splitlines() if line.strip()]
     if sentences is None or not isinstance(sentences, (list, tuple)):
-        raise ValueError("Give the sentences as a list of strings, or as text with one sentence per line.")
+        raise LabError("Give the sentences as a list of strings, or as text with one sentence per line.")
     if not sentences:
-        raise ValueError("Type at least one sentence to project: the list is empty.")
+        raise LabError("Type at least one sentence to project: the list is empty.")
     if len(sentences) > MAX_SENTENCES:
-        raise ValueError(f"{len(sentences)} sentences were given; the projection takes at most {MAX_SENTENCES}.")
+        raise LabError("{n_sentences} sentences were given; the projection takes at most {max_sentences}.",
+                       n_sentences=len(sentences), max_sentences=MAX_SENTENCES)
     return [_check_text(s, f"sentence {i + 1}") for i, s in enumerate(sentences)]
 
 
@@ -655,8 +659,9 @@ def attention_maps(run_dir, sentence: str) -> AttentionMaps:
     limit (64 tokens, or half the model's positions), a run without weights, fewer than 2 tokens for XLNet/MPNet."""
     run = load_run(run_dir)
     if _is_rnn(run):
-        raise ValueError(f"{family_record(run.family).title} is an LSTM model: it has no self-attention to draw. Its "
-                         f"contextual vectors are in the similarity and projection views.")
+        raise LabError("{title} is an LSTM model: it has no self-attention to draw. Its "
+                       "contextual vectors are in the similarity and projection views.",
+                       title=family_record(run.family).title)
     encoded = encode_sentence(run, sentence)
     config = run.model_config
     if config.decoder_layers > 0:
@@ -702,12 +707,13 @@ def _two_stream_maps(run: TrainedRun, encoded: Encoded) -> AttentionMaps:
     choices = {**module.sample_choices(token_ids, generator, cfg), "order": torch.arange(n)}
     example = module.build_example(token_ids, choices, generator, cfg)
     if "content" not in example.attention:
-        raise ValueError(f"run {run.run_id} has a query stream but its batch builder gives one stream: its settings "
-                         f"do not match the model")
+        raise LabError("run {run_id} has a query stream but its batch builder gives one stream: its settings "
+                       "do not match the model", run_id=run.run_id)
     T = example.input_ids.numel()
     if T > run.max_positions:
-        raise ValueError(f"The sentence is too long for {run.run_id}: with its [MASK] slots it needs {T} positions, "
-                         f"the model has {run.max_positions}. Shorten it.")
+        raise LabError("The sentence is too long for {run_id}: with its [MASK] slots it needs {T} positions, "
+                       "the model has {max_positions}. Shorten it.",
+                       run_id=run.run_id, T=T, max_positions=run.max_positions)
     backbone = run.model.backbone
     device = run.device
     slots = example.query_slots  # (Q,)

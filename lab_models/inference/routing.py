@@ -15,6 +15,7 @@ from pathlib import Path
 
 import torch
 
+from lab_models.messages import LabError
 from lab_models.families import RNN_FAMILIES
 from lab_models.inference import representations as probes
 from lab_models.inference.loading import load_run
@@ -48,10 +49,10 @@ def token_routing(run_dir, sentence: str) -> RoutingView:
     run_dir = Path(run_dir)
     config = runs.read_config(run_dir)
     if config.get("family") in RNN_FAMILIES:
-        raise ValueError(f"{run_dir.name} is an LSTM run: only Transformer runs can have Switch layers")
+        raise LabError("{name} is an LSTM run: only Transformer runs can have Switch layers", name=run_dir.name)
     if config and (config.get("model") or {}).get("ffn") != "switch":
-        raise ValueError(f"{run_dir.name} has no Switch layers: train a run with the Switch Transformer toggle "
-                         f"(--model ffn=switch) to see its routing")
+        raise LabError("{name} has no Switch layers: train a run with the Switch Transformer toggle "
+                       "(--model ffn=switch) to see its routing", name=run_dir.name)
     run = load_run(run_dir)
     labels = {id(module): label for label, module in switch_layers(run.model.backbone)}
     encoded = probes.encode_sentence(run, sentence)

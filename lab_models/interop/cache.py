@@ -28,6 +28,7 @@ import logging
 import os
 from pathlib import Path
 
+from lab_models.messages import LabError
 from lab_models.interop.checkpoint import CONFIG_FILE, folder_size_text, read_json_file
 from lab_models.interop.importer import inspect_checkpoint
 
@@ -116,11 +117,12 @@ def cached_checkpoint_path(repo_id: str, cache_dir=None) -> Path:
     """The snapshot folder of the cached repository `repo_id` (as `cached_checkpoints` lists it); ValueError when
     the cache has no such model, or the lab cannot import it (with the reason)."""
     if not isinstance(repo_id, str) or not repo_id.strip():
-        raise ValueError("Pick a checkpoint from the list of the Hugging Face cache first.")
+        raise LabError("Pick a checkpoint from the list of the Hugging Face cache first.")
     rows = [row for row in cached_checkpoints(cache_dir) if row["repo_id"] == repo_id.strip()]
     if not rows:
-        raise ValueError(f"The Hugging Face cache ({cache_dir or default_cache_dir()}) holds no model "
-                         f"{repo_id.strip()!r}: refresh the list, or type the folder by hand.")
+        raise LabError("The Hugging Face cache ({cache_dir}) holds no model "
+                       "{repo_id!r}: refresh the list, or type the folder by hand.",
+                       cache_dir=cache_dir or default_cache_dir(), repo_id=repo_id.strip())
     if not rows[0]["supported"]:
-        raise ValueError(f"{repo_id.strip()} cannot be imported: {rows[0]['reason']}")
+        raise LabError("{repo_id} cannot be imported: {reason}", repo_id=repo_id.strip(), reason=rows[0]['reason'])
     return Path(rows[0]["path"])

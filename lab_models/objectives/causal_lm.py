@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import torch
 
+from lab_models.messages import LabError
 from lab_models.objectives import masks
 from lab_models.batch import IGNORE_INDEX, Batch, Example, collate
 from lab_models.objectives.common import BatchConfig
@@ -41,7 +42,7 @@ def sample_choices(token_ids: torch.Tensor, generator: torch.Generator, cfg: Bat
 
 def validate_choices(n: int, choices: dict) -> dict:
     if choices:
-        raise ValueError(f"the causal LM takes no choices, got {sorted(choices)}")
+        raise LabError("the causal LM takes no choices, got {choices}", choices=sorted(choices))
     return {}
 
 

@@ -59,6 +59,7 @@ from typing import Sequence
 
 import torch
 
+from lab_models.messages import LabError
 from lab_models.objectives import masks
 from lab_models.batch import IGNORE_INDEX, Batch, Example, collate
 from lab_models.objectives.bert import (IS_NEXT, as_ids, as_rows, check_fraction, check_masking, check_positive_int,
@@ -212,7 +213,7 @@ def sample_choices(token_ids: torch.Tensor, generator: torch.Generator, cfg: Bat
 
 def validate_choices(n: int, choices: dict) -> dict:
     if n <= 0:
-        raise ValueError("the input is empty: give at least one token")
+        raise LabError("the input is empty: give at least one token")
     reject_unknown(choices, CHOICES, "spanbert")
     return {"masked": validate_masked(n, choices["masked"])} if "masked" in choices else {}
 

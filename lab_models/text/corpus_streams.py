@@ -43,6 +43,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from lab_models.messages import LabError
 from lab_models.text.corpus_files import (binary_reason, check_not_utf16, clean_document,
                                           csv_delimiter, suggest_column)
 
@@ -66,8 +67,8 @@ class ReadLimits:
     def __post_init__(self):
         for name in ("block_bytes", "max_document_chars", "probe_bytes"):
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 16:
-                raise ValueError(f"ReadLimits.{name} must be a whole number of at least 16, got "
-                                 f"{getattr(self, name)!r}")
+                raise LabError("ReadLimits.{name} must be a whole number of at least 16, got "
+                               "{value!r}", name=name, value=getattr(self, name))
 
     def key(self) -> str:
         """What the limits add to a fingerprint: only those that change the documents read."""
@@ -176,8 +177,9 @@ def _file_format(path: Path) -> str | None:
 
 def _unsupported(path: Path) -> ValueError:
     shown = path.suffix or "(no extension)"
-    return ValueError(f"{path.name}: unsupported file type {shown}; give a {', '.join(STREAMED_EXTENSIONS)} file, a "
-                      "folder of them, or a folder written by datasets' save_to_disk")
+    return LabError("{name}: unsupported file type {shown}; give a {streamed_extensions} file, a "
+                    "folder of them, or a folder written by datasets' save_to_disk",
+                    name=path.name, shown=shown, streamed_extensions=', '.join(STREAMED_EXTENSIONS))
 
 
 def _datasets_arrow_files(folder: Path) -> list[Path] | None:
@@ -186,12 +188,14 @@ def _datasets_arrow_files(folder: Path) -> list[Path] | None:
         try:
             splits = json.loads((folder / "dataset_dict.json").read_text(encoding="utf-8"))["splits"]
         except (OSError, ValueError, KeyError, TypeError) as error:
-            raise ValueError(f"{folder}/dataset_dict.json is not a datasets split list ({error})") from None
+            raise LabError("{folder}/dataset_dict.json is not a datasets split list ({error})",
+                           folder=folder, error=error) from None
         files: list[Path] = []
         for split in splits:
             found = _datasets_arrow_files(folder / str(split))
             if found is None:
-                raise ValueError(f"{folder} lists the split {split!r}, but {folder / str(split)} is not a saved split")
+                raise LabError("{folder} lists the split {split!r}, but {path} is not a saved split",
+                               folder=folder, split=split, path=folder / str(split))
             files += found
         return files
     if not (folder / "state.json").is_file():
@@ -200,11 +204,13 @@ def _datasets_arrow_files(folder: Path) -> list[Path] | None:
         names = [entry["filename"] for entry in json.loads((folder / "state.json").read_text(encoding="utf-8"))
                  ["_data_files"]]
     except (OSError, ValueError, KeyError, TypeError) as error:
-        raise ValueError(f"{folder}/state.json is not a datasets state file ({error})") from None
+        raise LabError("{folder}/state.json is not a datasets state file ({error})",
+                       folder=folder, error=error) from None
     files = [folder / name for name in names]
     missing = [path.name for path in files if not path.is_file()]
     if missing:
-        raise ValueError(f"{folder} is a datasets folder without its data file(s) {', '.join(missing)}")
+        raise LabError("{folder} is a datasets folder without its data file(s) {missing}",
+                       folder=folder, missing=', '.join(missing))
     return files
 
 
@@ -215,22 +221,23 @@ def find_corpus_files(path, text_column: str | None = None, *, limits: ReadLimit
     Example: a folder holding a.txt and b/c.jsonl -> CorpusFiles(layout="folder", files=(a.txt, b/c.jsonl), ...).
     """
     if not isinstance(path, (str, Path)) or not str(path).strip():
-        raise ValueError(f"expected the path of a corpus file or folder, got {path!r}")
+        raise LabError("expected the path of a corpus file or folder, got {path!r}", path=path)
     try:
         given = Path(path).expanduser()
         exists = given.exists()
         root = given.resolve()
     except (OSError, RuntimeError, ValueError) as error:  # too long a name, a NUL, "~nobody": not a path to read
         shown = str(path) if len(str(path)) <= 80 else str(path)[:40] + "…" + str(path)[-39:]
-        raise ValueError(f"{shown!r} is not a readable path ({getattr(error, 'strerror', None) or error})") from None
+        raise LabError("{shown!r} is not a readable path ({reason})",
+                       shown=shown, reason=getattr(error, 'strerror', None) or error) from None
     if not exists:
-        raise ValueError(f"{given} does not exist")
+        raise LabError("{given} does not exist", given=given)
     if root.is_file():
         file_format = _file_format(root)
         if file_format is None:
             if root.suffix.lower() == ".arrow":
-                raise ValueError(f"{root.name}: give the folder that datasets' save_to_disk wrote (the one holding "
-                                 "state.json), not one of its .arrow files")
+                raise LabError("{name}: give the folder that datasets' save_to_disk wrote (the one holding "
+                               "state.json), not one of its .arrow files", name=root.name)
             raise _unsupported(root)
         layout, files = "file", [CorpusFile(root, root.name, file_format, root.stat().st_size)]
     elif root.is_dir():
@@ -248,12 +255,13 @@ def find_corpus_files(path, text_column: str | None = None, *, limits: ReadLimit
             files = [CorpusFile(file, file.relative_to(root).as_posix(), _file_format(file), file.stat().st_size)
                      for file in found]
         if not files:
-            raise ValueError(f"folder {root} has no {', '.join(STREAMED_EXTENSIONS)} files to read (nor a datasets "
-                             "save_to_disk folder's state.json)")
+            raise LabError("folder {root} has no {streamed_extensions} files to read (nor a datasets "
+                           "save_to_disk folder's state.json)",
+                           root=root, streamed_extensions=', '.join(STREAMED_EXTENSIONS))
     else:
-        raise ValueError(f"{root} is neither a file nor a folder")
+        raise LabError("{root} is neither a file nor a folder", root=root)
     if text_column is not None and (not isinstance(text_column, str) or not text_column.strip()):
-        raise ValueError(f"the text column must be a column name, got {text_column!r}")
+        raise LabError("the text column must be a column name, got {text_column!r}", text_column=text_column)
     column = text_column.strip() if text_column else None
     columns: tuple[str, ...] = ()
     table = next((file for file in files if file.file_format in TABLE_FORMATS), None)
@@ -261,20 +269,22 @@ def find_corpus_files(path, text_column: str | None = None, *, limits: ReadLimit
         columns, suggested = _table_columns(table, limits)
         if column is not None and column not in columns and table.file_format in ("jsonl", "csv"):
             kind = "field" if table.file_format == "jsonl" else "column"
-            raise ValueError(f"{table.relative} has no text {kind} {column!r} in its first {COLUMN_SAMPLE_ROWS} rows; "
-                             f"available: {', '.join(columns) or 'none'}")
+            raise LabError("{relative} has no text {kind} {column!r} in its first {column_sample_rows} rows; "
+                           "available: {columns}",
+                           relative=table.relative, kind=kind, column=column, column_sample_rows=COLUMN_SAMPLE_ROWS,
+                           columns=', '.join(columns) or 'none')
         if column is None and layout != "folder":  # one table (or one datasets folder): its suggested column
             column = suggested
     elif column is not None:
-        raise ValueError(f"{root.name} holds plain text only; a text column applies to .jsonl, .csv, .parquet and "
-                         "datasets files")
+        raise LabError("{name} holds plain text only; a text column applies to .jsonl, .csv, .parquet and "
+                       "datasets files", name=root.name)
     if column is not None:  # every Parquet / Arrow file must have it (their schemas are read without the data)
         for file in files:
             if file.file_format in ("parquet", "arrow"):
                 schema, _ = _arrow_schema_and_rows(file)
                 if column not in schema.names:
-                    raise ValueError(f"{file.relative} has no column {column!r}; its columns: "
-                                     f"{', '.join(schema.names)}")
+                    raise LabError("{relative} has no column {column!r}; its columns: "
+                                   "{names}", relative=file.relative, column=column, names=', '.join(schema.names))
     return CorpusFiles(root, layout, tuple(files), column, tuple(columns))
 
 
@@ -470,8 +480,9 @@ def _csv_rows(file: CorpusFile, report: ReadReport, limits: ReadLimits):
                                                           limits.max_document_chars), start=1):
             if not complete:
                 handle.close()
-                raise ValueError(f"{file.relative}: line {number} is longer than {limits.max_document_chars:,} "
-                                 "characters; use .jsonl or .txt for such long documents")
+                raise LabError("{relative}: line {number} is longer than {max_document_chars:,} "
+                               "characters; use .jsonl or .txt for such long documents",
+                               relative=file.relative, number=number, max_document_chars=limits.max_document_chars)
             yield line + "\n"
 
     source = lines()
@@ -485,22 +496,24 @@ def _csv_rows(file: CorpusFile, report: ReadReport, limits: ReadLimits):
         header = next(reader)
     except csv.Error as error:
         handle.close()
-        raise ValueError(f"{file.relative}: CSV error in its header: {error}") from None
+        raise LabError("{relative}: CSV error in its header: {error}", relative=file.relative, error=error) from None
     names = [name.strip() or f"column{index + 1}" for index, name in enumerate(header)]
     duplicates = sorted({name for name in names if names.count(name) > 1})
     if duplicates:
         handle.close()
-        raise ValueError(f"{file.relative}: the header repeats the column name(s) {', '.join(duplicates)}; give every "
-                         "column a different name")
+        raise LabError("{relative}: the header repeats the column name(s) {duplicates}; give every "
+                       "column a different name", relative=file.relative, duplicates=', '.join(duplicates))
 
     def rows():
         try:
             for cells in reader:
                 yield {name: value for name, value in zip(names, cells)}
         except csv.Error as error:
-            raise ValueError(f"{file.relative}: CSV error on line {reader.line_num}: {error}. Check the quoting on "
-                             f"that line; cells longer than {csv.field_size_limit()} characters are not supported "
-                             "(use .jsonl for long documents)") from None
+            raise LabError("{relative}: CSV error on line {line}: {error}. Check the quoting on "
+                           "that line; cells longer than {field_size_limit} characters are not supported "
+                           "(use .jsonl for long documents)",
+                           relative=file.relative, line=reader.line_num, error=error,
+                           field_size_limit=csv.field_size_limit()) from None
         finally:
             handle.close()
 
@@ -536,7 +549,7 @@ def _column_for(file: CorpusFile, files: CorpusFiles, limits: ReadLimits) -> str
         return files.text_column
     columns, suggested = _table_columns(file, limits)
     if suggested is None:
-        raise ValueError(f"{file.relative} has no column holding text")
+        raise LabError("{relative} has no column holding text", relative=file.relative)
     return suggested
 
 
@@ -551,7 +564,8 @@ def _csv_documents(file: CorpusFile, files: CorpusFiles, report: ReadReport, lim
     names, rows = _csv_rows(file, report, limits)
     if names and column not in names:
         rows.close()
-        raise ValueError(f"{file.relative} has no column {column!r}; available: {', '.join(names)}")
+        raise LabError("{relative} has no column {column!r}; available: {names}",
+                       relative=file.relative, column=column, names=', '.join(names))
     for number, row in enumerate(rows, start=2):
         yield from _cell_documents(row.get(column), f"{file.relative} row {number}", report, limits)
 
@@ -572,7 +586,8 @@ def _arrow_schema_and_rows(file: CorpusFile):
             rows = batch.slice(0, COLUMN_SAMPLE_ROWS).to_pylist() if batch is not None else []
             return reader.schema, rows
     except (pa.ArrowException, OSError) as error:
-        raise ValueError(f"{file.relative} is not a readable {file.file_format.capitalize()} file ({error})") from None
+        raise LabError("{relative} is not a readable {file_format} file ({error})",
+                       relative=file.relative, file_format=file.file_format.capitalize(), error=error) from None
 
 
 def _arrow_documents(file: CorpusFile, files: CorpusFiles, report: ReadReport, limits: ReadLimits) -> Iterator[str]:
@@ -583,7 +598,8 @@ def _arrow_documents(file: CorpusFile, files: CorpusFiles, report: ReadReport, l
     column = _column_for(file, files, limits)
     schema, _ = _arrow_schema_and_rows(file)
     if column not in schema.names:
-        raise ValueError(f"{file.relative} has no column {column!r}; its columns: {', '.join(schema.names)}")
+        raise LabError("{relative} has no column {column!r}; its columns: {names}",
+                       relative=file.relative, column=column, names=', '.join(schema.names))
     start = report.bytes_done
     try:
         if file.file_format == "parquet":
@@ -604,7 +620,7 @@ def _arrow_documents(file: CorpusFile, files: CorpusFiles, report: ReadReport, l
                     done += batch.num_rows
                     report.bytes_done = start + min(file.size, source.tell())
     except pa.ArrowException as error:
-        raise ValueError(f"{file.relative}: could not be read ({error})") from None
+        raise LabError("{relative}: could not be read ({error})", relative=file.relative, error=error) from None
     report.bytes_done = start + file.size
 
 
@@ -639,10 +655,11 @@ def iter_documents(files: CorpusFiles, report: ReadReport, limits: ReadLimits = 
         if skip is not None:
             if files.layout == "file":
                 if skip == "empty":
-                    raise ValueError(f"{file.relative} is empty (or holds only whitespace); there is no text to "
-                                     "train on")
-                raise ValueError(f"{file.relative} looks like a binary file ({skip}); give plain text: export "
-                                 "documents, PDFs or spreadsheets to .txt or .csv first")
+                    raise LabError("{relative} is empty (or holds only whitespace); there is no text to "
+                                   "train on", relative=file.relative)
+                raise LabError("{relative} looks like a binary file ({skip}); give plain text: export "
+                               "documents, PDFs or spreadsheets to .txt or .csv first",
+                               relative=file.relative, skip=skip)
             report.skip_file(file.relative, "empty" if skip == "empty" else f"binary: {skip}")
             report.bytes_done += file.size
             continue
@@ -664,7 +681,8 @@ def iter_documents(files: CorpusFiles, report: ReadReport, limits: ReadLimits = 
         if report.documents == before and files.layout == "file" and file.file_format in ("txt", "md") \
                 and _only_ascii_whitespace(file, limits):
             # whitespace beyond the probe's first bytes: empty all the same (as an upload of it is)
-            raise ValueError(f"{file.relative} is empty (or holds only whitespace); there is no text to train on")
+            raise LabError("{relative} is empty (or holds only whitespace); there is no text to train on",
+                           relative=file.relative)
         if report.documents == before and files.layout == "folder":
             report.skip_file(file.relative, "no text")
 

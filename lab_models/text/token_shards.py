@@ -49,6 +49,7 @@ from pathlib import Path
 import numpy as np
 from tokenizers import Tokenizer
 
+from lab_models.messages import LabError
 from lab_models.home import atomic_write_json, lab_home
 from lab_models.text.corpus_streams import ReadReport
 
@@ -163,7 +164,7 @@ def open_shards(folder: Path) -> TokenShards | None:
         itemsize = np.dtype(dtype).itemsize
         for split in SPLITS:
             if (folder / f"{split}.bin").stat().st_size != counts[split] * itemsize:
-                raise ValueError(f"{split}.bin does not hold {counts[split]} tokens")
+                raise LabError("{split}.bin does not hold {count} tokens", split=split, count=counts[split])
     except (OSError, ValueError, KeyError, TypeError) as error:
         if (folder / "index.json").exists():
             logger.warning("ignoring damaged token shards in %s: %s", folder, error)
@@ -408,11 +409,12 @@ def _tokenize(source, tokenizer: Tokenizer, eos_id: int, folder: Path, key: str,
                                             "the next run continues from there")
         flush()
         if documents < skip:
-            raise ValueError(f"the corpus {source.name} has fewer documents ({documents}) than an interrupted "
-                             f"tokenization had done ({skip}): its files changed; delete {folder} and start again")
+            raise LabError("the corpus {name} has fewer documents ({documents}) than an interrupted "
+                           "tokenization had done ({skip}): its files changed; delete {folder} and start again",
+                           name=source.name, documents=documents, skip=skip, folder=folder)
         writer.commit(documents, report.bytes_done, report)
         if writer.written["train"] == 0 and writer.written["validation"] == 0:
-            raise ValueError(f"the corpus {source.name} has no text to tokenize")
+            raise LabError("the corpus {name} has no text to tokenize", name=source.name)
         index = {"version": FORMAT_VERSION, "key": key, "corpus": source.name, "corpus_fingerprint": fingerprint,
                  "dtype": dtype, "eos_id": int(eos_id), "vocab_size": tokenizer.get_vocab_size(with_added_tokens=True),
                  "tokens": dict(writer.written), "documents": documents, "bytes": source.total_bytes,

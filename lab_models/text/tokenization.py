@@ -71,6 +71,7 @@ from typing import Iterable
 import tokenizers
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 
+from lab_models.messages import LabError
 from lab_models.home import atomic_write_json, atomic_write_text, lab_home
 
 from lab_models.text.tokenizer_kinds import (TOKENIZER_KINDS, SPECIAL_TOKENS, END_OF_WORD_SUFFIX, CONTINUATION_PREFIX,
@@ -184,9 +185,10 @@ def _too_small(kind: str, vocab_size: int, minimum: int) -> VocabSizeTooSmall:
 
 
 def _too_large(kind: str, vocab_size: int, supported: int) -> ValueError:
-    return ValueError(
-        f"vocab_size {vocab_size} is too large: this corpus supports at most ~{supported} tokens for "
-        f"{TOKENIZER_KINDS[kind]}; lower the vocabulary size or use a bigger corpus."
+    return LabError(
+        "vocab_size {vocab_size} is too large: this corpus supports at most ~{supported} tokens for "
+        "{kind_title}; lower the vocabulary size or use a bigger corpus.",
+        vocab_size=vocab_size, supported=supported, kind_title=TOKENIZER_KINDS[kind]
     )
 
 
@@ -235,7 +237,8 @@ def _fit(tokenizer: Tokenizer, corpus: list[str], kind: str, vocab_size: int) ->
     except Exception as error:
         if kind == "unigram" and "not large enough" in str(error):
             raise _too_small(kind, vocab_size, _unigram_minimum(tokenizer, corpus)) from None
-        raise ValueError(f"Training the {TOKENIZER_KINDS[kind]} tokenizer failed ({error}); check the corpus text.") from None
+        raise LabError("Training the {kind_title} tokenizer failed ({error}); check the corpus text.",
+                       kind_title=TOKENIZER_KINDS[kind], error=error) from None
     return tokenizer
 
 
@@ -262,7 +265,7 @@ def train_tokenizer(
     kind = check_kind(kind)
     vocab_size = check_vocab_size(vocab_size)
     if not isinstance(lowercase, bool):
-        raise ValueError(f"lowercase must be True or False, not {lowercase!r}.")
+        raise LabError("lowercase must be True or False, not {lowercase!r}.", lowercase=lowercase)
     if kind == "byte_bpe" and vocab_size < len(special_tokens(kind)) + 256:
         raise _too_small(kind, vocab_size, len(special_tokens(kind)) + 256)
     report_progress(progress, 0.0, "Reading the training texts")
@@ -325,7 +328,8 @@ def _load_cached(folder: Path, kind: str, vocab_size: int, cache_key: str) -> To
         meta = json.loads(meta_path.read_text(encoding="utf-8"))
         tokenizer = Tokenizer.from_file(str(tokenizer_path))
         if tokenizer.get_vocab_size() != vocab_size or tokenizer_kind(tokenizer) != kind:
-            raise ValueError(f"holds a {tokenizer_kind(tokenizer)} tokenizer of {tokenizer.get_vocab_size()} tokens")
+            raise LabError("holds a {tokenizer_kind} tokenizer of {vocab_size} tokens",
+                           tokenizer_kind=tokenizer_kind(tokenizer), vocab_size=tokenizer.get_vocab_size())
     except Exception as error:  # a damaged entry is retrained and overwritten, never fatal
         logger.warning("ignoring damaged tokenizer cache entry %s: %s", folder, error)
         return None
@@ -355,7 +359,7 @@ def cached_tokenizer(
     kind = check_kind(kind)
     vocab_size = check_vocab_size(vocab_size)
     if not isinstance(corpus_fingerprint, str) or not corpus_fingerprint.strip():
-        raise ValueError("corpus_fingerprint must be a non-empty string that identifies the corpus (e.g. its hash).")
+        raise LabError("corpus_fingerprint must be a non-empty string that identifies the corpus (e.g. its hash).")
     resolved = resolve_options(options)
     cache_key = tokenizer_cache_key(kind, vocab_size, corpus_fingerprint=corpus_fingerprint, options=resolved)
     folder = lab_home(home) / "tokenizers" / cache_key
@@ -398,14 +402,15 @@ def load_cached_tokenizer(cache_key: str, kind: str, vocab_size: int, *, home=No
 def load_tokenizer_file(path: str | os.PathLike) -> Tokenizer:
     """Load a `tokenizer.json` (or a folder holding one), with a clear `ValueError` when it is missing or invalid."""
     if path is None or (isinstance(path, str) and not path.strip()):
-        raise ValueError("No tokenizer path given; pass the path of a tokenizer.json file.")
+        raise LabError("No tokenizer path given; pass the path of a tokenizer.json file.")
     path = Path(path).expanduser()
     if path.is_dir():
         path = path / "tokenizer.json"
     if not path.is_file():
-        raise ValueError(f"No tokenizer file at {path}; train a tokenizer first or check the path.")
+        raise LabError("No tokenizer file at {path}; train a tokenizer first or check the path.", path=path)
     try:
         return Tokenizer.from_file(str(path))
     except Exception as error:
         first_line = str(error).splitlines()[0] if str(error) else type(error).__name__
-        raise ValueError(f"{path} is not a valid tokenizer.json file ({first_line}); retrain or re-export it.") from None
+        raise LabError("{path} is not a valid tokenizer.json file ({first_line}); retrain or re-export it.",
+                       path=path, first_line=first_line) from None

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
+from lab_models.messages import LabError
 from lab_models.text.tokenizer_kinds import TOKENIZER_KINDS
 from tokenizers import Tokenizer
 
@@ -102,7 +103,7 @@ def propose_vocab_size(kinds: Iterable[str], texts, requested: int, *, known: di
     texts = list(texts)
     minimums = {kind: (known or {}).get(kind) or minimum_vocab_size(kind, texts) for kind in kinds}
     if not minimums:
-        raise ValueError("Tick at least one tokenizer kind.")
+        raise LabError("Tick at least one tokenizer kind.")
     return VocabProposal(max([requested, *minimums.values()]), requested, minimums)
 
 
@@ -156,7 +157,7 @@ def build_tokenizer(corpus: Corpus | Callable[[], Corpus], kind: str, vocab_size
     "raised from 512 ...".
     """
     if callable(corpus) and fingerprint is None:
-        raise ValueError("build_tokenizer needs the fingerprint of a corpus given as a function")
+        raise LabError("build_tokenizer needs the fingerprint of a corpus given as a function")
     identity = fingerprint if fingerprint is not None else corpus.fingerprint
     record_path = _fit_record_path(home, identity, kind, vocab_size)
     recorded = _recorded_choice(record_path, kind, vocab_size, home)
@@ -193,8 +194,8 @@ def build_tokenizer(corpus: Corpus | Callable[[], Corpus], kind: str, vocab_size
         choice = TokenizerChoice(result.tokenizer, kind, vocab_size, result.vocab_size, note, result.cache_key)
         _write_fit_record(record_path, choice)
         return choice
-    raise ValueError(f"could not train a {kind} tokenizer near {vocab_size} tokens on corpus {corpus.name}; "
-                     f"choose a smaller --vocab-size")
+    raise LabError("could not train a {kind} tokenizer near {vocab_size} tokens on corpus {name}; "
+                   "choose a smaller --vocab-size", kind=kind, vocab_size=vocab_size, name=corpus.name)
 
 
 _FIT_RECORD_VERSION = 1

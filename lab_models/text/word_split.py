@@ -16,6 +16,8 @@ import re
 import unicodedata
 from dataclasses import dataclass
 
+from lab_models.messages import LabError
+
 SPLIT_MODES = ("whitespace", "characters")
 
 
@@ -69,7 +71,8 @@ def split_words(text: str, mode: str = "whitespace") -> WordSplit:
     ['猫', 'c', 'a', 't']
     """
     if mode not in SPLIT_MODES:
-        raise ValueError(f"Unknown split {mode!r}: choose one of {', '.join(SPLIT_MODES)}.")
+        raise LabError("Unknown split {mode!r}: choose one of {split_modes}.",
+                       mode=mode, split_modes=', '.join(SPLIT_MODES))
     if mode == "characters":
         tokens = [char for char in text if not char.isspace()]
         return WordSplit(tokens, "characters", "one token per character (spaces dropped)")

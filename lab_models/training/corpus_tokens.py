@@ -27,6 +27,7 @@ import sys
 import time
 from collections.abc import Callable
 
+from lab_models.messages import LabError
 from lab_models.families import family_record
 from lab_models.home import atomic_write_json, lab_home
 from lab_models.objectives import objective_module
@@ -193,13 +194,15 @@ def main(argv: list[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
         record = family_record(args.family)
         if args.preset not in PRESET_DEFAULTS:
-            raise ValueError(f"unknown preset {args.preset!r}: choose one of {', '.join(PRESET_DEFAULTS)}")
+            raise LabError("unknown preset {preset!r}: choose one of {preset_defaults}",
+                           preset=args.preset, preset_defaults=', '.join(PRESET_DEFAULTS))
         kind = args.tokenizer or record.tokenizer
         if kind not in TOKENIZER_KINDS:
-            raise ValueError(f"unknown tokenizer {kind!r}: choose one of {', '.join(TOKENIZER_KINDS)}")
+            raise LabError("unknown tokenizer {kind!r}: choose one of {tokenizer_kinds}",
+                           kind=kind, tokenizer_kinds=', '.join(TOKENIZER_KINDS))
         vocab_size = args.vocab_size if args.vocab_size is not None else PRESET_DEFAULTS[args.preset]["vocab_size"]
         if vocab_size < 1:
-            raise ValueError(f"--vocab-size must be at least 1, got {vocab_size}")
+            raise LabError("--vocab-size must be at least 1, got {vocab_size}", vocab_size=vocab_size)
         home = lab_home(args.home)
         source = open_corpus(args.corpus, text_column=args.text_column, home=home)
     except ValueError as error:

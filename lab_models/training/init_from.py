@@ -47,6 +47,7 @@ from pathlib import Path
 import torch
 from safetensors import safe_open
 
+from lab_models.messages import LabError
 from lab_models.families import RNN_FAMILIES, family_record
 from lab_models.home import atomic_write_text, lab_home
 from lab_models.models.family import model_config_from_dict, segments_needed, stream_structure
@@ -78,7 +79,7 @@ def resolve_run(value, home=None) -> Path:
     what to give otherwise."""
     text = str(value or "").strip()
     if not text:
-        raise ValueError("--init-from needs a run: a run id of the lab home or a run folder")
+        raise LabError("--init-from needs a run: a run id of the lab home or a run folder")
     path = Path(text).expanduser()
     if path.is_dir():
         return path.resolve()
@@ -86,8 +87,9 @@ def resolve_run(value, home=None) -> Path:
         candidate = lab_home(home) / "runs" / text
         if candidate.is_dir():
             return candidate.resolve()
-    raise ValueError(f"--init-from {text[:200]!r}: no such run folder, and no run with that id in "
-                     f"{lab_home(home) / 'runs'}; give a run id from the runs table or a run folder")
+    raise LabError("--init-from {text!r}: no such run folder, and no run with that id in "
+                   "{path}; give a run id from the runs table or a run folder",
+                   text=text[:200], path=lab_home(home) / 'runs')
 
 
 def _weights(run_dir: Path) -> tuple[Path, int]:
@@ -99,7 +101,8 @@ def _weights(run_dir: Path) -> tuple[Path, int]:
     checkpoint = runs.latest_checkpoint(run_dir)
     if checkpoint is not None and (checkpoint / runs.MODEL_FILE).is_file():
         return checkpoint / runs.MODEL_FILE, int(runs.read_json(checkpoint / "state.json").get("step") or 0)
-    raise ValueError(f"--init-from {run_dir.name}: the run has no weights yet (no model.safetensors and no checkpoint)")
+    raise LabError("--init-from {name}: the run has no weights yet (no model.safetensors and no checkpoint)",
+                   name=run_dir.name)
 
 
 def read_starting_point(value, home=None) -> StartingPoint:
@@ -108,9 +111,11 @@ def read_starting_point(value, home=None) -> StartingPoint:
     run_dir = resolve_run(value, home)
     config = runs.read_config(run_dir)
     if not config.get("family") or not isinstance(config.get("model"), dict):
-        raise ValueError(f"--init-from {run_dir.name}: not a run folder (its config.json has no family and model)")
+        raise LabError("--init-from {name}: not a run folder (its config.json has no family and model)",
+                       name=run_dir.name)
     if not (run_dir / runs.TOKENIZER_FILE).is_file():
-        raise ValueError(f"--init-from {run_dir.name}: the run has no {runs.TOKENIZER_FILE}")
+        raise LabError("--init-from {name}: the run has no {tokenizer_file}",
+                       name=run_dir.name, tokenizer_file=runs.TOKENIZER_FILE)
     weights, step = _weights(run_dir)
     imported = config.get("imported_from") if isinstance(config.get("imported_from"), dict) else None
     source = (f"{imported.get('architecture')} imported from {imported.get('path')}" if imported
@@ -150,12 +155,15 @@ def check_start(start: StartingPoint, family: str, settings, model_overrides: di
     naming what differs or what may not change."""
     changed = [key for key in model_overrides if key not in ALLOWED_MODEL_CHANGES]
     if changed:
-        raise ValueError(f"--model {changed[0]}=... would change the architecture of the starting run "
-                         f"{start.run_dir.name}: with --init-from only {', '.join(ALLOWED_MODEL_CHANGES)} may change")
+        raise LabError("--model {changed}=... would change the architecture of the starting run "
+                       "{name}: with --init-from only {allowed_model_changes} may change",
+                       changed=changed[0], name=start.run_dir.name,
+                       allowed_model_changes=', '.join(ALLOWED_MODEL_CHANGES))
     problem = architecture_mismatch(start, family, settings)
     if problem is not None:
-        raise ValueError(f"--init-from {start.run_dir.name} ({start.family}): {problem}; start {family} from a "
-                         f"run whose model has it, or train {family} from scratch")
+        raise LabError("--init-from {name} ({start_family}): {problem}; start {family} from a "
+                       "run whose model has it, or train {family} from scratch",
+                       name=start.run_dir.name, start_family=start.family, problem=problem, family=family)
     return dataclasses.replace(model_config_from_dict(family, start.model), **model_overrides)
 
 
@@ -165,8 +173,9 @@ def check_sentinels(family: str, settings, seq_len: int, vocab) -> None:
     if hasattr(module, "sentinels_needed"):
         needed = module.sentinels_needed(seq_len, settings)
         if needed > len(vocab.sentinel_ids):
-            raise ValueError(f"{family} corrupts a {seq_len}-token row with {needed} sentinels, but the starting "
-                             f"run's vocabulary has {len(vocab.sentinel_ids)}: lower --seq-len")
+            raise LabError("{family} corrupts a {seq_len}-token row with {needed} sentinels, but the starting "
+                           "run's vocabulary has {n_sentinel_ids}: lower --seq-len",
+                           family=family, seq_len=seq_len, needed=needed, n_sentinel_ids=len(vocab.sentinel_ids))
 
 
 @dataclass(frozen=True)
@@ -210,10 +219,13 @@ def load_starting_weights(model: torch.nn.Module, start: StartingPoint) -> Initi
                 continue
             tensor = handle.get_tensor(name)
             if tuple(tensor.shape) != tuple(state[name].shape):
-                raise ValueError(f"--init-from {start.run_dir.name}: its {name} is {tuple(tensor.shape)}, the new "
-                                 f"model's {tuple(state[name].shape)}: the architectures differ")
+                raise LabError("--init-from {start_run_dir_name}: its {name} is {tensor_shape}, the new "
+                               "model's {state_shape}: the architectures differ",
+                               start_run_dir_name=start.run_dir.name, name=name, tensor_shape=tuple(tensor.shape),
+                               state_shape=tuple(state[name].shape))
             if tensor.is_floating_point() and not math.isfinite(float(tensor.float().sum())):
-                raise ValueError(f"--init-from {start.run_dir.name}: its {name} holds NaN or infinite numbers")
+                raise LabError("--init-from {start_run_dir_name}: its {name} holds NaN or infinite numbers",
+                               start_run_dir_name=start.run_dir.name, name=name)
             state[name].copy_(tensor.to(state[name].dtype))
             loaded.append(name)
     new = [name for name in state if name not in set(loaded)]

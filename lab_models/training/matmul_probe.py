@@ -41,6 +41,7 @@ from pathlib import Path
 
 import torch
 
+from lab_models.messages import LabError
 from lab_models.home import atomic_write_json
 
 logger = logging.getLogger(__name__)
@@ -77,7 +78,8 @@ class MatmulPeaks:
 
     def flops(self, precision: str) -> float:
         if precision not in PROBE_DTYPES:
-            raise ValueError(f"unknown precision {precision!r}: choose one of {', '.join(PROBE_DTYPES)}")
+            raise LabError("unknown precision {precision!r}: choose one of {probe_dtypes}",
+                           precision=precision, probe_dtypes=', '.join(PROBE_DTYPES))
         return self.fp32 if precision == "fp32" else self.bf16
 
     @property

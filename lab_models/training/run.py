@@ -68,6 +68,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
+from lab_models.messages import LabError
 from lab_models.training import runs
 from lab_models.text.corpora import Corpus
 from lab_models.text.corpus_sources import TOKENIZER_SAMPLE_BYTES, MemorySource
@@ -139,7 +140,7 @@ def _init_world(device_choice: str) -> _World:
     world = _World(rank, world_size, local_rank, device)
     if world.distributed:
         if not dist.is_available():
-            raise ValueError("WORLD_SIZE > 1 but this torch has no torch.distributed")
+            raise LabError("WORLD_SIZE > 1 but this torch has no torch.distributed")
         backend = "nccl" if device.type == "cuda" else "gloo"
         dist.init_process_group(backend=backend, **({"device_id": device} if device.type == "cuda" else {}))
         # Rank 0 alone trains the tokenizer and tokenizes the corpus (minutes to hours for a big one); the others wait
@@ -221,8 +222,8 @@ def _prepare_run_dir(config: TrainConfig, source, resume: bool, status: Tokenizi
     out = Path(config.out)
     has_checkpoint = runs.has_checkpoint(out)
     if has_checkpoint and not resume:
-        raise ValueError(f"{out} already holds a run with a checkpoint: pass --resume to continue it, or choose "
-                         f"another --out")
+        raise LabError("{out} already holds a run with a checkpoint: pass --resume to continue it, or choose "
+                       "another --out", out=out)
     previous = runs.read_config(out)
     if resume and has_checkpoint and (out / runs.TOKENIZER_FILE).is_file():
         return previous.get("tokenizer", {})
@@ -275,8 +276,8 @@ def _token_shards(config: TrainConfig, source, tokenizer, info, world: _World, s
             reply["error"], ValueError)(reply["message"])
     shards = open_shards(Path(reply["folder"]))
     if shards is None:
-        raise ValueError(f"rank {world.rank} cannot see the token shards rank 0 wrote at {reply['folder']}: put the "
-                         "lab home (--home) on a file system every machine sees")
+        raise LabError("rank {rank} cannot see the token shards rank 0 wrote at {folder}: put the "
+                       "lab home (--home) on a file system every machine sees", rank=world.rank, folder=reply['folder'])
     return shards
 
 

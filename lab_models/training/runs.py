@@ -43,6 +43,7 @@ from typing import Any
 import torch
 from safetensors.torch import load_file, load_model, save_file, save_model
 
+from lab_models.messages import LabError
 from lab_models.training.engine import NonFiniteLossError
 from lab_models.training.faults import fault_point
 from lab_models.home import atomic_write_json, atomic_write_text, lab_home
@@ -83,7 +84,7 @@ def write_status(run_dir: str | os.PathLike, state: str, *, step: int, total_ste
                  pid: int | None = None, **extra) -> dict:
     """Replace status.json atomically. Example: write_status(d, "running", step=10, total_steps=50)."""
     if state not in STATES:
-        raise ValueError(f"unknown run state {state!r}: use one of {', '.join(STATES)}")
+        raise LabError("unknown run state {state!r}: use one of {states}", state=state, states=', '.join(STATES))
     status = {"state": state, "step": int(step), "total_steps": int(total_steps), "message": str(message),
               "pid": os.getpid() if pid is None else int(pid), "updated": time.time(), **extra}
     atomic_write_json(Path(run_dir) / STATUS_FILE, status)
@@ -251,11 +252,12 @@ def load_weights(module: torch.nn.Module, path: str | os.PathLike) -> None:
     """Load a safetensors file written by `save_weights` into `module` (strict: every weight must match)."""
     path = Path(path)
     if not path.is_file():
-        raise ValueError(f"no weights at {path}")
+        raise LabError("no weights at {path}", path=path)
     missing, unexpected = load_model(module, str(path), strict=False)
     if missing or unexpected:
-        raise ValueError(f"{path} does not fit this model: missing {sorted(missing)[:5]}, "
-                         f"unexpected {sorted(unexpected)[:5]}")
+        raise LabError("{path} does not fit this model: missing {missing}, "
+                       "unexpected {unexpected}",
+                       path=path, missing=sorted(missing)[:5], unexpected=sorted(unexpected)[:5])
 
 
 # ------------------------------------------------------------------------------------------------ optimizer
@@ -375,7 +377,7 @@ def load_checkpoint(run_dir: str | os.PathLike, *, model: torch.nn.Module,
     """Load the newest checkpoint into `model` (and `optimizer`); return its state dict ("step", ...)."""
     folder = latest_checkpoint(run_dir)
     if folder is None:
-        raise ValueError(f"{run_dir} has no checkpoint to resume from")
+        raise LabError("{run_dir} has no checkpoint to resume from", run_dir=run_dir)
     load_weights(model, folder / MODEL_FILE)
     if optimizer is not None:
         # Loaded on the CPU: load_state_dict moves each tensor to its parameter's device, except AdamW's "step",

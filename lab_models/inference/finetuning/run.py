@@ -68,6 +68,7 @@ from typing import Callable
 
 import torch
 
+from lab_models.messages import LabError
 from lab_models.training import runs
 from lab_models.batch import IGNORE_INDEX
 from lab_models.training.engine import derive_seed, generator_for, parameter_groups
@@ -114,8 +115,8 @@ def adversarial_step(classifier, batch, clean_logits: torch.Tensor, loss_of: Cal
     (seed, step), and the dropout masks of the step's clean pass (seeded from (seed, "finetune-dropout", step), as
     lab_models/inference/finetuning/run.py seeds it)."""
     if method not in FINETUNE_SETTINGS:
-        raise ValueError(f"adversarial fine-tuning method must be one of {', '.join(FINETUNE_SETTINGS)}, got "
-                         f"{method!r}")
+        raise LabError("adversarial fine-tuning method must be one of {finetune_settings}, got "
+                       "{method!r}", finetune_settings=', '.join(FINETUNE_SETTINGS), method=method)
     generator = torch.Generator().manual_seed(derive_seed(seed, "finetune-adversarial", step))
     return finetune_loss(classifier, batch, clean_logits, loss_of, method, FINETUNE_SETTINGS[method], generator,
                          dropout_seed=derive_seed(seed, "finetune-dropout", step))
@@ -141,7 +142,7 @@ def prepare(config: FinetuneConfig) -> _Prepared:
     else:
         out = Path(resolved.out).expanduser().resolve()
     if (out / RESULT_FILE).exists():
-        raise ValueError(f"{out} already holds a finished fine-tuning (result.json); choose another --out")
+        raise LabError("{out} already holds a finished fine-tuning (result.json); choose another --out", out=out)
     resolved = dataclasses.replace(resolved, out=str(out))
     with torch.random.fork_rng(devices=[]):  # the head's init, from the seed, leaving the global generator alone
         torch.manual_seed(derive_seed(resolved.seed, "finetune-head") & 0x7FFFFFFF)
@@ -348,10 +349,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def config_from_args(args) -> FinetuneConfig:
     if not args.run:
-        raise ValueError("--run is required: the pretrained run's folder or id")
+        raise LabError("--run is required: the pretrained run's folder or id")
     task = args.task or ("csv" if args.csv_path else None)
     if not task:
-        raise ValueError(f"--task is required: one of {', '.join(TASKS)}, or --csv PATH with its columns")
+        raise LabError("--task is required: one of {tasks}, or --csv PATH with its columns", tasks=', '.join(TASKS))
     given = {"out": args.out, "steps": args.steps, "pooling": args.pool, "lm_aux_weight": args.lm_aux_weight,
              "batch_size": args.batch_size, "lr": args.lr, "seed": args.seed, "max_len": args.max_len,
              "device": args.device, "eval_every": args.eval_every, "log_every": args.log_every,

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import torch
 
+from lab_models.messages import LabError
 from lab_models.families import family_record
 from lab_models.inference.loading import TrainedRun, load_run
 from lab_models.text.word_split import close_wide_spaces
@@ -87,7 +88,7 @@ def generation_modes(family: str) -> list[str]:
     (['continue'], ['infill', 'translate'])
     """
     if not isinstance(family, str):
-        raise ValueError(f"family must be a family name such as 'gpt', got {family!r}")
+        raise LabError("family must be a family name such as 'gpt', got {family!r}", family=family)
     name = family.strip().lower()
     if name in FAMILY_MODES:
         return list(FAMILY_MODES[name])
@@ -211,45 +212,50 @@ def _is_real(value) -> bool:
 
 def check_prompt_text(text, what: str) -> str:
     if not isinstance(text, str):
-        raise ValueError(f"{what} must be text (a str), got {type(text).__name__}")
+        raise LabError("{what} must be text (a str), got {text_type}", what=what, text_type=type(text).__name__)
     if not text.strip():
-        raise ValueError(f"{what} is empty: type some text for the model to start from")
+        raise LabError("{what} is empty: type some text for the model to start from", what=what)
     return text
 
 
 def check_decoding(mode, max_new_tokens, strategy, temperature, top_k, top_p, beam_size, seed, iterations,
                     blank_length) -> None:
     if mode is not None and mode != AUTO and mode not in GENERATION_MODES:
-        raise ValueError(f"unknown mode {mode!r}: choose one of {', '.join(GENERATION_MODES)}, {AUTO} (a task each "
-                         f"family can do from the prompt) or None (the family's default)")
+        raise LabError("unknown mode {mode!r}: choose one of {generation_modes}, {auto} (a task each "
+                       "family can do from the prompt) or None (the family's default)",
+                       mode=mode, generation_modes=', '.join(GENERATION_MODES), auto=AUTO)
     if not is_integer_value(max_new_tokens) or not 1 <= max_new_tokens <= MAX_NEW_TOKENS:
-        raise ValueError(f"max_new_tokens must be a whole number from 1 to {MAX_NEW_TOKENS}, got {max_new_tokens!r}")
+        raise LabError("max_new_tokens must be a whole number from 1 to {limit}, got {max_new_tokens!r}",
+                       limit=MAX_NEW_TOKENS, max_new_tokens=max_new_tokens)
     if strategy not in STRATEGIES:
-        raise ValueError(f"unknown strategy {strategy!r}: choose one of {', '.join(STRATEGIES)}")
+        raise LabError("unknown strategy {strategy!r}: choose one of {strategies}",
+                       strategy=strategy, strategies=', '.join(STRATEGIES))
     if not _is_real(temperature):
-        raise ValueError(f"temperature must be a number, got {temperature!r}")
+        raise LabError("temperature must be a number, got {temperature!r}", temperature=temperature)
     if strategy == "sample" and temperature <= 0:
-        raise ValueError(f"temperature must be > 0 for sampling (lower is more conservative; use strategy='greedy' "
-                         f"for the most likely tokens), got {temperature!r}")
+        raise LabError("temperature must be > 0 for sampling (lower is more conservative; use strategy='greedy' "
+                       "for the most likely tokens), got {temperature!r}", temperature=temperature)
     if not is_integer_value(top_k) or top_k < 0:
-        raise ValueError(f"top_k must be a whole number >= 0 (0 = no top-k filter), got {top_k!r}")
+        raise LabError("top_k must be a whole number >= 0 (0 = no top-k filter), got {top_k!r}", top_k=top_k)
     if not _is_real(top_p) or not 0 < top_p <= 1:
-        raise ValueError(f"top_p must be in (0, 1] (1 = no nucleus filter), got {top_p!r}")
+        raise LabError("top_p must be in (0, 1] (1 = no nucleus filter), got {top_p!r}", top_p=top_p)
     if not is_integer_value(beam_size) or not 1 <= beam_size <= MAX_BEAM_SIZE:
-        raise ValueError(f"beam_size must be a whole number from 1 to {MAX_BEAM_SIZE}, got {beam_size!r}")
+        raise LabError("beam_size must be a whole number from 1 to {max_beam_size}, got {beam_size!r}",
+                       max_beam_size=MAX_BEAM_SIZE, beam_size=beam_size)
     if not is_integer_value(seed):
-        raise ValueError(f"seed must be a whole number, got {seed!r}")
+        raise LabError("seed must be a whole number, got {seed!r}", seed=seed)
     check_seed(seed)  # from 0 to MAX_SEED, as a training run's
     if not is_integer_value(iterations) or not 1 <= iterations <= MAX_ITERATIONS:
-        raise ValueError(f"iterations must be a whole number from 1 to {MAX_ITERATIONS}, got {iterations!r}")
+        raise LabError("iterations must be a whole number from 1 to {max_iterations}, got {iterations!r}",
+                       max_iterations=MAX_ITERATIONS, iterations=iterations)
     if blank_length is not None and (not is_integer_value(blank_length) or not 1 <= blank_length <= MAX_NEW_TOKENS):
-        raise ValueError(f"blank_length must be None or a whole number from 1 to {MAX_NEW_TOKENS}, got "
-                         f"{blank_length!r}")
+        raise LabError("blank_length must be None or a whole number from 1 to {max_new_tokens}, got "
+                       "{blank_length!r}", max_new_tokens=MAX_NEW_TOKENS, blank_length=blank_length)
 
 
 def load_decodable_run(run_dir) -> TrainedRun:
     if run_dir is None or not str(run_dir).strip():
-        raise ValueError("choose a run first: one that has weights (finished, stopped, or with a checkpoint)")
+        raise LabError("choose a run first: one that has weights (finished, stopped, or with a checkpoint)")
     return load_run(str(run_dir).strip())
 
 
@@ -320,8 +326,9 @@ class DecodingContext:
         return self.tokenizer.id_to_token(token_id) or str(token_id)
 
     def too_long(self, n: int, limit: int, what: str = "the prompt") -> ValueError:
-        return ValueError(f"{what} is {n} tokens long, but this {self.title} model can read at most {limit} tokens "
-                          f"here (it has {self.max_positions} positions): shorten it")
+        return LabError("{what} is {n} tokens long, but this {title} model can read at most {limit} tokens "
+                        "here (it has {max_positions} positions): shorten it",
+                        what=what, n=n, title=self.title, limit=limit, max_positions=self.max_positions)
 
 
 def split_blanks(text: str) -> tuple[list[str], list[str]]:

@@ -72,6 +72,7 @@ import time
 import torch
 
 
+from lab_models.messages import LabError
 from lab_models.inference.generation.context import (MAX_TOP_K, DEFAULT_BLANK_LENGTH, FAMILY_MODES, FILL_MASK_FAMILIES,
                                                      AUTO, Generation, auto_task, family_title, unsupported_reason, is_integer_value,
                                                      as_whole_number, check_prompt_text, check_decoding,
@@ -243,8 +244,9 @@ def _generate_mask_predict(ctx: DecodingContext, prompt: str, strategy: str, tem
                            strategy_text: str) -> tuple[Generation, list[int]]:
     segments, markers = split_blanks(prompt)
     if not markers:
-        raise ValueError("mask-predict needs a blank: write [MASK] (one token) or ___ (blank_length tokens, default "
-                         f"{DEFAULT_BLANK_LENGTH}) where the model should fill in")
+        raise LabError("mask-predict needs a blank: write [MASK] (one token) or ___ (blank_length tokens, default "
+                       "{default_blank_length}) where the model should fill in",
+                       default_blank_length=DEFAULT_BLANK_LENGTH)
     k = blank_length if blank_length is not None else DEFAULT_BLANK_LENGTH
     pieces = encode_segments(ctx, segments)
     ids: list[int] = []
@@ -319,14 +321,15 @@ def fill_mask(run_dir, text: str, top_k: int = 5) -> list[list[tuple[str, float]
     check_prompt_text(text, "the text")
     top_k = as_whole_number(top_k)
     if not is_integer_value(top_k) or not 1 <= top_k <= MAX_TOP_K:
-        raise ValueError(f"top_k must be a whole number from 1 to {MAX_TOP_K}, got {top_k!r}")
+        raise LabError("top_k must be a whole number from 1 to {max_top_k}, got {top_k!r}",
+                       max_top_k=MAX_TOP_K, top_k=top_k)
     run = load_decodable_run(run_dir)
     if run.family not in FILL_MASK_FAMILIES:
         raise ValueError(fill_mask_refusal(run.family))
     ctx = DecodingContext(run)
     segments, markers = split_blanks(text)
     if not markers:
-        raise ValueError("the text has no [MASK]: put [MASK] where the model should predict a token")
+        raise LabError("the text has no [MASK]: put [MASK] where the model should predict a token")
     pieces = encode_segments(ctx, segments)
     ids: list[int] = []
     slots: list[int] = []
@@ -341,7 +344,7 @@ def fill_mask(run_dir, text: str, top_k: int = 5) -> list[list[tuple[str, float]
         try:
             logits = fill_mask_logits(ctx, ids, slots, framed.segments)  # (N, V)
         except UnsupportedMode as reason:
-            raise ValueError(f"{reason} Use another run.") from None
+            raise LabError("{reason} Use another run.", reason=reason) from None
         probs = torch.softmax(logits.float(), dim=-1)  # (N, V): the model's own distribution, as the papers report
         ranked = probs.masked_fill(ctx.banned, -1.0)  # special tokens are never proposed
         top = torch.topk(ranked, min(top_k, int((~ctx.banned).sum())), dim=-1)
@@ -374,7 +377,8 @@ def fill_mask_logits(ctx: DecodingContext, ids: list[int], slots: list[int], seg
         return ctx.backbone.lm_logits(hidden[:, -1])
     if family == "t5":
         if len(slots) >= len(v.sentinel_ids):
-            raise ValueError(f"T5 can fill at most {len(v.sentinel_ids) - 1} [MASK] slots at once")
+            raise LabError("T5 can fill at most {last_sentinel} [MASK] slots at once",
+                           last_sentinel=len(v.sentinel_ids) - 1)
         encoder = list(ids)
         for i, slot in enumerate(slots):
             encoder[slot] = v.sentinel_ids[i]

@@ -65,6 +65,7 @@ from dataclasses import dataclass
 
 import torch
 
+from lab_models.messages import LabError
 from lab_models.inference.generation.context import DEFAULT_BLANK_LENGTH, BLANK, ONE_STREAM_MLM, DecodingContext
 from lab_models.inference.generation.decoders import (Decoder, Item, OneStreamDecoder, EncoderDecoderDecoder,
                                                       T5InfillDecoder, GLMInfillDecoder, XLNetContinueDecoder,
@@ -113,12 +114,12 @@ def _cache_text(use_cache: bool) -> str:
 def plan_continue(ctx: DecodingContext, prompt: str, max_new: int, use_cache: bool) -> tuple[DecodingPlan, list[int]]:
     """continue: GPT, GPT-2, UniLM (left to right), XLNet, GLM (a blank at the end)."""
     if BLANK.search(prompt):
-        raise ValueError("continue writes after the prompt, but the prompt has a blank ([MASK] or ___): remove it, "
-                         "or choose infill to fill it")
+        raise LabError("continue writes after the prompt, but the prompt has a blank ([MASK] or ___): remove it, "
+                       "or choose infill to fill it")
     family, v = ctx.family, ctx.vocab
     ids = ctx.encode(prompt)
     if not ids:
-        raise ValueError("the prompt encodes to no tokens: type some words")
+        raise LabError("the prompt encodes to no tokens: type some words")
     if family in ("elmo", "ulmfit"):
         prefix_ids = ctx.continuation + ids
         if len(prefix_ids) >= ctx.max_positions:
@@ -210,13 +211,13 @@ def plan_infill(ctx: DecodingContext, segments: list[str], pieces: list[list[int
     family, v = ctx.family, ctx.vocab
     n_blanks = len(segments) - 1
     if n_blanks == 0:
-        raise ValueError("infill needs a blank: mark where the model should write with ___ (or [MASK])")
+        raise LabError("infill needs a blank: mark where the model should write with ___ (or [MASK])")
     if family == "glm":
         return _glm_plan(ctx, pieces, max_new, use_cache)
     if family == "t5":
         if n_blanks >= len(v.sentinel_ids):
-            raise ValueError(f"T5 can fill at most {len(v.sentinel_ids) - 1} blanks at once; the prompt has "
-                             f"{n_blanks}")
+            raise LabError("T5 can fill at most {last_sentinel} blanks at once; the prompt has "
+                           "{n_blanks}", last_sentinel=len(v.sentinel_ids) - 1, n_blanks=n_blanks)
         encoder: list[int] = []
         for i, piece in enumerate(pieces):
             encoder += piece
@@ -234,7 +235,8 @@ def plan_infill(ctx: DecodingContext, segments: list[str], pieces: list[list[int
                f"as in training) until the next sentinel or [EOS], {_cache_text(use_cache)}" + ctx.framing_clause())
         return DecodingPlan(dec, *_cap(ctx, dec, max_new), how, separators=tuple(v.sentinel_ids))
     if n_blanks > 1:
-        raise ValueError(f"{ctx.title} fills one blank at a time, but the prompt has {n_blanks}: keep one ___")
+        raise LabError("{title} fills one blank at a time, but the prompt has {n_blanks}: keep one ___",
+                       title=ctx.title, n_blanks=n_blanks)
     k = blank_length if blank_length is not None else DEFAULT_BLANK_LENGTH
     left, right = pieces
     if family == "mass":
@@ -254,7 +256,7 @@ def plan_infill(ctx: DecodingContext, segments: list[str], pieces: list[list[int
         return DecodingPlan(dec, *_cap(ctx, dec, max_new, k), how)
     # unilm: seq2seq
     if not left:
-        raise ValueError("UniLM's seq2seq mode needs some text before the blank (the source it reads)")
+        raise LabError("UniLM's seq2seq mode needs some text before the blank (the source it reads)")
     left = ctx.read(left).ids  # the source, as the run reads a text
     L = len(left)
     if L + 1 > ctx.max_positions:
@@ -277,7 +279,7 @@ def plan_translate(ctx: DecodingContext, prompt: str, max_new: int, use_cache: b
     if ctx.family == "cove":
         encoder = ctx.encode(prompt)
         if not encoder:
-            raise ValueError("the English encodes to no tokens: type some words")
+            raise LabError("the English encodes to no tokens: type some words")
         if len(encoder) > ctx.max_positions:
             raise ctx.too_long(len(encoder), ctx.max_positions, "the English")
         dec = CoVeTranslateDecoder(ctx, encoder)

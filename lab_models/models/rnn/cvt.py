@@ -38,6 +38,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from lab_models.messages import LabError
 from lab_models.batch import IGNORE_INDEX, Batch
 from lab_models.models.rnn.common import (DataContext, RNNFamilyModel, StreamWindows, build_loss, init_lstm_family,
                                           pad_rows)
@@ -146,8 +147,8 @@ class CVT(RNNFamilyModel):
         n_tags = len(TASKS["tagging"].label_names)
         hidden = settings.module_hidden or H
         if self.weight("unlabelled") > 0 and not settings.views:
-            raise ValueError("CVT's unlabelled objective needs at least one auxiliary view: turn one of "
-                             "forward_view, backward_view, future_view, past_view on, or set unlabelled=0")
+            raise LabError("CVT's unlabelled objective needs at least one auxiliary view: turn one of "
+                           "forward_view, backward_view, future_view, past_view on, or set unlabelled=0")
         self.embedding = nn.Embedding(c.vocab_size, E)
         self.first = nn.LSTM(E, H, batch_first=True, bidirectional=True)  # h1 -> and h1 <-
         self.second = nn.ModuleList(nn.LSTM(2 * H, H, batch_first=True, bidirectional=True)
@@ -207,7 +208,7 @@ class CVT(RNNFamilyModel):
         if self.weight("unlabelled") > 0 and UNLABELLED_IDS in batch.extras:
             parts["unlabelled"] = self.cvt_loss(batch.extras[UNLABELLED_IDS])
         if not parts:
-            raise ValueError("this CVT batch trains nothing: its objective (labelled or unlabelled) has weight 0")
+            raise LabError("this CVT batch trains nothing: its objective (labelled or unlabelled) has weight 0")
         total = sum(self.weight(name) * part for name, part in parts.items())
         empty = torch.zeros(0, dtype=torch.long, device=batch.input_ids.device)
         return build_loss(total, parts, empty, torch.zeros(0, device=batch.input_ids.device))

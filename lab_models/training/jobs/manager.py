@@ -66,6 +66,7 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from lab_models.messages import LabError
 from lab_models.home import atomic_write_json
 from lab_models.training.jobs.unwritten import UnwrittenStatuses
 
@@ -85,7 +86,8 @@ class JobManager(RunStore):
                  recover: bool = True, niceness: int = WORKER_NICENESS):
         if isinstance(max_concurrent_per_device, bool) or not isinstance(max_concurrent_per_device, int) \
                 or max_concurrent_per_device < 1:
-            raise ValueError(f"max_concurrent_per_device must be a whole number >= 1, got {max_concurrent_per_device!r}.")
+            raise LabError("max_concurrent_per_device must be a whole number >= 1, got {max_concurrent_per_device!r}.",
+                           max_concurrent_per_device=max_concurrent_per_device)
         super().__init__(home)
         self.max_concurrent_per_device = max_concurrent_per_device
         self.trainer_command = list(trainer_command) if trainer_command else default_trainer_command()
@@ -115,7 +117,7 @@ class JobManager(RunStore):
                                           tokenizer, extra_args, zoo)
         with self._lock:
             if self._closed:
-                raise ValueError("The job manager is shut down; restart the app to train.")
+                raise LabError("The job manager is shut down; restart the app to train.")
             prefix = f"zoo-{zoo}-{request['family']}" if zoo else f"{request['family']}-{request['preset']}"
             run_id, run_dir = self._new_run_dir(prefix)
             now = time.time()
@@ -142,27 +144,30 @@ class JobManager(RunStore):
         `kind` and `command`), but it cannot be resumed. `request`: extra JSON-able facts for job.json.
         """
         if not isinstance(kind, str) or not re.fullmatch(r"[a-z][a-z0-9_]*", kind) or kind == "train":
-            raise ValueError(f"kind must be a lower-case word naming the job kind, such as 'finetune', got {kind!r}.")
+            raise LabError("kind must be a lower-case word naming the job kind, such as 'finetune', got {kind!r}.",
+                           kind=kind)
         argv = [str(a) for a in command] if isinstance(command, Sequence) and not isinstance(command, str) else None
         if not argv or any("\n" in a or "\0" in a for a in argv):
-            raise ValueError("command must be a non-empty list of arguments without line breaks.")
+            raise LabError("command must be a non-empty list of arguments without line breaks.")
         if device not in DEVICES:
-            raise ValueError(f"Unknown device {device!r}: choose one of {', '.join(DEVICES)}.")
+            raise LabError("Unknown device {device!r}: choose one of {devices}.",
+                           device=device, devices=', '.join(DEVICES))
         if total_steps is not None and (isinstance(total_steps, bool) or not isinstance(total_steps, int)
                                         or total_steps < 1):
-            raise ValueError(f"total_steps must be a whole number >= 1 or None, got {total_steps!r}.")
+            raise LabError("total_steps must be a whole number >= 1 or None, got {total_steps!r}.",
+                           total_steps=total_steps)
         folder = Path(run_dir).expanduser().resolve()
         roots = [root.resolve() for root in self.job_roots]
         if folder.parent not in roots or not RUN_ID_PATTERN.match(folder.name):
-            raise ValueError(f"A job folder must be a plain name directly inside one of "
-                             f"{', '.join(str(r) for r in roots)}; got {folder}.")
+            raise LabError("A job folder must be a plain name directly inside one of "
+                           "{roots}; got {folder}.", roots=', '.join(str(r) for r in roots), folder=folder)
         with self._lock:
             if self._closed:
-                raise ValueError("The job manager is shut down; restart the app to start jobs.")
+                raise LabError("The job manager is shut down; restart the app to start jobs.")
             previous = read_json(folder / STATUS_FILE)
             if self._find(folder.name) is not None or (previous.get("state") == "running"
                                                        and process_alive(previous.get("pid"), folder)):
-                raise ValueError(f"{folder.name} is already queued or running.")
+                raise LabError("{name} is already queued or running.", name=folder.name)
             folder.mkdir(parents=True, exist_ok=True)
             now = time.time()
             job_request = {**dict(request or {}), "kind": kind, "command": argv, "device": device,
@@ -194,7 +199,8 @@ class JobManager(RunStore):
                     logger.info("asked %s to stop", run_id)
                 return self.status(run_id)
             state = read_json(run_dir / STATUS_FILE).get("state")
-        raise ValueError(f"Run {run_id} is not running or queued (it is {state or 'unknown'}); nothing to stop.")
+        raise LabError("Run {run_id} is not running or queued (it is {state}); nothing to stop.",
+                       run_id=run_id, state=state or 'unknown')
 
     def resume(self, run_id: str) -> dict:
         """Queue a stopped or failed run again (with --resume when it has a checkpoint); return its status."""
@@ -202,17 +208,20 @@ class JobManager(RunStore):
         self._wait_for_exit(run_id)
         with self._lock:
             if self._closed:
-                raise ValueError("The job manager is shut down; restart the app to train.")
+                raise LabError("The job manager is shut down; restart the app to train.")
             if self._find(run_id) is not None:
-                raise ValueError(f"Run {run_id} is already queued or running.")
+                raise LabError("Run {run_id} is already queued or running.", run_id=run_id)
             kind = read_json(run_dir / JOB_FILE).get("kind")
             if kind and kind != "train":
-                raise ValueError(f"{run_id} is a {kind} job; it cannot be resumed: start a new one instead.")
+                raise LabError("{run_id} is a {kind} job; it cannot be resumed: start a new one instead.",
+                               run_id=run_id, kind=kind)
             state = self.status(run_id)["state"]  # a "running" whose trainer is gone reads "stopped" here
             if state == "finished":
-                raise ValueError(f"Run {run_id} has already finished all its steps; start a new run to train more.")
+                raise LabError("Run {run_id} has already finished all its steps; start a new run to train more.",
+                               run_id=run_id)
             if state in ACTIVE_STATES:
-                raise ValueError(f"Run {run_id} is {state} in another server; wait for it or stop it there.")
+                raise LabError("Run {run_id} is {state} in another server; wait for it or stop it there.",
+                               run_id=run_id, state=state)
             request = self._request_of(run_dir)
             args = self.trainer_args(request, run_dir)
             if self.has_checkpoint(run_id):
@@ -326,7 +335,8 @@ class JobManager(RunStore):
             return request
         config = read_json(run_dir / CONFIG_FILE)  # a run made by the CLI directly: resume it from its config
         if not config.get("family"):
-            raise ValueError(f"Run {run_dir.name} has neither job.json nor config.json with a family; cannot resume.")
+            raise LabError("Run {name} has neither job.json nor config.json with a family; cannot resume.",
+                           name=run_dir.name)
         train = config.get("train") if isinstance(config.get("train"), dict) else {}
         return {"family": config["family"], "preset": config.get("preset") or train.get("preset") or "tiny",
                 "corpus": config.get("corpus") or train.get("corpus"), "steps": None,
@@ -344,7 +354,7 @@ class JobManager(RunStore):
             except FileExistsError:
                 continue
             return run_id, run_dir
-        raise ValueError("Could not create a fresh run folder; is the lab home writable?")
+        raise LabError("Could not create a fresh run folder; is the lab home writable?")
 
     def _write_status(self, run_dir: Path, changes: Mapping, *, keep_when_full: bool = False) -> dict:
         """Update status.json; with `keep_when_full` (the supervisor's writes) a full disk keeps it in memory

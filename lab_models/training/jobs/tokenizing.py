@@ -24,6 +24,7 @@ import threading
 import time
 from pathlib import Path
 
+from lab_models.messages import LabError
 from lab_models.home import atomic_write_json, child, lab_home
 from lab_models.training.config import PRESET_DEFAULTS
 from lab_models.training.jobs.files import PACKAGE_ROOT, log_tail, lower_priority, read_json
@@ -49,14 +50,15 @@ class TokenizeJobs:
     def _job_folder(self, job_id: str) -> Path:
         folder = child(self.folder, job_id, "tokenize job id")
         if not folder.is_dir():
-            raise ValueError(f"Unknown tokenize job {job_id!r}.")
+            raise LabError("Unknown tokenize job {job_id!r}.", job_id=job_id)
         return folder
 
     def start(self, corpus: str, *, family: str = "gpt", preset: str = "tiny") -> str:
         """Start tokenizing `corpus` (a corpus name of this home) as a run of `family` at `preset` would; returns the
         job id (the running job's, when this corpus is being tokenized already)."""
         if preset not in PRESET_DEFAULTS:
-            raise ValueError(f"Unknown preset {preset!r}: choose one of {', '.join(PRESET_DEFAULTS)}.")
+            raise LabError("Unknown preset {preset!r}: choose one of {preset_defaults}.",
+                           preset=preset, preset_defaults=', '.join(PRESET_DEFAULTS))
         with self._lock:
             for job_id, process in self._processes.items():
                 if process.poll() is None and self._corpora.get(job_id) == corpus:

@@ -30,7 +30,7 @@ import re
 import tempfile
 from pathlib import Path
 
-from lab_models.messages import LabError
+from lab_models.messages import LabError, with_records
 
 HOME_ENV_VAR = "PRETRAINING_LAB_HOME"
 DEFAULT_HOME = Path("~/.pretraining-lab")
@@ -68,7 +68,9 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
 
 
 def atomic_write_json(path: str | os.PathLike, obj) -> Path:
-    return atomic_write_text(path, json.dumps(obj, indent=2, ensure_ascii=False, sort_keys=True) + "\n")
+    """`obj` as a JSON file; a message in it is written as its English with its record beside it (`with_records`),
+    so that a reader of the lab gets the message back (`messages_restored`)."""
+    return atomic_write_text(path, json.dumps(with_records(obj), indent=2, ensure_ascii=False, sort_keys=True) + "\n")
 
 
 # ------------------------------------------------------------------------------------------------ names from a request

@@ -18,9 +18,12 @@ below `families`, `batch` and `home`).
 - `Joined(parts, separator)`: messages joined by a separator, such as an explanation's clauses ("; ") or sentences
   (" "); a translation joins the translated parts with its own language's separator.
 - `LabError(template, **fields)`: a `ValueError` whose text is a `Message` (`.message`, `.template`, `.fields`); bad
-  input anywhere in the lab raises one, and `except ValueError` catches it.
+  input anywhere in the lab raises one, and `except ValueError` catches it. `LabError.of(message)` raises a message
+  made elsewhere (a helper's refusal, a run's failure read back from its status file).
 - `to_record()` / `Message.from_record(record)`: a message as JSON-able data and back (nested messages included), for
-  texts that cross a process boundary or a file (a trainer's status.json line).
+  texts that cross a process boundary or a file (a trainer's status.json line). `with_records(data)` and
+  `messages_restored(data)` do it for a whole JSON document: an entry `key` that holds a message keeps its English,
+  for any reader, beside `key_record`, from which a reader of the lab gets the message back.
 """
 from __future__ import annotations
 
@@ -130,7 +133,7 @@ def field_from_record(value):
 
 
 class LabError(ValueError):
-    """Bad input, said in a `Message` a person can act on: `LabError(template, **fields)`, or `LabError(message)`
+    """Bad input, said in a `Message` a person can act on: `LabError(template, **fields)`, or `LabError.of(message)`
     for a message made elsewhere. `str(error)` is the English; `.message`, `.template` and `.fields` are the message's.
 
     >>> error = LabError("Steps must be a whole number from {low:,} to {high:,}, got {value!r}.", low=1,
@@ -140,7 +143,20 @@ class LabError(ValueError):
     """
 
     def __init__(self, template: str, /, **fields):
-        message = template if isinstance(template, Message) and not fields else Message(template, **fields)
+        self._say(Message(template, **fields))
+
+    @classmethod
+    def of(cls, message: Message | str) -> LabError:
+        """The error that says `message`, a `Message` made elsewhere (or a library's English text, `as_message`).
+
+        >>> LabError.of(Message("Choose a corpus.")).template
+        'Choose a corpus.'
+        """
+        error = cls.__new__(cls)
+        LabError._say(error, as_message(message))
+        return error
+
+    def _say(self, message: Message) -> None:
         super().__init__(message)
         self.message = message
 
@@ -162,17 +178,83 @@ class LabError(ValueError):
 def restored_error(cls: type, message: Message, attributes: dict) -> LabError:
     """A `cls` error with `message` and `attributes`, whatever `cls.__init__` takes (how `LabError.__reduce__`
     rebuilds one: a subclass may take other arguments than a template)."""
-    error = cls.__new__(cls)
-    LabError.__init__(error, message)
+    error = cls.of(message)
     error.__dict__.update(attributes)
     return error
 
 
+def as_message(text: Message | str) -> Message:
+    """`text` as a `Message`: a message as it is; any other text (a library's error, in English only) as the message
+    `{untranslated}` that holds it, which a translation shows with a word that it is English.
+
+    >>> as_message("expected str, got int").template
+    '{untranslated}'
+    """
+    return text if isinstance(text, Message) else Message("{untranslated}", untranslated=str(text))
+
+
 def message_of(error: BaseException) -> Message | str:
-    """What `error` says: a `LabError`'s message, else the exception's text as it is (a library's error, English
-    only), for composing it into another message.
+    """What `error` says: a `LabError`'s message (or the message another exception of the lab carries as its
+    argument, such as a stop), else the exception's text as it is (a library's error, English only), for composing it
+    into another message.
 
     >>> message_of(LabError("Choose a corpus.")).template, message_of(KeyError("x"))
     ('Choose a corpus.', "'x'")
     """
-    return error.message if isinstance(error, LabError) else str(error)
+    if isinstance(error, LabError):
+        return error.message
+    if len(error.args) == 1 and isinstance(error.args[0], Message):
+        return error.args[0]
+    return str(error)
+
+
+RECORD_SUFFIX = "_record"
+
+
+def holds_message(value) -> bool:
+    return isinstance(value, Message) or (isinstance(value, (list, tuple)) and any(map(holds_message, value)))
+
+
+def with_records(data):
+    """`data` (JSON-able, with messages in it) as plain JSON data: every message as its English text, and beside each
+    entry `key` of a dict that holds a message (or a list of them), `key_record` with its record.
+
+    >>> with_records({"state": "stopped", "message": Message("stopped at step {step}", step=3)})["message_record"]
+    {'text': 'stopped at step 3', 'template': 'stopped at step {step}', 'fields': {'step': 3}}
+    """
+    if isinstance(data, dict):
+        plain = {}
+        for key, value in data.items():
+            plain[key] = with_records(value)
+            if holds_message(value):
+                plain[f"{key}{RECORD_SUFFIX}"] = field_record(value)
+        return plain
+    if isinstance(data, (list, tuple)):
+        return [with_records(value) for value in data]
+    return str(data) if isinstance(data, Message) else data
+
+
+def messages_restored(data):
+    """The inverse of `with_records`: each entry with a `key_record` beside it is the message again (the record
+    entries go); data written without records (by an older lab, or by hand) reads as it is.
+
+    >>> status = messages_restored(with_records({"message": Message("stopped at step {step}", step=3)}))
+    >>> status["message"].template, list(status)
+    ('stopped at step {step}', ['message'])
+    """
+    if isinstance(data, dict):
+        restored = {}
+        for key, value in data.items():
+            if key.endswith(RECORD_SUFFIX) and key[:-len(RECORD_SUFFIX)] in data:
+                continue
+            restored[key] = messages_restored(value)
+            record = data.get(f"{key}{RECORD_SUFFIX}")
+            if record is not None:
+                try:
+                    restored[key] = field_from_record(record)
+                except (KeyError, TypeError, ValueError, IndexError):
+                    pass  # a damaged record: the English stays
+        return restored
+    if isinstance(data, list):
+        return [messages_restored(value) for value in data]
+    return data

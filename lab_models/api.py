@@ -583,7 +583,7 @@ def _disk_errors_said(jobs: RunStore, action):
         message = _runs.disk_error_message(error, jobs.home)
         if message is None:
             raise
-        raise ValueError(message) from None
+        raise LabError.of(message) from None
 
 
 def training_command(jobs: RunStore, family: str, *, preset: str = "tiny", corpus: str | None = None,

@@ -55,7 +55,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from lab_models.messages import LabError
+from lab_models.messages import Joined, LabError, Message
 from lab_models.home import atomic_write_json, atomic_write_text, lab_home
 from lab_models.text.synthetic import synthetic_dataset
 
@@ -373,7 +373,8 @@ def _load_imported(name: str, home) -> Corpus:
     if linked is not None:
         return _load_linked(name, linked)
     folder = _corpora_folder(home) / name
-    problem = f"imported corpus {name!r} in {folder} is damaged; import the file again"
+    problem = Message("imported corpus {name!r} in {folder} is damaged; import the file again", name=name,
+                      folder=folder)
     try:
         meta = json.loads((folder / _META_FILE).read_text(encoding="utf-8"))
         splits: dict[str, list[str]] = {"train": [], "validation": []}
@@ -403,12 +404,13 @@ def corpus_from_files(files: CorpusFiles, limits: ReadLimits = ReadLimits()) -> 
     for note in report.notes():
         logger.warning("%s: %s", files.root, note)
     if not documents:
+        notes = report.notes()
         if files.layout == "folder" and report.skipped_files == len(files.files):
-            raise ValueError(f"folder {files.root} has only empty files (or binary ones): "
-                             + "; ".join(report.notes()))
-        column = f" in {files.text_column!r}" if files.text_column else ""
-        raise ValueError(f"{files.root} has no non-empty text{column}" + "".join(f"; {note}"
-                                                                                for note in report.notes()))
+            raise LabError("folder {root} has only empty files (or binary ones): {notes}", root=files.root,
+                           notes=Joined(notes, "; "))
+        raise LabError("{root} has no non-empty text{column}{notes}", root=files.root,
+                       column=Message(" in {column!r}", column=files.text_column) if files.text_column else "",
+                       notes=Message("; {notes}", notes=Joined(notes, "; ")) if notes else "")
     train, validation = split_train_validation(documents)
     return _make_corpus(files.name, "path", train, validation)
 

@@ -88,7 +88,7 @@ def check_not_utf16(data: bytes, file_name: str) -> None:
                        "'Save with encoding' menu, or `iconv -f UTF-16 -t UTF-8`)", file_name=file_name)
 
 
-def binary_reason(data: bytes) -> str | None:
+def binary_reason(data: bytes) -> Message | None:
     """Why `data` (a whole file, or a large file's first bytes) looks binary, or None when it looks like text.
 
     >>> binary_reason(b"\\x89PNG\\r\\n\\x1a\\n\\x00\\x00"), binary_reason(b"plain words")
@@ -96,10 +96,10 @@ def binary_reason(data: bytes) -> str | None:
     """
     nul_offset = data.find(b"\x00")
     if nul_offset >= 0:
-        return f"a NUL byte at byte offset {nul_offset}"
+        return Message("a NUL byte at byte offset {offset}", offset=nul_offset)
     control_count = len(data) - len(data.translate(None, delete=_CONTROL_BYTES))
     if control_count > 0.1 * len(data):
-        return f"{control_count} of {len(data)} bytes are control characters"
+        return Message("{count} of {size} bytes are control characters", count=control_count, size=len(data))
     return None
 
 
@@ -112,7 +112,7 @@ def decode_text(data: bytes, file_name: str) -> str:
     if data.startswith(b"\xef\xbb\xbf"):
         data = data[3:]
     reason = binary_reason(data)
-    if reason is not None and "NUL" in reason:
+    if reason is not None and "NUL" in reason:  # the English names the NUL byte: a file of another program
         raise LabError("{file_name} looks like a binary file ({reason}); "
                        "upload plain text: export documents, PDFs or spreadsheets to .txt or .csv first",
                        file_name=file_name, reason=reason)
@@ -246,15 +246,19 @@ def _is_number(value: str) -> bool:
 
 
 def _table_documents(table: _Table, text_column: str | None, file_name: str, kind: str) -> tuple[list[str], str]:
+    if not table.columns and kind == "field":
+        raise LabError("{file_name} has no field holding text; it needs at least one field with string values",
+                       file_name=file_name)
     if not table.columns:
-        raise LabError("{file_name} has no {kind} holding text; it needs at least one "
-                       "{needed}",
-                       file_name=file_name, kind=kind,
-                       needed=Message("field with string values") if kind == 'field' else Message("column of text"))
+        raise LabError("{file_name} has no column holding text; it needs at least one column of text",
+                       file_name=file_name)
     column = text_column if text_column is not None else suggest_column(table.columns, table.rows)
+    if column not in table.columns and kind == "field":
+        raise LabError("{file_name} has no text field {column!r}; available: {columns}",
+                       file_name=file_name, column=column, columns=', '.join(table.columns))
     if column not in table.columns:
-        raise LabError("{file_name} has no text {kind} {column!r}; available: {columns}",
-                       file_name=file_name, kind=kind, column=column, columns=', '.join(table.columns))
+        raise LabError("{file_name} has no text column {column!r}; available: {columns}",
+                       file_name=file_name, column=column, columns=', '.join(table.columns))
     documents = []
     skipped = 0
     for row in table.rows:
@@ -308,7 +312,8 @@ def extract_documents(path, text_column: str | None, max_bytes: int | None) -> E
         documents, chosen = _table_documents(table, text_column, path.name, kind)
         columns, suggested = table.columns, suggest_column(table.columns, table.rows)
     if not documents:
-        raise ValueError(f"{path.name} has no non-empty text" + (f" in {chosen!r}" if chosen else ""))
+        raise LabError("{name} has no non-empty text{column}", name=path.name,
+                       column=Message(" in {column!r}", column=chosen) if chosen else "")
     return ExtractedDocuments(file_format, tuple(columns), suggested, chosen, tuple(documents), size)
 
 

@@ -39,7 +39,7 @@ from pathlib import Path
 
 import torch
 
-from lab_models.messages import LabError
+from lab_models.messages import LabError, Message
 from lab_models.home import atomic_write_json, lab_home
 from lab_models.text.corpora import (BUILTIN_CORPORA, IN_MEMORY_MAX_BYTES, Corpus, corpus_card, corpus_from_files,
                                      document_split, imported_corpora, linked_corpus, list_corpora, load_corpus)
@@ -156,7 +156,8 @@ class ImportedSource:
         return str(self.meta.get("fingerprint") or "")
 
     def _records(self, report: ReadReport) -> Iterator[tuple[str, str]]:
-        problem = f"imported corpus {self.name!r} in {self.folder} is damaged; import the file again"
+        problem = Message("imported corpus {name!r} in {folder} is damaged; import the file again", name=self.name,
+                          folder=self.folder)
         with open(self.folder / "documents.jsonl", "rb") as handle:
             for line in handle:
                 report.bytes_done += len(line)

@@ -43,7 +43,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from lab_models.messages import LabError
+from lab_models.messages import Joined, LabError, Message
 from lab_models.text.corpus_files import (binary_reason, check_not_utf16, clean_document,
                                           csv_delimiter, suggest_column)
 
@@ -129,18 +129,18 @@ class ReadReport:
     skipped_rows: int = 0  # JSON lines that do not parse, rows without text, JSON lines over the limit
     skipped_row_examples: list = field(default_factory=list)  # "file line N: why", the first MAX_EXAMPLES
 
-    def skip_file(self, relative: str, why: str) -> None:
+    def skip_file(self, relative: str, why: Message) -> None:
         self.skipped_files += 1
         if len(self.skipped_file_examples) < MAX_EXAMPLES:
             self.skipped_file_examples.append((relative, why))
 
-    def skip_row(self, where: str, why: str) -> None:
+    def skip_row(self, where: Message, why: Message) -> None:
         self.skipped_rows += 1
         if len(self.skipped_row_examples) < MAX_EXAMPLES:
-            self.skipped_row_examples.append(f"{where}: {why}")
+            self.skipped_row_examples.append(Message("{where}: {why}", where=where, why=why))
 
-    def notes(self) -> list[str]:
-        """One English sentence per kind of problem met, for the log, config.json and the corpus card.
+    def notes(self) -> list[Message]:
+        """One sentence per kind of problem met, for the log, config.json and the corpus card.
 
         >>> report = ReadReport(skipped_files=1, skipped_file_examples=[("b/x.bin", "binary")], replaced_characters=3,
         ...                     files_with_replacements=1)
@@ -149,19 +149,29 @@ class ReadReport:
         """
         notes = []
         if self.skipped_files:
-            shown = "; ".join(f"{name}: {why}" for name, why in self.skipped_file_examples[:3])
+            shown = Joined((Message("{name}: {why}", name=name, why=why)
+                            for name, why in self.skipped_file_examples[:3]), "; ")
             more = ", ..." if self.skipped_files > 3 else ""
-            notes.append(f"{self.skipped_files} file{'s' * (self.skipped_files != 1)} skipped ({shown}{more})")
+            notes.append(Message("{count} file skipped ({shown}{more})", count=self.skipped_files, shown=shown,
+                                 more=more) if self.skipped_files == 1 else
+                         Message("{count} files skipped ({shown}{more})", count=self.skipped_files, shown=shown,
+                                 more=more))
         if self.replaced_characters:
-            notes.append(f"{self.replaced_characters} bytes that are not UTF-8 replaced by U+FFFD in "
-                         f"{self.files_with_replacements} file{'s' * (self.files_with_replacements != 1)}")
+            notes.append(Message("{count} bytes that are not UTF-8 replaced by U+FFFD in {files} file",
+                                 count=self.replaced_characters, files=self.files_with_replacements)
+                         if self.files_with_replacements == 1 else
+                         Message("{count} bytes that are not UTF-8 replaced by U+FFFD in {files} files",
+                                 count=self.replaced_characters, files=self.files_with_replacements))
         if self.cuts:
-            notes.append(f"{self.cuts} cuts made in lines, paragraphs or cells longer than the limit (each piece a "
-                         "document)")
+            notes.append(Message("{cuts} cuts made in lines, paragraphs or cells longer than the limit (each piece a "
+                                 "document)", cuts=self.cuts))
         if self.skipped_rows:
-            shown = "; ".join(self.skipped_row_examples[:3])
+            shown = Joined(self.skipped_row_examples[:3], "; ")
             more = ", ..." if self.skipped_rows > 3 else ""
-            notes.append(f"{self.skipped_rows} row{'s' * (self.skipped_rows != 1)} skipped ({shown}{more})")
+            notes.append(Message("{count} row skipped ({shown}{more})", count=self.skipped_rows, shown=shown,
+                                 more=more) if self.skipped_rows == 1 else
+                         Message("{count} rows skipped ({shown}{more})", count=self.skipped_rows, shown=shown,
+                                 more=more))
         return notes
 
     def to_dict(self) -> dict:
@@ -176,7 +186,7 @@ def _file_format(path: Path) -> str | None:
 
 
 def _unsupported(path: Path) -> ValueError:
-    shown = path.suffix or "(no extension)"
+    shown = path.suffix or Message("(no extension)")
     return LabError("{name}: unsupported file type {shown}; give a {streamed_extensions} file, a "
                     "folder of them, or a folder written by datasets' save_to_disk",
                     name=path.name, shown=shown, streamed_extensions=', '.join(STREAMED_EXTENSIONS))
@@ -453,8 +463,8 @@ def _jsonl_rows(file: CorpusFile, report: ReadReport, limits: ReadLimits) -> Ite
             if skipping or not complete:
                 if not skipping:
                     number += 1
-                    report.skip_row(f"{file.relative} line {number}",
-                                    f"longer than {limits.max_document_chars:,} characters")
+                    report.skip_row(Message("{file} line {number}", file=file.relative, number=number),
+                                    Message("longer than {limit:,} characters", limit=limits.max_document_chars))
                 skipping = not complete
                 continue
             number += 1
@@ -463,10 +473,12 @@ def _jsonl_rows(file: CorpusFile, report: ReadReport, limits: ReadLimits) -> Ite
             try:
                 row = json.loads(line)
             except ValueError as error:
-                report.skip_row(f"{file.relative} line {number}", f"not valid JSON ({getattr(error, 'msg', error)})")
+                report.skip_row(Message("{file} line {number}", file=file.relative, number=number),
+                                Message("not valid JSON ({reason})", reason=getattr(error, 'msg', error)))
                 continue
             if not isinstance(row, dict):
-                report.skip_row(f"{file.relative} line {number}", f"a JSON {type(row).__name__}, not an object")
+                report.skip_row(Message("{file} line {number}", file=file.relative, number=number),
+                                Message("a JSON {row_type}, not an object", row_type=type(row).__name__))
                 continue
             yield number, row
 
@@ -525,11 +537,11 @@ def _prepend(first, rest):
     yield from rest
 
 
-def _cell_documents(value, where: str, report: ReadReport, limits: ReadLimits) -> Iterator[str]:
+def _cell_documents(value, where: Message, report: ReadReport, limits: ReadLimits) -> Iterator[str]:
     """A table cell as documents: cleaned; cut when longer than the limit; a row without text is counted."""
     if not isinstance(value, str) or not value.strip():
-        report.skip_row(where, "no text in the column" if value is None or isinstance(value, str) else
-                        f"a {type(value).__name__}, not text")
+        report.skip_row(where, Message("no text in the column") if value is None or isinstance(value, str) else
+                        Message("a {value_type}, not text", value_type=type(value).__name__))
         return
     limit = limits.max_document_chars
     while len(value) > limit:
@@ -556,7 +568,8 @@ def _column_for(file: CorpusFile, files: CorpusFiles, limits: ReadLimits) -> str
 def _jsonl_documents(file: CorpusFile, files: CorpusFiles, report: ReadReport, limits: ReadLimits) -> Iterator[str]:
     column = _column_for(file, files, limits)
     for number, row in _jsonl_rows(file, report, limits):
-        yield from _cell_documents(row.get(column), f"{file.relative} line {number}", report, limits)
+        where = Message("{file} line {number}", file=file.relative, number=number)
+        yield from _cell_documents(row.get(column), where, report, limits)
 
 
 def _csv_documents(file: CorpusFile, files: CorpusFiles, report: ReadReport, limits: ReadLimits) -> Iterator[str]:
@@ -567,7 +580,8 @@ def _csv_documents(file: CorpusFile, files: CorpusFiles, report: ReadReport, lim
         raise LabError("{relative} has no column {column!r}; available: {names}",
                        relative=file.relative, column=column, names=', '.join(names))
     for number, row in enumerate(rows, start=2):
-        yield from _cell_documents(row.get(column), f"{file.relative} row {number}", report, limits)
+        where = Message("{file} row {number}", file=file.relative, number=number)
+        yield from _cell_documents(row.get(column), where, report, limits)
 
 
 def _arrow_schema_and_rows(file: CorpusFile):
@@ -608,7 +622,8 @@ def _arrow_documents(file: CorpusFile, files: CorpusFiles, report: ReadReport, l
             done = 0
             for batch in parquet.iter_batches(batch_size=1024, columns=[column]):
                 for offset, value in enumerate(batch.column(0).to_pylist()):
-                    yield from _cell_documents(value, f"{file.relative} row {done + offset + 1}", report, limits)
+                    where = Message("{file} row {number}", file=file.relative, number=done + offset + 1)
+                    yield from _cell_documents(value, where, report, limits)
                 done += batch.num_rows
                 report.bytes_done = start + file.size * done // total
         else:
@@ -616,7 +631,8 @@ def _arrow_documents(file: CorpusFile, files: CorpusFiles, report: ReadReport, l
                 done = 0
                 for batch in pa.ipc.open_stream(source):
                     for offset, value in enumerate(batch.column(column).to_pylist()):
-                        yield from _cell_documents(value, f"{file.relative} row {done + offset + 1}", report, limits)
+                        where = Message("{file} row {number}", file=file.relative, number=done + offset + 1)
+                        yield from _cell_documents(value, where, report, limits)
                     done += batch.num_rows
                     report.bytes_done = start + min(file.size, source.tell())
     except pa.ArrowException as error:
@@ -624,7 +640,7 @@ def _arrow_documents(file: CorpusFile, files: CorpusFiles, report: ReadReport, l
     report.bytes_done = start + file.size
 
 
-def _probe(file: CorpusFile, limits: ReadLimits) -> str | None:
+def _probe(file: CorpusFile, limits: ReadLimits) -> Message | str | None:
     """Why a text file is skipped (empty, binary), or None. A UTF-16 file is an error, not a skip."""
     with open(file.path, "rb") as handle:
         head = handle.read(limits.probe_bytes)
@@ -660,7 +676,8 @@ def iter_documents(files: CorpusFiles, report: ReadReport, limits: ReadLimits = 
                 raise LabError("{relative} looks like a binary file ({skip}); give plain text: export "
                                "documents, PDFs or spreadsheets to .txt or .csv first",
                                relative=file.relative, skip=skip)
-            report.skip_file(file.relative, "empty" if skip == "empty" else f"binary: {skip}")
+            report.skip_file(file.relative, Message("empty") if skip == "empty" else Message("binary: {reason}",
+                                                                                              reason=skip))
             report.bytes_done += file.size
             continue
         before = report.documents
@@ -684,7 +701,7 @@ def iter_documents(files: CorpusFiles, report: ReadReport, limits: ReadLimits = 
             raise LabError("{relative} is empty (or holds only whitespace); there is no text to train on",
                            relative=file.relative)
         if report.documents == before and files.layout == "folder":
-            report.skip_file(file.relative, "no text")
+            report.skip_file(file.relative, Message("no text"))
 
 
 def files_digest(files: CorpusFiles, limits: ReadLimits = ReadLimits(), progress=None) -> str:

@@ -79,20 +79,20 @@ class TaskSpec:
     kind: str
     title: str
     label_names: tuple[str, ...]
-    description: str
+    description: Message
 
 
 TASKS: dict[str, TaskSpec] = {
     "sentiment": TaskSpec("sentiment", "sequence", "Sentiment (3-way)", SENTIMENT_LABELS,
-                          "Is the sentence negative, neutral or positive? The polarity of its adjectives, verb and "
-                          "adverb, with 'does not' flipping the verb."),
+                          Message("Is the sentence negative, neutral or positive? The polarity of its adjectives, "
+                                  "verb and adverb, with 'does not' flipping the verb.")),
     "topic": TaskSpec("topic", "sequence", "Topic (5-way)", TOPICS,
-                      "Which of 5 topics is the sentence about? Every noun belongs to one topic."),
+                      Message("Which of 5 topics is the sentence about? Every noun belongs to one topic.")),
     "entailment": TaskSpec("entailment", "pair", "Entailment (sentence pairs, 3-way)", ENTAILMENT_LABELS,
-                           "Does the premise entail the hypothesis, contradict it, or neither? Dropping a modifier "
-                           "keeps an affirmative sentence true; negation reverses the direction."),
+                           Message("Does the premise entail the hypothesis, contradict it, or neither? Dropping a "
+                                   "modifier keeps an affirmative sentence true; negation reverses the direction.")),
     "tagging": TaskSpec("tagging", "token", "Word tagging (10 tags)", TAGS,
-                        "A part-of-speech-like tag for every word, predicted on its first sub-word piece."),
+                        Message("A part-of-speech-like tag for every word, predicted on its first sub-word piece.")),
 }
 
 
@@ -120,7 +120,7 @@ class Task:
     train: tuple[TaskExample, ...]
     validation: tuple[TaskExample, ...]
     title: str = ""
-    description: str = ""
+    description: Message | str = ""
     source: str = "synthetic"  # "synthetic" or the CSV file's absolute path
 
     def __post_init__(self):
@@ -231,9 +231,10 @@ def csv_task(path, text_column: str, label_column: str, text_pair_column: str | 
     distinct labels.
     """
     path = Path(os.fspath(path)).expanduser()
+    if not path.exists():
+        raise LabError("no CSV file at {path}: check the path", path=path)
     if not path.is_file():
-        raise ValueError(f"no CSV file at {path}: check the path" if not path.exists()
-                         else f"{path} is a folder, not a CSV file")
+        raise LabError("{path} is a folder, not a CSV file", path=path)
     size = path.stat().st_size
     cap = max_upload_bytes()
     if size > cap:
@@ -299,9 +300,10 @@ def csv_task(path, text_column: str, label_column: str, text_pair_column: str | 
                        "add more rows", name=path.name)
     kind = "pair" if pair_column else "sequence"
     title = f"{path.name}: {label_column} from {text_column}" + (f" + {pair_column}" if pair_column else "")
+    description = Message("{n_rows} rows of {name}, {n_classes} classes", n_rows=len(kept), name=path.name,
+                          n_classes=len(label_names))
     return Task(name=f"csv:{path.name}", kind=kind, label_names=label_names, train=train, validation=validation,
-                title=title, description=f"{len(kept)} rows of {path.name}, {len(label_names)} classes",
-                source=str(path.resolve()))
+                title=title, description=description, source=str(path.resolve()))
 
 
 def _split_key(example: TaskExample) -> str:

@@ -71,7 +71,7 @@ from typing import Iterable
 import tokenizers
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 
-from lab_models.messages import LabError
+from lab_models.messages import LabError, Message
 from lab_models.home import atomic_write_json, atomic_write_text, lab_home
 
 from lab_models.text.tokenizer_kinds import (TOKENIZER_KINDS, SPECIAL_TOKENS, END_OF_WORD_SUFFIX, CONTINUATION_PREFIX,
@@ -168,15 +168,16 @@ def _initial_vocabulary_size(kind: str, tokenizer: Tokenizer) -> int:
     return len(specials) + len(single_symbols)
 
 
-class VocabSizeTooSmall(ValueError):
+class VocabSizeTooSmall(LabError):
     """The requested vocabulary cannot hold the special tokens plus the corpus's alphabet; `minimum` is the smallest
     size that works for `kind` on that corpus (lab_models/text/vocab_fit.py raises a run's size to it)."""
 
     def __init__(self, kind: str, requested: int, minimum: int):
         super().__init__(
-            f"vocab_size {requested} is too small for {TOKENIZER_KINDS[kind]} on this corpus: it needs at least "
-            f"{minimum} tokens ({len(special_tokens(kind))} special tokens plus the initial alphabet); raise the "
-            "vocabulary size.")
+            "vocab_size {requested} is too small for {kind_title} on this corpus: it needs at least {minimum} tokens "
+            "({n_special} special tokens plus the initial alphabet); raise the vocabulary size.",
+            requested=requested, kind_title=TOKENIZER_KINDS[kind], minimum=minimum,
+            n_special=len(special_tokens(kind)))
         self.kind, self.requested, self.minimum = kind, requested, minimum
 
 
@@ -184,12 +185,20 @@ def _too_small(kind: str, vocab_size: int, minimum: int) -> VocabSizeTooSmall:
     return VocabSizeTooSmall(kind, vocab_size, minimum)
 
 
-def _too_large(kind: str, vocab_size: int, supported: int) -> ValueError:
-    return LabError(
-        "vocab_size {vocab_size} is too large: this corpus supports at most ~{supported} tokens for "
-        "{kind_title}; lower the vocabulary size or use a bigger corpus.",
-        vocab_size=vocab_size, supported=supported, kind_title=TOKENIZER_KINDS[kind]
-    )
+class VocabSizeTooLarge(LabError):
+    """The corpus cannot fill the requested vocabulary; `supported` is about the most tokens it supports for `kind`
+    (lab_models/text/vocab_fit.py lowers a run's size to it)."""
+
+    def __init__(self, kind: str, requested: int, supported: int):
+        super().__init__(
+            "vocab_size {vocab_size} is too large: this corpus supports at most ~{supported} tokens for "
+            "{kind_title}; lower the vocabulary size or use a bigger corpus.",
+            vocab_size=requested, supported=supported, kind_title=TOKENIZER_KINDS[kind])
+        self.kind, self.requested, self.supported = kind, requested, supported
+
+
+def _too_large(kind: str, vocab_size: int, supported: int) -> VocabSizeTooLarge:
+    return VocabSizeTooLarge(kind, vocab_size, supported)
 
 
 def _trim_unigram(tokenizer: Tokenizer, vocab_size: int) -> Tokenizer:
@@ -220,7 +229,8 @@ def _retrain_unigram_larger(
     can land below the requested size (asked 5000, got 4492). Ask once for 20% more and trim the result to size."""
     larger = int(vocab_size * 1.2) + 8
     report_progress(progress, 0.85,
-                    f"Unigram stopped at {learned} tokens; retraining for {larger} to trim down to {vocab_size}")
+                    Message("Unigram stopped at {learned} tokens; retraining for {larger} to trim down to "
+                            "{vocab_size}", learned=learned, larger=larger, vocab_size=vocab_size))
     retrained = _fit(_empty_tokenizer("unigram", lowercase), corpus, "unigram", larger)
     retrained_size = retrained.get_vocab_size()
     logger.info("unigram retrain: asked %d, got %d (first attempt %d)", larger, retrained_size, learned)
@@ -268,20 +278,23 @@ def train_tokenizer(
         raise LabError("lowercase must be True or False, not {lowercase!r}.", lowercase=lowercase)
     if kind == "byte_bpe" and vocab_size < len(special_tokens(kind)) + 256:
         raise _too_small(kind, vocab_size, len(special_tokens(kind)) + 256)
-    report_progress(progress, 0.0, "Reading the training texts")
+    report_progress(progress, 0.0, Message("Reading the training texts"))
     corpus = check_texts(texts)
     tokenizer = _empty_tokenizer(kind, lowercase)
-    report_progress(progress, 0.1, f"Training {TOKENIZER_KINDS[kind]} with {vocab_size} tokens on {len(corpus)} texts")
+    report_progress(progress, 0.1, Message("Training {kind_title} with {vocab_size} tokens on {n_texts} texts",
+                                           kind_title=TOKENIZER_KINDS[kind], vocab_size=vocab_size,
+                                           n_texts=len(corpus)))
     started = time.perf_counter()
     tokenizer = _fit(tokenizer, corpus, kind, vocab_size)
-    report_progress(progress, 0.8, "Checking the vocabulary size")
+    report_progress(progress, 0.8, Message("Checking the vocabulary size"))
     learned = tokenizer.get_vocab_size()
     if learned > vocab_size:
         minimum = _unigram_minimum(tokenizer, corpus) if kind == "unigram" else _initial_vocabulary_size(kind, tokenizer)
         if fit_alphabet and kind in ("bpe", "wordpiece") and minimum == learned:
             logger.info("%s: the alphabet needs %d tokens, more than %d: kept the alphabet-only vocabulary", kind,
                         learned, vocab_size)
-            report_progress(progress, 1.0, f"Trained {TOKENIZER_KINDS[kind]}: {learned} tokens (its alphabet)")
+            report_progress(progress, 1.0, Message("Trained {kind_title}: {learned} tokens (its alphabet)",
+                                                   kind_title=TOKENIZER_KINDS[kind], learned=learned))
             return tokenizer
         raise _too_small(kind, vocab_size, minimum)
     if learned < vocab_size and kind == "unigram":
@@ -290,7 +303,8 @@ def train_tokenizer(
         raise _too_large(kind, vocab_size, learned)
     seconds = time.perf_counter() - started
     logger.info("trained %s tokenizer: %d tokens from %d texts in %.2f s", kind, learned, len(corpus), seconds)
-    report_progress(progress, 1.0, f"Trained {TOKENIZER_KINDS[kind]}: {learned} tokens in {seconds:.2f} s")
+    report_progress(progress, 1.0, Message("Trained {kind_title}: {learned} tokens in {seconds:.2f} s",
+                                           kind_title=TOKENIZER_KINDS[kind], learned=learned, seconds=seconds))
     return tokenizer
 
 
@@ -366,7 +380,8 @@ def cached_tokenizer(
     cached = _load_cached(folder, kind, vocab_size, cache_key)
     if cached is not None:
         logger.info("tokenizer cache hit %s (%s, %d tokens)", cache_key, kind, vocab_size)
-        report_progress(progress, 1.0, f"Loaded a cached {TOKENIZER_KINDS[kind]} tokenizer")
+        report_progress(progress, 1.0, Message("Loaded a cached {kind_title} tokenizer",
+                                               kind_title=TOKENIZER_KINDS[kind]))
         return cached
     started = time.perf_counter()
     tokenizer = train_tokenizer(kind, texts, vocab_size, progress=progress, fit_alphabet=fit_alphabet, **resolved)

@@ -12,7 +12,7 @@ from typing import Callable
 
 from tokenizers import Tokenizer
 
-from lab_models.messages import LabError
+from lab_models.messages import LabError, Message
 
 logger = logging.getLogger(__name__)
 
@@ -132,7 +132,7 @@ def check_encodable(text: str) -> None:
                        character=text[error.start], start=error.start) from None
 
 
-def report_progress(progress: ProgressCallback | None, fraction: float, message: str) -> None:
+def report_progress(progress: ProgressCallback | None, fraction: float, message: Message) -> None:
     logger.debug("tokenizer progress %.2f: %s", fraction, message)
     if progress is not None:
         progress(fraction, message)

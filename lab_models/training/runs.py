@@ -43,7 +43,7 @@ from typing import Any
 import torch
 from safetensors.torch import load_file, load_model, save_file, save_model
 
-from lab_models.messages import LabError
+from lab_models.messages import LabError, Message, messages_restored
 from lab_models.training.engine import NonFiniteLossError
 from lab_models.training.faults import fault_point
 from lab_models.home import atomic_write_json, atomic_write_text, lab_home
@@ -64,12 +64,12 @@ STATES = ("running", "finished", "stopped", "failed")
 
 # ------------------------------------------------------------------------------------------------ small files
 def read_json(path: str | os.PathLike) -> dict:
-    """A JSON object from `path`; {} when the file is missing, unreadable or not an object."""
+    """A JSON object from `path`, its messages restored; {} when the file is missing, unreadable or not an object."""
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
-    return data if isinstance(data, dict) else {}
+    return messages_restored(data) if isinstance(data, dict) else {}
 
 
 def write_config(run_dir: str | os.PathLike, config: dict) -> Path:
@@ -80,12 +80,13 @@ def read_config(run_dir: str | os.PathLike) -> dict:
     return read_json(Path(run_dir) / CONFIG_FILE)
 
 
-def write_status(run_dir: str | os.PathLike, state: str, *, step: int, total_steps: int, message: str = "",
+def write_status(run_dir: str | os.PathLike, state: str, *, step: int, total_steps: int, message: Message | str = "",
                  pid: int | None = None, **extra) -> dict:
     """Replace status.json atomically. Example: write_status(d, "running", step=10, total_steps=50)."""
     if state not in STATES:
         raise LabError("unknown run state {state!r}: use one of {states}", state=state, states=', '.join(STATES))
-    status = {"state": state, "step": int(step), "total_steps": int(total_steps), "message": str(message),
+    status = {"state": state, "step": int(step), "total_steps": int(total_steps),
+              "message": message if isinstance(message, Message) else str(message),
               "pid": os.getpid() if pid is None else int(pid), "updated": time.time(), **extra}
     atomic_write_json(Path(run_dir) / STATUS_FILE, status)
     return status
@@ -185,7 +186,7 @@ def truncate_metrics(run_dir: str | os.PathLike, step: int) -> int:
     return len(kept)
 
 
-def disk_error_message(error: BaseException, run_dir: str | os.PathLike) -> str | None:
+def disk_error_message(error: BaseException, run_dir: str | os.PathLike) -> Message | None:
     """The run's failure message for a full or read-only disk (None for any other error): what happened, that the last
     complete checkpoint is intact, and what to do.
 
@@ -200,15 +201,17 @@ def disk_error_message(error: BaseException, run_dir: str | os.PathLike) -> str 
     except OSError:
         is_run, kept = False, None
     if is_run:
-        intact = (f"; the last complete checkpoint ({kept.name}) is intact" if kept is not None
-                  else "; no checkpoint had been written yet")
-        then = "press Resume"
+        intact = (Message("; the last complete checkpoint ({checkpoint}) is intact", checkpoint=kept.name)
+                  if kept is not None else Message("; no checkpoint had been written yet"))
+        then = Message("press Resume")
     else:  # the lab home or another folder: nothing of a run to speak of
-        intact, then = "", "try again"
+        intact, then = "", Message("try again")
     if error.errno == errno.EROFS:
-        return f"read-only disk: cannot write to {run_dir}{intact}. Make it writable, then {then}."
-    what = "disk quota exceeded" if error.errno == errno.EDQUOT else "no space left on the device"
-    return f"disk full: {what} of {run_dir}{intact}. Free some space, then {then}."
+        return Message("read-only disk: cannot write to {run_dir}{intact}. Make it writable, then {then}.",
+                       run_dir=run_dir, intact=intact, then=then)
+    what = Message("disk quota exceeded") if error.errno == errno.EDQUOT else Message("no space left on the device")
+    return Message("disk full: {what} of {run_dir}{intact}. Free some space, then {then}.", what=what,
+                   run_dir=run_dir, intact=intact, then=then)
 
 
 # ------------------------------------------------------------------------------------------------ weights

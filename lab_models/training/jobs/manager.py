@@ -66,7 +66,7 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from lab_models.messages import LabError
+from lab_models.messages import LabError, Message
 from lab_models.home import atomic_write_json
 from lab_models.training.jobs.unwritten import UnwrittenStatuses
 
@@ -124,7 +124,7 @@ class JobManager(RunStore):
             request.update(run_id=run_id, created=now)
             atomic_write_json(run_dir / JOB_FILE, request)
             self._write_status(run_dir, {"state": "queued", "step": 0, "total_steps": request["steps"],
-                                         "message": "queued", "pid": None})
+                                         "message": Message("queued"), "pid": None})
             job = Job(run_id, run_dir, self.trainer_args(request, run_dir), resolve_device_key(request["device"]),
                       queued_at=now)
             self._queue.append(job)
@@ -174,7 +174,7 @@ class JobManager(RunStore):
                            "run_id": folder.name, "created": now}
             atomic_write_json(folder / JOB_FILE, job_request)
             self._write_status(folder, {"state": "queued", "step": 0, "total_steps": total_steps,
-                                        "message": "queued", "pid": None})
+                                        "message": Message("queued"), "pid": None})
             job = Job(folder.name, folder, [], resolve_device_key(device), queued_at=now, command=argv)
             self._queue.append(job)
             logger.info("queued %s %s on %s", kind, folder.name, job.device_key)
@@ -188,7 +188,8 @@ class JobManager(RunStore):
             for job in self._queue:
                 if job.run_id == run_id:
                     self._queue.remove(job)
-                    self._write_status(run_dir, {"state": "stopped", "message": "stopped before it started"})
+                    self._write_status(run_dir, {"state": "stopped",
+                                                 "message": Message("stopped before it started")})
                     self._wake.notify_all()
                     return self.status(run_id)
             job = self._running.get(run_id)
@@ -227,7 +228,7 @@ class JobManager(RunStore):
             if self.has_checkpoint(run_id):
                 args.append("--resume")
             job = Job(run_id, run_dir, args, resolve_device_key(request.get("device", "auto")), queued_at=time.time())
-            self._write_status(run_dir, {"state": "queued", "message": "queued to resume", "pid": None,
+            self._write_status(run_dir, {"state": "queued", "message": Message("queued to resume"), "pid": None,
                                          "interrupted": False})
             self._queue.append(job)
             logger.info("queued %s to resume", run_id)
@@ -301,8 +302,8 @@ class JobManager(RunStore):
         with self._lock:
             for job in self._queue:
                 self._write_status(job.run_dir, {"state": "stopped", "interrupted": True, "pid": None,
-                                                 "message": "interrupted: the server shut down before this run "
-                                                            "started; press Resume to run it"})
+                                                 "message": Message("interrupted: the server shut down before "
+                                                                    "this run started; press Resume to run it")})
             self._queue.clear()
             running = list(self._running.values())
             if not stop_runs:
@@ -413,7 +414,8 @@ class JobManager(RunStore):
 
     def _launch(self, job: Job) -> bool:
         command = list(job.command) if job.command is not None else self.trainer_command + job.args
-        self._write_status(job.run_dir, {"state": "running", "message": "starting the trainer", "pid": None},
+        self._write_status(job.run_dir, {"state": "running", "message": Message("starting the trainer"),
+                                         "pid": None},
                            keep_when_full=True)
         env = dict(os.environ)
         env.update(self.env)
@@ -430,7 +432,8 @@ class JobManager(RunStore):
         except OSError as error:
             logger.error("could not launch %s: %s", job.run_id, error)
             self._write_status(job.run_dir, {"state": "failed", "pid": None,
-                                             "message": f"could not start the trainer: {error}"}, keep_when_full=True)
+                                             "message": Message("could not start the trainer: {error}", error=error)},
+                               keep_when_full=True)
             return False
         job.pid = job.process.pid
         job.started_at = time.time()
@@ -473,35 +476,39 @@ class JobManager(RunStore):
                 logger.warning("%s wrote %s but its worker exited with %s", job.run_id, state, code)
             logger.info("%s ended: %s", job.run_id, state)
             return
-        resumable = " Resume continues from its last checkpoint." if self.has_checkpoint(job.run_id) else ""
+        resumable = (Message(" Resume continues from its last checkpoint.") if self.has_checkpoint(job.run_id)
+                     else "")
         if job.stop_requested_at is not None:
-            how = (f"stopped: killed after it did not stop within {self.stop_timeout_s:g} s." if job.killed
-                   else "stopped.")
-            self._write_status(job.run_dir, {"state": "stopped", "message": how + resumable, "pid": None},
-                               keep_when_full=True)
+            how = (Message("stopped: killed after it did not stop within {seconds:g} s.{resumable}",
+                           seconds=self.stop_timeout_s, resumable=resumable) if job.killed
+                   else Message("stopped.{resumable}", resumable=resumable))
+            self._write_status(job.run_dir, {"state": "stopped", "message": how, "pid": None}, keep_when_full=True)
             return
         if code is None:
             self._write_status(job.run_dir, {"state": "stopped", "interrupted": True, "pid": None,
-                                             "message": "interrupted: the trainer ended without a final state."
-                                                        + resumable}, keep_when_full=True)
+                                             "message": Message("interrupted: the trainer ended without a final "
+                                                                "state.{resumable}", resumable=resumable)},
+                               keep_when_full=True)
             return
         tail = log_tail(job.run_dir / LOG_FILE)
         last_line = tail.splitlines()[-1] if tail else "no output"
         if code < 0:  # a signal nobody here sent (a stop we asked for returned above)
             step = read_json(job.run_dir / STATUS_FILE).get("step")
-            message = (f"the trainer was killed by {signal_name(code)} at step {step or 0} (from outside the lab, or "
-                       f"by the out-of-memory killer).{resumable}")
+            message = Message("the trainer was killed by {signal} at step {step} (from outside the lab, or by the "
+                              "out-of-memory killer).{resumable}", signal=signal_name(code), step=step or 0,
+                              resumable=resumable)
             logger.warning("%s died: killed by %s", job.run_id, signal_name(code))
             self._write_status(job.run_dir, {"state": "died", "pid": None, "message": message, "log_tail": tail},
                                keep_when_full=True)
             return
         if code == 0:
-            why = "exited without reporting that it finished"
+            message = Message("the trainer exited without reporting that it finished: {last_line}",
+                              last_line=last_line)
         else:
-            why = f"exited with code {code}"
-        logger.warning("%s failed: the trainer %s", job.run_id, why)
-        self._write_status(job.run_dir, {"state": "failed", "pid": None, "message": f"the trainer {why}: {last_line}",
-                                         "log_tail": tail}, keep_when_full=True)
+            message = Message("the trainer exited with code {code}: {last_line}", code=code, last_line=last_line)
+        logger.warning("%s failed: %s", job.run_id, message)
+        self._write_status(job.run_dir, {"state": "failed", "pid": None, "message": message, "log_tail": tail},
+                           keep_when_full=True)
 
     def _recover(self) -> None:
         """Adopt live workers of a previous server; mark its other queued/running runs 'stopped (interrupted)'."""
@@ -519,11 +526,15 @@ class JobManager(RunStore):
                 self._running[job.run_id] = job
                 logger.info("adopted the live trainer of %s (pid %d)", job.run_id, pid)
                 continue
-            when = "started" if state == "queued" else "finished"
             kind = read_json(run_dir / JOB_FILE).get("kind")
-            again = ("press Resume to continue" + (" from its last checkpoint" if state == "running" else "")
-                     if not kind or kind == "train" else "start it again")
-            self._write_status(run_dir, {"state": "stopped", "interrupted": True, "pid": None,
-                                         "message": f"interrupted: the server stopped before this run {when}; "
-                                                    + again})
+            if kind and kind != "train":  # a sweep, a zoo, a fine-tuning: it starts afresh
+                message = (Message("interrupted: the server stopped before this run started; start it again")
+                           if state == "queued" else
+                           Message("interrupted: the server stopped before this run finished; start it again"))
+            else:
+                message = (Message("interrupted: the server stopped before this run started; press Resume to "
+                                   "continue") if state == "queued" else
+                           Message("interrupted: the server stopped before this run finished; press Resume to "
+                                   "continue from its last checkpoint"))
+            self._write_status(run_dir, {"state": "stopped", "interrupted": True, "pid": None, "message": message})
             logger.info("marked %s interrupted (was %s)", run_dir.name, state)

@@ -15,7 +15,7 @@ import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from lab_models.messages import LabError
+from lab_models.messages import LabError, Message
 from lab_models.home import lab_home
 from lab_models.home import inside, plain_name, shown
 from lab_models.training.jobs.files import (ETA_ROWS, PRESETS, DEVICES, ACTIVE_STATES, STATUS_FILE, JOB_FILE,
@@ -57,7 +57,8 @@ class RunStore:
                 status.get("pid"), run_dir):
             # nobody is running it: a CLI run that was killed, or the queue of a server that is gone
             status.update(state="stopped", interrupted=True,
-                          message=f"interrupted: status.json says {status['state']} but no trainer is running it")
+                          message=Message("interrupted: status.json says {state} but no trainer is running it",
+                                          state=status["state"]))
         return status
 
     def _managed(self, run_id: str) -> bool:

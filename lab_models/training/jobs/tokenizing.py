@@ -24,7 +24,7 @@ import threading
 import time
 from pathlib import Path
 
-from lab_models.messages import LabError
+from lab_models.messages import LabError, Message
 from lab_models.home import atomic_write_json, child, lab_home
 from lab_models.training.config import PRESET_DEFAULTS
 from lab_models.training.jobs.files import PACKAGE_ROOT, log_tail, lower_priority, read_json
@@ -67,8 +67,8 @@ class TokenizeJobs:
             folder = child(self.folder, job_id, "tokenize job id")
             folder.mkdir(parents=True)
             status = folder / STATUS_FILE
-            atomic_write_json(status, {"state": "running", "message": "starting", "progress": {}, "corpus": corpus,
-                                       "started": time.time(), "updated": time.time()})
+            atomic_write_json(status, {"state": "running", "message": Message("starting"), "progress": {},
+                                       "corpus": corpus, "started": time.time(), "updated": time.time()})
             self._corpora[job_id] = corpus
             command = self.command + ["--corpus", corpus, "--family", family, "--preset", preset,
                                       "--home", str(self.home), "--status", str(status)]
@@ -95,9 +95,11 @@ class TokenizeJobs:
             status = {**read_json(folder / STATUS_FILE), "job_id": job_id}
             if status.get("state") == "running":
                 code = process.returncode if process is not None else None
-                why = (f"killed by {signal.Signals(-code).name}" if code is not None and code < 0 else
-                       f"exit status {code}" if code is not None else "no worker is running it")
-                status.update(state="died", message=f"the tokenize worker ended without finishing ({why})",
+                why = (Message("killed by {signal}", signal=signal.Signals(-code).name) if code is not None and code < 0
+                       else Message("exit status {code}", code=code) if code is not None
+                       else Message("no worker is running it"))
+                status.update(state="died", message=Message("the tokenize worker ended without finishing ({why})",
+                                                            why=why),
                               log=log_tail(folder / LOG_FILE))
         return status
 

@@ -347,13 +347,14 @@ def _fits(value, annotation) -> bool:
     return True  # an annotation this check does not know: the Settings class validates it
 
 
-def _type_words(annotation) -> str:
-    names = {bool: "true or false", int: "a whole number", float: "a number", str: "text", type(None): "None"}
+def _type_words(annotation) -> Message | str:
+    names = {bool: Message("true or false"), int: Message("a whole number"), float: Message("a number"),
+             str: Message("text"), type(None): "None"}
     origin, args = typing.get_origin(annotation), typing.get_args(annotation)
     if origin in (typing.Union, types.UnionType):
-        return " or ".join(_type_words(option) for option in args)
+        return Joined((_type_words(option) for option in args), " or ")
     if origin is tuple:
-        return "a list of " + (_type_words(args[0]) if args else "values")
+        return Message("a list of {items}", items=_type_words(args[0])) if args else Message("a list of values")
     return names.get(annotation, getattr(annotation, "__name__", str(annotation)))
 
 
@@ -372,7 +373,7 @@ def explorer_split(text: str, tokenizer_path: str | Path | None = None, *, split
         tokenizer = tokenization.load_tokenizer_file(tokenizer_path)
         tokens = [t for t in tokenizer.encode(text, add_special_tokens=False).tokens if t]
         title = TOKENIZER_KINDS[_tokenizer_inspect.tokenizer_kind(tokenizer)]
-        result = WordSplit(tokens, "tokenizer", f"split with the {title} tokenizer")
+        result = WordSplit(tokens, "tokenizer", Message("split with the {title} tokenizer", title=title))
     if not result.tokens:
         raise LabError("The tokenizer produced no tokens for this text.")
     if len(result.tokens) > max_tokens:
@@ -458,7 +459,7 @@ def family_settings_help(family: str) -> dict[str, str]:
 
 def _setting_value(family: str, key: str, value, default):
     """`value` read as the type of `default` (so "0.2" -> 0.2, "false" -> False); ValueError when it cannot be."""
-    where = f"setting {key!r} of {family}"
+    where = Message("setting {key!r} of {family}", key=key, family=family)
     if isinstance(default, bool):
         if isinstance(value, bool):
             return value
@@ -645,7 +646,7 @@ def run_folder(run_id: str, *, jobs: RunStore | None = None, home=None) -> Path:
     return store.run_dir(run_id)
 
 
-def path_inside(folder, path, what: str = "path") -> Path:
+def path_inside(folder, path, what: Message = Message("path")) -> Path:
     """`path` (relative to `folder`, or absolute) resolved with symlinks followed, when it lies inside `folder`; else
     ValueError. For a folder the user names on the server (an import): read only what is inside the folder named."""
     return _home.inside(folder, path, what)
@@ -1435,7 +1436,7 @@ def _server_path(path, root) -> Path:
     if not isinstance(path, str) or not path.strip():
         raise LabError("Type the path of a corpus file or folder inside {root} (e.g. web.txt or books/).", root=root)
     try:
-        return path_inside(root, path.strip(), "corpus path")
+        return path_inside(root, path.strip(), Message("corpus path"))
     except (OSError, RuntimeError) as error:  # "~nobody/x" (no such user's home), a name too long to stat
         raise LabError("The corpus path {path} cannot be read: {error}",
                        path=_home.shown(path.strip()), error=error) from None

@@ -16,8 +16,8 @@ it.
     'bert-tiny-20260101-120000-ab12'
     >>> plain_name("../etc")
     Traceback (most recent call last):
-    ValueError: '../etc' is not a name: use letters, digits, '.', '_' and '-' only, starting with a letter or digit (no
-    '/', no '..').
+    lab_models.messages.LabError: '../etc' is not a name: use letters, digits, '.', '_' and '-' only, starting with a
+    letter or digit (no '/', no '..').
 
 The Python API (`lab_models.api`) is a local caller and keeps taking folder paths where CONTRACT.md says so; these
 checks are for what arrives from the page.
@@ -30,7 +30,7 @@ import re
 import tempfile
 from pathlib import Path
 
-from lab_models.messages import LabError, with_records
+from lab_models.messages import LabError, Message, with_records
 
 HOME_ENV_VAR = "PRETRAINING_LAB_HOME"
 DEFAULT_HOME = Path("~/.pretraining-lab")
@@ -91,7 +91,7 @@ def shown(text: str, limit: int = 80) -> str:
     return f"{head}…({len(quoted) - len(head) - len(tail)} more)…{tail}"
 
 
-def plain_name(name, what: str = "name") -> str:
+def plain_name(name, what: Message = Message("name")) -> str:
     """`name` (surrounding spaces removed) when it is one safe path component, else a ValueError that says why: not
     text, empty, too long, or holding anything but letters, digits, '.', '_' and '-' (so no '/', '\\', NUL, control
     characters, and nothing starting with '.' such as '..')."""
@@ -110,7 +110,7 @@ def plain_name(name, what: str = "name") -> str:
     return name
 
 
-def inside(root: str | os.PathLike, path: str | os.PathLike, what: str = "path") -> Path:
+def inside(root: str | os.PathLike, path: str | os.PathLike, what: Message = Message("path")) -> Path:
     """`path` resolved (symlinks followed; relative paths are taken relative to `root`), when it is `root` itself or
     lies under it; else a ValueError. For reading from a folder the user named: nothing outside it is reached, even
     through a symlink inside it."""
@@ -140,7 +140,7 @@ def is_inside(root: str | os.PathLike, path: str | os.PathLike) -> bool:
     return True
 
 
-def child(root: str | os.PathLike, name, what: str = "name") -> Path:
+def child(root: str | os.PathLike, name, what: Message = Message("name")) -> Path:
     """`root / name` for a request's `name`: `plain_name` first, then the joined path must resolve inside `root`
     (a symlink inside `root` that points elsewhere is refused). Returns the unresolved `root / name`."""
     name = plain_name(name, what)

@@ -14,9 +14,10 @@ below `families`, `batch` and `home`).
   test, a log, `json.dumps`, a `str` method) reads it as before; `str(message)` is that English as a plain `str`.
   A field that is itself to be translated (a control's name such as "Steps", a run's own failure inside
   "gpt-1: ...") is a `Message` too; other fields (numbers, paths, what the user typed, family names) are shown as
-  they are. Composition is explicit: `Message("{run}: {error}", run=run_id, error=message_of(error))`.
-- `Joined(parts, separator)`: messages joined by a separator, such as an explanation's clauses ("; ") or sentences
-  (" "); a translation joins the translated parts with its own language's separator.
+  they are; an exception is what it says (`message_of`). Composition is explicit:
+  `Message("{run}: {error}", run=run_id, error=message_of(error))`.
+- `Joined(parts, separator)`: messages joined by a separator, such as an explanation's clauses ("; ", `clauses`) or
+  sentences (" "); a translation joins the translated parts with its own language's separator.
 - `LabError(template, **fields)`: a `ValueError` whose text is a `Message` (`.message`, `.template`, `.fields`); bad
   input anywhere in the lab raises one, and `except ValueError` catches it. `LabError.of(message)` raises a message
   made elsewhere (a helper's refusal, a run's failure read back from its status file).
@@ -27,9 +28,10 @@ below `families`, `batch` and `home`).
 """
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 JSON_SCALARS = (str, int, float, bool, type(None))
+CAPITALIZED = "capitalized"  # the format spec of a message field that starts an English sentence
 
 
 class Message(str):
@@ -39,6 +41,9 @@ class Message(str):
     fields: dict
 
     def __new__(cls, template: str, /, **fields) -> Message:
+        # an exception as a field stands for what it says: a LabError's message, translated with the rest
+        fields = {name: message_of(value) if isinstance(value, BaseException) else value
+                  for name, value in fields.items()}
         message = super().__new__(cls, template.format(**fields))
         message.template = template
         message.fields = fields
@@ -52,13 +57,21 @@ class Message(str):
     def __repr__(self) -> str:
         return repr(str(self))
 
+    def __format__(self, spec: str) -> str:
+        """As a field of another message: `{what:capitalized}` is this message with its first letter in upper case
+        (an English sentence that starts with a field, "{what:capitalized} is empty"); any other spec as a `str`'s."""
+        if spec == CAPITALIZED:
+            return self[:1].upper() + self[1:]
+        return format(str(self), spec)
+
     def to_record(self) -> dict:
         """This message as JSON-able data: {"text", "template", "fields"}, each field a JSON value, a nested
         message's record, or a list of them; a field of another type (a path, a tuple) is kept as its text. The
         English text is kept too, so that the message reads the same after `from_record` whatever its fields were.
 
         >>> Message("{count:,} steps in {run}", count=1200, run="gpt-1").to_record()
-        {'text': '1,200 steps in gpt-1', 'template': '{count:,} steps in {run}', 'fields': {'count': 1200, 'run': 'gpt-1'}}
+        {'text': '1,200 steps in gpt-1', 'template': '{count:,} steps in {run}',
+         'fields': {'count': 1200, 'run': 'gpt-1'}}
         """
         return {"text": str(self), "template": self.template,
                 "fields": {name: field_record(value) for name, value in self.fields.items()}}
@@ -104,6 +117,31 @@ class Joined(Message):
 
     def to_record(self) -> dict:
         return {"text": str(self), "separator": self.separator, "parts": [field_record(part) for part in self.parts]}
+
+
+def clauses(*parts: Message | str) -> Joined:
+    """The clauses of an explanation, the empty ones left out, joined by "; " (a translation joins them with its own
+    language's joiner).
+
+    >>> clauses(Message("greedy"), "", Message("stopped at {token}", token="[EOS]"))
+    'greedy; stopped at [EOS]'
+    """
+    return Joined([part for part in parts if part], "; ")
+
+
+def fields_mapped(message: Message | str, change: Callable) -> Message | str:
+    """`message` made again with `change(value)` for each of its plain fields (the fields of its nested messages and
+    the parts of a `Joined` included); a plain text is `change(text)`.
+
+    >>> fields_mapped(Message("cannot read {path}", path="/tmp/x/config.json"), lambda v: v.replace("/tmp/x", "~"))
+    'cannot read ~/config.json'
+    """
+    if isinstance(message, Joined):
+        return Joined((fields_mapped(part, change) for part in message.parts), message.separator)
+    if isinstance(message, Message):
+        return Message(message.template, **{name: fields_mapped(value, change) if isinstance(value, Message)
+                                            else change(value) for name, value in message.fields.items()})
+    return change(message)
 
 
 def restored_message(cls: type, text: str, attributes: dict) -> Message:

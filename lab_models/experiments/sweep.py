@@ -59,7 +59,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from lab_models.messages import LabError
+from lab_models.messages import LabError, Message, message_of
 from lab_models.training import runs
 from lab_models.home import atomic_write_json, lab_home
 from lab_models.nn.config import PRESETS
@@ -206,7 +206,7 @@ def fits(points: list[dict]) -> dict[str, dict]:
             try:
                 entry[axis] = fit_power_law([p.get(key) for p in done], [p["bits_per_byte"] for p in done]).to_dict()
             except ValueError as error:
-                entry[axis] = {"error": str(error)}
+                entry[axis] = {"error": message_of(error)}
         out[variant] = entry
     return out
 
@@ -312,7 +312,8 @@ def stand_in_vocab(size: int):
                      sentinel_ids=tuple(range(8, 40)), random_ids=tuple(range(40, max(41, size))))
 
 
-def point_of(config: SweepConfig, size: SizeSpec, variant: str, state: str, message: str, seconds: float) -> dict:
+def point_of(config: SweepConfig, size: SizeSpec, variant: str, state: str, message: Message | str,
+             seconds: float) -> dict:
     """What one finished (or failed) run contributes: see the module docstring."""
     folder = run_folder(config, size, variant)
     point = {"size": size.label, "variant": variant, "d_model": size.d_model, "n_layers": size.n_layers,
@@ -392,22 +393,26 @@ def _run_one(command: list[str], limit_s: float | None, stop: SweepStop, log) ->
             process.kill()
 
 
-def _message(folder: Path, code: int | None, reason: str, config: SweepConfig) -> tuple[str, str]:
+def _message(folder: Path, code: int | None, reason: str, config: SweepConfig) -> tuple[str, Message | str]:
     """(state, message) of one run from its exit and its status.json."""
     status = runs.read_status(folder)
-    where = f"at step {status['step']} of {config.steps}" if status.get("step") else "before its first step"
+    where = (Message("at step {step} of {steps}", step=status["step"], steps=config.steps) if status.get("step")
+             else Message("before its first step"))
     if reason == "time":
-        return "failed", f"ran past the {config.max_minutes:g}-minute limit (--max-minutes): stopped {where}"
+        return "failed", Message("ran past the {minutes:g}-minute limit (--max-minutes): stopped {where}",
+                                 minutes=config.max_minutes, where=where)
     if reason == "stop":
-        return "stopped", f"the sweep was stopped {where}"
+        return "stopped", Message("the sweep was stopped {where}", where=where)
     if code == 0 and status.get("state") == "finished":
-        return "finished", status.get("message") or "finished"
+        return "finished", status.get("message") or Message("finished")
     if status.get("state") == "failed" and status.get("message"):
         return "failed", status["message"]
     if code is not None and code < 0:
         name = signal.Signals(-code).name if -code in signal.Signals._value2member_map_ else str(-code)
-        return "failed", f"the trainer was killed by {name}" + (" (out of memory?)" if -code == signal.SIGKILL else "")
-    return "failed", f"the trainer exited with code {code}"
+        if -code == signal.SIGKILL:
+            return "failed", Message("the trainer was killed by {signal} (out of memory?)", signal=name)
+        return "failed", Message("the trainer was killed by {signal}", signal=name)
+    return "failed", Message("the trainer exited with code {code}", code=code)
 
 
 def run_sweep(config: SweepConfig, *, trainer_command: list[str] | None = None,
@@ -422,15 +427,17 @@ def run_sweep(config: SweepConfig, *, trainer_command: list[str] | None = None,
     record = {"config": config.to_dict(), "created": time.time(), "points": [], "fits": {}, "x_axes": X_AXES,
               "flops_note": "training FLOPs = 6 x active non-embedding parameters x training tokens (Kaplan's 6NT)"}
     limit_s = None if config.max_minutes is None else 60.0 * config.max_minutes
-    runs.write_status(out, "running", step=0, total_steps=len(jobs), message=f"training {jobs[0][0].label}")
+    runs.write_status(out, "running", step=0, total_steps=len(jobs),
+                      message=Message("training {label}", label=jobs[0][0].label))
     for index, (size, variant) in enumerate(jobs):
         folder = run_folder(config, size, variant)
         if stop():
-            point = point_of(config, size, variant, "stopped", "not run: the sweep was stopped", 0.0)
+            point = point_of(config, size, variant, "stopped", Message("not run: the sweep was stopped"), 0.0)
         else:
             folder.mkdir(parents=True, exist_ok=True)
             runs.write_status(out, "running", step=index, total_steps=len(jobs),
-                              message=f"training {size.label} ({variant}), {index + 1} of {len(jobs)}")
+                              message=Message("training {label} ({variant}), {number} of {total}", label=size.label,
+                                              variant=variant, number=index + 1, total=len(jobs)))
             logger.info("sweep: training %s (%s), %d of %d", size.label, variant, index + 1, len(jobs))
             started = time.monotonic()
             with open(out / "sweep.log", "ab") as log:
@@ -446,9 +453,10 @@ def run_sweep(config: SweepConfig, *, trainer_command: list[str] | None = None,
         record["fits"] = fits(record["points"])
         atomic_write_json(out / SWEEP_FILE, record)
     finished = sum(1 for p in record["points"] if p["state"] == "finished")
-    summary = f"{finished} of {len(jobs)} runs finished"
+    summary = Message("{finished} of {total} runs finished", finished=finished, total=len(jobs))
     if stop():
-        runs.write_status(out, "stopped", step=len(jobs), total_steps=len(jobs), message=f"stopped: {summary}")
+        runs.write_status(out, "stopped", step=len(jobs), total_steps=len(jobs),
+                          message=Message("stopped: {summary}", summary=summary))
     else:
         runs.write_status(out, "finished", step=len(jobs), total_steps=len(jobs), message=summary)
     return record

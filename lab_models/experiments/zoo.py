@@ -49,7 +49,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from lab_models.messages import LabError
+from lab_models.messages import LabError, Message
 from lab_models.families import family_record
 from lab_models.home import lab_home
 from lab_models.training.jobs.files import ACTIVE_STATES
@@ -203,7 +203,7 @@ class ZooRun:
     total_steps: int
     loss: float | None
     val_bits_per_byte: float | None
-    message: str = ""
+    message: Message | str = ""
     queue_position: int | None = None
 
     @property
@@ -273,7 +273,7 @@ def zoo_progress(store: RunStore, config: ZooConfig = DEMO_ZOO) -> ZooProgress:
             state = "failed"
         runs.append(ZooRun(family, title, row["run_id"], state, int(row.get("step") or 0),
                            int(row.get("total_steps") or config.steps_for(family)), row.get("loss"),
-                           row.get("val_bits_per_byte"), str(row.get("message") or ""), row.get("queue_position")))
+                           row.get("val_bits_per_byte"), row.get("message") or "", row.get("queue_position")))
     return ZooProgress(config.name, tuple(runs))
 
 

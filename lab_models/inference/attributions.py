@@ -45,7 +45,7 @@ from typing import Callable
 import numpy as np
 import torch
 
-from lab_models.messages import LabError
+from lab_models.messages import LabError, Message
 from lab_models.inference.finetuning.saved import is_finetune_folder, load_finetuned
 from lab_models.inference.generation.context import check_prompt_text, load_decodable_run
 from lab_models.inference.predicting import prediction_site, token_label
@@ -155,7 +155,7 @@ class Attribution:
     tokens: list[str]
     scores: list[float]
     target: str  # the token (or label) whose probability is explained
-    where: str  # the position, in words ("the first [MASK] (token 3 of 7)", "the label of a topic classifier")
+    where: Message  # the position, in words ("the first [MASK] (token 3 of 7)", "the label of a topic classifier")
     probability: float  # f(x)
     baseline_probability: float  # f(x'); for gradient x input f(0)
     completeness_error: float  # |sum(scores) - (f(x) - f(x'))| (integrated gradients; NaN for gradient x input)
@@ -199,7 +199,7 @@ def explain_prediction(run_dir, text: str, method: str = "integrated_gradients",
     text, a family or text with nothing to predict (predicting.py's rules), a target the vocabulary (or the
     classifier's labels) does not have."""
     method, steps, baseline = check_method(method, steps, baseline)
-    text = check_prompt_text(text, "the text")
+    text = check_prompt_text(text, Message("the text"))
     if run_dir is not None and is_finetune_folder(run_dir):
         return _explain_classifier(run_dir, text, method, steps, baseline, target)
     run = load_decodable_run(run_dir)
@@ -293,7 +293,8 @@ def _explain_classifier(folder, text: str, method: str, steps: int, baseline: st
     scores, value, base_value, error = _explain(f, x, reference, method, steps)
     ids = batch.input_ids[0].tolist()
     tokens = [run.tokenizer.id_to_token(i) or str(i) for i in ids]
-    where = f"the label of the {saved.task_name} classifier {saved.finetune_id}"
+    where = Message("the label of the {task} classifier {finetune_id}", task=saved.task_name,
+                    finetune_id=saved.finetune_id)
     return Attribution(saved.finetune_id, run.family, run.step, method, steps if method == "integrated_gradients"
                        else 1, baseline if method == "integrated_gradients" else "", tokens, scores, labels[label],
                        where, value, base_value, error)

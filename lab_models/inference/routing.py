@@ -15,7 +15,7 @@ from pathlib import Path
 
 import torch
 
-from lab_models.messages import LabError
+from lab_models.messages import LabError, Message
 from lab_models.families import RNN_FAMILIES
 from lab_models.inference import representations as probes
 from lab_models.inference.loading import load_run
@@ -40,7 +40,7 @@ class RoutingView:
     family: str
     n_experts: int
     layers: list[RoutedLayer]
-    note: str
+    note: Message
     step: int
 
 
@@ -71,8 +71,8 @@ def token_routing(run_dir, sentence: str) -> RoutingView:
                 memory = backbone.encode(ids, full, positions)
                 backbone.decode(decoder_ids, full.tril(), full, positions, memory)
             bos = run.tokenizer.id_to_token(run.vocab.bos_id) or "[BOS]"
-            note = ("The encoder reads the sentence; the decoder reads [BOS] + the sentence shifted right, as if "
-                    "writing it back.")
+            view = Message("The encoder reads the sentence; the decoder reads [BOS] + the sentence shifted right, as "
+                           "if writing it back.")
             encoder_calls = sum(1 for call in collector.calls if "decoder" not in labels[id(call.layer)])
             streams = [(call, text if i < encoder_calls else [bos] + text[:-1])
                        for i, call in enumerate(collector.calls)]
@@ -80,7 +80,7 @@ def token_routing(run_dir, sentence: str) -> RoutingView:
             mask = probes.square_mask(n, probes.one_stream_view(run)).unsqueeze(0).to(device)  # (1, n, n)
             with collect_routing(backbone, record_tokens=True) as collector:
                 backbone(ids, mask, probes.position_ids_for(run, n).to(device))
-            note = f"{probes.view_description(run)}."
+            view = Message("{view}.", view=probes.view_description(run))
             streams = [(call, text) for call in collector.calls]
     layers = []
     seen: dict[str, int] = {}
@@ -93,7 +93,7 @@ def token_routing(run_dir, sentence: str) -> RoutingView:
                                   probabilities=[round(p, 4) for p in call.probability.reshape(-1).float().tolist()],
                                   kept=call.kept.reshape(-1).tolist()))
     n_experts = max(module.n_experts for _, module in switch_layers(backbone))
-    note += " Evaluation mode: no token is dropped (capacity is raised to fit every token)."
+    note = Message("{view} Evaluation mode: no token is dropped (capacity is raised to fit every token).", view=view)
     return RoutingView(run_id=run.run_id, family=run.family, n_experts=n_experts, layers=layers, note=note,
                        step=run.step)
 

@@ -107,7 +107,7 @@ def import_state(hf_config: dict, hf_state: dict[str, torch.Tensor], model) -> d
 def check_encoder_exportable(model, family: str, reference: str, *, lm_transform: bool = True) -> ModelConfig:
     """The options a BERT-style transformers class fixes; ValueError naming the first one the run differs in."""
     cfg = model.model_config
-    why = f"transformers' {reference} has no such option"
+    why = Message("transformers' {reference} has no such option", reference=reference)
     require(model.family == family, Message("this is a {model_family} run, not {family}",
                                             model_family=model.family, family=family))
     require(cfg.norm == "post" and cfg.has_embedding_norm, Message("the run is pre-LN or has no embedding LayerNorm: "

@@ -28,7 +28,7 @@ import logging
 import os
 from pathlib import Path
 
-from lab_models.messages import LabError
+from lab_models.messages import LabError, Message, fields_mapped, message_of
 from lab_models.interop.checkpoint import CONFIG_FILE, folder_size_text, read_json_file
 from lab_models.interop.importer import inspect_checkpoint
 
@@ -58,12 +58,19 @@ def _revision(repo):
 def _config_facts(snapshot: Path) -> tuple[str, str]:
     """(architecture, model_type) from config.json, "" where it says nothing (or there is none)."""
     try:
-        config = read_json_file(snapshot / CONFIG_FILE, "model config.json")
+        config = read_json_file(snapshot / CONFIG_FILE, Message("model config.json"))
     except ValueError:
         return "", ""
     names = config.get("architectures") or []
     architecture = str(names[0]) if isinstance(names, list) and names else ""
     return architecture, str(config.get("model_type") or "")
+
+
+def _snapshot_named(value, snapshot: str):
+    """A field of the importer's message with the snapshot's long path said as "the snapshot folder"."""
+    if str(value) == snapshot:
+        return Message("the snapshot folder")
+    return str(value).replace(snapshot, "the snapshot folder") if snapshot in str(value) else value
 
 
 def _row(repo) -> dict:
@@ -72,7 +79,7 @@ def _row(repo) -> dict:
            "parameters": None, "size": int(repo.size_on_disk), "size_text": folder_size_text(int(repo.size_on_disk)),
            "supported": False, "reason": ""}
     if revision is None:
-        row["reason"] = "the cache holds no snapshot of this repository (an interrupted download)"
+        row["reason"] = Message("the cache holds no snapshot of this repository (an interrupted download)")
         return row
     snapshot = Path(revision.snapshot_path)
     row.update(revision=revision.commit_hash[:12], path=str(snapshot), size=int(revision.size_on_disk),
@@ -81,7 +88,7 @@ def _row(repo) -> dict:
     try:
         summary = inspect_checkpoint(snapshot)
     except ValueError as error:  # the importer's words, without the long snapshot path it starts with
-        row["reason"] = str(error).replace(str(snapshot), "the snapshot folder")
+        row["reason"] = fields_mapped(message_of(error), lambda value: _snapshot_named(value, str(snapshot)))
         return row
     row.update(architecture=summary["architecture"], model_type=summary["model_type"], family=summary["family"],
                parameters=summary["parameters"], supported=True)
@@ -107,9 +114,10 @@ def cached_checkpoints(cache_dir=None) -> list[dict]:
     rows = [_row(repo) for repo in info.repos if repo.repo_type == "model"]
     for warning in info.warnings:  # a repository huggingface_hub could not read: say so rather than hide it
         logger.warning("Hugging Face cache %s: %s", folder, warning)
+        reason = Message("the cache entry is corrupt: {warning}", warning=warning)
         rows.append({"repo_id": Path(str(getattr(warning, "repo_path", "") or "")).name or "?", "revision": "",
                      "path": "", "architecture": "", "model_type": "", "family": "", "parameters": None, "size": 0,
-                     "size_text": "", "supported": False, "reason": f"the cache entry is corrupt: {warning}"})
+                     "size_text": "", "supported": False, "reason": reason})
     return sorted(rows, key=lambda row: (not row["supported"], row["repo_id"].lower()))
 
 

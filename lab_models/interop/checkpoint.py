@@ -24,7 +24,8 @@ Worked example (a folder that is not a checkpoint):
 >>> read_checkpoint_folder(tempfile.mkdtemp())
 Traceback (most recent call last):
 ...
-ValueError: ... has no config.json: it is not a Hugging Face checkpoint folder (save_pretrained writes ...)
+lab_models.messages.LabError: ... has no config.json: it is not a Hugging Face checkpoint folder
+(save_pretrained writes ...)
 """
 from __future__ import annotations
 
@@ -97,16 +98,16 @@ def source_folder(path) -> Path:
     return folder
 
 
-def inside(folder: Path, name: str, what: str) -> Path:
+def inside(folder: Path, name: str, what: Message) -> Path:
     """`folder / name` for a plain relative name inside the folder; ValueError for an absolute name or one that steps
     out of the folder with `..` (a shard index naming ../../secret is not read).
 
-    >>> inside(Path("/ckpt"), "model-00001-of-00002.safetensors", "a shard").name
+    >>> inside(Path("/ckpt"), "model-00001-of-00002.safetensors", Message("a shard")).name
     'model-00001-of-00002.safetensors'
-    >>> inside(Path("/ckpt"), "../other/model.safetensors", "a shard")
+    >>> inside(Path("/ckpt"), "../other/model.safetensors", Message("a shard"))
     Traceback (most recent call last):
     ...
-    ValueError: a shard named '../other/model.safetensors' is outside the checkpoint folder /ckpt: ...
+    lab_models.messages.LabError: a shard named '../other/model.safetensors' is outside the checkpoint folder /ckpt: ...
     """
     candidate = Path(name)
     if not name or candidate.is_absolute() or ".." in candidate.parts:
@@ -115,7 +116,7 @@ def inside(folder: Path, name: str, what: str) -> Path:
     return folder / candidate
 
 
-def read_json_file(path: Path, what: str) -> dict:
+def read_json_file(path: Path, what: Message) -> dict:
     try:
         if path.stat().st_size > MAX_CONFIG_BYTES:
             raise LabError("{path} is too big to be a {what} ({size} bytes)",
@@ -133,12 +134,12 @@ def read_json_file(path: Path, what: str) -> dict:
 
 
 def _shards(folder: Path, index_name: str) -> tuple[Path, ...]:
-    index = read_json_file(folder / index_name, "shard index")
+    index = read_json_file(folder / index_name, Message("shard index"))
     weight_map = index.get("weight_map")
     if not isinstance(weight_map, dict) or not weight_map:
         raise LabError("{path} has no weight_map: the shard index is incomplete", path=folder / index_name)
     names = sorted({str(name) for name in weight_map.values()})
-    shards = tuple(inside(folder, name, "a shard") for name in names)
+    shards = tuple(inside(folder, name, Message("a shard")) for name in names)
     missing = [path.name for path in shards if not path.is_file()]
     if missing:
         raise LabError("the shard index names {missing}, which {verb} "
@@ -156,7 +157,7 @@ def read_checkpoint_folder(path, *, allow_pickle: bool = False) -> CheckpointFol
     if CONFIG_FILE not in files:
         raise LabError("{folder} has no config.json: it is not a Hugging Face checkpoint folder (save_pretrained "
                        "writes config.json, model.safetensors and the tokenizer files)", folder=folder)
-    config = read_json_file(folder / CONFIG_FILE, "model config.json")
+    config = read_json_file(folder / CONFIG_FILE, Message("model config.json"))
     if not config.get("model_type"):
         raise LabError("{path} has no model_type: it is not a transformers model config (a "
                        "tokenizer or training config sits in some folders under that name)", path=folder / CONFIG_FILE)

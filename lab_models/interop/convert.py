@@ -217,10 +217,10 @@ def owned(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     return {name: tensor.detach().to(torch.float32).contiguous().clone() for name, tensor in state.items()}
 
 
-def require(condition: bool, message: str) -> None:
-    """ValueError(message) unless `condition`: the export checks read as a list of facts."""
+def require(condition: bool, message: Message) -> None:
+    """LabError(message) unless `condition`: the export checks read as a list of facts."""
     if not condition:
-        raise ValueError(message)
+        raise LabError.of(message)
 
 
 def bert_embeddings_to_lab(reader: StateReader, lab: str, cfg, position_offset: int = 0) -> dict[str, torch.Tensor]:

@@ -30,7 +30,7 @@ Worked example:
 >>> export_run(tempfile.mkdtemp(), tempfile.mkdtemp())
 Traceback (most recent call last):
 ...
-ValueError: ... already exists: choose a new folder for the export (nothing is overwritten)
+lab_models.messages.LabError: ... already exists: choose a new folder for the export (nothing is overwritten)
 """
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ from pathlib import Path
 
 from safetensors.torch import save_file
 
-from lab_models.messages import LabError
+from lab_models.messages import LabError, Message, message_of
 from lab_models.home import atomic_write_text
 from lab_models.interop.hf_tokenizer import export_tokenizer_config
 from lab_models.interop.registry import architecture_module, module_name_for_family
@@ -106,7 +106,7 @@ def _exportable(run_dir):
     return run, module, module.export_config(run.model)
 
 
-def export_problem(run_dir) -> str:
+def export_problem(run_dir) -> Message | str:
     """"" when `export_run` would export the run, else why not (nothing is written; for the page's Export button).
 
     >>> import tempfile
@@ -116,7 +116,7 @@ def export_problem(run_dir) -> str:
     try:
         _exportable(run_dir)
     except ValueError as error:
-        return str(error)
+        return message_of(error)
     return ""
 
 

@@ -76,7 +76,7 @@ def import_state(hf_config: dict, hf_state: dict[str, torch.Tensor], model) -> d
 
 def _check_exportable(model) -> ModelConfig:
     cfg = model.model_config
-    why = "transformers' OpenAIGPTLMHeadModel has no such option; train it again with the current gpt defaults"
+    why = Message("transformers' OpenAIGPTLMHeadModel has no such option; train it again with the current gpt defaults")
     require(model.family == FAMILY, Message("this is a {family} run, not GPT", family=model.family))
     require(cfg.norm == "post" and not cfg.has_embedding_norm,
             Message("the run is pre-LN or has a LayerNorm on its embeddings: {why}", why=why))

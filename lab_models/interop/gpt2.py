@@ -80,7 +80,7 @@ def import_state(hf_config: dict, hf_state: dict[str, torch.Tensor], model) -> d
 
 def _check_exportable(model) -> ModelConfig:
     cfg = model.model_config
-    why = "transformers' GPT2LMHeadModel has no such option"
+    why = Message("transformers' GPT2LMHeadModel has no such option")
     require(model.family == FAMILY, Message("this is a {family} run, not GPT-2", family=model.family))
     require(cfg.norm == "pre" and not cfg.has_embedding_norm,
             Message("the run is post-LN or has an embedding LayerNorm: {why}", why=why))

@@ -47,7 +47,7 @@ from pathlib import Path
 
 from tokenizers import AddedToken, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
 
-from lab_models.messages import LabError
+from lab_models.messages import LabError, Message
 from lab_models.text.vocab import BOS, CLS, EOS, GLM_END, GLM_START, MASK, PAD, SEP, sentinel
 from lab_models.text.tokenizer_inspect import tokenizer_kind
 from lab_models.interop.checkpoint import read_json_file
@@ -105,7 +105,7 @@ def _token_text(value) -> str | None:
     return None
 
 
-def _json_or_empty(path: Path, what: str) -> dict:
+def _json_or_empty(path: Path, what: Message) -> dict:
     return read_json_file(path, what) if path.is_file() else {}
 
 
@@ -114,7 +114,7 @@ def special_tokens(folder: Path, model_type: str) -> dict[str, str]:
     special_tokens_map.json, over the architecture's defaults."""
     found = dict(DEFAULT_SPECIALS.get(model_type, {}))
     for name in ("special_tokens_map.json", "tokenizer_config.json"):
-        data = _json_or_empty(folder / name, "tokenizer config")
+        data = _json_or_empty(folder / name, Message("tokenizer config"))
         for role in HF_ROLES:
             token = _token_text(data.get(f"{role}_token"))
             if token is not None:
@@ -123,7 +123,7 @@ def special_tokens(folder: Path, model_type: str) -> dict[str, str]:
 
 
 def _lowercase(folder: Path, default: bool) -> bool:
-    value = _json_or_empty(folder / "tokenizer_config.json", "tokenizer config").get("do_lower_case")
+    value = _json_or_empty(folder / "tokenizer_config.json", Message("tokenizer config")).get("do_lower_case")
     return value if isinstance(value, bool) else default
 
 
@@ -158,7 +158,7 @@ def _bpe(folder: Path, model_type: str, specials: dict[str, str]) -> Tokenizer:
         tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
         tokenizer.decoder = decoders.BPEDecoder(suffix="</w>")
         return tokenizer
-    add_prefix_space = bool(_json_or_empty(folder / "tokenizer_config.json", "tokenizer config").get(
+    add_prefix_space = bool(_json_or_empty(folder / "tokenizer_config.json", Message("tokenizer config")).get(
         "add_prefix_space", False))
     tokenizer = Tokenizer(models.BPE(vocab, merges))
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=add_prefix_space)

@@ -36,7 +36,7 @@ Worked example (the out folder must not exist):
 >>> import_checkpoint(tempfile.mkdtemp(), taken)
 Traceback (most recent call last):
 ...
-ValueError: ... already exists: choose a new folder for the imported run (nothing is overwritten)
+lab_models.messages.LabError: ... already exists: choose a new folder for the imported run (nothing is overwritten)
 """
 from __future__ import annotations
 
@@ -53,7 +53,7 @@ from typing import Callable
 
 import torch
 
-from lab_models.messages import LabError
+from lab_models.messages import LabError, Message
 from lab_models.training import runs
 from lab_models.home import atomic_write_text
 from lab_models.objectives import objective_module
@@ -372,7 +372,7 @@ def import_checkpoint(src, out, *, generator=None, allow_pickle: bool = False, c
     message) is called between the steps. ValueError (what to do) for everything the user can fix; nothing is
     written unless the whole import succeeds."""
 
-    def step(fraction: float, message: str) -> None:
+    def step(fraction: float, message: Message) -> None:
         logger.info("import: %s", message)
         if progress is not None:
             progress(fraction, message)
@@ -380,7 +380,7 @@ def import_checkpoint(src, out, *, generator=None, allow_pickle: bool = False, c
     target = _target(out)
     if not isinstance(corpus, str) or not corpus.strip():
         raise LabError("corpus must be the name of the corpus to file the imported run under, e.g. stdlib-docs")
-    step(0.02, "reading the checkpoint folder")
+    step(0.02, Message("reading the checkpoint folder"))
     source = _source(src, generator, allow_pickle)
     family = source.module.FAMILY
     model_config, settings_overrides, objectives = _import_config(source)
@@ -394,12 +394,12 @@ def import_checkpoint(src, out, *, generator=None, allow_pickle: bool = False, c
                        "rows: they do not belong together", original_size=tokenizer.original_size, V=V)
     added_ids = {token: prepared.token_to_id(token) for token in tokenizer.added}
 
-    step(0.1, f"loading {folder_size_text(source.folder.weight_bytes())} of weights")
+    step(0.1, Message("loading {size} of weights", size=folder_size_text(source.folder.weight_bytes())))
     hf_state = load_state(source.folder)
     if source.generator is not None:
         generator_state = load_state(source.generator)
         hf_state = _Combined({"": hf_state, GENERATOR_PREFIX: generator_state})
-    step(0.45, f"converting {architecture} to the lab's {family}")
+    step(0.45, Message("converting {architecture} to the lab's {family}", architecture=architecture, family=family))
     checkpoint_model = _build_on_meta(family, model_config, settings, _fit_vocab(vocab, V), objectives)
     state = source.module.import_state(source.hf_config, hf_state, checkpoint_model)
     del hf_state
@@ -412,13 +412,13 @@ def import_checkpoint(src, out, *, generator=None, allow_pickle: bool = False, c
     _check_state(state, model)
     for name in list(state):  # in place: each transposed view's source is freed as its copy is made
         state[name] = _owned(state[name])
-    step(0.6, "checking that every weight is a finite number")
+    step(0.6, Message("checking that every weight is a finite number"))
     _check_finite(state)
     model.load_state_dict(state, strict=True, assign=True)
     del state
     model.eval()
 
-    step(0.7, "writing the run folder")
+    step(0.7, Message("writing the run folder"))
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = target.parent / f".{target.name}.importing-{secrets.token_hex(3)}"
     staging.mkdir()
@@ -454,13 +454,14 @@ def import_checkpoint(src, out, *, generator=None, allow_pickle: bool = False, c
         }
         runs.write_config(staging, config)
         atomic_write_text(staging / runs.TOKENIZER_FILE, prepared.to_str())
-        step(0.8, "writing model.safetensors")
+        step(0.8, Message("writing model.safetensors"))
         runs.save_weights(model, staging / runs.MODEL_FILE)
         note = _note(source, target, tokenizer, added_ids, family, corpus.strip(), architecture)
         atomic_write_text(staging / NOTE_FILE, note)
         atomic_write_text(staging / runs.LOG_FILE, note.replace("# ", "").replace("- ", ""))
         runs.write_status(staging, "finished", step=0, total_steps=0,
-                          message=f"imported from {source.folder.path} ({architecture})")
+                          message=Message("imported from {path} ({architecture})", path=source.folder.path,
+                                          architecture=architecture))
         if target.exists():
             raise LabError("{target} appeared while importing: choose a new folder (nothing is overwritten)",
                            target=target)
@@ -468,5 +469,5 @@ def import_checkpoint(src, out, *, generator=None, allow_pickle: bool = False, c
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
-    step(1.0, f"imported {architecture} as {target.name}")
+    step(1.0, Message("imported {architecture} as {name}", architecture=architecture, name=target.name))
     return target

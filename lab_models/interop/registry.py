@@ -34,7 +34,7 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
-from lab_models.messages import LabError
+from lab_models.messages import LabError, Message
 
 # module name -> (the config.json model_type values it handles, the lab family it makes); the module's own
 # MODEL_TYPES and FAMILY are checked against these when it is imported
@@ -68,28 +68,29 @@ def module_name_for_family(family: str) -> str:
     for name, (_, module_family) in ARCHITECTURES.items():
         if module_family == family:
             return name
-    raise ValueError(no_export_reason(family))
+    raise LabError.of(no_export_reason(family))
 
 
 NO_EXPORT = {
-    "spanbert": "SpanBERT's span boundary head has no transformers class (its released weights load as plain BERT "
-                "and drop the head)",
-    "unilm": "UniLM has no transformers class: its one model serves four attention masks",
-    "mass": "MASS has no transformers class (its released code is fairseq's)",
-    "glm": "GLM's 2-D positions and blank infilling have no class in transformers' library (its own code is "
-           "remote code)",
+    "spanbert": Message("SpanBERT's span boundary head has no transformers class (its released weights load as plain "
+                        "BERT and drop the head)"),
+    "unilm": Message("UniLM has no transformers class: its one model serves four attention masks"),
+    "mass": Message("MASS has no transformers class (its released code is fairseq's)"),
+    "glm": Message("GLM's 2-D positions and blank infilling have no class in transformers' library (its own code is "
+                   "remote code)"),
 }
 
 
-def no_export_reason(family: str) -> str:
+def no_export_reason(family: str) -> Message:
     """Why a family cannot be exported, for the error message."""
     if family in NO_EXPORT:
         why = NO_EXPORT[family]
     elif family in ("elmo", "cove", "ulmfit", "cvt"):
-        why = f"{family} is an LSTM model of the RNN era; transformers has no class for it"
+        why = Message("{family} is an LSTM model of the RNN era; transformers has no class for it", family=family)
     else:
-        why = f"the lab has no transformers class for family {family!r}"
-    return f"{why}, so the run cannot be exported; the lab's own run folder (safetensors + config.json) is its format"
+        why = Message("the lab has no transformers class for family {family!r}", family=family)
+    return Message("{why}, so the run cannot be exported; the lab's own run folder (safetensors + config.json) is its "
+                   "format", why=why)
 
 
 def architecture_module(name: str) -> ModuleType:

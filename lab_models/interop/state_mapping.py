@@ -23,7 +23,7 @@ from collections.abc import Mapping
 
 import torch
 
-from lab_models.messages import LabError
+from lab_models.messages import LabError, Message
 
 logger = logging.getLogger(__name__)
 
@@ -107,7 +107,7 @@ def fit_state(model: torch.nn.Module, values: dict[str, torch.Tensor]) -> dict[s
     return out
 
 
-def require(condition: bool, message: str) -> None:
-    """ValueError(message) unless `condition`: for options a format cannot represent."""
+def require(condition: bool, message: Message) -> None:
+    """LabError(message) unless `condition`: for options a format cannot represent."""
     if not condition:
-        raise ValueError(message)
+        raise LabError.of(message)

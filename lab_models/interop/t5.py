@@ -196,23 +196,24 @@ def _check_exportable(model) -> ModelConfig:
     require(family == FAMILY, Message("a {family} run is not a T5: export it with its own architecture module",
                                       family=family))
     for option, ok, why in (
-            ("norm", c.norm == "pre", "T5 normalises before each sublayer"),
-            ("norm_type", c.norm_type == "rmsnorm", "T5LayerNorm is an RMS norm"),
-            ("linear_bias", not c.linear_bias, "T5's linear layers have no bias"),
-            ("absolute_positions", not c.absolute_positions, "T5 has no absolute position table"),
-            ("relative_attention", c.relative_attention == "buckets", "T5 reads positions only through its buckets"),
-            ("attention_scale", not c.attention_scale, "T5 does not divide by sqrt(d_kv)"),
-            ("lm_bias", not c.lm_bias, "T5's lm_head has no bias"),
-            ("lm_transform", not c.lm_transform and c.embedding_size is None, "T5 has no MLM transform"),
-            ("share_layers", not c.share_layers, "T5 does not share layers"),
-            ("n_segments", c.n_segments == 0, "T5 has no segment embeddings"),
-            ("n_position_rows", c.n_position_rows == 1, "T5 has one position axis"),
-            ("query_stream", c.query_stream is None, "T5 has one stream"),
+            ("norm", c.norm == "pre", Message("T5 normalises before each sublayer")),
+            ("norm_type", c.norm_type == "rmsnorm", Message("T5LayerNorm is an RMS norm")),
+            ("linear_bias", not c.linear_bias, Message("T5's linear layers have no bias")),
+            ("absolute_positions", not c.absolute_positions, Message("T5 has no absolute position table")),
+            ("relative_attention", c.relative_attention == "buckets", Message("T5 reads positions only through its "
+                                                                              "buckets")),
+            ("attention_scale", not c.attention_scale, Message("T5 does not divide by sqrt(d_kv)")),
+            ("lm_bias", not c.lm_bias, Message("T5's lm_head has no bias")),
+            ("lm_transform", not c.lm_transform and c.embedding_size is None, Message("T5 has no MLM transform")),
+            ("share_layers", not c.share_layers, Message("T5 does not share layers")),
+            ("n_segments", c.n_segments == 0, Message("T5 has no segment embeddings")),
+            ("n_position_rows", c.n_position_rows == 1, Message("T5 has one position axis")),
+            ("query_stream", c.query_stream is None, Message("T5 has one stream")),
             ("output_scale", c.tie_embeddings or not c.output_scale,
-             "transformers 4 scales the decoder output exactly when the embeddings are tied, so a scaled output with "
-             "an untied head has no config both versions read alike"),
+             Message("transformers 4 scales the decoder output exactly when the embeddings are tied, so a scaled "
+                     "output with an untied head has no config both versions read alike")),
             ("activation", not (c.ffn_gated and c.activation == "gelu"),
-             "transformers' gated-gelu uses the tanh GeLU (gelu_tanh); gated exact GeLU has no name")):
+             Message("transformers' gated-gelu uses the tanh GeLU (gelu_tanh); gated exact GeLU has no name"))):
         require(ok, Message("{option}={value!r} has no transformers T5 equivalent: {why}",
                             option=option, value=getattr(c, option), why=why))
     require(c.decoder_layers > 0, Message("the model has no decoder: T5 is an encoder-decoder"))

@@ -167,7 +167,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from lab_models.messages import LabError
+from lab_models.messages import LabError, Message
 from lab_models.batch import Batch, IGNORE_INDEX
 from lab_models.families import family_record
 from lab_models.nn.backbone import Backbone
@@ -639,8 +639,10 @@ def build_model(family: str, model_config: ModelConfig, settings, vocab: VocabIn
     has = {"query_stream": model_config.query_stream, "n_position_rows": model_config.n_position_rows,
            "encoder_decoder": model_config.decoder_layers > 0}
     if has != streams:
-        wanted = (f"query_stream={streams['query_stream']!r}, n_position_rows={streams['n_position_rows']} and "
-                  f"decoder_layers {'> 0' if streams['encoder_decoder'] else '= 0'}")
+        wanted = Message("query_stream={query_stream!r}, n_position_rows={n_position_rows} and decoder_layers "
+                         "{decoder_layers}", query_stream=streams["query_stream"],
+                         n_position_rows=streams["n_position_rows"],
+                         decoder_layers="> 0" if streams["encoder_decoder"] else "= 0")
         raise LabError("{family} with these settings needs {wanted}, but the model config has "
                        "query_stream={query_stream!r}, n_position_rows={n_position_rows} "
                        "and decoder_layers={decoder_layers}: build the config with "

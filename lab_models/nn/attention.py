@@ -54,7 +54,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from lab_models.messages import LabError
+from lab_models.messages import LabError, Message
 from lab_models.nn.config import ModelConfig
 
 
@@ -90,7 +90,8 @@ def prepare_mask(mask: torch.Tensor | AttentionMask, n_queries: int | None = Non
         _check_mask_shape(mask.shape, n_queries, n_keys, batch_size)
         return mask
     if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool or mask.dim() != 3:
-        got = f"a {mask.dtype} tensor of shape {tuple(mask.shape)}" if isinstance(mask, torch.Tensor) else repr(mask)
+        got = (Message("a {dtype} tensor of shape {shape}", dtype=mask.dtype, shape=tuple(mask.shape))
+               if isinstance(mask, torch.Tensor) else repr(mask))
         raise LabError("an attention mask must be a (batch, queries, keys) bool tensor (True = may attend), "
                        "got {got}", got=got)
     _check_mask_shape(tuple(mask.shape), n_queries, n_keys, batch_size)
@@ -156,7 +157,8 @@ def _inspect(mask: torch.Tensor, empty: torch.Tensor) -> tuple[bool, str | None]
 
 def _check_mask_shape(shape, n_queries, n_keys, batch_size) -> None:
     B, Tq, Tk = shape
-    for what, got, want in (("batch size", B, batch_size), ("query length", Tq, n_queries), ("key length", Tk, n_keys)):
+    for what, got, want in ((Message("batch size"), B, batch_size), (Message("query length"), Tq, n_queries),
+                            (Message("key length"), Tk, n_keys)):
         if want is not None and got != want:
             raise LabError("attention mask of shape {shape} does not fit the inputs: its {what} is {got}, "
                            "expected {want}", shape=tuple(shape), what=what, got=got, want=want)

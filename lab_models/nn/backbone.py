@@ -70,7 +70,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from lab_models.messages import LabError
+from lab_models.messages import LabError, Message
 from lab_models.nn.attention import AttentionMask, KeyValueCache, MultiHeadAttention, add_position_bias, prepare_mask
 from lab_models.nn.config import ModelConfig
 from lab_models.nn.dropout import Dropout
@@ -541,7 +541,8 @@ class Backbone(nn.Module):
 
     def _check_ids(self, name: str, ids: torch.Tensor) -> tuple[int, int]:
         if not isinstance(ids, torch.Tensor) or ids.dim() != 2 or ids.dtype != torch.long:
-            got = f"{ids.dtype} of shape {tuple(ids.shape)}" if isinstance(ids, torch.Tensor) else repr(ids)
+            got = (Message("{dtype} of shape {shape}", dtype=ids.dtype, shape=tuple(ids.shape))
+                   if isinstance(ids, torch.Tensor) else repr(ids))
             raise LabError("{name} must be a (batch, length) long tensor, got {got}", name=name, got=got)
         B, T = ids.shape
         if B == 0 or T == 0:
@@ -588,14 +589,16 @@ class Backbone(nn.Module):
             raise LabError("segment_ids must be a long tensor of shape {expected_shape}", expected_shape=(B, T))
         lo, hi = _value_range(segment_ids)
         if lo < 0 or (self.config.n_segments and hi >= self.config.n_segments):
-            limit = f"the model has {self.config.n_segments} segments" if self.config.n_segments else "must be >= 0"
+            limit = (Message("the model has {n_segments} segments", n_segments=self.config.n_segments)
+                     if self.config.n_segments else Message("must be >= 0"))
             raise LabError("segment ids lie in [{lo}, {hi}] but {limit}", lo=lo, hi=hi, limit=limit)
         return segment_ids
 
     @staticmethod
     def _check_mask(name: str, mask: torch.Tensor, B: int, Tq: int, Tk: int) -> torch.Tensor:
         if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool or tuple(mask.shape) != (B, Tq, Tk):
-            got = repr(mask) if not isinstance(mask, torch.Tensor) else f"{mask.dtype} of shape {tuple(mask.shape)}"
+            got = (repr(mask) if not isinstance(mask, torch.Tensor)
+                   else Message("{dtype} of shape {shape}", dtype=mask.dtype, shape=tuple(mask.shape)))
             raise LabError("{name} must be a bool tensor of shape {expected_shape} (True = may attend), got {got}",
                            name=name, expected_shape=(B, Tq, Tk), got=got)
         return mask

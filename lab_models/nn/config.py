@@ -20,7 +20,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from lab_models.messages import LabError
+from lab_models.messages import LabError, Message
 
 NORMS = ("pre", "post")
 # "gelu": the exact (erf) GeLU of BERT; "gelu_tanh": its tanh approximation, which GPT, GPT-2 and ALBERT v2 use (HF's
@@ -253,7 +253,7 @@ def _check_switch(config: ModelConfig) -> None:
     for name, value, above, below in checks:
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0 \
                 or (above is not None and value <= above) or (below is not None and value >= below):
-            bound = "> 0" if above is not None else ">= 0" if below is None else "in [0, 1)"
+            bound = "> 0" if above is not None else ">= 0" if below is None else Message("in [0, 1)")
             raise LabError("{name} must be a number {bound}, got {value!r}", name=name, bound=bound, value=value)
     if config.ffn != "switch":
         return

@@ -35,7 +35,8 @@ Worked example (what `check_weights` says):
 >>> check_weights("t5", {"span_corruption": 1.0, "contrastive": 1.0})
 Traceback (most recent call last):
 ...
-ValueError: contrastive is an add-on objective of bert, roberta, ..., gpt2, not of t5: it pools one sentence vector ...
+lab_models.messages.LabError: contrastive is an add-on objective of bert, roberta, ..., gpt2, not of t5: it pools
+one sentence vector ...
 >>> split_settings(["mask_rate=0.2", "contrastive.temperature=0.1"])
 (['mask_rate=0.2'], ['contrastive.temperature=0.1'])
 
@@ -61,19 +62,19 @@ logger = logging.getLogger(__name__)
 ADDONS = ("contrastive", "adversarial", "back_translation")
 MODULES = {"contrastive": contrastive, "adversarial": adversarial, "back_translation": back_translation}
 WHY_NOT = {  # why a family outside an add-on's list cannot use it (the error message's second half)
-    "contrastive": "it pools one sentence vector from an encoder or a left-to-right model",
-    "adversarial": "its embedding perturbation is computed from gradients that would carry targets into the input "
-                   "of any family whose rows do not all see every input token (objectives/adversarial.py); it can "
-                   "still be used when fine-tuning any Transformer run",
-    "back_translation": "it needs a model that translates both ways between the synthetic English and Chinese",
+    "contrastive": Message("it pools one sentence vector from an encoder or a left-to-right model"),
+    "adversarial": Message("its embedding perturbation is computed from gradients that would carry targets into the "
+                           "input of any family whose rows do not all see every input token "
+                           "(objectives/adversarial.py); it can still be used when fine-tuning any Transformer run"),
+    "back_translation": Message("it needs a model that translates both ways between the synthetic English and Chinese"),
 }
 DESCRIPTIONS = {  # one line each for the Train tab
-    "contrastive": "add-on, SimCSE: two dropout views of a sentence are positives, the batch's other sentences "
-                   "negatives (InfoNCE, τ 0.05, on the mean of the tokens; GPT: the last token)",
-    "adversarial": "add-on, SMART/ALUM: smoothness under a worst-case perturbation of the input embeddings "
-                   "(symmetric KL, L2 ball ε)",
-    "back_translation": "add-on, Sennrich et al.: translate monolingual Chinese/English with the model itself and "
-                        "train on the synthetic pairs both ways (logs BLEU)",
+    "contrastive": Message("add-on, SimCSE: two dropout views of a sentence are positives, the batch's other "
+                           "sentences negatives (InfoNCE, τ 0.05, on the mean of the tokens; GPT: the last token)"),
+    "adversarial": Message("add-on, SMART/ALUM: smoothness under a worst-case perturbation of the input embeddings "
+                           "(symmetric KL, L2 ball ε)"),
+    "back_translation": Message("add-on, Sennrich et al.: translate monolingual Chinese/English with the model "
+                                "itself and train on the synthetic pairs both ways (logs BLEU)"),
 }
 FAMILY_OBJECTIVE_NEEDED = {("mass", "back_translation"): "translation", ("t5", "back_translation"): "translation"}
 

@@ -48,7 +48,7 @@ from dataclasses import dataclass
 
 import torch
 
-from lab_models.messages import LabError
+from lab_models.messages import LabError, Message
 from lab_models.objectives import masks
 from lab_models.batch import IGNORE_INDEX, Batch, Example, collate
 from lab_models.objectives.bert import (as_ids, as_rows, check_fraction, check_masking, check_positive_int,
@@ -59,8 +59,8 @@ from lab_models.objectives.losses import LossOutput, mlm_with_sentence_objective
 from lab_models.objectives.spanbert import shortest_word
 
 CHOICES: tuple[str, ...] = ("masked",)
-RULE = ("bidirectional: every x_i may attend every x_j; each masked x_i (whole-word n-grams) predicts its original "
-        "token; are the two segments in order?")
+RULE = Message("bidirectional: every x_i may attend every x_j; each masked x_i (whole-word n-grams) predicts its "
+               "original token; are the two segments in order?")
 
 IN_ORDER, SWAPPED = 0, 1  # extras["sop_label"]
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from lab_models.messages import LabError
+from lab_models.messages import LabError, Message
 from lab_models.batch import IGNORE_INDEX, Example
 from lab_models.objectives import objective_module
 from lab_models.objectives.common import BatchConfig, StringVocab
@@ -30,7 +30,7 @@ class Anatomy:
     query_slots: list[int] | None = None  # two-stream: the input index of each query-stream row
     choices: dict = field(default_factory=dict)  # the structural choices used (given or sampled)
     extras: dict = field(default_factory=dict)  # family-specific, as plain Python values
-    rule: str = ""  # one-line legend: the attention rule in words
+    rule: Message | str = ""  # one-line legend: the attention rule in words
 
 
 def build_anatomy(family: str, tokens: list[str], *, seed: int = 0, settings=None, **choices) -> Anatomy:
@@ -73,7 +73,8 @@ def _plain(value):
     return value
 
 
-def example_to_anatomy(family: str, example: Example, vocab: StringVocab, choices: dict, rule: str = "") -> Anatomy:
+def example_to_anatomy(family: str, example: Example, vocab: StringVocab, choices: dict,
+                       rule: Message | str = "") -> Anatomy:
     positions = example.position_ids
     positions_rows = [positions.tolist()] if positions.dim() == 1 else positions.tolist()
     decoder_inputs = decoder_positions = None

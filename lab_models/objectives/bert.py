@@ -53,7 +53,7 @@ from typing import Sequence
 
 import torch
 
-from lab_models.messages import LabError
+from lab_models.messages import LabError, Message
 from lab_models.objectives import masks
 from lab_models.batch import IGNORE_INDEX, Batch, Example, collate
 from lab_models.objectives.common import BatchConfig, CorruptionRates, count_to_mask, sample_positions
@@ -61,7 +61,7 @@ from lab_models.text.vocab import VocabInfo
 from lab_models.objectives.losses import LossOutput, mlm_with_sentence_objective
 
 CHOICES: tuple[str, ...] = ("masked",)
-RULE = "bidirectional: every x_i may attend every x_j; each picked x_i predicts its original token"
+RULE = Message("bidirectional: every x_i may attend every x_j; each picked x_i predicts its original token")
 
 IS_NEXT, NOT_NEXT = 0, 1  # extras["nsp_label"], as in BERT's code: 1 means B is a random segment
 

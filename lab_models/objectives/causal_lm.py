@@ -21,14 +21,14 @@ from dataclasses import dataclass
 
 import torch
 
-from lab_models.messages import LabError
+from lab_models.messages import LabError, Message
 from lab_models.objectives import masks
 from lab_models.batch import IGNORE_INDEX, Batch, Example, collate
 from lab_models.objectives.common import BatchConfig
 from lab_models.objectives.losses import LossOutput, combine, run_backbone, sparse_token_loss
 
 CHOICES: tuple[str, ...] = ()
-RULE = "causal: x_i may attend x_j iff j ≤ i; x_i predicts x_(i+1)"
+RULE = Message("causal: x_i may attend x_j iff j ≤ i; x_i predicts x_(i+1)")
 
 
 @dataclass(frozen=True)

@@ -43,7 +43,7 @@ from dataclasses import dataclass
 
 import torch
 
-from lab_models.messages import LabError
+from lab_models.messages import LabError, Message
 from lab_models.objectives import masks
 import torch.nn.functional as F
 
@@ -55,8 +55,8 @@ from lab_models.objectives.losses import (LossOutput, combine, content_seed, mas
                                           sparse_token_loss)
 
 CHOICES: tuple[str, ...] = ("masked",)
-RULE = ("bidirectional: every x_i may attend every x_j; the generator predicts each masked x_i, the discriminator "
-        "labels every token original/replaced")
+RULE = Message("bidirectional: every x_i may attend every x_j; the generator predicts each masked x_i, the "
+               "discriminator labels every token original/replaced")
 
 
 @dataclass(frozen=True)

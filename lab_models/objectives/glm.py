@@ -62,15 +62,15 @@ from dataclasses import dataclass
 
 import torch
 
-from lab_models.messages import LabError
+from lab_models.messages import LabError, Message
 from lab_models.objectives import masks
 from lab_models.batch import IGNORE_INDEX, Batch, Example, collate
 from lab_models.objectives.common import BatchConfig
 from lab_models.objectives.losses import LossOutput, combine, run_backbone, sparse_token_loss
 
 CHOICES: tuple[str, ...] = ("spans", "shuffle")
-RULE = ("Part A (text with [MASK]s) sees all of Part A, never Part B; Part B ([S] + span) sees Part A and Part B "
-        "causally; each span is predicted left to right, ending with [E]")
+RULE = Message("Part A (text with [MASK]s) sees all of Part A, never Part B; Part B ([S] + span) sees Part A and "
+               "Part B causally; each span is predicted left to right, ending with [E]")
 
 
 @dataclass(frozen=True)

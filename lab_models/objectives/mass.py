@@ -67,7 +67,7 @@ from dataclasses import dataclass
 
 import torch
 
-from lab_models.messages import LabError
+from lab_models.messages import LabError, Message
 from lab_models.batch import Batch, Example, collate
 from lab_models.objectives import translation
 from lab_models.objectives.common import BatchConfig, CorruptionRates
@@ -75,8 +75,8 @@ from lab_models.text.vocab import VocabInfo
 from lab_models.objectives.losses import LossOutput, combine, empty_targets, sparse_token_loss
 
 CHOICES: tuple[str, ...] = ("span",)
-RULE = ("encoder: bidirectional over the text with the fragment masked; decoder: causal over the fragment, "
-        "input k = the token before target k; cross: every decoder row sees the encoder")
+RULE = Message("encoder: bidirectional over the text with the fragment masked; decoder: causal over the fragment, "
+               "input k = the token before target k; cross: every decoder row sees the encoder")
 
 
 @dataclass(frozen=True)

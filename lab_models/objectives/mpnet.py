@@ -90,7 +90,7 @@ from dataclasses import dataclass
 
 import torch
 
-from lab_models.messages import LabError
+from lab_models.messages import LabError, Message
 from lab_models.batch import IGNORE_INDEX, Batch, Example, collate
 from lab_models.objectives.common import BatchConfig, CorruptionRates, count_to_mask
 from lab_models.text.vocab import VocabInfo
@@ -99,8 +99,8 @@ from lab_models.objectives.xlnet import (check_length, check_num_predict, check_
                                          scatter_to_targets)
 
 CHOICES: tuple[str, ...] = ("order", "num_predict")
-RULE = ("each query sees the context, the tokens predicted before it, and the [MASK] slots of itself and later "
-        "predictions: every position, never its own token")
+RULE = Message("each query sees the context, the tokens predicted before it, and the [MASK] slots of itself and "
+               "later predictions: every position, never its own token")
 INPUT_MODES = ("mpnet", "xlnet", "mlm")
 
 # Roles of the n + b input indices, used to build both streams with tensor ops.

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 import torch
 
-from lab_models.messages import LabError
+from lab_models.messages import LabError, Message
 from lab_models.objectives import masks
 from lab_models.batch import Batch, Example, collate
 from lab_models.objectives.bert import (as_ids, as_rows, check_masking, check_positive_int, content_generator,
@@ -44,7 +44,7 @@ from lab_models.objectives.common import BatchConfig, CorruptionRates
 from lab_models.objectives.losses import LossOutput, mlm_with_sentence_objective
 
 CHOICES: tuple[str, ...] = ("masked",)
-RULE = "bidirectional: every x_i may attend every x_j; each picked x_i predicts its original token"
+RULE = Message("bidirectional: every x_i may attend every x_j; each picked x_i predicts its original token")
 
 
 @dataclass(frozen=True)

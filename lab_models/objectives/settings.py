@@ -23,14 +23,16 @@ import tokenize
 import types
 import typing
 
-from lab_models.messages import LabError
+from lab_models.messages import Joined, LabError, Message, message_of
 from lab_models.objectives import objective_module
 
 
 
 @functools.lru_cache(maxsize=None)
-def field_comments(settings_class: type) -> dict[str, str]:
-    """{field name: its trailing comment} for a dataclass; fields without a comment are left out."""
+def field_comments(settings_class: type) -> dict[str, Message]:
+    """{field name: its trailing comment} for a dataclass; fields without a comment are left out. Each comment is a
+    `Message` whose template is the comment itself (its braces doubled): the setting's help, which the page translates
+    like any message of the lab."""
     names = {f.name for f in dataclasses.fields(settings_class)}
     try:
         source = inspect.getsource(settings_class)
@@ -43,11 +45,12 @@ def field_comments(settings_class: type) -> dict[str, str]:
         if token.type == tokenize.NAME and column == 4 and token.string in names and row not in line_field:
             line_field[row] = token.string  # a field declaration starts at the class body's indentation
         elif token.type == tokenize.COMMENT and row in line_field:
-            comments.setdefault(line_field[row], token.string.lstrip("#").strip())
+            text = token.string.lstrip("#").strip()
+            comments.setdefault(line_field[row], Message(text.replace("{", "{{").replace("}", "}}")))
     return comments
 
 
-def settings_help(settings_class: type, prefix: str = "") -> dict[str, str]:
+def settings_help(settings_class: type, prefix: str = "") -> dict[str, Message]:
     """Help for every (dotted) setting key of a Settings class, nested dataclasses included ("rates.mask")."""
     result: dict[str, str] = {}
     own = field_comments(settings_class)
@@ -86,8 +89,8 @@ def parse_value(text: str, annotation):
             try:
                 return parse_value(text, option)
             except ValueError as error:
-                errors.append(str(error))
-        raise ValueError("; ".join(errors))
+                errors.append(message_of(error))
+        raise LabError.of(Joined(errors, "; "))
     if annotation is bool:
         return parse_bool(text)
     if annotation is int:
@@ -150,13 +153,14 @@ def settings_with_overrides(family: str, items: list[str], base=None):
         is_nested = isinstance(kind, type) and dataclasses.is_dataclass(kind)
         if head not in names or bool(dot) != is_nested or (
                 is_nested and sub not in {f.name for f in dataclasses.fields(kind)}):
-            hint = f"valid keys: {', '.join(valid)}" if valid else f"{family} has no settings"
+            hint = (Message("valid keys: {valid}", valid=", ".join(valid)) if valid
+                    else Message("{family} has no settings", family=family))
             raise LabError("unknown setting {key!r} for {family}; {hint}", key=key, family=family, hint=hint)
         annotation = typing.get_type_hints(kind)[sub] if is_nested else kind
         try:
             value = parse_value(text, annotation)
         except ValueError as error:
-            raise LabError("bad --set {key}={text}: {error}", key=key, text=text, error=error) from None
+            raise LabError("bad --set {key}={text}: {error}", key=key, text=text, error=message_of(error)) from None
         if is_nested:
             nested.setdefault(head, {})[sub] = value
         else:

@@ -70,7 +70,7 @@ from dataclasses import dataclass
 
 import torch
 
-from lab_models.messages import LabError
+from lab_models.messages import LabError, Message
 from lab_models.batch import Batch, Example, collate
 from lab_models.objectives.common import BatchConfig
 from lab_models.objectives.glm import check_spans
@@ -78,8 +78,8 @@ from lab_models.objectives.losses import LossOutput
 from lab_models.objectives.mass import decoder_states, sequence_to_sequence_loss
 
 CHOICES: tuple[str, ...] = ("spans",)
-RULE = ("encoder: bidirectional over the text with each noise span replaced by a sentinel; decoder: causal over "
-        "sentinel + span, ...; cross: every decoder row sees the encoder")
+RULE = Message("encoder: bidirectional over the text with each noise span replaced by a sentinel; decoder: causal "
+               "over sentinel + span, ...; cross: every decoder row sees the encoder")
 FINAL_TOKENS = ("sentinel", "eos")
 DECODER_STARTS = ("pad", "bos")
 # Settings added after runs had been saved, with the value those runs trained with: a saved config without the field

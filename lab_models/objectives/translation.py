@@ -112,7 +112,7 @@ from typing import Sequence
 
 import torch
 
-from lab_models.messages import LabError
+from lab_models.messages import Joined, LabError, Message
 from lab_models.batch import IGNORE_INDEX, Batch, Example, collate
 from lab_models.objectives import objective_module
 from lab_models.text.vocab import VocabInfo
@@ -290,14 +290,14 @@ def tokenizer_corpus(corpus, family: str):
                   content_fingerprint(train, corpus.validation))
 
 
-def tokenizer_texts_note(corpus, family: str) -> str:
+def tokenizer_texts_note(corpus, family: str) -> Joined:
     """What config.json says the tokenizer was trained on."""
-    parts = ["the corpus's training split"]
+    parts = [Message("the corpus's training split")]
     if not is_synthetic_corpus(corpus):
-        parts.append("both sides of the synthetic training pairs")
+        parts.append(Message("both sides of the synthetic training pairs"))
     if task_prefix(family):
-        parts.append("the T5 task prefix")
-    return " + ".join(parts)
+        parts.append(Message("the T5 task prefix"))
+    return Joined(parts, " + ")
 
 
 class TranslationPairs:

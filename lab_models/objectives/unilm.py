@@ -68,7 +68,7 @@ from dataclasses import dataclass
 
 import torch
 
-from lab_models.messages import LabError
+from lab_models.messages import LabError, Message
 from lab_models.objectives import masks
 from lab_models.batch import IGNORE_INDEX, Batch, Example, collate
 from lab_models.objectives.bert import (IS_NEXT, as_ids, as_rows, check_fraction, check_masking, check_positive_int,
@@ -77,8 +77,8 @@ from lab_models.objectives.common import BatchConfig, CorruptionRates, count_to_
 from lab_models.objectives.losses import LossOutput, mlm_with_sentence_objective
 
 CHOICES: tuple[str, ...] = ("mode", "src_len", "masked")
-RULE = ("one model, four masks: bidirectional (every j) | left_to_right (j ≤ i) | right_to_left (j ≥ i) | "
-        "seq2seq (j in the source, or j ≤ i); each masked x_i predicts its original token")
+RULE = Message("one model, four masks: bidirectional (every j) | left_to_right (j ≤ i) | right_to_left (j ≥ i) | "
+               "seq2seq (j in the source, or j ≤ i); each masked x_i predicts its original token")
 
 MODES = ("bidirectional", "left_to_right", "right_to_left", "seq2seq")  # extras["mode"] is the index in this tuple
 MODE_CODES = {mode: code for code, mode in enumerate(MODES)}

@@ -77,8 +77,8 @@ from lab_models.objectives.common import BatchConfig
 from lab_models.objectives.losses import LossOutput, combine, run_backbone, sparse_token_loss
 
 CHOICES: tuple[str, ...] = ("order", "num_predict")
-RULE = ("content: i sees j iff rank(j) ≤ rank(i); query: i sees j iff rank(j) < rank(i); "
-        "only the last num_predict positions of the order are predicted, from the query stream")
+RULE = Message("content: i sees j iff rank(j) ≤ rank(i); query: i sees j iff rank(j) < rank(i); only the last "
+               "num_predict positions of the order are predicted, from the query stream")
 
 
 @dataclass(frozen=True)
@@ -273,7 +273,8 @@ def check_streams(batch: Batch, two_stream: bool, family: str) -> None:
     """ValueError when the batch's streams do not match what the model was built for."""
     has_query = "query" in batch.attention
     if has_query != two_stream:
-        got = "two streams (content, query)" if has_query else f"the streams {sorted(batch.attention)}"
+        got = (Message("two streams (content, query)") if has_query
+               else Message("the streams {streams}", streams=sorted(batch.attention)))
         raise LabError("this {family} model reads {streams} but the batch "
                        "has {got}: build the model and the batches from the same settings",
                        family=family, streams=Message("two streams") if two_stream else Message("one stream"), got=got)

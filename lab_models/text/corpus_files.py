@@ -80,8 +80,8 @@ def check_not_utf16(data: bytes, file_name: str) -> None:
 
     >>> check_not_utf16("hi".encode("utf-16"), "notes.txt")
     Traceback (most recent call last):
-    ValueError: notes.txt is UTF-16 encoded; re-save it as UTF-8 (e.g. in your editor's 'Save with encoding' menu, or
-    `iconv -f UTF-16 -t UTF-8`)
+    lab_models.messages.LabError: notes.txt is UTF-16 encoded; re-save it as UTF-8 (e.g. in your editor's 'Save with
+    encoding' menu, or `iconv -f UTF-16 -t UTF-8`)
     """
     if data.startswith((b"\xff\xfe", b"\xfe\xff")):
         raise LabError("{file_name} is UTF-16 encoded; re-save it as UTF-8 (e.g. in your editor's "

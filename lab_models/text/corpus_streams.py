@@ -277,11 +277,15 @@ def find_corpus_files(path, text_column: str | None = None, *, limits: ReadLimit
     table = next((file for file in files if file.file_format in TABLE_FORMATS), None)
     if table is not None:
         columns, suggested = _table_columns(table, limits)
-        if column is not None and column not in columns and table.file_format in ("jsonl", "csv"):
-            kind = "field" if table.file_format == "jsonl" else "column"
-            raise LabError("{relative} has no text {kind} {column!r} in its first {column_sample_rows} rows; "
+        if column is not None and column not in columns and table.file_format == "jsonl":
+            raise LabError("{relative} has no text field {column!r} in its first {column_sample_rows} rows; "
                            "available: {columns}",
-                           relative=table.relative, kind=kind, column=column, column_sample_rows=COLUMN_SAMPLE_ROWS,
+                           relative=table.relative, column=column, column_sample_rows=COLUMN_SAMPLE_ROWS,
+                           columns=', '.join(columns) or 'none')
+        if column is not None and column not in columns and table.file_format == "csv":
+            raise LabError("{relative} has no text column {column!r} in its first {column_sample_rows} rows; "
+                           "available: {columns}",
+                           relative=table.relative, column=column, column_sample_rows=COLUMN_SAMPLE_ROWS,
                            columns=', '.join(columns) or 'none')
         if column is None and layout != "folder":  # one table (or one datasets folder): its suggested column
             column = suggested

@@ -114,8 +114,9 @@ def raised_note(kind: str, requested: int, size: int, corpus_name: str) -> Messa
     hold (947 is the smallest size that holds its alphabet and the special tokens)'
     """
     return Message("vocabulary size raised from {requested} to {size}: the {corpus_name} corpus has more distinct "
-                   "characters than {requested} {kind} tokens hold ({size} is the smallest size that holds its alphabet "
-                   "and the special tokens)", requested=requested, size=size, corpus_name=corpus_name, kind=kind)
+                   "characters than {requested} {kind} tokens hold ({size} is the smallest size that holds its "
+                   "alphabet and the special tokens)",
+                   requested=requested, size=size, corpus_name=corpus_name, kind=kind)
 
 
 # ------------------------------------------------------------------------------------------------ a corpus's tokenizer

@@ -33,7 +33,7 @@ from types import ModuleType
 
 import torch
 
-from lab_models.messages import LabError
+from lab_models.messages import LabError, Message
 from lab_models.batch import Batch
 from lab_models.objectives.common import BatchConfig
 from lab_models.objectives.translation import mix
@@ -74,7 +74,7 @@ class PackedBatches:
         self.denoising = denoising if translation is not None else True
         self.validation_note = ""
         if validation_stream.numel() < 2:
-            self.validation_note = "the corpus has no validation split: evaluating on the first training rows"
+            self.validation_note = Message("the corpus has no validation split: evaluating on the first training rows")
             validation_stream = train_stream
         self.validation_rows = self._validation_rows(validation_stream, eval_batches * batch_size)
 

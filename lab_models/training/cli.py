@@ -151,7 +151,7 @@ def config_from_args(args) -> tuple[TrainConfig, CorpusSource]:
     """Validate the arguments of a fresh run and resolve every default. ValueError with a one-line message."""
 
     if not args.family:
-        raise ValueError("--family is required (one of " + ", ".join(TRAINED_FAMILIES) + ")")
+        raise LabError("--family is required (one of {families})", families=", ".join(TRAINED_FAMILIES))
     if args.family not in TRAINED_FAMILIES:
         raise LabError("unknown or untrainable family {family!r}: choose one of {trained_families}",
                        family=args.family, trained_families=', '.join(TRAINED_FAMILIES))

@@ -39,7 +39,7 @@ import typing
 from dataclasses import dataclass, field
 
 
-from lab_models.messages import LabError
+from lab_models.messages import LabError, Message
 from lab_models.objectives.settings import key_value, parse_value
 from lab_models.training.engine import EngineConfig
 from lab_models.nn.config import ModelConfig
@@ -65,7 +65,7 @@ MAX_STEPS = 10_000_000
 MAX_SEED = 2**32 - 1
 
 
-def check_steps(steps, what: str = "steps") -> int:
+def check_steps(steps, what: Message = Message("steps")) -> int:
     """`steps` as an int from 1 to MAX_STEPS, else a ValueError naming `what`.
 
     >>> check_steps(300), check_steps(300.0)
@@ -78,7 +78,7 @@ def check_steps(steps, what: str = "steps") -> int:
     return int(steps)
 
 
-def check_seed(seed, what: str = "seed") -> int:
+def check_seed(seed, what: Message = Message("seed")) -> int:
     """`seed` as an int from 0 to MAX_SEED, else a ValueError naming `what`."""
     if isinstance(seed, bool) or not isinstance(seed, (int, float)) or seed != seed or seed != int(seed) \
             or not 0 <= seed <= MAX_SEED:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import torch
 
-from lab_models.messages import LabError
+from lab_models.messages import LabError, Message
 
 DEVICE_CHOICES = ("auto", "cpu", "cuda", "mps")
 
@@ -38,11 +38,11 @@ def select_device(preference: str = "auto") -> torch.device:
     return torch.device(preference)
 
 
-def describe_device(device: torch.device | None = None) -> str:
+def describe_device(device: torch.device | None = None) -> Message | str:
     """A short human label for the page header, e.g. "CPU (2 threads)" or "CUDA: NVIDIA H100"."""
     device = device or select_device()
     if device.type == "cuda":
         return f"CUDA: {torch.cuda.get_device_name(device)}"
     if device.type == "mps":
         return "Apple MPS"
-    return f"CPU ({torch.get_num_threads()} threads)"
+    return Message("CPU ({threads} threads)", threads=torch.get_num_threads())

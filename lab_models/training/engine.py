@@ -73,7 +73,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from lab_models.messages import LabError
+from lab_models.messages import LabError, Message
 from lab_models.batch import Batch
 from lab_models.objectives.losses import LossOutput
 from lab_models.home import lab_home
@@ -532,9 +532,9 @@ class Trainer:
         stacked = self._all_reduce(stacked.to(self._collective_device())).cpu()
         if stacked[-1].item() > 0:
             step = self._first_nonfinite_step(interval)
-            raise NonFiniteLossError(f"non-finite loss at step {step}: the training loss or its gradient became NaN "
-                                     "or infinite; lower --lr, check the data, or pass --on-nonfinite skip to skip "
-                                     "such steps")
+            raise NonFiniteLossError(Message("non-finite loss at step {step}: the training loss or its gradient "
+                                             "became NaN or infinite; lower --lr, check the data, or pass "
+                                             "--on-nonfinite skip to skip such steps", step=step))
         sums = stacked[:-1].tolist()
         counted = interval.steps - len(interval.skipped)
         loss = sums[0] / (counted * self.world_size) if counted else float("nan")
@@ -640,8 +640,9 @@ class Trainer:
                 skipped_in_a_row = skipped_in_a_row + 1
                 logger.warning("step %d skipped: its loss or gradient was NaN or infinite (on_nonfinite=skip)", step)
                 if skipped_in_a_row > MAX_SKIPPED_IN_A_ROW:
-                    raise NonFiniteLossError(f"non-finite loss at step {step}: {skipped_in_a_row} steps in a row were "
-                                             "skipped (--on-nonfinite skip); lower --lr or check the data")
+                    raise NonFiniteLossError(Message("non-finite loss at step {step}: {skipped} steps in a row were "
+                                                     "skipped (--on-nonfinite skip); lower --lr or check the data",
+                                                     step=step, skipped=skipped_in_a_row))
             else:
                 skipped_in_a_row = 0
                 interval.total = total if interval.total is None else interval.total + total

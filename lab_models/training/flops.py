@@ -55,7 +55,7 @@ from typing import Callable
 import torch
 from torch.utils import flop_counter
 
-from lab_models.messages import LabError
+from lab_models.messages import LabError, Message
 from lab_models.training.matmul_probe import MatmulPeaks
 
 logger = logging.getLogger(__name__)
@@ -105,7 +105,7 @@ class Peak:
     """The peak FLOPs/s MFU divides by, and how it was obtained (for the run's log and the Train tab)."""
 
     flops: float | None  # None: unknown (no table row and no probe)
-    source: str  # "NVIDIA's data sheet for the H100 (bf16, dense)", "a 1024 x 1024 bf16 matmul probe on ...", ...
+    source: Message  # "NVIDIA's data sheet for the H100 (bf16, dense)", "a 1024 x 1024 bf16 matmul probe on ...", ...
     kind: str  # "table", "probe" or "unknown"
 
     def to_dict(self) -> dict:
@@ -122,9 +122,10 @@ def device_peak(device: torch.device, dtype: str, peaks: Callable[[], MatmulPeak
         name = device_name or torch.cuda.get_device_name(device)
         row = table_row(name)
         if row is not None:
-            return Peak(peak_flops(name, dtype), f"NVIDIA's data sheet for the {row} ({dtype}, dense)", "table")
+            return Peak(peak_flops(name, dtype), Message("NVIDIA's data sheet for the {row} ({dtype}, dense)", row=row,
+                                                         dtype=dtype), "table")
     if peaks is None:
-        return Peak(None, "unknown: no data-sheet row and no matmul probe", "unknown")
+        return Peak(None, Message("unknown: no data-sheet row and no matmul probe"), "unknown")
     probe = peaks()
     return Peak(probe.flops(dtype), probe.describe(dtype), "probe")
 

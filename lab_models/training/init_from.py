@@ -47,7 +47,7 @@ from pathlib import Path
 import torch
 from safetensors import safe_open
 
-from lab_models.messages import LabError
+from lab_models.messages import LabError, Message
 from lab_models.families import RNN_FAMILIES, family_record
 from lab_models.home import atomic_write_text, lab_home
 from lab_models.models.family import model_config_from_dict, segments_needed, stream_structure
@@ -125,28 +125,34 @@ def read_starting_point(value, home=None) -> StartingPoint:
     return StartingPoint(run_dir, config["family"], dict(config["model"]), weights, step, roles, framing, source)
 
 
-def architecture_mismatch(start: StartingPoint, family: str, settings) -> str | None:
+def architecture_mismatch(start: StartingPoint, family: str, settings) -> Message | None:
     """None when `family` (with its objective `settings`) can train the starting run's model, else one sentence
     naming the option that differs (see the module docstring)."""
     if family in RNN_FAMILIES or start.family in RNN_FAMILIES:
         lstm = family if family in RNN_FAMILIES else start.family
-        return (f"{lstm} is an LSTM family of the RNN era and the other is a Transformer: the architectures differ "
-                f"(model class), so {start.run_dir.name} cannot start a {family} run")
+        return Message("{lstm} is an LSTM family of the RNN era and the other is a Transformer: the architectures "
+                       "differ (model class), so {name} cannot start a {family} run", lstm=lstm,
+                       name=start.run_dir.name, family=family)
     config = model_config_from_dict(family, start.model)
     needed = segments_needed(family, settings)
     if needed > config.n_segments:
-        return (f"{family} with these settings writes segment ids 0..{needed - 1}, but the starting run's model has "
-                f"n_segments={config.n_segments}")
+        return Message("{family} with these settings writes segment ids 0..{last_segment}, but the starting run's "
+                       "model has n_segments={n_segments}", family=family, last_segment=needed - 1,
+                       n_segments=config.n_segments)
     wanted = stream_structure(family, settings)
     if wanted["query_stream"] != config.query_stream:
-        return (f"{family} needs query_stream={wanted['query_stream']!r}, but the starting run's model has "
-                f"query_stream={config.query_stream!r}")
+        return Message("{family} needs query_stream={wanted!r}, but the starting run's model has "
+                       "query_stream={query_stream!r}", family=family, wanted=wanted["query_stream"],
+                       query_stream=config.query_stream)
     if wanted["n_position_rows"] != config.n_position_rows:
-        return (f"{family} needs n_position_rows={wanted['n_position_rows']}, but the starting run's model has "
-                f"n_position_rows={config.n_position_rows}")
+        return Message("{family} needs n_position_rows={wanted}, but the starting run's model has "
+                       "n_position_rows={n_position_rows}", family=family, wanted=wanted["n_position_rows"],
+                       n_position_rows=config.n_position_rows)
     if wanted["encoder_decoder"] != (config.decoder_layers > 0):
-        need = "an encoder-decoder (decoder_layers > 0)" if wanted["encoder_decoder"] else "no decoder (decoder_layers=0)"
-        return f"{family} needs {need}, but the starting run's model has decoder_layers={config.decoder_layers}"
+        need = (Message("an encoder-decoder (decoder_layers > 0)") if wanted["encoder_decoder"]
+                else Message("no decoder (decoder_layers=0)"))
+        return Message("{family} needs {need}, but the starting run's model has decoder_layers={decoder_layers}",
+                       family=family, need=need, decoder_layers=config.decoder_layers)
     return None
 
 

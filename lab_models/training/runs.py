@@ -317,11 +317,14 @@ def save_checkpoint(run_dir: str | os.PathLike, *, model: torch.nn.Module, optim
     bad = nonfinite_parameters(model)
     if bad:
         kept = latest_checkpoint(run_dir)
-        raise NonFiniteLossError(
-            f"non-finite weights at step {step} ({', '.join(bad[:3])}{' ...' if len(bad) > 3 else ''} hold NaN or "
-            f"infinite values): not checkpointed, "
-            + (f"the checkpoint of {kept.name} is kept" if kept else "no earlier checkpoint exists")
-            + "; lower --lr or check the data")
+        names = ", ".join(bad[:3]) + (" ..." if len(bad) > 3 else "")
+        if kept:
+            raise NonFiniteLossError(Message("non-finite weights at step {step} ({names} hold NaN or infinite values): "
+                                             "not checkpointed, the checkpoint of {kept} is kept; lower --lr or check "
+                                             "the data", step=step, names=names, kept=kept.name))
+        raise NonFiniteLossError(Message("non-finite weights at step {step} ({names} hold NaN or infinite values): not "
+                                         "checkpointed, no earlier checkpoint exists; lower --lr or check the data",
+                                         step=step, names=names))
     root = checkpoint_dir(run_dir)
     root.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".writing-{_step_dir_name(step)}-", dir=root))

@@ -26,7 +26,7 @@ import torch
 from torch import nn
 from torch.nn.utils.rnn import pad_sequence
 
-from lab_models.messages import LabError
+from lab_models.messages import LabError, Message
 from lab_models.batch import IGNORE_INDEX, Batch
 from lab_models.text.vocab import VocabInfo
 from lab_models.objectives.losses import LossOutput
@@ -149,7 +149,7 @@ class StreamWindows:
     """Training rows: `batch_size` windows of `seq_len` tokens at random offsets of a stream (as data.PackedBatches);
     validation rows: the stream cut into consecutive rows, the first `limit` of them."""
 
-    def __init__(self, stream, seq_len: int, what: str):
+    def __init__(self, stream, seq_len: int, what: Message):
         stream = TokenStream(stream)  # a tensor, or a corpus's memory-mapped token shards
         if stream.numel() < 2:
             raise LabError("{what} has fewer than 2 tokens: nothing to train a language model on", what=what)

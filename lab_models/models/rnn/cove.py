@@ -42,7 +42,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from lab_models.messages import LabError
+from lab_models.messages import LabError, Message
 from lab_models.batch import IGNORE_INDEX, Batch, collate
 from lab_models.objectives import translation
 from lab_models.models.rnn.common import (DataContext, RNNFamilyModel, build_loss, init_lstm_family, mean_or_zero,
@@ -52,7 +52,8 @@ from lab_models.text.corpora import Corpus
 from lab_models.text.corpora import content_fingerprint
 
 CHOICES: tuple[str, ...] = ()
-RULE = "seq2seq: a biLSTM encoder reads the English; an LSTM decoder with attention writes the Chinese left to right"
+RULE = Message("seq2seq: a biLSTM encoder reads the English; an LSTM decoder with attention writes the Chinese left "
+               "to right")
 OBJECTIVE = "nmt"
 
 

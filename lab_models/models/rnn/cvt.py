@@ -38,7 +38,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from lab_models.messages import LabError
+from lab_models.messages import LabError, Message
 from lab_models.batch import IGNORE_INDEX, Batch
 from lab_models.models.rnn.common import (DataContext, RNNFamilyModel, StreamWindows, build_loss, init_lstm_family,
                                           pad_rows)
@@ -48,7 +48,7 @@ from lab_models.text.tasks import load_task
 from lab_models.text.tasks import TASKS
 
 CHOICES: tuple[str, ...] = ()
-RULE = "BiLSTM tagger: the primary module sees the whole sentence; auxiliary modules see one side of each word"
+RULE = Message("BiLSTM tagger: the primary module sees the whole sentence; auxiliary modules see one side of each word")
 TAGS, UNLABELLED_IDS = "tags", "unlabelled_ids"
 VIEWS = ("forward", "backward", "future", "past")
 
@@ -91,11 +91,11 @@ class AlternatingBatches:
 
         self.labelled = encode(task.train)
         self.labelled_validation = encode(task.validation)
-        self.unlabelled = StreamWindows(context.train_stream, context.seq_len, "the corpus's training split")
+        self.unlabelled = StreamWindows(context.train_stream, context.seq_len, Message("the corpus's training split"))
         validation = context.validation_stream if context.validation_stream.numel() >= 2 else context.train_stream
         self.validation_note = "" if validation is context.validation_stream else \
             "the corpus has no validation split: evaluating on the first training rows"
-        self.unlabelled_validation = StreamWindows(validation, context.seq_len, "the validation split")
+        self.unlabelled_validation = StreamWindows(validation, context.seq_len, Message("the validation split"))
 
     def _labelled(self, examples) -> Batch:
         ids = pad_rows([x for x, _ in examples], self.vocab.pad_id)  # (B, L)

@@ -41,14 +41,15 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from lab_models.messages import LabError
+from lab_models.messages import LabError, Message
 from lab_models.batch import IGNORE_INDEX, Batch
 from lab_models.models.rnn.common import (BACKWARD_TARGETS, RNNFamilyModel, build_loss, init_lstm_family, lm_batch,
                                           mean_or_zero, token_nll, weighted_total)
 from lab_models.models.rnn.layers import ScalarMix
 
 CHOICES: tuple[str, ...] = ()
-RULE = "biLM: the forward LSTM at t reads x_1..x_t and predicts x_(t+1); the backward LSTM reads x_t..x_N, predicts x_(t-1)"
+RULE = Message("biLM: the forward LSTM at t reads x_1..x_t and predicts x_(t+1); the backward LSTM reads x_t..x_N, "
+               "predicts x_(t-1)")
 OBJECTIVES = ("forward_lm", "backward_lm")
 
 

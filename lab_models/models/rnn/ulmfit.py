@@ -59,7 +59,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from lab_models.messages import LabError
+from lab_models.messages import LabError, Message
 from lab_models.batch import IGNORE_INDEX, Batch
 from lab_models.models.rnn.common import (StepPlan, DataContext, RNNFamilyModel, StreamWindows, build_loss,
                                           encode_texts, init_lstm_family, lm_batch, mean_or_zero, pad_rows, token_nll)
@@ -70,8 +70,8 @@ from lab_models.text.tasks import load_task
 
 CHOICES: tuple[str, ...] = ()
 DEFAULT_LR = 5e-3  # the peak of each stage's STLR when --lr is not given (lab_models/training/run.py)
-RULE = "AWD-LSTM language model (left to right), then a concat-pooling classifier"
-STAGE_NAMES = {1: "general LM pretraining", 2: "LM fine-tuning", 3: "classifier fine-tuning"}
+RULE = Message("AWD-LSTM language model (left to right), then a concat-pooling classifier")
+STAGE_NAMES = {1: Message("general LM pretraining"), 2: Message("LM fine-tuning"), 3: Message("classifier fine-tuning")}
 CLASS_IDS, CLASS_LABELS = "class_input_ids", "class_labels"
 
 
@@ -178,17 +178,17 @@ class StagedBatches:
         self.settings, self.vocab, self.steps = s, context.vocab, context.steps
         self.batch_size, self.eval_batches = context.batch_size, context.eval_batches
         self.max_len = context.max_positions
-        self.general = StreamWindows(context.train_stream, context.seq_len, "the corpus's training split")
+        self.general = StreamWindows(context.train_stream, context.seq_len, Message("the corpus's training split"))
         self.validation_note = ""
         validation = context.validation_stream
         if validation.numel() < 2:
             self.validation_note = "the corpus has no validation split: evaluating on the first training rows"
             validation = context.train_stream
-        self.general_validation = StreamWindows(validation, context.seq_len, "the validation split")
+        self.general_validation = StreamWindows(validation, context.seq_len, Message("the validation split"))
         task = load_task(s.task)
         self.n_labels = task.n_labels
         self.target = StreamWindows(encode_texts(context.tokenizer, [e.text for e in task.train], context.vocab.eos_id),
-                                    context.seq_len, f"the {s.task} task's texts")
+                                    context.seq_len, Message("the {task} task's texts", task=s.task))
         self.labelled = self._encode(context.tokenizer, task.train)
         self.labelled_validation = self._encode(context.tokenizer, task.validation)
 

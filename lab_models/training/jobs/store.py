@@ -81,13 +81,13 @@ class RunStore:
         if not isinstance(run_id, str) or not run_id.strip():
             raise LabError("Choose a run first.")
         try:
-            run_id = plain_name(run_id, "run id")
+            run_id = plain_name(run_id, Message("run id"))
         except ValueError as error:
             raise LabError("{error} Run ids look like bert-tiny-20260101-120000-ab12.", error=error) from None
         for root in self.job_roots:  # runs/ first
             folder = root / run_id
             if folder.is_dir():
-                inside(root, folder, "run folder")
+                inside(root, folder, Message("run folder"))
                 return folder
         raise LabError("Unknown run {run_id}: no folder {path}.", run_id=shown(run_id), path=self.runs_dir / run_id)
 

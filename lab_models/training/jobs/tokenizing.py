@@ -48,7 +48,7 @@ class TokenizeJobs:
         self._lock = threading.Lock()
 
     def _job_folder(self, job_id: str) -> Path:
-        folder = child(self.folder, job_id, "tokenize job id")
+        folder = child(self.folder, job_id, Message("tokenize job id"))
         if not folder.is_dir():
             raise LabError("Unknown tokenize job {job_id!r}.", job_id=job_id)
         return folder
@@ -64,7 +64,7 @@ class TokenizeJobs:
                 if process.poll() is None and self._corpora.get(job_id) == corpus:
                     return job_id
             job_id = f"{corpus}-{family}-{preset}-{time.strftime('%Y%m%d-%H%M%S')}-{os.urandom(2).hex()}"
-            folder = child(self.folder, job_id, "tokenize job id")
+            folder = child(self.folder, job_id, Message("tokenize job id"))
             folder.mkdir(parents=True)
             status = folder / STATUS_FILE
             atomic_write_json(status, {"state": "running", "message": Message("starting"), "progress": {},

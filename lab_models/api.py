@@ -21,7 +21,7 @@ import typing
 import torch
 
 from lab_models import home as _home
-from lab_models.messages import Joined, LabError, Message, message_of
+from lab_models.messages import Joined, LabError, Message, as_message, message_of
 from lab_models.experiments import sweep as _sweep
 from lab_models.experiments import zoo as _zoo
 from lab_models.objectives.specs import FamilySpec, ObjectiveSpec, all_families, family_spec
@@ -82,6 +82,7 @@ __all__ = [
     "Message",
     "Joined",
     "message_of",
+    "as_message",
     "Anatomy",
     "FamilySpec",
     "ObjectiveSpec",

@@ -49,6 +49,16 @@ class Message(str):
         message.fields = fields
         return message
 
+    @classmethod
+    def verbatim(cls, text: str) -> Message:
+        """The message whose English is `text` itself, braces included (its template is `text` with each brace
+        doubled): a text written elsewhere than in a template literal, such as a settings field's comment.
+
+        >>> Message.verbatim("p(n) ∝ 1/n; {a, b}").template
+        'p(n) ∝ 1/n; {{a, b}}'
+        """
+        return cls(text.replace("{", "{{").replace("}", "}}"))
+
     def __reduce__(self):
         # the text as written and the attributes as they are: a copy or an unpickled message is the same message,
         # whatever its class (a `Joined`, one rebuilt from a record)

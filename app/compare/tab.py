@@ -27,7 +27,7 @@ Endpoints (every event has an `api_name`, so `gradio_client` can drive the tab):
 * `/compare_modes_table_on_load` (page load): -> the table of which family does which mode, in the reader's language.
 
 What the server writes here (the columns, progress lines, picker entries, the modes table, messages) is in the
-reader's language (`app.i18n.language.tr`, area `compare`; the backend's explanations through app/i18n/explanations.py).
+reader's language (`app.i18n.language.tr`, area `compare`; the backend's explanations through app/i18n/messages.py).
 """
 from __future__ import annotations
 
@@ -42,9 +42,8 @@ from lab_models import api
 from app.compare.figures import (error_column_html, generation_column_html, grid_html, latest_val_bits, mode_title,
                                  modes_table_markdown)
 from app.display import PICKER_MIN_WIDTH
-from app.errors import readable, user_errors
+from app.errors import user_errors
 from app.i18n.language import current_language, reader_examples, text, tr
-from app.i18n.messages import translate_message
 from app.inputs import picked, picked_runs
 
 logger = logging.getLogger(__name__)
@@ -182,7 +181,7 @@ class CompareView:
     # ------------------------------------------------------------------ generating
     @staticmethod
     def _run_ids(run_ids) -> list[str]:
-        return picked_runs(run_ids, MAX_RUNS, "generate with")
+        return picked_runs(run_ids, MAX_RUNS, api.Message("generate with"))
 
     @staticmethod
     def _mode(mode) -> str | None:
@@ -228,10 +227,11 @@ class CompareView:
             try:
                 generation = api.generate(self.jobs.run_dir(run_id), prompt, mode=mode, **options)
             except ValueError as error:
-                message = str(error)
+                message = api.message_of(error)
             except Exception as error:  # noqa: BLE001 - one broken run must not hide the others' answers
                 logger.exception("generation with %s failed", run_id)
-                message = f"Something went wrong generating with this run: {type(error).__name__}: {error}"
+                message = api.Message("Something went wrong generating with this run: {error_type}: {error}",
+                                      error_type=type(error).__name__, error=str(error))
             else:
                 columns.append(generation_column_html(generation, title=facts["title"] or generation.family,
                                                       val_bits_per_byte=facts["val_bits_per_byte"]))
@@ -266,15 +266,10 @@ class CompareView:
                 gr.update(visible=beam))
 
 
-def refusal(message: str) -> Exception:
+def refusal(message) -> api.LabError:
     """The page's error when every run refused the input for the same reason: the backend's message, which may start
-    in lower case, with a capital. In English a ValueError (`user_errors` shows it); in another language a `gr.Error`
-    with the message translated before the capital is added, since the catalogue's keys are the backend's own English
-    (app/i18n/messages.py) and the capitalized sentence would match none of them."""
-    translated = translate_message(message)
-    if translated == message:
-        return ValueError(message[:1].upper() + message[1:])
-    return gr.Error(readable(translated[:1].upper() + translated[1:]))
+    in lower case, with a capital (`user_errors` shows it in the reader's language)."""
+    return api.LabError("{reason:capitalized}", reason=api.as_message(message))
 
 
 def runs_info(choices) -> str:

@@ -23,7 +23,7 @@ from lab_models import api
 from app.display import STATE_COLORS, WAKE_TIMER_JS, format_duration, rest_when_idle
 from app.errors import user_errors
 from app.i18n.language import marker, text, tr
-from app.i18n.messages import backend_text
+from app.i18n.messages import translate
 
 # The built-in corpora that app/i18n/locales/*/corpora.json "intro" describes; another built-in corpus makes the page
 # list them all in `api.BUILTIN_CORPORA`'s English instead (tests/test_corpora.py keeps the two in step).
@@ -104,7 +104,7 @@ def tokenize_progress_html(status: dict | None) -> str:
 def tokenize_status_markdown(status: dict | None) -> str:
     if not status:
         return ""
-    message = backend_text(str(status.get("message") or ""))
+    message = translate(status.get("message") or "")
     lines = [message] if message and status.get("state") != "running" else []  # while running, the bar says it
     if status.get("state") == "died" and status.get("log"):
         lines.append("```text\n" + str(status["log"]).replace("```", "'''") + "\n```")

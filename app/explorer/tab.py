@@ -21,10 +21,10 @@ import gradio as gr
 from lab_models import api
 
 from app.display import tokenizer_kind_choices, tokenizer_title
-from app.errors import CLEARED_ON_ERROR, readable, user_errors
+from app.errors import CLEARED_ON_ERROR, user_errors
 from app.explorer.figures import anatomy_figure, anatomy_table, stream_density
-from app.i18n.language import current_language, marker, text, tr
-from app.i18n.messages import translate_message
+from app.i18n.language import marker, text, tr
+from app.i18n.messages import translate
 
 MAX_FAMILIES = 4  # app/i18n/locales/*/explorer.json "families" says "up to 4"
 DEFAULT_SENTENCE = "the quick brown fox jumps over the lazy dog"
@@ -108,7 +108,7 @@ def split_rule_text(split, text: str, tokenizer_kind: str | None = None) -> str:
         return tr("explorer.note_wide", words=words, s="s" if words != 1 else "")
     if split.mode == "tokenizer" and tokenizer_kind in api.TOKENIZER_KINDS:
         return tr("explorer.note_tokenizer", tokenizer=tokenizer_title(tokenizer_kind))
-    return translate_message(split.note)
+    return translate(split.note)
 
 
 class MaskExplorer:
@@ -152,17 +152,12 @@ class MaskExplorer:
                 choices["settings"] = {"two_stream": False}
             try:
                 anatomy = api.anatomy(family, tokens, seed=int(seed or 0), **choices)
-            except ValueError as error:
-                if current_language() == "en":
-                    raise api.LabError("{title}: {error}", title=spec.title, error=error) from error
-                # the family's name, then the backend's message in the reader's language (a "Title: message" has
-                # no template of its own in the catalogue)
-                raise gr.Error(readable(tr("explorer.family_error", family=spec.title,
-                                           error=translate_message(str(error))))) from error
+            except ValueError as error:  # the family's name, then what it says
+                raise api.LabError("{title}: {error}", title=spec.title, error=error) from error
             densities = " · ".join(f"{s}: {stream_density(m):.2f}" for s, m in anatomy.attention.items())
             used = ", ".join(f"{k}={v}" for k, v in anatomy.choices.items()) or tr("explorer.choices_none")
             header = (tr("explorer.header_title", title=spec.title, kind=kind_title(spec.kind)) + "\n"
-                      + translate_message(anatomy.rule) + "\n\n" + tr("explorer.header_density", densities=densities)
+                      + translate(anatomy.rule) + "\n\n" + tr("explorer.header_density", densities=densities)
                       + "  \n" + tr("explorer.header_choices", used=used))
             if leak:
                 header += "\n\n" + LEAK_NOTE

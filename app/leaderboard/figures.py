@@ -28,7 +28,7 @@ from plotly.subplots import make_subplots
 
 from app.display import FONT, cjk_empty_figure, family_color
 from app.i18n.language import tr
-from app.i18n.messages import translate_message
+from app.i18n.messages import translate
 
 MISSING = "—"
 # column of api.leaderboard -> (header in the page (English), whether lower is better); accuracy_<task> columns are
@@ -143,7 +143,7 @@ def _reason_text(reason: str) -> str:
         return tr(f"leaderboard.{NO_BITS_NOTE}")
     if reason.startswith(NO_TASK_NOTE + ":"):
         return tr(f"leaderboard.{NO_TASK_NOTE}", task=reason.split(":", 1)[1])
-    return translate_message(reason)
+    return translate(reason)
 
 
 def notes_markdown(frame: pd.DataFrame) -> str:

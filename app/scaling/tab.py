@@ -31,7 +31,7 @@ from lab_models import api
 from app.display import PICKER_MIN_WIDTH, WAKE_TIMER_JS, one_event, rest_when_idle
 from app.errors import user_errors
 from app.i18n.language import current_language, text
-from app.i18n.messages import translate_message
+from app.i18n.messages import translate
 from app.inputs import picked as picked_names
 from app.scaling.figures import TABLE_COLUMNS, fits_markdown, points_table, scaling_figure, status_html, sweep_label
 
@@ -62,7 +62,7 @@ class ScalingView:
             kwargs = self._kwargs(*controls)
             return api.sweep_command(self.jobs, kwargs.pop("family"), kwargs.pop("sizes"), **kwargs)
         except ValueError as error:
-            return f"# {' '.join(translate_message(str(error)).split())}"
+            return f"# {' '.join(translate(error).split())}"
 
     def start(self, *controls):
         kwargs = self._kwargs(*controls)

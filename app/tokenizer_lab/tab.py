@@ -20,9 +20,9 @@ import gradio as gr
 from lab_models import api
 
 from app.display import tokenizer_kind_choices, tokenizer_title
-from app.errors import readable, user_errors
+from app.errors import user_errors
 from app.i18n.language import current_language, text, tr
-from app.i18n.messages import translate_message
+from app.i18n.messages import translate
 from app.tokenizer_lab.figures import chips_html, overlap_figure, pieces_html, token_length_figure
 
 DEFAULT_TEXT = ("The tokenizer splits unbelievably long words, numbers like 3.14159 and 2026, "
@@ -115,7 +115,7 @@ class TokenizerLab:
                 minimums[kind] = error.minimum
                 continue
             except ValueError as error:
-                failures[kind] = str(error)
+                failures[kind] = api.message_of(error)
                 continue
             results[kind] = result
             row = api.tokenizer_stats(result.tokenizer, corpus.validation or corpus.train[:200],
@@ -125,13 +125,9 @@ class TokenizerLab:
             histograms[kind] = api.token_length_histogram(result.tokenizer)
         progress(1.0, desc=tr("tokenizer.progress_done"))
         proposal = api.propose_vocab_size(list(minimums), [], int(vocab_size), known=minimums) if minimums else None
-        if not results and proposal is None:
-            if current_language() == "en":
-                raise ValueError(" ".join(f"{api.TOKENIZER_KINDS[k]}: {m}" for k, m in failures.items()))
-            # each kind's reason in the reader's language (a "Title: message" list has no template of its own);
-            # Chinese sentences follow each other with no space
-            raise gr.Error(readable("".join(tr("tokenizer.kind_error", kind=tokenizer_title(k),
-                                               error=translate_message(m)) for k, m in failures.items())))
+        if not results and proposal is None:  # each kind's reason, after its title
+            raise api.LabError.of(api.Joined((api.Message("{kind}: {error}", kind=api.TOKENIZER_KINDS[k], error=m)
+                                              for k, m in failures.items()), " "))
         status = (tr("tokenizer.status_trained", count=len(results), corpus=corpus_name, size=int(vocab_size))
                   if results else tr("tokenizer.status_none", corpus=corpus_name, size=int(vocab_size)))
         if proposal is not None:
@@ -139,7 +135,7 @@ class TokenizerLab:
                                       button=use_size_label(proposal.size))
         for kind, message in failures.items():
             status += "\n\n⚠️ " + tr("tokenizer.status_failed", kind=tokenizer_title(kind),
-                                      message=translate_message(message))
+                                      message=translate(message))
         use_size = gr.update(visible=proposal is not None,
                              value=use_size_label(proposal.size) if proposal else None)
         if not results:

@@ -53,7 +53,7 @@ from lab_models import api
 from app.display import one_event
 from app.errors import user_errors
 from app.i18n.language import current_language, marker, text, tr
-from app.i18n.messages import backend_text, translate_message
+from app.i18n.messages import translate
 from app.inputs import picked
 from app.train import export_panel, import_panel
 from app.train.addon_figures import addon_figure, addon_row_count
@@ -130,7 +130,7 @@ def objective_info(objective) -> str:
     update must be plain JSON), else the objective's description."""
     if objective.name in OBJECTIVE_TITLES:
         return str(OBJECTIVE_TITLES[objective.name])
-    return backend_text(objective.description) or objective.name
+    return translate(objective.description) or objective.name
 
 
 def weight_label(name: str) -> str:
@@ -149,7 +149,7 @@ def settings_frame(family: str) -> pd.DataFrame:
     """The family's settings as an editable table: setting, value (starts at the default), default, what it does
     (headers and explanations in the reader's language; `settings_overrides` reads the columns by position)."""
     explained = api.family_settings_help(family)
-    rows = [[key, setting_text(value), setting_text(value), backend_text(explained.get(key, ""))]
+    rows = [[key, setting_text(value), setting_text(value), translate(explained.get(key, ""))]
             for key, value in api.family_settings(family).items()]
     return pd.DataFrame(rows, columns=[tr(f"train.{key}") for key in SETTINGS_HEADER_KEYS])
 
@@ -279,7 +279,7 @@ class TrainView:
         try:
             return api.training_command(self.jobs, **self.request(*controls))
         except ValueError as error:
-            return f"# {translate_message(str(error))}"
+            return f"# {translate(error)}"
 
     # ------------------------------------------------------------------ controls that follow the family
     def family_defaults(self, family):

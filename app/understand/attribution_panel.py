@@ -72,7 +72,7 @@ class AttributionView:
                 baseline="pad", target="", progress=gr.Progress()):
         """(chips HTML, table, HTML file): one row of chips per source; a source that cannot explain this text says
         why in its row."""
-        sources = picked_runs(sources, MAX_SOURCES, "explain")
+        sources = picked_runs(sources, MAX_SOURCES, api.Message("explain"))
         if sentence is None or not str(sentence).strip():
             raise api.LabError("Type a text first: it is empty, e.g. “{example}”.", example=EXAMPLE)
         if method not in METHODS:
@@ -94,10 +94,11 @@ class AttributionView:
                                                      baseline=baseline, target=target or None)
                 result.update(attribution=attribution, title=f"{attribution.family} · {source}")
             except ValueError as error:
-                result["error"] = str(error)
+                result["error"] = api.message_of(error)
             except Exception as error:  # noqa: BLE001 - one broken run must not hide the others' answers
                 logger.exception("attributions of %s failed", source)
-                result["error"] = f"Something went wrong with this run: {type(error).__name__}: {error}"
+                result["error"] = api.Message("Something went wrong with this run: {error_type}: {error}",
+                                              error_type=type(error).__name__, error=str(error))
             results.append(result)
         progress(1.0, desc=tr("probing.progress_done"))
         body = chips_html(results)

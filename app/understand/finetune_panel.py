@@ -46,9 +46,9 @@ import gradio as gr
 from lab_models import api
 
 from app.display import WAKE_TIMER_JS, one_event, rest_when_idle
-from app.errors import readable, user_errors
+from app.errors import user_errors
 from app.i18n.language import current_language, marker, text, tr
-from app.i18n.messages import translate_message
+from app.i18n.messages import translate
 from app.inputs import picked, picked_runs, whole_number
 from app.understand.figures import run_label  # the label the tab's other pickers use
 from app.understand.finetune_figures import (TABLE_COLUMN_WIDTHS, TASKS, accuracy_figure, csv_summary_markdown,
@@ -91,11 +91,12 @@ def scope_choices() -> list[tuple[object, str]]:
     return [(labels[scope], scope) for scope in SCOPES]
 
 
-def _whole(value, name: str, key: str, default: int) -> int:
+def _whole(value, name: api.Message, key: str, default: int) -> int:
     return whole_number(value, name, default, *LIMITS[key])
 
 
-def _optional_real(value, name: str, *, low: float, high: float, allow_zero: bool, example: str) -> float | None:
+def _optional_real(value, name: api.Message, *, low: float, high: float, allow_zero: bool,
+                   example: str) -> float | None:
     """A number, or None for an empty box or "auto" (the default)."""
     if value is None or (isinstance(value, str) and value.strip().lower() in ("", "auto", "default")):
         return None
@@ -105,7 +106,8 @@ def _optional_real(value, name: str, *, low: float, high: float, allow_zero: boo
         raise api.LabError("{name} must be a number such as {example} (or empty for the default), got "
                            "{value!r}.", name=name, example=example, value=value) from None
     if not math.isfinite(number) or number < low or number > high or (number == low and not allow_zero):
-        bound = f"from {low:g}" if allow_zero else f"above {low:g}"
+        bound = (api.Message("from {low:g}", low=low) if allow_zero
+                 else api.Message("above {low:g}", low=low))
         raise api.LabError("{name} must be a number {bound} up to {high:g}, such as {example}, got {value!r}.",
                            name=name, bound=bound, high=high, example=example, value=value)
     return number
@@ -225,8 +227,8 @@ class FinetuneView:
     # ------------------------------------------------------------------ start, stop, watch
     @staticmethod
     def _run_ids(run_ids, required: bool = True) -> list[str]:
-        return picked_runs(run_ids, MAX_RUNS, "fine-tune: runs with weights are listed",
-                           together="fine-tune side by side", required=required)
+        return picked_runs(run_ids, MAX_RUNS, api.Message("fine-tune: runs with weights are listed"),
+                           together=api.Message("fine-tune side by side"), required=required)
 
     def options(self, task, csv_file, text_column, label_column, pair_column, pooling, lm_aux_weight, steps,
                 batch_size, lr, seed) -> tuple[str, dict]:
@@ -241,12 +243,13 @@ class FinetuneView:
         defaults = api.FINETUNE_DEFAULTS
         options = {
             "pooling": pooling,
-            "lm_aux_weight": _optional_real(lm_aux_weight, "λ (the auxiliary LM weight)", low=0.0,
+            "lm_aux_weight": _optional_real(lm_aux_weight, api.Message("λ (the auxiliary LM weight)"), low=0.0,
                                             high=MAX_LM_AUX_WEIGHT, allow_zero=True, example="0 or 0.5"),
-            "steps": _whole(steps, "Steps", "steps", defaults["steps"]),
-            "batch_size": _whole(batch_size, "Batch size", "batch_size", defaults["batch_size"]),
-            "lr": _optional_real(lr, "The learning rate", low=0.0, high=MAX_LR, allow_zero=False, example="1e-3"),
-            "seed": _whole(seed, "Seed", "seed", defaults["seed"]),
+            "steps": _whole(steps, api.Message("Steps"), "steps", defaults["steps"]),
+            "batch_size": _whole(batch_size, api.Message("Batch size"), "batch_size", defaults["batch_size"]),
+            "lr": _optional_real(lr, api.Message("The learning rate"), low=0.0, high=MAX_LR, allow_zero=False,
+                                 example="1e-3"),
+            "seed": _whole(seed, api.Message("Seed"), "seed", defaults["seed"]),
         }
         if task == CSV_TASK:
             path = _file_path(csv_file)
@@ -281,13 +284,10 @@ class FinetuneView:
                 # the weights are kept: the Attributions section explains a fine-tuned classifier's labels from them
                 started.append(api.start_finetune(self.jobs, run_id, task, save_weights=True, **options))
             except ValueError as error:
-                problems.append((run_id, str(error)))
-        # each run's reason in the reader's language ("run: message" has no template of its own)
-        problems = [tr("finetune.problem", run=run_id, error=translate_message(error)) for run_id, error in problems]
+                problems.append(api.Message("{run}: {error}", run=run_id, error=api.message_of(error)))
         if not started:
-            if current_language() == "en":
-                raise ValueError("Nothing was started. " + " ".join(problems))
-            raise gr.Error(readable(tr("finetune.nothing_started", problems=" ".join(problems))))
+            raise api.LabError("Nothing was started. {problems}", problems=api.Joined(problems, " "))
+        problems = [translate(problem) for problem in problems]
         for problem in problems:
             gr.Warning(tr("finetune.not_finetuned", problem=problem))
         shown = self._shown([*started, *self._shown(shown)])[:MAX_SHOWN]

@@ -94,7 +94,7 @@ class SentenceSimilarityView:
 
     def compare(self, run_ids, pooling="mean", per_topic=api.SENTENCE_SIMILARITY_PER_TOPIC, progress=gr.Progress()):
         """(heatmaps figure, same/different bars, table) for the picked runs."""
-        run_ids = picked_runs(run_ids, MAX_RUNS, "compare")
+        run_ids = picked_runs(run_ids, MAX_RUNS, api.Message("compare"))
         pooling = pooling or "mean"
         if pooling not in api.SENTENCE_SIMILARITY_POOLINGS:
             raise api.LabError("Unknown pooling {pooling!r}: choose one of "

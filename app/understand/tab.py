@@ -38,7 +38,7 @@ Endpoints (every event has an `api_name`, so `gradio_client` can drive the tab):
 * `/understand_placeholders_on_load` (page load): -> the empty plots and tables, in the reader's language.
 
 What the server writes here (figures, table headers, progress lines, the attention note, picker entries, messages) is in
-the reader's language (`app.i18n.language.tr`, area `understand`; the backend's notes through app/i18n/explanations.py).
+the reader's language (`app.i18n.language.tr`, area `understand`; the backend's notes through app/i18n/messages.py).
 The pickers' entries ("run · family · step N") are drawn again by the timer's first tick and when the tab is opened.
 """
 from __future__ import annotations
@@ -53,8 +53,8 @@ from lab_models import api
 
 from app.display import cjk_empty_figure, one_event
 from app.errors import user_errors
-from app.i18n.explanations import explain
 from app.i18n.language import current_language, reader_examples, text, tr
+from app.i18n.messages import translate
 from app.inputs import picked, picked_runs, whole_number
 from app.understand import (attribution_panel, finetune_panel, lens_panel, model_view_panel, probe_panel, routing_panel,
                             similarity_panel)
@@ -136,7 +136,7 @@ class UnderstandView:
         return (*self.refresh(fill_runs, embedding_runs, attention_run), tuned, now)
 
     @staticmethod
-    def _run_ids(run_ids, what: str) -> list[str]:
+    def _run_ids(run_ids, what: api.Message) -> list[str]:
         return picked_runs(run_ids, MAX_RUNS, what)
 
     def _facts(self, run_id: str, rows: dict) -> dict:
@@ -153,7 +153,7 @@ class UnderstandView:
     def fill_mask(self, run_ids, text, top_k=DEFAULT_TOP_K, progress=gr.Progress()):
         """One column per run with its top-k predictions per [MASK]; a run that cannot fill masks (or whose input
         is refused) explains why in its column."""
-        run_ids = self._run_ids(run_ids, "fill the masks with")
+        run_ids = self._run_ids(run_ids, api.Message("fill the masks with"))
         if text is None or not str(text).strip():
             raise api.LabError("Type a text first: it is empty. Mark each blank with {mask}, e.g. "
                                "“{example}”.", mask=MASK, example=FILL_MASK_EXAMPLES[0][0])
@@ -174,10 +174,11 @@ class UnderstandView:
                 slots = fill(self.jobs.run_dir(run_id), str(text), top_k=top_k)
                 result["slots"] = [[[str(token), round(float(prob), 6)] for token, prob in slot] for slot in slots]
             except ValueError as error:
-                result["error"] = str(error)
+                result["error"] = api.message_of(error)
             except Exception as error:  # noqa: BLE001 - one broken run must not hide the others' answers
                 logger.exception("fill-mask with %s failed", run_id)
-                result["error"] = f"Something went wrong with this run: {type(error).__name__}: {error}"
+                result["error"] = api.Message("Something went wrong with this run: {error_type}: {error}",
+                                              error_type=type(error).__name__, error=str(error))
             results.append(result)
         progress(1.0, desc=tr("understand.progress_done"))
         return fill_mask_figure(results), fill_mask_table(results), results
@@ -185,7 +186,7 @@ class UnderstandView:
     # ------------------------------------------------------------------ contextual embeddings
     def similarity(self, run_ids, sentence_a, sentence_b, word, progress=gr.Progress()):
         """The word's similarity between the two sentences per layer, one line per run, and the table."""
-        run_ids = self._run_ids(run_ids, "compare")
+        run_ids = self._run_ids(run_ids, api.Message("compare"))
         progress(0.1, desc=tr("understand.progress_reading", count=len(run_ids)))
         frame = api.contextual_similarity([self.jobs.run_dir(r) for r in run_ids], sentence_a, sentence_b, word)
         progress(1.0, desc=tr("understand.progress_done"))
@@ -194,7 +195,7 @@ class UnderstandView:
 
     def projection(self, run_ids, sentences, word, progress=gr.Progress()):
         """One PCA scatter per run of the final-layer token vectors of the sentences (one per line)."""
-        run_ids = self._run_ids(run_ids, "project")
+        run_ids = self._run_ids(run_ids, api.Message("project"))
         lines = [line.strip() for line in str(sentences or "").splitlines() if line.strip()]
         if not lines:
             raise api.LabError("Type the sentences to project, one per line: the box is empty.")
@@ -225,7 +226,7 @@ class UnderstandView:
                      tokens=len(maps.tokens), layers=n_layers, heads=maps.n_heads,
                      streams=", ".join(stream_title(s) for s in streams))
         # a token such as <pad> in the note is text, not an HTML tag
-        note = f"{summary}\n\n{html.escape(explain(maps.note), quote=False)}"
+        note = f"{summary}\n\n{html.escape(translate(maps.note), quote=False)}"
         return (gr.update(choices=[(stream_title(s), s) for s in streams], value=stream),
                 gr.update(maximum=max(n_layers, 2), value=layer, interactive=n_layers > 1),
                 attention_figure(maps, stream, layer), note, attention_details(maps, stream, layer))

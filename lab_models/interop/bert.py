@@ -113,8 +113,8 @@ def check_encoder_exportable(model, family: str, reference: str, *, lm_transform
     require(cfg.norm == "post" and cfg.has_embedding_norm, Message("the run is pre-LN or has no embedding LayerNorm: "
                                                                    "{why}", why=why))
     require(cfg.lm_transform == lm_transform or cfg.embedding_size is not None,
-            Message("the run {has} MLM transform: {why}",
-                    has=Message("has no") if lm_transform else Message("has an"), why=why))
+            Message("the run has no MLM transform: {why}", why=why) if lm_transform
+            else Message("the run has an MLM transform: {why}", why=why))
     require(cfg.n_position_rows == 1 and cfg.decoder_layers == 0 and cfg.query_stream is None,
             Message("the run has 2-D positions, a decoder or a query stream: {why}", why=why))
     return cfg

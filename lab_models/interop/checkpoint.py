@@ -141,11 +141,12 @@ def _shards(folder: Path, index_name: str) -> tuple[Path, ...]:
     names = sorted({str(name) for name in weight_map.values()})
     shards = tuple(inside(folder, name, Message("a shard")) for name in names)
     missing = [path.name for path in shards if not path.is_file()]
+    if len(missing) == 1:
+        raise LabError("the shard index names {missing}, which is not in {folder}: the download is incomplete",
+                       missing=missing[0], folder=folder)
     if missing:
-        raise LabError("the shard index names {missing}, which {verb} "
-                       "not in {folder}: the download is incomplete",
-                       missing=', '.join(missing), verb=Message("is") if len(missing) == 1 else Message("are"),
-                       folder=folder)
+        raise LabError("the shard index names {missing}, which are not in {folder}: the download is incomplete",
+                       missing=", ".join(missing), folder=folder)
     return shards
 
 

@@ -110,11 +110,12 @@ def check_weights(family: str, weights: dict[str, float]) -> None:
     if not on:
         return
     own = [name for name in weights if name not in ADDONS]
+    if not any(weights[name] > 0 for name in own) and len(on) == 1:
+        raise LabError("{on} is an add-on: {family} still needs one of its own objectives ({own}) with a positive "
+                       "weight", on=on[0], family=family, own=", ".join(own))
     if not any(weights[name] > 0 for name in own):
-        raise LabError("{on} {role}: {family} still needs "
-                       "one of its own objectives ({own}) with a positive weight",
-                       on=', '.join(on), role=Message("is an add-on") if len(on) == 1 else Message("are add-ons"),
-                       family=family, own=', '.join(own))
+        raise LabError("{on} are add-ons: {family} still needs one of its own objectives ({own}) with a positive "
+                       "weight", on=", ".join(on), family=family, own=", ".join(own))
     for name in on:
         needed = FAMILY_OBJECTIVE_NEEDED.get((family, name))
         if needed and weights.get(needed, 0.0) <= 0:

@@ -275,9 +275,11 @@ def check_streams(batch: Batch, two_stream: bool, family: str) -> None:
     if has_query != two_stream:
         got = (Message("two streams (content, query)") if has_query
                else Message("the streams {streams}", streams=sorted(batch.attention)))
-        raise LabError("this {family} model reads {streams} but the batch "
-                       "has {got}: build the model and the batches from the same settings",
-                       family=family, streams=Message("two streams") if two_stream else Message("one stream"), got=got)
+        if two_stream:
+            raise LabError("this {family} model reads two streams but the batch has {got}: build the model and the "
+                           "batches from the same settings", family=family, got=got)
+        raise LabError("this {family} model reads one stream but the batch has {got}: build the model and the "
+                       "batches from the same settings", family=family, got=got)
 
 
 def prediction_states(model, batch: Batch) -> torch.Tensor:

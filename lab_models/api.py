@@ -865,6 +865,8 @@ def sweep_points(sweep_ids=None, jobs: RunStore | None = None, *, home=None):
     for column in SWEEP_POINT_COLUMNS:
         if column not in frame:
             frame[column] = None
+    # a failure's message keeps its template (a text column would make it a plain str)
+    frame["message"] = pd.Series([record.get("message") for record in records], index=frame.index, dtype=object)
     return frame[SWEEP_POINT_COLUMNS + [c for c in frame.columns if c not in SWEEP_POINT_COLUMNS]]
 # ================================================================================================ sweep (end)
 

@@ -299,9 +299,11 @@ def messages_restored(data):
             record = data.get(f"{key}{RECORD_SUFFIX}")
             if record is not None:
                 try:
-                    restored[key] = field_from_record(record)
-                except (KeyError, TypeError, ValueError, IndexError):
-                    pass  # a damaged record: the English stays
+                    message = field_from_record(record)
+                except (KeyError, TypeError, ValueError, IndexError, AttributeError):
+                    continue  # a damaged record: the English stays
+                if holds_message(message):
+                    restored[key] = message
         return restored
     if isinstance(data, list):
         return [messages_restored(value) for value in data]

@@ -226,8 +226,8 @@ class CompareView:
             facts = self._run_facts(run_id, rows)
             try:
                 generation = api.generate(self.jobs.run_dir(run_id), prompt, mode=mode, **options)
-            except ValueError as error:
-                message = api.message_of(error)
+            except ValueError as error:  # a library's text (no template) is shown after a word that it is English
+                message = api.as_message(api.message_of(error))
             except Exception as error:  # noqa: BLE001 - one broken run must not hide the others' answers
                 logger.exception("generation with %s failed", run_id)
                 message = api.Message("Something went wrong generating with this run: {error_type}: {error}",

@@ -129,9 +129,9 @@ def _missing_reasons(frame: pd.DataFrame) -> tuple[list[str], dict[tuple[str, st
             numbers[(run, "val_bits_per_byte")] = number(NO_BITS_NOTE)
         for column, note_column in (("fill_mask_accuracy", "fill_mask_note"), ("infill_exact_match", "infill_note"),
                                     ("probe_accuracy", "probe_note")):
-            note = str(row.get(note_column) or "").strip()
-            if note and note.lower() != "nan":  # why it is missing, or what it was based on (sentences skipped)
-                numbers[(run, column)] = number(note)
+            note = row.get(note_column)  # the backend's message: kept whole, for its translation
+            if isinstance(note, str) and note.strip() and note.strip().lower() != "nan":
+                numbers[(run, column)] = number(note)  # why it is missing, or what it was based on (sentences skipped)
         for column in task_columns(frame):
             if pd.isna(row[column]):
                 numbers[(run, column)] = number(f"{NO_TASK_NOTE}:{column[len(ACCURACY_PREFIX):]}")

@@ -387,7 +387,8 @@ def status_markdown(summary: dict | None, log_tail: str = "") -> str:
                               peak=translate(summary["mfu_peak_source"])))
     if numbers:
         lines.append(" · ".join(numbers))
-    message = (summary.get("message") or "").strip()
+    message = summary.get("message") or ""
+    message = message if message.strip() else ""
     if summary.get("state") in ("failed", "died"):
         lines.append(tr(f"train.status_ended_{summary['state']}",
                         message=translate(message) if message else tr("train.status_no_message")))

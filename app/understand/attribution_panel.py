@@ -94,7 +94,7 @@ class AttributionView:
                                                      baseline=baseline, target=target or None)
                 result.update(attribution=attribution, title=f"{attribution.family} · {source}")
             except ValueError as error:
-                result["error"] = api.message_of(error)
+                result["error"] = api.as_message(api.message_of(error))  # a library's text: said to be English
             except Exception as error:  # noqa: BLE001 - one broken run must not hide the others' answers
                 logger.exception("attributions of %s failed", source)
                 result["error"] = api.Message("Something went wrong with this run: {error_type}: {error}",

@@ -77,7 +77,7 @@ class LensView:
                 frame = api.logit_lens(self.jobs.run_dir(run_id), str(sentence), top_k=top_k)
                 result.update(frame=frame, step=frame.attrs.get("step"))
             except ValueError as error:
-                result["error"] = api.message_of(error)
+                result["error"] = api.as_message(api.message_of(error))  # a library's text: said to be English
             except Exception as error:  # noqa: BLE001 - one broken run must not hide the others' answers
                 logger.exception("logit lens of %s failed", run_id)
                 result["error"] = api.Message("Something went wrong with this run: {error_type}: {error}",

@@ -174,7 +174,7 @@ class UnderstandView:
                 slots = fill(self.jobs.run_dir(run_id), str(text), top_k=top_k)
                 result["slots"] = [[[str(token), round(float(prob), 6)] for token, prob in slot] for slot in slots]
             except ValueError as error:
-                result["error"] = api.message_of(error)
+                result["error"] = api.as_message(api.message_of(error))  # a library's text: said to be English
             except Exception as error:  # noqa: BLE001 - one broken run must not hide the others' answers
                 logger.exception("fill-mask with %s failed", run_id)
                 result["error"] = api.Message("Something went wrong with this run: {error_type}: {error}",

@@ -644,9 +644,10 @@ def leaderboard(home=None, corpus: str | None = None, *, max_examples: int = DEF
         frame[name] = pd.to_numeric(frame[name], errors="coerce").astype(float)
     for name in ("steps", "fill_mask_examples", "infill_examples"):
         frame[name] = pd.to_numeric(frame[name], errors="coerce").fillna(0).astype(int)
-    for name in (*NOTE_COLUMNS, "best_probe_layer"):  # a note keeps its message (not `astype(str)`)
-        frame[name] = frame[name].map(lambda value: value if isinstance(value, str) else
-                                      "" if value is None or value != value else str(value))
+    for name in (*NOTE_COLUMNS, "best_probe_layer"):  # a note keeps its message: an object column, not a text one
+        frame[name] = pd.Series([value if isinstance(value := row.get(name), str) else
+                                 "" if value is None or value != value else str(value) for row in rows],
+                                index=frame.index, dtype=object)
     if len(frame):
         frame = frame.sort_values(["corpus", "val_bits_per_byte", "run_id"], na_position="last",
                                   kind="stable").reset_index(drop=True)

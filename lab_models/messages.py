@@ -25,6 +25,11 @@ below `families`, `batch` and `home`).
   texts that cross a process boundary or a file (a trainer's status.json line). `with_records(data)` and
   `messages_restored(data)` do it for a whole JSON document: an entry `key` that holds a message keeps its English,
   for any reader, beside `key_record`, from which a reader of the lab gets the message back.
+- A field's format spec `capitalized` writes it with a capital first letter ("{what:capitalized} is empty").
+
+Deviation from gettext: nothing is marked for extraction; the templates are the literal first arguments of the calls
+of `Message` and `LabError` (tests/message_templates.py finds them by reading the source, the page's catalogue holds
+their translations: app/i18n/messages.py).
 """
 from __future__ import annotations
 

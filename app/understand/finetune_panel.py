@@ -325,7 +325,7 @@ class FinetuneView:
             try:
                 rows.append(api.finetune_status(self.jobs, finetune_id))
             except ValueError as error:
-                rows.append({"finetune_id": finetune_id, "error": str(error)})
+                rows.append({"finetune_id": finetune_id, "error": api.as_message(api.message_of(error))})
         return rows
 
     def progress(self, shown) -> str:

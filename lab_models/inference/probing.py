@@ -70,7 +70,7 @@ from safetensors import safe_open
 from safetensors.torch import load as load_safetensors
 from safetensors.torch import save as save_safetensors
 
-from lab_models.messages import LabError
+from lab_models.messages import LabError, Message
 from lab_models.home import atomic_write_bytes
 from lab_models.inference.loading import TrainedRun, load_run, weights_file
 from lab_models.inference.representations import stream_layers, token_limit
@@ -459,7 +459,8 @@ def probe_layers(run_dir, task: str = "tags", seed: int = 0,
                        labels=list(task_labels(task)), train=int((~held_out).sum()),
                        validation=int(held_out.sum()), cached=features.cached,
                        seconds={"features": features.seconds, "probes": time.perf_counter() - started},
-                       note=f"random-init control: {run.family} built with the run's seed, untrained (step 0)")
+                       note=Message("random-init control: {family} built with the run's seed, untrained (step 0)",
+                                    family=run.family))
     return frame
 
 

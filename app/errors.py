@@ -19,7 +19,7 @@ import gradio as gr
 from gradio.events import EventListener
 
 from app.i18n.language import tr
-from app.i18n.messages import translate_message
+from app.i18n.messages import translate
 
 logger = logging.getLogger(__name__)
 
@@ -64,7 +64,7 @@ def user_errors(handler):
             raise
         except ValueError as error:
             logger.info("%s refused the input: %s", handler.__name__, one_line(str(error)))
-            raise gr.Error(readable(translate_message(str(error))), print_exception=False) from error
+            raise gr.Error(readable(translate(error)), print_exception=False) from error
         except Exception as error:  # keep the app up; say what happened
             logger.exception("unexpected error in %s", handler.__name__)
             raise gr.Error(readable(tr("header.unexpected_error", handler=handler.__name__,

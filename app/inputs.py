@@ -8,24 +8,28 @@ from __future__ import annotations
 
 import math
 
+from lab_models import api
 
-def whole_number(value, name: str, default: int, low: int, high: int) -> int:
-    """`value` as an int in [low, high]; an empty box is `default`.
+
+def whole_number(value, name: api.Message | str, default: int, low: int, high: int) -> int:
+    """`value` as an int in [low, high]; an empty box is `default`. `name` is the control's name: a message (translated
+    with the rest), or a text already in the reader's language.
 
     >>> whole_number("12", "Steps", 5, 1, 100), whole_number("", "Steps", 5, 1, 100), whole_number(3.0, "Seed", 0, 0, 9)
     (12, 5, 3)
     >>> whole_number(2.5, "Layer", 1, 1, 10_000)
     Traceback (most recent call last):
-    ValueError: Layer must be a whole number from 1 to 10,000, got 2.5.
+    lab_models.messages.LabError: Layer must be a whole number from 1 to 10,000, got 2.5.
     """
     if value is None or (isinstance(value, str) and not value.strip()):
         return default
     try:
         number = float(value)
     except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a whole number, got {value!r}.") from None
+        raise api.LabError("{name} must be a whole number, got {value!r}.", name=name, value=value) from None
     if not number.is_integer() or not low <= number <= high:  # inf and nan are not integers
-        raise ValueError(f"{name} must be a whole number from {low:,} to {high:,}, got {value!r}.")
+        raise api.LabError("{name} must be a whole number from {low:,} to {high:,}, got {value!r}.",
+                           name=name, low=low, high=high, value=value)
     return int(number)
 
 
@@ -50,20 +54,22 @@ def picked(values) -> list[str]:
     (['a', 'b'], ['a'], [])
     >>> picked([["a"]])
     Traceback (most recent call last):
-    ValueError: Pick from the list: each choice is one name, got list.
+    lab_models.messages.LabError: Pick from the list: each choice is one name, got list.
     """
     if values is None:
         return []
     if isinstance(values, str):
         values = [values]
     if not isinstance(values, (list, tuple)):
-        raise ValueError(f"Pick from the list: expected a list of names, got {type(values).__name__}.")
+        raise api.LabError("Pick from the list: expected a list of names, got {values_type}.",
+                           values_type=type(values).__name__)
     names = []
     for value in values:
         if value is None:
             continue
         if not isinstance(value, (str, int, float)) or isinstance(value, bool):
-            raise ValueError(f"Pick from the list: each choice is one name, got {type(value).__name__}.")
+            raise api.LabError("Pick from the list: each choice is one name, got {value_type}.",
+                               value_type=type(value).__name__)
         if str(value).strip():
             names.append(str(value).strip())
     return list(dict.fromkeys(names))
@@ -80,19 +86,22 @@ def still_listed(values, listed) -> list[str]:
     return [name for name in picked(values) if name in listed]
 
 
-def picked_runs(run_ids, max_runs: int, purpose: str, *, together: str = "compare side by side",
-                required: bool = True) -> list[str]:
-    """The picked run ids: at least one (when `required`) and at most `max_runs`, else a ValueError that says so.
+def picked_runs(run_ids, max_runs: int, purpose: api.Message, *,
+                together: api.Message = api.Message("compare side by side"), required: bool = True) -> list[str]:
+    """The picked run ids: at least one (when `required`) and at most `max_runs`, else a ValueError that says so
+    (`purpose`, `together`: what the runs are picked for, in words).
 
-    >>> picked_runs(["gpt-a", "gpt-a"], 4, "generate with")
+    >>> picked_runs(["gpt-a", "gpt-a"], 4, api.Message("generate with"))
     ['gpt-a']
-    >>> picked_runs([], 4, "generate with")
+    >>> picked_runs([], 4, api.Message("generate with"))
     Traceback (most recent call last):
-    ValueError: Pick at least one run (up to 4) to generate with.
+    lab_models.messages.LabError: Pick at least one run (up to 4) to generate with.
     """
     ids = picked(run_ids)
     if required and not ids:
-        raise ValueError(f"Pick at least one run (up to {max_runs}) to {purpose}.")
+        raise api.LabError("Pick at least one run (up to {max_runs}) to {purpose}.", max_runs=max_runs,
+                           purpose=purpose)
     if len(ids) > max_runs:
-        raise ValueError(f"Pick at most {max_runs} runs to {together}; {len(ids)} are picked.")
+        raise api.LabError("Pick at most {max_runs} runs to {together}; {n_ids} are picked.",
+                           max_runs=max_runs, together=together, n_ids=len(ids))
     return ids

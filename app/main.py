@@ -32,7 +32,7 @@ from app.explorer import tab as explorer_tab, zoo_panel
 from app.gradio_fixes import GradioFixesMiddleware
 from app.i18n.language import (LANGUAGE_ON_LOAD_JS, LANGUAGE_SWITCH_JS, LANGUAGES, english, lab_i18n,
                                redraw_shown_tab_js, redraw_stale_tab_js, relabel_tabs_js, text, tr)
-from app.i18n.messages import translate_message
+from app.i18n.messages import translate
 from app.leaderboard import tab as leaderboard_tab
 from app.scaling import tab as scaling_tab
 from app.tab_parts import TabParts
@@ -69,14 +69,14 @@ def header_html(device_line: str | None = None, home=None) -> str:
         english_line = precision_text(precision, lambda key, **fields: english(key).format(**fields))
         device_line = (f'{text("header.device")}: {html.escape(precision["device"])} · '
                        f'{html.escape(english("header.precision"))}: {html.escape(english_line)}')
-    title = html.escape(translate_message(precision.get("peak_source") or ""), quote=True)
+    title = html.escape(translate(precision.get("peak_source") or ""), quote=True)
     return (f'<div class="lab-header"><h1>{TITLE}</h1><span class="lab-device" id="lab-device" '
             f'title="{title}">{device_line}</span></div>')
 
 
 def header_html_for_reader(home=None) -> str:
     precision = api.training_precision(home)
-    device = tr("header.device_line", label=tr("header.device"), device=translate_message(precision["device"]))
+    device = tr("header.device_line", label=tr("header.device"), device=translate(precision["device"]))
     line = tr("header.precision_line", device=device, label=tr("header.precision"),
               precision=precision_text(precision))
     return header_html(html.escape(line), home)

@@ -2,6 +2,7 @@
 
 Stages, bottom to top; a stage imports only from the stages below it (tests/test_layout.py keeps it so):
 
+    messages                the Message (English that keeps its template) and the LabError every stage raises
     families, batch, home   the family registry (data), the Batch every builder hands the backbone, the lab home
     text/ , nn/             corpora, tokenizers, token streams | backbone, attention, feed-forward, heads
     objectives/             mask predicates, one batch builder and loss per family, add-ons, the Mask Explorer's data

@@ -19,6 +19,8 @@ from dataclasses import dataclass, field, fields
 
 import torch
 
+from lab_models.messages import LabError
+
 IGNORE_INDEX = -100
 
 
@@ -97,7 +99,7 @@ def _pad_square(masks: list[torch.Tensor], rows: int, cols: int) -> torch.Tensor
 def collate(examples: list[Example], pad_id: int) -> Batch:
     """Pad examples to the longest one and stack them into a Batch."""
     if not examples:
-        raise ValueError("cannot collate an empty list of examples")
+        raise LabError("cannot collate an empty list of examples")
     first = examples[0]
     input_ids = _pad_1d([e.input_ids for e in examples], pad_id)  # (B, T)
     position_ids = _pad_1d([e.position_ids for e in examples], 0)  # (B, T) or (B, 2, T)

@@ -1,5 +1,5 @@
-"""The family registry: every pretraining family the lab knows, as data. It imports nothing of the lab and every
-stage may import it (the bottom of the stack, beside `batch` and `home`).
+"""The family registry: every pretraining family the lab knows, as data. It imports nothing of the lab but its messages
+(lab_models/messages.py) and every stage may import it (the bottom of the stack, beside `batch` and `home`).
 
 Each family has a title, a kind (decoder, encoder, encoder-decoder, two-stream or rnn), its default tokenizer kind,
 the citation of its paper, and its own objectives with their default weights (0 = opt-in). What a family *does* lives
@@ -11,6 +11,8 @@ the page without UI code.
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from lab_models.messages import LabError, Message
 
 
 @dataclass(frozen=True)
@@ -26,15 +28,16 @@ class FamilyRecord:
 
 
 # objective name -> one line for the UI (the family-specific details are in objectives/<family>.py)
-OBJECTIVE_DESCRIPTIONS: dict[str, str] = {
-    "translation": "translation: English -> Chinese on the synthetic corpus's sentence pairs (off at weight 0)",
-    "forward_lm": "ELMo's forward LSTM language model (predicts the next token); 0.5 + 0.5 = the mean of both",
-    "backward_lm": "ELMo's backward LSTM language model (predicts the previous token)",
-    "nmt": "CoVe's English -> Chinese translation of the synthetic sentence pairs (its only objective)",
-    "lm": "ULMFiT's AWD-LSTM language model: stage 1 on the corpus, stage 2 on the task's texts",
-    "classifier": "ULMFiT's stage 3: the task's classifier (concat pooling, gradual unfreezing)",
-    "labelled": "CVT: the primary tagger's cross-entropy on labelled sentences (odd steps)",
-    "unlabelled": "CVT: auxiliary views matching the primary's predictions on unlabelled text (even steps)",
+OBJECTIVE_DESCRIPTIONS: dict[str, Message] = {
+    "translation": Message("translation: English -> Chinese on the synthetic corpus's sentence pairs "
+                           "(off at weight 0)"),
+    "forward_lm": Message("ELMo's forward LSTM language model (predicts the next token); 0.5 + 0.5 = the mean of both"),
+    "backward_lm": Message("ELMo's backward LSTM language model (predicts the previous token)"),
+    "nmt": Message("CoVe's English -> Chinese translation of the synthetic sentence pairs (its only objective)"),
+    "lm": Message("ULMFiT's AWD-LSTM language model: stage 1 on the corpus, stage 2 on the task's texts"),
+    "classifier": Message("ULMFiT's stage 3: the task's classifier (concat pooling, gradual unfreezing)"),
+    "labelled": Message("CVT: the primary tagger's cross-entropy on labelled sentences (odd steps)"),
+    "unlabelled": Message("CVT: auxiliary views matching the primary's predictions on unlabelled text (even steps)"),
 }
 
 # name -> (title, kind, tokenizer, paper, objective names with weights)
@@ -104,6 +107,6 @@ def family_record(name: str) -> FamilyRecord:
     ((('mlm', 1.0), ('nsp', 1.0)), 'encoder-decoder')
     """
     if name not in _FAMILIES:
-        raise ValueError(f"Unknown family {name!r}: choose one of {', '.join(_FAMILIES)}.")
+        raise LabError("Unknown family {name!r}: choose one of {families}.", name=name, families=', '.join(_FAMILIES))
     title, kind, tokenizer, paper, objectives = _FAMILIES[name]
     return FamilyRecord(name, title, kind, tokenizer, paper, objectives)

@@ -16,8 +16,8 @@ it.
     'bert-tiny-20260101-120000-ab12'
     >>> plain_name("../etc")
     Traceback (most recent call last):
-    ValueError: '../etc' is not a name: use letters, digits, '.', '_' and '-' only, starting with a letter or digit (no
-    '/', no '..').
+    lab_models.messages.LabError: '../etc' is not a name: use letters, digits, '.', '_' and '-' only, starting with a
+    letter or digit (no '/', no '..').
 
 The Python API (`lab_models.api`) is a local caller and keeps taking folder paths (docs/contract.md §1); these checks
 are for what arrives from the page.
@@ -29,6 +29,8 @@ import os
 import re
 import tempfile
 from pathlib import Path
+
+from lab_models.messages import LabError, Message, with_records
 
 HOME_ENV_VAR = "PRETRAINING_LAB_HOME"
 DEFAULT_HOME = Path("~/.pretraining-lab")
@@ -66,7 +68,9 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
 
 
 def atomic_write_json(path: str | os.PathLike, obj) -> Path:
-    return atomic_write_text(path, json.dumps(obj, indent=2, ensure_ascii=False, sort_keys=True) + "\n")
+    """`obj` as a JSON file; a message in it is written as its English with its record beside it (`with_records`),
+    so that a reader of the lab gets the message back (`messages_restored`)."""
+    return atomic_write_text(path, json.dumps(with_records(obj), indent=2, ensure_ascii=False, sort_keys=True) + "\n")
 
 
 # ------------------------------------------------------------------------------------------------ names from a request
@@ -87,40 +91,43 @@ def shown(text: str, limit: int = 80) -> str:
     return f"{head}…({len(quoted) - len(head) - len(tail)} more)…{tail}"
 
 
-def plain_name(name, what: str = "name") -> str:
+def plain_name(name, what: Message = Message("name")) -> str:
     """`name` (surrounding spaces removed) when it is one safe path component, else a ValueError that says why: not
     text, empty, too long, or holding anything but letters, digits, '.', '_' and '-' (so no '/', '\\', NUL, control
     characters, and nothing starting with '.' such as '..')."""
     if not isinstance(name, str):
-        raise ValueError(f"A {what} must be text, got {type(name).__name__}.")
+        raise LabError("A {what} must be text, got {name_type}.", what=what, name_type=type(name).__name__)
     name = name.strip()
     if not name:
-        raise ValueError(f"The {what} is empty.")
+        raise LabError("The {what} is empty.", what=what)
     if len(name) > MAX_NAME_CHARS:
-        raise ValueError(f"{shown(name)} is not a {what}: it has {len(name):,} characters, more than "
-                         f"{MAX_NAME_CHARS}.")
+        raise LabError("{name} is not a {what}: it has {length:,} characters, more than "
+                       "{max_name_chars}.",
+                       name=shown(name), what=what, length=len(name), max_name_chars=MAX_NAME_CHARS)
     if not _NAME.fullmatch(name):
-        raise ValueError(f"{shown(name)} is not a {what}: use letters, digits, '.', '_' and '-' only, starting "
-                         "with a letter or digit (no '/', no '..').")
+        raise LabError("{name} is not a {what}: use letters, digits, '.', '_' and '-' only, starting "
+                       "with a letter or digit (no '/', no '..').", name=shown(name), what=what)
     return name
 
 
-def inside(root: str | os.PathLike, path: str | os.PathLike, what: str = "path") -> Path:
+def inside(root: str | os.PathLike, path: str | os.PathLike, what: Message = Message("path")) -> Path:
     """`path` resolved (symlinks followed; relative paths are taken relative to `root`), when it is `root` itself or
     lies under it; else a ValueError. For reading from a folder the user named: nothing outside it is reached, even
     through a symlink inside it."""
     root = Path(root).expanduser().resolve()
     candidate = Path(path).expanduser()
     if "\0" in str(candidate):
-        raise ValueError(f"The {what} contains a NUL character.")
+        raise LabError("The {what} contains a NUL character.", what=what)
     if not candidate.is_absolute():
         candidate = root / candidate
     try:
         resolved = candidate.resolve()
     except (OSError, RuntimeError) as error:  # a symlink loop, a name too long for the file system
-        raise ValueError(f"The {what} {shown(str(path))} cannot be resolved: {error}.") from None
+        raise LabError("The {what} {path} cannot be resolved: {error}.",
+                       what=what, path=shown(str(path)), error=error) from None
     if resolved != root and root not in resolved.parents:
-        raise ValueError(f"The {what} {shown(str(path))} leads outside {root}; only what lies inside it is read.")
+        raise LabError("The {what} {path} leads outside {root}; only what lies inside it is read.",
+                       what=what, path=shown(str(path)), root=root)
     return resolved
 
 
@@ -133,7 +140,7 @@ def is_inside(root: str | os.PathLike, path: str | os.PathLike) -> bool:
     return True
 
 
-def child(root: str | os.PathLike, name, what: str = "name") -> Path:
+def child(root: str | os.PathLike, name, what: Message = Message("name")) -> Path:
     """`root / name` for a request's `name`: `plain_name` first, then the joined path must resolve inside `root`
     (a symlink inside `root` that points elsewhere is refused). Returns the unresolved `root / name`."""
     name = plain_name(name, what)

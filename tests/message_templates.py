@@ -1,83 +1,138 @@
-"""The English message templates that the code raises: every `raise ValueError(<text>)` in `lab_models/` and `app/`,
-with each f-string field (and each `.format` field, and each non-text part of a `+`) written `{}`, the form that
-`app/i18n/messages.py`'s catalogue uses as its keys. A message built from a variable elsewhere is not found here.
+"""The message templates the code builds, found by reading the source: every call of `Message`, `LabError` or a
+subclass of either in `lab_models/` and `app/` (`api.Message(...)` included), with its template, the string literal it
+takes first. A call whose template is not a literal (a variable, an f-string, a `+`) is found too, with no template, so
+that a test can refuse it: nothing escapes the scan. Not template sites: `Joined(...)` (it joins messages made
+elsewhere), `LabError.of(message)` (it raises a message made elsewhere), the calls inside lab_models/messages.py that
+pass a template along, and the calls of a subclass with an `__init__` of its own (its `super().__init__(...)` is the
+site). The settings' help texts are messages too: each is a Settings field's comment (lab_models/objectives/settings.py
+`field_comments`), listed by `settings_help_templates`.
 
-    python -m tests.message_templates lab_models/text/corpora.py ...   # the templates of these files, as JSON
-    python -m tests.message_templates --missing                   # those with no Chinese yet, by file
+    python -m tests.message_templates             # every template and where it is built, as JSON
+    python -m tests.message_templates --missing   # the templates with no Chinese yet
 """
 from __future__ import annotations
 
 import ast
 import json
-import re
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCES = ("lab_models", "app")
-FIELD = "{}"
+MACHINERY = Path("lab_models/messages.py")  # defines Message and LabError: its own calls pass a template along
+MESSAGE_CLASSES = ("Message", "LabError")
+NO_TEMPLATE = ("Joined",)  # message classes whose calls take no template
 
 
-def text_template(node: ast.AST) -> str | None:
-    """The template of an expression that builds a text, or None when it is not one (a variable, a call)."""
-    if isinstance(node, ast.Constant) and isinstance(node.value, str):
-        return node.value
-    if isinstance(node, ast.JoinedStr):
-        parts = []
-        for value in node.values:
-            if isinstance(value, ast.Constant):
-                parts.append(str(value.value))
-            else:
-                parts.append(FIELD)
-        return "".join(parts)
-    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
-        left, right = text_template(node.left), text_template(node.right)
-        if left is None and right is None:
-            return None
-        return (left if left is not None else FIELD) + (right if right is not None else FIELD)
-    if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "format"
-            and isinstance(node.func.value, ast.Constant) and isinstance(node.func.value.value, str)):
-        return re.sub(r"\{[^{}]*\}", FIELD, node.func.value.value)
-    return None
+@dataclass(frozen=True)
+class Site:
+    """One call that builds a message: where, and its template (None when it is not a string literal)."""
+
+    path: str
+    line: int
+    template: str | None
+    call: str  # the call's source, shortened
 
 
-def file_templates(path: Path) -> list[str]:
-    """The templates of `raise ValueError(...)` in one file, in order, without repeats."""
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    found = []
+def callee(node: ast.Call) -> str:
+    func = node.func
+    return func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+
+
+def message_classes(trees: dict[str, ast.Module]) -> tuple[set[str], set[str]]:
+    """(the names of Message, LabError and their subclasses, the subclasses among them with an `__init__` of their
+    own), by class name across the sources."""
+    names = set(MESSAGE_CLASSES) | set(NO_TEMPLATE)
+    own_init: set[str] = set()
+    changed = True
+    while changed:
+        changed = False
+        for tree in trees.values():
+            for node in ast.walk(tree):
+                bases = {base.attr if isinstance(base, ast.Attribute) else getattr(base, "id", "")
+                         for base in getattr(node, "bases", ())}
+                if isinstance(node, ast.ClassDef) and node.name not in names and bases & names:
+                    names.add(node.name)
+                    changed = True
+                if isinstance(node, ast.ClassDef) and node.name in names and any(
+                        isinstance(item, ast.FunctionDef) and item.name in ("__init__", "__new__")
+                        for item in node.body) and node.name not in MESSAGE_CLASSES + NO_TEMPLATE:
+                    own_init.add(node.name)
+    return names, own_init
+
+
+def template_of(node: ast.Call) -> str | None:
+    first = node.args[0] if node.args else None
+    return first.value if isinstance(first, ast.Constant) and isinstance(first.value, str) else None
+
+
+def tree_sites(path: str, tree: ast.Module, names: set[str], own_init: set[str]) -> list[Site]:
+    """The message-building calls of one parsed file."""
+    sites = []
+    machinery = Path(path) == MACHINERY
     for node in ast.walk(tree):
-        if not isinstance(node, ast.Raise) or not isinstance(node.exc, ast.Call):
+        if isinstance(node, ast.ClassDef) and node.name in own_init:
+            for call in ast.walk(node):
+                if isinstance(call, ast.Call) and callee(call) == "__init__" and isinstance(
+                        call.func, ast.Attribute) and isinstance(call.func.value, ast.Call) and callee(
+                        call.func.value) == "super":
+                    sites.append(Site(path, call.lineno, template_of(call), ast.unparse(call)[:160]))
             continue
-        call = node.exc
-        name = call.func.attr if isinstance(call.func, ast.Attribute) else getattr(call.func, "id", "")
-        if name not in ("ValueError", "Error") or not call.args:
+        if not isinstance(node, ast.Call):
             continue
-        template = text_template(call.args[0])
-        if template and template.replace(FIELD, "").strip():
-            found.append(template)
-    return list(dict.fromkeys(found))
+        name = callee(node)
+        if name not in names or name in NO_TEMPLATE or name in own_init:
+            continue
+        template = template_of(node)
+        if machinery and template is None:
+            continue
+        sites.append(Site(path, node.lineno, template, ast.unparse(node)[:160]))
+    return sites
 
 
-def source_files() -> list[Path]:
-    return sorted(path for folder in SOURCES for path in (ROOT / folder).rglob("*.py"))
+def source_trees(root: Path = ROOT) -> dict[str, ast.Module]:
+    return {str(path.relative_to(root)): ast.parse(path.read_text(encoding="utf-8"))
+            for folder in SOURCES for path in sorted((root / folder).rglob("*.py"))}
 
 
-def all_templates() -> dict[str, list[str]]:
-    """{file relative to the repository: its templates} for every source file that raises one."""
-    return {str(path.relative_to(ROOT)): templates for path in source_files() if (templates := file_templates(path))}
+def all_sites(root: Path = ROOT) -> list[Site]:
+    """Every message-building call of lab_models/ and app/."""
+    trees = source_trees(root)
+    names, own_init = message_classes(trees)
+    return [site for path, tree in trees.items() for site in tree_sites(path, tree, names, own_init)]
+
+
+def settings_help_templates() -> dict[str, list[str]]:
+    """{template: [where]} of every family's settings help (their add-ons' included)."""
+    from lab_models import api
+
+    found: dict[str, list[str]] = {}
+    for spec in api.families():
+        for key, help_text in api.family_settings_help(spec.name).items():
+            found.setdefault(help_text.template, []).append(f"settings help: {spec.name}.{key}")
+    return found
+
+
+def code_templates(root: Path = ROOT) -> dict[str, list[str]]:
+    """{template: [where]} of every literal template the code builds, the settings' help included."""
+    found: dict[str, list[str]] = {}
+    for site in all_sites(root):
+        if site.template is not None:
+            found.setdefault(site.template, []).append(f"{site.path}:{site.line}")
+    for template, where in settings_help_templates().items():
+        found.setdefault(template, []).extend(where)
+    return found
 
 
 def main(argv: list[str]) -> int:
+    templates = code_templates()
     if argv[:1] == ["--missing"]:
         sys.path.insert(0, str(ROOT))
         from app.i18n.messages import catalogue
         known = catalogue("zh")
-        missing = {name: [t for t in templates if t not in known] for name, templates in all_templates().items()}
-        json.dump({name: t for name, t in missing.items() if t}, sys.stdout, ensure_ascii=False, indent=1)
-        return 0
-    paths = [ROOT / arg for arg in argv] if argv else source_files()
-    json.dump({str(path.relative_to(ROOT)): file_templates(path) for path in paths}, sys.stdout, ensure_ascii=False,
-              indent=1)
+        templates = {template: where for template, where in templates.items() if template not in known}
+    json.dump(templates, sys.stdout, ensure_ascii=False, indent=1)
     return 0
 
 

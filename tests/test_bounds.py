@@ -12,7 +12,7 @@ from lab_models.inference.finetuning.config import FinetuneConfig
 from lab_models.inference.generation.context import check_decoding
 
 from app.i18n.language import reading_language
-from app.i18n.messages import translate_message
+from app.i18n.messages import translate
 from app.tokenizer_lab.tab import TokenizerLab
 from app.train.tab import SETTINGS_HEADERS, TrainView
 
@@ -53,7 +53,7 @@ def test_the_train_tab_says_the_range_in_the_readers_language(jobs):
         view.request("gpt", "tiny", "", "", 999_999_999_999, 0, "cpu", settings, True, 1.0)
     except ValueError as error:
         with reading_language("zh"):
-            assert translate_message(str(error)).startswith("步数必须是 1 到 10,000,000 之间的整数")
+            assert translate(error).startswith("步数必须是 1 到 10,000,000 之间的整数")
 
 
 def test_vocabulary_sizes_and_sweep_sizes_have_bounds(tmp_path):

@@ -18,7 +18,7 @@ from gradio_client import Client
 
 from app.explorer import zoo_panel
 from app.i18n.language import reading_language
-from app.i18n.messages import backend_text, catalogue
+from app.i18n.messages import catalogue, translate
 from app.scaling import figures as scaling_figures
 from app.train import addon_figures, figures as train_figures, import_panel, switch_figures
 from app.train.tab import SETTINGS_HEADERS, TrainView, settings_overrides
@@ -40,7 +40,8 @@ ROWS = [
 ]
 SWEEP = {"sweep_id": "gpt-sweep-20260101-120000-ab12",
          "config": {"family": "gpt", "switch": False, "sizes": ["16x1", "32x1"]},
-         "status": {"state": "stopped", "step": 2, "total_steps": 2, "message": "stopped: 2 of 2 runs finished"},
+         "status": {"state": "stopped", "step": 2, "total_steps": 2, "message": api.Message(
+             "stopped: {summary}", summary=api.Message("{finished} of {total} runs finished", finished=2, total=2))},
          "points": [{"variant": "dense", "size": "16x1", "state": "finished", "bits_per_byte": 2.0,
                      "non_embedding": 1000, "train_flops": 1e9},
                     {"variant": "dense", "size": "32x1", "state": "finished", "bits_per_byte": 1.5,
@@ -97,7 +98,8 @@ def test_the_loss_lr_and_comparison_figures():
 def test_the_progress_bar_and_the_status_line():
     running = {"run_id": "bert-tiny-1", "state": "running", "step": 5, "total_steps": 10, "tokens_per_s": 1234.5,
                "eta_s": 100, "mfu": None, "flops_per_token": 1e7, "family": "bert", "preset": "tiny", "loss": 2.0,
-               "losses": {"mlm": 1.0, "nsp": 1.0}, "val_loss": 2.1, "message": "training the tokenizer"}
+               "losses": {"mlm": 1.0, "nsp": 1.0}, "val_loss": 2.1,
+               "message": api.Message("tokenizing: training the tokenizer")}  # as the trainer writes it
     english, chinese = both(lambda: train_figures.progress_html(running))
     assert "running" in english and "step <b>5</b> / 10 (50%)" in english and "ETA 1 min 40 s" in english
     assert "运行中" in chinese and "第 <b>5</b> / 10 步（50%）" in chinese and "预计剩余 1 min 40 s" in chinese
@@ -106,16 +108,17 @@ def test_the_progress_bar_and_the_status_line():
     assert english.startswith("**Run** `bert-tiny-1` · bert · preset tiny · corpus preset default · device auto — "
                               "**running**")
     assert chinese.startswith("**运行** `bert-tiny-1` · bert · 预设 tiny · 语料库 预设默认 · 设备 auto — **运行中**")
-    assert "_training the tokenizer_" in english and "_正在训练分词器_" in chinese  # the backend's message
+    assert "_tokenizing: training the tokenizer_" in english and "_分词中：训练分词器_" in chinese  # the backend's
     assert "mlm 1.0000" in chinese and "验证损失 **2.1000**" in chinese
 
-    failed = {"run_id": "r", "state": "failed", "message": "the trainer exited with code 3: boom"}
+    failed = {"run_id": "r", "state": "failed",
+              "message": api.Message("the trainer exited with code {code}: {last_line}", code=3, last_line="boom")}
     english, chinese = both(lambda: train_figures.status_markdown(failed, "Traceback\nboom"))
     assert "**The run failed:** the trainer exited with code 3: boom" in english and "End of its log:" in english
     assert "**运行失败：**训练器以退出码 3 退出：boom" in chinese and "日志末尾：" in chinese
     # a message the catalogue does not know stays as it is, with no "untranslated" lead in a status line
     with reading_language("zh"):
-        assert backend_text("zzz qqq, nothing like it") == "zzz qqq, nothing like it"
+        assert translate("zzz qqq, nothing like it") == "zzz qqq, nothing like it"
     for state, chinese_label in (({"state": "queued", "queue_position": 2}, "排队中（第 2 位）"),
                                  ({"state": "running", "stopping": True}, "正在停止…"),
                                  ({"state": "stopped", "interrupted": True}, "已停止（被中断）"),
@@ -226,7 +229,8 @@ def test_the_import_summary_files_and_zoo_progress():
     runs = [SimpleNamespace(run_id="gpt-1", title="GPT", state="queued", queue_position=3, step=0, total_steps=10,
                             loss=None, val_bits_per_byte=None, message="", fraction=0.0),
             SimpleNamespace(run_id="bert-1", title="BERT", state="failed", queue_position=None, step=5,
-                            total_steps=10, loss=2.0, val_bits_per_byte=None, message="the trainer exited with code 1",
+                            total_steps=10, loss=2.0, val_bits_per_byte=None,
+                            message=api.Message("the trainer exited with code {code}", code=1),
                             fraction=0.5)]
     progress = SimpleNamespace(fraction=0.5, name="tiny", finished=0, runs=runs)
     english, chinese = both(lambda: zoo_panel.zoo_progress_html(progress))
@@ -258,10 +262,12 @@ def test_the_scaling_figure_fits_table_and_status():
     english, chinese = both(lambda: scaling_figures.sweep_label(SWEEP))
     assert english.endswith("· dense · stopped 2/2") and chinese.endswith("· dense · 已停止 2/2")
 
+    message = api.Message("ran past the {minutes:g}-minute limit (--max-minutes): stopped {where}", minutes=5,
+                          where=api.Message("at step {step} of {steps}", step=7, steps=300))
     frame = pd.DataFrame([{"sweep": "s", "variant": "dense", "size": "16x1", "state": "failed", "non_embedding": 1000,
                            "active_non_embedding": 1000, "train_flops": 1e9, "tokens": 5000, "bits_per_byte": None,
-                           "seconds": 3.0, "message": "ran past the 5-minute limit (--max-minutes): stopped at step 7 "
-                                                      "of 300"}])
+                           "seconds": 3.0}])
+    frame["message"] = pd.Series([message], dtype=object)  # as api.sweep_points gives it: the message, not its text
     english, chinese = both(lambda: scaling_figures.points_table(frame))
     assert list(english.columns) == scaling_figures.TABLE_COLUMNS
     assert list(chinese.columns)[:5] == ["扫描", "变体", "规模", "状态", "N（非嵌入参数）"]

@@ -1,5 +1,5 @@
 """What the server writes into the Compare and Understand tabs, in the reader's language (app/i18n/language.py `tr`,
-app/i18n/explanations.py): figures' titles, axes, hover texts and empty-plot notes, table headers, column texts,
+app/i18n/messages.py): figures' titles, axes, hover texts and empty-plot notes, table headers, column texts,
 progress lines, picker entries and the backend's explanations read Chinese for a Chinese reader and exactly as before
 for everyone else. Unit tests of the builders first, then the endpoints of a running app with and without the page's
 language cookie."""
@@ -15,17 +15,25 @@ import torch
 from gradio_client import Client
 
 from app.compare import figures as compare_figures, tab as compare_tab
-from app.i18n.explanations import explain
+from app.i18n.messages import translate
 from app.i18n.language import reading_language
 from app.tokenizer_lab import figures as chips
 from app.understand import routing_panel, similarity_panel as sentence_similarity_panel, tab as understand_tab
+from lab_models import api
+
 from app.understand.figures import (attention_figure, fill_mask_figure, fill_mask_table, layer_title,
                                     projection_figure, run_label, similarity_figure, similarity_table, stream_title)
 
 from .test_probes import SENTENCE, train_tiny_runs
 
 HAN = re.compile(r"[\u4e00-\u9fff]")
-EXPLANATION = "left to right with a KV cache, after [EOS] (a document start); greedy; stopped at [EOS]"
+# as the backend writes it (lab_models/inference/generation/): clauses, each a message
+EXPLANATION = api.Joined([api.Message("left to right {cache}, after [EOS] (a document start)",
+                                      cache=api.Message("with a KV cache")),
+                          api.Message("greedy"), api.Message("stopped at {token}", token="[EOS]")], "; ")
+TOO_LONG = api.Message("{what} is {n} tokens long, but this {title} model can read at most {limit} tokens here (it has "
+                       "{max_positions} positions): shorten it", what=api.Message("the prompt"), n=300, title="GPT",
+                       limit=126, max_positions=128)
 
 
 def generation(**changes):
@@ -58,36 +66,30 @@ def test_a_compare_column_reads_chinese_for_a_chinese_reader_and_as_before_other
 
 def test_a_refusing_family_and_a_refused_input_explain_themselves_in_chinese():
     refusal = generation(mode="infill", supported=False, tokens=[], probs=[], text="",
-                         explanation="GPT reads left to right only and never sees the text after a blank; try "
-                                     "Continue.")
-    message = ("the prompt is 300 tokens long, but this GPT model can read at most 126 tokens here (it has 128 "
-               "positions): shorten it")
+                         explanation=api.Message("{title} reads left to right only and never sees the text after a "
+                                                 "blank; try Continue.", title="GPT"))
+    message = TOO_LONG
     english = compare_figures.generation_column_html(refusal, title="GPT")
     assert "<b>GPT cannot do infilling.</b> GPT reads left to right only" in english
     assert "The prompt is 300 tokens long" in compare_figures.error_column_html("gpt-x", message, title="GPT")
     with reading_language("zh"):
         chinese = compare_figures.generation_column_html(refusal, title="GPT")
         error = compare_figures.error_column_html("gpt-x", message, title="GPT", step=300)
-        unknown = compare_figures.error_column_html("gpt-x", "zzz: nothing like this is written anywhere")
+        unknown = compare_figures.error_column_html("gpt-x", api.as_message("zzz: nothing like this is written "
+                                                                            "anywhere"))  # a library's error
     assert "<b>GPT 不支持“填空”模式。</b> GPT 只从左往右读，看不到空后面的文本；请试试“续写”。" in chinese
-    assert "提示有 300 个 token，但这个 GPT 模型在这里最多只能读 126 个 token（它有 128 个位置）：请缩短" in error
+    assert "提示词有 300 个 token，但这个 GPT 模型在这里最多只能读 126 个 token（它有 128 个位置）：请缩短" in error
     assert "第 300 步" in error and "尚无验证结果" in error
     # a message with no Chinese keeps its English behind a Chinese lead; the fallback title is a word too
     assert HAN.search(unknown) and "zzz: nothing like this is written anywhere" in unknown and ">运行<" in unknown
 
 
 def test_when_every_run_refuses_the_same_way_the_pages_error_is_translated_before_its_capital():
-    """The backend's messages may start in lower case; the catalogue's keys are that English, so the page's error is
-    translated first and capitalized after (a capitalized English sentence would match no key)."""
-    import gradio as gr
-
-    message = ("the prompt is 300 tokens long, but this GPT model can read at most 126 tokens here (it has 128 "
-               "positions): shorten it")
-    english = compare_tab.refusal(message)
+    """The backend's messages may start in lower case: the page's error capitalizes the English (its template's
+    `capitalized` field), and its translation is the message's Chinese."""
+    english = compare_tab.refusal(TOO_LONG)
     assert isinstance(english, ValueError) and str(english).startswith("The prompt is 300 tokens long")
-    with reading_language("zh"):
-        chinese = compare_tab.refusal(message)
-    assert isinstance(chinese, gr.Error) and chinese.message.startswith("提示有 300 个 token")
+    assert translate(english, "zh").startswith("提示词有 300 个 token")
 
 
 def test_the_modes_table_and_the_picker_entries_speak_the_readers_language():
@@ -117,27 +119,35 @@ def test_a_refused_decoding_value_names_the_control_the_reader_sees():
 
 # ------------------------------------------------------------------------------------------------ explanations
 def test_explanations_are_translated_clause_by_clause():
-    assert explain(EXPLANATION) == EXPLANATION  # outside a handler: English, as the backend wrote it
+    assert translate(EXPLANATION) == str(EXPLANATION) == ("left to right with a KV cache, after [EOS] (a document "
+                                                          "start); greedy; stopped at [EOS]")  # outside a handler
     with reading_language("zh"):
-        # a field holding a known piece is translated too (the plan's cache text, the model part of a probe note)
-        assert explain("the model, full attention (every token sees every token). UniLM's bidirectional mode.") == \
-            "模型，全注意力（每个 token 都看到所有 token）。UniLM 的双向模式。"
-        # an unknown clause keeps its English, with no lead-in; the known ones around it are translated
-        assert explain("greedy; zzz unknown clause; stopped after 7 tokens (max_new_tokens)") == \
-            "贪心；zzz unknown clause；写了 7 个 token 后停止（max_new_tokens）"
-        # a template that ends in a field ("... until [EOS], {}") does not swallow the clauses after it
-        translate = ("English -> Chinese: the encoder reads the English, the decoder writes from [BOS] until [EOS], "
-                     "with a KV cache; this run trained translation (weight 1); beam search with 4 beams; "
-                     "stopped at [EOS]")
-        assert explain(translate) == ("英译中：编码器读取英文，解码器从 [BOS] 写到 [EOS]，使用 KV 缓存；这个运行训练过翻译（权重 1）；"
+        # a field that is a message is translated too (the plan's cache text, the model part of a probe note)
+        note = api.Message("{view}. UniLM's bidirectional mode.", view=api.Message(
+            "{part}, full attention (every token sees every token)", part=api.Message("the model")))
+        assert translate(note) == "模型，全注意力（每个 token 都看到所有 token）。UniLM 的双向模式。"
+        # a clause that is no message keeps its English, with no lead-in; the messages around it are translated
+        clauses = api.Joined([api.Message("greedy"), "zzz unknown clause",
+                              api.Message("stopped after {n} tokens (max_new_tokens)", n=7)], "; ")
+        assert translate(clauses) == "贪心；zzz unknown clause；写了 7 个 token 后停止（max_new_tokens）"
+        # clauses inside clauses (a plan's own several) read as one list
+        plan = api.Joined([api.Message("English -> Chinese: the encoder reads the English{prefix}, the decoder writes "
+                                       "from {start} until [EOS], {cache}", prefix="", start="[BOS]",
+                                       cache=api.Message("with a KV cache")),
+                           api.Message("this run trained translation (weight {weight:g})", weight=1.0)], "; ")
+        decoded = api.Joined([plan, api.Message("beam search with {beam_size} beams", beam_size=4),
+                              api.Message("stopped at {token}", token="[EOS]")], "; ")
+        assert str(decoded).startswith("English -> Chinese: the encoder reads the English, the decoder writes from "
+                                       "[BOS] until [EOS], with a KV cache; this run trained translation (weight 1); ")
+        assert translate(decoded) == ("英译中：编码器读取英文，解码器从 [BOS] 写到 [EOS]，使用 KV 缓存；这个运行训练过翻译（权重 1）；"
                                       "束搜索，4 个束；在 [EOS] 处停止")
-    assert explain(EXPLANATION, "zh").endswith("在 [EOS] 处停止")
+    assert translate(EXPLANATION, "zh").endswith("在 [EOS] 处停止")
 
 
 # ------------------------------------------------------------------------------------------------ Understand
 FILL_RESULTS = [{"run_id": "bert-x", "family": "bert", "title": "BERT", "step": 30, "slots": [[[" cat", 0.5]]]},
                 {"run_id": "gpt-x", "family": "gpt", "title": "GPT", "step": 30,
-                 "error": "GPT cannot fill a [MASK]; use a BERT-style run"}]
+                 "error": api.Message("{title} cannot fill a [MASK]; use a BERT-style run", title="GPT")}]
 
 
 def _annotations(figure) -> str:

@@ -5,6 +5,7 @@ a Chinese browser. Tables that the page reads back work whatever language their 
 from __future__ import annotations
 
 import re
+from types import SimpleNamespace
 
 import gradio as gr
 import pandas as pd
@@ -12,15 +13,18 @@ import pytest
 from gradio_client import Client
 
 from app.corpora import tab as corpora_tab
+from app.errors import user_errors
 from app.explorer import tab as mask_explorer_tab
 from app.i18n.language import reading_language
-from app.i18n.messages import UNTRANSLATED_LEAD, translate_message
+from app.i18n.messages import UNTRANSLATED_LEAD, translate
 from app.leaderboard import figures as leaderboard_figures, tab as leaderboard_tab
 from app.tokenizer_lab import tab as tokenizer_tab
 from app.tokenizer_lab.figures import overlap_figure, token_length_figure
 from app.understand import finetune_figures
 from app.understand.finetune_panel import FinetuneView
 from lab_models import api
+from lab_models.inference.generation.context import unsupported_reason
+from lab_models.inference.generation.generate import fill_mask_refusal
 
 HAN = re.compile(r"[\u4e00-\u9fff]")
 UNTRANSLATED = UNTRANSLATED_LEAD["zh"].split("{}")[0]  # the lead of a message the catalogue does not know
@@ -76,7 +80,7 @@ def test_every_batch_builders_rule_and_every_split_note_reads_chinese(tmp_path):
     for spec in api.families():
         if spec.has_anatomy:
             rule = api.anatomy(spec.name, "a b c d e f".split()).rule
-            chinese = translate_message(rule, "zh")
+            chinese = translate(rule, "zh")
             assert HAN.search(chinese) and not chinese.startswith(UNTRANSLATED), (spec.name, rule)
     words = [f"{a}{b}{c}" for a in "abcdefghij" for b in "klmnopqrst" for c in "uvwxyz"]
     tokenizer = api.train_tokenizer("bpe", [" ".join(words[i:i + 12]) for i in range(0, len(words), 12)], 300)
@@ -97,9 +101,10 @@ def test_a_bad_choice_names_the_family_and_reads_chinese(tmp_path):
     explorer = mask_explorer_tab.MaskExplorer(tmp_path)
     with pytest.raises(ValueError, match=r"^BERT: "):
         explore(explorer, "a b c", ["bert"], masked="7")
-    with reading_language("zh"), pytest.raises(gr.Error) as caught:
-        explore(explorer, "a b c", ["bert"], masked="7")
-    assert caught.value.message.startswith("BERT：") and "7" in caught.value.message
+    with reading_language("zh"), pytest.raises(gr.Error) as caught:  # as the page shows it (app/errors.py)
+        explore(SimpleNamespace(explore=user_errors(explorer.explore)), "a b c", ["bert"], masked="7")
+    assert caught.value.message.startswith("BERT：") and "7" in caught.value.message and HAN.search(
+        caught.value.message.split("：", 1)[1])
 
 
 def test_a_chinese_browser_gets_the_mask_explorer_in_chinese_from_the_running_page(tmp_path):
@@ -211,12 +216,11 @@ def leaderboard_frame() -> pd.DataFrame:
         "corpus": ["synthetic"] * 3, "steps": [50, 50, 50], "training_tokens": [1000, 1000, 1000],
         "parameters": [12345, 23456, 3456], "val_bits_per_byte": [2.5, 3.1, nan],
         "fill_mask_accuracy": [nan, 0.25, nan], "infill_exact_match": [nan, nan, nan], "accuracy_topic": [0.5, 0.75, nan],
-        "fill_mask_note": ["GPT reads left to right only and cannot fill a [MASK]; use a BERT-style run (or generate "
-                           "with mode='continue').", "", "CVT cannot fill a [MASK]; use a BERT-style run."],
-        "infill_note": ["GPT reads left to right only and never sees the text after a blank; try Continue.",
-                        "BERT predicts each [MASK] slot on its own and cannot decide how long a blank is; mark one "
-                        "[MASK] per token and use Mask-predict.",
-                        "CVT is a sequence tagger (one tag per word): it predicts no tokens and writes no text."]})
+        # the notes as the backend writes them (lab_models/inference/leaderboard.py): messages, in object columns
+        "fill_mask_note": pd.Series([api.Message("{reason}.", reason=fill_mask_refusal(family))
+                                     if family != "bert" else "" for family in ("gpt", "bert", "cvt")], dtype=object),
+        "infill_note": pd.Series([unsupported_reason(family, "infill") for family in ("gpt", "bert", "cvt")],
+                                 dtype=object)})
     frame.attrs.update(computed=["gpt-a"], cached=["bert-a", "cvt-a"], seconds={"gpt-a": 1.25},
                        settings={"max_examples": 64, "seed": 0})
     return frame
@@ -247,7 +251,7 @@ def test_the_leaderboard_writes_chinese_headers_notes_status_and_figure():
     assert list(table["运行"]) == ["gpt-a", "bert-a", "cvt-a", "平凡基线"]  # data stays as it is; then the baselines
     lines = notes.splitlines()
     assert lines[0] == "**为什么有些得分缺失**"
-    assert lines[1] == ("- (1) fill-mask，**gpt-a**：GPT 只从左到右读，无法填充 [MASK]；请使用 BERT 式的运行"
+    assert lines[1] == ("- (1) fill-mask，**gpt-a**：GPT 只从左往右读，无法填充 [MASK]；请使用 BERT 式的运行"
                         "（或用 mode='continue' 生成）。")
     assert "- (4) 每字节比特，**cvt-a**：没有验证集每字节比特" in notes
     assert not any(line.split("：", 1)[-1].startswith(UNTRANSLATED) for line in lines)  # every reason has its Chinese
@@ -311,7 +315,7 @@ def test_the_finetuning_panel_draws_chinese_for_a_chinese_reader():
     assert defaults.splitlines()[0] == "| 运行 | 模型家族 | auto 时的池化 | 留空时的 λ |"
     assert "last（最后一个 token 的状态；GPT §3.3）" in defaults
     for spec in api.finetune_tasks():  # every built-in task's description has its Chinese
-        assert not translate_message(spec.description, "zh").startswith(UNTRANSLATED), spec.name
+        assert not translate(spec.description, "zh").startswith(UNTRANSLATED), spec.name
     # and English for everyone else, as before
     english = finetune_figures.progress_html([running])
     assert "step <b>5</b> / 10 (50%)" in english and "validation accuracy <b>0.500</b> (step 4)" in english
@@ -327,8 +331,8 @@ def test_a_finetuning_that_cannot_start_says_why_in_the_readers_language(tmp_pat
     args = (["no-such-run"], "topic", None, "", "", "", "auto", "", 10, 8, "", 0)
     with pytest.raises(ValueError, match=r"^Nothing was started\. no-such-run: "):
         view.start(*args)
-    with reading_language("zh"), pytest.raises(gr.Error) as caught:
-        view.start(*args)
+    with reading_language("zh"), pytest.raises(gr.Error) as caught:  # as the page shows it (app/errors.py)
+        user_errors(view.start)(*args)
     assert caught.value.message.startswith("没有启动任何微调。no-such-run：")
     with reading_language("zh"):
         defaults, task = view.notes(["no-such-run"], "sentiment")

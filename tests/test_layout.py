@@ -21,11 +21,12 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 PACKAGES = ("lab_models", "app")
 
-# lab_models' stages, bottom to top: a module may import from its own stage and from the stages below it. The two
-# bottom stages beside each other (text/, nn/) do not import each other.
-STAGES = [("families", "batch", "home"), ("text",), ("nn",), ("objectives",), ("models",), ("training",),
-          ("inference",), ("interop",), ("experiments",), ("api",), ("__main__",)]
-SIDE_BY_SIDE = {"text": 1, "nn": 1}  # same rank: neither may import the other
+# lab_models' stages, bottom to top: a module may import from its own stage and from the stages below it. The
+# modules of the registry stage (families, batch, home) do not import each other, and the two stages beside each other
+# (text/, nn/) do not import each other; `messages` (Message, LabError) is below them all, since every stage raises.
+STAGES = [("messages",), ("families", "batch", "home"), ("text",), ("nn",), ("objectives",), ("models",),
+          ("training",), ("inference",), ("interop",), ("experiments",), ("api",), ("__main__",)]
+SIDE_BY_SIDE = {"text": 2, "nn": 2}  # same rank: neither may import the other
 
 
 def module_name(path: Path) -> str:
@@ -311,5 +312,5 @@ def test_the_top_level_stays_small():
            if p.name not in ("__init__.py", "__main__.py", "__pycache__") and (p.suffix == ".py" or p.is_dir())]
     ui = [p.name for p in (REPO / "app").iterdir()
           if p.name not in ("locales", "__pycache__") and (p.suffix == ".py" or p.is_dir())]
-    assert len(lab) <= 12, sorted(lab)
+    assert len(lab) <= 13, sorted(lab)  # the stages, the registry, batch, home and messages
     assert len(ui) <= 16, sorted(ui)  # main.py, the tabs, the modules they share, tab_parts.py, gradio_fixes.py

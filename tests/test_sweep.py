@@ -16,6 +16,7 @@ from app.scaling.figures import fits_markdown, points_table, scaling_figure
 from lab_models import api
 from lab_models.experiments import sweep as sweep_cli
 from lab_models.experiments.sweep import SweepConfig, fit_power_law, parse_sizes, run_sweep
+from lab_models.messages import messages_restored
 
 
 @pytest.mark.parametrize("exponent, coefficient", [(0.076, 12.0), (0.5, 3.0), (0.05, 1e3)])
@@ -85,8 +86,8 @@ def test_a_failing_size_is_recorded_and_the_rest_train(tmp_path, lab_home_dir):
     assert done["bits_per_byte"] > 0 and done["tokens"] == 2 * 16 * 64 and done["non_embedding"] > 0
     assert done["train_flops"] == 6 * done["active_non_embedding"] * done["tokens"]
     assert "at least 2 points" in record["fits"]["dense"]["parameters"]["error"]  # one finished size: no fit yet
-    saved = json.loads((folder / "sweep.json").read_text())
-    assert saved["points"] == record["points"]
+    saved = json.loads((folder / "sweep.json").read_text())  # each message's English, its record beside it
+    assert "message_record" in saved["points"][1] and messages_restored(saved)["points"] == record["points"]
     status = json.loads((folder / "status.json").read_text())
     assert status["state"] == "finished" and status["message"] == "1 of 2 runs finished"
     # the api reads it like any sweep in the lab home, failures with their message in the table

@@ -18,7 +18,7 @@ A family that cannot do the mode gets a muted box with the backend's explanation
 generation failed on a bad input gets a red box with the message (`cmp-error`).
 
 The words are the reader's (`app.i18n.language.tr`, area `compare`): a Chinese reader gets the column's words, the
-backend's explanation (app/i18n/explanations.py) and its error messages (app/i18n/messages.py) in Chinese; run ids,
+backend's explanation and its error messages (app/i18n/messages.py, clause by clause) in Chinese; run ids,
 family names, tokens and the generated text stay as they are.
 """
 from __future__ import annotations
@@ -27,9 +27,8 @@ import difflib
 import html
 import math
 
-from app.i18n.explanations import explain
 from app.i18n.language import tr
-from app.i18n.messages import translate_message
+from app.i18n.messages import translate
 
 SHADES = 10  # probability bins: cmp-p0 is [0, 0.1), ..., cmp-p9 is [0.9, 1]
 MODE_TITLES = {  # mode -> the key of its title ("continuation", "infilling", "mask-predict", "translation")
@@ -221,7 +220,7 @@ def footer_html(generation) -> str:
             numbers.append(f"<b>{ms:.1f}</b> ms/token" if ms < 100 else f"<b>{ms:,.0f}</b> ms/token")
     except (TypeError, ValueError):
         pass
-    how = (f'<div class="cmp-how">{html.escape(explain(generation.explanation))}</div>'
+    how = (f'<div class="cmp-how">{html.escape(translate(generation.explanation))}</div>'
            if generation.explanation else "")
     return f'<div class="cmp-foot"><div class="cmp-numbers">{" · ".join(numbers)}</div>{how}</div>'
 
@@ -252,13 +251,13 @@ def generation_column_html(generation, *, title: str, val_bits_per_byte=None) ->
                   f'data-mode="{html.escape(generation.mode or "", quote=True)}"')
     note = getattr(generation, "note", "")
     if note:  # Auto mode changed the prompt for this family: say what and why, above the answer
-        head += f'<div class="cmp-auto-note">{html.escape(translate_message(note))}</div>'
+        head += f'<div class="cmp-auto-note">{html.escape(translate(note))}</div>'
     if not generation.supported:
         mode = mode_title(generation.mode)
         refusal = (tr("compare.cannot_do", title=title, mode=mode) if mode
                    else tr("compare.cannot_do_this", title=title))
         body = (f'<div class="cmp-unsupported"><b>{html.escape(refusal)}</b> '
-                f'{html.escape(explain(generation.explanation or ""))}</div>')
+                f'{html.escape(translate(generation.explanation or ""))}</div>')
         return f'<div class="cmp-col" data-state="unsupported" {attributes}>{head}{body}</div>'
     body = generation_body_html(generation) + footer_html(generation)
     return f'<div class="cmp-col" data-state="ok" {attributes}>{head}{body}</div>'
@@ -270,7 +269,7 @@ def error_column_html(run_id: str, message: str, *, title: str = "", family: str
     in the reader's language (`message` is the backend's English)."""
     head = header_html(title=title or family or tr("compare.run_fallback"), run_id=run_id, step=step,
                        val_bits_per_byte=val_bits_per_byte)
-    message = translate_message(message)
+    message = translate(message)
     message = message[:1].upper() + message[1:]  # the backend's messages may start in lower case
     return (f'<div class="cmp-col" data-state="error" data-run="{html.escape(run_id, quote=True)}" '
             f'data-family="{html.escape(family or "", quote=True)}">{head}'

@@ -27,7 +27,7 @@ Endpoints (every event has an `api_name`, so `gradio_client` can drive the tab):
 * `/compare_modes_table_on_load` (page load): -> the table of which family does which mode, in the reader's language.
 
 What the server writes here (the columns, progress lines, picker entries, the modes table, messages) is in the
-reader's language (`app.i18n.language.tr`, area `compare`; the backend's explanations through app/i18n/explanations.py).
+reader's language (`app.i18n.language.tr`, area `compare`; the backend's explanations through app/i18n/messages.py).
 """
 from __future__ import annotations
 
@@ -41,10 +41,10 @@ from lab_models import api
 from app.compare.figures import (error_column_html, generation_column_html, grid_html, latest_val_bits, mode_title,
                                  modes_table_markdown)
 from app.display import PICKER_MIN_WIDTH
-from app.errors import readable, user_errors
+from app.errors import user_errors
 from app.i18n.language import current_language, reader_examples, text, tr
-from app.i18n.messages import translate_message
-from app.inputs import picked_runs, still_listed
+from app.i18n.messages import translate
+from app.inputs import picked, picked_runs, still_listed
 from app.tab_parts import TabParts
 
 logger = logging.getLogger(__name__)
@@ -72,12 +72,12 @@ def _number(value, name: str, default, *, whole: bool):
     try:
         number = float(value)
     except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a number, got {value!r}.") from None
+        raise api.LabError("{name} must be a number, got {value!r}.", name=name, value=value) from None
     if not math.isfinite(number):
-        raise ValueError(f"{name} must be a finite number, got {value!r}.")
+        raise api.LabError("{name} must be a finite number, got {value!r}.", name=name, value=value)
     if whole:
         if not number.is_integer():
-            raise ValueError(f"{name} must be a whole number, got {value!r}.")
+            raise api.LabError("{name} must be a whole number, got {value!r}.", name=name, value=value)
         return int(number)
     return number
 
@@ -168,14 +168,15 @@ class CompareView:
     # ------------------------------------------------------------------ generating
     @staticmethod
     def _run_ids(run_ids) -> list[str]:
-        return picked_runs(run_ids, MAX_RUNS, "generate with")
+        return picked_runs(run_ids, MAX_RUNS, api.Message("generate with"))
 
     @staticmethod
     def _mode(mode) -> str | None:
         if mode in (None, "", AUTO):
             return AUTO  # api.generate's "auto": a task each family can do from the prompt (api.auto_task)
         if mode not in api.GENERATION_MODES:
-            raise ValueError(f"Unknown mode {mode!r}: choose {AUTO} or one of {', '.join(api.GENERATION_MODES)}.")
+            raise api.LabError("Unknown mode {mode!r}: choose {auto} or one of {generation_modes}.",
+                               mode=mode, auto=AUTO, generation_modes=', '.join(api.GENERATION_MODES))
         return mode
 
     def _run_facts(self, run_id: str, rows: dict) -> dict:
@@ -199,8 +200,8 @@ class CompareView:
         decoding value), which is then the page's error."""
         run_ids = self._run_ids(run_ids)
         if prompt is None or not str(prompt).strip():
-            raise ValueError("Type a prompt first: the prompt is empty. For infilling, mark the blank with [MASK] or "
-                             "___; the examples under the prompt show one per mode.")
+            raise api.LabError("Type a prompt first: the prompt is empty. For infilling, mark the blank with [MASK] or "
+                               "___; the examples under the prompt show one per mode.")
         mode = self._mode(mode)
         options = decoding_options(strategy, temperature, top_k, top_p, beam_size, max_new_tokens, seed, iterations,
                                    blank_length)
@@ -212,11 +213,12 @@ class CompareView:
             facts = self._run_facts(run_id, rows)
             try:
                 generation = api.generate(self.jobs.run_dir(run_id), prompt, mode=mode, **options)
-            except ValueError as error:
-                message = str(error)
+            except ValueError as error:  # a library's text (no template) is shown after a word that it is English
+                message = api.as_message(api.message_of(error))
             except Exception as error:  # noqa: BLE001 - one broken run must not hide the others' answers
                 logger.exception("generation with %s failed", run_id)
-                message = f"Something went wrong generating with this run: {type(error).__name__}: {error}"
+                message = api.Message("Something went wrong generating with this run: {error_type}: {error}",
+                                      error_type=type(error).__name__, error=str(error))
             else:
                 columns.append(generation_column_html(generation, title=facts["title"] or generation.family,
                                                       val_bits_per_byte=facts["val_bits_per_byte"]))
@@ -251,15 +253,10 @@ class CompareView:
                 gr.update(visible=beam))
 
 
-def refusal(message: str) -> Exception:
+def refusal(message) -> api.LabError:
     """The page's error when every run refused the input for the same reason: the backend's message, which may start
-    in lower case, with a capital. In English a ValueError (`user_errors` shows it); in another language a `gr.Error`
-    with the message translated before the capital is added, since the catalogue's keys are the backend's own English
-    (app/i18n/messages.py) and the capitalized sentence would match none of them."""
-    translated = translate_message(message)
-    if translated == message:
-        return ValueError(message[:1].upper() + message[1:])
-    return gr.Error(readable(translated[:1].upper() + translated[1:]))
+    in lower case, with a capital (`user_errors` shows it in the reader's language)."""
+    return api.LabError("{reason:capitalized}", reason=api.as_message(message))
 
 
 def runs_info(choices) -> str:

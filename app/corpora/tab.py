@@ -23,7 +23,7 @@ from lab_models import api
 from app.display import STATE_COLORS, WAKE_TIMER_JS, format_duration, rest_when_idle
 from app.errors import user_errors
 from app.i18n.language import marker, text, tr
-from app.i18n.messages import backend_text
+from app.i18n.messages import translate
 from app.tab_parts import TabParts
 
 # The built-in corpora that app/i18n/locales/*/corpora.json "intro" describes; another built-in corpus makes the page
@@ -105,7 +105,7 @@ def tokenize_progress_html(status: dict | None) -> str:
 def tokenize_status_markdown(status: dict | None) -> str:
     if not status:
         return ""
-    message = backend_text(str(status.get("message") or ""))
+    message = translate(status.get("message") or "")
     lines = [message] if message and status.get("state") != "running" else []  # while running, the bar says it
     if status.get("state") == "died" and status.get("log"):
         lines.append("```text\n" + str(status["log"]).replace("```", "'''") + "\n```")
@@ -128,7 +128,7 @@ class CorporaView:
         """The corpus card: a table of facts, the language mix and a sample. A linked corpus too big to load is
         described from its files and its beginning (counts that need all of it say so, until it is tokenized)."""
         if not name:
-            raise ValueError("Choose a corpus.")
+            raise api.LabError("Choose a corpus.")
         card = api.corpus_overview(api.corpus_name(name, home=self.home), home=self.home)
         facts = {k: card[k] for k in CARD_FIELDS if k in card}
         if facts.get("source") in SOURCES:
@@ -162,7 +162,7 @@ class CorporaView:
 
     def import_file(self, file_path, name, column):
         if not file_path:
-            raise ValueError("Upload a .txt, .md, .jsonl or .csv file first.")
+            raise api.LabError("Upload a .txt, .md, .jsonl or .csv file first.")
         corpus = api.import_corpus(file_path, name=(name or None), text_column=(column or None), home=self.home)
         table, sample = self.card(corpus.name)
         return (tr("corpora.imported", name=corpus.name, train=len(corpus.train), validation=len(corpus.validation)),
@@ -189,7 +189,7 @@ class CorporaView:
     # ------------------------------------------------------------------ tokenizing
     def tokenize(self, name, family, preset):
         if self.tokenize_jobs is None:
-            raise ValueError("This page has no tokenize worker; start the app with python app.py.")
+            raise api.LabError("This page has no tokenize worker; start the app with python app.py.")
         job_id = api.start_tokenizing(self.tokenize_jobs, name, family=family or "gpt", preset=preset or "tiny")
         return (job_id,) + self.tokenize_view(job_id)
 
@@ -202,7 +202,7 @@ class CorporaView:
 
     def stop_tokenizing(self, job_id):
         if not job_id:
-            raise ValueError("Start a tokenization first.")
+            raise api.LabError("Start a tokenization first.")
         api.stop_tokenizing(self.tokenize_jobs, job_id)
         return self.tokenize_view(job_id)
 

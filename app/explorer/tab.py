@@ -21,10 +21,10 @@ import gradio as gr
 from lab_models import api
 
 from app.display import tokenizer_kind_choices, tokenizer_title
-from app.errors import CLEARED_ON_ERROR, readable, user_errors
+from app.errors import CLEARED_ON_ERROR, user_errors
 from app.explorer.figures import anatomy_figure, anatomy_table, stream_density
 from app.i18n.language import current_language, marker, text, tr
-from app.i18n.messages import translate_message
+from app.i18n.messages import translate
 from app.tab_parts import PageLoad, TabParts
 
 MAX_FAMILIES = 4  # app/i18n/locales/*/explorer.json "families" says "up to 4"
@@ -46,7 +46,8 @@ def parse_positions(text: str) -> list[int] | None:
     try:
         return [int(part) for part in re.split(r"[,\s]+", text.strip()) if part]
     except ValueError:
-        raise ValueError(f"Positions must be whole numbers separated by commas, e.g. 1, 4; got {text!r}.") from None
+        raise api.LabError("Positions must be whole numbers separated by commas, e.g. 1, 4; got {text!r}.",
+                           text=text) from None
 
 
 def parse_spans(text: str) -> list[tuple[int, int]] | None:
@@ -57,8 +58,8 @@ def parse_spans(text: str) -> list[tuple[int, int]] | None:
     for part in [p for p in re.split(r"[,;\s]+", text.strip()) if p]:
         match = re.fullmatch(r"(-?\d+)\s*[:\-]\s*(-?\d+)", part)
         if not match:
-            raise ValueError(f"Write spans as start:end (0-based, end excluded), e.g. 1:3, 5:6; could not read "
-                             f"{part!r}.")
+            raise api.LabError("Write spans as start:end (0-based, end excluded), e.g. 1:3, 5:6; could not read "
+                               "{part!r}.", part=part)
         spans.append((int(match.group(1)), int(match.group(2))))
     return spans
 
@@ -108,7 +109,7 @@ def split_rule_text(split, text: str, tokenizer_kind: str | None = None) -> str:
         return tr("explorer.note_wide", words=words, s="s" if words != 1 else "")
     if split.mode == "tokenizer" and tokenizer_kind in api.TOKENIZER_KINDS:
         return tr("explorer.note_tokenizer", tokenizer=tokenizer_title(tokenizer_kind))
-    return translate_message(split.note)
+    return translate(split.note)
 
 
 class MaskExplorer:
@@ -132,12 +133,14 @@ class MaskExplorer:
                 shuffle, two_stream=True):
         families = list(families or [])
         if not families:
-            raise ValueError("Tick at least one family to draw.")
+            raise api.LabError("Tick at least one family to draw.")
         if len(families) > MAX_FAMILIES:
-            raise ValueError(f"Pick at most {MAX_FAMILIES} families to compare side by side.")
+            raise api.LabError("Pick at most {max_families} families to compare side by side.",
+                               max_families=MAX_FAMILIES)
         unknown = [f for f in families if f not in self.specs]
         if unknown:
-            raise ValueError(f"Unknown family {unknown[0]!r}: choose from {', '.join(self.specs)}.")
+            raise api.LabError("Unknown family {unknown!r}: choose from {specs}.",
+                               unknown=unknown[0], specs=', '.join(self.specs))
         split = self.split(text, tokenizer_kind)
         tokens = split.tokens
         outputs = []
@@ -150,17 +153,12 @@ class MaskExplorer:
                 choices["settings"] = {"two_stream": False}
             try:
                 anatomy = api.anatomy(family, tokens, seed=int(seed or 0), **choices)
-            except ValueError as error:
-                if current_language() == "en":
-                    raise ValueError(f"{spec.title}: {error}") from error
-                # the family's name, then the backend's message in the reader's language (a "Title: message" has
-                # no template of its own in the catalogue)
-                raise gr.Error(readable(tr("explorer.family_error", family=spec.title,
-                                           error=translate_message(str(error))))) from error
+            except ValueError as error:  # the family's name, then what it says
+                raise api.LabError("{title}: {error}", title=spec.title, error=error) from error
             densities = " · ".join(f"{s}: {stream_density(m):.2f}" for s, m in anatomy.attention.items())
             used = ", ".join(f"{k}={v}" for k, v in anatomy.choices.items()) or tr("explorer.choices_none")
             header = (tr("explorer.header_title", title=spec.title, kind=kind_title(spec.kind)) + "\n"
-                      + translate_message(anatomy.rule) + "\n\n" + tr("explorer.header_density", densities=densities)
+                      + translate(anatomy.rule) + "\n\n" + tr("explorer.header_density", densities=densities)
                       + "  \n" + tr("explorer.header_choices", used=used))
             if leak:
                 header += "\n\n" + LEAK_NOTE

@@ -30,7 +30,7 @@ from lab_models import api
 from app.display import STATE_COLORS, WAKE_TIMER_JS, rest_when_idle, state_word
 from app.errors import user_errors
 from app.i18n.language import marker, text, tr
-from app.i18n.messages import backend_text
+from app.i18n.messages import translate
 from app.tab_parts import PageLoad, TabParts
 
 REFRESH_S = 2.0
@@ -67,7 +67,7 @@ def zoo_progress_html(progress) -> str:
             numbers.append(tr("zoo.loss", value=f"{run.loss:.2f}"))
         if run.val_bits_per_byte is not None:
             numbers.append(f"{run.val_bits_per_byte:.2f} bits/byte")
-        title = html.escape(backend_text(run.message)) if state == "failed" else html.escape(run.run_id or "")
+        title = html.escape(translate(run.message)) if state == "failed" else html.escape(run.run_id or "")
 
         rows.append(
             f'<div class="zoo-run zoo-{html.escape(state.replace(" ", "-"))}" title="{title}">'

@@ -1,34 +1,37 @@
-"""The backend's messages in the reader's language: `lab_models` writes its errors and status lines in English (it is
-a Python library, and its API users read English); the page shows them in Chinese to a Chinese reader.
+"""The lab's messages in the reader's language: `lab_models` writes its errors, status lines, notes and explanations as
+`Message`s (English that keeps its `str.format` template and fields, lab_models/messages.py); the page translates the
+template first and formats it after, so no finished message is ever read back.
 
-The Chinese lives in `app/i18n/locales/zh/messages/*.json`, one JSON object per file whose keys are the English
-templates, as the backend's code writes them with every `{...}` field of an f-string as `{}`, and whose values are the
-Chinese with the same fields as `{}` (in order) or `{0}`, `{1}`, ... (reordered). A message is matched against the
-templates (longest fixed text first), and its fields are carried over, themselves translated when they are messages too:
+The catalogue follows gettext's convention: the English template is the message's id. English needs no catalogue (the
+template is the text); the Chinese lives in `app/i18n/locales/zh/messages/*.json`, one JSON object per file from the
+English template to the Chinese one, with the same named fields (their order is the language's):
 
-    "Unknown family 'gpx': choose one of gpt, bert."  matches  "Unknown family {}: choose one of {}."
-    -> "未知的模型家族 'gpx'：可选 gpt, bert。"
+    "Unknown family {name!r}: choose one of {families}."  ->  "未知的模型家族 {name!r}：可选 {families}。"
 
-`tests/test_i18n_messages.py` reads every `raise ValueError(...)` of `lab_models/` and `app/` and checks that each
-one has its Chinese. A message with no template (built from a variable, or from a library) keeps its English after a
-Chinese lead-in, so a reader still learns what went wrong.
+`translate(message)` formats the translation with the message's fields; a field that is a message itself (a control's
+name such as "Steps", a run's failure inside "gpt-1: ...") is translated the same way, and a `Joined` list of messages
+(an explanation's clauses) is joined with the language's own joiner ("；" for "; "). Other fields (numbers, paths,
+what the user typed, family names) are shown as they are. A plain `str` is looked up whole as a template without
+fields (a stage name read back from metrics.jsonl), else shown as it is; an exception that is not a `LabError` (a
+library's, English only) is shown after a lead-in saying that it is English.
 
-Deviation from gettext: the backend is not marked up for translation; the English text is the key, so changing an
-English message means changing its key here too (the test says which).
+`tests/test_i18n_messages.py` finds every message the code builds (an AST scan of `lab_models/` and `app/`) and checks
+that each has its Chinese, with the same fields.
 """
 from __future__ import annotations
 
 import json
-import re
+import string
 from functools import lru_cache
 from pathlib import Path
 
+from lab_models.api import Joined, LabError, Message
+
 from app.i18n.language import LOCALES, current_language
 
-FIELD = "{}"
-MIN_FIXED_CHARS = 6  # a template with less fixed text than this would match nearly anything
-MAX_MATCHED_CHARS = 4000  # longer messages (quoting a whole input) keep their English: matching them is not worth it
-UNTRANSLATED_LEAD = {"zh": "出错了（原文为英文）：{}"}
+UNTRANSLATED_LEAD = {"zh": "出错了（原文为英文）：{}"}  # before an exception's English that has no template
+JOINERS = {"zh": {"; ": "；", " ": "", ", ": "，", " or ": " 或 "}}  # a Joined's separator, per language
+CAPITALIZED = "capitalized"  # a field's format spec in an English template: the field with a capital first letter
 
 
 def catalogue_files(language: str) -> list[Path]:
@@ -37,102 +40,73 @@ def catalogue_files(language: str) -> list[Path]:
 
 @lru_cache(maxsize=4)
 def catalogue(language: str) -> dict[str, str]:
-    """{English template: translation} for `language`, from all of its message files (empty for English)."""
+    """{English template: translated template} for `language`, from all of its message files (empty for English)."""
     entries: dict[str, str] = {}
     for path in catalogue_files(language):
         data = json.loads(path.read_text(encoding="utf-8"))
         if not isinstance(data, dict) or not all(isinstance(v, str) for v in data.values()):
-            raise ValueError(f"{path} must be one JSON object of English template -> translation.")
+            raise ValueError(f"{path} must be one JSON object of English template -> translated template.")
         entries.update(data)
     return entries
 
 
-def template_pattern(template: str) -> re.Pattern:
-    """The regular expression that an English template's messages match: fixed text as is, each `{}` any text."""
-    parts = template.split(FIELD)
-    return re.compile("(.*?)".join(re.escape(part) for part in parts), re.DOTALL)
+class _Formatter(string.Formatter):
+    """`str.format`, with the `capitalized` spec of the lab's messages understood for any text."""
+
+    def format_field(self, value, format_spec):
+        if format_spec == CAPITALIZED:
+            text = str(value)
+            return text[:1].upper() + text[1:]
+        return super().format_field(value, format_spec)
 
 
-def fixed_chars(template: str) -> int:
-    return len(template.replace(FIELD, ""))
+FORMATTER = _Formatter()
 
 
-@lru_cache(maxsize=4)
-def compiled_templates(language: str) -> list[tuple[re.Pattern, str, str]]:
-    """(pattern, translation, first fixed text) per template, the longest fixed text first (the most specific)."""
-    templates = sorted((t for t in catalogue(language) if fixed_chars(t) >= MIN_FIXED_CHARS),
-                       key=lambda t: (-fixed_chars(t), t.count(FIELD)))  # the most fixed text, then the fewest fields
-    return [(template_pattern(t), catalogue(language)[t], t.split(FIELD)[0]) for t in templates]
+def translate(message, language: str | None = None) -> str:
+    """`message` (a `Message`, a `LabError`, another exception or a plain `str`) in `language` (default: the
+    reader's, `app.i18n.language.current_language`).
 
-
-def translate_message(message: str, language: str | None = None, *, _depth: int = 0) -> str:
-    """`message` (English, from the backend) in `language` (default: the reader's,
-    `app.i18n.language.current_language`).
-
-    >>> translate_message("Unknown family 'gpx': choose one of gpt, bert.", "en")
-    "Unknown family 'gpx': choose one of gpt, bert."
+    >>> translate(LabError("Unknown family {name!r}: choose one of {families}.", name="gpx", families="gpt, bert"),
+    ...           "zh")
+    "未知的模型家族 'gpx'：可选 gpt, bert。"
+    >>> translate(LabError("Choose a corpus first."), "en")
+    'Choose a corpus first.'
     """
     language = language or current_language()
+    if isinstance(message, BaseException) and not isinstance(message, LabError):
+        text = str(message)
+        lead = UNTRANSLATED_LEAD.get(language)
+        return lead.format(text) if lead and text else text
+    if isinstance(message, LabError):
+        message = message.message
+    if message is None:
+        return ""
     if language == "en" or not message:
-        return message
-    translated = _translated(message, language, _depth)
-    if translated is not None:
-        return translated
-    if _depth:
-        return message
-    lead = UNTRANSLATED_LEAD.get(language)
-    return lead.format(message) if lead else message
+        return str(message)
+    return _translated(message, language)
 
 
-def backend_text(english: str) -> str:
-    """A sentence from `lab_models` that is no error (a run's status message, a stage's name) in the reader's language
-    when the catalogue has it, else as it is: unlike `translate_message`, no "untranslated" lead.
-
-    >>> backend_text("stopped before it started")
-    'stopped before it started'
-    """
-    if not english or current_language() == "en":
-        return english
-    translated = translate_message(english)
-    lead = UNTRANSLATED_LEAD.get(current_language())
-    return english if lead and translated == lead.format(english) else translated
-
-
-def _translated(message: str, language: str, depth: int) -> str | None:
-    if len(message) > MAX_MATCHED_CHARS:
-        return None
+def _translated(message, language: str) -> str:
+    if isinstance(message, Joined):
+        joiner = JOINERS.get(language, {}).get(message.separator, message.separator)
+        return joiner.join(_translated(part, language) for part in message.parts)
     known = catalogue(language)
-    if FIELD not in message and message in known:  # a whole text with no fields (or a control's name as a field)
-        return known[message].format()
-    for pattern, translation, start in compiled_templates(language):
-        if not message.startswith(start):
-            continue
-        match = pattern.fullmatch(message)
-        if match is None:
-            continue
-        fields = tuple(_field(field, language, depth) for field in match.groups())
-        try:
-            return translation.format(*fields)
-        except (IndexError, KeyError, ValueError):
-            return None
-    # "<name>: <message>" (a run's or a family's message in a list of them): the name as is, the message translated
-    named = NAMED_MESSAGE.fullmatch(message)
-    if named is not None:
-        inner = _translated(named.group(2), language, depth + 1)
-        if inner is not None:
-            return f"{named.group(1)}：{inner}"
-    return None
-
-
-NAMED_MESSAGE = re.compile(r"([^\s:]{1,80}): (.+)", re.DOTALL)
-
-
-def _field(field: str, language: str, depth: int) -> str:
-    """A message's field in `language`: a control's name or a fixed phrase exactly as the catalogue has it, a
-    nested message (up to two levels), else as it is (a path, a number, a list of choices, what the user typed)."""
-    known = catalogue(language)
-    if FIELD not in field and field in known:
-        return known[field].format()
-    if depth < 2 and len(field) > 12:
-        return translate_message(field, language, _depth=depth + 1)
-    return field
+    if isinstance(message, Message):
+        fields = {name: _translated(value, language) if isinstance(value, Message) else value
+                  for name, value in message.fields.items()}
+        for template in (known.get(message.template), message.template):  # a template with no entry: its English
+            if template is not None:
+                try:
+                    return FORMATTER.format(template, **fields)
+                except (KeyError, IndexError, ValueError):
+                    continue
+        return str(message)
+    text = str(message)
+    template = known.get(text.replace("{", "{{").replace("}", "}}"))  # a plain text that is a template without fields
+    if template is None:
+        return text
+    try:
+        return FORMATTER.format(template)
+    except (KeyError, IndexError, ValueError):
+        return text

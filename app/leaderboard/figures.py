@@ -28,7 +28,7 @@ from plotly.subplots import make_subplots
 
 from app.display import FONT, cjk_empty_figure, family_color
 from app.i18n.language import tr
-from app.i18n.messages import translate_message
+from app.i18n.messages import translate
 
 MISSING = "—"
 # column of api.leaderboard -> (header in the page (English), whether lower is better); accuracy_<task> columns are
@@ -129,9 +129,9 @@ def _missing_reasons(frame: pd.DataFrame) -> tuple[list[str], dict[tuple[str, st
             numbers[(run, "val_bits_per_byte")] = number(NO_BITS_NOTE)
         for column, note_column in (("fill_mask_accuracy", "fill_mask_note"), ("infill_exact_match", "infill_note"),
                                     ("probe_accuracy", "probe_note")):
-            note = str(row.get(note_column) or "").strip()
-            if note and note.lower() != "nan":  # why it is missing, or what it was based on (sentences skipped)
-                numbers[(run, column)] = number(note)
+            note = row.get(note_column)  # the backend's message: kept whole, for its translation
+            if isinstance(note, str) and note.strip() and note.strip().lower() != "nan":
+                numbers[(run, column)] = number(note)  # why it is missing, or what it was based on (sentences skipped)
         for column in task_columns(frame):
             if pd.isna(row[column]):
                 numbers[(run, column)] = number(f"{NO_TASK_NOTE}:{column[len(ACCURACY_PREFIX):]}")
@@ -143,7 +143,7 @@ def _reason_text(reason: str) -> str:
         return tr(f"leaderboard.{NO_BITS_NOTE}")
     if reason.startswith(NO_TASK_NOTE + ":"):
         return tr(f"leaderboard.{NO_TASK_NOTE}", task=reason.split(":", 1)[1])
-    return translate_message(reason)
+    return translate(reason)
 
 
 def notes_markdown(frame: pd.DataFrame) -> str:

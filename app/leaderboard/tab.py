@@ -126,7 +126,8 @@ class LeaderboardView:
     def rank_zoo(self, zoo, max_examples=api.LEADERBOARD_DEFAULT_EXAMPLES, seed=0, progress=gr.Progress()):
         """The leaderboard of one zoo's runs (one per family), with the same outputs as `compute`."""
         if not zoo:
-            raise ValueError("No zoo to rank yet: press Train the demo zoo on the first tab (or run python -m lab_models zoo).")
+            raise api.LabError("No zoo to rank yet: press Train the demo zoo on the first tab (or run python -m "
+                               "lab_models zoo).")
         return self.compute(None, max_examples, seed, progress, zoo=str(zoo))
 
     def compute(self, corpus, max_examples=api.LEADERBOARD_DEFAULT_EXAMPLES, seed=0, progress=gr.Progress(),
@@ -134,9 +135,9 @@ class LeaderboardView:
         """(status, display table, notes, figure, CSV file) for the runs on `corpus` (or of `zoo`); progress per
         run."""
         chosen = None if corpus in (None, "", ALL_CORPORA) else str(corpus)
-        max_examples = whole_number(max_examples, "Held-out sentences", api.LEADERBOARD_DEFAULT_EXAMPLES, 1,
+        max_examples = whole_number(max_examples, api.Message("Held-out sentences"), api.LEADERBOARD_DEFAULT_EXAMPLES, 1,
                               api.LEADERBOARD_MAX_EXAMPLES)
-        seed = whole_number(seed, "Seed", 0, 0, 2**31 - 1)
+        seed = whole_number(seed, api.Message("Seed"), 0, 0, 2**31 - 1)
 
         def report(done: int, total: int, message: str) -> None:
             progress(done / max(total, 1), desc=tr("leaderboard.progress_evaluating", run=message) if done < total

@@ -24,7 +24,7 @@ from plotly.subplots import make_subplots
 
 from app.display import empty_figure, family_color, state_word
 from app.i18n.language import marker, text, tr
-from app.i18n.messages import backend_text
+from app.i18n.messages import translate
 
 SWEEP_COLORS = ("#2563eb", "#ea580c", "#16a34a", "#db2777", "#0891b2", "#7c3aed")  # dense, switch per sweep
 VARIANT_SYMBOLS = {"dense": "circle", "switch": "diamond"}
@@ -126,7 +126,7 @@ def fits_markdown(sweeps: list[dict]) -> str:
                 parts.append(tr("scaling.fits_law", against=against, exponent=f"{law['exponent']:.3f}",
                                 r2=f"{law['r2']:.2f}", points=law["points"]) if "exponent" in law
                              else tr("scaling.fits_none", against=against,
-                                     why=backend_text(str(law["error"])) if "error" in law
+                                     why=translate(law["error"]) if "error" in law
                                      else tr("scaling.fits_no_points")))
 
             lines.append(tr("scaling.fits_line", sweep_id=sweep["sweep_id"], family=family, variant=variant,
@@ -157,7 +157,7 @@ def points_table(frame: pd.DataFrame) -> pd.DataFrame:
                         f"{int(row['active_non_embedding']):,}" if _sci(row.get("active_non_embedding")) else "",
                         _sci(row.get("train_flops")), f"{int(row['tokens']):,}" if _sci(row.get("tokens")) else "",
                         f"{bpb:.4f}" if _sci(bpb) else "", _sci(row.get("seconds")),
-                        "" if row.get("state") == "finished" else backend_text(row.get("message") or "")])
+                        "" if row.get("state") == "finished" else translate(row.get("message") or "")])
     return pd.DataFrame(records, columns=table_columns())
 
 
@@ -189,7 +189,7 @@ def status_html(sweeps: list[dict]) -> str:
         rows.append(f'<div class="sweep-status" data-state="{html.escape(str(status.get("state")))}">'
                     f'<b>{html.escape(sweep["sweep_id"])}</b> · '
                     f'{html.escape(state_word(state) if isinstance(state, str) else str(state))} · '
-                    f'{html.escape(runs_done)} · {html.escape(backend_text(str(status.get("message") or "")))}'
+                    f'{html.escape(runs_done)} · {html.escape(translate(status.get("message") or ""))}'
 
                     f'<div class="train-bar"><div class="train-bar-fill" style="width:{fraction * 100:.0f}%">'
                     f'</div></div></div>')

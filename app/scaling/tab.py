@@ -29,7 +29,7 @@ from lab_models import api
 from app.display import PICKER_MIN_WIDTH, WAKE_TIMER_JS, one_event, rest_when_idle
 from app.errors import user_errors
 from app.i18n.language import current_language, text
-from app.i18n.messages import translate_message
+from app.i18n.messages import translate
 from app.inputs import picked as picked_names
 from app.scaling.figures import TABLE_COLUMNS, fits_markdown, points_table, scaling_figure, status_html, sweep_label
 from app.tab_parts import TabParts
@@ -49,7 +49,7 @@ class ScalingView:
     def _kwargs(self, family, sizes, steps, preset, switch, n_experts, capacity_factor, expert_every, max_minutes,
                 device, seed) -> dict:
         if not family:
-            raise ValueError("Choose a family to sweep.")
+            raise api.LabError("Choose a family to sweep.")
         return {"family": family, "sizes": sizes or "", "steps": int(steps or 0), "preset": preset or "tiny",
                 "switch": bool(switch), "n_experts": int(n_experts or 8),
                 "capacity_factor": float(capacity_factor or 0),
@@ -61,7 +61,7 @@ class ScalingView:
             kwargs = self._kwargs(*controls)
             return api.sweep_command(self.jobs, kwargs.pop("family"), kwargs.pop("sizes"), **kwargs)
         except ValueError as error:
-            return f"# {' '.join(translate_message(str(error)).split())}"
+            return f"# {' '.join(translate(error).split())}"
 
     def start(self, *controls):
         kwargs = self._kwargs(*controls)
@@ -73,7 +73,7 @@ class ScalingView:
         active = [s for s in _ids(picked) if (sweeps.get(s, {}).get("status") or {}).get("state") in ("queued",
                                                                                                       "running")]
         if not active:
-            raise ValueError("None of the picked sweeps is queued or running: nothing to stop.")
+            raise api.LabError("None of the picked sweeps is queued or running: nothing to stop.")
         for sweep_id in active:
             api.stop_sweep(self.jobs, sweep_id)
         return status_html([s for s in api.list_sweeps(self.jobs) if s["sweep_id"] in _ids(picked)])

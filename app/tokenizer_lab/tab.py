@@ -20,9 +20,9 @@ import gradio as gr
 from lab_models import api
 
 from app.display import tokenizer_kind_choices, tokenizer_title
-from app.errors import readable, user_errors
+from app.errors import user_errors
 from app.i18n.language import current_language, text, tr
-from app.i18n.messages import translate_message
+from app.i18n.messages import translate
 from app.tab_parts import CorpusPicker, TabParts
 from app.tokenizer_lab.figures import chips_html, overlap_figure, pieces_html, token_length_figure
 
@@ -79,12 +79,13 @@ class TokenizerLab:
 
     def _trained(self, corpus_name: str, vocab_size, kind: str, progress=None):
         if not corpus_name:
-            raise ValueError("Choose a corpus first.")
+            raise api.LabError("Choose a corpus first.")
         if vocab_size is None:
-            raise ValueError("Enter a vocabulary size, for example 2000.")
+            raise api.LabError("Enter a vocabulary size, for example 2000.")
         if float(vocab_size) != int(vocab_size) or not 0 < vocab_size <= api.MAX_VOCAB_SIZE:
-            raise ValueError(f"The vocabulary size must be a whole number from 1 to {api.MAX_VOCAB_SIZE:,}, such as "
-                             f"2000; got {vocab_size:,.15g}.")
+            raise api.LabError("The vocabulary size must be a whole number from 1 to {max_vocab_size:,}, such as "
+                               "2000; got {vocab_size:,.15g}.",
+                               max_vocab_size=api.MAX_VOCAB_SIZE, vocab_size=vocab_size)
         corpus = api.load_named_corpus(corpus_name, home=self.home)
         return api.cached_tokenizer(kind, corpus.train, int(vocab_size), corpus_fingerprint=corpus.fingerprint,
                                     home=self.home, progress=progress)
@@ -93,10 +94,11 @@ class TokenizerLab:
     def _kinds(kinds) -> list[str]:
         kinds = list(kinds or [])
         if not kinds:
-            raise ValueError("Tick at least one tokenizer kind.")
+            raise api.LabError("Tick at least one tokenizer kind.")
         unknown = [k for k in kinds if k not in api.TOKENIZER_KINDS]
         if unknown:
-            raise ValueError(f"Unknown tokenizer kind {unknown[0]!r}: choose from {', '.join(api.TOKENIZER_KINDS)}.")
+            raise api.LabError("Unknown tokenizer kind {unknown!r}: choose from {tokenizer_kinds}.",
+                               unknown=unknown[0], tokenizer_kinds=', '.join(api.TOKENIZER_KINDS))
         return kinds
 
     def train(self, corpus_name, vocab_size, kinds, text, progress=gr.Progress()):
@@ -107,7 +109,7 @@ class TokenizerLab:
         """
         kinds = self._kinds(kinds)
         if not corpus_name:
-            raise ValueError("Choose a corpus first.")
+            raise api.LabError("Choose a corpus first.")
         corpus = api.load_named_corpus(corpus_name, home=self.home)
         results, stats, histograms, failures, minimums = {}, [], {}, {}, {}
         for index, kind in enumerate(kinds):
@@ -119,7 +121,7 @@ class TokenizerLab:
                 minimums[kind] = error.minimum
                 continue
             except ValueError as error:
-                failures[kind] = str(error)
+                failures[kind] = api.message_of(error)
                 continue
             results[kind] = result
             row = api.tokenizer_stats(result.tokenizer, corpus.validation or corpus.train[:200],
@@ -129,13 +131,9 @@ class TokenizerLab:
             histograms[kind] = api.token_length_histogram(result.tokenizer)
         progress(1.0, desc=tr("tokenizer.progress_done"))
         proposal = api.propose_vocab_size(list(minimums), [], int(vocab_size), known=minimums) if minimums else None
-        if not results and proposal is None:
-            if current_language() == "en":
-                raise ValueError(" ".join(f"{api.TOKENIZER_KINDS[k]}: {m}" for k, m in failures.items()))
-            # each kind's reason in the reader's language (a "Title: message" list has no template of its own);
-            # Chinese sentences follow each other with no space
-            raise gr.Error(readable("".join(tr("tokenizer.kind_error", kind=tokenizer_title(k),
-                                               error=translate_message(m)) for k, m in failures.items())))
+        if not results and proposal is None:  # each kind's reason, after its title
+            raise api.LabError.of(api.Joined((api.Message("{kind}: {error}", kind=api.TOKENIZER_KINDS[k], error=m)
+                                              for k, m in failures.items()), " "))
         status = (tr("tokenizer.status_trained", count=len(results), corpus=corpus_name, size=int(vocab_size))
                   if results else tr("tokenizer.status_none", corpus=corpus_name, size=int(vocab_size)))
         if proposal is not None:
@@ -143,7 +141,7 @@ class TokenizerLab:
                                       button=use_size_label(proposal.size))
         for kind, message in failures.items():
             status += "\n\n⚠️ " + tr("tokenizer.status_failed", kind=tokenizer_title(kind),
-                                      message=translate_message(message))
+                                      message=translate(message))
         use_size = gr.update(visible=proposal is not None,
                              value=use_size_label(proposal.size) if proposal else None)
         if not results:
@@ -160,7 +158,7 @@ class TokenizerLab:
     def use_proposed_size(proposed):
         """The proposed vocabulary size into the size box (the training follows as the next event)."""
         if not proposed:
-            raise ValueError("There is no proposed vocabulary size: train the tokenizers first.")
+            raise api.LabError("There is no proposed vocabulary size: train the tokenizers first.")
         return int(proposed)
 
     def _chips(self, results, text: str) -> str:
@@ -175,7 +173,7 @@ class TokenizerLab:
         """The same text split by every ticked kind, as coloured chips (id on hover)."""
         kinds = self._kinds(kinds)
         if not text or not text.strip():
-            raise ValueError("Type some text to tokenize.")
+            raise api.LabError("Type some text to tokenize.")
         return self._chips({k: self._trained(corpus_name, vocab_size, k) for k in kinds}, text)
 
     def replay_start(self, corpus_name, vocab_size, kind, text, n_merges):
@@ -188,9 +186,9 @@ class TokenizerLab:
     def replay(self, corpus_name, vocab_size, kind, text, n_merges):
         """The first `n_merges` merges of a BPE tokenizer applied to `text`, and the slider's new maximum."""
         if kind not in BPE_KINDS:
-            raise ValueError("Merge replay needs a BPE tokenizer: choose bpe or byte_bpe.")
+            raise api.LabError("Merge replay needs a BPE tokenizer: choose bpe or byte_bpe.")
         if not text or not text.strip():
-            raise ValueError("Type a word or sentence to replay the merges on.")
+            raise api.LabError("Type a word or sentence to replay the merges on.")
         result = self._trained(corpus_name, vocab_size, kind)
         total = api.merge_count(result.tokenizer)
         step = max(0, min(int(n_merges or 0), total))

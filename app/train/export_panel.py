@@ -24,7 +24,7 @@ from lab_models import api
 
 from app.errors import user_errors
 from app.i18n.language import current_language, text, tr
-from app.i18n.messages import backend_text
+from app.i18n.messages import translate
 
 
 
@@ -38,7 +38,7 @@ class ExportView:
 
     def _folder(self, run_id):
         if not run_id or not str(run_id).strip():
-            raise ValueError("Pick a run first: the one to export.")
+            raise api.LabError("Pick a run first: the one to export.")
         return api.run_folder(str(run_id).strip(), jobs=self.jobs)
 
     def visibility(self, run_id):
@@ -58,7 +58,7 @@ class ExportView:
             return gr.update(visible=True), ""
         if "no weights yet" in problem or "is not a trained run" in problem:
             return gr.update(visible=False), ""
-        return gr.update(visible=False), tr("export.not_exportable", reason=backend_text(problem))
+        return gr.update(visible=False), tr("export.not_exportable", reason=translate(problem))
 
     def refresh(self, run_id, signature=None):
         """`visibility` again when the selected run's state (or the reader's language) changed, else

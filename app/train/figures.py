@@ -10,8 +10,7 @@ steps that have it.
 
 Every word drawn here is in the reader's language (`app.i18n.language.tr`: English, or Chinese for a Chinese page); run
 ids, family and objective names and numbers stay as they are. The backend's sentences (a run's status message, a stage's
-name) go through `app.i18n.messages.backend_text`, which translates those the catalogue knows
-(app/i18n/locales/zh/messages/) and leaves any other as it is.
+name) go through `app.i18n.messages.translate`, which translates each by its template (app/i18n/locales/zh/messages/).
 """
 from __future__ import annotations
 
@@ -21,9 +20,10 @@ import math
 import pandas as pd
 import plotly.graph_objects as go
 
+from lab_models import api
 from app.display import LINE_DASHES, STATE_COLORS, empty_figure, format_duration, run_styles, state_word
 from app.i18n.language import marker, text, tr
-from app.i18n.messages import backend_text, translate_message
+from app.i18n.messages import translate
 from app.inputs import finite
 
 MAX_POINTS = 600  # per line: enough for a smooth curve, small enough to resend every 1.5 s
@@ -167,7 +167,7 @@ def stage_spans(train: list[dict]) -> list[tuple[int, int, str]]:
             continue
         if current is None or stage != current[2]:
             name = row.get("stage_name")
-            label = (tr("train.fig_stage_named", stage=stage, name=backend_text(name)) if name
+            label = (tr("train.fig_stage_named", stage=stage, name=translate(name)) if name
                      else tr("train.fig_stage", stage=stage))
             current = [row["step"], row["step"], stage, label]
             spans.append(current)
@@ -222,7 +222,8 @@ def compare_figure(curves: dict[str, list[dict]], metric: str = "loss", *, heigh
     run is drawn in its family's colour (`families`: run id -> family; the lab's palette), a family's second run
     dashed."""
     if metric not in COMPARE_METRICS:
-        raise ValueError(f"Unknown metric {metric!r}: choose one of {', '.join(COMPARE_METRICS)}.")
+        raise api.LabError("Unknown metric {metric!r}: choose one of {compare_metrics}.",
+                           metric=metric, compare_metrics=', '.join(COMPARE_METRICS))
     if not curves:
         return empty_figure(tr("train.fig_compare_empty"), height)
     figure = go.Figure()
@@ -278,7 +279,7 @@ def mfu_help(summary: dict) -> str:
     source = summary.get("mfu_peak_source")
     if not source:
         return tr("train.progress_mfu_help")
-    return tr("train.progress_mfu_help_peak", peak=translate_message(source),
+    return tr("train.progress_mfu_help_peak", peak=translate(source),
               precision=summary.get("precision") or "?")
 
 
@@ -383,18 +384,19 @@ def status_markdown(summary: dict | None, log_tail: str = "") -> str:
                           mfu=format_mfu(summary)))
         if summary.get("mfu_peak_source"):
             numbers.append(tr("train.status_precision", precision=summary.get("precision") or "?",
-                              peak=translate_message(summary["mfu_peak_source"])))
+                              peak=translate(summary["mfu_peak_source"])))
     if numbers:
         lines.append(" · ".join(numbers))
-    message = (summary.get("message") or "").strip()
+    message = summary.get("message") or ""
+    message = message if message.strip() else ""
     if summary.get("state") in ("failed", "died"):
         lines.append(tr(f"train.status_ended_{summary['state']}",
-                        message=backend_text(message) if message else tr("train.status_no_message")))
+                        message=translate(message) if message else tr("train.status_no_message")))
         if log_tail:
             lines.append(tr("train.status_log_end") + "\n\n```text\n" + log_tail.replace("```", "'''") + "\n```")
     elif (message and message not in (summary.get("state"), "queued", "training")
           and summary.get("phase") != "tokenizing"):  # while a run tokenizes, its bar says what the message says
-        lines.append(f"_{backend_text(message)}_")
+        lines.append(f"_{translate(message)}_")
     return "\n\n".join(lines)
 
 

@@ -43,7 +43,7 @@ from lab_models import api
 
 from app.errors import user_errors
 from app.i18n.language import text, tr
-from app.i18n.messages import backend_text
+from app.i18n.messages import translate
 
 FILES_COLUMNS = ["file", "size"]  # the English of import.col_file and import.col_size
 # the cache table's columns, read back by position (any language): import.col_repo ... import.col_action
@@ -118,7 +118,7 @@ def cache_frame(rows: list[dict]) -> pd.DataFrame:
     table = [[row["repo_id"], row["architecture"] or "?", row["family"] or "-",
               _count(row["parameters"]) if row["parameters"] else "-", row["size_text"],
               tr("import.cache_import") if row["supported"] else tr("import.cache_not_importable",
-                                                                    reason=backend_text(row["reason"]))]
+                                                                    reason=translate(row["reason"]))]
              for row in rows]
     return pd.DataFrame(table, columns=[tr(f"import.{key}") for key in CACHE_COLUMN_KEYS])
 
@@ -147,8 +147,8 @@ class ImportView:
     @staticmethod
     def _folder(folder) -> str:
         if folder is None or not str(folder).strip():
-            raise ValueError("Type the path of a checkpoint folder on this server first (e.g. "
-                             "~/models/bert-base-uncased).")
+            raise api.LabError("Type the path of a checkpoint folder on this server first (e.g. "
+                               "~/models/bert-base-uncased).")
         return str(folder).strip()
 
     def look(self, folder, generator, allow_pickle):
@@ -168,7 +168,7 @@ class ImportView:
         progress(0.0, desc=tr("import.progress_starting"))
         run_dir = api.import_cached(str(repo_id or "").strip(), corpus=(corpus or api.INTEROP_DEFAULT_CORPUS),
                                     home=self.home,
-                                    progress=lambda fraction, message: progress(fraction, desc=backend_text(message)))
+                                    progress=lambda fraction, message: progress(fraction, desc=translate(message)))
         return tr("import.imported_as") + " " + tr("import.imported_where", run=run_dir.name, folder=run_dir.parent)
 
     def import_cached_by_id(self, repo_id: str, corpus: str = "") -> str:
@@ -187,12 +187,12 @@ class ImportView:
         if column == ACTION_COLUMN and row["supported"]:
             return gr.skip(), gr.skip(), gr.skip(), self.import_cached(row["repo_id"], corpus, progress)
         if not row["path"]:
-            return gr.skip(), tr("import.cache_not_importable", reason=backend_text(row["reason"])), gr.skip(), \
+            return gr.skip(), tr("import.cache_not_importable", reason=translate(row["reason"])), gr.skip(), \
                 gr.skip()
         try:
             summary, files = self.look(row["path"], "", False)
         except ValueError as error:  # an unsupported checkpoint: say why in the summary, not as an error toast
-            return row["path"], tr("import.cache_not_importable", reason=backend_text(str(error))), \
+            return row["path"], tr("import.cache_not_importable", reason=translate(api.message_of(error))), \
                 files_frame(api.checkpoint_files(row["path"])), gr.skip()
         return row["path"], summary, files, gr.skip()
 
@@ -201,7 +201,7 @@ class ImportView:
         run_dir = api.import_hf(self._folder(folder), generator_dir=(generator or None),
                                 allow_pickle=bool(allow_pickle), corpus=(corpus or api.INTEROP_DEFAULT_CORPUS),
                                 home=self.home,
-                                progress=lambda fraction, message: progress(fraction, desc=backend_text(message)))
+                                progress=lambda fraction, message: progress(fraction, desc=translate(message)))
         return tr("import.imported_as") + " " + tr("import.imported_where", run=run_dir.name, folder=run_dir.parent)
 
 

@@ -52,7 +52,7 @@ from lab_models import api
 from app.display import one_event
 from app.errors import readable, user_errors
 from app.i18n.language import current_language, marker, text, tr
-from app.i18n.messages import backend_text, translate_message
+from app.i18n.messages import translate
 from app.inputs import picked, still_listed
 from app.tab_parts import CorpusPicker, PageLoad, TabParts
 from app.train import export_panel, import_panel
@@ -130,7 +130,7 @@ def objective_info(objective) -> str:
     update must be plain JSON), else the objective's description."""
     if objective.name in OBJECTIVE_TITLES:
         return str(OBJECTIVE_TITLES[objective.name])
-    return backend_text(objective.description) or objective.name
+    return translate(objective.description) or objective.name
 
 
 def weight_label(name: str) -> str:
@@ -149,7 +149,7 @@ def settings_frame(family: str) -> pd.DataFrame:
     """The family's settings as an editable table: setting, value (starts at the default), default, what it does
     (headers and explanations in the reader's language; `settings_overrides` reads the columns by position)."""
     explained = api.family_settings_help(family)
-    rows = [[key, setting_text(value), setting_text(value), backend_text(explained.get(key, ""))]
+    rows = [[key, setting_text(value), setting_text(value), translate(explained.get(key, ""))]
             for key, value in api.family_settings(family).items()]
     return pd.DataFrame(rows, columns=[tr(f"train.{key}") for key in SETTINGS_HEADER_KEYS])
 
@@ -220,7 +220,8 @@ class TrainView:
     # ------------------------------------------------------------------ the request
     def _spec(self, family):
         if not isinstance(family, str) or family not in self.specs:
-            raise ValueError(f"Unknown or untrainable family {family!r}: choose one of {', '.join(self.specs)}.")
+            raise api.LabError("Unknown or untrainable family {family!r}: choose one of {specs}.",
+                               family=family, specs=', '.join(self.specs))
         return self.specs[family]
 
     def objective_weights(self, family: str, rows) -> dict[str, float]:
@@ -235,18 +236,21 @@ class TrainView:
                     weights[objective.name] = 0.0
                 continue
             if weight is None or weight == "":
-                raise ValueError(f"Enter a weight for {objective.name} (e.g. {objective.weight:g}), or untick it.")
+                raise api.LabError("Enter a weight for {name} (e.g. {weight:g}), or untick it.",
+                                   name=objective.name, weight=objective.weight)
             try:
                 weight = float(weight)
             except (TypeError, ValueError):
-                raise ValueError(f"The weight of {objective.name} must be a number, got {weight!r}.") from None
+                raise api.LabError("The weight of {name} must be a number, got {weight!r}.",
+                                   name=objective.name, weight=weight) from None
             if not weight >= 0:
-                raise ValueError(f"The weight of {objective.name} must be 0 or more, got {weight:g}; untick an "
-                                 "objective to turn it off.")
+                raise api.LabError("The weight of {name} must be 0 or more, got {weight:g}; untick an "
+                                   "objective to turn it off.", name=objective.name, weight=weight)
             weights[objective.name] = weight
         if weights and not any(weight > 0 for weight in weights.values()):
-            raise ValueError(f"Turn on at least one of {spec.title}'s objectives "
-                             f"({', '.join(o.name for o in spec.objectives)}) with a weight above 0.")
+            raise api.LabError("Turn on at least one of {title}'s objectives "
+                               "({objectives}) with a weight above 0.",
+                               title=spec.title, objectives=', '.join(o.name for o in spec.objectives))
         return weights
 
     def request(self, family, preset, corpus, tokenizer, steps, seed, device, settings, *rows) -> dict:
@@ -259,8 +263,8 @@ class TrainView:
             else None
         steps = float(steps) if steps not in (None, "") else 0.0
         if not steps.is_integer() or not 0 <= steps <= api.MAX_STEPS:
-            raise ValueError(f"Steps must be a whole number from 1 to {api.MAX_STEPS:,}, or 0 for the preset's; got "
-                             f"{steps:,.15g}.")
+            raise api.LabError("Steps must be a whole number from 1 to {max_steps:,}, or 0 for the preset's; got "
+                               "{steps:,.15g}.", max_steps=api.MAX_STEPS, steps=steps)
         corpus = api.corpus_name(corpus, home=self.home) if corpus else None  # a name, never a path
         return {"family": family, "preset": preset or DEFAULT_PRESET, "corpus": corpus,
                 "tokenizer": tokenizer or None, "steps": int(steps) or None,
@@ -275,7 +279,7 @@ class TrainView:
         try:
             return api.training_command(self.jobs, **self.request(*controls))
         except ValueError as error:
-            return f"# {translate_message(str(error))}"
+            return f"# {translate(error)}"
 
     # ------------------------------------------------------------------ controls that follow the family
     def family_defaults(self, family):
@@ -334,7 +338,7 @@ class TrainView:
     @staticmethod
     def _run_id(run_id) -> str:
         if not run_id or not str(run_id).strip():
-            raise ValueError("Choose a run first: start one, or pick one in the Run list.")
+            raise api.LabError("Choose a run first: start one, or pick one in the Run list.")
         return str(run_id).strip()
 
     @staticmethod
@@ -525,7 +529,8 @@ class TrainView:
             raise gr.Error(readable(tr("train.compare_metric_refused", metrics=", ".join(COMPARE_METRICS),
                                        kind=type(metric).__name__)))
         if metric not in COMPARE_METRICS:
-            raise ValueError(f"Unknown metric {metric!r}: choose one of {', '.join(COMPARE_METRICS)}.")
+            raise api.LabError("Unknown metric {metric!r}: choose one of {compare_metrics}.",
+                               metric=metric, compare_metrics=', '.join(COMPARE_METRICS))
         families = {row["run_id"]: row.get("family") for row in api.list_runs(self.jobs) if row["run_id"] in run_ids}
         return compare_figure({run_id: api.run_metrics(self.jobs, run_id) for run_id in run_ids}, metric,
                               families=families)

@@ -13,9 +13,8 @@ import math
 
 import pandas as pd
 
-from app.i18n.explanations import explain
 from app.i18n.language import tr
-from app.i18n.messages import translate_message
+from app.i18n.messages import translate
 from app.understand.figures import format_prob
 
 POSITIVE = (220, 38, 38)  # red: the token raised the probability
@@ -52,7 +51,7 @@ def summary_line(attribution) -> str:
     else:
         how = tr("probing.gxi_how", total=f"{sum(attribution.scores):+.5f}")
     return tr("probing.attribution_summary", target=html.escape(attribution.target),
-              probability=format_prob(attribution.probability), where=html.escape(explain(attribution.where)),
+              probability=format_prob(attribution.probability), where=html.escape(translate(attribution.where)),
               method=method_title(attribution.method), how=how)
 
 
@@ -64,7 +63,7 @@ def chips_html(results: list[dict]) -> str:
     for result in results:
         title = f"<div style='font-weight:600;margin:10px 0 4px'>{html.escape(result.get('title', ''))}</div>"
         if result.get("error"):
-            blocks.append(f"{title}<div style='color:#b91c1c'>{html.escape(translate_message(result['error']))}</div>")
+            blocks.append(f"{title}<div style='color:#b91c1c'>{html.escape(translate(result['error']))}</div>")
             continue
         attribution = result["attribution"]
         scale = max((abs(score) for score in attribution.scores if math.isfinite(score)), default=0.0)

@@ -63,13 +63,15 @@ class AttributionView(RunPicking):
                 baseline="pad", target="", progress=gr.Progress()):
         """(chips HTML, table, HTML file): one row of chips per source; a source that cannot explain this text says
         why in its row."""
-        sources = picked_runs(sources, MAX_SOURCES, "explain")
+        sources = picked_runs(sources, MAX_SOURCES, api.Message("explain"))
         if sentence is None or not str(sentence).strip():
-            raise ValueError(f"Type a text first: it is empty, e.g. “{EXAMPLE}”.")
+            raise api.LabError("Type a text first: it is empty, e.g. “{example}”.", example=EXAMPLE)
         if method not in METHODS:
-            raise ValueError(f"Unknown attribution method {method!r}: choose one of {', '.join(METHODS)}.")
+            raise api.LabError("Unknown attribution method {method!r}: choose one of {methods}.",
+                               method=method, methods=', '.join(METHODS))
         if baseline not in api.ATTRIBUTION_BASELINES:
-            raise ValueError(f"Unknown baseline {baseline!r}: choose 'pad' (the [PAD] token's vector) or 'zero'.")
+            raise api.LabError("Unknown baseline {baseline!r}: choose 'pad' (the [PAD] token's vector) or 'zero'.",
+                               baseline=baseline)
         steps = whole_number(steps, tr("probing.steps_label"), api.ATTRIBUTION_DEFAULT_STEPS, 2,
                              api.ATTRIBUTION_MAX_STEPS)
         target = str(target).strip() if isinstance(target, str) else ""
@@ -83,10 +85,11 @@ class AttributionView(RunPicking):
                                                      baseline=baseline, target=target or None)
                 result.update(attribution=attribution, title=f"{attribution.family} · {source}")
             except ValueError as error:
-                result["error"] = str(error)
+                result["error"] = api.as_message(api.message_of(error))  # a library's text: said to be English
             except Exception as error:  # noqa: BLE001 - one broken run must not hide the others' answers
                 logger.exception("attributions of %s failed", source)
-                result["error"] = f"Something went wrong with this run: {type(error).__name__}: {error}"
+                result["error"] = api.Message("Something went wrong with this run: {error_type}: {error}",
+                                              error_type=type(error).__name__, error=str(error))
             results.append(result)
         progress(1.0, desc=tr("probing.progress_done"))
         body = chips_html(results)

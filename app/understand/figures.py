@@ -23,7 +23,7 @@ from plotly.subplots import make_subplots
 
 from app.display import FONT, LINE_DASHES, MARGIN, cjk_empty_figure, family_color, run_styles
 from app.i18n.language import text, tr
-from app.i18n.messages import translate_message
+from app.i18n.messages import translate
 
 SENTENCE_COLORS = ("#2563eb", "#dc2626", "#16a34a", "#d97706", "#7c3aed", "#0891b2", "#db2777", "#4b5563")
 BLOCKED_BACKGROUND = "#e2e8f0"  # heatmap cells the mask forbids are left empty: this colour shows through
@@ -135,7 +135,7 @@ def fill_mask_figure(results: list[dict]) -> go.Figure:
     for col, result in enumerate(results, start=1):
         color = family_color(result.get("family"))  # the lab's one colour per family
         if result.get("error") is not None or not result.get("slots"):
-            message = (translate_message(result["error"]) if result.get("error")
+            message = (translate(result["error"]) if result.get("error")
                        else tr("understand.fig_no_predictions"))
             x_domain = figure.get_subplot(1, col).xaxis.domain
             y_domain = figure.get_subplot(1, col).yaxis.domain
@@ -180,7 +180,7 @@ def fill_mask_table(results: list[dict]) -> pd.DataFrame:
                 name = result.get("run_id") or "?"
                 slots = result.get("slots") or []
                 if result.get("error") is not None:
-                    row[name] = translate_message(result["error"]) if slot == 0 and rank == 0 else ""
+                    row[name] = translate(result["error"]) if slot == 0 and rank == 0 else ""
                 elif slot < len(slots) and rank < len(slots[slot]):
                     token, prob = slots[slot][rank]
                     row[name] = f"{shown_token(token)} ({format_prob(prob)})"

@@ -21,7 +21,7 @@ import plotly.graph_objects as go
 from app.display import (BAR_PATTERNS, FONT, MARGIN, STATE_COLORS, cjk_empty_figure, format_duration,
                           run_styles)
 from app.i18n.language import marker, tr
-from app.i18n.messages import translate_message
+from app.i18n.messages import translate
 from app.inputs import finite
 
 # the table the page shows: who, on what, how well, then how it was fine-tuned
@@ -82,13 +82,13 @@ def task_markdown(spec=None, csv: bool = False) -> str:
     kind = tr(f"finetune.kind_{spec.kind}") if spec.kind in TASK_KINDS else spec.kind
     labels = ", ".join(spec.label_names)
     return tr("finetune.task_note", title=_md(task_title(spec.name, spec.title)), kind=kind, labels=_md(labels),
-              description=_md(translate_message(spec.description)))
+              description=_md(translate(spec.description)))
 
 
 def csv_summary_markdown(summary: dict | None, error: str | None = None) -> str:
     """The CSV task as the worker will read it (`api.check_csv_task`), or the error that stops it."""
     if error:
-        return f"⚠️ {_md(translate_message(error))}"
+        return f"⚠️ {_md(translate(error))}"
     if not summary:  # the page's own note: translated in the page (a marker in the Markdown's value)
         return marker("finetune.csv_upload_note")
     counts = summary.get("train_label_counts") or {}
@@ -157,7 +157,7 @@ def _progress_row(status: dict) -> str:
         return (f'<div class="train-progress train-failed" data-state="error"><div class="train-progress-head">'
                 f'<span class="train-state">{html.escape(state_name("error"))}</span>'
                 f'<span>{html.escape(str(status.get("finetune_id", "")))}</span>'
-                f'<span>{html.escape(translate_message(str(status["error"])))}</span></div></div>')
+                f'<span>{html.escape(translate(status["error"]))}</span></div></div>')
     state = status.get("state") or "unknown"
     step = int(status.get("step") or 0)
     total = status.get("total_steps")
@@ -181,7 +181,7 @@ def _progress_row(status: dict) -> str:
     if status.get("has_result") and finite(status.get("seconds")) is not None:
         parts.append(f"<span>{format_duration(status['seconds'])}</span>")
     if state in ("failed", "died") and status.get("message"):
-        parts.append(f"<span>{html.escape(translate_message(str(status['message'])))}</span>")
+        parts.append(f"<span>{html.escape(translate(status['message']))}</span>")
     color = STATE_COLORS.get(state, "#64748b")
     title = html.escape(str(status.get("finetune_id") or ""))
     return (f'<div class="train-progress train-{html.escape(state)}" data-state="{html.escape(state)}" '

@@ -45,9 +45,9 @@ import gradio as gr
 from lab_models import api
 
 from app.display import WAKE_TIMER_JS, one_event, rest_when_idle
-from app.errors import readable, user_errors
+from app.errors import user_errors
 from app.i18n.language import current_language, marker, text, tr
-from app.i18n.messages import translate_message
+from app.i18n.messages import translate
 from app.inputs import picked, picked_runs, whole_number
 from app.understand.finetune_figures import (TABLE_COLUMN_WIDTHS, TASKS, accuracy_figure, csv_summary_markdown,
                                              defaults_markdown, leaderboard_table, progress_html, task_markdown,
@@ -84,22 +84,25 @@ def scope_choices() -> list[tuple[object, str]]:
     return [(labels[scope], scope) for scope in SCOPES]
 
 
-def _whole(value, name: str, key: str, default: int) -> int:
+def _whole(value, name: api.Message, key: str, default: int) -> int:
     return whole_number(value, name, default, *LIMITS[key])
 
 
-def _optional_real(value, name: str, *, low: float, high: float, allow_zero: bool, example: str) -> float | None:
+def _optional_real(value, name: api.Message, *, low: float, high: float, allow_zero: bool,
+                   example: str) -> float | None:
     """A number, or None for an empty box or "auto" (the default)."""
     if value is None or (isinstance(value, str) and value.strip().lower() in ("", "auto", "default")):
         return None
     try:
         number = float(value)
     except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a number such as {example} (or empty for the default), got "
-                         f"{value!r}.") from None
+        raise api.LabError("{name} must be a number such as {example} (or empty for the default), got "
+                           "{value!r}.", name=name, example=example, value=value) from None
     if not math.isfinite(number) or number < low or number > high or (number == low and not allow_zero):
-        bound = f"from {low:g}" if allow_zero else f"above {low:g}"
-        raise ValueError(f"{name} must be a number {bound} up to {high:g}, such as {example}, got {value!r}.")
+        bound = (api.Message("from {low:g}", low=low) if allow_zero
+                 else api.Message("above {low:g}", low=low))
+        raise api.LabError("{name} must be a number {bound} up to {high:g}, such as {example}, got {value!r}.",
+                           name=name, bound=bound, high=high, example=example, value=value)
     return number
 
 
@@ -210,31 +213,34 @@ class FinetuneView(RunPicking):
     # ------------------------------------------------------------------ start, stop, watch
     @staticmethod
     def _run_ids(run_ids, required: bool = True) -> list[str]:
-        return picked_runs(run_ids, MAX_RUNS, "fine-tune: runs with weights are listed",
-                           together="fine-tune side by side", required=required)
+        return picked_runs(run_ids, MAX_RUNS, api.Message("fine-tune: runs with weights are listed"),
+                           together=api.Message("fine-tune side by side"), required=required)
 
     def options(self, task, csv_file, text_column, label_column, pair_column, pooling, lm_aux_weight, steps,
                 batch_size, lr, seed) -> tuple[str, dict]:
         """(task, start_finetune's options) from the controls; ValueError for anything out of range."""
         if task != CSV_TASK and task not in self.task_specs:
-            raise ValueError(f"Unknown task {task!r}: choose one of {', '.join(self.task_specs)}, or Upload CSV.")
+            raise api.LabError("Unknown task {task!r}: choose one of {task_specs}, or Upload CSV.",
+                               task=task, task_specs=', '.join(self.task_specs))
         pooling = pooling or "auto"
         if pooling not in api.FINETUNE_POOLINGS:
-            raise ValueError(f"Unknown pooling {pooling!r}: choose one of {', '.join(api.FINETUNE_POOLINGS)}.")
+            raise api.LabError("Unknown pooling {pooling!r}: choose one of {finetune_poolings}.",
+                               pooling=pooling, finetune_poolings=', '.join(api.FINETUNE_POOLINGS))
         defaults = api.FINETUNE_DEFAULTS
         options = {
             "pooling": pooling,
-            "lm_aux_weight": _optional_real(lm_aux_weight, "λ (the auxiliary LM weight)", low=0.0,
+            "lm_aux_weight": _optional_real(lm_aux_weight, api.Message("λ (the auxiliary LM weight)"), low=0.0,
                                             high=MAX_LM_AUX_WEIGHT, allow_zero=True, example="0 or 0.5"),
-            "steps": _whole(steps, "Steps", "steps", defaults["steps"]),
-            "batch_size": _whole(batch_size, "Batch size", "batch_size", defaults["batch_size"]),
-            "lr": _optional_real(lr, "The learning rate", low=0.0, high=MAX_LR, allow_zero=False, example="1e-3"),
-            "seed": _whole(seed, "Seed", "seed", defaults["seed"]),
+            "steps": _whole(steps, api.Message("Steps"), "steps", defaults["steps"]),
+            "batch_size": _whole(batch_size, api.Message("Batch size"), "batch_size", defaults["batch_size"]),
+            "lr": _optional_real(lr, api.Message("The learning rate"), low=0.0, high=MAX_LR, allow_zero=False,
+                                 example="1e-3"),
+            "seed": _whole(seed, api.Message("Seed"), "seed", defaults["seed"]),
         }
         if task == CSV_TASK:
             path = _file_path(csv_file)
             if not path:
-                raise ValueError("Upload a CSV file for the CSV task (or pick a built-in task).")
+                raise api.LabError("Upload a CSV file for the CSV task (or pick a built-in task).")
             pair = pair_column if pair_column and str(pair_column).strip() else None
             api.check_csv_task(path, text_column, label_column, pair)  # a bad CSV fails here, once, for all runs
             options.update(csv_path=str(api.store_task_csv(path, self.jobs.home)), text_column=text_column,
@@ -246,14 +252,16 @@ class FinetuneView(RunPicking):
         """Queue one fine-tuning per run. Returns (shown picker, status markdown, progress HTML). Settings that are
         wrong for every run raise; a run that cannot be fine-tuned (no weights, say) is skipped with a warning."""
         if not hasattr(self.jobs, "start_command"):
-            raise ValueError("Fine-tuning needs the app's job manager; start the app with `python app.py`.")
+            raise api.LabError("Fine-tuning needs the app's job manager; start the app with `python app.py`.")
         run_ids = self._run_ids(run_ids)
         task, options = self.options(task, csv_file, text_column, label_column, pair_column, pooling,
                                      lm_aux_weight, steps, batch_size, lr, seed)
         adversarial = adversarial or "none"
         if adversarial not in api.FINETUNE_ADVERSARIAL_METHODS:
-            raise ValueError(f"Unknown adversarial training {adversarial!r}: choose one of "
-                             f"{', '.join(api.FINETUNE_ADVERSARIAL_METHODS)}.")
+            raise api.LabError("Unknown adversarial training {adversarial!r}: choose one of "
+                               "{finetune_adversarial_methods}.",
+                               adversarial=adversarial,
+                               finetune_adversarial_methods=', '.join(api.FINETUNE_ADVERSARIAL_METHODS))
         if adversarial != "none":
             options["adversarial"] = adversarial
         started, problems = [], []
@@ -262,13 +270,10 @@ class FinetuneView(RunPicking):
                 # the weights are kept: the Attributions section explains a fine-tuned classifier's labels from them
                 started.append(api.start_finetune(self.jobs, run_id, task, save_weights=True, **options))
             except ValueError as error:
-                problems.append((run_id, str(error)))
-        # each run's reason in the reader's language ("run: message" has no template of its own)
-        problems = [tr("finetune.problem", run=run_id, error=translate_message(error)) for run_id, error in problems]
+                problems.append(api.Message("{run}: {error}", run=run_id, error=api.message_of(error)))
         if not started:
-            if current_language() == "en":
-                raise ValueError("Nothing was started. " + " ".join(problems))
-            raise gr.Error(readable(tr("finetune.nothing_started", problems=" ".join(problems))))
+            raise api.LabError("Nothing was started. {problems}", problems=api.Joined(problems, " "))
+        problems = [translate(problem) for problem in problems]
         for problem in problems:
             gr.Warning(tr("finetune.not_finetuned", problem=problem))
         shown = self._shown([*started, *self._shown(shown)])[:MAX_SHOWN]
@@ -284,7 +289,7 @@ class FinetuneView(RunPicking):
         statuses = self.statuses(shown)
         active = [s["finetune_id"] for s in statuses if s.get("state") in ACTIVE and not s.get("error")]
         if not active:
-            raise ValueError("None of the shown fine-tunings is queued or running: there is nothing to stop.")
+            raise api.LabError("None of the shown fine-tunings is queued or running: there is nothing to stop.")
         stopped = []
         for finetune_id in active:
             try:
@@ -306,7 +311,7 @@ class FinetuneView(RunPicking):
             try:
                 rows.append(api.finetune_status(self.jobs, finetune_id))
             except ValueError as error:
-                rows.append({"finetune_id": finetune_id, "error": str(error)})
+                rows.append({"finetune_id": finetune_id, "error": api.as_message(api.message_of(error))})
         return rows
 
     def progress(self, shown) -> str:
@@ -316,7 +321,8 @@ class FinetuneView(RunPicking):
     def leaderboard(self, run_ids, scope=SCOPES[0]):
         """The leaderboard table and the accuracy plot, of the selected runs or of all runs."""
         if scope not in SCOPES:
-            raise ValueError(f"Unknown scope {scope!r}: choose one of {', '.join(SCOPES)}.")
+            raise api.LabError("Unknown scope {scope!r}: choose one of {scopes}.",
+                               scope=scope, scopes=', '.join(SCOPES))
         runs = self._run_ids(run_ids, required=False) if scope == SCOPES[0] else None
         if scope == SCOPES[0] and not runs:
             frame = api.finetune_leaderboard(self.jobs).iloc[0:0]

@@ -4,7 +4,7 @@ layer at the top) by ranks (columns), each cell the token that layer ranks there
 Presentation only: the numbers are `api.logit_lens`' tables (lab_models/inference/logit_lens.py). A result is one
 dict per run: {"run_id", "family", "title", "step", "frame"} or, for a run whose family cannot be read at that
 position, the same with "error". Every word drawn here is in the reader's language (area `probing`); the tokens,
-run ids and numbers stay as they are, and the backend's notes go through app/i18n/explanations.py.
+run ids and numbers stay as they are, and the backend's notes go through app/i18n/messages.py.
 """
 from __future__ import annotations
 
@@ -15,9 +15,8 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from app.display import FONT, cjk_empty_figure
-from app.i18n.explanations import explain
 from app.i18n.language import tr
-from app.i18n.messages import translate_message
+from app.i18n.messages import translate
 from app.understand.figures import format_prob, run_title, shown_token, wrap
 from app.understand.probe_figures import layer_name_title
 
@@ -40,7 +39,7 @@ def lens_figure(results: list[dict]) -> go.Figure:
         frame = result.get("frame")
         if frame is None or not len(frame):
             domain = figure.get_subplot(1, column).xaxis.domain  # the panel's place on the page
-            figure.add_annotation(text=wrap(translate_message(result.get("error", "")), 34), showarrow=False,
+            figure.add_annotation(text=wrap(translate(result.get("error", "")), 34), showarrow=False,
                                   x=sum(domain) / 2, y=0.5, xref="paper", yref="paper",
                                   font={"size": 11, "color": "#b91c1c"})
             figure.update_xaxes(visible=False, row=1, col=column)
@@ -81,9 +80,9 @@ def lens_notes(results: list[dict]) -> str:
             continue
         attrs = frame.attrs
         skipped = ", ".join(attrs.get("skipped") or [])
-        lines.append(tr("probing.lens_note", run=html.escape(run_title(result)), where=html.escape(explain(
+        lines.append(tr("probing.lens_note", run=html.escape(run_title(result)), where=html.escape(translate(
             attrs.get("where", ""))), stream=html.escape(attrs.get("stream", "")),
-            note=html.escape(explain(attrs.get("note", ""))),
+            note=html.escape(translate(attrs.get("note", ""))),
             skipped=tr("probing.lens_skipped", layers=html.escape(skipped)) if skipped else ""))
     return "\n".join(f"- {line}" for line in lines)
 

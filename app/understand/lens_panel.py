@@ -48,10 +48,10 @@ class LensView(RunPicking):
     def lens(self, run_ids, sentence, top_k=DEFAULT_TOP_K, progress=gr.Progress()):
         """(figure, notes, table, HTML file): one panel per run; a run that cannot be read explains why in its
         panel."""
-        run_ids = picked_runs(run_ids, MAX_RUNS, "read with the logit lens")
+        run_ids = picked_runs(run_ids, MAX_RUNS, api.Message("read with the logit lens"))
         if sentence is None or not str(sentence).strip():
-            raise ValueError(f"Type a text first: it is empty. Mark the word to predict with [MASK] for the masked "
-                             f"LMs, e.g. “{EXAMPLE}”.")
+            raise api.LabError("Type a text first: it is empty. Mark the word to predict with [MASK] for the masked "
+                               "LMs, e.g. “{example}”.", example=EXAMPLE)
         top_k = whole_number(top_k, "Top-k", DEFAULT_TOP_K, 1, MAX_TOP_K)
         rows = {row["run_id"]: row for row in api.list_runs(self.jobs)}
         results = []
@@ -65,10 +65,11 @@ class LensView(RunPicking):
                 frame = api.logit_lens(self.jobs.run_dir(run_id), str(sentence), top_k=top_k)
                 result.update(frame=frame, step=frame.attrs.get("step"))
             except ValueError as error:
-                result["error"] = str(error)
+                result["error"] = api.as_message(api.message_of(error))  # a library's text: said to be English
             except Exception as error:  # noqa: BLE001 - one broken run must not hide the others' answers
                 logger.exception("logit lens of %s failed", run_id)
-                result["error"] = f"Something went wrong with this run: {type(error).__name__}: {error}"
+                result["error"] = api.Message("Something went wrong with this run: {error_type}: {error}",
+                                              error_type=type(error).__name__, error=str(error))
             results.append(result)
         progress(1.0, desc=tr("probing.progress_done"))
         figure = lens_figure(results)

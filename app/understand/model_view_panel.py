@@ -39,7 +39,7 @@ class ModelViewHandlers:
         if isinstance(run_id, (list, tuple)):
             run_id = run_id[0] if run_id else None
         if not run_id or not str(run_id).strip():
-            raise ValueError("Choose a run first: pick one with weights in the Run list.")
+            raise api.LabError("Choose a run first: pick one with weights in the Run list.")
         maps = api.attention_maps(self.jobs.run_dir(str(run_id).strip()), sentence)
         streams = list(maps.streams)
         return maps, stream if stream in streams else streams[0]

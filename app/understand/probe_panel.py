@@ -45,9 +45,10 @@ class ProbeView(RunPicking):
 
     def probe(self, run_ids, task="tags", seed=0, progress=gr.Progress()):
         """(figure, table, HTML file) for the picked runs."""
-        run_ids = picked_runs(run_ids, MAX_RUNS, "probe")
+        run_ids = picked_runs(run_ids, MAX_RUNS, api.Message("probe"))
         if task not in api.PROBE_TASKS:
-            raise ValueError(f"Unknown probe task {task!r}: choose one of {', '.join(api.PROBE_TASKS)}.")
+            raise api.LabError("Unknown probe task {task!r}: choose one of {probe_tasks}.",
+                               task=task, probe_tasks=', '.join(api.PROBE_TASKS))
         seed = whole_number(seed, tr("probing.seed_label"), 0, 0, MAX_SEED)
         frames = []
         for index, run_id in enumerate(run_ids):

@@ -11,7 +11,7 @@ the runs with Switch layers and weights; `/understand_routing_table_on_load` (pa
 headers in the reader's language.
 
 What the server writes here is in the reader's language (`app.i18n.language.tr`): the picker's entries, the note on the
-input used (the backend's, through app/i18n/explanations.py) and the messages; the chips and the table are
+input used (the backend's, through app/i18n/messages.py) and the messages; the chips and the table are
 app/understand/routing_figures.py's.
 """
 from __future__ import annotations
@@ -23,12 +23,12 @@ import gradio as gr
 from lab_models import api
 
 from app.errors import user_errors
-from app.i18n.explanations import explain
 from app.i18n.language import text, tr
+from app.i18n.messages import translate
 from app.understand.routing_figures import routing_chips_html, routing_table
 
-NO_SWITCH_RUNS = ("No run with Switch layers has weights yet: tick “Switch Transformer” in the Train tab, train a "
-                  "run, then press Refresh.")
+NO_SWITCH_RUNS = api.Message("No run with Switch layers has weights yet: tick “Switch Transformer” in the Train tab, "
+                             "train a run, then press Refresh.")
 EXAMPLES = [["the cat sees a red ball in the park ."], ["the girl does not eat the apple ."],
             ["I ate an apple with my lunch."]]
 
@@ -51,9 +51,11 @@ class RoutingView:
     def show(self, run_id, sentence):
         """The run's routing of `sentence`: chips per Switch layer, a note on the input used, the table."""
         if not run_id or not str(run_id).strip():
-            raise ValueError(NO_SWITCH_RUNS if not self.choices() else "Choose a run with Switch layers first.")
+            if not self.choices():
+                raise api.LabError.of(NO_SWITCH_RUNS)
+            raise api.LabError("Choose a run with Switch layers first.")
         view = api.switch_routing(self.jobs.run_dir(str(run_id).strip()), sentence)
-        return routing_chips_html(view), explain(view.note), routing_table(view)
+        return routing_chips_html(view), translate(view.note), routing_table(view)
 
 
 def run_info(choices):

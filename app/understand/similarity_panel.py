@@ -75,11 +75,13 @@ class SentenceSimilarityView(RunPicking):
 
     def compare(self, run_ids, pooling="mean", per_topic=api.SENTENCE_SIMILARITY_PER_TOPIC, progress=gr.Progress()):
         """(heatmaps figure, same/different bars, table) for the picked runs."""
-        run_ids = picked_runs(run_ids, MAX_RUNS, "compare")
+        run_ids = picked_runs(run_ids, MAX_RUNS, api.Message("compare"))
         pooling = pooling or "mean"
         if pooling not in api.SENTENCE_SIMILARITY_POOLINGS:
-            raise ValueError(f"Unknown pooling {pooling!r}: choose one of "
-                             f"{', '.join(api.SENTENCE_SIMILARITY_POOLINGS)}.")
+            raise api.LabError("Unknown pooling {pooling!r}: choose one of "
+                               "{sentence_similarity_poolings}.",
+                               pooling=pooling,
+                               sentence_similarity_poolings=', '.join(api.SENTENCE_SIMILARITY_POOLINGS))
         per_topic = whole_number(per_topic, tr("similarity.per_topic_label"), api.SENTENCE_SIMILARITY_PER_TOPIC, 2,
                                  api.SENTENCE_SIMILARITY_MAX_PER_TOPIC)
         results = []

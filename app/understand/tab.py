@@ -38,7 +38,7 @@ Endpoints (every event has an `api_name`, so `gradio_client` can drive the tab):
 * `/understand_placeholders_on_load` (page load): -> the empty plots and tables, in the reader's language.
 
 What the server writes here (figures, table headers, progress lines, the attention note, picker entries, messages) is in
-the reader's language (`app.i18n.language.tr`, area `understand`; the backend's notes through app/i18n/explanations.py).
+the reader's language (`app.i18n.language.tr`, area `understand`; the backend's notes through app/i18n/messages.py).
 The pickers' entries ("run · family · step N") are drawn again by the timer's first tick and when the tab is opened.
 """
 from __future__ import annotations
@@ -52,9 +52,9 @@ from lab_models import api
 
 from app.display import cjk_empty_figure, one_event
 from app.errors import user_errors
-from app.i18n.explanations import explain
 from app.i18n.language import current_language, marker, reader_examples, text, tr
-from app.inputs import picked_runs, still_listed, whole_number
+from app.i18n.messages import translate
+from app.inputs import picked, picked_runs, still_listed, whole_number
 from app.tab_parts import TabParts
 from app.understand import (attribution_panel, finetune_panel, lens_panel, model_view_panel, probe_panel, routing_panel,
                             similarity_panel)
@@ -129,7 +129,7 @@ class UnderstandView:
         return (*self.refresh(fill_runs, embedding_runs, attention_run), tuned, now)
 
     @staticmethod
-    def _run_ids(run_ids, what: str) -> list[str]:
+    def _run_ids(run_ids, what: api.Message) -> list[str]:
         return picked_runs(run_ids, MAX_RUNS, what)
 
     def _facts(self, run_id: str, rows: dict) -> dict:
@@ -146,13 +146,13 @@ class UnderstandView:
     def fill_mask(self, run_ids, text, top_k=DEFAULT_TOP_K, progress=gr.Progress()):
         """One column per run with its top-k predictions per [MASK]; a run that cannot fill masks (or whose input
         is refused) explains why in its column."""
-        run_ids = self._run_ids(run_ids, "fill the masks with")
+        run_ids = self._run_ids(run_ids, api.Message("fill the masks with"))
         if text is None or not str(text).strip():
-            raise ValueError(f"Type a text first: it is empty. Mark each blank with {MASK}, e.g. "
-                             f"“{FILL_MASK_EXAMPLES[0][0]}”.")
+            raise api.LabError("Type a text first: it is empty. Mark each blank with {mask}, e.g. "
+                               "“{example}”.", mask=MASK, example=FILL_MASK_EXAMPLES[0][0])
         if MASK.lower() not in str(text).lower():
-            raise ValueError(f"The text has no {MASK}: mark each word to predict with {MASK}, e.g. "
-                             f"“{FILL_MASK_EXAMPLES[0][0]}”.")
+            raise api.LabError("The text has no {mask}: mark each word to predict with {mask}, e.g. "
+                               "“{example}”.", mask=MASK, example=FILL_MASK_EXAMPLES[0][0])
         top_k = whole_number(top_k, "Top-k", DEFAULT_TOP_K, 1, 20)
         fill = getattr(api, "fill_mask", None)
         rows = {row["run_id"]: row for row in api.list_runs(self.jobs)}
@@ -163,14 +163,15 @@ class UnderstandView:
             result = self._facts(run_id, rows)
             try:
                 if fill is None:
-                    raise ValueError("Fill-mask is not available in this version of the lab.")
+                    raise api.LabError("Fill-mask is not available in this version of the lab.")
                 slots = fill(self.jobs.run_dir(run_id), str(text), top_k=top_k)
                 result["slots"] = [[[str(token), round(float(prob), 6)] for token, prob in slot] for slot in slots]
             except ValueError as error:
-                result["error"] = str(error)
+                result["error"] = api.as_message(api.message_of(error))  # a library's text: said to be English
             except Exception as error:  # noqa: BLE001 - one broken run must not hide the others' answers
                 logger.exception("fill-mask with %s failed", run_id)
-                result["error"] = f"Something went wrong with this run: {type(error).__name__}: {error}"
+                result["error"] = api.Message("Something went wrong with this run: {error_type}: {error}",
+                                              error_type=type(error).__name__, error=str(error))
             results.append(result)
         progress(1.0, desc=tr("understand.progress_done"))
         return fill_mask_figure(results), fill_mask_table(results), results
@@ -178,7 +179,7 @@ class UnderstandView:
     # ------------------------------------------------------------------ contextual embeddings
     def similarity(self, run_ids, sentence_a, sentence_b, word, progress=gr.Progress()):
         """The word's similarity between the two sentences per layer, one line per run, and the table."""
-        run_ids = self._run_ids(run_ids, "compare")
+        run_ids = self._run_ids(run_ids, api.Message("compare"))
         progress(0.1, desc=tr("understand.progress_reading", count=len(run_ids)))
         frame = api.contextual_similarity([self.jobs.run_dir(r) for r in run_ids], sentence_a, sentence_b, word)
         progress(1.0, desc=tr("understand.progress_done"))
@@ -187,10 +188,10 @@ class UnderstandView:
 
     def projection(self, run_ids, sentences, word, progress=gr.Progress()):
         """One PCA scatter per run of the final-layer token vectors of the sentences (one per line)."""
-        run_ids = self._run_ids(run_ids, "project")
+        run_ids = self._run_ids(run_ids, api.Message("project"))
         lines = [line.strip() for line in str(sentences or "").splitlines() if line.strip()]
         if not lines:
-            raise ValueError("Type the sentences to project, one per line: the box is empty.")
+            raise api.LabError("Type the sentences to project, one per line: the box is empty.")
         frames = []
         for index, run_id in enumerate(run_ids):
             progress(index / len(run_ids), desc=tr("understand.progress_projecting", run_id=run_id,
@@ -205,7 +206,7 @@ class UnderstandView:
         if isinstance(run_id, (list, tuple)):
             run_id = run_id[0] if run_id else None
         if not run_id or not str(run_id).strip():
-            raise ValueError("Choose a run first: pick one with weights in the Run list.")
+            raise api.LabError("Choose a run first: pick one with weights in the Run list.")
         progress(0.2, desc=tr("understand.progress_running", run_id=run_id))
         maps = api.attention_maps(self.jobs.run_dir(str(run_id).strip()), sentence)
         streams = list(maps.streams)
@@ -218,7 +219,7 @@ class UnderstandView:
                      tokens=len(maps.tokens), layers=n_layers, heads=maps.n_heads,
                      streams=", ".join(stream_title(s) for s in streams))
         # a token such as <pad> in the note is text, not an HTML tag
-        note = f"{summary}\n\n{html.escape(explain(maps.note), quote=False)}"
+        note = f"{summary}\n\n{html.escape(translate(maps.note), quote=False)}"
         return (gr.update(choices=[(stream_title(s), s) for s in streams], value=stream),
                 gr.update(maximum=max(n_layers, 2), value=layer, interactive=n_layers > 1),
                 attention_figure(maps, stream, layer), note, attention_details(maps, stream, layer))

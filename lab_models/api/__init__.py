@@ -1,10 +1,10 @@
 """The Python API of the Pretraining Lab: the one backend package that the UI (`app/`) imports, and the surface for
 scripts and users. Its stable part, what callers may rely on across versions, is described in docs/contract.md.
 
-Every entry point validates its arguments (raising `ValueError` with a message a person can act on) and delegates to
-the stage of `lab_models/` that does the work (each area module's docstring names its stages). No model logic lives in
-the UI; no UI lives here. A name that an area module gives as `X = module.X` is the stage's own object under its API
-name.
+Every entry point validates its arguments (raising `LabError`, a `ValueError` with a message a person can act on that
+keeps its template for the page's translation) and delegates to the stage of `lab_models/` that does the work (each
+area module's docstring names its stages). No model logic lives in the UI; no UI lives here. A name that an area
+module gives as `X = module.X` is the stage's own object under its API name.
 
 This file is the face: it imports the public names of the area modules and lists them in `__all__`, nothing else, so
 `from lab_models import api` and `api.X` reach every name. The areas, each a module of this package:
@@ -18,7 +18,7 @@ This file is the face: it imports the public names of the area modules and lists
 - `finetuning`: fine-tuning runs on built-in or CSV tasks, their status and leaderboard.
 - `checkpoints`: Hugging Face import and export, the Hugging Face cache.
 - `experiments`: scaling sweeps, the leaderboard, the model zoo.
-- `checks`: the bounds of a request's numbers and the families that can train.
+- `checks`: the bounds of a request's numbers, the families that can train, and what a refusal is made of.
 
 The app calls each name as `api.X` at call time, so a test may replace a name on this face; an area module that uses
 another's name internally (`fill_mask_picks` reads `experiments.DEMO_ZOO`) looks it up in its own module.
@@ -70,7 +70,7 @@ from lab_models.api.experiments import (
     stop_zoo, zoo_progress, list_zoos, fill_mask_picks,
 )
 from lab_models.api.checks import (
-    MAX_STEPS, MAX_SEED, MAX_VOCAB_SIZE, MAX_SWEEP_D_MODEL, MAX_SWEEP_LAYERS, TRAINABLE_FAMILIES, trainable_families,
+    LabError, Message, Joined, message_of, as_message, MAX_STEPS, MAX_SEED, MAX_VOCAB_SIZE, MAX_SWEEP_D_MODEL, MAX_SWEEP_LAYERS, TRAINABLE_FAMILIES, trainable_families,
     trainable_family,
 )
 
@@ -116,6 +116,6 @@ __all__ = [
     "leaderboard", "leaderboard_corpora", "leaderboard_csv", "ZooConfig", "ZooProgress", "ZooRun", "ZooPlan",
     "DEMO_ZOO", "ZOO_ORDER", "start_zoo", "stop_zoo", "zoo_progress", "list_zoos", "fill_mask_picks",
     # checks
-    "MAX_STEPS", "MAX_SEED", "MAX_VOCAB_SIZE", "MAX_SWEEP_D_MODEL", "MAX_SWEEP_LAYERS", "TRAINABLE_FAMILIES",
+    "LabError", "Message", "Joined", "message_of", "as_message", "MAX_STEPS", "MAX_SEED", "MAX_VOCAB_SIZE", "MAX_SWEEP_D_MODEL", "MAX_SWEEP_LAYERS", "TRAINABLE_FAMILIES",
     "trainable_families", "trainable_family",
 ]

@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from lab_models.messages import LabError, Message
 from lab_models import home as _home
 from lab_models.api.checks import trainable_family
 from lab_models.api.runs import path_inside
@@ -54,8 +55,8 @@ def corpus_name(name, *, home=None) -> str:
     names = _corpora.list_corpora(home=home)
     if not isinstance(name, str) or name.strip() not in names:
         quoted = _home.shown(name) if isinstance(name, str) else type(name).__name__
-        raise ValueError(f"Unknown corpus {quoted}: choose one of {', '.join(names)}, or import a file in the Corpora "
-                         "tab (the page takes corpus names, not paths).")
+        raise LabError("Unknown corpus {quoted}: choose one of {names}, or import a file in the Corpora "
+                       "tab (the page takes corpus names, not paths).", quoted=quoted, names=', '.join(names))
     return name.strip()
 
 
@@ -81,18 +82,20 @@ def corpus_root(root=None, *, home=None) -> Path:
     if root is None and not os.environ.get(CORPUS_ROOT_ENV_VAR):
         folder.mkdir(parents=True, exist_ok=True)
     if not folder.is_dir():
-        raise ValueError(f"The corpus root {folder} is not a folder: start the app with --corpus-root DIR (or set "
-                         f"{CORPUS_ROOT_ENV_VAR}) to a folder that holds your corpora.")
+        raise LabError("The corpus root {folder} is not a folder: start the app with --corpus-root DIR (or set "
+                       "{corpus_root_env_var}) to a folder that holds your corpora.",
+                       folder=folder, corpus_root_env_var=CORPUS_ROOT_ENV_VAR)
     return folder
 
 
 def _server_path(path, root) -> Path:
     if not isinstance(path, str) or not path.strip():
-        raise ValueError(f"Type the path of a corpus file or folder inside {root} (e.g. web.txt or books/).")
+        raise LabError("Type the path of a corpus file or folder inside {root} (e.g. web.txt or books/).", root=root)
     try:
-        return path_inside(root, path.strip(), "corpus path")
+        return path_inside(root, path.strip(), Message("corpus path"))
     except (OSError, RuntimeError) as error:  # "~nobody/x" (no such user's home), a name too long to stat
-        raise ValueError(f"The corpus path {_home.shown(path.strip())} cannot be read: {error}") from None
+        raise LabError("The corpus path {path} cannot be read: {error}",
+                       path=_home.shown(path.strip()), error=error) from None
 
 
 def inspect_server_corpus(path, *, root, text_column=None) -> dict:
@@ -148,7 +151,8 @@ def start_tokenizing(jobs: TokenizeJobs, corpus, *, family: str = "gpt", preset:
     name = corpus_name(corpus, home=jobs.home)
     trainable_family(family)
     if preset not in TRAINING_PRESETS:
-        raise ValueError(f"Unknown preset {preset!r}: choose one of {', '.join(TRAINING_PRESETS)}.")
+        raise LabError("Unknown preset {preset!r}: choose one of {training_presets}.",
+                       preset=preset, training_presets=', '.join(TRAINING_PRESETS))
     return jobs.start(name, family=family, preset=preset)
 
 
@@ -156,12 +160,12 @@ def tokenizing_status(jobs: TokenizeJobs, job_id) -> dict:
     """{"state": running | finished | stopped | failed | died, "message", "progress": {"phase", "bytes_done",
     "bytes_total", "tokens", "mb_per_s", "eta_s", "fraction", ...}, "corpus", ...} of a tokenize job."""
     if not isinstance(job_id, str) or not job_id.strip():
-        raise ValueError("Start a tokenization first.")
+        raise LabError("Start a tokenization first.")
     return jobs.status(job_id.strip())
 
 
 def stop_tokenizing(jobs: TokenizeJobs, job_id) -> dict:
     """Stop a tokenize job; what it tokenized is kept and a new start continues it."""
     if not isinstance(job_id, str) or not job_id.strip():
-        raise ValueError("Start a tokenization first.")
+        raise LabError("Start a tokenization first.")
     return jobs.stop(job_id.strip())

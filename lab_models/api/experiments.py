@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+from lab_models.messages import LabError
 from lab_models.api.checks import MAX_STEPS
 from lab_models.api.runs import runs_with_weights
 from lab_models.api.training import TRAINING_DEVICES
@@ -53,13 +54,15 @@ def _sweep_config(jobs: RunStore, family, sizes, steps, switch, preset, corpus, 
                   n_experts, capacity_factor, expert_every, out="") -> "_sweep.SweepConfig":
     if isinstance(steps, bool) or not isinstance(steps, (int, float)) or steps != int(steps) or \
             not 1 <= steps <= MAX_STEPS:
-        raise ValueError(f"Steps must be a whole number from 1 to {MAX_STEPS:,}, got {steps!r}.")
+        raise LabError("Steps must be a whole number from 1 to {max_steps:,}, got {steps!r}.",
+                       max_steps=MAX_STEPS, steps=steps)
     if device not in TRAINING_DEVICES:
-        raise ValueError(f"Unknown device {device!r}: choose one of {', '.join(TRAINING_DEVICES)}.")
+        raise LabError("Unknown device {device!r}: choose one of {training_devices}.",
+                       device=device, training_devices=', '.join(TRAINING_DEVICES))
     select_device(device)
     if corpus is not None and corpus not in _corpora.list_corpora(home=jobs.home) and not Path(str(corpus)).exists():
-        raise ValueError(f"Unknown corpus {corpus!r}: choose one of "
-                         f"{', '.join(_corpora.list_corpora(home=jobs.home))}.")
+        raise LabError("Unknown corpus {corpus!r}: choose one of {corpora}.",
+                       corpus=corpus, corpora=', '.join(_corpora.list_corpora(home=jobs.home)))
     config = _sweep.SweepConfig(
         family=family, sizes=tuple(size.label for size in _sweep.parse_sizes(sizes)), steps=int(steps), out=out,
         switch=bool(switch), preset=preset, corpus=corpus or None, seed=int(seed or 0), device=device,
@@ -109,10 +112,10 @@ def stop_sweep(jobs: JobManager, sweep_id: str) -> dict:
 
 def _sweep_id(jobs: RunStore, sweep_id) -> str:
     if not isinstance(sweep_id, str) or not sweep_id.strip():
-        raise ValueError("Choose a sweep first.")
+        raise LabError("Choose a sweep first.")
     folder = jobs.run_dir(sweep_id.strip())
     if folder.parent.name != _sweep.SWEEPS_FOLDER:
-        raise ValueError(f"{sweep_id} is not a sweep.")
+        raise LabError("{sweep_id} is not a sweep.", sweep_id=sweep_id)
     return folder.name
 
 
@@ -152,6 +155,8 @@ def sweep_points(sweep_ids=None, jobs: RunStore | None = None, *, home=None):
     for column in SWEEP_POINT_COLUMNS:
         if column not in frame:
             frame[column] = None
+    # a failure's message keeps its template (a text column would make it a plain str)
+    frame["message"] = pd.Series([record.get("message") for record in records], index=frame.index, dtype=object)
     return frame[SWEEP_POINT_COLUMNS + [c for c in frame.columns if c not in SWEEP_POINT_COLUMNS]]
 
 

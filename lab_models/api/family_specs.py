@@ -12,6 +12,7 @@ from pathlib import Path
 import types
 import typing
 
+from lab_models.messages import Joined, LabError, Message
 from lab_models import home as _home
 from lab_models.objectives import objective_module
 from lab_models.objectives.anatomy import Anatomy, build_anatomy
@@ -42,13 +43,13 @@ def anatomy(family: str, tokens, *, seed: int = 0, settings: dict | None = None,
     of the family's batch-builder settings (`family_settings(family)`), e.g. {"two_stream": False} for XLNet's leak.
     """
     if not isinstance(family, str):
-        raise ValueError(f"family must be a name such as 'bert', got {family!r}")
+        raise LabError("family must be a name such as 'bert', got {family!r}", family=family)
     if isinstance(tokens, str):
-        raise ValueError("tokens must be a list of token strings, not one string: split it first, e.g. text.split().")
+        raise LabError("tokens must be a list of token strings, not one string: split it first, e.g. text.split().")
     if isinstance(seed, bool) or not isinstance(seed, int):
-        raise ValueError(f"seed must be an integer, got {seed!r}")
+        raise LabError("seed must be an integer, got {seed!r}", seed=seed)
     if not -2**63 <= seed < 2**64:  # what torch.Generator.manual_seed takes
-        raise ValueError(f"seed must be between -2**63 and 2**64 - 1, got {seed}")
+        raise LabError("seed must be between -2**63 and 2**64 - 1, got {seed}", seed=seed)
     if settings is not None:
         choices["settings"] = _anatomy_settings(family, settings)
     return build_anatomy(family, list(tokens), seed=seed, **choices)
@@ -57,22 +58,24 @@ def anatomy(family: str, tokens, *, seed: int = 0, settings: dict | None = None,
 def _anatomy_settings(family: str, values: dict):
     """The family's default batch-builder settings with `values` replaced (ValueError for an unknown key)."""
     if not isinstance(values, dict) or not all(isinstance(key, str) for key in values):
-        raise ValueError(f"settings must be a dict of setting names to values, e.g. {{'two_stream': False}}; got "
-                         f"{type(values).__name__}.")
+        raise LabError("settings must be a dict of setting names to values, e.g. {{'two_stream': False}}; got "
+                       "{values_type}.", values_type=type(values).__name__)
     module = objective_module(family)
     if not hasattr(module, "Settings"):
-        raise ValueError(f"{family} has no batch-builder settings to change.")
+        raise LabError("{family} has no batch-builder settings to change.", family=family)
     defaults = module.Settings()
     known = {f.name for f in dataclasses.fields(defaults)}
     unknown = sorted(set(values) - known)
     if unknown:
-        raise ValueError(f"{family} has no setting {', '.join(unknown)}; its settings are: {', '.join(sorted(known))}.")
+        raise LabError("{family} has no setting {unknown}; its settings are: {known}.",
+                       family=family, unknown=', '.join(unknown), known=', '.join(sorted(known)))
     hints = typing.get_type_hints(type(defaults))
     converted = {}
     for key, value in values.items():
         if not _fits(value, hints[key]):
-            raise ValueError(f"{family}'s setting {key} takes {_type_words(hints[key])}, not "
-                             f"{_home.shown(value)}.")
+            raise LabError("{family}'s setting {key} takes {type_words}, not "
+                           "{value}.",
+                           family=family, key=key, type_words=_type_words(hints[key]), value=_home.shown(value))
         converted[key] = tuple(value) if isinstance(value, list) else value
     return dataclasses.replace(defaults, **converted)
 
@@ -105,13 +108,14 @@ def _fits(value, annotation) -> bool:
     return True  # an annotation this check does not know: the Settings class validates it
 
 
-def _type_words(annotation) -> str:
-    names = {bool: "true or false", int: "a whole number", float: "a number", str: "text", type(None): "None"}
+def _type_words(annotation) -> Message | str:
+    names = {bool: Message("true or false"), int: Message("a whole number"), float: Message("a number"),
+             str: Message("text"), type(None): "None"}
     origin, args = typing.get_origin(annotation), typing.get_args(annotation)
     if origin in (typing.Union, types.UnionType):
-        return " or ".join(_type_words(option) for option in args)
+        return Joined((_type_words(option) for option in args), " or ")
     if origin is tuple:
-        return "a list of " + (_type_words(args[0]) if args else "values")
+        return Message("a list of {items}", items=_type_words(args[0])) if args else Message("a list of values")
     return names.get(annotation, getattr(annotation, "__name__", str(annotation)))
 
 
@@ -123,19 +127,20 @@ def explorer_split(text: str, tokenizer_path: str | Path | None = None, *, split
     character; a saved tokenizer.json (`tokenizer_path`) splits as that tokenizer does."""
 
     if not text or not text.strip():
-        raise ValueError("Type a sentence first: the input is empty.")
+        raise LabError("Type a sentence first: the input is empty.")
     if tokenizer_path is None:
         result = split_words(text, split)
     else:
         tokenizer = tokenization.load_tokenizer_file(tokenizer_path)
         tokens = [t for t in tokenizer.encode(text, add_special_tokens=False).tokens if t]
         title = TOKENIZER_KINDS[_tokenizer_inspect.tokenizer_kind(tokenizer)]
-        result = WordSplit(tokens, "tokenizer", f"split with the {title} tokenizer")
+        result = WordSplit(tokens, "tokenizer", Message("split with the {title} tokenizer", title=title))
     if not result.tokens:
-        raise ValueError("The tokenizer produced no tokens for this text.")
+        raise LabError("The tokenizer produced no tokens for this text.")
     if len(result.tokens) > max_tokens:
-        raise ValueError(f"The sentence has {len(result.tokens)} tokens ({result.note}); the Mask Explorer draws at "
-                         f"most {max_tokens}. Shorten it.")
+        raise LabError("The sentence has {n_tokens} tokens ({note}); the Mask Explorer draws at "
+                       "most {max_tokens}. Shorten it.",
+                       n_tokens=len(result.tokens), note=result.note, max_tokens=max_tokens)
     return result
 
 

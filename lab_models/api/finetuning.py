@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+from lab_models.messages import LabError
 from lab_models.home import lab_home
 from lab_models.inference.finetuning import config as _config
 from lab_models.inference.finetuning import results as _results
@@ -70,7 +71,7 @@ def default_pooling(family: str) -> str:
 
 def _csv_path(path) -> Path:
     if path is None or not str(path).strip():
-        raise ValueError("Upload a CSV file first: it needs a header row naming a text column and a label column.")
+        raise LabError("Upload a CSV file first: it needs a header row naming a text column and a label column.")
     return Path(str(path).strip()).expanduser()
 
 
@@ -79,12 +80,13 @@ def csv_columns(path) -> list[str]:
     a missing, empty, binary, non-UTF-8 or too big file, or a CSV syntax error."""
     path = _csv_path(path)
     if not path.is_file():
-        raise ValueError(f"No CSV file at {path}: upload it again.")
+        raise LabError("No CSV file at {path}: upload it again.", path=path)
     size = path.stat().st_size
     cap = _corpus_files.max_upload_bytes()
     if size > cap:
-        raise ValueError(f"{path.name} is {size / 2**20:.1f} MB, more than the {cap / 2**20:.0f} MB limit "
-                         "(PRETRAINING_LAB_MAX_UPLOAD_MB); use a smaller sample of the rows.")
+        raise LabError("{name} is {megabytes:.1f} MB, more than the {cap_megabytes:.0f} MB limit "
+                       "(PRETRAINING_LAB_MAX_UPLOAD_MB); use a smaller sample of the rows.",
+                       name=path.name, megabytes=size / 2**20, cap_megabytes=cap / 2**20)
     text = _corpus_files.decode_text(path.read_bytes(), path.name)
     header, _ = _tasks.read_csv_rows(text, path.name)
     return header
@@ -106,7 +108,7 @@ def store_task_csv(path, home=None) -> Path:
 
     source = _csv_path(path)
     if not source.is_file():
-        raise ValueError(f"No CSV file at {source}: upload it again.")
+        raise LabError("No CSV file at {source}: upload it again.", source=source)
     digest = hashlib.sha256(source.read_bytes()).hexdigest()[:16]
     name = "".join(c if c.isalnum() or c in "._-" else "-" for c in source.name).strip("-.") or "task.csv"
     target = lab_home(home) / TASK_CSV_FOLDER / digest / name
@@ -127,10 +129,10 @@ def start_finetune(jobs: JobManager, run_id: str, task: str, **options) -> str:
     copied into the lab home (`store_task_csv`). ValueError before anything is queued for an unknown run, a run
     without weights, a bad task or CSV, or a bad number."""
     if not isinstance(run_id, str) or not run_id.strip():
-        raise ValueError("Choose a run to fine-tune: pick one with weights.")
+        raise LabError("Choose a run to fine-tune: pick one with weights.")
     run_dir = jobs.run_dir(run_id.strip())  # ValueError for an unknown or malformed id
     if run_dir.parent != jobs.runs_dir:
-        raise ValueError(f"{run_id} is not a pretraining run; fine-tune one of the runs in the runs list.")
+        raise LabError("{run_id} is not a pretraining run; fine-tune one of the runs in the runs list.", run_id=run_id)
     if task == "csv" and options.get("csv_path"):
         options = {**options, "csv_path": str(store_task_csv(options["csv_path"], jobs.home))}
     return _results.start_finetune(jobs, run_id.strip(), task, **options)
@@ -145,10 +147,10 @@ def stop_finetune(jobs: JobManager, finetune_id: str) -> dict:
 
 def _finetune_id(jobs: RunStore, finetune_id) -> str:
     if not isinstance(finetune_id, str) or not finetune_id.strip():
-        raise ValueError("Choose a fine-tuning first.")
+        raise LabError("Choose a fine-tuning first.")
     folder = jobs.run_dir(finetune_id.strip())
     if folder.parent.name != _config.FINETUNES_FOLDER:
-        raise ValueError(f"{finetune_id} is a pretraining run, not a fine-tuning.")
+        raise LabError("{finetune_id} is a pretraining run, not a fine-tuning.", finetune_id=finetune_id)
     return folder.name
 
 

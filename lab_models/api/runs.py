@@ -12,6 +12,7 @@ from pathlib import Path
 
 from lab_models import home as _home
 from lab_models.home import lab_home
+from lab_models.messages import Message
 from lab_models.inference import loading as _loading
 from lab_models.training import runs as _runs
 from lab_models.training.jobs import files as _files
@@ -54,7 +55,7 @@ def run_folder(run_id: str, *, jobs: RunStore | None = None, home=None) -> Path:
     return store.run_dir(run_id)
 
 
-def path_inside(folder, path, what: str = "path") -> Path:
+def path_inside(folder, path, what: Message = Message("path")) -> Path:
     """`path` (relative to `folder`, or absolute) resolved with symlinks followed, when it lies inside `folder`; else
     ValueError. For a folder the user names on the server (an import): read only what is inside the folder named."""
     return _home.inside(folder, path, what)

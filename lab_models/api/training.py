@@ -15,6 +15,7 @@ from pathlib import Path
 
 import torch
 
+from lab_models.messages import LabError, Message
 from lab_models.api.checks import trainable_family
 from lab_models.api.runs import run_folder
 from lab_models.home import lab_home
@@ -95,7 +96,7 @@ def family_settings_help(family: str) -> dict[str, str]:
 
 def _setting_value(family: str, key: str, value, default):
     """`value` read as the type of `default` (so "0.2" -> 0.2, "false" -> False); ValueError when it cannot be."""
-    where = f"setting {key!r} of {family}"
+    where = Message("setting {key!r} of {family}", key=key, family=family)
     if isinstance(default, bool):
         if isinstance(value, bool):
             return value
@@ -104,25 +105,25 @@ def _setting_value(family: str, key: str, value, default):
             return True
         if text in ("false", "0", "no", "off"):
             return False
-        raise ValueError(f"The {where} is on/off: write true or false, not {value!r}.")
+        raise LabError("The {where} is on/off: write true or false, not {value!r}.", where=where, value=value)
     if isinstance(default, int):
         try:
             number = float(value)
         except (TypeError, ValueError):
-            raise ValueError(f"The {where} is a whole number, not {value!r}.") from None
+            raise LabError("The {where} is a whole number, not {value!r}.", where=where, value=value) from None
         if not number.is_integer():
-            raise ValueError(f"The {where} is a whole number, not {value!r}.")
+            raise LabError("The {where} is a whole number, not {value!r}.", where=where, value=value)
         return int(number)
     if isinstance(default, float):
         try:
             number = float(value)
         except (TypeError, ValueError):
-            raise ValueError(f"The {where} is a number, not {value!r}.") from None
+            raise LabError("The {where} is a number, not {value!r}.", where=where, value=value) from None
         if number != number or number in (float("inf"), float("-inf")):
-            raise ValueError(f"The {where} must be a finite number, not {value!r}.")
+            raise LabError("The {where} must be a finite number, not {value!r}.", where=where, value=value)
         return number
     if value is None or not str(value).strip():
-        raise ValueError(f"The {where} needs a value.")
+        raise LabError("The {where} needs a value.", where=where)
     return str(value).strip()
 
 
@@ -134,23 +135,27 @@ def _training_request(jobs: RunStore, family, preset, corpus, steps, seed, devic
     weights = dict(objectives) if objectives is not None else dict(defaults)
     unknown = [name for name in weights if name not in defaults]
     if unknown:
-        raise ValueError(f"{spec.title} has no objective {unknown[0]!r}: its objectives are {', '.join(defaults)}.")
+        raise LabError("{title} has no objective {unknown!r}: its objectives are {defaults}.",
+                       title=spec.title, unknown=unknown[0], defaults=', '.join(defaults))
     own = [name for name in defaults if name not in _addon_names]  # an add-on adds to the family's own objectives
     if not any(float(weights.get(name, defaults[name]) or 0) > 0 for name in own):
-        raise ValueError(f"Turn on at least one of {spec.title}'s objectives ({', '.join(own)}).")
+        raise LabError("Turn on at least one of {title}'s objectives ({own}).", title=spec.title, own=', '.join(own))
     known = family_settings(family)
     values = {}
     for key, value in dict(settings or {}).items():
         if key not in known:
-            raise ValueError(f"{spec.title} has no setting {key!r}: its settings are {', '.join(known)}.")
+            raise LabError("{title} has no setting {key!r}: its settings are {known}.",
+                           title=spec.title, key=key, known=', '.join(known))
         values[key] = _setting_value(spec.title, key, value, known[key])
     if corpus is not None and corpus not in _corpora.list_corpora(home=jobs.home) and not Path(str(corpus)).exists():
-        raise ValueError(f"Unknown corpus {corpus!r}: choose one of {', '.join(_corpora.list_corpora(home=jobs.home))} "
-                         "or import it in the Corpora tab.")
+        raise LabError("Unknown corpus {corpus!r}: choose one of {corpora} or import it in the Corpora tab.",
+                       corpus=corpus, corpora=', '.join(_corpora.list_corpora(home=jobs.home)))
     if tokenizer is not None and tokenizer not in TOKENIZER_KINDS:
-        raise ValueError(f"Unknown tokenizer {tokenizer!r}: choose one of {', '.join(TOKENIZER_KINDS)}.")
+        raise LabError("Unknown tokenizer {tokenizer!r}: choose one of {tokenizer_kinds}.",
+                       tokenizer=tokenizer, tokenizer_kinds=', '.join(TOKENIZER_KINDS))
     if device not in TRAINING_DEVICES:
-        raise ValueError(f"Unknown device {device!r}: choose one of {', '.join(TRAINING_DEVICES)}.")
+        raise LabError("Unknown device {device!r}: choose one of {training_devices}.",
+                       device=device, training_devices=', '.join(TRAINING_DEVICES))
     select_device(device)  # ValueError when e.g. cuda is asked for and there is none
     extra_args = _model_arguments(family, model)
     if init_from is not None and str(init_from).strip():
@@ -163,8 +168,8 @@ def _init_from_arguments(jobs: RunStore, family: str, run_id: str, settings: dic
     """`--init-from RUN` for a run id of the lab home, checked the way the trainer will check it (the family must
     match the starting run's architecture; its tokenizer and dimensions are kept)."""
     if tokenizer is not None:
-        raise ValueError(f"A run started from {run_id} uses that run's tokenizer: leave the tokenizer on the "
-                         "family's default.")
+        raise LabError("A run started from {run_id} uses that run's tokenizer: leave the tokenizer on the "
+                       "family's default.", run_id=run_id)
     start = _init_from.read_starting_point(run_folder(run_id, jobs=jobs), jobs.home)
     family_items, _ = _split_settings([f"{key}={format_value(value)}" for key, value in settings.items()])
     objective_settings = _settings_with_overrides(family, family_items)  # an add-on's settings change no model
@@ -181,7 +186,8 @@ def _model_arguments(family: str, model) -> list[str]:
     if not model:
         return []
     if not isinstance(model, dict):
-        raise ValueError(f"model must be a dict of model settings such as {{'ffn': 'switch'}}, got {model!r}.")
+        raise LabError("model must be a dict of model settings such as {{'ffn': 'switch'}}, got {model!r}.",
+                       model=model)
     items = [f"{key}={format_value(value)}" for key, value in model.items()]
     parse_model_overrides(items, family)  # ValueError with the trainer's own message
     return [argument for item in items for argument in ("--model", item)]
@@ -214,7 +220,7 @@ def _disk_errors_said(jobs: RunStore, action):
         message = _runs.disk_error_message(error, jobs.home)
         if message is None:
             raise
-        raise ValueError(message) from None
+        raise LabError.of(message) from None
 
 
 def training_command(jobs: RunStore, family: str, *, preset: str = "tiny", corpus: str | None = None,
@@ -270,10 +276,10 @@ def switch_settings(on: bool, n_experts=None, capacity_factor=None, expert_every
         try:
             number = float(value)
         except (TypeError, ValueError):
-            raise ValueError(f"The Switch setting {key} must be a number, got {value!r}.") from None
+            raise LabError("The Switch setting {key} must be a number, got {value!r}.", key=key, value=value) from None
         if isinstance(default, int):
             if not number.is_integer():
-                raise ValueError(f"The Switch setting {key} must be a whole number, got {value!r}.")
+                raise LabError("The Switch setting {key} must be a whole number, got {value!r}.", key=key, value=value)
             number = int(number)
         if number != default:
             overrides[key] = number

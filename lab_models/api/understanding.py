@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from lab_models.messages import LabError
 from lab_models.inference import attributions as _attributions
 from lab_models.inference import logit_lens as _logit_lens
 from lab_models.inference import probing as _probing
@@ -52,8 +53,8 @@ PROBE_MAX_SENTENCES = _probes.MAX_SENTENCES
 def _probe_run_dir(run_dir) -> Path:
     """The run (or fine-tuning) folder a view reads; ValueError when none was chosen."""
     if run_dir is None or not str(run_dir).strip():
-        raise ValueError("Choose a run first: pick one with weights (finished, stopped, or running with a "
-                         "checkpoint).")
+        raise LabError("Choose a run first: pick one with weights (finished, stopped, or running with a "
+                       "checkpoint).")
     return Path(str(run_dir).strip()).expanduser()
 
 
@@ -67,7 +68,7 @@ def contextual_similarity(run_dirs, sentence_a: str, sentence_b: str, word: str)
 
     dirs = [run_dirs] if isinstance(run_dirs, (str, Path)) else list(run_dirs or [])
     if not dirs:
-        raise ValueError("Pick at least one run to compare.")
+        raise LabError("Pick at least one run to compare.")
     frames = [_probes.contextual_similarity(_probe_run_dir(d), sentence_a, sentence_b, word) for d in dirs]
     return pd.concat(frames, ignore_index=True)
 
@@ -103,7 +104,7 @@ def sentence_similarity(run_dirs, pooling: str = "mean",
     weights, or a bad pooling or count."""
     dirs = [run_dirs] if isinstance(run_dirs, (str, Path)) else list(run_dirs or [])
     if not dirs:
-        raise ValueError("Pick at least one run to compare.")
+        raise LabError("Pick at least one run to compare.")
     return [_sentence_similarity.topic_similarity(_probe_run_dir(d), pooling, per_topic) for d in dirs]
 
 

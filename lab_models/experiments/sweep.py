@@ -59,6 +59,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from lab_models.messages import LabError, Message, message_of
 from lab_models.training import runs
 from lab_models.home import atomic_write_json, lab_home
 from lab_models.nn.config import PRESETS
@@ -121,7 +122,7 @@ def parse_sizes(text: str) -> list[SizeSpec]:
     """Comma-separated sizes: preset names (tiny, small, medium, base) or DxL (d_model x layers). ValueError with
     what to write for anything else, a repeated size or an empty list."""
     if not isinstance(text, str) or not text.strip():
-        raise ValueError("give at least one size, e.g. --sizes 32x1,64x2,tiny")
+        raise LabError("give at least one size, e.g. --sizes 32x1,64x2,tiny")
     sizes, seen = [], set()
     for item in (part.strip() for part in text.split(",")):
         if not item:
@@ -132,21 +133,22 @@ def parse_sizes(text: str) -> list[SizeSpec]:
         else:
             match = _SIZE.match(item)
             if not match:
-                raise ValueError(f"unknown size {item!r}: write a preset ({', '.join(PRESETS)}) or DxL, e.g. 128x2 "
-                                 f"for d_model 128 with 2 layers")
+                raise LabError("unknown size {item!r}: write a preset ({presets}) or DxL, e.g. 128x2 "
+                               "for d_model 128 with 2 layers", item=item, presets=', '.join(PRESETS))
             d_model, n_layers = int(match.group(1)), int(match.group(2))
             if d_model < 1 or n_layers < 1:
-                raise ValueError(f"size {item!r}: d_model and the number of layers must be at least 1")
+                raise LabError("size {item!r}: d_model and the number of layers must be at least 1", item=item)
             if d_model > MAX_SWEEP_D_MODEL or n_layers > MAX_SWEEP_LAYERS:
-                raise ValueError(f"size {item!r}: d_model must be at most {MAX_SWEEP_D_MODEL:,} and the number of "
-                                 f"layers at most {MAX_SWEEP_LAYERS} (the base preset is 768x12)")
+                raise LabError("size {item!r}: d_model must be at most {max_sweep_d_model:,} and the number of "
+                               "layers at most {max_sweep_layers} (the base preset is 768x12)",
+                               item=item, max_sweep_d_model=MAX_SWEEP_D_MODEL, max_sweep_layers=MAX_SWEEP_LAYERS)
             size = SizeSpec(item, d_model, n_layers, default_heads(d_model), 4 * d_model)
         if (size.d_model, size.n_layers, size.n_heads, size.d_ff) in seen:
-            raise ValueError(f"size {item!r} is listed twice")
+            raise LabError("size {item!r} is listed twice", item=item)
         seen.add((size.d_model, size.n_layers, size.n_heads, size.d_ff))
         sizes.append(size)
     if not sizes:
-        raise ValueError("give at least one size, e.g. --sizes 32x1,64x2,tiny")
+        raise LabError("give at least one size, e.g. --sizes 32x1,64x2,tiny")
     return sizes
 
 
@@ -178,11 +180,11 @@ def fit_power_law(xs, ys) -> PowerLaw:
              if x is not None and y is not None and math.isfinite(float(x)) and math.isfinite(float(y))
              and float(x) > 0 and float(y) > 0]
     if len(pairs) < 2:
-        raise ValueError(f"a power law needs at least 2 points with positive values, got {len(pairs)}")
+        raise LabError("a power law needs at least 2 points with positive values, got {n_pairs}", n_pairs=len(pairs))
     log_x = np.log([x for x, _ in pairs])
     log_y = np.log([y for _, y in pairs])
     if np.ptp(log_x) == 0:
-        raise ValueError("a power law needs points at 2 or more different sizes")
+        raise LabError("a power law needs points at 2 or more different sizes")
     slope, intercept = np.polyfit(log_x, log_y, 1)
     predicted = slope * log_x + intercept
     residual = float(((log_y - predicted) ** 2).sum())
@@ -204,7 +206,7 @@ def fits(points: list[dict]) -> dict[str, dict]:
             try:
                 entry[axis] = fit_power_law([p.get(key) for p in done], [p["bits_per_byte"] for p in done]).to_dict()
             except ValueError as error:
-                entry[axis] = {"error": str(error)}
+                entry[axis] = {"error": message_of(error)}
         out[variant] = entry
     return out
 
@@ -273,16 +275,19 @@ def check_config(config: SweepConfig) -> list[SizeSpec]:
 
 
     if config.family not in TRAINED_FAMILIES:
-        raise ValueError(f"unknown family {config.family!r}: choose one of {', '.join(TRAINED_FAMILIES)}")
+        raise LabError("unknown family {family!r}: choose one of {trained_families}",
+                       family=config.family, trained_families=', '.join(TRAINED_FAMILIES))
     if config.family in RNN_FAMILIES:
-        raise ValueError(f"{config.family} is an LSTM family: a sweep changes a Transformer's d_model and layers; "
-                         f"choose a Transformer family")
+        raise LabError("{family} is an LSTM family: a sweep changes a Transformer's d_model and layers; "
+                       "choose a Transformer family", family=config.family)
     if config.preset not in PRESET_DEFAULTS:
-        raise ValueError(f"unknown preset {config.preset!r}: choose one of {', '.join(PRESET_DEFAULTS)}")
+        raise LabError("unknown preset {preset!r}: choose one of {preset_defaults}",
+                       preset=config.preset, preset_defaults=', '.join(PRESET_DEFAULTS))
     if isinstance(config.steps, bool) or not isinstance(config.steps, int) or not 1 <= config.steps <= MAX_STEPS:
-        raise ValueError(f"--steps must be a whole number from 1 to {MAX_STEPS:,}, got {config.steps!r}")
+        raise LabError("--steps must be a whole number from 1 to {max_steps:,}, got {steps!r}",
+                       max_steps=MAX_STEPS, steps=config.steps)
     if config.max_minutes is not None and not config.max_minutes > 0:
-        raise ValueError(f"--max-minutes must be above 0, got {config.max_minutes!r}")
+        raise LabError("--max-minutes must be above 0, got {max_minutes!r}", max_minutes=config.max_minutes)
     sizes = parse_sizes(",".join(config.sizes))
     settings = objective_module(config.family).Settings()
     vocab = stand_in_vocab(PRESET_DEFAULTS[config.preset]["vocab_size"] + 64)  # + the lab's special tokens
@@ -294,7 +299,8 @@ def check_config(config: SweepConfig) -> list[SizeSpec]:
                 with torch.device("meta"):
                     build_model(config.family, model_config, settings, vocab, None)
             except ValueError as error:
-                raise ValueError(f"size {size.label} ({variant}): {error}") from None
+                raise LabError("size {label} ({variant}): {error}",
+                               label=size.label, variant=variant, error=error) from None
     return sizes
 
 
@@ -306,7 +312,8 @@ def stand_in_vocab(size: int):
                      sentinel_ids=tuple(range(8, 40)), random_ids=tuple(range(40, max(41, size))))
 
 
-def point_of(config: SweepConfig, size: SizeSpec, variant: str, state: str, message: str, seconds: float) -> dict:
+def point_of(config: SweepConfig, size: SizeSpec, variant: str, state: str, message: Message | str,
+             seconds: float) -> dict:
     """What one finished (or failed) run contributes: see the module docstring."""
     folder = run_folder(config, size, variant)
     point = {"size": size.label, "variant": variant, "d_model": size.d_model, "n_layers": size.n_layers,
@@ -386,22 +393,26 @@ def _run_one(command: list[str], limit_s: float | None, stop: SweepStop, log) ->
             process.kill()
 
 
-def _message(folder: Path, code: int | None, reason: str, config: SweepConfig) -> tuple[str, str]:
+def _message(folder: Path, code: int | None, reason: str, config: SweepConfig) -> tuple[str, Message | str]:
     """(state, message) of one run from its exit and its status.json."""
     status = runs.read_status(folder)
-    where = f"at step {status['step']} of {config.steps}" if status.get("step") else "before its first step"
+    where = (Message("at step {step} of {steps}", step=status["step"], steps=config.steps) if status.get("step")
+             else Message("before its first step"))
     if reason == "time":
-        return "failed", f"ran past the {config.max_minutes:g}-minute limit (--max-minutes): stopped {where}"
+        return "failed", Message("ran past the {minutes:g}-minute limit (--max-minutes): stopped {where}",
+                                 minutes=config.max_minutes, where=where)
     if reason == "stop":
-        return "stopped", f"the sweep was stopped {where}"
+        return "stopped", Message("the sweep was stopped {where}", where=where)
     if code == 0 and status.get("state") == "finished":
-        return "finished", status.get("message") or "finished"
+        return "finished", status.get("message") or Message("finished")
     if status.get("state") == "failed" and status.get("message"):
         return "failed", status["message"]
     if code is not None and code < 0:
         name = signal.Signals(-code).name if -code in signal.Signals._value2member_map_ else str(-code)
-        return "failed", f"the trainer was killed by {name}" + (" (out of memory?)" if -code == signal.SIGKILL else "")
-    return "failed", f"the trainer exited with code {code}"
+        if -code == signal.SIGKILL:
+            return "failed", Message("the trainer was killed by {signal} (out of memory?)", signal=name)
+        return "failed", Message("the trainer was killed by {signal}", signal=name)
+    return "failed", Message("the trainer exited with code {code}", code=code)
 
 
 def run_sweep(config: SweepConfig, *, trainer_command: list[str] | None = None,
@@ -416,15 +427,17 @@ def run_sweep(config: SweepConfig, *, trainer_command: list[str] | None = None,
     record = {"config": config.to_dict(), "created": time.time(), "points": [], "fits": {}, "x_axes": X_AXES,
               "flops_note": "training FLOPs = 6 x active non-embedding parameters x training tokens (Kaplan's 6NT)"}
     limit_s = None if config.max_minutes is None else 60.0 * config.max_minutes
-    runs.write_status(out, "running", step=0, total_steps=len(jobs), message=f"training {jobs[0][0].label}")
+    runs.write_status(out, "running", step=0, total_steps=len(jobs),
+                      message=Message("training {label}", label=jobs[0][0].label))
     for index, (size, variant) in enumerate(jobs):
         folder = run_folder(config, size, variant)
         if stop():
-            point = point_of(config, size, variant, "stopped", "not run: the sweep was stopped", 0.0)
+            point = point_of(config, size, variant, "stopped", Message("not run: the sweep was stopped"), 0.0)
         else:
             folder.mkdir(parents=True, exist_ok=True)
             runs.write_status(out, "running", step=index, total_steps=len(jobs),
-                              message=f"training {size.label} ({variant}), {index + 1} of {len(jobs)}")
+                              message=Message("training {label} ({variant}), {number} of {total}", label=size.label,
+                                              variant=variant, number=index + 1, total=len(jobs)))
             logger.info("sweep: training %s (%s), %d of %d", size.label, variant, index + 1, len(jobs))
             started = time.monotonic()
             with open(out / "sweep.log", "ab") as log:
@@ -440,9 +453,10 @@ def run_sweep(config: SweepConfig, *, trainer_command: list[str] | None = None,
         record["fits"] = fits(record["points"])
         atomic_write_json(out / SWEEP_FILE, record)
     finished = sum(1 for p in record["points"] if p["state"] == "finished")
-    summary = f"{finished} of {len(jobs)} runs finished"
+    summary = Message("{finished} of {total} runs finished", finished=finished, total=len(jobs))
     if stop():
-        runs.write_status(out, "stopped", step=len(jobs), total_steps=len(jobs), message=f"stopped: {summary}")
+        runs.write_status(out, "stopped", step=len(jobs), total_steps=len(jobs),
+                          message=Message("stopped: {summary}", summary=summary))
     else:
         runs.write_status(out, "finished", step=len(jobs), total_steps=len(jobs), message=summary)
     return record
@@ -466,7 +480,7 @@ def new_sweep_dir(home, family: str) -> Path:
         except FileExistsError:
             continue
         return folder
-    raise ValueError(f"could not create a sweep folder in {root}; is the lab home writable?")
+    raise LabError("could not create a sweep folder in {root}; is the lab home writable?", root=root)
 
 
 def read_sweep(folder) -> dict:
@@ -538,7 +552,7 @@ def config_from_args(args) -> SweepConfig:
     model = parse_model_overrides(args.model, args.family)
     for key in ("d_model", "n_layers", "n_heads", "d_ff", "ffn"):
         if key in model:
-            raise ValueError(f"--model {key} is set by the sweep (by --sizes, or --switch for ffn)")
+            raise LabError("--model {key} is set by the sweep (by --sizes, or --switch for ffn)", key=key)
     home = str(Path(args.home).expanduser().resolve()) if args.home else None
     out = Path(args.out).expanduser().resolve() if args.out else None
     config = SweepConfig(family=args.family, sizes=tuple(s.label for s in parse_sizes(args.sizes)), steps=args.steps,

@@ -49,6 +49,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from lab_models.messages import LabError, Message
 from lab_models.families import family_record
 from lab_models.home import lab_home
 from lab_models.training.jobs.files import ACTIVE_STATES
@@ -138,22 +139,25 @@ class ZooConfig:
 
     def __post_init__(self):
         if self.preset not in ZOO_PRESETS:
-            raise ValueError(f"Unknown zoo preset {self.preset!r}: choose one of {', '.join(ZOO_PRESETS)}.")
+            raise LabError("Unknown zoo preset {preset!r}: choose one of {zoo_presets}.",
+                           preset=self.preset, zoo_presets=', '.join(ZOO_PRESETS))
         if isinstance(self.families, str) or not self.families:
-            raise ValueError("A zoo needs at least one family, e.g. families=('gpt', 'bert').")
+            raise LabError("A zoo needs at least one family, e.g. families=('gpt', 'bert').")
         unknown = [f for f in self.families if f not in TRAINED_FAMILIES]
         if unknown:
-            raise ValueError(f"Unknown family {unknown[0]!r} for a zoo: choose from {', '.join(ZOO_ORDER)}.")
+            raise LabError("Unknown family {unknown!r} for a zoo: choose from {zoo_order}.",
+                           unknown=unknown[0], zoo_order=', '.join(ZOO_ORDER))
         if len(set(self.families)) != len(self.families):
-            raise ValueError("Each family can be in a zoo once; remove the repeated name.")
+            raise LabError("Each family can be in a zoo once; remove the repeated name.")
         if self.steps is not None and (isinstance(self.steps, bool) or not isinstance(self.steps, int)
                                        or not 1 <= self.steps <= MAX_STEPS):
-            raise ValueError(f"steps must be a whole number from 1 to {MAX_STEPS:,} (or None for the zoo's table), "
-                             f"got {self.steps!r}.")
+            raise LabError("steps must be a whole number from 1 to {max_steps:,} (or None for the zoo's table), "
+                           "got {steps!r}.", max_steps=MAX_STEPS, steps=self.steps)
         if self.corpus is not None and (not isinstance(self.corpus, str) or not self.corpus.strip()):
-            raise ValueError(f"corpus must be a corpus name or a path (or None for the preset's), got {self.corpus!r}.")
+            raise LabError("corpus must be a corpus name or a path (or None for the preset's), got {corpus!r}.",
+                           corpus=self.corpus)
         if isinstance(self.seed, bool) or not isinstance(self.seed, int):
-            raise ValueError(f"seed must be a whole number >= 0, got {self.seed!r}.")
+            raise LabError("seed must be a whole number >= 0, got {seed!r}.", seed=self.seed)
         check_seed(self.seed)
 
     @property
@@ -199,7 +203,7 @@ class ZooRun:
     total_steps: int
     loss: float | None
     val_bits_per_byte: float | None
-    message: str = ""
+    message: Message | str = ""
     queue_position: int | None = None
 
     @property
@@ -269,7 +273,7 @@ def zoo_progress(store: RunStore, config: ZooConfig = DEMO_ZOO) -> ZooProgress:
             state = "failed"
         runs.append(ZooRun(family, title, row["run_id"], state, int(row.get("step") or 0),
                            int(row.get("total_steps") or config.steps_for(family)), row.get("loss"),
-                           row.get("val_bits_per_byte"), str(row.get("message") or ""), row.get("queue_position")))
+                           row.get("val_bits_per_byte"), row.get("message") or "", row.get("queue_position")))
     return ZooProgress(config.name, tuple(runs))
 
 
@@ -353,8 +357,8 @@ def parse_families(text: str | None) -> tuple[str, ...]:
     names = [part.strip().lower() for part in text.split(",") if part.strip()]
     unknown = [name for name in names if name not in ZOO_ORDER]
     if unknown:
-        raise ValueError(f"unknown family {unknown[0]!r} in --families: use all, or a comma list of "
-                         f"{', '.join(ZOO_ORDER)}")
+        raise LabError("unknown family {unknown!r} in --families: use all, or a comma list of "
+                       "{zoo_order}", unknown=unknown[0], zoo_order=', '.join(ZOO_ORDER))
     return tuple(family for family in ZOO_ORDER if family in names)
 
 
@@ -423,7 +427,7 @@ def _config_from_args(args, home: Path) -> ZooConfig:
     if args.corpus is not None:
         open_corpus(args.corpus, home=home)  # a ValueError now, not 17 failed runs later (nothing read yet)
     if args.device not in ("auto", "cpu", "cuda", "mps"):
-        raise ValueError(f"unknown device {args.device!r}: choose auto, cpu, cuda or mps")
+        raise LabError("unknown device {device!r}: choose auto, cpu, cuda or mps", device=args.device)
     select_device(args.device)
     corpus = args.corpus
     if corpus is not None and Path(corpus).expanduser().exists():

@@ -45,6 +45,7 @@ from typing import Callable
 import numpy as np
 import torch
 
+from lab_models.messages import LabError, Message
 from lab_models.inference.finetuning.saved import is_finetune_folder, load_finetuned
 from lab_models.inference.generation.context import check_prompt_text, load_decodable_run
 from lab_models.inference.predicting import prediction_site, token_label
@@ -154,7 +155,7 @@ class Attribution:
     tokens: list[str]
     scores: list[float]
     target: str  # the token (or label) whose probability is explained
-    where: str  # the position, in words ("the first [MASK] (token 3 of 7)", "the label of a topic classifier")
+    where: Message  # the position, in words ("the first [MASK] (token 3 of 7)", "the label of a topic classifier")
     probability: float  # f(x)
     baseline_probability: float  # f(x'); for gradient x input f(0)
     completeness_error: float  # |sum(scores) - (f(x) - f(x'))| (integrated gradients; NaN for gradient x input)
@@ -166,13 +167,16 @@ class Attribution:
 
 def check_method(method, steps, baseline) -> tuple[str, int, str]:
     if method not in METHODS:
-        raise ValueError(f"Unknown attribution method {method!r}: choose one of {', '.join(METHODS)}.")
+        raise LabError("Unknown attribution method {method!r}: choose one of {methods}.",
+                       method=method, methods=', '.join(METHODS))
     if isinstance(steps, float) and steps.is_integer():
         steps = int(steps)
     if isinstance(steps, bool) or not isinstance(steps, int) or not 2 <= steps <= MAX_STEPS:
-        raise ValueError(f"steps must be a whole number from 2 to {MAX_STEPS}, got {steps!r}.")
+        raise LabError("steps must be a whole number from 2 to {max_steps}, got {steps!r}.",
+                       max_steps=MAX_STEPS, steps=steps)
     if baseline not in BASELINES:
-        raise ValueError(f"Unknown baseline {baseline!r}: choose 'pad' (the [PAD] token's vector) or 'zero'.")
+        raise LabError("Unknown baseline {baseline!r}: choose 'pad' (the [PAD] token's vector) or 'zero'.",
+                       baseline=baseline)
     return method, steps, baseline
 
 
@@ -195,7 +199,7 @@ def explain_prediction(run_dir, text: str, method: str = "integrated_gradients",
     text, a family or text with nothing to predict (predicting.py's rules), a target the vocabulary (or the
     classifier's labels) does not have."""
     method, steps, baseline = check_method(method, steps, baseline)
-    text = check_prompt_text(text, "the text")
+    text = check_prompt_text(text, Message("the text"))
     if run_dir is not None and is_finetune_folder(run_dir):
         return _explain_classifier(run_dir, text, method, steps, baseline, target)
     run = load_decodable_run(run_dir)
@@ -250,8 +254,8 @@ def _target_token(ctx, logits: torch.Tensor, target: str | None) -> int:
         encoded = ctx.encode(wanted)
         token_id = encoded[0] if len(encoded) == 1 else None
     if token_id is None or token_id >= ctx.V:
-        raise ValueError(f"The target {wanted!r} is not one token of this run's vocabulary: leave it empty to explain "
-                         f"the model's own answer.")
+        raise LabError("The target {wanted!r} is not one token of this run's vocabulary: leave it empty to explain "
+                       "the model's own answer.", wanted=wanted)
     return int(token_id)
 
 
@@ -275,8 +279,9 @@ def _explain_classifier(folder, text: str, method: str, steps: int, baseline: st
     elif str(target).strip() in labels:
         label = labels.index(str(target).strip())
     else:
-        raise ValueError(f"The target {str(target).strip()!r} is not a label of this classifier: choose one of "
-                         f"{', '.join(labels)}, or leave it empty to explain its own answer.")
+        raise LabError("The target {target!r} is not a label of this classifier: choose one of "
+                       "{labels}, or leave it empty to explain its own answer.",
+                       target=str(target).strip(), labels=', '.join(labels))
 
     def f(vectors: torch.Tensor) -> torch.Tensor:
         replace["vectors"] = vectors
@@ -288,7 +293,8 @@ def _explain_classifier(folder, text: str, method: str, steps: int, baseline: st
     scores, value, base_value, error = _explain(f, x, reference, method, steps)
     ids = batch.input_ids[0].tolist()
     tokens = [run.tokenizer.id_to_token(i) or str(i) for i in ids]
-    where = f"the label of the {saved.task_name} classifier {saved.finetune_id}"
+    where = Message("the label of the {task} classifier {finetune_id}", task=saved.task_name,
+                    finetune_id=saved.finetune_id)
     return Attribution(saved.finetune_id, run.family, run.step, method, steps if method == "integrated_gradients"
                        else 1, baseline if method == "integrated_gradients" else "", tokens, scores, labels[label],
                        where, value, base_value, error)

@@ -82,6 +82,7 @@ from typing import Callable
 
 import torch
 
+from lab_models.messages import LabError, Message, message_of
 from lab_models.training import runs
 from lab_models.training.config import check_seed
 from lab_models.home import atomic_write_json, lab_home
@@ -288,7 +289,7 @@ def _normalise(text: str) -> str:
     return "".join(str(text).lower().split())
 
 
-def _fill_mask_score(run, examples: HeldOutExamples) -> tuple[float, int, str]:
+def _fill_mask_score(run, examples: HeldOutExamples) -> tuple[float, int, Message | str]:
     """(accuracy, examples scored, note) of one loaded run."""
     # The id-level helpers of lab_models/inference/generation/generate.py: the same slot prediction as api.fill_mask,
     # but on token ids,
@@ -296,7 +297,7 @@ def _fill_mask_score(run, examples: HeldOutExamples) -> tuple[float, int, str]:
     # could move the piece boundaries around the slot).
 
     if run.family not in FILL_MASK_FAMILIES:
-        return math.nan, 0, fill_mask_refusal(run.family) + "."
+        return math.nan, 0, Message("{reason}.", reason=fill_mask_refusal(run.family))
     ctx = DecodingContext(run)
     banned = ctx.banned
     row_length = int(run.config.get("seq_len") or run.max_positions)
@@ -316,12 +317,12 @@ def _fill_mask_score(run, examples: HeldOutExamples) -> tuple[float, int, str]:
             try:
                 logits = fill_mask_logits(ctx, framed.ids, [slot + framed.start], framed.segments)  # (1, V)
             except UnsupportedMode as reason:
-                return math.nan, 0, str(reason)
+                return math.nan, 0, message_of(reason)
             best = int(torch.argmax(logits[0].float().masked_fill(banned, float("-inf"))))
             hits += int(best == target)
             scored += 1
     if not scored:
-        return math.nan, 0, "no held-out sentence had a token to mask"
+        return math.nan, 0, Message("no held-out sentence had a token to mask")
     return hits / scored, scored, ""
 
 
@@ -376,7 +377,7 @@ def trivial_baselines(run, examples: HeldOutExamples) -> dict:
             "baseline_infill_exact_match": infill}
 
 
-def _infill_score(run, examples: HeldOutExamples) -> tuple[float, int, str]:
+def _infill_score(run, examples: HeldOutExamples) -> tuple[float, int, Message | str]:
     """(exact match, examples scored, note) of one loaded run, through `generate(mode="infill")`."""
 
     if "infill" not in generation_modes(run.family):
@@ -406,10 +407,13 @@ def _infill_score(run, examples: HeldOutExamples) -> tuple[float, int, str]:
         reference = tokenizer.decode(encode(span), skip_special_tokens=True)
         hits += int(_normalise(result.new_text) == _normalise(reference))
         scored += 1
+    if not scored and skipped:
+        return math.nan, 0, Message("no held-out sentence could be blanked for this run ({skipped} too long)",
+                                    skipped=skipped)
     if not scored:
-        return math.nan, 0, "no held-out sentence could be blanked for this run" + (
-            f" ({skipped} too long)" if skipped else "")
-    return hits / scored, scored, (f"{skipped} sentence(s) too long for the model were skipped" if skipped else "")
+        return math.nan, 0, Message("no held-out sentence could be blanked for this run")
+    return hits / scored, scored, (Message("{skipped} sentence(s) too long for the model were skipped",
+                                           skipped=skipped) if skipped else "")
 
 
 def measured_bits_per_byte(run, validation_texts) -> float:
@@ -440,15 +444,15 @@ def measured_bits_per_byte(run, validation_texts) -> float:
     return bits_per_byte(nll, n_bytes)
 
 
-def _probe_score(run_dir) -> tuple[str, float, str]:
+def _probe_score(run_dir) -> tuple[str, float, Message | str]:
     """(best probe layer, its accuracy, note) of one run: the PROBE_TASK probe of every layer (probing.py; its
     features are cached in the run folder)."""
     try:
         best = best_probe_layer(probe_layers(run_dir, PROBE_TASK))
     except ValueError as error:  # e.g. a tokenizer that cannot read the synthetic sentences: the other scores stand
-        return "", math.nan, f"could not probe this run: {error}"
+        return "", math.nan, Message("could not probe this run: {error}", error=message_of(error))
     if not best:
-        return "", math.nan, "the run has no layer to probe"
+        return "", math.nan, Message("the run has no layer to probe")
     return f"{best['stream']}: {best['layer_name']} (depth {best['depth']:.2f})", best["accuracy"], ""
 
 
@@ -473,11 +477,12 @@ def evaluate_run(run_dir, examples: HeldOutExamples, validation_texts=None) -> d
         baselines = trivial_baselines(run, examples)
         probe = _probe_score(run_dir)
     except ValueError as error:
-        fill = infill = (math.nan, 0, f"could not evaluate this run: {error}")
+        fill = infill = (math.nan, 0, Message("could not evaluate this run: {error}", error=message_of(error)))
         probe = ("", math.nan, fill[2])
     except Exception as error:  # noqa: BLE001 - one broken run must not take the whole table down
         logger.exception("leaderboard: evaluating %s failed", Path(run_dir).name)
-        fill = infill = (math.nan, 0, f"evaluating this run failed: {type(error).__name__}: {error}")
+        fill = infill = (math.nan, 0, Message("evaluating this run failed: {error_type}: {error}",
+                                              error_type=type(error).__name__, error=error))
         probe = ("", math.nan, fill[2])
         cacheable = False  # perhaps a bug fixed by the next version of the lab: ask again next time
     return {"fill_mask_accuracy": fill[0], "fill_mask_examples": fill[1], "fill_mask_note": fill[2],
@@ -547,18 +552,19 @@ def _classification(home: Path, run_ids: list[str]) -> tuple[dict[str, dict[str,
 
 def _check_settings(corpus, max_examples, seed) -> tuple[str | None, int, int]:
     if corpus is not None and not isinstance(corpus, str):
-        raise ValueError(f"corpus must be a corpus name (as the runs' config.json says it), got {corpus!r}")
+        raise LabError("corpus must be a corpus name (as the runs' config.json says it), got {corpus!r}", corpus=corpus)
     corpus = corpus.strip() or None if isinstance(corpus, str) else None
     if isinstance(max_examples, float) and max_examples.is_integer():
         max_examples = int(max_examples)
     if isinstance(max_examples, bool) or not isinstance(max_examples, int) or not (
             1 <= max_examples <= MAX_EXAMPLES_LIMIT):
-        raise ValueError(f"max_examples must be a whole number from 1 to {MAX_EXAMPLES_LIMIT} (held-out sentences "
-                         f"per metric), got {max_examples!r}")
+        raise LabError("max_examples must be a whole number from 1 to {max_examples_limit} (held-out sentences "
+                       "per metric), got {max_examples!r}",
+                       max_examples_limit=MAX_EXAMPLES_LIMIT, max_examples=max_examples)
     if isinstance(seed, float) and seed.is_integer():
         seed = int(seed)
     if isinstance(seed, bool) or not isinstance(seed, int):
-        raise ValueError(f"seed must be a whole number, got {seed!r}")
+        raise LabError("seed must be a whole number, got {seed!r}", seed=seed)
     check_seed(seed)  # from 0 to MAX_SEED, as a training run's
     return corpus, max_examples, seed
 
@@ -584,15 +590,16 @@ def leaderboard(home=None, corpus: str | None = None, *, max_examples: int = DEF
         chosen = [item for item in found if runs.read_config(item[0]).get("corpus") == corpus]
         if not chosen:
             names = leaderboard_corpora(home)
-            raise ValueError(f"No run with weights was trained on corpus {corpus!r}: choose one of "
-                             f"{', '.join(names)}." if names else
-                             "No run has weights yet: train one in the Train tab first.")
+            if not names:
+                raise LabError("No run has weights yet: train one in the Train tab first.")
+            raise LabError("No run with weights was trained on corpus {corpus!r}: choose one of {names}.",
+                           corpus=corpus, names=", ".join(names))
         found = chosen
     if zoo is not None:
         found = [item for item in found if runs.read_config(item[0]).get("zoo") == zoo]
         if not found:
-            raise ValueError(f"No run of the zoo {zoo!r} has weights yet: train it first (the first tab's Train the "
-                             "demo zoo, or python -m lab_models zoo).")
+            raise LabError("No run of the zoo {zoo!r} has weights yet: train it first (the first tab's Train the "
+                           "demo zoo, or python -m lab_models zoo).", zoo=zoo)
     examples_by_corpus: dict[str, HeldOutExamples | str] = {}
     rows, computed, cached, seconds, measured = [], [], [], {}, []
     total = len(found)
@@ -637,8 +644,10 @@ def leaderboard(home=None, corpus: str | None = None, *, max_examples: int = DEF
         frame[name] = pd.to_numeric(frame[name], errors="coerce").astype(float)
     for name in ("steps", "fill_mask_examples", "infill_examples"):
         frame[name] = pd.to_numeric(frame[name], errors="coerce").fillna(0).astype(int)
-    for name in (*NOTE_COLUMNS, "best_probe_layer"):
-        frame[name] = frame[name].fillna("").astype(str)
+    for name in (*NOTE_COLUMNS, "best_probe_layer"):  # a note keeps its message: an object column, not a text one
+        frame[name] = pd.Series([value if isinstance(value := row.get(name), str) else
+                                 "" if value is None or value != value else str(value) for row in rows],
+                                index=frame.index, dtype=object)
     if len(frame):
         frame = frame.sort_values(["corpus", "val_bits_per_byte", "run_id"], na_position="last",
                                   kind="stable").reset_index(drop=True)
@@ -667,11 +676,12 @@ def _evaluate_on_corpus(home: Path, run_dir: Path, corpus_name, examples_by_corp
                 corpus = load_corpus(name, home=home)
                 validation, train = corpus.validation, corpus.train
         except ValueError as error:
-            examples_by_corpus[name] = f"the corpus {name!r} cannot be loaded for held-out text: {error}"
+            examples_by_corpus[name] = Message("the corpus {name!r} cannot be loaded for held-out text: {error}",
+                                               name=name, error=message_of(error))
         else:
             examples_by_corpus[name] = (held_out_examples(validation, max_examples, seed, train) if validation
-                                        else f"the corpus {name!r} has no validation split (one document): no "
-                                             "held-out text to ask")
+                                        else Message("the corpus {name!r} has no validation split (one document): "
+                                                     "no held-out text to ask", name=name))
             examples_by_corpus[(name, "validation")] = list(validation)
     examples = examples_by_corpus[name]
     if isinstance(examples, str):
@@ -690,7 +700,7 @@ def write_leaderboard_csv(frame, path) -> Path:
     import pandas as pd
 
     if not isinstance(frame, pd.DataFrame):
-        raise ValueError("Compute the leaderboard first: there is no table to export.")
+        raise LabError("Compute the leaderboard first: there is no table to export.")
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     frame.to_csv(path, index=False, encoding="utf-8")

@@ -28,6 +28,7 @@ from pathlib import Path
 import torch
 from tokenizers import Tokenizer
 
+from lab_models.messages import LabError
 from lab_models.training import runs
 from lab_models.nn.config import ModelConfig
 from lab_models.text.vocab import VocabInfo
@@ -87,7 +88,7 @@ def weights_file(run_dir: str | os.PathLike) -> tuple[Path, int]:
         return final, step
     if checkpoint is not None:
         return checkpoint / runs.MODEL_FILE, int(runs.read_json(checkpoint / "state.json").get("step") or 0)
-    raise ValueError(f"run {run_dir.name} has no weights yet: wait for its first checkpoint, or train it first")
+    raise LabError("run {name} has no weights yet: wait for its first checkpoint, or train it first", name=run_dir.name)
 
 
 def load_run(run_dir: str | os.PathLike, device: str | torch.device | None = None) -> TrainedRun:
@@ -96,13 +97,14 @@ def load_run(run_dir: str | os.PathLike, device: str | torch.device | None = Non
 
     run_dir = Path(run_dir).expanduser()
     if not run_dir.is_dir():
-        raise ValueError(f"no run folder at {run_dir}: pick a run from the list of runs")
+        raise LabError("no run folder at {run_dir}: pick a run from the list of runs", run_dir=run_dir)
     config = runs.read_config(run_dir)
     family = config.get("family")
     if not config or not isinstance(config.get("model"), dict):
-        raise ValueError(f"{run_dir.name} is not a trained run (its config.json is missing or incomplete)")
+        raise LabError("{name} is not a trained run (its config.json is missing or incomplete)", name=run_dir.name)
     if family not in TRAINED_FAMILIES:
-        raise ValueError(f"run {run_dir.name} has family {family!r}, which this version of the lab cannot load")
+        raise LabError("run {name} has family {family!r}, which this version of the lab cannot load",
+                       name=run_dir.name, family=family)
     weights, step = weights_file(run_dir)
     device = torch.device(device or "cpu")
     return _load(run_dir.resolve(), family, weights, weights.stat().st_mtime_ns, step, device)
@@ -115,7 +117,7 @@ def _load(run_dir: Path, family: str, weights: Path, mtime_ns: int, step: int, d
     config = runs.read_config(run_dir)
     tokenizer_path = run_dir / runs.TOKENIZER_FILE
     if not tokenizer_path.is_file():
-        raise ValueError(f"run {run_dir.name} has no {runs.TOKENIZER_FILE}")
+        raise LabError("run {name} has no {tokenizer_file}", name=run_dir.name, tokenizer_file=runs.TOKENIZER_FILE)
     # an imported checkpoint's own special tokens play the lab's roles (lab_models/interop); trained runs: None
     roles = config.get("token_roles") if isinstance(config.get("token_roles"), dict) else None
     tokenizer, vocab = prepare_tokenizer(load_tokenizer_file(tokenizer_path), roles)

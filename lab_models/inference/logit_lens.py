@@ -51,6 +51,7 @@ from contextlib import contextmanager
 import pandas as pd
 import torch
 
+from lab_models.messages import LabError, Message
 from lab_models.inference.generation.context import MAX_TOP_K, as_whole_number, is_integer_value
 from lab_models.inference.generation.context import load_decodable_run
 from lab_models.inference.predicting import PredictionSite, prediction_site, token_label
@@ -59,27 +60,31 @@ LENS_COLUMNS = ["layer", "rank", "token", "probability", "layer_name"]
 MATCH_TOLERANCE = 1e-3  # the top layer, decoded, must give the family's own logits (float rounding aside)
 
 NOTES = {
-    "gpt": "GPT's post-LN blocks end in a LayerNorm: every layer is decoded through the tied matrix as the top one is",
-    "gpt2": "the final LayerNorm, then the tied matrix, applied to every layer (the logit lens as published)",
-    "glm": "the final LayerNorm, then the tied matrix, applied to every layer (the logit lens as published)",
-    "mlm": "the MLM head's transform (dense, GeLU, LayerNorm) was trained on the top layer only: below it the lens "
-           "is an approximation",
-    "electra": "the generator's layers through its MLM head (the discriminator predicts no tokens); the head's "
-               "transform was trained on the top layer only: below it the lens is an approximation",
-    "xlnet": "the query stream's layers (the stream that predicts without seeing its token) through the tied matrix",
-    "mpnet": "the query stream's layers through MPNet's LM head, whose transform was trained on the top layer only: "
-             "below it the lens is an approximation",
-    "t5": "the decoder's layers through its final RMS norm, the d_model^-0.5 scale and the tied matrix; the encoder "
-          "predicts nothing and is not read",
-    "mass": "the decoder's layers through the tied matrix; the encoder predicts nothing and is not read",
-    "elmo": "the forward LSTM's layers through the shared softmax (the backward LSTM predicts the previous token)",
-    "ulmfit": "the tied decoder reads only layers as wide as the embedding; the wider inner LSTM layers are skipped",
-    "cove": "the decoder's LSTM layers through the attention over the encoder and W_out; its input embedding is "
-            "narrower than W_out reads and is skipped",
+    "gpt": Message("GPT's post-LN blocks end in a LayerNorm: every layer is decoded through the tied matrix as the "
+                   "top one is"),
+    "gpt2": Message("the final LayerNorm, then the tied matrix, applied to every layer (the logit lens as published)"),
+    "glm": Message("the final LayerNorm, then the tied matrix, applied to every layer (the logit lens as published)"),
+    "mlm": Message("the MLM head's transform (dense, GeLU, LayerNorm) was trained on the top layer only: below it "
+                   "the lens is an approximation"),
+    "electra": Message("the generator's layers through its MLM head (the discriminator predicts no tokens); the "
+                       "head's transform was trained on the top layer only: below it the lens is an approximation"),
+    "xlnet": Message("the query stream's layers (the stream that predicts without seeing its token) through the tied "
+                     "matrix"),
+    "mpnet": Message("the query stream's layers through MPNet's LM head, whose transform was trained on the top "
+                     "layer only: below it the lens is an approximation"),
+    "t5": Message("the decoder's layers through its final RMS norm, the d_model^-0.5 scale and the tied matrix; the "
+                  "encoder predicts nothing and is not read"),
+    "mass": Message("the decoder's layers through the tied matrix; the encoder predicts nothing and is not read"),
+    "elmo": Message("the forward LSTM's layers through the shared softmax (the backward LSTM predicts the previous "
+                    "token)"),
+    "ulmfit": Message("the tied decoder reads only layers as wide as the embedding; the wider inner LSTM layers are "
+                      "skipped"),
+    "cove": Message("the decoder's LSTM layers through the attention over the encoder and W_out; its input embedding "
+                    "is narrower than W_out reads and is skipped"),
 }
 
 
-def lens_note(family: str) -> str:
+def lens_note(family: str) -> Message:
     return NOTES.get(family, NOTES["mlm"])
 
 
@@ -163,7 +168,8 @@ def logit_lens(run_dir, text: str, top_k: int = 5) -> pd.DataFrame:
     without the [MASK] a masked LM needs or with one a left-to-right family cannot fill."""
     top_k = as_whole_number(top_k)
     if not is_integer_value(top_k) or not 1 <= top_k <= MAX_TOP_K:
-        raise ValueError(f"top_k must be a whole number from 1 to {MAX_TOP_K}, got {top_k!r}")
+        raise LabError("top_k must be a whole number from 1 to {max_top_k}, got {top_k!r}",
+                       max_top_k=MAX_TOP_K, top_k=top_k)
     run = load_decodable_run(run_dir)
     site = prediction_site(run, text)
     ctx = site.ctx

@@ -35,6 +35,7 @@ from typing import Callable
 
 import torch
 
+from lab_models.messages import LabError, Message
 from lab_models.inference.generation.context import (DecodingContext, FILL_MASK_FAMILIES, check_prompt_text,
                                                      display_pieces, encode_segments, split_blanks)
 from lab_models.inference.generation.generate import fill_mask_logits
@@ -55,7 +56,7 @@ class PredictionSite:
     ctx: DecodingContext
     text: str
     kind: str
-    where: str
+    where: Message
     forward: Callable[[], torch.Tensor]
 
 
@@ -63,41 +64,44 @@ def prediction_site(run: TrainedRun, text: str) -> PredictionSite:
     """The position `run` predicts for `text` (see the module docstring) and the forward pass there. ValueError: an
     empty or too long text, a family that predicts no token (CVT), a text without the blank a masked LM needs, a
     blank for a family that reads left to right."""
-    text = check_prompt_text(text, "the text")
+    text = check_prompt_text(text, Message("the text"))
     ctx = DecodingContext(run)
     family, title = run.family, ctx.title
     if family not in PREDICTING_FAMILIES:
-        raise ValueError(f"{title} is a tagger: it predicts a tag per word, never a token, so it has no token "
-                         f"prediction to look into. Pick a run of another family.")
+        raise LabError("{title} is a tagger: it predicts a tag per word, never a token, so it has no token "
+                       "prediction to look into. Pick a run of another family.", title=title)
     segments, markers = split_blanks(text)
     if family == "cove":
         if markers:
-            raise ValueError("CoVe translates the whole text; it cannot fill a blank: remove the [MASK] (or ___).")
-        return PredictionSite(ctx, text, "translation", "the first token of the Chinese translation",
+            raise LabError("CoVe translates the whole text; it cannot fill a blank: remove the [MASK] (or ___).")
+        return PredictionSite(ctx, text, "translation", Message("the first token of the Chinese translation"),
                               lambda: plan_translate(ctx, text, 1, False).decoder.first()[0])
     if family in NEXT_ONLY:
         if markers:  # a left-to-right family writes the blank's first token after the text before it
             prompt = segments[0].rstrip()
             if not prompt.strip():
-                raise ValueError(f"{title} reads left to right: put some words before the [MASK] (it predicts the "
-                                 f"token after them), or remove the [MASK].")
+                raise LabError("{title} reads left to right: put some words before the [MASK] (it predicts the "
+                               "token after them), or remove the [MASK].", title=title)
             plan, _ = plan_continue(ctx, prompt, 1, False)
-            return PredictionSite(ctx, prompt, "next", "the next token after the text before the first [MASK]",
-                                  lambda: plan.decoder.first()[0])
+            where = Message("the next token after the text before the first [MASK]")
+            return PredictionSite(ctx, prompt, "next", where, lambda: plan.decoder.first()[0])
         plan, _ = plan_continue(ctx, text, 1, False)
-        return PredictionSite(ctx, text, "next", "the next token after the text", lambda: plan.decoder.first()[0])
+        where = Message("the next token after the text")
+        return PredictionSite(ctx, text, "next", where, lambda: plan.decoder.first()[0])
     if not markers:
         if family in MASK_ONLY:
-            raise ValueError(f"{title} predicts masked tokens: put [MASK] where it should predict, e.g. "
-                             f"'the girl [MASK] a red apple .'.")
+            raise LabError("{title} predicts masked tokens: put [MASK] where it should predict, e.g. "
+                           "'the girl [MASK] a red apple .'.", title=title)
         if family in ("t5", "mass"):
-            return _blank_site(ctx, text, [text.rstrip(), ""], "the first token of a blank at the end of the text")
+            where = Message("the first token of a blank at the end of the text")
+            return _blank_site(ctx, text, [text.rstrip(), ""], where)
         plan, _ = _continue_plan(ctx, text)
-        return PredictionSite(ctx, text, "next", "the next token after the text", lambda: plan.decoder.first()[0])
+        where = Message("the next token after the text")
+        return PredictionSite(ctx, text, "next", where, lambda: plan.decoder.first()[0])
     if family == "mass":
         if len(markers) > 1:
-            raise ValueError("MASS fills one blank at a time: keep one [MASK] (or ___).")
-        return _blank_site(ctx, text, segments, "the first token of the blank (a one-token fragment)")
+            raise LabError("MASS fills one blank at a time: keep one [MASK] (or ___).")
+        return _blank_site(ctx, text, segments, Message("the first token of the blank (a one-token fragment)"))
     return _mask_site(ctx, text, segments, len(markers))
 
 
@@ -105,14 +109,14 @@ def _continue_plan(ctx: DecodingContext, text: str):
     try:
         return plan_continue(ctx, text, 1, False)
     except UnsupportedMode as reason:
-        raise ValueError(f"{reason} Use another run.") from None
+        raise LabError("{reason} Use another run.", reason=reason) from None
 
 
-def _blank_site(ctx: DecodingContext, text: str, segments: list[str], where: str) -> PredictionSite:
+def _blank_site(ctx: DecodingContext, text: str, segments: list[str], where: Message) -> PredictionSite:
     """T5 and MASS: the first token their decoder writes into the (first) blank, as generate's infill."""
     pieces = encode_segments(ctx, segments)
     if not any(pieces):
-        raise ValueError("the text encodes to no tokens: type some words")
+        raise LabError("the text encodes to no tokens: type some words")
     plan_infill(ctx, segments, pieces, 1, False, 1)  # the checks (length, blanks) before anything runs
     return PredictionSite(ctx, text, "blank", where,
                           lambda: plan_infill(ctx, segments, pieces, 1, False, 1).decoder.first()[0])
@@ -121,7 +125,7 @@ def _blank_site(ctx: DecodingContext, text: str, segments: list[str], where: str
 def _mask_site(ctx: DecodingContext, text: str, segments: list[str], n_blanks: int) -> PredictionSite:
     """The first [MASK] as generation's fill_mask predicts it (every slot a [MASK], the other tokens visible)."""
     if ctx.family not in FILL_MASK_FAMILIES:
-        raise ValueError(f"{ctx.title} cannot fill a [MASK]: remove it.")
+        raise LabError("{title} cannot fill a [MASK]: remove it.", title=ctx.title)
     pieces = encode_segments(ctx, segments)
     ids: list[int] = []
     slots: list[int] = []
@@ -135,9 +139,9 @@ def _mask_site(ctx: DecodingContext, text: str, segments: list[str], n_blanks: i
         try:
             return fill_mask_logits(ctx, ids, slots)[0]
         except UnsupportedMode as reason:
-            raise ValueError(f"{reason} Use another run.") from None
+            raise LabError("{reason} Use another run.", reason=reason) from None
 
-    where = f"the first [MASK] (token {slots[0] + 1} of {len(ids)})"
+    where = Message("the first [MASK] (token {position} of {n_tokens})", position=slots[0] + 1, n_tokens=len(ids))
     with torch.no_grad():
         forward()  # the checks (length, a run that cannot fill a mask) before anything else runs
     return PredictionSite(ctx, text, "mask", where, forward)

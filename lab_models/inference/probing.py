@@ -70,6 +70,7 @@ from safetensors import safe_open
 from safetensors.torch import load as load_safetensors
 from safetensors.torch import save as save_safetensors
 
+from lab_models.messages import LabError, Message
 from lab_models.home import atomic_write_bytes
 from lab_models.inference.loading import TrainedRun, load_run, weights_file
 from lab_models.inference.representations import stream_layers, token_limit
@@ -371,9 +372,9 @@ def probe_features(run_dir, seed: int = 0, progress: Callable[[int, int, str], N
     encoded = _encode_for_probe(run, sentences)
     read_indices = [i for i, item in enumerate(encoded) if item is not None]
     if not any(i < len(train) for i in read_indices) or not any(i >= len(train) for i in read_indices):
-        raise ValueError(f"Run {run.run_id} cannot read the probe sentences (its tokenizer gives no tokens or more "
-                         f"than {token_limit(run)} for them): probe a run trained with a tokenizer that knows "
-                         "English words.")
+        raise LabError("Run {run_id} cannot read the probe sentences (its tokenizer gives no tokens or more "
+                       "than {token_limit} for them): probe a run trained with a tokenizer that knows "
+                       "English words.", run_id=run.run_id, token_limit=token_limit(run))
     total = 200
 
     def part(offset: int, what: str):
@@ -395,7 +396,8 @@ def probe_features(run_dir, seed: int = 0, progress: Callable[[int, int, str], N
 # ------------------------------------------------------------------------------------------------ the table
 def check_task(task) -> str:
     if not isinstance(task, str) or task.strip() not in PROBE_TASKS:
-        raise ValueError(f"Unknown probe task {task!r}: choose one of {', '.join(PROBE_TASKS)}.")
+        raise LabError("Unknown probe task {task!r}: choose one of {probe_tasks}.",
+                       task=task, probe_tasks=', '.join(PROBE_TASKS))
     return task.strip()
 
 
@@ -403,7 +405,8 @@ def check_seed(seed) -> int:
     if isinstance(seed, float) and seed.is_integer():
         seed = int(seed)
     if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:
-        raise ValueError(f"The probe seed must be a whole number from 0 to {MAX_SEED}, got {seed!r}.")
+        raise LabError("The probe seed must be a whole number from 0 to {max_seed}, got {seed!r}.",
+                       max_seed=MAX_SEED, seed=seed)
     return seed
 
 
@@ -456,7 +459,8 @@ def probe_layers(run_dir, task: str = "tags", seed: int = 0,
                        labels=list(task_labels(task)), train=int((~held_out).sum()),
                        validation=int(held_out.sum()), cached=features.cached,
                        seconds={"features": features.seconds, "probes": time.perf_counter() - started},
-                       note=f"random-init control: {run.family} built with the run's seed, untrained (step 0)")
+                       note=Message("random-init control: {family} built with the run's seed, untrained (step 0)",
+                                    family=run.family))
     return frame
 
 

@@ -64,6 +64,7 @@ import pandas as pd
 import torch
 import torch.nn.functional as F
 
+from lab_models.messages import LabError, Message
 from lab_models.families import family_record
 from lab_models.inference.loading import TrainedRun, load_run
 from lab_models.nn.attention import prepare_mask
@@ -103,7 +104,7 @@ class AttentionMaps:
     streams: dict[str, tuple[list[str], list[str]]]
     weights: dict[str, torch.Tensor]
     masks: dict[str, torch.Tensor] = field(default_factory=dict)
-    note: str = ""  # which input and masks were used, in words
+    note: Message | str = ""  # which input and masks were used, in words
     check_error: float = 0.0  # max |module output - output recomputed from these probabilities| over all calls
     step: int = 0  # the training step of the weights
 
@@ -130,11 +131,11 @@ class Encoded:
 # ---------------------------------------------------------------------------------------------- input checks
 
 
-def _check_text(sentence, what: str) -> str:
+def _check_text(sentence, what: Message) -> str:
     if sentence is None or not isinstance(sentence, str):
-        raise ValueError(f"{what} must be text, got {type(sentence).__name__}.")
+        raise LabError("{what} must be text, got {sentence_type}.", what=what, sentence_type=type(sentence).__name__)
     if not sentence.strip():
-        raise ValueError(f"Type {what} first: it is empty.")
+        raise LabError("Type {what} first: it is empty.", what=what)
     return sentence.strip()
 
 
@@ -144,7 +145,7 @@ def token_limit(run: TrainedRun) -> int:
     return max(2, min(MAX_TOKENS, run.max_positions // 2))
 
 
-def encode_sentence(run: TrainedRun, sentence: str, what: str = "the sentence") -> Encoded:
+def encode_sentence(run: TrainedRun, sentence: str, what: Message = Message("the sentence")) -> Encoded:
     """The sentence in the run's tokens. Labels are the text each token covers, stripped (readable for every
     tokenizer kind, byte-level BPE's Chinese included); special and unknown tokens, and pieces that are only a word
     boundary mark (SentencePiece's lone "▁", byte-level BPE's lone "Ġ"), keep their token string. ValueError for an
@@ -153,13 +154,15 @@ def encode_sentence(run: TrainedRun, sentence: str, what: str = "the sentence") 
     text = _check_text(sentence, what)
     encoding = run.tokenizer.encode(text, add_special_tokens=False)
     if not encoding.ids:
-        raise ValueError(f"{what[:1].upper() + what[1:]} gives no tokens with the tokenizer of {run.run_id}.")
+        raise LabError("{what:capitalized} gives no tokens with the tokenizer of {run_id}.", what=what,
+                       run_id=run.run_id)
     framed = run.framing.reading.frame(list(encoding.ids))  # as the run reads a text (bare for the lab's runs)
     ids = framed.ids
     limit = token_limit(run)
     if len(ids) > limit:
-        raise ValueError(f"{what[:1].upper() + what[1:]} has {len(ids)} tokens with the tokenizer of {run.run_id}; the limit is "
-                         f"{limit} tokens. Shorten it.")
+        raise LabError("{what:capitalized} has {n_ids} tokens with the tokenizer of {run_id}; the limit is "
+                       "{limit} tokens. Shorten it.",
+                       what=what, n_ids=len(ids), run_id=run.run_id, limit=limit)
     specials = special_ids(run.tokenizer)
     labels = []
     for token_id, token, (start, end) in zip(encoding.ids, encoding.tokens, encoding.offsets):
@@ -174,7 +177,7 @@ def encode_sentence(run: TrainedRun, sentence: str, what: str = "the sentence") 
     return Encoded(text=text, ids=ids, labels=labels, offsets=offsets, segments=framed.segments)
 
 
-def word_pieces(encoded: Encoded, word: str, what: str = "the sentence") -> list[int]:
+def word_pieces(encoded: Encoded, word: str, what: Message = Message("the sentence")) -> list[int]:
     """The indices of the tokens that cover the first whole-word occurrence of `word` in the sentence (matched
     case-insensitively, so "Apple" counts as "apple"). ValueError when the word does not occur.
 
@@ -183,15 +186,15 @@ def word_pieces(encoded: Encoded, word: str, what: str = "the sentence") -> list
     >>> word_pieces(e, "Apple")
     [3, 4]
     """
-    word = _check_text(word, "the word")
+    word = _check_text(word, Message("the word"))
     match = re.search(word_pattern(word), encoded.text, flags=re.IGNORECASE)  # Chinese words: anywhere
     if match is None:
-        raise ValueError(f"The word {word!r} does not occur in {what} ({encoded.text!r}): it must appear in both "
-                         f"sentences, as a whole word.")
+        raise LabError("The word {word!r} does not occur in {what} ({text!r}): it must appear in both "
+                       "sentences, as a whole word.", word=word, what=what, text=encoded.text)
     start, end = match.span()
     pieces = [i for i, (s, e) in enumerate(encoded.offsets) if s < end and e > start]
     if not pieces:
-        raise ValueError(f"The tokenizer dropped the word {word!r} in {what}: no token covers it.")
+        raise LabError("The tokenizer dropped the word {word!r} in {what}: no token covers it.", word=word, what=what)
     return pieces
 
 
@@ -199,11 +202,12 @@ def word_pieces(encoded: Encoded, word: str, what: str = "the sentence") -> list
 
 
 RNN_VIEWS = {
-    "elmo": "ELMo's biLM: the forward LSTM reads the tokens before each token, the backward one those after; the "
-            "representation is the scalar mix of all layers",
-    "cove": "CoVe's MT-LSTM encoder (a biLSTM: every token sees the whole sentence), read as [embedding; CoVe]",
-    "ulmfit": "the AWD-LSTM language model (left to right: each token sees itself and the tokens before it)",
-    "cvt": "CVT's BiLSTM tagger (every token sees the whole sentence), the states its primary module reads",
+    "elmo": Message("ELMo's biLM: the forward LSTM reads the tokens before each token, the backward one those after; "
+                    "the representation is the scalar mix of all layers"),
+    "cove": Message("CoVe's MT-LSTM encoder (a biLSTM: every token sees the whole sentence), read as [embedding; "
+                    "CoVe]"),
+    "ulmfit": Message("the AWD-LSTM language model (left to right: each token sees itself and the tokens before it)"),
+    "cvt": Message("CVT's BiLSTM tagger (every token sees the whole sentence), the states its primary module reads"),
 }
 
 
@@ -222,16 +226,16 @@ def one_stream_view(run: TrainedRun) -> str:
     return CAUSAL if family_record(run.family).kind == "decoder" else FULL
 
 
-def view_description(run: TrainedRun) -> str:
+def view_description(run: TrainedRun) -> Message:
     """One line: which part of the model the embedding probes read, under which mask."""
     if _is_rnn(run):
         return RNN_VIEWS[run.family]
-    view = one_stream_view(run)
-    part = ("the encoder" if run.model_config.decoder_layers > 0 else
-            "the content stream" if run.model_config.query_stream is not None else
-            "the discriminator" if run.family == "electra" else "the model")
-    how = "each token sees itself and the tokens before it" if view == CAUSAL else "every token sees every token"
-    return f"{part}, {view} attention ({how})"
+    part = (Message("the encoder") if run.model_config.decoder_layers > 0 else
+            Message("the content stream") if run.model_config.query_stream is not None else
+            Message("the discriminator") if run.family == "electra" else Message("the model"))
+    if one_stream_view(run) == CAUSAL:
+        return Message("{part}, causal attention (each token sees itself and the tokens before it)", part=part)
+    return Message("{part}, full attention (every token sees every token)", part=part)
 
 
 def square_mask(n: int, view: str) -> torch.Tensor:
@@ -267,7 +271,8 @@ def _first(output):
 
 
 @torch.no_grad()
-def hidden_states(run: TrainedRun, sentence: str, what: str = "the sentence") -> tuple[Encoded, torch.Tensor]:
+def hidden_states(run: TrainedRun, sentence: str, what: Message = Message("the "
+                                                                          "sentence")) -> tuple[Encoded, torch.Tensor]:
     """The sentence's token vectors at every layer: (n_layers + 1, T, H). Layer 0 is the embedding output; layer k
     the output of block k; the last layer is the backbone's output (after the final LayerNorm where there is one).
     Captured with forward hooks on the (main) backbone's embeddings and blocks; see the module docstring for the
@@ -276,8 +281,8 @@ def hidden_states(run: TrainedRun, sentence: str, what: str = "the sentence") ->
     if _is_rnn(run):
         names, vectors = zip(*_rnn_layers(run, encoded))
         if len({v.shape[-1] for v in vectors}) > 1:
-            raise ValueError(f"the layers of a {family_record(run.family).title} run have different widths: read them "
-                             f"with layer_vectors")
+            raise LabError("the layers of a {title} run have different widths: read them "
+                           "with layer_vectors", title=family_record(run.family).title)
         return encoded, torch.stack(vectors)
     states = encoder_layers(run, _ids(encoded.ids, run.device),
                             _segments(encoded, run.device))  # (L + 1, 1, T, H)
@@ -460,7 +465,8 @@ def _rnn_layers(run: TrainedRun, encoded: Encoded) -> list[tuple[str, torch.Tens
     return [(name, vectors[0].float().cpu()) for name, vectors in named]
 
 
-def layer_vectors(run: TrainedRun, sentence: str, what: str = "the sentence") -> tuple[Encoded, list[tuple[str,
+def layer_vectors(run: TrainedRun, sentence: str, what: Message = Message("the "
+                                                                          "sentence")) -> tuple[Encoded, list[tuple[str,
                                                                                                       torch.Tensor]]]:
     """The sentence's token vectors per layer, named: [(layer name, (T, D))], the last one the representation the
     projection draws. Transformers: `hidden_states` ("embeddings", "block 1", ...); RNN families: their own layers."""
@@ -482,18 +488,18 @@ def contextual_similarity(run_dir, sentence_a: str, sentence_b: str, word: str) 
     ValueError: an empty sentence or word, a sentence over the token limit, a word missing from either sentence, a
     run without weights.
     """
-    word = _check_text(word, "the word")
-    sentence_a = _check_text(sentence_a, "sentence A")
-    sentence_b = _check_text(sentence_b, "sentence B")
-    for text, what in ((sentence_a, "sentence A"), (sentence_b, "sentence B")):
+    word = _check_text(word, Message("the word"))
+    sentence_a = _check_text(sentence_a, Message("sentence A"))
+    sentence_b = _check_text(sentence_b, Message("sentence B"))
+    for text, what in ((sentence_a, Message("sentence A")), (sentence_b, Message("sentence B"))):
         if re.search(word_pattern(word), text, flags=re.IGNORECASE) is None:
-            raise ValueError(f"The word {word!r} does not occur in {what} ({text!r}): it must appear in both "
-                             f"sentences, as a whole word.")
+            raise LabError("The word {word!r} does not occur in {what} ({text!r}): it must appear in both "
+                           "sentences, as a whole word.", word=word, what=what, text=text)
     run = load_run(run_dir)
-    encoded_a, layers_a = layer_vectors(run, sentence_a, "sentence A")
-    encoded_b, layers_b = layer_vectors(run, sentence_b, "sentence B")
-    pieces_a = word_pieces(encoded_a, word, "sentence A")
-    pieces_b = word_pieces(encoded_b, word, "sentence B")
+    encoded_a, layers_a = layer_vectors(run, sentence_a, Message("sentence A"))
+    encoded_b, layers_b = layer_vectors(run, sentence_b, Message("sentence B"))
+    pieces_a = word_pieces(encoded_a, word, Message("sentence A"))
+    pieces_b = word_pieces(encoded_b, word, Message("sentence B"))
     label_a = " ".join(encoded_a.labels[i] for i in pieces_a)
     label_b = " ".join(encoded_b.labels[i] for i in pieces_b)
     rows = []
@@ -510,12 +516,13 @@ def _sentence_list(sentences) -> list[str]:
     if isinstance(sentences, str):
         sentences = [line for line in sentences.splitlines() if line.strip()]
     if sentences is None or not isinstance(sentences, (list, tuple)):
-        raise ValueError("Give the sentences as a list of strings, or as text with one sentence per line.")
+        raise LabError("Give the sentences as a list of strings, or as text with one sentence per line.")
     if not sentences:
-        raise ValueError("Type at least one sentence to project: the list is empty.")
+        raise LabError("Type at least one sentence to project: the list is empty.")
     if len(sentences) > MAX_SENTENCES:
-        raise ValueError(f"{len(sentences)} sentences were given; the projection takes at most {MAX_SENTENCES}.")
-    return [_check_text(s, f"sentence {i + 1}") for i, s in enumerate(sentences)]
+        raise LabError("{n_sentences} sentences were given; the projection takes at most {max_sentences}.",
+                       n_sentences=len(sentences), max_sentences=MAX_SENTENCES)
+    return [_check_text(s, Message("sentence {number}", number=i + 1)) for i, s in enumerate(sentences)]
 
 
 def _pca_2d(vectors: torch.Tensor) -> tuple[torch.Tensor, list[float]]:
@@ -549,7 +556,7 @@ def embedding_projection(run_dir, sentences, word: str | None = None) -> pd.Data
     run = load_run(run_dir)
     rows, vectors = [], []
     for index, sentence in enumerate(sentences):
-        what = f"sentence {index + 1}"
+        what = Message("sentence {number}", number=index + 1)
         encoded, layers = layer_vectors(run, sentence, what)
         pieces = set()
         if word is not None:
@@ -655,8 +662,9 @@ def attention_maps(run_dir, sentence: str) -> AttentionMaps:
     limit (64 tokens, or half the model's positions), a run without weights, fewer than 2 tokens for XLNet/MPNet."""
     run = load_run(run_dir)
     if _is_rnn(run):
-        raise ValueError(f"{family_record(run.family).title} is an LSTM model: it has no self-attention to draw. Its "
-                         f"contextual vectors are in the similarity and projection views.")
+        raise LabError("{title} is an LSTM model: it has no self-attention to draw. Its "
+                       "contextual vectors are in the similarity and projection views.",
+                       title=family_record(run.family).title)
     encoded = encode_sentence(run, sentence)
     config = run.model_config
     if config.decoder_layers > 0:
@@ -667,7 +675,7 @@ def attention_maps(run_dir, sentence: str) -> AttentionMaps:
 
 
 def _maps(run: TrainedRun, encoded: Encoded, calls: list[_Call], streams: dict[str, tuple[list[str], list[str]]],
-          weights: dict[str, torch.Tensor], masks: dict[str, torch.Tensor], note: str) -> AttentionMaps:
+          weights: dict[str, torch.Tensor], masks: dict[str, torch.Tensor], note: Message) -> AttentionMaps:
     return AttentionMaps(run_id=run.run_id, family=run.family, tokens=list(encoded.labels), streams=streams,
                          weights=weights, masks=masks, note=note, check_error=max(c.error for c in calls),
                          step=run.step)
@@ -683,11 +691,12 @@ def _one_stream_maps(run: TrainedRun, encoded: Encoded) -> AttentionMaps:
                  _segments(encoded, run.device))
     weights, allowed = _stack_calls(calls, "self")
     labels = list(encoded.labels)
-    note = f"{view_description(run)}."
     if run.family == "unilm":
-        note += " UniLM's bidirectional mode."
-    if run.family == "glm":
-        note += " The text is GLM's Part A, which it reads bidirectionally."
+        note = Message("{view}. UniLM's bidirectional mode.", view=view_description(run))
+    elif run.family == "glm":
+        note = Message("{view}. The text is GLM's Part A, which it reads bidirectionally.", view=view_description(run))
+    else:
+        note = Message("{view}.", view=view_description(run))
     return _maps(run, encoded, calls, {"self": (labels, labels)}, {"self": weights}, {"self": allowed}, note)
 
 
@@ -702,12 +711,13 @@ def _two_stream_maps(run: TrainedRun, encoded: Encoded) -> AttentionMaps:
     choices = {**module.sample_choices(token_ids, generator, cfg), "order": torch.arange(n)}
     example = module.build_example(token_ids, choices, generator, cfg)
     if "content" not in example.attention:
-        raise ValueError(f"run {run.run_id} has a query stream but its batch builder gives one stream: its settings "
-                         f"do not match the model")
+        raise LabError("run {run_id} has a query stream but its batch builder gives one stream: its settings "
+                       "do not match the model", run_id=run.run_id)
     T = example.input_ids.numel()
     if T > run.max_positions:
-        raise ValueError(f"The sentence is too long for {run.run_id}: with its [MASK] slots it needs {T} positions, "
-                         f"the model has {run.max_positions}. Shorten it.")
+        raise LabError("The sentence is too long for {run_id}: with its [MASK] slots it needs {T} positions, "
+                       "the model has {max_positions}. Shorten it.",
+                       run_id=run.run_id, T=T, max_positions=run.max_positions)
     backbone = run.model.backbone
     device = run.device
     slots = example.query_slots  # (Q,)
@@ -733,12 +743,13 @@ def _two_stream_maps(run: TrainedRun, encoded: Encoded) -> AttentionMaps:
     masks = {"content": allowed[:T], "query": allowed[T:]}
     num_predict = int(choices["num_predict"])
     if run.family == "mpnet":
-        note = (f"MPNet's two streams for the left-to-right order: the last {num_predict} tokens are predicted, each "
-                f"with a [MASK] slot appended at its position (slot tokens drawn with seed 0). Query row 'q·w' "
-                f"predicts w: it sees the context, the tokens predicted before it and the slots, never w itself.")
+        note = Message("MPNet's two streams for the left-to-right order: the last {num_predict} tokens are predicted, "
+                       "each with a [MASK] slot appended at its position (slot tokens drawn with seed 0). Query row "
+                       "'q·w' predicts w: it sees the context, the tokens predicted before it and the slots, never w "
+                       "itself.", num_predict=num_predict)
     else:
-        note = ("XLNet's two streams for the left-to-right factorization order: content i sees tokens 0..i, query i "
-                "sees tokens 0..i-1 (never its own token; the first query row sees nothing).")
+        note = Message("XLNet's two streams for the left-to-right factorization order: content i sees tokens 0..i, "
+                       "query i sees tokens 0..i-1 (never its own token; the first query row sees nothing).")
     return _maps(run, encoded, calls, {"content": (inputs, inputs), "query": (query_rows, inputs)}, weights, masks,
                  note)
 
@@ -769,6 +780,7 @@ def _encoder_decoder_maps(run: TrainedRun, encoded: Encoded) -> AttentionMaps:
     weights, masks = {}, {}
     for stream in streams:
         weights[stream], masks[stream] = _stack_calls(calls, stream)
-    note = (f"The encoder reads the sentence (full attention); the decoder reads {start_label} + the sentence shifted "
-            f"right (causal), as if writing the sentence back, and attends every encoder position (cross).")
+    note = Message("The encoder reads the sentence (full attention); the decoder reads {start} + the sentence shifted "
+                   "right (causal), as if writing the sentence back, and attends every encoder position (cross).",
+                   start=start_label)
     return _maps(run, encoded, calls, streams, weights, masks, note)

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import torch
 
+from lab_models.messages import LabError, Message
 from lab_models.families import RNN_FAMILIES
 from lab_models.inference import representations as probes
 from lab_models.inference.loading import load_run
@@ -39,7 +40,7 @@ class RoutingView:
     family: str
     n_experts: int
     layers: list[RoutedLayer]
-    note: str
+    note: Message
     step: int
 
 
@@ -48,10 +49,10 @@ def token_routing(run_dir, sentence: str) -> RoutingView:
     run_dir = Path(run_dir)
     config = runs.read_config(run_dir)
     if config.get("family") in RNN_FAMILIES:
-        raise ValueError(f"{run_dir.name} is an LSTM run: only Transformer runs can have Switch layers")
+        raise LabError("{name} is an LSTM run: only Transformer runs can have Switch layers", name=run_dir.name)
     if config and (config.get("model") or {}).get("ffn") != "switch":
-        raise ValueError(f"{run_dir.name} has no Switch layers: train a run with the Switch Transformer toggle "
-                         f"(--model ffn=switch) to see its routing")
+        raise LabError("{name} has no Switch layers: train a run with the Switch Transformer toggle "
+                       "(--model ffn=switch) to see its routing", name=run_dir.name)
     run = load_run(run_dir)
     labels = {id(module): label for label, module in switch_layers(run.model.backbone)}
     encoded = probes.encode_sentence(run, sentence)
@@ -70,8 +71,8 @@ def token_routing(run_dir, sentence: str) -> RoutingView:
                 memory = backbone.encode(ids, full, positions)
                 backbone.decode(decoder_ids, full.tril(), full, positions, memory)
             bos = run.tokenizer.id_to_token(run.vocab.bos_id) or "[BOS]"
-            note = ("The encoder reads the sentence; the decoder reads [BOS] + the sentence shifted right, as if "
-                    "writing it back.")
+            view = Message("The encoder reads the sentence; the decoder reads [BOS] + the sentence shifted right, as "
+                           "if writing it back.")
             encoder_calls = sum(1 for call in collector.calls if "decoder" not in labels[id(call.layer)])
             streams = [(call, text if i < encoder_calls else [bos] + text[:-1])
                        for i, call in enumerate(collector.calls)]
@@ -79,7 +80,7 @@ def token_routing(run_dir, sentence: str) -> RoutingView:
             mask = probes.square_mask(n, probes.one_stream_view(run)).unsqueeze(0).to(device)  # (1, n, n)
             with collect_routing(backbone, record_tokens=True) as collector:
                 backbone(ids, mask, probes.position_ids_for(run, n).to(device))
-            note = f"{probes.view_description(run)}."
+            view = Message("{view}.", view=probes.view_description(run))
             streams = [(call, text) for call in collector.calls]
     layers = []
     seen: dict[str, int] = {}
@@ -92,7 +93,7 @@ def token_routing(run_dir, sentence: str) -> RoutingView:
                                   probabilities=[round(p, 4) for p in call.probability.reshape(-1).float().tolist()],
                                   kept=call.kept.reshape(-1).tolist()))
     n_experts = max(module.n_experts for _, module in switch_layers(backbone))
-    note += " Evaluation mode: no token is dropped (capacity is raised to fit every token)."
+    note = Message("{view} Evaluation mode: no token is dropped (capacity is raised to fit every token).", view=view)
     return RoutingView(run_id=run.run_id, family=run.family, n_experts=n_experts, layers=layers, note=note,
                        step=run.step)
 

@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn.functional as F
 
+from lab_models.messages import LabError
 from lab_models.objectives import contrastive
 from lab_models.text.tasks import load_task
 from lab_models.inference.loading import load_run
@@ -87,10 +88,12 @@ def held_out_sentences(per_topic: int) -> tuple[list[str], list[int], tuple[str,
 
 def _check(pooling, per_topic) -> int:
     if pooling not in POOLINGS:
-        raise ValueError(f"unknown pooling {pooling!r}: choose one of {', '.join(POOLINGS)}")
+        raise LabError("unknown pooling {pooling!r}: choose one of {poolings}",
+                       pooling=pooling, poolings=', '.join(POOLINGS))
     if isinstance(per_topic, bool) or not isinstance(per_topic, (int, float)) or per_topic != int(per_topic) \
             or not 2 <= per_topic <= MAX_PER_TOPIC:
-        raise ValueError(f"sentences per topic must be a whole number from 2 to {MAX_PER_TOPIC}, got {per_topic!r}")
+        raise LabError("sentences per topic must be a whole number from 2 to {max_per_topic}, got {per_topic!r}",
+                       max_per_topic=MAX_PER_TOPIC, per_topic=per_topic)
     return int(per_topic)
 
 

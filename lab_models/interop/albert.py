@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import torch
 
+from lab_models.messages import Message
 from lab_models.models.family import family_model_config
 from lab_models.nn.config import ModelConfig
 from lab_models.interop.bert import check_encoder_exportable
@@ -53,8 +54,9 @@ BLOCK_NAMES = {"attn.proj": "attention.dense", "ln_attn": "attention.LayerNorm",
 def _has_sop(hf_config: dict) -> bool:
     architectures = hf_config.get("architectures") or ["AlbertForMaskedLM"]
     known = [name for name in architectures if name in HF_ARCHITECTURES]
-    require(bool(known), f"config.json architectures {architectures}: the lab imports ALBERT with its pretraining "
-                         f"head ({' or '.join(HF_ARCHITECTURES)})")
+    require(bool(known), Message("config.json architectures {architectures}: the lab imports ALBERT with its "
+                                 "pretraining head ({hf_architectures})",
+                                 architectures=architectures, hf_architectures=' or '.join(HF_ARCHITECTURES)))
     return known[0] == "AlbertForPreTraining"
 
 
@@ -62,10 +64,12 @@ def import_config(hf_config: dict) -> tuple[ModelConfig, dict, dict]:
     c = hf_config
     require_absolute_positions(c)
     layers, groups = int(c["num_hidden_layers"]), int(c.get("num_hidden_groups", 1))
-    require(int(c.get("inner_group_num", 1)) == 1, f"config.json inner_group_num={c.get('inner_group_num')}: the "
-                                                   "lab's ALBERT has one layer per group")
-    require(groups in (1, layers), f"config.json num_hidden_groups={groups} with {layers} layers: the lab's backbone "
-                                   "shares every layer (1 group) or none (one group per layer)")
+    require(int(c.get("inner_group_num", 1)) == 1, Message("config.json inner_group_num={inner_group_num}: the "
+                                                           "lab's ALBERT has one layer per group",
+                                                           inner_group_num=c.get('inner_group_num')))
+    require(groups in (1, layers), Message("config.json num_hidden_groups={groups} with {layers} layers: the lab's "
+                                           "backbone shares every layer (1 group) or none (one group per layer)",
+                                           groups=groups, layers=layers))
     sop = _has_sop(c)
     config = family_model_config(
         FAMILY, "base", int(c["vocab_size"]), d_model=int(c["hidden_size"]), n_layers=layers,
@@ -118,7 +122,7 @@ def import_state(hf_config: dict, hf_state: dict[str, torch.Tensor], model) -> d
 
 def _check(model) -> ModelConfig:
     cfg = check_encoder_exportable(model, FAMILY, "AlbertForPreTraining")
-    require(cfg.lm_bias, "the run's output layer has no bias; transformers' ALBERT always has one")
+    require(cfg.lm_bias, Message("the run's output layer has no bias; transformers' ALBERT always has one"))
     return cfg
 
 

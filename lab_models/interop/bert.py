@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import torch
 
+from lab_models.messages import Message
 from lab_models.models.family import family_model_config
 from lab_models.nn.config import ModelConfig
 from lab_models.interop.convert import (LAB_TO_HF_ACTIVATION, StateReader, bert_embeddings_from_lab,
@@ -47,9 +48,11 @@ HF_ARCHITECTURES = ("BertForPreTraining", "BertForMaskedLM")
 def _has_nsp(hf_config: dict) -> bool:
     architectures = hf_config.get("architectures") or ["BertForMaskedLM"]
     known = [name for name in architectures if name in HF_ARCHITECTURES]
-    require(bool(known), f"config.json architectures {architectures}: the lab imports BERT with its pretraining "
-                         f"head ({' or '.join(HF_ARCHITECTURES)}); a {architectures[0]} has no MLM head to predict "
-                         "tokens with")
+    require(bool(known), Message("config.json architectures {architectures}: the lab imports BERT with its pretraining "
+                                 "head ({hf_architectures}); a {first_architecture} has no MLM head to predict "
+                                 "tokens with",
+                                 architectures=architectures, hf_architectures=' or '.join(HF_ARCHITECTURES),
+                                 first_architecture=architectures[0]))
     return known[0] == "BertForPreTraining"
 
 
@@ -104,20 +107,24 @@ def import_state(hf_config: dict, hf_state: dict[str, torch.Tensor], model) -> d
 def check_encoder_exportable(model, family: str, reference: str, *, lm_transform: bool = True) -> ModelConfig:
     """The options a BERT-style transformers class fixes; ValueError naming the first one the run differs in."""
     cfg = model.model_config
-    why = f"transformers' {reference} has no such option"
-    require(model.family == family, f"this is a {model.family} run, not {family}")
-    require(cfg.norm == "post" and cfg.has_embedding_norm, f"the run is pre-LN or has no embedding LayerNorm: {why}")
+    why = Message("transformers' {reference} has no such option", reference=reference)
+    require(model.family == family, Message("this is a {model_family} run, not {family}",
+                                            model_family=model.family, family=family))
+    require(cfg.norm == "post" and cfg.has_embedding_norm, Message("the run is pre-LN or has no embedding LayerNorm: "
+                                                                   "{why}", why=why))
     require(cfg.lm_transform == lm_transform or cfg.embedding_size is not None,
-            f"the run {'has no' if lm_transform else 'has an'} MLM transform: {why}")
+            Message("the run has no MLM transform: {why}", why=why) if lm_transform
+            else Message("the run has an MLM transform: {why}", why=why))
     require(cfg.n_position_rows == 1 and cfg.decoder_layers == 0 and cfg.query_stream is None,
-            f"the run has 2-D positions, a decoder or a query stream: {why}")
+            Message("the run has 2-D positions, a decoder or a query stream: {why}", why=why))
     return cfg
 
 
 def export_config(model) -> dict:
     cfg = check_encoder_exportable(model, FAMILY, "BertForPreTraining")
     require(cfg.embedding_size is None and not cfg.share_layers and cfg.lm_bias,
-            "the run has factorised embeddings, shared layers or no output bias: transformers' BERT has none of them")
+            Message("the run has factorised embeddings, shared layers or no output bias: transformers' BERT has none "
+                    "of them"))
     nsp = "nsp" in model.heads
     return {**encoder_export_fields(model), "architectures": [HF_ARCHITECTURES[0 if nsp else 1]],
             "model_type": "bert", "type_vocab_size": max(cfg.n_segments, 1)}

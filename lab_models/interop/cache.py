@@ -28,6 +28,7 @@ import logging
 import os
 from pathlib import Path
 
+from lab_models.messages import LabError, Message, fields_mapped, message_of
 from lab_models.interop.checkpoint import CONFIG_FILE, folder_size_text, read_json_file
 from lab_models.interop.importer import inspect_checkpoint
 
@@ -57,12 +58,19 @@ def _revision(repo):
 def _config_facts(snapshot: Path) -> tuple[str, str]:
     """(architecture, model_type) from config.json, "" where it says nothing (or there is none)."""
     try:
-        config = read_json_file(snapshot / CONFIG_FILE, "model config.json")
+        config = read_json_file(snapshot / CONFIG_FILE, Message("model config.json"))
     except ValueError:
         return "", ""
     names = config.get("architectures") or []
     architecture = str(names[0]) if isinstance(names, list) and names else ""
     return architecture, str(config.get("model_type") or "")
+
+
+def _snapshot_named(value, snapshot: str):
+    """A field of the importer's message with the snapshot's long path said as "the snapshot folder"."""
+    if str(value) == snapshot:
+        return Message("the snapshot folder")
+    return str(value).replace(snapshot, "the snapshot folder") if snapshot in str(value) else value
 
 
 def _row(repo) -> dict:
@@ -71,7 +79,7 @@ def _row(repo) -> dict:
            "parameters": None, "size": int(repo.size_on_disk), "size_text": folder_size_text(int(repo.size_on_disk)),
            "supported": False, "reason": ""}
     if revision is None:
-        row["reason"] = "the cache holds no snapshot of this repository (an interrupted download)"
+        row["reason"] = Message("the cache holds no snapshot of this repository (an interrupted download)")
         return row
     snapshot = Path(revision.snapshot_path)
     row.update(revision=revision.commit_hash[:12], path=str(snapshot), size=int(revision.size_on_disk),
@@ -80,7 +88,7 @@ def _row(repo) -> dict:
     try:
         summary = inspect_checkpoint(snapshot)
     except ValueError as error:  # the importer's words, without the long snapshot path it starts with
-        row["reason"] = str(error).replace(str(snapshot), "the snapshot folder")
+        row["reason"] = fields_mapped(message_of(error), lambda value: _snapshot_named(value, str(snapshot)))
         return row
     row.update(architecture=summary["architecture"], model_type=summary["model_type"], family=summary["family"],
                parameters=summary["parameters"], supported=True)
@@ -106,9 +114,10 @@ def cached_checkpoints(cache_dir=None) -> list[dict]:
     rows = [_row(repo) for repo in info.repos if repo.repo_type == "model"]
     for warning in info.warnings:  # a repository huggingface_hub could not read: say so rather than hide it
         logger.warning("Hugging Face cache %s: %s", folder, warning)
+        reason = Message("the cache entry is corrupt: {warning}", warning=warning)
         rows.append({"repo_id": Path(str(getattr(warning, "repo_path", "") or "")).name or "?", "revision": "",
                      "path": "", "architecture": "", "model_type": "", "family": "", "parameters": None, "size": 0,
-                     "size_text": "", "supported": False, "reason": f"the cache entry is corrupt: {warning}"})
+                     "size_text": "", "supported": False, "reason": reason})
     return sorted(rows, key=lambda row: (not row["supported"], row["repo_id"].lower()))
 
 
@@ -116,11 +125,12 @@ def cached_checkpoint_path(repo_id: str, cache_dir=None) -> Path:
     """The snapshot folder of the cached repository `repo_id` (as `cached_checkpoints` lists it); ValueError when
     the cache has no such model, or the lab cannot import it (with the reason)."""
     if not isinstance(repo_id, str) or not repo_id.strip():
-        raise ValueError("Pick a checkpoint from the list of the Hugging Face cache first.")
+        raise LabError("Pick a checkpoint from the list of the Hugging Face cache first.")
     rows = [row for row in cached_checkpoints(cache_dir) if row["repo_id"] == repo_id.strip()]
     if not rows:
-        raise ValueError(f"The Hugging Face cache ({cache_dir or default_cache_dir()}) holds no model "
-                         f"{repo_id.strip()!r}: refresh the list, or type the folder by hand.")
+        raise LabError("The Hugging Face cache ({cache_dir}) holds no model "
+                       "{repo_id!r}: refresh the list, or type the folder by hand.",
+                       cache_dir=cache_dir or default_cache_dir(), repo_id=repo_id.strip())
     if not rows[0]["supported"]:
-        raise ValueError(f"{repo_id.strip()} cannot be imported: {rows[0]['reason']}")
+        raise LabError("{repo_id} cannot be imported: {reason}", repo_id=repo_id.strip(), reason=rows[0]['reason'])
     return Path(rows[0]["path"])

@@ -24,7 +24,8 @@ Worked example (a folder that is not a checkpoint):
 >>> read_checkpoint_folder(tempfile.mkdtemp())
 Traceback (most recent call last):
 ...
-ValueError: ... has no config.json: it is not a Hugging Face checkpoint folder (save_pretrained writes ...)
+lab_models.messages.LabError: ... has no config.json: it is not a Hugging Face checkpoint folder
+(save_pretrained writes ...)
 """
 from __future__ import annotations
 
@@ -36,6 +37,8 @@ from pathlib import Path
 
 import torch
 from safetensors import safe_open
+
+from lab_models.messages import LabError, Message
 
 CONFIG_FILE = "config.json"
 SAFETENSORS_FILE = "model.safetensors"
@@ -76,66 +79,74 @@ class CheckpointFolder:
 def source_folder(path) -> Path:
     """The folder the user named, as typed (`~` expanded, not resolved); ValueError when it is not a folder."""
     if path is None or not str(path).strip():
-        raise ValueError("Give the path of a checkpoint folder (the folder that save_pretrained wrote).")
+        raise LabError("Give the path of a checkpoint folder (the folder that save_pretrained wrote).")
     folder = Path(str(path).strip()).expanduser()
     try:
         folder.stat()
     except FileNotFoundError:
         pass  # said below
     except OSError as error:  # a name too long for the file system, a forbidden folder, ...
-        raise ValueError(f"The path {str(folder)[:200]!r} cannot be read on this machine ({error.strerror}): give the "
-                         "path of a checkpoint folder that is on disk.") from None
+        raise LabError("The path {folder!r} cannot be read on this machine ({reason}): give the "
+                       "path of a checkpoint folder that is on disk.",
+                       folder=str(folder)[:200], reason=error.strerror) from None
     if not folder.exists():
-        raise ValueError(f"{folder} does not exist on this machine: give the path of a checkpoint folder that is "
-                         "already on disk (the lab never downloads).")
+        raise LabError("{folder} does not exist on this machine: give the path of a checkpoint folder that is "
+                       "already on disk (the lab never downloads).", folder=folder)
     if not folder.is_dir():
-        raise ValueError(f"{folder} is a file, not a folder: give the folder that holds config.json and the weights.")
+        raise LabError("{folder} is a file, not a folder: give the folder that holds config.json and the weights.",
+                       folder=folder)
     return folder
 
 
-def inside(folder: Path, name: str, what: str) -> Path:
+def inside(folder: Path, name: str, what: Message) -> Path:
     """`folder / name` for a plain relative name inside the folder; ValueError for an absolute name or one that steps
     out of the folder with `..` (a shard index naming ../../secret is not read).
 
-    >>> inside(Path("/ckpt"), "model-00001-of-00002.safetensors", "a shard").name
+    >>> inside(Path("/ckpt"), "model-00001-of-00002.safetensors", Message("a shard")).name
     'model-00001-of-00002.safetensors'
-    >>> inside(Path("/ckpt"), "../other/model.safetensors", "a shard")
+    >>> inside(Path("/ckpt"), "../other/model.safetensors", Message("a shard"))
     Traceback (most recent call last):
     ...
-    ValueError: a shard named '../other/model.safetensors' is outside the checkpoint folder /ckpt: ...
+    lab_models.messages.LabError: a shard named '../other/model.safetensors' is outside the checkpoint folder /ckpt: ...
     """
     candidate = Path(name)
     if not name or candidate.is_absolute() or ".." in candidate.parts:
-        raise ValueError(f"{what} named {name!r} is outside the checkpoint folder {folder}: only files inside the "
-                         "folder you named are read")
+        raise LabError("{what} named {name!r} is outside the checkpoint folder {folder}: only files inside the "
+                       "folder you named are read", what=what, name=name, folder=folder)
     return folder / candidate
 
 
-def read_json_file(path: Path, what: str) -> dict:
+def read_json_file(path: Path, what: Message) -> dict:
     try:
         if path.stat().st_size > MAX_CONFIG_BYTES:
-            raise ValueError(f"{path} is too big to be a {what} ({path.stat().st_size} bytes)")
+            raise LabError("{path} is too big to be a {what} ({size} bytes)",
+                           path=path, what=what, size=path.stat().st_size)
         data = json.loads(path.read_text(encoding="utf-8"))
     except OSError as error:
-        raise ValueError(f"cannot read {path}: {error.strerror or error}") from None
+        raise LabError("cannot read {path}: {reason}", path=path, reason=error.strerror or error) from None
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise ValueError(f"{path} is not valid JSON ({error}): is it really a {what}?") from None
+        raise LabError("{path} is not valid JSON ({error}): is it really a {what}?",
+                       path=path, error=error, what=what) from None
     if not isinstance(data, dict):
-        raise ValueError(f"{path} holds a JSON {type(data).__name__}, not the object a {what} is")
+        raise LabError("{path} holds a JSON {data_type}, not the object a {what} is",
+                       path=path, data_type=type(data).__name__, what=what)
     return data
 
 
 def _shards(folder: Path, index_name: str) -> tuple[Path, ...]:
-    index = read_json_file(folder / index_name, "shard index")
+    index = read_json_file(folder / index_name, Message("shard index"))
     weight_map = index.get("weight_map")
     if not isinstance(weight_map, dict) or not weight_map:
-        raise ValueError(f"{folder / index_name} has no weight_map: the shard index is incomplete")
+        raise LabError("{path} has no weight_map: the shard index is incomplete", path=folder / index_name)
     names = sorted({str(name) for name in weight_map.values()})
-    shards = tuple(inside(folder, name, "a shard") for name in names)
+    shards = tuple(inside(folder, name, Message("a shard")) for name in names)
     missing = [path.name for path in shards if not path.is_file()]
+    if len(missing) == 1:
+        raise LabError("the shard index names {missing}, which is not in {folder}: the download is incomplete",
+                       missing=missing[0], folder=folder)
     if missing:
-        raise ValueError(f"the shard index names {', '.join(missing)}, which {'is' if len(missing) == 1 else 'are'} "
-                         f"not in {folder}: the download is incomplete")
+        raise LabError("the shard index names {missing}, which are not in {folder}: the download is incomplete",
+                       missing=", ".join(missing), folder=folder)
     return shards
 
 
@@ -145,33 +156,36 @@ def read_checkpoint_folder(path, *, allow_pickle: bool = False) -> CheckpointFol
     folder = source_folder(path)
     files = tuple(sorted(entry.name for entry in folder.iterdir()))
     if CONFIG_FILE not in files:
-        raise ValueError(f"{folder} has no config.json: it is not a Hugging Face checkpoint folder (save_pretrained "
-                         "writes config.json, model.safetensors and the tokenizer files)")
-    config = read_json_file(folder / CONFIG_FILE, "model config.json")
+        raise LabError("{folder} has no config.json: it is not a Hugging Face checkpoint folder (save_pretrained "
+                       "writes config.json, model.safetensors and the tokenizer files)", folder=folder)
+    config = read_json_file(folder / CONFIG_FILE, Message("model config.json"))
     if not config.get("model_type"):
-        raise ValueError(f"{folder / CONFIG_FILE} has no model_type: it is not a transformers model config (a "
-                         "tokenizer or training config sits in some folders under that name)")
+        raise LabError("{path} has no model_type: it is not a transformers model config (a "
+                       "tokenizer or training config sits in some folders under that name)", path=folder / CONFIG_FILE)
     if SAFETENSORS_FILE in files:
         return CheckpointFolder(folder, config, (folder / SAFETENSORS_FILE,), False, files)
     if SAFETENSORS_INDEX in files:
         return CheckpointFolder(folder, config, _shards(folder, SAFETENSORS_INDEX), False, files)
     pickles = PICKLE_FILE in files or PICKLE_INDEX in files
     if pickles and not allow_pickle:
-        raise ValueError(f"{folder} holds its weights only as {PICKLE_FILE}, a Python pickle, which can run code "
-                         "when it is loaded. If you trust where it came from, pass --allow-pickle (api: "
-                         "allow_pickle=True): it is then read with torch.load(weights_only=True). Better: convert "
-                         "it to model.safetensors once (save_pretrained(..., safe_serialization=True)).")
+        raise LabError("{folder} holds its weights only as {pickle_file}, a Python pickle, which can run code "
+                       "when it is loaded. If you trust where it came from, pass --allow-pickle (api: "
+                       "allow_pickle=True): it is then read with torch.load(weights_only=True). Better: convert "
+                       "it to model.safetensors once (save_pretrained(..., safe_serialization=True)).",
+                       folder=folder, pickle_file=PICKLE_FILE)
     if PICKLE_FILE in files:
         return CheckpointFolder(folder, config, (folder / PICKLE_FILE,), True, files)
     if PICKLE_INDEX in files:
         return CheckpointFolder(folder, config, _shards(folder, PICKLE_INDEX), True, files)
     other = [name for name in OTHER_FRAMEWORKS if name in files]
     if other:
-        raise ValueError(f"{folder} holds {other[0]}, weights for another framework (TensorFlow or Flax): the lab "
-                         "reads PyTorch weights only. Convert them with transformers (from_pretrained(..., "
-                         "from_tf=True) then save_pretrained) first.")
-    raise ValueError(f"{folder} has a config.json but no weights: expected {SAFETENSORS_FILE} (or "
-                     f"{SAFETENSORS_INDEX} with its shards, or {PICKLE_FILE}); the download may be incomplete")
+        raise LabError("{folder} holds {other}, weights for another framework (TensorFlow or Flax): the lab "
+                       "reads PyTorch weights only. Convert them with transformers (from_pretrained(..., "
+                       "from_tf=True) then save_pretrained) first.", folder=folder, other=other[0])
+    raise LabError("{folder} has a config.json but no weights: expected {safetensors_file} (or "
+                   "{safetensors_index} with its shards, or {pickle_file}); the download may be incomplete",
+                   folder=folder, safetensors_file=SAFETENSORS_FILE, safetensors_index=SAFETENSORS_INDEX,
+                   pickle_file=PICKLE_FILE)
 
 
 def tensor_shapes(folder: CheckpointFolder) -> dict[str, tuple[int, ...]]:
@@ -186,7 +200,8 @@ def tensor_shapes(folder: CheckpointFolder) -> dict[str, tuple[int, ...]]:
                 for name in handle.keys():
                     shapes[name] = tuple(handle.get_slice(name).get_shape())
         except Exception as error:  # noqa: BLE001 - safetensors raises its own error types for corrupt files
-            raise ValueError(f"{path} is not a readable safetensors file ({error}); the download may be corrupt") \
+            raise LabError("{path} is not a readable safetensors file ({error}); the download may be corrupt",
+                           path=path, error=error) \
                 from None
     return shapes
 
@@ -205,11 +220,12 @@ class LazyState(Mapping):
                 handle = safe_open(str(path), "pt")
                 names = list(handle.keys())
             except Exception as error:  # noqa: BLE001 - safetensors raises its own error types for corrupt files
-                raise ValueError(f"{path} is not a readable safetensors file ({error}); the download may be "
-                                 "corrupt") from None
+                raise LabError("{path} is not a readable safetensors file ({error}); the download may be "
+                               "corrupt", path=path, error=error) from None
             for name in names:
                 if prefix + name in self._where:
-                    raise ValueError(f"the tensor {name} appears in two shards ({path.name} and another)")
+                    raise LabError("the tensor {name} appears in two shards ({path_name} and another)",
+                                   name=name, path_name=path.name)
                 self._where[prefix + name] = (handle, name)
         return self
 
@@ -237,16 +253,18 @@ def load_state(folder: CheckpointFolder) -> Mapping[str, torch.Tensor]:
         try:
             part = torch.load(path, map_location="cpu", weights_only=True)
         except Exception as error:  # noqa: BLE001 - torch raises UnpicklingError, RuntimeError, EOFError, ...
-            raise ValueError(f"{path} could not be read as weights only ({type(error).__name__}: "
-                             f"{str(error).splitlines()[0] if str(error) else ''}); the lab does not run other "
-                             "pickled objects") from None
+            raise LabError("{path} could not be read as weights only ({error_type}: "
+                           "{first_line}); the lab does not run other "
+                           "pickled objects",
+                           path=path, error_type=type(error).__name__,
+                           first_line=str(error).splitlines()[0] if str(error) else '') from None
         if isinstance(part, dict) and "state_dict" in part and isinstance(part["state_dict"], dict):
             part = part["state_dict"]
         if not isinstance(part, dict) or not all(isinstance(v, torch.Tensor) for v in part.values()):
-            raise ValueError(f"{path} does not hold a plain name -> tensor state dict")
+            raise LabError("{path} does not hold a plain name -> tensor state dict", path=path)
         overlap = sorted(set(state) & set(part))
         if overlap:
-            raise ValueError(f"the tensor {overlap[0]} appears in two shards of {folder.path}")
+            raise LabError("the tensor {overlap} appears in two shards of {path}", overlap=overlap[0], path=folder.path)
         state.update(part)
     return state
 

@@ -30,6 +30,7 @@ import logging
 import sys
 from pathlib import Path
 
+from lab_models.messages import LabError
 from lab_models.home import lab_home
 from lab_models.interop.exporter import export_run
 from lab_models.interop.importer import DEFAULT_CORPUS, import_into_home, inspect_checkpoint
@@ -62,7 +63,7 @@ def import_main(argv: list[str] | None = None) -> int:
             sys.stdout.write(json.dumps(summary, indent=2, default=str) + "\n")
             return 0
         if not args.out:
-            raise ValueError("--out RUN_DIR is required (or --look to only describe the folder)")
+            raise LabError("--out RUN_DIR is required (or --look to only describe the folder)")
         run_dir = import_into_home(args.source, args.out, generator=args.generator, allow_pickle=args.allow_pickle,
                                    corpus=args.corpus, home=args.home)
     except ValueError as error:

@@ -24,6 +24,8 @@ from collections.abc import Mapping
 
 import torch
 
+from lab_models.messages import LabError, Message
+
 # checkpoint names that are buffers, not weights: old checkpoints stored them (causal masks, position id ranges)
 IGNORABLE_SUFFIXES = ("position_ids", "token_type_ids", "attn.bias", "attn.masked_bias", ".masked_bias")
 
@@ -37,8 +39,8 @@ LAB_TO_HF_ACTIVATION = {"gelu": "gelu", "gelu_tanh": "gelu_new", "relu": "relu"}
 def lab_activation(name, field: str) -> str:
     """The lab's activation for a config.json activation name; ValueError for one the backbone does not have."""
     if name not in HF_ACTIVATIONS:
-        raise ValueError(f"config.json {field}={name!r} is an activation the lab's backbone does not have (it has "
-                         f"{', '.join(sorted(HF_ACTIVATIONS))})")
+        raise LabError("config.json {field}={name!r} is an activation the lab's backbone does not have (it has "
+                       "{hf_activations})", field=field, name=name, hf_activations=', '.join(sorted(HF_ACTIVATIONS)))
     return HF_ACTIVATIONS[name]
 
 
@@ -81,12 +83,13 @@ class StateReader:
         key = self._find(name)
         if key is None:
             shown = f"{self.prefixes[0]}{name} (or {name})" if self.prefixes else name
-            raise ValueError(f"the checkpoint has no tensor {shown}: it is not a complete {self._what()} checkpoint "
-                             "(a base model without its pretraining head, or another variant of the architecture)")
+            raise LabError("the checkpoint has no tensor {shown}: it is not a complete {what} checkpoint "
+                           "(a base model without its pretraining head, or another variant of the architecture)",
+                           shown=shown, what=self._what())
         tensor = self.source[self.names[key]]
         if shape is not None and tuple(tensor.shape) != tuple(shape):
-            raise ValueError(f"shape mismatch: the checkpoint's {key} is {tuple(tensor.shape)} but its config.json "
-                             f"says {tuple(shape)}")
+            raise LabError("shape mismatch: the checkpoint's {key} is {tensor_shape} but its config.json "
+                           "says {shape}", key=key, tensor_shape=tuple(tensor.shape), shape=tuple(shape))
         self.used.add(key)
         return tensor.to(torch.float32) if tensor.is_floating_point() else tensor
 
@@ -104,9 +107,9 @@ class StateReader:
         left = self.unused()
         if left:
             more = f" and {len(left) - 5} more" if len(left) > 5 else ""
-            raise ValueError(f"the checkpoint has weights the lab's {self._what()} has no place for: "
-                             f"{', '.join(left[:5])}{more}; it is another variant of the architecture, which the lab "
-                             "cannot represent exactly")
+            raise LabError("the checkpoint has weights the lab's {what} has no place for: "
+                           "{left}{more}; it is another variant of the architecture, which the lab "
+                           "cannot represent exactly", what=self._what(), left=', '.join(left[:5]), more=more)
 
     def _what(self) -> str:
         return self.prefixes[0].rstrip(".") if self.prefixes else "model"
@@ -214,10 +217,10 @@ def owned(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     return {name: tensor.detach().to(torch.float32).contiguous().clone() for name, tensor in state.items()}
 
 
-def require(condition: bool, message: str) -> None:
-    """ValueError(message) unless `condition`: the export checks read as a list of facts."""
+def require(condition: bool, message: Message) -> None:
+    """LabError(message) unless `condition`: the export checks read as a list of facts."""
     if not condition:
-        raise ValueError(message)
+        raise LabError.of(message)
 
 
 def bert_embeddings_to_lab(reader: StateReader, lab: str, cfg, position_offset: int = 0) -> dict[str, torch.Tensor]:
@@ -263,19 +266,19 @@ def segments_from_type_vocab(hf_config: dict, needed: int) -> int:
     """The lab's n_segments for a config.json type_vocab_size: 0 when it is 1 (folded into the positions), else the
     table's rows; ValueError when the family's batches need more segments than the checkpoint has."""
     rows = int(hf_config.get("type_vocab_size", 2))
-    require(rows >= 1, f"config.json type_vocab_size={rows}: expected at least 1")
+    require(rows >= 1, Message("config.json type_vocab_size={rows}: expected at least 1", rows=rows))
     segments = 0 if rows == 1 else rows
-    require(segments >= needed, f"config.json type_vocab_size={rows}, but the lab's family feeds segment ids "
-                                f"0..{needed - 1}")
+    require(segments >= needed, Message("config.json type_vocab_size={rows}, but the lab's family feeds segment ids "
+                                        "0..{needed_rows}", rows=rows, needed_rows=needed - 1))
     return segments
 
 
 def require_absolute_positions(hf_config: dict) -> None:
     kind = hf_config.get("position_embedding_type", "absolute")
-    require(kind in (None, "absolute"), f"config.json position_embedding_type={kind!r}: the lab imports BERT-style "
-                                        f"models with absolute positions only")
+    require(kind in (None, "absolute"), Message("config.json position_embedding_type={kind!r}: the lab imports "
+                                                "BERT-style models with absolute positions only", kind=kind))
     require(not hf_config.get("is_decoder", False) and not hf_config.get("add_cross_attention", False),
-            "config.json is_decoder/add_cross_attention: a decoder variant, not the masked LM the lab imports")
+            Message("config.json is_decoder/add_cross_attention: a decoder variant, not the masked LM the lab imports"))
 
 
 # OpenAI GPT and GPT-2 name a block's pieces alike: lab name -> transformers name (under transformer.h.{i}.)

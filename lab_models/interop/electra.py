@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import torch
 
+from lab_models.messages import Message
 from lab_models.models.family import electra_generator_config
 from lab_models.nn.backbone import Backbone
 from lab_models.nn.config import ModelConfig
@@ -75,30 +76,36 @@ def _discriminator_config(hf_config: dict) -> ModelConfig:
 
 def _generator_fraction(disc: dict, gen: dict, config: ModelConfig) -> float:
     architectures = gen.get("architectures") or ["ElectraForMaskedLM"]
-    require("ElectraForMaskedLM" in architectures, f"--generator's config.json architectures {architectures}: "
-                                                   "expected ElectraForMaskedLM, ELECTRA's generator")
+    require("ElectraForMaskedLM" in architectures, Message("--generator's config.json architectures {architectures}: "
+                                                           "expected ElectraForMaskedLM, ELECTRA's generator",
+                                                           architectures=architectures))
     for field in SHARED:
-        require(gen.get(field) == disc.get(field), f"the generator's {field} is {gen.get(field)!r} but the "
-                                                   f"discriminator's is {disc.get(field)!r}: the two do not belong "
-                                                   "to one ELECTRA")
+        require(gen.get(field) == disc.get(field), Message("the generator's {field} is {gen_value!r} but the "
+                                                           "discriminator's is {disc_value!r}: the two do not belong "
+                                                           "to one ELECTRA",
+                                                           field=field, gen_value=gen.get(field),
+                                                           disc_value=disc.get(field)))
     require(disc.get("hidden_act", "gelu") == "gelu",
-            f"hidden_act={disc.get('hidden_act')!r}: transformers' ELECTRA generator head always uses the exact GeLU "
-            "and the lab's backbone one activation throughout")
+            Message("hidden_act={hidden_act!r}: transformers' ELECTRA generator head always uses the exact GeLU "
+                    "and the lab's backbone one activation throughout", hidden_act=disc.get('hidden_act')))
     fraction = int(gen["hidden_size"]) / config.d_model
-    require(0 < fraction <= 1, f"the generator ({gen['hidden_size']} wide) is wider than the discriminator "
-                               f"({config.d_model}): the lab's ELECTRA has a smaller generator")
+    require(0 < fraction <= 1, Message("the generator ({hidden_size} wide) is wider than the discriminator "
+                                       "({d_model}): the lab's ELECTRA has a smaller generator",
+                                       hidden_size=gen['hidden_size'], d_model=config.d_model))
     lab = electra_generator_config(config, fraction)
     for field, key in (("d_model", "hidden_size"), ("n_heads", "num_attention_heads"), ("d_ff", "intermediate_size")):
         require(getattr(lab, field) == int(gen[key]),
-                f"the generator's {key} is {gen[key]}, but the lab's ELECTRA with a generator {fraction:g} as wide "
-                f"has {getattr(lab, field)} (it scales width, heads and feed-forward alike)")
+                Message("the generator's {key} is {generator_value}, but the lab's ELECTRA with a generator "
+                        "{fraction:g} as wide has {lab_value} (it scales width, heads and feed-forward alike)",
+                        key=key, generator_value=gen[key], fraction=fraction, lab_value=getattr(lab, field)))
     return fraction
 
 
 def import_config(hf_config: dict) -> tuple[ModelConfig, dict, dict]:
     architectures = hf_config.get("architectures") or ["ElectraForPreTraining"]
     require("ElectraForPreTraining" in architectures,
-            f"config.json architectures {architectures}: --from takes ELECTRA's discriminator (ElectraForPreTraining)")
+            Message("config.json architectures {architectures}: --from takes ELECTRA's discriminator "
+                    "(ElectraForPreTraining)", architectures=architectures))
     config = _discriminator_config(hf_config)
     generator = hf_config.get(GENERATOR_KEY)
     if generator is None:
@@ -146,9 +153,9 @@ def import_state(hf_config: dict, hf_state: dict[str, torch.Tensor], model) -> d
         shared = bert_embeddings_to_lab(g, "backbone.embeddings.", cfg)
         for name, tensor in shared.items():
             gap = (tensor - state[name]).abs().max().item()
-            require(gap <= 1e-6, f"the generator's {name.split('.')[-2]} embeddings differ from the discriminator's "
-                                 f"(by up to {gap:.3g}): ELECTRA shares them, so these two checkpoints are not "
-                                 "from one training run")
+            require(gap <= 1e-6, Message("the generator's {part} embeddings differ from the discriminator's "
+                                         "(by up to {gap:.3g}): ELECTRA shares them, so these two checkpoints are not "
+                                         "from one training run", part=name.split('.')[-2], gap=gap))
         generator = _encoder_to_lab(g, "generator.", gen_cfg)
         Hg = gen_cfg.d_model
         generator.update(mlm_head_to_lab(g, "generator_predictions.dense", "generator_predictions.LayerNorm",
@@ -171,7 +178,7 @@ def _check(model) -> ModelConfig:
 
 def export_config(model) -> dict:
     cfg = _check(model)
-    require(not cfg.share_layers, "the run shares its layers: transformers' ELECTRA has no such option")
+    require(not cfg.share_layers, Message("the run shares its layers: transformers' ELECTRA has no such option"))
     return {**encoder_export_fields(model), "architectures": [HF_ARCHITECTURES[0]], "model_type": "electra",
             "embedding_size": cfg.embedding_width, "type_vocab_size": max(cfg.n_segments, 1)}
 
@@ -202,8 +209,8 @@ def export_companions(model) -> dict[str, tuple[dict, dict[str, torch.Tensor]]]:
     cfg = _check(model)
     if model.objective_weights.get("mlm", 0.0) <= 0:
         return {}
-    require(cfg.activation == "gelu", "the run's activation is not the exact GeLU, which transformers' ELECTRA "
-                                      "generator head always applies")
+    require(cfg.activation == "gelu", Message("the run's activation is not the exact GeLU, which transformers' ELECTRA "
+                                              "generator head always applies"))
     gen = model.generator_config
     s = model.state_dict()
     config = {**encoder_export_fields(model), "architectures": [HF_ARCHITECTURES[1]], "model_type": "electra",

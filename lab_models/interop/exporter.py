@@ -30,7 +30,7 @@ Worked example:
 >>> export_run(tempfile.mkdtemp(), tempfile.mkdtemp())
 Traceback (most recent call last):
 ...
-ValueError: ... already exists: choose a new folder for the export (nothing is overwritten)
+lab_models.messages.LabError: ... already exists: choose a new folder for the export (nothing is overwritten)
 """
 from __future__ import annotations
 
@@ -44,6 +44,7 @@ from pathlib import Path
 
 from safetensors.torch import save_file
 
+from lab_models.messages import LabError, Message, message_of
 from lab_models.home import atomic_write_text
 from lab_models.interop.hf_tokenizer import export_tokenizer_config
 from lab_models.interop.registry import architecture_module, module_name_for_family
@@ -58,10 +59,11 @@ TOKENIZER_CONFIG_HOOK = "tokenizer_config_extras"  # optional: (model, tokenizer
 
 def _target(out_dir) -> Path:
     if out_dir is None or not str(out_dir).strip():
-        raise ValueError("Give the folder to export to (--out DIR).")
+        raise LabError("Give the folder to export to (--out DIR).")
     target = Path(str(out_dir).strip()).expanduser()
     if target.exists() or target.is_symlink():
-        raise ValueError(f"{target} already exists: choose a new folder for the export (nothing is overwritten)")
+        raise LabError("{target} already exists: choose a new folder for the export (nothing is overwritten)",
+                       target=target)
     return target
 
 
@@ -93,17 +95,18 @@ def _write_folder(folder: Path, config: dict, state: dict, run, readme: str, mod
 def _exportable(run_dir):
     """(the loaded run, its converter module, the transformers config.json) or ValueError saying why not."""
     if run_dir is None or not str(run_dir).strip():
-        raise ValueError("Give the run folder to export (--run RUN).")
+        raise LabError("Give the run folder to export (--run RUN).")
     run = load_run(str(run_dir).strip())
     module = architecture_module(module_name_for_family(run.family))
     model_config = getattr(run.model, "model_config", None)
     if getattr(model_config, "ffn", "dense") != "dense":
-        raise ValueError(f"{run.run_id} has Switch Transformer feed-forward layers (ffn={model_config.ffn}), which "
-                         f"the transformers class of {run.family} does not have: it stays in the lab's own format")
+        raise LabError("{run_id} has Switch Transformer feed-forward layers (ffn={ffn}), which "
+                       "the transformers class of {family} does not have: it stays in the lab's own format",
+                       run_id=run.run_id, ffn=model_config.ffn, family=run.family)
     return run, module, module.export_config(run.model)
 
 
-def export_problem(run_dir) -> str:
+def export_problem(run_dir) -> Message | str:
     """"" when `export_run` would export the run, else why not (nothing is written; for the page's Export button).
 
     >>> import tempfile
@@ -113,7 +116,7 @@ def export_problem(run_dir) -> str:
     try:
         _exportable(run_dir)
     except ValueError as error:
-        return str(error)
+        return message_of(error)
     return ""
 
 
@@ -159,7 +162,8 @@ def export_run(run_dir, out_dir) -> Path:
         for name, (sub_config, sub_state) in companions.items():
             _write_folder(staging / name, sub_config, sub_state, run, readme, module)
         if target.exists():
-            raise ValueError(f"{target} appeared while exporting: choose a new folder (nothing is overwritten)")
+            raise LabError("{target} appeared while exporting: choose a new folder (nothing is overwritten)",
+                           target=target)
         os.rename(staging, target)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import torch
 
+from lab_models.messages import Message
 from lab_models.models.family import family_model_config
 from lab_models.nn.config import ModelConfig
 from lab_models.interop.convert import StateReader, openai_blocks_from_lab, openai_blocks_to_lab, owned, require
@@ -47,7 +48,8 @@ AFN_BACK = {"gelu_tanh": "gelu", "relu": "relu"}
 def import_config(hf_config: dict) -> tuple[ModelConfig, dict, dict]:
     c = hf_config
     afn = c.get("afn", "gelu")
-    require(afn in AFN, f"config.json afn={afn!r}: the lab's backbone has {', '.join(AFN)} for GPT")
+    require(afn in AFN, Message("config.json afn={afn!r}: the lab's backbone has {choices} for GPT",
+                                afn=afn, choices=', '.join(AFN)))
     H = int(c["n_embd"])
     config = family_model_config(
         FAMILY, "base", int(c["vocab_size"]), d_model=H, n_layers=int(c["n_layer"]), n_heads=int(c["n_head"]),
@@ -74,18 +76,20 @@ def import_state(hf_config: dict, hf_state: dict[str, torch.Tensor], model) -> d
 
 def _check_exportable(model) -> ModelConfig:
     cfg = model.model_config
-    why = "transformers' OpenAIGPTLMHeadModel has no such option; train it again with the current gpt defaults"
-    require(model.family == FAMILY, f"this is a {model.family} run, not GPT")
+    why = Message("transformers' OpenAIGPTLMHeadModel has no such option; train it again with the current gpt defaults")
+    require(model.family == FAMILY, Message("this is a {family} run, not GPT", family=model.family))
     require(cfg.norm == "post" and not cfg.has_embedding_norm,
-            f"the run is pre-LN or has a LayerNorm on its embeddings: {why}")
-    require(not cfg.lm_bias, f"the run's output layer has a bias: {why}")
-    require(cfg.activation in AFN_BACK, f"the run uses the exact GeLU, and OpenAIGPT's 'gelu' is the tanh form: {why}")
-    require(cfg.d_ff == 4 * cfg.d_model, f"the run's feed-forward is {cfg.d_ff} wide and OpenAIGPT's is always "
-                                         f"4 x d_model = {4 * cfg.d_model}")
+            Message("the run is pre-LN or has a LayerNorm on its embeddings: {why}", why=why))
+    require(not cfg.lm_bias, Message("the run's output layer has a bias: {why}", why=why))
+    require(cfg.activation in AFN_BACK, Message("the run uses the exact GeLU, and OpenAIGPT's 'gelu' is the tanh "
+                                                "form: {why}", why=why))
+    require(cfg.d_ff == 4 * cfg.d_model, Message("the run's feed-forward is {d_ff} wide and OpenAIGPT's is always "
+                                                 "4 x d_model = {expected_d_ff}",
+                                                 d_ff=cfg.d_ff, expected_d_ff=4 * cfg.d_model))
     require(cfg.lm_transform is False and cfg.embedding_size is None and cfg.n_segments == 0
             and cfg.n_position_rows == 1 and not cfg.share_layers and cfg.decoder_layers == 0,
-            f"the run has an LM transform, factorised embeddings, segments, 2-D positions, shared layers or a "
-            f"decoder: {why}")
+            Message("the run has an LM transform, factorised embeddings, segments, 2-D positions, shared layers or a "
+                    "decoder: {why}", why=why))
     return cfg
 
 

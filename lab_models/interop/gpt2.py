@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import torch
 
+from lab_models.messages import Message
 from lab_models.models.family import family_model_config
 from lab_models.nn.config import ModelConfig
 from lab_models.interop.convert import (LAB_TO_HF_ACTIVATION, StateReader, lab_activation, openai_blocks_from_lab,
@@ -44,11 +45,12 @@ HF_ARCHITECTURES = ("GPT2LMHeadModel",)
 def import_config(hf_config: dict) -> tuple[ModelConfig, dict, dict]:
     c = hf_config
     require(c.get("scale_attn_weights", True) is True,
-            "config.json scale_attn_weights=false: the lab always scales attention by 1/sqrt(head size)")
+            Message("config.json scale_attn_weights=false: the lab always scales attention by 1/sqrt(head size)"))
     require(not c.get("scale_attn_by_inverse_layer_idx", False),
-            "config.json scale_attn_by_inverse_layer_idx=true: the lab's attention has no per-layer scale")
+            Message("config.json scale_attn_by_inverse_layer_idx=true: the lab's attention has no per-layer scale"))
     require(not c.get("add_cross_attention", False),
-            "config.json add_cross_attention=true: a GPT-2 with cross-attention is not a language model the lab has")
+            Message("config.json add_cross_attention=true: a GPT-2 with cross-attention is not a language model the "
+                    "lab has"))
     H = int(c["n_embd"])
     config = family_model_config(
         FAMILY, "base", int(c["vocab_size"]), d_model=H, n_layers=int(c["n_layer"]), n_heads=int(c["n_head"]),
@@ -78,16 +80,16 @@ def import_state(hf_config: dict, hf_state: dict[str, torch.Tensor], model) -> d
 
 def _check_exportable(model) -> ModelConfig:
     cfg = model.model_config
-    why = "transformers' GPT2LMHeadModel has no such option"
-    require(model.family == FAMILY, f"this is a {model.family} run, not GPT-2")
+    why = Message("transformers' GPT2LMHeadModel has no such option")
+    require(model.family == FAMILY, Message("this is a {family} run, not GPT-2", family=model.family))
     require(cfg.norm == "pre" and not cfg.has_embedding_norm,
-            f"the run is post-LN or has an embedding LayerNorm: {why}")
-    require(not cfg.lm_bias, f"the run's output layer has a bias (lm_bias=true; runs before the lab matched GPT-2 had "
-                             f"one): {why}. Train it again with the current defaults")
-    require(cfg.lm_transform is False and cfg.embedding_size is None, f"the run has an LM transform or factorised "
-                                                                      f"embeddings: {why}")
+            Message("the run is post-LN or has an embedding LayerNorm: {why}", why=why))
+    require(not cfg.lm_bias, Message("the run's output layer has a bias (lm_bias=true; runs before the lab matched "
+                                     "GPT-2 had one): {why}. Train it again with the current defaults", why=why))
+    require(cfg.lm_transform is False and cfg.embedding_size is None, Message("the run has an LM transform or "
+                                                                              "factorised embeddings: {why}", why=why))
     require(cfg.n_segments == 0 and cfg.n_position_rows == 1 and not cfg.share_layers and cfg.decoder_layers == 0,
-            f"the run has segments, 2-D positions, shared layers or a decoder: {why}")
+            Message("the run has segments, 2-D positions, shared layers or a decoder: {why}", why=why))
     return cfg
 
 

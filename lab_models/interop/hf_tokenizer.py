@@ -47,6 +47,7 @@ from pathlib import Path
 
 from tokenizers import AddedToken, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
 
+from lab_models.messages import LabError, Message
 from lab_models.text.vocab import BOS, CLS, EOS, GLM_END, GLM_START, MASK, PAD, SEP, sentinel
 from lab_models.text.tokenizer_inspect import tokenizer_kind
 from lab_models.interop.checkpoint import read_json_file
@@ -104,7 +105,7 @@ def _token_text(value) -> str | None:
     return None
 
 
-def _json_or_empty(path: Path, what: str) -> dict:
+def _json_or_empty(path: Path, what: Message) -> dict:
     return read_json_file(path, what) if path.is_file() else {}
 
 
@@ -113,7 +114,7 @@ def special_tokens(folder: Path, model_type: str) -> dict[str, str]:
     special_tokens_map.json, over the architecture's defaults."""
     found = dict(DEFAULT_SPECIALS.get(model_type, {}))
     for name in ("special_tokens_map.json", "tokenizer_config.json"):
-        data = _json_or_empty(folder / name, "tokenizer config")
+        data = _json_or_empty(folder / name, Message("tokenizer config"))
         for role in HF_ROLES:
             token = _token_text(data.get(f"{role}_token"))
             if token is not None:
@@ -122,7 +123,7 @@ def special_tokens(folder: Path, model_type: str) -> dict[str, str]:
 
 
 def _lowercase(folder: Path, default: bool) -> bool:
-    value = _json_or_empty(folder / "tokenizer_config.json", "tokenizer config").get("do_lower_case")
+    value = _json_or_empty(folder / "tokenizer_config.json", Message("tokenizer config")).get("do_lower_case")
     return value if isinstance(value, bool) else default
 
 
@@ -131,7 +132,8 @@ def _wordpiece(folder: Path, specials: dict[str, str]) -> Tokenizer:
     vocab = models.WordPiece.read_file(str(folder / "vocab.txt"))
     unk = specials.get("unk", "[UNK]")
     if unk not in vocab:
-        raise ValueError(f"{folder / 'vocab.txt'} has no unknown token {unk!r}: it is not a BERT vocabulary")
+        raise LabError("{path} has no unknown token {unk!r}: it is not a BERT vocabulary",
+                       path=folder / 'vocab.txt', unk=unk)
     tokenizer = Tokenizer(models.WordPiece(vocab, unk_token=unk, max_input_chars_per_word=100))
     tokenizer.normalizer = normalizers.BertNormalizer(clean_text=True, handle_chinese_chars=True, strip_accents=None,
                                                       lowercase=_lowercase(folder, True))
@@ -156,7 +158,7 @@ def _bpe(folder: Path, model_type: str, specials: dict[str, str]) -> Tokenizer:
         tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
         tokenizer.decoder = decoders.BPEDecoder(suffix="</w>")
         return tokenizer
-    add_prefix_space = bool(_json_or_empty(folder / "tokenizer_config.json", "tokenizer config").get(
+    add_prefix_space = bool(_json_or_empty(folder / "tokenizer_config.json", Message("tokenizer config")).get(
         "add_prefix_space", False))
     tokenizer = Tokenizer(models.BPE(vocab, merges))
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=add_prefix_space)
@@ -178,8 +180,10 @@ def read_tokenizer(folder: Path, model_type: str) -> tuple[Tokenizer, dict[str, 
         try:
             tokenizer = Tokenizer.from_file(str(folder / TOKENIZER_FILE))
         except Exception as error:  # noqa: BLE001 - tokenizers raises its own Exception type
-            raise ValueError(f"{folder / TOKENIZER_FILE} is not a tokenizer.json the tokenizers library reads "
-                             f"({str(error).splitlines()[0] if str(error) else type(error).__name__})") from None
+            raise LabError("{path} is not a tokenizer.json the tokenizers library reads "
+                           "({first_line})",
+                           path=folder / TOKENIZER_FILE,
+                           first_line=str(error).splitlines()[0] if str(error) else type(error).__name__) from None
         source = TOKENIZER_FILE
     elif (folder / "vocab.txt").is_file():
         tokenizer, source = _wordpiece(folder, specials), "vocab.txt (converted to WordPiece)"
@@ -188,12 +192,12 @@ def read_tokenizer(folder: Path, model_type: str) -> tuple[Tokenizer, dict[str, 
         source = "vocab.json + merges.txt (converted to " + ("BPE)" if model_type == "openai-gpt" else
                                                               "byte-level BPE)")
     elif any((folder / name).is_file() for name in ("spiece.model", "sentencepiece.bpe.model")):
-        raise ValueError(f"{folder} has only a SentencePiece model (spiece.model) and no tokenizer.json; converting "
-                         "it needs the sentencepiece library. Save a tokenizer.json once with transformers: "
-                         "AutoTokenizer.from_pretrained(DIR).save_pretrained(DIR)")
+        raise LabError("{folder} has only a SentencePiece model (spiece.model) and no tokenizer.json; converting "
+                       "it needs the sentencepiece library. Save a tokenizer.json once with transformers: "
+                       "AutoTokenizer.from_pretrained(DIR).save_pretrained(DIR)", folder=folder)
     else:
-        raise ValueError(f"{folder} has no tokenizer: expected tokenizer.json (or vocab.txt for BERT, or vocab.json "
-                         "with merges.txt for GPT-2, RoBERTa and GPT)")
+        raise LabError("{folder} has no tokenizer: expected tokenizer.json (or vocab.txt for BERT, or vocab.json "
+                       "with merges.txt for GPT-2, RoBERTa and GPT)", folder=folder)
     vocab = tokenizer.get_vocab()
     already = {added.content for added in tokenizer.get_added_tokens_decoder().values() if added.special}
     marked = []
@@ -299,7 +303,7 @@ def renumber_tokenizer(tokenizer: Tokenizer, new_id: dict[int, int]) -> Tokenize
     (1, 0, [0])
     """
     if sorted(new_id) != sorted(new_id.values()):
-        raise ValueError("new_id must map a set of token ids onto itself (a permutation)")
+        raise LabError("new_id must map a set of token ids onto itself (a permutation)")
     data = json.loads(tokenizer.to_str())
 
     def moved(token_id):

@@ -36,7 +36,7 @@ Worked example (the out folder must not exist):
 >>> import_checkpoint(tempfile.mkdtemp(), taken)
 Traceback (most recent call last):
 ...
-ValueError: ... already exists: choose a new folder for the imported run (nothing is overwritten)
+lab_models.messages.LabError: ... already exists: choose a new folder for the imported run (nothing is overwritten)
 """
 from __future__ import annotations
 
@@ -53,6 +53,7 @@ from typing import Callable
 
 import torch
 
+from lab_models.messages import LabError, Message
 from lab_models.training import runs
 from lab_models.home import atomic_write_text
 from lab_models.objectives import objective_module
@@ -99,17 +100,18 @@ def _source(src, generator, allow_pickle: bool) -> _Source:
     companion = None
     if module.FAMILY == "electra":
         if "ElectraForMaskedLM" in folder.architectures and generator is None:
-            raise ValueError(f"{folder.path} is an ELECTRA generator (ElectraForMaskedLM). Import the discriminator "
-                             "(ElectraForPreTraining) with --from, and pass this folder as --generator.")
+            raise LabError("{path} is an ELECTRA generator (ElectraForMaskedLM). Import the discriminator "
+                           "(ElectraForPreTraining) with --from, and pass this folder as --generator.",
+                           path=folder.path)
         if generator is not None and str(generator).strip():
             companion = read_checkpoint_folder(generator, allow_pickle=allow_pickle)
             if companion.model_type != "electra":
-                raise ValueError(f"--generator {companion.path} is a {companion.model_type} checkpoint, not an "
-                                 "ELECTRA generator")
+                raise LabError("--generator {path} is a {model_type} checkpoint, not an "
+                               "ELECTRA generator", path=companion.path, model_type=companion.model_type)
             hf_config[GENERATOR_KEY] = dict(companion.config)
     elif generator is not None and str(generator).strip():
-        raise ValueError(f"--generator is for ELECTRA (its generator is a second checkpoint); {folder.path} is "
-                         f"{folder.model_type}")
+        raise LabError("--generator is for ELECTRA (its generator is a second checkpoint); {path} is "
+                       "{model_type}", path=folder.path, model_type=folder.model_type)
     return _Source(folder, module, hf_config, companion)
 
 
@@ -117,11 +119,15 @@ def _import_config(source: _Source):
     try:
         return source.module.import_config(source.hf_config)
     except KeyError as error:
-        raise ValueError(f"{source.folder.path / 'config.json'} has no {error.args[0]!r}, which a "
-                         f"{source.folder.model_type} config needs") from None
+        raise LabError("{path} has no {reason!r}, which a "
+                       "{model_type} config needs",
+                       path=source.folder.path / 'config.json', reason=error.args[0],
+                       model_type=source.folder.model_type) from None
     except (TypeError, AttributeError) as error:
-        raise ValueError(f"{source.folder.path / 'config.json'} has a field of the wrong type for "
-                         f"{source.folder.model_type}: {error}") from None
+        raise LabError("{path} has a field of the wrong type for "
+                       "{model_type}: {error}",
+                       path=source.folder.path / 'config.json', model_type=source.folder.model_type,
+                       error=error) from None
 
 
 class _Combined(Mapping):
@@ -272,12 +278,12 @@ def _check_state(state: dict[str, torch.Tensor], model) -> None:
     missing = sorted(set(wanted) - set(state))
     extra = sorted(set(state) - set(wanted))
     if missing or extra:
-        raise ValueError(f"the converted weights do not fit the lab's model: missing {missing[:4]}, unexpected "
-                         f"{extra[:4]}")
+        raise LabError("the converted weights do not fit the lab's model: missing {missing}, unexpected "
+                       "{extra}", missing=missing[:4], extra=extra[:4])
     for name, shape in wanted.items():
         if tuple(state[name].shape) != shape:
-            raise ValueError(f"shape mismatch after conversion: {name} is {tuple(state[name].shape)}, the lab's "
-                             f"model needs {shape}")
+            raise LabError("shape mismatch after conversion: {name} is {state_shape}, the lab's "
+                           "model needs {shape}", name=name, state_shape=tuple(state[name].shape), shape=shape)
 
 
 def _check_finite(state: dict[str, torch.Tensor]) -> None:
@@ -287,7 +293,8 @@ def _check_finite(state: dict[str, torch.Tensor]) -> None:
     against 2.7 s for torch.isfinite over every element and 1.5 s for a forward pass."""
     for name, tensor in state.items():
         if tensor.is_floating_point() and not bool(torch.isfinite(tensor.sum())):
-            raise ValueError(f"the checkpoint's weights for {name} hold NaN or infinite numbers: the file is corrupt")
+            raise LabError("the checkpoint's weights for {name} hold NaN or infinite numbers: the file is corrupt",
+                           name=name)
 
 
 def _note(source: _Source, out: Path, tokenizer: CheckpointTokenizer, added_ids: dict[str, int], family: str,
@@ -327,16 +334,16 @@ def default_run_dir(src, runs_dir: Path, *, allow_pickle: bool = False) -> Path:
                                      f"{secrets.token_hex(2)}"
         if not candidate.exists():
             return candidate
-    raise ValueError(f"could not find a free run folder name in {runs_dir}")
+    raise LabError("could not find a free run folder name in {runs_dir}", runs_dir=runs_dir)
 
 
 def _target(out) -> Path:
     if out is None or not str(out).strip():
-        raise ValueError("Give the folder to write the imported run to (--out RUN_DIR).")
+        raise LabError("Give the folder to write the imported run to (--out RUN_DIR).")
     target = Path(str(out).strip()).expanduser()
     if target.exists() or target.is_symlink():
-        raise ValueError(f"{target} already exists: choose a new folder for the imported run (nothing is "
-                         "overwritten)")
+        raise LabError("{target} already exists: choose a new folder for the imported run (nothing is "
+                       "overwritten)", target=target)
     return target
 
 
@@ -348,7 +355,8 @@ def import_into_home(src, out=None, *, generator=None, allow_pickle: bool = Fals
 
     known = list_corpora(home=home)
     if corpus not in known:
-        raise ValueError(f"Unknown corpus {corpus!r} to file the imported run under: choose one of {', '.join(known)}.")
+        raise LabError("Unknown corpus {corpus!r} to file the imported run under: choose one of {known}.",
+                       corpus=corpus, known=', '.join(known))
     if out is None or not str(out).strip():
         out = default_run_dir(src, lab_home(home) / "runs", allow_pickle=allow_pickle)
     return import_checkpoint(src, out, generator=generator, allow_pickle=allow_pickle, corpus=corpus,
@@ -364,15 +372,15 @@ def import_checkpoint(src, out, *, generator=None, allow_pickle: bool = False, c
     message) is called between the steps. ValueError (what to do) for everything the user can fix; nothing is
     written unless the whole import succeeds."""
 
-    def step(fraction: float, message: str) -> None:
+    def step(fraction: float, message: Message) -> None:
         logger.info("import: %s", message)
         if progress is not None:
             progress(fraction, message)
 
     target = _target(out)
     if not isinstance(corpus, str) or not corpus.strip():
-        raise ValueError("corpus must be the name of the corpus to file the imported run under, e.g. stdlib-docs")
-    step(0.02, "reading the checkpoint folder")
+        raise LabError("corpus must be the name of the corpus to file the imported run under, e.g. stdlib-docs")
+    step(0.02, Message("reading the checkpoint folder"))
     source = _source(src, generator, allow_pickle)
     family = source.module.FAMILY
     model_config, settings_overrides, objectives = _import_config(source)
@@ -382,16 +390,16 @@ def import_checkpoint(src, out, *, generator=None, allow_pickle: bool = False, c
     prepared, vocab = prepare_tokenizer(tokenizer.tokenizer, tokenizer.roles)
     V = model_config.vocab_size
     if tokenizer.original_size > V:
-        raise ValueError(f"the tokenizer has {tokenizer.original_size} tokens but the model's embedding only {V} "
-                         "rows: they do not belong together")
+        raise LabError("the tokenizer has {original_size} tokens but the model's embedding only {V} "
+                       "rows: they do not belong together", original_size=tokenizer.original_size, V=V)
     added_ids = {token: prepared.token_to_id(token) for token in tokenizer.added}
 
-    step(0.1, f"loading {folder_size_text(source.folder.weight_bytes())} of weights")
+    step(0.1, Message("loading {size} of weights", size=folder_size_text(source.folder.weight_bytes())))
     hf_state = load_state(source.folder)
     if source.generator is not None:
         generator_state = load_state(source.generator)
         hf_state = _Combined({"": hf_state, GENERATOR_PREFIX: generator_state})
-    step(0.45, f"converting {architecture} to the lab's {family}")
+    step(0.45, Message("converting {architecture} to the lab's {family}", architecture=architecture, family=family))
     checkpoint_model = _build_on_meta(family, model_config, settings, _fit_vocab(vocab, V), objectives)
     state = source.module.import_state(source.hf_config, hf_state, checkpoint_model)
     del hf_state
@@ -404,13 +412,13 @@ def import_checkpoint(src, out, *, generator=None, allow_pickle: bool = False, c
     _check_state(state, model)
     for name in list(state):  # in place: each transposed view's source is freed as its copy is made
         state[name] = _owned(state[name])
-    step(0.6, "checking that every weight is a finite number")
+    step(0.6, Message("checking that every weight is a finite number"))
     _check_finite(state)
     model.load_state_dict(state, strict=True, assign=True)
     del state
     model.eval()
 
-    step(0.7, "writing the run folder")
+    step(0.7, Message("writing the run folder"))
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = target.parent / f".{target.name}.importing-{secrets.token_hex(3)}"
     staging.mkdir()
@@ -446,18 +454,20 @@ def import_checkpoint(src, out, *, generator=None, allow_pickle: bool = False, c
         }
         runs.write_config(staging, config)
         atomic_write_text(staging / runs.TOKENIZER_FILE, prepared.to_str())
-        step(0.8, "writing model.safetensors")
+        step(0.8, Message("writing model.safetensors"))
         runs.save_weights(model, staging / runs.MODEL_FILE)
         note = _note(source, target, tokenizer, added_ids, family, corpus.strip(), architecture)
         atomic_write_text(staging / NOTE_FILE, note)
         atomic_write_text(staging / runs.LOG_FILE, note.replace("# ", "").replace("- ", ""))
         runs.write_status(staging, "finished", step=0, total_steps=0,
-                          message=f"imported from {source.folder.path} ({architecture})")
+                          message=Message("imported from {path} ({architecture})", path=source.folder.path,
+                                          architecture=architecture))
         if target.exists():
-            raise ValueError(f"{target} appeared while importing: choose a new folder (nothing is overwritten)")
+            raise LabError("{target} appeared while importing: choose a new folder (nothing is overwritten)",
+                           target=target)
         os.rename(staging, target)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
-    step(1.0, f"imported {architecture} as {target.name}")
+    step(1.0, Message("imported {architecture} as {name}", architecture=architecture, name=target.name))
     return target

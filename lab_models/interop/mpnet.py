@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import torch
 
+from lab_models.messages import LabError, Message
 from lab_models.nn.config import ModelConfig
 from lab_models.interop.hf_tokenizer import renumber_tokenizer
 from lab_models.interop.state_mapping import Rule, fit_state, gather, require, scatter, strip_prefix, warn_unused
@@ -69,18 +70,21 @@ _KNOWN_COPIES = ("embeddings.position_embeddings.", "lm_head.decoder.", "pooler.
 def import_config(hf_config: dict) -> tuple[ModelConfig, dict, dict]:
     """(the lab ModelConfig, MPNet Settings overrides, objective weights) for an MPNet config.json; ValueError for
     what the lab cannot represent."""
-    require(isinstance(hf_config, dict), "hf_config must be the parsed config.json (a dict)")
+    require(isinstance(hf_config, dict), Message("hf_config must be the parsed config.json (a dict)"))
     require(hf_config.get("model_type", "mpnet") in MODEL_TYPES,
-            f"model_type {hf_config.get('model_type')!r} is not MPNet's ('mpnet')")
+            Message("model_type {model_type!r} is not MPNet's ('mpnet')", model_type=hf_config.get('model_type')))
     act = hf_config.get("hidden_act", "gelu")
-    require(act == "gelu", f"hidden_act {act!r}: MPNet's LM head always uses the exact GeLU, and the lab's transform "
-                           f"shares the feed-forward's activation, so only 'gelu' imports with parity")
+    require(act == "gelu", Message("hidden_act {act!r}: MPNet's LM head always uses the exact GeLU, and the lab's "
+                                   "transform shares the feed-forward's activation, so only 'gelu' imports with "
+                                   "parity", act=act))
     buckets = hf_config.get("relative_attention_num_buckets", BUCKETS)
-    require(buckets == BUCKETS, f"relative_attention_num_buckets={buckets}: transformers' MPNet always computes "
-                                f"{BUCKETS} buckets, so a checkpoint with another count has no defined behaviour")
+    require(buckets == BUCKETS, Message("relative_attention_num_buckets={buckets}: transformers' MPNet always "
+                                        "computes {expected_buckets} buckets, so a checkpoint with another count has "
+                                        "no defined behaviour", buckets=buckets, expected_buckets=BUCKETS))
     n_positions = hf_config.get("max_position_embeddings", 514)
     require(isinstance(n_positions, int) and n_positions > POSITION_OFFSET,
-            f"max_position_embeddings must be more than {POSITION_OFFSET} (the padding offset), got {n_positions!r}")
+            Message("max_position_embeddings must be more than {position_offset} (the padding offset), got "
+                    "{n_positions!r}", position_offset=POSITION_OFFSET, n_positions=n_positions))
     try:
         config = ModelConfig(
             vocab_size=hf_config.get("vocab_size", 30527), d_model=hf_config.get("hidden_size", 768),
@@ -92,7 +96,7 @@ def import_config(hf_config: dict) -> tuple[ModelConfig, dict, dict]:
             relative_attention="buckets", relative_attention_buckets=BUCKETS,
             relative_attention_max_distance=MAX_DISTANCE)
     except ValueError as error:
-        raise ValueError(f"this MPNet config cannot be represented: {error}") from None
+        raise LabError("this MPNet config cannot be represented: {error}", error=error) from None
     return config, {}, {}
 
 
@@ -128,8 +132,8 @@ def import_state(hf_config: dict, hf_state: dict[str, torch.Tensor], model) -> d
     warn_unused(hf, rules, _KNOWN_COPIES)
     values = gather(hf, rules)
     if "embeddings.position_embeddings.weight" not in hf:
-        raise ValueError("the checkpoint has no tensor 'embeddings.position_embeddings.weight': is it a complete "
-                         "MPNet checkpoint?")
+        raise LabError("the checkpoint has no tensor 'embeddings.position_embeddings.weight': is it a complete "
+                       "MPNet checkpoint?")
     values["backbone.embeddings.positions.0.weight"] = hf["embeddings.position_embeddings.weight"][POSITION_OFFSET:]
     return fit_state(model, values)
 
@@ -137,30 +141,33 @@ def import_state(hf_config: dict, hf_state: dict[str, torch.Tensor], model) -> d
 def _check_exportable(model) -> ModelConfig:
     c = model.model_config
     family = getattr(model, "family", FAMILY)
-    require(family == FAMILY, f"a {family} run is not an MPNet: export it with its own architecture module")
+    require(family == FAMILY, Message("a {family} run is not an MPNet: export it with its own architecture module",
+                                      family=family))
     for option, ok, why in (
-            ("norm", c.norm == "post", "MPNet normalises after each residual add"),
-            ("norm_type", c.norm_type == "layernorm", "MPNet uses LayerNorm"),
-            ("linear_bias", c.linear_bias, "MPNet's linear layers have biases"),
-            ("activation", c.activation == "gelu", "MPNet's LM head uses the exact GeLU"),
-            ("ffn_gated", not c.ffn_gated, "MPNet's feed-forward is not gated"),
-            ("absolute_positions", c.absolute_positions, "MPNet has a learned position table"),
-            ("relative_attention", c.relative_attention == "buckets", "MPNet has a relative position bias"),
+            ("norm", c.norm == "post", Message("MPNet normalises after each residual add")),
+            ("norm_type", c.norm_type == "layernorm", Message("MPNet uses LayerNorm")),
+            ("linear_bias", c.linear_bias, Message("MPNet's linear layers have biases")),
+            ("activation", c.activation == "gelu", Message("MPNet's LM head uses the exact GeLU")),
+            ("ffn_gated", not c.ffn_gated, Message("MPNet's feed-forward is not gated")),
+            ("absolute_positions", c.absolute_positions, Message("MPNet has a learned position table")),
+            ("relative_attention", c.relative_attention == "buckets", Message("MPNet has a relative position bias")),
             ("relative_attention_buckets", c.relative_attention_buckets == BUCKETS,
-             f"transformers' MPNet always uses {BUCKETS} buckets"),
+             Message("transformers' MPNet always uses {buckets} buckets", buckets=BUCKETS)),
             ("relative_attention_max_distance", c.relative_attention_max_distance == MAX_DISTANCE,
-             f"transformers' MPNet always bins up to {MAX_DISTANCE}"),
-            ("attention_scale", c.attention_scale, "MPNet divides by sqrt(d_head)"),
-            ("d_head", c.d_head is None or c.d_head * c.n_heads == c.d_model, "MPNet's heads split d_model"),
-            ("output_scale", not c.output_scale, "MPNet does not rescale before its LM head"),
-            ("lm_bias", c.lm_bias, "MPNet's LM head has a bias"),
-            ("lm_transform", c.lm_transform and c.embedding_size is None, "MPNet's LM head has its dense+LayerNorm"),
-            ("share_layers", not c.share_layers, "MPNet does not share layers"),
-            ("n_segments", c.n_segments == 0, "MPNet has no token types"),
-            ("n_position_rows", c.n_position_rows == 1, "MPNet has one position axis"),
-            ("decoder_layers", c.decoder_layers == 0, "MPNet is an encoder"),
-            ("query_stream", c.query_stream != "learned", "MPNetForMaskedLM has no learned query start w")):
-        require(ok, f"{option}={getattr(c, option)!r} has no transformers MPNet equivalent: {why}")
+             Message("transformers' MPNet always bins up to {max_distance}", max_distance=MAX_DISTANCE)),
+            ("attention_scale", c.attention_scale, Message("MPNet divides by sqrt(d_head)")),
+            ("d_head", c.d_head is None or c.d_head * c.n_heads == c.d_model, Message("MPNet's heads split d_model")),
+            ("output_scale", not c.output_scale, Message("MPNet does not rescale before its LM head")),
+            ("lm_bias", c.lm_bias, Message("MPNet's LM head has a bias")),
+            ("lm_transform", c.lm_transform and c.embedding_size is None, Message("MPNet's LM head has its "
+                                                                                  "dense+LayerNorm")),
+            ("share_layers", not c.share_layers, Message("MPNet does not share layers")),
+            ("n_segments", c.n_segments == 0, Message("MPNet has no token types")),
+            ("n_position_rows", c.n_position_rows == 1, Message("MPNet has one position axis")),
+            ("decoder_layers", c.decoder_layers == 0, Message("MPNet is an encoder")),
+            ("query_stream", c.query_stream != "learned", Message("MPNetForMaskedLM has no learned query start w"))):
+        require(ok, Message("{option}={value!r} has no transformers MPNet equivalent: {why}",
+                            option=option, value=getattr(c, option), why=why))
     return c
 
 

@@ -34,6 +34,8 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
+from lab_models.messages import LabError, Message
+
 # module name -> (the config.json model_type values it handles, the lab family it makes); the module's own
 # MODEL_TYPES and FAMILY are checked against these when it is imported
 ARCHITECTURES: dict[str, tuple[tuple[str, ...], str]] = {
@@ -57,7 +59,8 @@ def module_name_for_model_type(model_type: str) -> str:
         if model_type in model_types:
             return name
     supported = ", ".join(t for types, _ in ARCHITECTURES.values() for t in types)
-    raise ValueError(f"the lab cannot import model_type {model_type!r}: it imports {supported}")
+    raise LabError("the lab cannot import model_type {model_type!r}: it imports {supported}",
+                   model_type=model_type, supported=supported)
 
 
 def module_name_for_family(family: str) -> str:
@@ -65,34 +68,36 @@ def module_name_for_family(family: str) -> str:
     for name, (_, module_family) in ARCHITECTURES.items():
         if module_family == family:
             return name
-    raise ValueError(no_export_reason(family))
+    raise LabError.of(no_export_reason(family))
 
 
 NO_EXPORT = {
-    "spanbert": "SpanBERT's span boundary head has no transformers class (its released weights load as plain BERT "
-                "and drop the head)",
-    "unilm": "UniLM has no transformers class: its one model serves four attention masks",
-    "mass": "MASS has no transformers class (its released code is fairseq's)",
-    "glm": "GLM's 2-D positions and blank infilling have no class in transformers' library (its own code is "
-           "remote code)",
+    "spanbert": Message("SpanBERT's span boundary head has no transformers class (its released weights load as plain "
+                        "BERT and drop the head)"),
+    "unilm": Message("UniLM has no transformers class: its one model serves four attention masks"),
+    "mass": Message("MASS has no transformers class (its released code is fairseq's)"),
+    "glm": Message("GLM's 2-D positions and blank infilling have no class in transformers' library (its own code is "
+                   "remote code)"),
 }
 
 
-def no_export_reason(family: str) -> str:
+def no_export_reason(family: str) -> Message:
     """Why a family cannot be exported, for the error message."""
     if family in NO_EXPORT:
         why = NO_EXPORT[family]
     elif family in ("elmo", "cove", "ulmfit", "cvt"):
-        why = f"{family} is an LSTM model of the RNN era; transformers has no class for it"
+        why = Message("{family} is an LSTM model of the RNN era; transformers has no class for it", family=family)
     else:
-        why = f"the lab has no transformers class for family {family!r}"
-    return f"{why}, so the run cannot be exported; the lab's own run folder (safetensors + config.json) is its format"
+        why = Message("the lab has no transformers class for family {family!r}", family=family)
+    return Message("{why}, so the run cannot be exported; the lab's own run folder (safetensors + config.json) is its "
+                   "format", why=why)
 
 
 def architecture_module(name: str) -> ModuleType:
     """Import `lab_models.interop.<name>` (lazily); ValueError when it is not in this build or is incomplete."""
     if name not in ARCHITECTURES:
-        raise ValueError(f"unknown converter {name!r}: the lab knows {', '.join(ARCHITECTURES)}")
+        raise LabError("unknown converter {name!r}: the lab knows {architectures}",
+                       name=name, architectures=', '.join(ARCHITECTURES))
     full = f"{__package__}.{name}"
     try:
         module = importlib.import_module(full)
@@ -100,15 +105,18 @@ def architecture_module(name: str) -> ModuleType:
         if error.name != full:  # the module exists but one of its own imports is missing: a real error
             raise
         model_types, _ = ARCHITECTURES[name]
-        raise ValueError(f"{model_types[0]} checkpoints are not available in this build of the lab (no converter "
-                         f"lab_models/interop/{name}.py yet)") from None
+        raise LabError("{model_type} checkpoints are not available in this build of the lab (no converter "
+                       "lab_models/interop/{name}.py yet)", model_type=model_types[0], name=name) from None
     missing = [attribute for attribute in REQUIRED if not hasattr(module, attribute)]
     if missing:
-        raise ValueError(f"lab_models/interop/{name}.py is incomplete: it lacks {', '.join(missing)}")
+        raise LabError("lab_models/interop/{name}.py is incomplete: it lacks {missing}",
+                       name=name, missing=', '.join(missing))
     model_types, family = ARCHITECTURES[name]
     if module.FAMILY != family or not set(model_types) <= set(module.MODEL_TYPES):
-        raise ValueError(f"lab_models/interop/{name}.py says FAMILY={module.FAMILY!r}, MODEL_TYPES="
-                         f"{module.MODEL_TYPES!r}; the registry expects {family!r} and {model_types!r}")
+        raise LabError("lab_models/interop/{name}.py says FAMILY={module_family!r}, MODEL_TYPES="
+                       "{module_model_types!r}; the registry expects {family!r} and {model_types!r}",
+                       name=name, module_family=module.FAMILY, module_model_types=module.MODEL_TYPES, family=family,
+                       model_types=model_types)
     return module
 
 

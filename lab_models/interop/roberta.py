@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import torch
 
+from lab_models.messages import Message
 from lab_models.nn.config import ModelConfig
 from lab_models.interop.bert import check_encoder_exportable, encoder_config, encoder_export_fields
 from lab_models.interop.convert import (StateReader, bert_embeddings_from_lab, bert_embeddings_to_lab,
@@ -48,22 +49,24 @@ HF_ARCHITECTURES = ("RobertaForMaskedLM",)
 def position_offset(hf_config: dict) -> int:
     """How many rows of the position table come before the lab's position 0: padding_idx + 1."""
     pad = hf_config.get("pad_token_id", 1)
-    require(isinstance(pad, int) and pad >= 0, f"config.json pad_token_id={pad!r}: RoBERTa needs it to number its "
-                                               "positions")
+    require(isinstance(pad, int) and pad >= 0, Message("config.json pad_token_id={pad!r}: RoBERTa needs it to number "
+                                                       "its positions", pad=pad))
     return pad + 1
 
 
 def import_config(hf_config: dict) -> tuple[ModelConfig, dict, dict]:
     architectures = hf_config.get("architectures") or list(HF_ARCHITECTURES)
     require(any(name in HF_ARCHITECTURES for name in architectures),
-            f"config.json architectures {architectures}: the lab imports RoBERTa with its MLM head "
-            f"(RobertaForMaskedLM)")
+            Message("config.json architectures {architectures}: the lab imports RoBERTa with its MLM head "
+                    "(RobertaForMaskedLM)", architectures=architectures))
     require(hf_config.get("hidden_act", "gelu") == "gelu",
-            f"config.json hidden_act={hf_config.get('hidden_act')!r}: transformers' RoBERTa LM head uses the exact "
-            "GeLU whatever hidden_act says, and the lab's backbone uses one activation throughout")
+            Message("config.json hidden_act={hidden_act!r}: transformers' RoBERTa LM head uses the exact "
+                    "GeLU whatever hidden_act says, and the lab's backbone uses one activation throughout",
+                    hidden_act=hf_config.get('hidden_act')))
     offset = position_offset(hf_config)
     rows = int(hf_config["max_position_embeddings"])
-    require(rows > offset, f"config.json max_position_embeddings={rows} leaves no position after padding_idx")
+    require(rows > offset, Message("config.json max_position_embeddings={rows} leaves no position after padding_idx",
+                                   rows=rows))
     config = encoder_config({**hf_config, "max_position_embeddings": rows - offset}, FAMILY,
                             n_segments=segments_from_type_vocab(hf_config, 0), lm_transform=True, lm_bias=True,
                             embedding_norm=True)
@@ -94,9 +97,10 @@ def import_state(hf_config: dict, hf_state: dict[str, torch.Tensor], model) -> d
 def _check(model) -> ModelConfig:
     cfg = check_encoder_exportable(model, FAMILY, "RobertaForMaskedLM")
     require(cfg.embedding_size is None and not cfg.share_layers and cfg.lm_bias,
-            "the run has factorised embeddings, shared layers or no output bias: transformers' RoBERTa has none")
-    require(cfg.activation == "gelu", "the run uses another activation than the exact GeLU, which transformers' "
-                                      "RoBERTa LM head always applies")
+            Message("the run has factorised embeddings, shared layers or no output bias: transformers' RoBERTa has "
+                    "none"))
+    require(cfg.activation == "gelu", Message("the run uses another activation than the exact GeLU, which "
+                                              "transformers' RoBERTa LM head always applies"))
     return cfg
 
 

@@ -23,6 +23,8 @@ from collections.abc import Mapping
 
 import torch
 
+from lab_models.messages import LabError, Message
+
 logger = logging.getLogger(__name__)
 
 Rule = tuple[str, tuple[str, ...]]
@@ -35,12 +37,13 @@ def strip_prefix(hf_state: Mapping[str, torch.Tensor], prefix: str, bare_roots: 
     `hf_state` may be a plain dict or the importer's lazy mapping over safetensors files (each tensor is read here,
     once: the converted state holds these tensors, so the peak stays about one copy of the checkpoint)."""
     if not isinstance(hf_state, Mapping):
-        raise ValueError("hf_state must map tensor names to torch.Tensor (the checkpoint's state dict)")
+        raise LabError("hf_state must map tensor names to torch.Tensor (the checkpoint's state dict)")
     out = {}
     for name in hf_state.keys():
         tensor = hf_state[name]
         if not isinstance(tensor, torch.Tensor):
-            raise ValueError(f"the checkpoint's {name!r} is a {type(tensor).__name__}, not a tensor")
+            raise LabError("the checkpoint's {name!r} is a {tensor_type}, not a tensor",
+                           name=name, tensor_type=type(tensor).__name__)
         if name.startswith(prefix) and not name.startswith(bare_roots):
             name = name[len(prefix):]
         out[name] = tensor
@@ -50,7 +53,8 @@ def strip_prefix(hf_state: Mapping[str, torch.Tensor], prefix: str, bare_roots: 
 def take(hf_state: dict[str, torch.Tensor], name: str) -> torch.Tensor:
     """hf_state[name], or a ValueError naming the missing tensor."""
     if name not in hf_state:
-        raise ValueError(f"the checkpoint has no tensor {name!r}: is it a complete checkpoint of this architecture?")
+        raise LabError("the checkpoint has no tensor {name!r}: is it a complete checkpoint of this architecture?",
+                       name=name)
     return hf_state[name]
 
 
@@ -86,15 +90,16 @@ def fit_state(model: torch.nn.Module, values: dict[str, torch.Tensor]) -> dict[s
     expected = model.state_dict()
     missing = sorted(set(expected) - set(values))
     if missing:
-        raise ValueError(f"the converted checkpoint lacks {', '.join(missing[:5])}"
-                         f"{' ...' if len(missing) > 5 else ''}: the checkpoint does not match the model its config "
-                         f"describes")
+        raise LabError("the converted checkpoint lacks {missing}"
+                       "{more}: the checkpoint does not match the model its config "
+                       "describes", missing=', '.join(missing[:5]), more=' ...' if len(missing) > 5 else '')
     out = {}
     for name, want in expected.items():
         got = values[name]
         if tuple(got.shape) != tuple(want.shape):
-            raise ValueError(f"shape mismatch for {name}: the checkpoint gives {tuple(got.shape)}, the model built "
-                             f"from its config needs {tuple(want.shape)}")
+            raise LabError("shape mismatch for {name}: the checkpoint gives {got_shape}, the model built "
+                           "from its config needs {want_shape}",
+                           name=name, got_shape=tuple(got.shape), want_shape=tuple(want.shape))
         out[name] = got.detach().to(want.dtype)
     extra = sorted(set(values) - set(expected))
     if extra:
@@ -102,7 +107,7 @@ def fit_state(model: torch.nn.Module, values: dict[str, torch.Tensor]) -> dict[s
     return out
 
 
-def require(condition: bool, message: str) -> None:
-    """ValueError(message) unless `condition`: for options a format cannot represent."""
+def require(condition: bool, message: Message) -> None:
+    """LabError(message) unless `condition`: for options a format cannot represent."""
     if not condition:
-        raise ValueError(message)
+        raise LabError.of(message)

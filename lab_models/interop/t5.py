@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import torch
 
+from lab_models.messages import LabError, Message
 from lab_models.nn.config import ModelConfig
 from lab_models.interop.checkpoint import TENSOR_NAMES_KEY
 from lab_models.interop.state_mapping import Rule, fit_state, gather, require, scatter, strip_prefix, warn_unused
@@ -73,11 +74,11 @@ def _feed_forward(projection: str) -> tuple[str, bool]:
     parts = str(projection).split("-")
     gated = parts[0] == "gated" and len(parts) == 2
     if len(parts) > 2 or (len(parts) == 2 and not gated):
-        raise ValueError(f"feed_forward_proj {projection!r} is not 'ACT' or 'gated-ACT'")
+        raise LabError("feed_forward_proj {projection!r} is not 'ACT' or 'gated-ACT'", projection=projection)
     act = "gelu_new" if projection == "gated-gelu" else parts[-1]
     if act not in _ACTIVATIONS:
-        raise ValueError(f"feed_forward_proj {projection!r}: the lab has no activation {act!r} (it has relu, gelu "
-                         f"and gelu_new / gelu_pytorch_tanh)")
+        raise LabError("feed_forward_proj {projection!r}: the lab has no activation {act!r} (it has relu, gelu "
+                       "and gelu_new / gelu_pytorch_tanh)", projection=projection, act=act)
     return _ACTIVATIONS[act], gated
 
 
@@ -104,11 +105,12 @@ def _tied(hf_config: dict, scaled: bool) -> bool:
 def import_config(hf_config: dict) -> tuple[ModelConfig, dict, dict]:
     """(the lab ModelConfig, T5 Settings overrides, objective weights) for a T5 config.json; ValueError for what the
     lab cannot represent."""
-    require(isinstance(hf_config, dict), "hf_config must be the parsed config.json (a dict)")
+    require(isinstance(hf_config, dict), Message("hf_config must be the parsed config.json (a dict)"))
     require(hf_config.get("model_type", "t5") in MODEL_TYPES,
-            f"model_type {hf_config.get('model_type')!r} is not T5's ('t5')")
+            Message("model_type {model_type!r} is not T5's ('t5')", model_type=hf_config.get('model_type')))
     require(hf_config.get("is_encoder_decoder", True) is not False,
-            "is_encoder_decoder is false: the lab imports T5's encoder-decoder (T5ForConditionalGeneration) only")
+            Message("is_encoder_decoder is false: the lab imports T5's encoder-decoder (T5ForConditionalGeneration) "
+                    "only"))
     activation, gated = _feed_forward(hf_config.get("feed_forward_proj", "relu"))
     d_model, n_heads = hf_config.get("d_model", 512), hf_config.get("num_heads", 8)
     d_kv = hf_config.get("d_kv", 64)
@@ -116,8 +118,8 @@ def import_config(hf_config: dict) -> tuple[ModelConfig, dict, dict]:
     decoder_layers = hf_config.get("num_decoder_layers") or n_layers
     pad = hf_config.get("pad_token_id", 0)
     start = hf_config.get("decoder_start_token_id", pad)
-    require(start == pad, f"decoder_start_token_id ({start}) is not the pad token ({pad}): the lab's T5 starts its "
-                          f"decoder with the pad token or [BOS] only")
+    require(start == pad, Message("decoder_start_token_id ({start}) is not the pad token ({pad}): the lab's T5 "
+                                  "starts its decoder with the pad token or [BOS] only", start=start, pad=pad))
     scaled = _scaled(hf_config)
     try:
         config = ModelConfig(
@@ -133,7 +135,7 @@ def import_config(hf_config: dict) -> tuple[ModelConfig, dict, dict]:
             attention_scale=False, d_head=None if n_heads * d_kv == d_model else d_kv, output_scale=scaled,
             lm_bias=False)
     except ValueError as error:
-        raise ValueError(f"this T5 config cannot be represented: {error}") from None
+        raise LabError("this T5 config cannot be represented: {error}", error=error) from None
     return config, {"decoder_start": "pad", "final_token": "eos"}, {}
 
 
@@ -181,8 +183,8 @@ def import_state(hf_config: dict, hf_state: dict[str, torch.Tensor], model) -> d
     config = model.model_config
     if config.tie_embeddings and "lm_head.weight" in hf and "shared.weight" in hf:
         require(torch.equal(hf["lm_head.weight"], hf["shared.weight"]),
-                "the config ties lm_head to the shared embedding (T5 v1.0), but the checkpoint's lm_head differs: "
-                "set tie_word_embeddings to false (T5 v1.1) in its config.json")
+                Message("the config ties lm_head to the shared embedding (T5 v1.0), but the checkpoint's lm_head "
+                        "differs: set tie_word_embeddings to false (T5 v1.1) in its config.json"))
     rules = _rules(config)
     warn_unused(hf, rules, _KNOWN_COPIES)
     return fit_state(model, gather(hf, rules))
@@ -191,27 +193,30 @@ def import_state(hf_config: dict, hf_state: dict[str, torch.Tensor], model) -> d
 def _check_exportable(model) -> ModelConfig:
     c = model.model_config
     family = getattr(model, "family", FAMILY)
-    require(family == FAMILY, f"a {family} run is not a T5: export it with its own architecture module")
+    require(family == FAMILY, Message("a {family} run is not a T5: export it with its own architecture module",
+                                      family=family))
     for option, ok, why in (
-            ("norm", c.norm == "pre", "T5 normalises before each sublayer"),
-            ("norm_type", c.norm_type == "rmsnorm", "T5LayerNorm is an RMS norm"),
-            ("linear_bias", not c.linear_bias, "T5's linear layers have no bias"),
-            ("absolute_positions", not c.absolute_positions, "T5 has no absolute position table"),
-            ("relative_attention", c.relative_attention == "buckets", "T5 reads positions only through its buckets"),
-            ("attention_scale", not c.attention_scale, "T5 does not divide by sqrt(d_kv)"),
-            ("lm_bias", not c.lm_bias, "T5's lm_head has no bias"),
-            ("lm_transform", not c.lm_transform and c.embedding_size is None, "T5 has no MLM transform"),
-            ("share_layers", not c.share_layers, "T5 does not share layers"),
-            ("n_segments", c.n_segments == 0, "T5 has no segment embeddings"),
-            ("n_position_rows", c.n_position_rows == 1, "T5 has one position axis"),
-            ("query_stream", c.query_stream is None, "T5 has one stream"),
+            ("norm", c.norm == "pre", Message("T5 normalises before each sublayer")),
+            ("norm_type", c.norm_type == "rmsnorm", Message("T5LayerNorm is an RMS norm")),
+            ("linear_bias", not c.linear_bias, Message("T5's linear layers have no bias")),
+            ("absolute_positions", not c.absolute_positions, Message("T5 has no absolute position table")),
+            ("relative_attention", c.relative_attention == "buckets", Message("T5 reads positions only through its "
+                                                                              "buckets")),
+            ("attention_scale", not c.attention_scale, Message("T5 does not divide by sqrt(d_kv)")),
+            ("lm_bias", not c.lm_bias, Message("T5's lm_head has no bias")),
+            ("lm_transform", not c.lm_transform and c.embedding_size is None, Message("T5 has no MLM transform")),
+            ("share_layers", not c.share_layers, Message("T5 does not share layers")),
+            ("n_segments", c.n_segments == 0, Message("T5 has no segment embeddings")),
+            ("n_position_rows", c.n_position_rows == 1, Message("T5 has one position axis")),
+            ("query_stream", c.query_stream is None, Message("T5 has one stream")),
             ("output_scale", c.tie_embeddings or not c.output_scale,
-             "transformers 4 scales the decoder output exactly when the embeddings are tied, so a scaled output with "
-             "an untied head has no config both versions read alike"),
+             Message("transformers 4 scales the decoder output exactly when the embeddings are tied, so a scaled "
+                     "output with an untied head has no config both versions read alike")),
             ("activation", not (c.ffn_gated and c.activation == "gelu"),
-             "transformers' gated-gelu uses the tanh GeLU (gelu_tanh); gated exact GeLU has no name")):
-        require(ok, f"{option}={getattr(c, option)!r} has no transformers T5 equivalent: {why}")
-    require(c.decoder_layers > 0, "the model has no decoder: T5 is an encoder-decoder")
+             Message("transformers' gated-gelu uses the tanh GeLU (gelu_tanh); gated exact GeLU has no name"))):
+        require(ok, Message("{option}={value!r} has no transformers T5 equivalent: {why}",
+                            option=option, value=getattr(c, option), why=why))
+    require(c.decoder_layers > 0, Message("the model has no decoder: T5 is an encoder-decoder"))
     return c
 
 

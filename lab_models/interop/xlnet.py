@@ -60,6 +60,7 @@ import logging
 
 import torch
 
+from lab_models.messages import LabError
 from lab_models.nn.config import ModelConfig
 
 logger = logging.getLogger(__name__)
@@ -79,18 +80,21 @@ def import_config(hf_config: dict) -> tuple[ModelConfig, dict, dict]:
     """(the lab ModelConfig, XLNet Settings overrides, objective weights) for a transformers XLNet config.json;
     ValueError for what the lab cannot represent (see the module docstring)."""
     if not isinstance(hf_config, dict):
-        raise ValueError(f"an XLNet config must be the dict of config.json, got {type(hf_config).__name__}")
+        raise LabError("an XLNet config must be the dict of config.json, got {hf_config_type}",
+                       hf_config_type=type(hf_config).__name__)
     if hf_config.get("model_type", "xlnet") not in MODEL_TYPES:
-        raise ValueError(f"model_type {hf_config.get('model_type')!r} is not an XLNet config (expected 'xlnet')")
+        raise LabError("model_type {model_type!r} is not an XLNet config (expected 'xlnet')",
+                       model_type=hf_config.get('model_type'))
     for name in ("vocab_size", "d_model", "n_layer", "n_head", "d_inner"):
         if name not in hf_config:
-            raise ValueError(f"the XLNet config.json has no {name!r}: the lab needs it to build the model")
+            raise LabError("the XLNet config.json has no {name!r}: the lab needs it to build the model", name=name)
     if hf_config.get("attn_type", "bi") != "bi":
-        raise ValueError(f"attn_type={hf_config['attn_type']!r}: only XLNet's bidirectional 'bi' attention can be "
-                         f"imported ('uni' puts a causal mask inside the model; the lab's masks come with the batch)")
+        raise LabError("attn_type={attn_type!r}: only XLNet's bidirectional 'bi' attention can be "
+                       "imported ('uni' puts a causal mask inside the model; the lab's masks come with the batch)",
+                       attn_type=hf_config['attn_type'])
     if hf_config.get("bi_data", False):
-        raise ValueError("bi_data=True (half of each batch read backwards, with its own relative encodings) has no "
-                         "lab equivalent: only bi_data=False checkpoints can be imported")
+        raise LabError("bi_data=True (half of each batch read backwards, with its own relative encodings) has no "
+                       "lab equivalent: only bi_data=False checkpoints can be imported")
     for name in ("mem_len", "reuse_len"):
         if hf_config.get(name) not in (None, 0):  # transformers' own default is mem_len=512
             logger.info("xlnet import: %s=%r is dropped: it only says which hidden states a forward pass hands to the "
@@ -99,15 +103,15 @@ def import_config(hf_config: dict) -> tuple[ModelConfig, dict, dict]:
     d_model, n_head = hf_config["d_model"], hf_config["n_head"]
     d_head = hf_config.get("d_head")
     if d_head is not None and isinstance(n_head, int) and n_head > 0 and d_head * n_head != d_model:
-        raise ValueError(f"d_head={hf_config['d_head']!r} differs from d_model / n_head; the lab's heads are "
-                         f"d_model / n_heads wide")
+        raise LabError("d_head={d_head!r} differs from d_model / n_head; the lab's heads are "
+                       "d_model / n_heads wide", d_head=hf_config['d_head'])
     activation = hf_config.get("ff_activation", "gelu")
     if activation not in ACTIVATIONS_IN:
-        raise ValueError(f"ff_activation={activation!r} has no lab equivalent: choose one of "
-                         f"{', '.join(ACTIVATIONS_IN)}")
+        raise LabError("ff_activation={activation!r} has no lab equivalent: choose one of "
+                       "{activations_in}", activation=activation, activations_in=', '.join(ACTIVATIONS_IN))
     clamp_len = hf_config.get("clamp_len", -1)
     if isinstance(clamp_len, bool) or not isinstance(clamp_len, int):
-        raise ValueError(f"clamp_len must be an integer (-1 = no clamping), got {clamp_len!r}")
+        raise LabError("clamp_len must be an integer (-1 = no clamping), got {clamp_len!r}", clamp_len=clamp_len)
     config = ModelConfig(
         vocab_size=hf_config["vocab_size"], d_model=d_model, n_layers=hf_config["n_layer"], n_heads=n_head,
         d_ff=hf_config["d_inner"], max_positions=IMPORTED_MAX_POSITIONS, dropout=hf_config.get("dropout", 0.1),
@@ -136,11 +140,11 @@ def import_state(hf_config: dict, hf_state: dict[str, torch.Tensor], model) -> d
 
     def take(name: str, shape: tuple[int, ...]) -> torch.Tensor:
         if name not in state:
-            raise ValueError(f"the checkpoint has no tensor {name!r} (an XLNetLMHeadModel checkpoint has it)")
+            raise LabError("the checkpoint has no tensor {name!r} (an XLNetLMHeadModel checkpoint has it)", name=name)
         tensor = state[name]
         if tuple(tensor.shape) != tuple(shape):
-            raise ValueError(f"tensor {name!r} has shape {tuple(tensor.shape)} but the model built from config.json "
-                             f"needs {tuple(shape)}")
+            raise LabError("tensor {name!r} has shape {tensor_shape} but the model built from config.json "
+                           "needs {shape}", name=name, tensor_shape=tuple(tensor.shape), shape=tuple(shape))
         return tensor
 
     out = {"backbone.embeddings.token.weight": take("word_embedding.weight", (config.vocab_size, H)),
@@ -168,8 +172,9 @@ def import_state(hf_config: dict, hf_state: dict[str, torch.Tensor], model) -> d
                     "embedding is used for both (as transformers does)")
     missing, unexpected = sorted(set(expected) - set(out)), sorted(set(out) - set(expected))
     if missing or unexpected:
-        raise ValueError(f"the model built from config.json does not have XLNet's structure (missing "
-                         f"{missing[:5]}, unexpected {unexpected[:5]}): build it with import_config's ModelConfig")
+        raise LabError("the model built from config.json does not have XLNet's structure (missing "
+                       "{missing}, unexpected {unexpected}): build it with import_config's ModelConfig",
+                       missing=missing[:5], unexpected=unexpected[:5])
     return {name: tensor.to(expected[name].dtype).contiguous() for name, tensor in out.items()}
 
 
@@ -190,8 +195,8 @@ def _check_exportable(config: ModelConfig) -> None:
     ]
     found = [text for bad, text in problems if bad]
     if found:
-        raise ValueError(f"this model has {'; '.join(found)}, which transformers' XLNetLMHeadModel cannot hold: "
-                         f"export an XLNet run trained with the family's defaults")
+        raise LabError("this model has {found}, which transformers' XLNetLMHeadModel cannot hold: "
+                       "export an XLNet run trained with the family's defaults", found='; '.join(found))
 
 
 def export_config(model) -> dict:

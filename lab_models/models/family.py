@@ -167,6 +167,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from lab_models.messages import LabError, Message
 from lab_models.batch import Batch, IGNORE_INDEX
 from lab_models.families import family_record
 from lab_models.nn.backbone import Backbone
@@ -223,7 +224,8 @@ T5_STRUCTURE = dict(norm_type="rmsnorm", linear_bias=False, activation="relu", r
 
 def _check_family(family) -> str:
     if family not in TRAINED_FAMILIES:
-        raise ValueError(f"no trainable model for family {family!r} yet: choose one of {', '.join(TRAINED_FAMILIES)}")
+        raise LabError("no trainable model for family {family!r} yet: choose one of {trained_families}",
+                       family=family, trained_families=', '.join(TRAINED_FAMILIES))
     return family
 
 
@@ -233,8 +235,9 @@ def _default_settings(family: str, settings):
     if settings is None:
         return module.Settings()
     if not isinstance(settings, module.Settings):
-        raise ValueError(f"{family} needs the settings object of lab_models.objectives.{module.__name__.split('.')[-1]}"
-                         f".Settings, got {type(settings).__name__}")
+        raise LabError("{family} needs the settings object of lab_models.objectives.{module_name}"
+                       ".Settings, got {settings_type}",
+                       family=family, module_name=module.__name__.split('.')[-1], settings_type=type(settings).__name__)
     return settings
 
 
@@ -294,7 +297,7 @@ def family_model_config(family: str, preset: str, vocab_size: int, *, settings=N
     """
     family = _check_family(family)
     if preset not in PRESETS:
-        raise ValueError(f"unknown preset {preset!r}: choose one of {', '.join(PRESETS)}")
+        raise LabError("unknown preset {preset!r}: choose one of {presets}", preset=preset, presets=', '.join(PRESETS))
     settings = _default_settings(family, settings)
     if family in RNN_FAMILIES:  # LSTM sizes: lab_models/models/rnn/config.py
         return rnn_preset_config(family, preset, vocab_size, **overrides)
@@ -314,7 +317,7 @@ def family_model_config(family: str, preset: str, vocab_size: int, *, settings=N
         structure["layer_norm_eps"] = 1e-12  # the released BERT/ALBERT/ELECTRA configs
     if family == "albert":
         if isinstance(d_model, bool) or not isinstance(d_model, int) or d_model < 1:
-            raise ValueError(f"d_model must be an integer >= 1, got {d_model!r}")
+            raise LabError("d_model must be an integer >= 1, got {d_model!r}", d_model=d_model)
         structure.update(embedding_size=albert_embedding_size(d_model), share_layers=True)
     streams = stream_structure(family, settings)
     structure.update(query_stream=streams["query_stream"], n_position_rows=streams["n_position_rows"])
@@ -360,7 +363,7 @@ def electra_generator_config(discriminator: ModelConfig, fraction: float) -> Mod
     (192, 3, 768, 768, 12)
     """
     if isinstance(fraction, bool) or not isinstance(fraction, numbers.Real) or not 0 < fraction <= 1:
-        raise ValueError(f"generator_size_fraction must be in (0, 1], got {fraction!r}")
+        raise LabError("generator_size_fraction must be in (0, 1], got {fraction!r}", fraction=fraction)
     width = max(1, round(discriminator.d_model * fraction))
     heads = max(1, min(width, round(discriminator.n_heads * fraction)))
     while width % heads:  # each head needs an equal share of the width
@@ -386,8 +389,8 @@ def resolve_objective_weights(family: str, settings, objective_weights: dict | N
     if objective_weights is None:
         objective_weights = {}
     if not isinstance(objective_weights, dict):
-        raise ValueError(f"objective_weights must be a dict of objective name -> weight, got "
-                         f"{type(objective_weights).__name__}")
+        raise LabError("objective_weights must be a dict of objective name -> weight, got "
+                       "{objective_weights_type}", objective_weights_type=type(objective_weights).__name__)
     registered = {name: float(weight) for name, weight in family_record(family).objectives}
     registered.update({addon: 0.0 for addon in family_addons(family)})  # objectives/addons.py: opt-in
     defaults = dict(registered)
@@ -398,15 +401,16 @@ def resolve_objective_weights(family: str, settings, objective_weights: dict | N
     check_addon_names(family, objective_weights)  # add-on objectives (objectives/addons.py): a clear error
     unknown = sorted(set(objective_weights) - set(defaults))
     if unknown:
-        raise ValueError(f"{family} has no objective {', '.join(map(repr, unknown))}: its objectives are "
-                         f"{', '.join(defaults)}")
+        raise LabError("{family} has no objective {unknown}: its objectives are "
+                       "{defaults}", family=family, unknown=', '.join(map(repr, unknown)), defaults=', '.join(defaults))
     weights = dict(defaults)
     for name, weight in registered.items():  # opt-in objectives (default 0: translation, add-ons) are listed when asked
         if weight == 0 and name not in objective_weights:
             del weights[name]
     for name, value in objective_weights.items():
         if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) or value < 0:
-            raise ValueError(f"the weight of objective {name!r} must be a finite number >= 0, got {value!r}")
+            raise LabError("the weight of objective {name!r} must be a finite number >= 0, got {value!r}",
+                           name=name, value=value)
         weights[name] = float(value)
     for name in list(weights):
         switch = REQUIRED_SWITCH.get((family, name))
@@ -418,8 +422,8 @@ def resolve_objective_weights(family: str, settings, objective_weights: dict | N
         logger.warning("electra: λ is the rtd objective weight %g; settings.disc_weight=%g is not used",
                        weights["rtd"], settings.disc_weight)
     if not any(w > 0 for w in weights.values()):
-        raise ValueError(f"every objective of {family} has weight 0: give at least one of {', '.join(defaults)} a "
-                         f"positive weight")
+        raise LabError("every objective of {family} has weight 0: give at least one of {defaults} a "
+                       "positive weight", family=family, defaults=', '.join(defaults))
     check_addon_weights(family, weights)
     return weights
 
@@ -557,7 +561,8 @@ class FamilyModel(nn.Module):
     def forward(self, batch: Batch) -> LossOutput:
         """The family's loss on `batch` (so that DDP's forward hooks run: call the wrapped model with the batch)."""
         if not isinstance(batch, Batch):
-            raise ValueError(f"a FamilyModel takes a Batch (from the family's make_batch), got {type(batch).__name__}")
+            raise LabError("a FamilyModel takes a Batch (from the family's make_batch), got {batch_type}",
+                           batch_type=type(batch).__name__)
         if self.switch_layers:  # + the load-balancing loss of every Switch layer, whatever the family
             return loss_with_routing(self, lambda: self._family_loss(batch))
         return self._family_loss(batch)
@@ -622,34 +627,39 @@ def build_model(family: str, model_config: ModelConfig, settings, vocab: VocabIn
     if family in RNN_FAMILIES:
         return _build_rnn_model(family, model_config, settings, vocab, objective_weights, seed)
     if not isinstance(model_config, ModelConfig):
-        raise ValueError(f"model_config must be a ModelConfig (see family_model_config), got "
-                         f"{type(model_config).__name__}")
+        raise LabError("model_config must be a ModelConfig (see family_model_config), got "
+                       "{model_config_type}", model_config_type=type(model_config).__name__)
     settings = _default_settings(family, settings)
     if not isinstance(vocab, VocabInfo):
-        raise ValueError(f"vocab must be a VocabInfo, got {type(vocab).__name__}")
+        raise LabError("vocab must be a VocabInfo, got {vocab_type}", vocab_type=type(vocab).__name__)
     if vocab.size > model_config.vocab_size:
-        raise ValueError(f"the vocabulary has {vocab.size} ids but the model only {model_config.vocab_size}: set "
-                         f"vocab_size >= {vocab.size}")
+        raise LabError("the vocabulary has {size} ids but the model only {vocab_size}: set "
+                       "vocab_size >= {size}", size=vocab.size, vocab_size=model_config.vocab_size)
     streams = stream_structure(family, settings)
     has = {"query_stream": model_config.query_stream, "n_position_rows": model_config.n_position_rows,
            "encoder_decoder": model_config.decoder_layers > 0}
     if has != streams:
-        wanted = (f"query_stream={streams['query_stream']!r}, n_position_rows={streams['n_position_rows']} and "
-                  f"decoder_layers {'> 0' if streams['encoder_decoder'] else '= 0'}")
-        raise ValueError(f"{family} with these settings needs {wanted}, but the model config has "
-                         f"query_stream={model_config.query_stream!r}, n_position_rows={model_config.n_position_rows} "
-                         f"and decoder_layers={model_config.decoder_layers}: build the config with "
-                         f"family_model_config(..., settings=...)")
+        wanted = Message("query_stream={query_stream!r}, n_position_rows={n_position_rows} and decoder_layers "
+                         "{decoder_layers}", query_stream=streams["query_stream"],
+                         n_position_rows=streams["n_position_rows"],
+                         decoder_layers="> 0" if streams["encoder_decoder"] else "= 0")
+        raise LabError("{family} with these settings needs {wanted}, but the model config has "
+                       "query_stream={query_stream!r}, n_position_rows={n_position_rows} "
+                       "and decoder_layers={decoder_layers}: build the config with "
+                       "family_model_config(..., settings=...)",
+                       family=family, wanted=wanted, query_stream=model_config.query_stream,
+                       n_position_rows=model_config.n_position_rows, decoder_layers=model_config.decoder_layers)
     needed = segments_needed(family, settings)
     if needed and model_config.n_segments < needed:
-        raise ValueError(f"{family}'s batches carry segment ids 0..{needed - 1} but the model has "
-                         f"n_segments={model_config.n_segments}: build the config with family_model_config(..., "
-                         f"settings=...) or set n_segments={needed}")
+        raise LabError("{family}'s batches carry segment ids 0..{needed_rows} but the model has "
+                       "n_segments={n_segments}: build the config with family_model_config(..., "
+                       "settings=...) or set n_segments={needed}",
+                       family=family, needed_rows=needed - 1, n_segments=model_config.n_segments, needed=needed)
     weights = resolve_objective_weights(family, settings, objective_weights)
     if seed is None:
         return FamilyModel(family, model_config, settings, vocab, weights)
     if isinstance(seed, bool) or not isinstance(seed, int):
-        raise ValueError(f"seed must be an integer or None, got {seed!r}")
+        raise LabError("seed must be an integer or None, got {seed!r}", seed=seed)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         return FamilyModel(family, model_config, settings, vocab, weights)
@@ -670,15 +680,15 @@ def _build_rnn_model(family, model_config, settings, vocab, objective_weights, s
     """ELMo, CoVe, ULMFiT, CVT: lab_models/models/rnn/<family>.py, with the same checks and seeding as the others."""
     settings = _default_settings(family, settings)
     if not isinstance(vocab, VocabInfo):
-        raise ValueError(f"vocab must be a VocabInfo, got {type(vocab).__name__}")
+        raise LabError("vocab must be a VocabInfo, got {vocab_type}", vocab_type=type(vocab).__name__)
     if isinstance(model_config, RNNConfig) and vocab.size > model_config.vocab_size:
-        raise ValueError(f"the vocabulary has {vocab.size} ids but the model only {model_config.vocab_size}: set "
-                         f"vocab_size >= {vocab.size}")
+        raise LabError("the vocabulary has {size} ids but the model only {vocab_size}: set "
+                       "vocab_size >= {size}", size=vocab.size, vocab_size=model_config.vocab_size)
     weights = resolve_objective_weights(family, settings, objective_weights)
     if seed is None:
         return build_rnn_model(family, model_config, settings, vocab, weights)
     if isinstance(seed, bool) or not isinstance(seed, int):
-        raise ValueError(f"seed must be an integer or None, got {seed!r}")
+        raise LabError("seed must be an integer or None, got {seed!r}", seed=seed)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         return build_rnn_model(family, model_config, settings, vocab, weights)

@@ -33,6 +33,7 @@ import dataclasses
 import torch
 from torch import nn
 
+from lab_models.messages import LabError
 from lab_models.nn.config import ModelConfig
 from lab_models.nn.moe import RoutingCollector, SwitchFeedForward, collect_routing, switch_layers
 from lab_models.objectives.losses import LossOutput
@@ -59,8 +60,9 @@ def check_switch_overrides(family: str, keys) -> None:
     given = [key for key in keys if key in SWITCH_KEYS]
     if given and family in RNN_FAMILIES:
 
-        raise ValueError(f"{family_record(family).title} is an LSTM model, not a Transformer: the Switch feed-forward "
-                         f"({', '.join(given)}) exists only for the Transformer families")
+        raise LabError("{title} is an LSTM model, not a Transformer: the Switch feed-forward "
+                       "({given}) exists only for the Transformer families",
+                       title=family_record(family).title, given=', '.join(given))
 
 
 # ------------------------------------------------------------------------------------------------ losses

@@ -54,6 +54,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from lab_models.messages import LabError, Message
 from lab_models.nn.config import ModelConfig
 
 
@@ -89,12 +90,13 @@ def prepare_mask(mask: torch.Tensor | AttentionMask, n_queries: int | None = Non
         _check_mask_shape(mask.shape, n_queries, n_keys, batch_size)
         return mask
     if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool or mask.dim() != 3:
-        got = f"a {mask.dtype} tensor of shape {tuple(mask.shape)}" if isinstance(mask, torch.Tensor) else repr(mask)
-        raise ValueError(f"an attention mask must be a (batch, queries, keys) bool tensor (True = may attend), "
-                         f"got {got}")
+        got = (Message("a {dtype} tensor of shape {shape}", dtype=mask.dtype, shape=tuple(mask.shape))
+               if isinstance(mask, torch.Tensor) else repr(mask))
+        raise LabError("an attention mask must be a (batch, queries, keys) bool tensor (True = may attend), "
+                       "got {got}", got=got)
     _check_mask_shape(tuple(mask.shape), n_queries, n_keys, batch_size)
     if mask.shape[2] == 0:
-        raise ValueError("an attention mask needs at least one key")
+        raise LabError("an attention mask needs at least one key")
     empty = ~mask.any(dim=-1, keepdim=True)  # (B, Tq, 1)
     has_empty, pattern = _inspect(mask, empty)
     if not has_empty:  # the common case: nothing to repair
@@ -131,7 +133,8 @@ def add_position_bias(mask: AttentionMask, bias: torch.Tensor) -> AttentionMask:
     """
     B, Tq, Tk = mask.shape
     if bias.dim() != 4 or bias.shape[0] not in (1, B) or tuple(bias.shape[2:]) != (Tq, Tk):
-        raise ValueError(f"a position bias must be (batch or 1, heads, {Tq}, {Tk}), got {tuple(bias.shape)}")
+        raise LabError("a position bias must be (batch or 1, heads, {Tq}, {Tk}), got {bias_shape}",
+                       Tq=Tq, Tk=Tk, bias_shape=tuple(bias.shape))
     if mask.pattern == "full":
         additive = bias.contiguous()  # once here, not in every layer's SDPA call
     else:
@@ -154,10 +157,11 @@ def _inspect(mask: torch.Tensor, empty: torch.Tensor) -> tuple[bool, str | None]
 
 def _check_mask_shape(shape, n_queries, n_keys, batch_size) -> None:
     B, Tq, Tk = shape
-    for what, got, want in (("batch size", B, batch_size), ("query length", Tq, n_queries), ("key length", Tk, n_keys)):
+    for what, got, want in ((Message("batch size"), B, batch_size), (Message("query length"), Tq, n_queries),
+                            (Message("key length"), Tk, n_keys)):
         if want is not None and got != want:
-            raise ValueError(f"attention mask of shape {tuple(shape)} does not fit the inputs: its {what} is {got}, "
-                             f"expected {want}")
+            raise LabError("attention mask of shape {shape} does not fit the inputs: its {what} is {got}, "
+                           "expected {want}", shape=tuple(shape), what=what, got=got, want=want)
 
 
 def attention_output(proj: nn.Module, y: torch.Tensor, weights: torch.Tensor | None, mask: AttentionMask,

@@ -70,6 +70,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from lab_models.messages import LabError, Message
 from lab_models.nn.attention import AttentionMask, KeyValueCache, MultiHeadAttention, add_position_bias, prepare_mask
 from lab_models.nn.config import ModelConfig
 from lab_models.nn.dropout import Dropout
@@ -201,7 +202,7 @@ class Block(nn.Module):
         # 2. cross-attention: queries from the decoder, keys and values from the encoder's memory
         if self.cross_attn is not None:
             if memory is None or cross_mask is None:
-                raise ValueError("a decoder block needs the encoder memory and a cross-attention mask")
+                raise LabError("a decoder block needs the encoder memory and a cross-attention mask")
             a = self.ln_cross(x) if self.pre_norm else x
             if cache is None:
                 out = self.cross_attn(a, cross_mask, context=memory)
@@ -256,7 +257,7 @@ class Backbone(nn.Module):
     def __init__(self, config: ModelConfig):
         super().__init__()
         if not isinstance(config, ModelConfig):
-            raise ValueError(f"Backbone needs a ModelConfig, got {type(config).__name__}")
+            raise LabError("Backbone needs a ModelConfig, got {config_type}", config_type=type(config).__name__)
         self.config = config
         # FlexAttention block masks instead of SDPA's dense boolean masks (a CUDA fast path set by
         # lab_models/training/performance.py; not part of the config: it changes no number the model computes)
@@ -372,8 +373,8 @@ class Backbone(nn.Module):
         query rows take the distances (and segments) of their slots to every key of h, in the same call.
         """
         if self.config.query_stream is None:
-            raise ValueError("this model has no query stream: build it with query_stream='learned' (XLNet) or "
-                             "'token' (MPNet)")
+            raise LabError("this model has no query stream: build it with query_stream='learned' (XLNet) or "
+                           "'token' (MPNet)")
         B, T = self._check_ids("input_ids", input_ids)
         slots = self._check_slots(query_slots, B, T)  # (B, Q)
         Q = slots.shape[1]
@@ -425,12 +426,13 @@ class Backbone(nn.Module):
         decoder_mask is (B, S, cached + S); the cross-attention keys and values of `memory` are computed on the first
         call and reused."""
         if self.decoder_blocks is None:
-            raise ValueError("this model has no decoder: build it with decoder_layers > 0")
+            raise LabError("this model has no decoder: build it with decoder_layers > 0")
         B, S = self._check_ids("decoder_input_ids", decoder_input_ids)
         if not isinstance(memory, torch.Tensor) or memory.dim() != 3 or memory.shape[0] != B \
                 or memory.shape[2] != self.config.d_model:
             got = tuple(memory.shape) if isinstance(memory, torch.Tensor) else repr(memory)
-            raise ValueError(f"memory must be the encoder output of shape ({B}, T, {self.config.d_model}), got {got}")
+            raise LabError("memory must be the encoder output of shape ({B}, T, {d_model}), got {got}",
+                           B=B, d_model=self.config.d_model, got=got)
         T = memory.shape[1]
         y = self._embed(self.embeddings.token(decoder_input_ids), decoder_position_ids, None, B, S)  # (B, S, H)
         past = self._check_cache(cache, self.config.decoder_layers, B, S, cross=True)
@@ -455,7 +457,7 @@ class Backbone(nn.Module):
         with the cross-attention memory)."""
         if decoder:
             if self.decoder_blocks is None:
-                raise ValueError("this model has no decoder: build it with decoder_layers > 0")
+                raise LabError("this model has no decoder: build it with decoder_layers > 0")
             return DecodingCache(self.config.decoder_layers, cross=True)
         return DecodingCache(self.config.n_layers)
 
@@ -465,15 +467,16 @@ class Backbone(nn.Module):
             return 0
         if not isinstance(cache, DecodingCache) or len(cache.layers) != n_layers \
                 or any((layer.cross_attn is not None) != cross for layer in cache.layers):
-            raise ValueError(f"cache must be this backbone's new_cache({'decoder=True' if cross else ''}), with "
-                             f"{n_layers} layers")
+            raise LabError("cache must be this backbone's new_cache({decoder_flag}), with "
+                           "{n_layers} layers", decoder_flag='decoder=True' if cross else '', n_layers=n_layers)
         past = cache.length
         k = cache.layers[0].self_attn.k
         if k is not None and k.shape[0] != B:
-            raise ValueError(f"the cache holds {k.shape[0]} rows but the input has {B}: reorder the cache first")
+            raise LabError("the cache holds {n_rows} rows but the input has {B}: reorder the cache first",
+                           n_rows=k.shape[0], B=B)
         if past + T > self.config.max_positions:
-            raise ValueError(f"the cache holds {past} positions and {T} more would exceed the model's "
-                             f"{self.config.max_positions} positions")
+            raise LabError("the cache holds {past} positions and {T} more would exceed the model's "
+                           "{max_positions} positions", past=past, T=T, max_positions=self.config.max_positions)
         return past
 
     # ---- the vocabulary projection ----------------------------------------------------------------------------
@@ -538,16 +541,19 @@ class Backbone(nn.Module):
 
     def _check_ids(self, name: str, ids: torch.Tensor) -> tuple[int, int]:
         if not isinstance(ids, torch.Tensor) or ids.dim() != 2 or ids.dtype != torch.long:
-            got = f"{ids.dtype} of shape {tuple(ids.shape)}" if isinstance(ids, torch.Tensor) else repr(ids)
-            raise ValueError(f"{name} must be a (batch, length) long tensor, got {got}")
+            got = (Message("{dtype} of shape {shape}", dtype=ids.dtype, shape=tuple(ids.shape))
+                   if isinstance(ids, torch.Tensor) else repr(ids))
+            raise LabError("{name} must be a (batch, length) long tensor, got {got}", name=name, got=got)
         B, T = ids.shape
         if B == 0 or T == 0:
-            raise ValueError(f"{name} is empty (shape {(B, T)})")
+            raise LabError("{name} is empty (shape {expected_shape})", name=name, expected_shape=(B, T))
         if T > self.config.max_positions:
-            raise ValueError(f"{name} has length {T} but the model has {self.config.max_positions} positions")
+            raise LabError("{name} has length {T} but the model has {max_positions} positions",
+                           name=name, T=T, max_positions=self.config.max_positions)
         lo, hi = _value_range(ids)
         if lo < 0 or hi >= self.config.vocab_size:
-            raise ValueError(f"{name} holds ids in [{lo}, {hi}] but the vocabulary has {self.config.vocab_size} ids")
+            raise LabError("{name} holds ids in [{lo}, {hi}] but the vocabulary has {vocab_size} ids",
+                           name=name, lo=lo, hi=hi, vocab_size=self.config.vocab_size)
         return B, T
 
     def _check_positions(self, position_ids: torch.Tensor, B: int, T: int) -> torch.Tensor:
@@ -555,18 +561,21 @@ class Backbone(nn.Module):
         rows = self.config.n_position_rows
         want = (B, T) if rows == 1 else (B, rows, T)
         if not isinstance(position_ids, torch.Tensor) or position_ids.dtype != torch.long:
-            raise ValueError(f"position_ids must be a long tensor of shape {want}")
+            raise LabError("position_ids must be a long tensor of shape {want}", want=want)
         if position_ids.dim() == 3 and tuple(position_ids.shape) == (B, rows, T):
             pass
         elif rows == 1 and tuple(position_ids.shape) == (B, T):
             position_ids = position_ids.unsqueeze(1)  # (B, 1, T)
         else:
-            raise ValueError(f"position_ids must have shape {want} (n_position_rows={rows}), "
-                             f"got {tuple(position_ids.shape)}")
+            raise LabError("position_ids must have shape {want} (n_position_rows={rows}), "
+                           "got {position_ids_shape}",
+                           want=want, rows=rows, position_ids_shape=tuple(position_ids.shape))
         lo, hi = _value_range(position_ids)
         if lo < 0 or hi >= self.config.max_positions:
-            raise ValueError(f"position ids lie in [{lo}, {hi}] but the model has {self.config.max_positions} "
-                             f"positions (0..{self.config.max_positions - 1})")
+            raise LabError("position ids lie in [{lo}, {hi}] but the model has {max_positions} "
+                           "positions (0..{last_position})",
+                           lo=lo, hi=hi, max_positions=self.config.max_positions,
+                           last_position=self.config.max_positions - 1)
         return position_ids
 
     def _check_segments(self, segment_ids: torch.Tensor | None, B: int, T: int) -> torch.Tensor | None:
@@ -577,47 +586,54 @@ class Backbone(nn.Module):
             return None
         if not isinstance(segment_ids, torch.Tensor) or segment_ids.dtype != torch.long \
                 or tuple(segment_ids.shape) != (B, T):
-            raise ValueError(f"segment_ids must be a long tensor of shape {(B, T)}")
+            raise LabError("segment_ids must be a long tensor of shape {expected_shape}", expected_shape=(B, T))
         lo, hi = _value_range(segment_ids)
         if lo < 0 or (self.config.n_segments and hi >= self.config.n_segments):
-            limit = f"the model has {self.config.n_segments} segments" if self.config.n_segments else "must be >= 0"
-            raise ValueError(f"segment ids lie in [{lo}, {hi}] but {limit}")
+            limit = (Message("the model has {n_segments} segments", n_segments=self.config.n_segments)
+                     if self.config.n_segments else Message("must be >= 0"))
+            raise LabError("segment ids lie in [{lo}, {hi}] but {limit}", lo=lo, hi=hi, limit=limit)
         return segment_ids
 
     @staticmethod
     def _check_mask(name: str, mask: torch.Tensor, B: int, Tq: int, Tk: int) -> torch.Tensor:
         if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool or tuple(mask.shape) != (B, Tq, Tk):
-            got = repr(mask) if not isinstance(mask, torch.Tensor) else f"{mask.dtype} of shape {tuple(mask.shape)}"
-            raise ValueError(f"{name} must be a bool tensor of shape {(B, Tq, Tk)} (True = may attend), got {got}")
+            got = (repr(mask) if not isinstance(mask, torch.Tensor)
+                   else Message("{dtype} of shape {shape}", dtype=mask.dtype, shape=tuple(mask.shape)))
+            raise LabError("{name} must be a bool tensor of shape {expected_shape} (True = may attend), got {got}",
+                           name=name, expected_shape=(B, Tq, Tk), got=got)
         return mask
 
     @staticmethod
     def _check_slots(query_slots: torch.Tensor, B: int, T: int) -> torch.Tensor:
         if not isinstance(query_slots, torch.Tensor) or query_slots.dtype != torch.long or query_slots.dim() != 2 \
                 or query_slots.shape[0] != B or query_slots.shape[1] == 0:
-            raise ValueError(f"query_slots must be a long tensor of shape ({B}, Q) with Q >= 1")
+            raise LabError("query_slots must be a long tensor of shape ({B}, Q) with Q >= 1", B=B)
         lo, hi = _value_range(query_slots)
         if lo < 0 or hi >= T:
-            raise ValueError(f"query_slots lie in [{lo}, {hi}] but the input has positions 0..{T - 1}")
+            raise LabError("query_slots lie in [{lo}, {hi}] but the input has positions 0..{last_position}",
+                           lo=lo, hi=hi, last_position=T - 1)
         return query_slots
 
     @staticmethod
     def _gather_rows(hidden: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         """The rows of hidden (..., H) picked by a bool mask (...) or flat indices (N,) -> (N, H)."""
         if not isinstance(positions, torch.Tensor):
-            raise ValueError("positions must be a bool mask or a 1-D long tensor of row indices")
+            raise LabError("positions must be a bool mask or a 1-D long tensor of row indices")
         if positions.dtype == torch.bool:
             if positions.shape != hidden.shape[:-1]:
-                raise ValueError(f"a positions mask must have shape {tuple(hidden.shape[:-1])}, "
-                                 f"got {tuple(positions.shape)}")
+                raise LabError("a positions mask must have shape {hidden_shape}, "
+                               "got {positions_shape}",
+                               hidden_shape=tuple(hidden.shape[:-1]), positions_shape=tuple(positions.shape))
             return hidden[positions]  # (N, H)
         flat = hidden.reshape(-1, hidden.shape[-1])  # (B*T, H)
         if positions.dtype != torch.long or positions.dim() != 1:
-            raise ValueError(f"positions must be a bool mask or a 1-D long tensor, got {positions.dtype} "
-                             f"of shape {tuple(positions.shape)}")
+            raise LabError("positions must be a bool mask or a 1-D long tensor, got {positions_dtype} "
+                           "of shape {positions_shape}",
+                           positions_dtype=positions.dtype, positions_shape=tuple(positions.shape))
         lo, hi = _value_range(positions) if positions.numel() else (0, -1)
         if lo < 0 or hi >= flat.shape[0]:
-            raise ValueError(f"position indices must lie in [0, {flat.shape[0]}) (rows of the flattened hidden states)")
+            raise LabError("position indices must lie in [0, {n_rows}) (rows of the flattened hidden states)",
+                           n_rows=flat.shape[0])
         return flat[positions]  # (N, H)
 
     def _token_mask(self, ids: torch.Tensor) -> torch.Tensor | None:

@@ -20,6 +20,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from lab_models.messages import LabError, Message
+
 NORMS = ("pre", "post")
 # "gelu": the exact (erf) GeLU of BERT; "gelu_tanh": its tanh approximation, which GPT, GPT-2 and ALBERT v2 use (HF's
 # "gelu_new" / "gelu_pytorch_tanh"; up to float rounding the same numbers); "relu": the Transformer's and T5 v1.0's.
@@ -120,66 +122,76 @@ class ModelConfig:
         if self.d_head is not None:
             require_int("d_head", self.d_head, minimum=1)
         elif self.d_model % self.n_heads:
-            raise ValueError(f"d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads}): "
-                             f"each head gets d_model / n_heads dimensions (or set d_head)")
+            raise LabError("d_model ({d_model}) must be divisible by n_heads ({n_heads}): "
+                           "each head gets d_model / n_heads dimensions (or set d_head)",
+                           d_model=self.d_model, n_heads=self.n_heads)
         for name in ("dropout", "attention_dropout"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value < 1.0:
-                raise ValueError(f"{name} must be a probability in [0, 1), got {value!r}")
+                raise LabError("{name} must be a probability in [0, 1), got {value!r}", name=name, value=value)
         if isinstance(self.layer_norm_eps, bool) or not isinstance(self.layer_norm_eps, (int, float)) \
                 or not self.layer_norm_eps > 0:
-            raise ValueError(f"layer_norm_eps must be a positive number, got {self.layer_norm_eps!r}")
+            raise LabError("layer_norm_eps must be a positive number, got {layer_norm_eps!r}",
+                           layer_norm_eps=self.layer_norm_eps)
         if self.norm not in NORMS:
-            raise ValueError(f"unknown norm {self.norm!r}: choose 'pre' (GPT-2) or 'post' (BERT, GPT-1)")
+            raise LabError("unknown norm {norm!r}: choose 'pre' (GPT-2) or 'post' (BERT, GPT-1)", norm=self.norm)
         if self.embedding_size is not None:
             require_int("embedding_size", self.embedding_size, minimum=1)
         if self.n_position_rows not in (1, 2) or isinstance(self.n_position_rows, bool):
-            raise ValueError(f"n_position_rows must be 1 or 2 (GLM's 2-D positions), got {self.n_position_rows!r}")
+            raise LabError("n_position_rows must be 1 or 2 (GLM's 2-D positions), got {n_position_rows!r}",
+                           n_position_rows=self.n_position_rows)
         require_int("n_segments", self.n_segments, minimum=0)
         require_int("decoder_layers", self.decoder_layers, minimum=0)
         _check_switch(self)
         if self.attention_impl not in ATTENTION_IMPLS:
-            raise ValueError(f"unknown attention_impl {self.attention_impl!r}: choose 'sdpa' or 'eager'")
+            raise LabError("unknown attention_impl {attention_impl!r}: choose 'sdpa' or 'eager'",
+                           attention_impl=self.attention_impl)
         if self.embedding_norm is not None and not isinstance(self.embedding_norm, bool):
-            raise ValueError(f"embedding_norm must be True, False or None (post-LN models only), got "
-                             f"{self.embedding_norm!r}")
+            raise LabError("embedding_norm must be True, False or None (post-LN models only), got "
+                           "{embedding_norm!r}", embedding_norm=self.embedding_norm)
         for name in ("share_layers", "tie_embeddings", "lm_transform", "linear_bias", "ffn_gated",
                      "absolute_positions", "attention_scale", "output_scale", "lm_bias"):
             if not isinstance(getattr(self, name), bool):
-                raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}")
+                raise LabError("{name} must be True or False, got {value!r}", name=name, value=getattr(self, name))
         if self.activation not in ACTIVATIONS:
-            raise ValueError(f"unknown activation {self.activation!r}: choose 'gelu' (exact), 'gelu_tanh' or 'relu'")
+            raise LabError("unknown activation {activation!r}: choose 'gelu' (exact), 'gelu_tanh' or 'relu'",
+                           activation=self.activation)
         if self.norm_type not in NORM_TYPES:
-            raise ValueError(f"unknown norm_type {self.norm_type!r}: choose 'layernorm' or 'rmsnorm' (T5)")
+            raise LabError("unknown norm_type {norm_type!r}: choose 'layernorm' or 'rmsnorm' (T5)",
+                           norm_type=self.norm_type)
         # at least 4: each direction gets half the buckets, half of those exact distances and half logarithmic bins
         require_int("relative_attention_buckets", self.relative_attention_buckets, minimum=4)
         require_int("relative_attention_max_distance", self.relative_attention_max_distance, minimum=1)
         if self.relative_attention_max_distance <= self.relative_attention_buckets // 2:
-            raise ValueError(f"relative_attention_max_distance ({self.relative_attention_max_distance}) must exceed "
-                             f"half the buckets ({self.relative_attention_buckets // 2}): the distances beyond the "
-                             f"exact buckets are binned logarithmically up to it")
+            raise LabError("relative_attention_max_distance ({relative_attention_max_distance}) must exceed "
+                           "half the buckets ({half_buckets}): the distances beyond the "
+                           "exact buckets are binned logarithmically up to it",
+                           relative_attention_max_distance=self.relative_attention_max_distance,
+                           half_buckets=self.relative_attention_buckets // 2)
         if self.query_stream not in QUERY_STREAMS:
-            raise ValueError(f"unknown query_stream {self.query_stream!r}: choose None, 'learned' (XLNet) "
-                             f"or 'token' (MPNet)")
+            raise LabError("unknown query_stream {query_stream!r}: choose None, 'learned' (XLNet) "
+                           "or 'token' (MPNet)", query_stream=self.query_stream)
         self._check_relative_attention()
 
     def _check_relative_attention(self) -> None:
         if self.relative_attention not in RELATIVE_ATTENTIONS:
-            raise ValueError(f"unknown relative_attention {self.relative_attention!r}: choose None, 'buckets' (T5, "
-                             f"MPNet) or 'xlnet' (Transformer-XL's relative positions with XLNet's relative segments)")
+            raise LabError("unknown relative_attention {relative_attention!r}: choose None, 'buckets' (T5, "
+                           "MPNet) or 'xlnet' (Transformer-XL's relative positions with XLNet's relative segments)",
+                           relative_attention=self.relative_attention)
         if self.relative_attention_clamp_len is not None:
             require_int("relative_attention_clamp_len", self.relative_attention_clamp_len, minimum=1)
         if self.relative_attention != "xlnet":
             return
         if self.n_position_rows != 1:
-            raise ValueError("relative_attention='xlnet' measures distances along one row of position ids; GLM's "
-                             "2-D positions (n_position_rows=2) need the learned absolute tables")
+            raise LabError("relative_attention='xlnet' measures distances along one row of position ids; GLM's "
+                           "2-D positions (n_position_rows=2) need the learned absolute tables")
         if self.d_head is not None and self.d_head * self.n_heads != self.d_model:
-            raise ValueError(f"relative_attention='xlnet' needs heads of d_model / n_heads dimensions: leave d_head "
-                             f"unset (got d_head={self.d_head} with {self.n_heads} heads and d_model={self.d_model})")
+            raise LabError("relative_attention='xlnet' needs heads of d_model / n_heads dimensions: leave d_head "
+                           "unset (got d_head={d_head} with {n_heads} heads and d_model={d_model})",
+                           d_head=self.d_head, n_heads=self.n_heads, d_model=self.d_model)
         if self.d_model % 2:
-            raise ValueError(f"relative_attention='xlnet' needs an even d_model (its sinusoid encodings pair a sine "
-                             f"and a cosine per frequency), got {self.d_model}")
+            raise LabError("relative_attention='xlnet' needs an even d_model (its sinusoid encodings pair a sine "
+                           "and a cosine per frequency), got {d_model}", d_model=self.d_model)
 
     @property
     def head_size(self) -> int:
@@ -209,13 +221,13 @@ class ModelConfig:
     def from_dict(cls, values: dict[str, Any]) -> "ModelConfig":
         """The inverse of `to_dict`. Unknown keys raise ValueError (a typo should not be silently dropped)."""
         if not isinstance(values, dict):
-            raise ValueError(f"a model config must be a dict, got {type(values).__name__}")
+            raise LabError("a model config must be a dict, got {values_type}", values_type=type(values).__name__)
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(values) - known)
         if unknown:
-            raise ValueError(f"unknown model config keys: {', '.join(unknown)}")
+            raise LabError("unknown model config keys: {unknown}", unknown=', '.join(unknown))
         if "vocab_size" not in values:
-            raise ValueError("a model config needs vocab_size")
+            raise LabError("a model config needs vocab_size")
         return cls(**values)
 
 
@@ -231,7 +243,8 @@ def is_switch_layer(config: ModelConfig, layer_index: int) -> bool:
 
 def _check_switch(config: ModelConfig) -> None:
     if config.ffn not in FEED_FORWARDS:
-        raise ValueError(f"unknown ffn {config.ffn!r}: choose 'dense' or 'switch' (the Switch Transformer's experts)")
+        raise LabError("unknown ffn {ffn!r}: choose 'dense' or 'switch' (the Switch Transformer's experts)",
+                       ffn=config.ffn)
     require_int("n_experts", config.n_experts, minimum=1)
     require_int("expert_every", config.expert_every, minimum=1)
     checks = (("capacity_factor", config.capacity_factor, 0.0, None), ("load_balance_weight",
@@ -240,21 +253,22 @@ def _check_switch(config: ModelConfig) -> None:
     for name, value, above, below in checks:
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0 \
                 or (above is not None and value <= above) or (below is not None and value >= below):
-            bound = "> 0" if above is not None else ">= 0" if below is None else "in [0, 1)"
-            raise ValueError(f"{name} must be a number {bound}, got {value!r}")
+            bound = "> 0" if above is not None else ">= 0" if below is None else Message("in [0, 1)")
+            raise LabError("{name} must be a number {bound}, got {value!r}", name=name, bound=bound, value=value)
     if config.ffn != "switch":
         return
     if config.share_layers and config.expert_every != 1:
-        raise ValueError("this model shares one block across all its layers (ALBERT): a Switch feed-forward there "
-                         "needs expert_every=1")
+        raise LabError("this model shares one block across all its layers (ALBERT): a Switch feed-forward there "
+                       "needs expert_every=1")
     if max(config.n_layers, config.decoder_layers) < config.expert_every:
-        raise ValueError(f"expert_every={config.expert_every} but the model has {config.n_layers} layers: no "
-                         f"feed-forward would become a Switch layer; lower expert_every")
+        raise LabError("expert_every={expert_every} but the model has {n_layers} layers: no "
+                       "feed-forward would become a Switch layer; lower expert_every",
+                       expert_every=config.expert_every, n_layers=config.n_layers)
 
 
 def require_int(name: str, value, minimum: int) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+        raise LabError("{name} must be an integer >= {minimum}, got {value!r}", name=name, minimum=minimum, value=value)
 
 
 # name -> the sizes. The other fields keep their defaults unless overridden.
@@ -272,9 +286,9 @@ PRESETS: dict[str, dict[str, int]] = {
 def preset_config(name: str, vocab_size: int, **overrides) -> ModelConfig:
     """The preset's sizes with `overrides` applied, e.g. `preset_config("small", 8000, norm="post", n_segments=2)`."""
     if name not in PRESETS:
-        raise ValueError(f"unknown preset {name!r}: choose one of {', '.join(PRESETS)}")
+        raise LabError("unknown preset {name!r}: choose one of {presets}", name=name, presets=', '.join(PRESETS))
     known = {f.name for f in dataclasses.fields(ModelConfig)}
     unknown = sorted(set(overrides) - known)
     if unknown:
-        raise ValueError(f"unknown model config keys: {', '.join(unknown)}")
+        raise LabError("unknown model config keys: {unknown}", unknown=', '.join(unknown))
     return ModelConfig(vocab_size=vocab_size, **{**PRESETS[name], **overrides})

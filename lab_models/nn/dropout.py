@@ -28,6 +28,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from lab_models.messages import LabError
+
 
 def dropout(x: torch.Tensor, p: float, training: bool = True) -> torch.Tensor:
     """Zero each element of x with probability p and scale the rest by 1 / (1 - p) (identity unless training)."""
@@ -48,7 +50,7 @@ class Dropout(nn.Module):
     def __init__(self, p: float = 0.5):
         super().__init__()
         if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0.0 <= p <= 1.0:
-            raise ValueError(f"dropout probability has to be between 0 and 1, got {p!r}")
+            raise LabError("dropout probability has to be between 0 and 1, got {p!r}", p=p)
         self.p = float(p)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from lab_models.messages import LabError
 from lab_models.nn.config import ModelConfig, is_switch_layer
 from lab_models.nn.moe import SwitchFeedForward
 
@@ -26,7 +27,7 @@ def activation_module(name: str) -> nn.Module:
         return nn.GELU(approximate="tanh")  # GPT, GPT-2, ALBERT v2: HF's gelu_new / gelu_pytorch_tanh
     if name == "relu":
         return nn.ReLU()
-    raise ValueError(f"unknown activation {name!r}: choose gelu, gelu_tanh or relu")
+    raise LabError("unknown activation {name!r}: choose gelu, gelu_tanh or relu", name=name)
 
 
 class FeedForward(nn.Module):

@@ -25,6 +25,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from lab_models.messages import LabError
 from lab_models.batch import IGNORE_INDEX
 from lab_models.nn.initialization import init_weights
 from lab_models.nn.dropout import Dropout
@@ -42,9 +43,11 @@ class SequenceClassificationHead(nn.Module):
     def __init__(self, d_model: int, n_classes: int, pool: str = "first", dropout: float = 0.1):
         super().__init__()
         if pool not in POOLINGS:
-            raise ValueError(f"unknown pooling {pool!r}: choose one of {', '.join(POOLINGS)}")
+            raise LabError("unknown pooling {pool!r}: choose one of {poolings}",
+                           pool=pool, poolings=', '.join(POOLINGS))
         if n_classes < 1 or d_model < 1:
-            raise ValueError(f"d_model and n_classes must be >= 1, got {d_model} and {n_classes}")
+            raise LabError("d_model and n_classes must be >= 1, got {d_model} and {n_classes}",
+                           d_model=d_model, n_classes=n_classes)
         self.pool = pool
         self.dense = nn.Linear(d_model, d_model)
         self.drop = Dropout(dropout)
@@ -57,7 +60,8 @@ class SequenceClassificationHead(nn.Module):
         if is_real is None:
             is_real = torch.ones(B, T, dtype=torch.bool, device=hidden.device)
         elif is_real.dtype != torch.bool or tuple(is_real.shape) != (B, T):
-            raise ValueError(f"is_real must be a bool tensor of shape {(B, T)} (False on padding)")
+            raise LabError("is_real must be a bool tensor of shape {expected_shape} (False on padding)",
+                           expected_shape=(B, T))
         if self.pool == "first":
             pooled = hidden[:, 0]  # (B, H)
         elif self.pool == "last":
@@ -76,7 +80,8 @@ class TokenClassificationHead(nn.Module):
     def __init__(self, d_model: int, n_labels: int = 1, dropout: float = 0.0):
         super().__init__()
         if n_labels < 1 or d_model < 1:
-            raise ValueError(f"d_model and n_labels must be >= 1, got {d_model} and {n_labels}")
+            raise LabError("d_model and n_labels must be >= 1, got {d_model} and {n_labels}",
+                           d_model=d_model, n_labels=n_labels)
         self.drop = Dropout(dropout)
         self.out = nn.Linear(d_model, n_labels)
         self.apply(init_weights)
@@ -104,8 +109,8 @@ class SpanBoundaryHead(nn.Module):
     def __init__(self, d_model: int, max_relative_position: int = 15, layer_norm_eps: float = 1e-5):
         super().__init__()
         if max_relative_position < 1 or d_model < 1:
-            raise ValueError(f"d_model and max_relative_position must be >= 1, got {d_model} and "
-                             f"{max_relative_position}")
+            raise LabError("d_model and max_relative_position must be >= 1, got {d_model} and "
+                           "{max_relative_position}", d_model=d_model, max_relative_position=max_relative_position)
         # 15: the released training command's --max-pair-targets; only a span's first 15 tokens get SBO targets
         self.max_relative_position = max_relative_position
         self.relative_position = nn.Embedding(max_relative_position, d_model)  # row k-1 holds p_k
@@ -127,11 +132,13 @@ class SpanBoundaryHead(nn.Module):
                                   ("relative_position", relative_position, 1, self.max_relative_position)):
             if not isinstance(idx, torch.Tensor) or idx.dtype != torch.long or idx.dim() != 2 or idx.shape[0] != B \
                     or idx.shape != relative_position.shape:
-                raise ValueError(f"{name} must be a ({B}, N) long tensor, the same shape as relative_position")
+                raise LabError("{name} must be a ({B}, N) long tensor, the same shape as relative_position",
+                               name=name, B=B)
             used = idx[has_target]  # the rows that carry a target
             if used.numel() and (int(used.min()) < lo or int(used.max()) > hi):
-                raise ValueError(f"{name} must lie in [{lo}, {hi}] where there is a target, got values in "
-                                 f"[{int(used.min())}, {int(used.max())}]")
+                raise LabError("{name} must lie in [{lo}, {hi}] where there is a target, got values in "
+                               "[{lowest}, {highest}]",
+                               name=name, lo=lo, hi=hi, lowest=int(used.min()), highest=int(used.max()))
         h_left = self._boundary(hidden, left)  # (B, N, H)
         h_right = self._boundary(hidden, right)  # (B, N, H)
         p = self.relative_position((relative_position - 1).clamp(min=0))  # (B, N, H)

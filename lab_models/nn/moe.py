@@ -73,6 +73,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from lab_models.messages import LabError
 from lab_models.nn.config import ModelConfig
 
 ROUTER_INIT_SCALE = 0.1  # the paper's s: weights ~ truncated normal with std sqrt(s / fan_in)
@@ -150,7 +151,7 @@ def expert_activation(name: str):
         return lambda x: F.gelu(x, approximate="tanh")
     if name == "relu":
         return F.relu
-    raise ValueError(f"unknown activation {name!r} for the Switch experts: choose gelu, gelu_tanh or relu")
+    raise LabError("unknown activation {name!r} for the Switch experts: choose gelu, gelu_tanh or relu", name=name)
 
 
 class SwitchFeedForward(nn.Module):

@@ -70,6 +70,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from lab_models.messages import LabError
 from lab_models.nn.attention import AttentionMask, KeyValueCache, attention_output, prepare_mask
 from lab_models.nn.config import ModelConfig
 
@@ -148,10 +149,10 @@ class RelativeMultiHeadAttention(nn.Module):
         (index (B, Tq, Tk) over the keys, cached ones included). Returns y (B, Tq, H), and with return_weights the
         probabilities (B, nh, Tq, Tk), computed on the eager path."""
         if not isinstance(relative, RelativePositions):
-            raise ValueError("relative attention needs the batch's RelativePositions (nn.relative_attention."
-                             "relative_positions, built by the Backbone)")
+            raise LabError("relative attention needs the batch's RelativePositions (nn.relative_attention."
+                           "relative_positions, built by the Backbone)")
         if cache is not None and cache.static:
-            raise ValueError("relative attention is self-attention only: it has no cross-attention cache")
+            raise LabError("relative attention is self-attention only: it has no cross-attention cache")
         B, Tq, H = x.shape
         nh, hs = self.n_heads, H // self.n_heads
         if context is None:
@@ -169,9 +170,9 @@ class RelativeMultiHeadAttention(nn.Module):
         Tk = k.shape[2]
         mask = prepare_mask(mask, n_queries=Tq, n_keys=Tk, batch_size=B)
         if tuple(relative.index.shape) != (B, Tq, Tk):
-            raise ValueError(f"the relative positions are for {tuple(relative.index.shape)} (batch, queries, keys) "
-                             f"but the attention has {(B, Tq, Tk)}: build them from these queries' and keys' "
-                             f"position ids")
+            raise LabError("the relative positions are for {index_shape} (batch, queries, keys) "
+                           "but the attention has {expected_shape}: build them from these queries' and keys' "
+                           "position ids", index_shape=tuple(relative.index.shape), expected_shape=(B, Tq, Tk))
         scale = 1.0 / math.sqrt(hs)
         q_content = (q + self.content_bias).view(B, Tq, nh, hs).transpose(1, 2)  # (B, nh, Tq, hs): q + u
         bias = self._position_and_segment_scores(q, relative, scale)  # (B, nh, Tq, Tk), already scaled

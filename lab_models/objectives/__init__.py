@@ -34,6 +34,8 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
+from lab_models.messages import LabError
+
 # family name -> module name inside this package
 FAMILY_MODULES = {
     "gpt": "causal_lm", "gpt2": "causal_lm", "bert": "bert", "roberta": "roberta", "albert": "albert",
@@ -48,6 +50,6 @@ def objective_module(family: str) -> ModuleType:
     """The batch-builder module of `family`; ValueError for a family without one."""
     if family not in FAMILY_MODULES:
         known = ", ".join(sorted(FAMILY_MODULES))
-        raise ValueError(f"No batch builder for family {family!r}: choose one of {known}.")
+        raise LabError("No batch builder for family {family!r}: choose one of {known}.", family=family, known=known)
     name = FAMILY_MODULES[family]
     return importlib.import_module(name if "." in name else f"{__name__}.{name}")

@@ -35,7 +35,8 @@ Worked example (what `check_weights` says):
 >>> check_weights("t5", {"span_corruption": 1.0, "contrastive": 1.0})
 Traceback (most recent call last):
 ...
-ValueError: contrastive is an add-on objective of bert, roberta, ..., gpt2, not of t5: it pools one sentence vector ...
+lab_models.messages.LabError: contrastive is an add-on objective of bert, roberta, ..., gpt2, not of t5: it pools
+one sentence vector ...
 >>> split_settings(["mask_rate=0.2", "contrastive.temperature=0.1"])
 (['mask_rate=0.2'], ['contrastive.temperature=0.1'])
 
@@ -50,6 +51,7 @@ import typing
 
 import torch
 
+from lab_models.messages import LabError, Message
 from lab_models.batch import Batch
 from lab_models.objectives import adversarial, back_translation, contrastive
 from lab_models.objectives.settings import parse_value
@@ -60,19 +62,19 @@ logger = logging.getLogger(__name__)
 ADDONS = ("contrastive", "adversarial", "back_translation")
 MODULES = {"contrastive": contrastive, "adversarial": adversarial, "back_translation": back_translation}
 WHY_NOT = {  # why a family outside an add-on's list cannot use it (the error message's second half)
-    "contrastive": "it pools one sentence vector from an encoder or a left-to-right model",
-    "adversarial": "its embedding perturbation is computed from gradients that would carry targets into the input "
-                   "of any family whose rows do not all see every input token (objectives/adversarial.py); it can "
-                   "still be used when fine-tuning any Transformer run",
-    "back_translation": "it needs a model that translates both ways between the synthetic English and Chinese",
+    "contrastive": Message("it pools one sentence vector from an encoder or a left-to-right model"),
+    "adversarial": Message("its embedding perturbation is computed from gradients that would carry targets into the "
+                           "input of any family whose rows do not all see every input token "
+                           "(objectives/adversarial.py); it can still be used when fine-tuning any Transformer run"),
+    "back_translation": Message("it needs a model that translates both ways between the synthetic English and Chinese"),
 }
 DESCRIPTIONS = {  # one line each for the Train tab
-    "contrastive": "add-on, SimCSE: two dropout views of a sentence are positives, the batch's other sentences "
-                   "negatives (InfoNCE, τ 0.05, on the mean of the tokens; GPT: the last token)",
-    "adversarial": "add-on, SMART/ALUM: smoothness under a worst-case perturbation of the input embeddings "
-                   "(symmetric KL, L2 ball ε)",
-    "back_translation": "add-on, Sennrich et al.: translate monolingual Chinese/English with the model itself and "
-                        "train on the synthetic pairs both ways (logs BLEU)",
+    "contrastive": Message("add-on, SimCSE: two dropout views of a sentence are positives, the batch's other "
+                           "sentences negatives (InfoNCE, τ 0.05, on the mean of the tokens; GPT: the last token)"),
+    "adversarial": Message("add-on, SMART/ALUM: smoothness under a worst-case perturbation of the input embeddings "
+                           "(symmetric KL, L2 ball ε)"),
+    "back_translation": Message("add-on, Sennrich et al.: translate monolingual Chinese/English with the model "
+                                "itself and train on the synthetic pairs both ways (logs BLEU)"),
 }
 FAMILY_OBJECTIVE_NEEDED = {("mass", "back_translation"): "translation", ("t5", "back_translation"): "translation"}
 
@@ -97,8 +99,8 @@ def check_names(family: str, requested: dict) -> None:
     """ValueError for an add-on asked for (any weight) by a family that does not support it."""
     for name in ADDONS:
         if name in requested and family not in families_of(name):
-            raise ValueError(f"{name} is an add-on objective of {', '.join(families_of(name))}, not of {family}: "
-                             f"{WHY_NOT[name]}")
+            raise LabError("{name} is an add-on objective of {families}, not of {family}: "
+                           "{why}", name=name, families=', '.join(families_of(name)), family=family, why=WHY_NOT[name])
 
 
 def check_weights(family: str, weights: dict[str, float]) -> None:
@@ -108,14 +110,17 @@ def check_weights(family: str, weights: dict[str, float]) -> None:
     if not on:
         return
     own = [name for name in weights if name not in ADDONS]
+    if not any(weights[name] > 0 for name in own) and len(on) == 1:
+        raise LabError("{on} is an add-on: {family} still needs one of its own objectives ({own}) with a positive "
+                       "weight", on=on[0], family=family, own=", ".join(own))
     if not any(weights[name] > 0 for name in own):
-        raise ValueError(f"{', '.join(on)} {'is an add-on' if len(on) == 1 else 'are add-ons'}: {family} still needs "
-                         f"one of its own objectives ({', '.join(own)}) with a positive weight")
+        raise LabError("{on} are add-ons: {family} still needs one of its own objectives ({own}) with a positive "
+                       "weight", on=", ".join(on), family=family, own=", ".join(own))
     for name in on:
         needed = FAMILY_OBJECTIVE_NEEDED.get((family, name))
         if needed and weights.get(needed, 0.0) <= 0:
-            raise ValueError(f"{name} for {family} trains beside its English -> Chinese `{needed}` objective: turn "
-                             f"that on too (--objective {needed}=1)")
+            raise LabError("{name} for {family} trains beside its English -> Chinese `{needed}` objective: turn "
+                           "that on too (--objective {needed}=1)", name=name, family=family, needed=needed)
 
 
 # ------------------------------------------------------------------------------------------------ settings
@@ -140,20 +145,22 @@ def resolve_settings(family: str, weights: dict[str, float], items: list[str]) -
         cls = MODULES[name].Settings
         fields = {f.name for f in dataclasses.fields(cls)}
         if not sep or setting not in fields:
-            raise ValueError(f"unknown setting {key.strip()!r}: {name}'s settings are "
-                             f"{', '.join(f'{name}.{f}' for f in sorted(fields))}")
+            raise LabError("unknown setting {key!r}: {name}'s settings are "
+                           "{fields}",
+                           key=key.strip(), name=name, fields=', '.join(f'{name}.{f}' for f in sorted(fields)))
         try:
             given.setdefault(name, {})[setting] = parse_value(text.strip(), typing.get_type_hints(cls)[setting])
         except ValueError as error:
-            raise ValueError(f"bad --set {key.strip()}={text.strip()}: {error}") from None
+            raise LabError("bad --set {key}={text}: {error}", key=key.strip(), text=text.strip(), error=error) from None
     resolved = {}
     for name in ADDONS:
         if weights.get(name, 0.0) > 0:
             resolved[name] = dataclasses.asdict(MODULES[name].Settings(**given.pop(name, {})))
     if given:
         name = next(iter(given))
-        raise ValueError(f"{name}.{next(iter(given[name]))} is set but {name} is off for {family}: give {name} a "
-                         f"weight (--objective {name}=1) or leave its settings at their defaults")
+        raise LabError("{name}.{value} is set but {name} is off for {family}: give {name} a "
+                       "weight (--objective {name}=1) or leave its settings at their defaults",
+                       name=name, value=next(iter(given[name])), family=family)
     return resolved
 
 
@@ -187,8 +194,9 @@ class Addons:
         if "contrastive" in self.settings and bool(batch.addons.get(contrastive.ACTIVE_KEY, True)):
             ids = batch.addons.get(contrastive.IDS_KEY)
             if ids is None:
-                raise ValueError("contrastive learning needs the batch's sentences (Batch.addons"
-                                 f"[{contrastive.IDS_KEY!r}]): draw batches through objectives.addons.AddonBatches")
+                raise LabError("contrastive learning needs the batch's sentences (Batch.addons"
+                               "[{ids_key!r}]): draw batches through objectives.addons.AddonBatches",
+                               ids_key=contrastive.IDS_KEY)
             loss = contrastive.loss(model, ids, self.settings["contrastive"])
             total = total + weights["contrastive"] * loss
             parts["contrastive"] = loss.detach()
@@ -217,7 +225,7 @@ class AddonBatches:
                  back_translation.MonolingualData | None, contrastive_n: int, back_translation_n: int,
                  back_translation_start: int = 0, contrastive_start: int = 0):
         if hasattr(inner, "train_batch_at"):
-            raise ValueError("add-on objectives need a batch source whose batches depend on the step generator only")
+            raise LabError("add-on objectives need a batch source whose batches depend on the step generator only")
         self.inner, self.sentences, self.monolingual = inner, sentences, monolingual
         self.contrastive_n, self.back_translation_n = contrastive_n, back_translation_n
         self.back_translation_start, self.contrastive_start = back_translation_start, contrastive_start

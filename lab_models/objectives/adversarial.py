@@ -82,6 +82,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from lab_models.messages import LabError
 from lab_models.batch import IGNORE_INDEX, Batch
 from lab_models.objectives.losses import content_seed
 
@@ -101,13 +102,14 @@ class Settings:
 
     def __post_init__(self):
         if isinstance(self.steps, bool) or not isinstance(self.steps, int) or not 1 <= self.steps <= 10:
-            raise ValueError(f"adversarial.steps must be a whole number from 1 to 10, got {self.steps!r}")
+            raise LabError("adversarial.steps must be a whole number from 1 to 10, got {steps!r}", steps=self.steps)
         for name in ("epsilon", "step_size", "init_magnitude"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
                     or value < 0 or (value == 0 and name == "epsilon"):
-                raise ValueError(f"adversarial.{name} must be a finite number {'>' if name == 'epsilon' else '>='} "
-                                 f"0, got {value!r}")
+                raise LabError("adversarial.{name} must be a finite number {comparison} "
+                               "0, got {value!r}",
+                               name=name, comparison='>' if name == 'epsilon' else '>=', value=value)
 
 
 # ------------------------------------------------------------------------------------------------ the pieces
@@ -146,7 +148,8 @@ class EmbeddingPerturbation:
 
     def __init__(self, embedding: nn.Embedding, pad_id: int, settings: Settings, generator: torch.Generator):
         if not isinstance(embedding, nn.Embedding):
-            raise ValueError(f"adversarial training perturbs an nn.Embedding, got {type(embedding).__name__}")
+            raise LabError("adversarial training perturbs an nn.Embedding, got {embedding_type}",
+                           embedding_type=type(embedding).__name__)
         self.embedding, self.pad_id, self.settings, self.generator = embedding, pad_id, settings, generator
         self.deltas: list[torch.Tensor] = []  # one (B, T, E) per lookup, leaf tensors that require grad
         self.real: list[torch.Tensor] = []  # (B, T) bool per lookup
@@ -172,8 +175,9 @@ class EmbeddingPerturbation:
                                .requires_grad_(True))
         delta = self.deltas[k]
         if delta.shape != output.shape:
-            raise ValueError(f"lookup {k} of this pass has shape {tuple(output.shape)}, but the first pass's had "
-                             f"{tuple(delta.shape)}: the forward pass must be the same on every ascent step")
+            raise LabError("lookup {k} of this pass has shape {output_shape}, but the first pass's had "
+                           "{delta_shape}: the forward pass must be the same on every ascent step",
+                           k=k, output_shape=tuple(output.shape), delta_shape=tuple(delta.shape))
         return output + delta  # (B, T, E)
 
     def ascend(self, grads) -> None:
@@ -316,8 +320,9 @@ def finetune_loss(classifier, batch, clean_logits: torch.Tensor, loss_of: Callab
     base = getattr(classifier, "base", None)
     backbone = getattr(base, "backbone", None)
     if backbone is None:
-        raise ValueError(f"adversarial fine-tuning perturbs a Transformer's token embeddings; "
-                         f"{getattr(base, 'family', 'this run')} is an LSTM model: fine-tune it without it")
+        raise LabError("adversarial fine-tuning perturbs a Transformer's token embeddings; "
+                       "{base_family} is an LSTM model: fine-tune it without it",
+                       base_family=getattr(base, 'family', 'this run'))
     replay = _DropoutReplay.from_seed(batch.input_ids.device, dropout_seed)
     perturbation = EmbeddingPerturbation(backbone.embeddings.token, base.vocab.pad_id, settings, generator)
 

@@ -48,6 +48,7 @@ from dataclasses import dataclass
 
 import torch
 
+from lab_models.messages import LabError, Message
 from lab_models.objectives import masks
 from lab_models.batch import IGNORE_INDEX, Batch, Example, collate
 from lab_models.objectives.bert import (as_ids, as_rows, check_fraction, check_masking, check_positive_int,
@@ -58,8 +59,8 @@ from lab_models.objectives.losses import LossOutput, mlm_with_sentence_objective
 from lab_models.objectives.spanbert import shortest_word
 
 CHOICES: tuple[str, ...] = ("masked",)
-RULE = ("bidirectional: every x_i may attend every x_j; each masked x_i (whole-word n-grams) predicts its original "
-        "token; are the two segments in order?")
+RULE = Message("bidirectional: every x_i may attend every x_j; each masked x_i (whole-word n-grams) predicts its "
+               "original token; are the two segments in order?")
 
 IN_ORDER, SWAPPED = 0, 1  # extras["sop_label"]
 
@@ -178,7 +179,7 @@ def sample_choices(token_ids: torch.Tensor, generator: torch.Generator, cfg: Bat
 
 def validate_choices(n: int, choices: dict) -> dict:
     if n <= 0:
-        raise ValueError("the input is empty: give at least one token")
+        raise LabError("the input is empty: give at least one token")
     reject_unknown(choices, CHOICES, "albert")
     return {"masked": validate_masked(n, choices["masked"])} if "masked" in choices else {}
 
@@ -194,7 +195,8 @@ def build_example(token_ids: torch.Tensor, choices: dict, generator: torch.Gener
     split = validate_split(n, choices.get("split")) if settings.sop else None
     sop_label = int(choices.get("sop_label", IN_ORDER))
     if sop_label not in (IN_ORDER, SWAPPED):
-        raise ValueError(f"sop_label must be {IN_ORDER} (in order) or {SWAPPED} (swapped), got {sop_label!r}")
+        raise LabError("sop_label must be {in_order} (in order) or {swapped} (swapped), got {sop_label!r}",
+                       in_order=IN_ORDER, swapped=SWAPPED, sop_label=sop_label)
     inputs, first_len = _input_order(ids, split, sop_label)  # (T,)
     masked = validate_masked(n, choices["masked"])  # (k,)
     segment_ids = torch.zeros(n, dtype=torch.long)  # (T,)

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from lab_models.messages import LabError, Message
 from lab_models.batch import IGNORE_INDEX, Example
 from lab_models.objectives import objective_module
 from lab_models.objectives.common import BatchConfig, StringVocab
@@ -29,7 +30,7 @@ class Anatomy:
     query_slots: list[int] | None = None  # two-stream: the input index of each query-stream row
     choices: dict = field(default_factory=dict)  # the structural choices used (given or sampled)
     extras: dict = field(default_factory=dict)  # family-specific, as plain Python values
-    rule: str = ""  # one-line legend: the attention rule in words
+    rule: Message | str = ""  # one-line legend: the attention rule in words
 
 
 def build_anatomy(family: str, tokens: list[str], *, seed: int = 0, settings=None, **choices) -> Anatomy:
@@ -37,17 +38,18 @@ def build_anatomy(family: str, tokens: list[str], *, seed: int = 0, settings=Non
     mask to draw (the RNN families) and for any choice the family cannot draw."""
     module = objective_module(family)
     if not callable(getattr(module, "build_example", None)):
-        raise ValueError(f"{family} is an RNN-era family: it has no attention mask to draw (its LSTMs read the tokens "
-                         "in order, left to right and/or right to left, so no position chooses what it attends). "
-                         "The Mask Explorer draws the Transformer families.")
+        raise LabError("{family} is an RNN-era family: it has no attention mask to draw (its LSTMs read the tokens "
+                       "in order, left to right and/or right to left, so no position chooses what it attends). "
+                       "The Mask Explorer draws the Transformer families.", family=family)
     if not isinstance(tokens, (list, tuple)) or not tokens:
-        raise ValueError("Give at least one token: the input is empty.")
+        raise LabError("Give at least one token: the input is empty.")
     if not all(isinstance(t, str) and t for t in tokens):
-        raise ValueError("Every token must be a non-empty string.")
+        raise LabError("Every token must be a non-empty string.")
     unknown = sorted(set(choices) - set(module.CHOICES))
     if unknown:
         accepted = ", ".join(module.CHOICES) or "none"
-        raise ValueError(f"{family} does not take {', '.join(unknown)}; its choices are: {accepted}.")
+        raise LabError("{family} does not take {unknown}; its choices are: {accepted}.",
+                       family=family, unknown=', '.join(unknown), accepted=accepted)
     vocab = StringVocab(tokens)
     cfg = BatchConfig(settings=settings if settings is not None else module.Settings(), vocab=vocab.info)
     token_ids = vocab.encode(tokens)  # (n,)
@@ -71,7 +73,8 @@ def _plain(value):
     return value
 
 
-def example_to_anatomy(family: str, example: Example, vocab: StringVocab, choices: dict, rule: str = "") -> Anatomy:
+def example_to_anatomy(family: str, example: Example, vocab: StringVocab, choices: dict,
+                       rule: Message | str = "") -> Anatomy:
     positions = example.position_ids
     positions_rows = [positions.tolist()] if positions.dim() == 1 else positions.tolist()
     decoder_inputs = decoder_positions = None

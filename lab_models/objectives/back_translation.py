@@ -87,6 +87,7 @@ from typing import Sequence
 import torch
 import torch.nn.functional as F
 
+from lab_models.messages import LabError
 from lab_models.batch import IGNORE_INDEX, Batch, Example, collate
 from lab_models.objectives import translation
 
@@ -112,11 +113,13 @@ class Settings:
 
     def __post_init__(self):
         if not isinstance(self.back_translate, bool):
-            raise ValueError(f"back_translation.back_translate must be true or false, got {self.back_translate!r}")
+            raise LabError("back_translation.back_translate must be true or false, got {back_translate!r}",
+                           back_translate=self.back_translate)
         for name, minimum in (("sentences", 0), ("max_new_tokens", 1), ("eval_pairs", 0), ("start_step", 0)):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-                raise ValueError(f"back_translation.{name} must be a whole number >= {minimum}, got {value!r}")
+                raise LabError("back_translation.{name} must be a whole number >= {minimum}, got {value!r}",
+                               name=name, minimum=minimum, value=value)
 
 
 # ------------------------------------------------------------------------------------------------ the batch layout
@@ -140,7 +143,8 @@ class Codec:
 
     def __init__(self, family: str, tokenizer, vocab, max_len: int):
         if family not in FAMILIES:
-            raise ValueError(f"back-translation trains {', '.join(FAMILIES)}, not {family!r}")
+            raise LabError("back-translation trains {families}, not {family!r}",
+                           families=', '.join(FAMILIES), family=family)
         self.family, self.tokenizer, self.vocab, self.max_len = family, tokenizer, vocab, max_len
 
     def prefix(self, direction: str) -> str:
@@ -180,7 +184,7 @@ class MonolingualData:
         validation_pairs = (translation.synthetic_pairs("validation") if validation_pairs is None
                             else tuple(validation_pairs))
         if not train_pairs:
-            raise ValueError("back-translation needs at least one training pair")
+            raise LabError("back-translation needs at least one training pair")
         self.train_pairs, self.validation_pairs = train_pairs, validation_pairs or train_pairs
         self.train = self._encode(self.train_pairs)
         self.held_out = self._encode(self.validation_pairs)
@@ -303,8 +307,8 @@ def loss(model, batch: Batch, settings: Settings, codec: Codec) -> tuple[torch.T
     translation_zh_en with its graph, the two parts)."""
     missing = [key for key in KEYS if key not in batch.addons]
     if missing:
-        raise ValueError(f"back-translation needs the batch's monolingual sentences {missing}: build the batches "
-                         f"with lab_models.objectives.addons (the trainer does)")
+        raise LabError("back-translation needs the batch's monolingual sentences {missing}: build the batches "
+                       "with lab_models.objectives.addons (the trainer does)", missing=missing)
     pad = model.vocab.pad_id
     data = batch.addons
     synthetic: list[tuple[list[int], list[int]]] = []

@@ -53,6 +53,7 @@ from typing import Sequence
 
 import torch
 
+from lab_models.messages import LabError, Message
 from lab_models.objectives import masks
 from lab_models.batch import IGNORE_INDEX, Batch, Example, collate
 from lab_models.objectives.common import BatchConfig, CorruptionRates, count_to_mask, sample_positions
@@ -60,7 +61,7 @@ from lab_models.text.vocab import VocabInfo
 from lab_models.objectives.losses import LossOutput, mlm_with_sentence_objective
 
 CHOICES: tuple[str, ...] = ("masked",)
-RULE = "bidirectional: every x_i may attend every x_j; each picked x_i predicts its original token"
+RULE = Message("bidirectional: every x_i may attend every x_j; each picked x_i predicts its original token")
 
 IS_NEXT, NOT_NEXT = 0, 1  # extras["nsp_label"], as in BERT's code: 1 means B is a random segment
 
@@ -74,12 +75,13 @@ def check_fraction(name: str, value, *, allow_zero: bool = True) -> None:
     ok = isinstance(value, numbers.Real) and not isinstance(value, bool) and not math.isnan(value)
     if not ok or not (0.0 <= value <= 1.0) or (not allow_zero and value == 0):
         interval = "[0, 1]" if allow_zero else "(0, 1]"
-        raise ValueError(f"{name} must be a number in {interval}, got {value!r}")
+        raise LabError("{name} must be a number in {interval}, got {value!r}",
+                       name=name, interval=interval, value=value)
 
 
 def check_positive_int(name: str, value, *, minimum: int = 1) -> None:
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+        raise LabError("{name} must be an integer >= {minimum}, got {value!r}", name=name, minimum=minimum, value=value)
 
 
 def check_masking(settings) -> None:
@@ -88,19 +90,21 @@ def check_masking(settings) -> None:
     check_fraction("mask_token_rate", settings.mask_token_rate)
     check_fraction("random_token_rate", settings.random_token_rate)
     if settings.mask_token_rate + settings.random_token_rate > 1.0 + 1e-9:
-        raise ValueError(f"mask_token_rate + random_token_rate must be at most 1 (the rest stays unchanged), got "
-                         f"{settings.mask_token_rate} + {settings.random_token_rate}")
+        raise LabError("mask_token_rate + random_token_rate must be at most 1 (the rest stays unchanged), got "
+                       "{mask_token_rate} + {random_token_rate}",
+                       mask_token_rate=settings.mask_token_rate, random_token_rate=settings.random_token_rate)
 
 
 def as_ids(token_ids) -> torch.Tensor:
     """One row of token ids as a 1-D LongTensor; ValueError if it is empty or not 1-D."""
     ids = torch.as_tensor(token_ids)
     if ids.dim() != 1:
-        raise ValueError(f"expected one row of token ids (a 1-D tensor), got shape {tuple(ids.shape)}")
+        raise LabError("expected one row of token ids (a 1-D tensor), got shape {ids_shape}",
+                       ids_shape=tuple(ids.shape))
     if ids.numel() == 0:
-        raise ValueError("the input is empty: give at least one token")
+        raise LabError("the input is empty: give at least one token")
     if ids.is_floating_point() or ids.dtype == torch.bool:
-        raise ValueError(f"token ids must be integers, got dtype {ids.dtype}")
+        raise LabError("token ids must be integers, got dtype {ids_dtype}", ids_dtype=ids.dtype)
     return ids.long()
 
 
@@ -108,19 +112,19 @@ def as_rows(token_ids) -> list[torch.Tensor]:
     """make_batch's input, a (B, T) LongTensor or a list of 1-D LongTensors, as a list of non-empty rows."""
     if isinstance(token_ids, torch.Tensor):
         if token_ids.dim() != 2:
-            raise ValueError(f"make_batch needs a (B, T) tensor or a list of 1-D tensors, got shape "
-                             f"{tuple(token_ids.shape)}")
+            raise LabError("make_batch needs a (B, T) tensor or a list of 1-D tensors, got shape "
+                           "{token_ids_shape}", token_ids_shape=tuple(token_ids.shape))
         rows = list(token_ids)
     else:
         rows = list(token_ids)
     if not rows:
-        raise ValueError("the batch is empty: give at least one row of token ids")
+        raise LabError("the batch is empty: give at least one row of token ids")
     out = []
     for b, row in enumerate(rows):
         try:
             out.append(as_ids(row))
         except ValueError as err:
-            raise ValueError(f"row {b}: {err}") from None
+            raise LabError("row {b}: {err}", b=b, err=err) from None
     return out
 
 
@@ -131,36 +135,41 @@ def validate_masked(n: int, masked, name: str = "masked") -> torch.Tensor:
     [1, 3]
     """
     if n <= 0:
-        raise ValueError("the input is empty: give at least one token")
+        raise LabError("the input is empty: give at least one token")
     if isinstance(masked, torch.Tensor):
         if masked.dtype == torch.bool or masked.is_floating_point() or masked.dim() > 1:
-            raise ValueError(f"{name} must be a list of integer token positions, got a {masked.dtype} tensor of "
-                             f"shape {tuple(masked.shape)}")
+            raise LabError("{name} must be a list of integer token positions, got a {masked_dtype} tensor of "
+                           "shape {masked_shape}",
+                           name=name, masked_dtype=masked.dtype, masked_shape=tuple(masked.shape))
         values = masked.reshape(-1).tolist()
     elif isinstance(masked, (list, tuple)):
         values = list(masked)
     else:
-        raise ValueError(f"{name} must be a list of token positions (integers 0..{n - 1}), got "
-                         f"{type(masked).__name__}")
+        raise LabError("{name} must be a list of token positions (integers 0..{last_index}), got "
+                       "{masked_type}", name=name, last_index=n - 1, masked_type=type(masked).__name__)
     if not values:
-        raise ValueError(f"{name} is empty: name at least one position to corrupt (0..{n - 1})")
+        raise LabError("{name} is empty: name at least one position to corrupt (0..{last_index})",
+                       name=name, last_index=n - 1)
     not_ints = [v for v in values if isinstance(v, bool) or not isinstance(v, numbers.Integral)]
     if not_ints:
-        raise ValueError(f"{name} must hold integer positions, got {not_ints!r}")
+        raise LabError("{name} must hold integer positions, got {not_ints!r}", name=name, not_ints=not_ints)
     values = [int(v) for v in values]
     outside = [v for v in values if not 0 <= v < n]
     if outside:
-        raise ValueError(f"{name} positions {outside} are out of range for {n} tokens: use 0..{n - 1}")
+        raise LabError("{name} positions {outside} are out of range for {n} tokens: use 0..{last_index}",
+                       name=name, outside=outside, n=n, last_index=n - 1)
     if len(set(values)) != len(values):
         repeated = sorted({v for v in values if values.count(v) > 1})
-        raise ValueError(f"{name} positions {repeated} are given more than once: list each position once")
+        raise LabError("{name} positions {repeated} are given more than once: list each position once",
+                       name=name, repeated=repeated)
     return torch.tensor(sorted(values), dtype=torch.long)
 
 
 def reject_unknown(choices: dict, accepted: Sequence[str], family: str) -> None:
     unknown = sorted(set(choices) - set(accepted))
     if unknown:
-        raise ValueError(f"{family} does not take {', '.join(unknown)}; its choices are: {', '.join(accepted)}.")
+        raise LabError("{family} does not take {unknown}; its choices are: {accepted}.",
+                       family=family, unknown=', '.join(unknown), accepted=', '.join(accepted))
 
 
 def sample_masked(n: int, rate: float, generator: torch.Generator) -> torch.Tensor:
@@ -221,7 +230,8 @@ def validate_split(n: int, split) -> int | None:
     if split is None:
         return None
     if isinstance(split, bool) or not isinstance(split, numbers.Integral) or not 1 <= split <= n - 1:
-        raise ValueError(f"split must be an integer in 1..{n - 1} for {n} tokens, got {split!r}")
+        raise LabError("split must be an integer in 1..{last_index} for {n} tokens, got {split!r}",
+                       last_index=n - 1, n=n, split=split)
     return int(split)
 
 
@@ -308,7 +318,7 @@ def sample_choices(token_ids: torch.Tensor, generator: torch.Generator, cfg: Bat
 
 def validate_choices(n: int, choices: dict) -> dict:
     if n <= 0:
-        raise ValueError("the input is empty: give at least one token")
+        raise LabError("the input is empty: give at least one token")
     reject_unknown(choices, CHOICES, "bert")
     return {"masked": validate_masked(n, choices["masked"])} if "masked" in choices else {}
 

@@ -21,13 +21,14 @@ from dataclasses import dataclass
 
 import torch
 
+from lab_models.messages import LabError, Message
 from lab_models.objectives import masks
 from lab_models.batch import IGNORE_INDEX, Batch, Example, collate
 from lab_models.objectives.common import BatchConfig
 from lab_models.objectives.losses import LossOutput, combine, run_backbone, sparse_token_loss
 
 CHOICES: tuple[str, ...] = ()
-RULE = "causal: x_i may attend x_j iff j ≤ i; x_i predicts x_(i+1)"
+RULE = Message("causal: x_i may attend x_j iff j ≤ i; x_i predicts x_(i+1)")
 
 
 @dataclass(frozen=True)
@@ -41,7 +42,7 @@ def sample_choices(token_ids: torch.Tensor, generator: torch.Generator, cfg: Bat
 
 def validate_choices(n: int, choices: dict) -> dict:
     if choices:
-        raise ValueError(f"the causal LM takes no choices, got {sorted(choices)}")
+        raise LabError("the causal LM takes no choices, got {choices}", choices=sorted(choices))
     return {}
 
 

@@ -20,6 +20,7 @@ from typing import Sequence
 
 import torch
 
+from lab_models.messages import LabError
 from lab_models.text.vocab import BOS, CLS, EOS, GLM_END, GLM_START, MASK, PAD, SEP, SPECIAL_TOKENS, VocabInfo, sentinel
 
 @dataclass(frozen=True)
@@ -94,8 +95,8 @@ class CorruptionRates:
 
     def __post_init__(self):
         if not (0.0 <= self.mask <= 1.0 and 0.0 <= self.random <= 1.0 and self.mask + self.random <= 1.0 + 1e-9):
-            raise ValueError(f"corruption rates must be in [0, 1] and sum to at most 1, got mask={self.mask}, "
-                             f"random={self.random}")
+            raise LabError("corruption rates must be in [0, 1] and sum to at most 1, got mask={mask}, "
+                           "random={random}", mask=self.mask, random=self.random)
 
     @property
     def keep(self) -> float:

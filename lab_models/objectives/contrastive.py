@@ -87,6 +87,7 @@ from typing import Sequence
 
 import torch
 import torch.nn.functional as F
+from lab_models.messages import LabError
 from lab_models.families import RNN_FAMILIES
 from lab_models.text.tasks import load_task
 
@@ -113,14 +114,17 @@ class Settings:
 
     def __post_init__(self):
         if self.pooling not in SETTING_POOLINGS:
-            raise ValueError(f"contrastive.pooling must be one of {', '.join(SETTING_POOLINGS)}, got {self.pooling!r}")
+            raise LabError("contrastive.pooling must be one of {setting_poolings}, got {pooling!r}",
+                           setting_poolings=', '.join(SETTING_POOLINGS), pooling=self.pooling)
         if isinstance(self.temperature, bool) or not isinstance(self.temperature, (int, float)) \
                 or not 0 < self.temperature <= 10:
-            raise ValueError(f"contrastive.temperature must be in (0, 10], got {self.temperature!r}")
+            raise LabError("contrastive.temperature must be in (0, 10], got {temperature!r}",
+                           temperature=self.temperature)
         for name, minimum in (("sentences", 0), ("max_tokens", 3), ("start_step", 0)):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-                raise ValueError(f"contrastive.{name} must be a whole number >= {minimum}, got {value!r}")
+                raise LabError("contrastive.{name} must be a whole number >= {minimum}, got {value!r}",
+                               name=name, minimum=minimum, value=value)
 
 
 # ------------------------------------------------------------------------------------------------ the loss
@@ -211,7 +215,8 @@ def pool(states: torch.Tensor, lengths: torch.Tensor, pooling: str) -> torch.Ten
     if pooling == "mean":
         real = (torch.arange(states.shape[1], device=states.device)[None, :] < lengths[:, None]).to(states.dtype)
         return (states * real.unsqueeze(-1)).sum(dim=1) / lengths.to(states.dtype).unsqueeze(-1)
-    raise ValueError(f"unknown pooling {pooling!r}: choose one of {', '.join(POOLINGS)}")
+    raise LabError("unknown pooling {pooling!r}: choose one of {poolings}",
+                   pooling=pooling, poolings=', '.join(POOLINGS))
 
 
 def trained_pooling(family: str, pooling: str = "auto") -> str:
@@ -261,8 +266,8 @@ class SentenceView:
         self.family, self.vocab, self.settings = family, vocab, settings
         self.train = self._encode(tokenizer, train_texts)
         if not self.train:
-            raise ValueError("contrastive learning found no sentence in the corpus's training split: use a corpus "
-                             "with sentences ending in . ! or ?")
+            raise LabError("contrastive learning found no sentence in the corpus's training split: use a corpus "
+                           "with sentences ending in . ! or ?")
         self.validation_sentences = self._encode(tokenizer, validation_texts) or self.train
 
     def _encode(self, tokenizer, texts: Sequence[str]) -> list[list[int]]:

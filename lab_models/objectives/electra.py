@@ -43,6 +43,7 @@ from dataclasses import dataclass
 
 import torch
 
+from lab_models.messages import LabError, Message
 from lab_models.objectives import masks
 import torch.nn.functional as F
 
@@ -54,8 +55,8 @@ from lab_models.objectives.losses import (LossOutput, combine, content_seed, mas
                                           sparse_token_loss)
 
 CHOICES: tuple[str, ...] = ("masked",)
-RULE = ("bidirectional: every x_i may attend every x_j; the generator predicts each masked x_i, the discriminator "
-        "labels every token original/replaced")
+RULE = Message("bidirectional: every x_i may attend every x_j; the generator predicts each masked x_i, the "
+               "discriminator labels every token original/replaced")
 
 
 @dataclass(frozen=True)
@@ -72,11 +73,11 @@ class Settings:
         check_masking(self)
         weight = self.disc_weight
         if isinstance(weight, bool) or not isinstance(weight, numbers.Real) or not math.isfinite(weight) or weight < 0:
-            raise ValueError(f"disc_weight must be a finite number >= 0, got {weight!r}")
+            raise LabError("disc_weight must be a finite number >= 0, got {weight!r}", weight=weight)
         size = self.generator_size_fraction
         if isinstance(size, bool) or not isinstance(size, numbers.Real) or not 0 < size <= 1:
-            raise ValueError(f"generator_size_fraction must be in (0, 1] (a fraction of the discriminator's width), "
-                             f"got {size!r}")
+            raise LabError("generator_size_fraction must be in (0, 1] (a fraction of the discriminator's width), "
+                           "got {size!r}", size=size)
 
     @property
     def rates(self) -> CorruptionRates:
@@ -101,18 +102,22 @@ def discriminator_targets(original_ids: torch.Tensor, generator_input_ids: torch
     ([5, 9, 7, 8], [0, 1, 0, 0])
     """
     if masked.dtype != torch.bool:
-        raise ValueError(f"masked must be a bool tensor, got dtype {masked.dtype}")
+        raise LabError("masked must be a bool tensor, got dtype {masked_dtype}", masked_dtype=masked.dtype)
     if original_ids.shape != generator_input_ids.shape or original_ids.shape != masked.shape:
-        raise ValueError(f"original_ids, generator_input_ids and masked must share one shape, got "
-                         f"{tuple(original_ids.shape)}, {tuple(generator_input_ids.shape)}, {tuple(masked.shape)}")
+        raise LabError("original_ids, generator_input_ids and masked must share one shape, got "
+                       "{original_ids_shape}, {generator_input_ids_shape}, {masked_shape}",
+                       original_ids_shape=tuple(original_ids.shape),
+                       generator_input_ids_shape=tuple(generator_input_ids.shape), masked_shape=tuple(masked.shape))
     discriminator_input = generator_input_ids.clone().long()  # (B, T) or (T,)
     if sampled_ids.shape == original_ids.shape:
         discriminator_input[masked] = sampled_ids[masked].long()
     elif sampled_ids.dim() == 1 and sampled_ids.numel() == int(masked.sum()):
         discriminator_input[masked] = sampled_ids.long()
     else:
-        raise ValueError(f"sampled_ids must have the input's shape {tuple(original_ids.shape)} or one id per masked "
-                         f"position ({int(masked.sum())}), got shape {tuple(sampled_ids.shape)}")
+        raise LabError("sampled_ids must have the input's shape {original_ids_shape} or one id per masked "
+                       "position ({n_masked}), got shape {sampled_ids_shape}",
+                       original_ids_shape=tuple(original_ids.shape), n_masked=int(masked.sum()),
+                       sampled_ids_shape=tuple(sampled_ids.shape))
     is_replaced = (masked & (discriminator_input != original_ids)).long()  # (B, T) or (T,)
     return discriminator_input, is_replaced
 
@@ -125,7 +130,7 @@ def sample_choices(token_ids: torch.Tensor, generator: torch.Generator, cfg: Bat
 
 def validate_choices(n: int, choices: dict) -> dict:
     if n <= 0:
-        raise ValueError("the input is empty: give at least one token")
+        raise LabError("the input is empty: give at least one token")
     reject_unknown(choices, CHOICES, "electra")
     return {"masked": validate_masked(n, choices["masked"])} if "masked" in choices else {}
 

@@ -62,14 +62,15 @@ from dataclasses import dataclass
 
 import torch
 
+from lab_models.messages import LabError, Message
 from lab_models.objectives import masks
 from lab_models.batch import IGNORE_INDEX, Batch, Example, collate
 from lab_models.objectives.common import BatchConfig
 from lab_models.objectives.losses import LossOutput, combine, run_backbone, sparse_token_loss
 
 CHOICES: tuple[str, ...] = ("spans", "shuffle")
-RULE = ("Part A (text with [MASK]s) sees all of Part A, never Part B; Part B ([S] + span) sees Part A and Part B "
-        "causally; each span is predicted left to right, ending with [E]")
+RULE = Message("Part A (text with [MASK]s) sees all of Part A, never Part B; Part B ([S] + span) sees Part A and "
+               "Part B causally; each span is predicted left to right, ending with [E]")
 
 
 @dataclass(frozen=True)
@@ -83,11 +84,11 @@ class Settings:
     def __post_init__(self):
         ratio, lam = self.mask_ratio, self.poisson_lambda
         if isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or not 0.0 < ratio < 1.0:
-            raise ValueError(f"mask_ratio must be in (0, 1), got {ratio!r}")
+            raise LabError("mask_ratio must be in (0, 1), got {ratio!r}", ratio=ratio)
         if isinstance(lam, bool) or not isinstance(lam, (int, float)) or not 0.1 <= lam <= 100.0:
-            raise ValueError(f"poisson_lambda must be in [0.1, 100], got {lam!r}")
+            raise LabError("poisson_lambda must be in [0.1, 100], got {lam!r}", lam=lam)
         if not isinstance(self.shuffle, bool):
-            raise ValueError(f"shuffle must be True or False, got {self.shuffle!r}")
+            raise LabError("shuffle must be True or False, got {shuffle!r}", shuffle=self.shuffle)
 
 
 def check_spans(n: int, spans) -> list[tuple[int, int]]:
@@ -96,34 +97,37 @@ def check_spans(n: int, spans) -> list[tuple[int, int]]:
     if isinstance(spans, torch.Tensor):
         spans = spans.tolist()
     if not isinstance(spans, (list, tuple)):
-        raise ValueError(f"spans must be a list of (start, end) pairs, got {spans!r}")
+        raise LabError("spans must be a list of (start, end) pairs, got {spans!r}", spans=spans)
     if not spans:
-        raise ValueError("Give at least one span to blank out.")
+        raise LabError("Give at least one span to blank out.")
     out = []
     for span in spans:
         if isinstance(span, torch.Tensor):
             span = span.tolist()
         if not isinstance(span, (list, tuple)) or len(span) != 2:
-            raise ValueError(f"each span must be a (start, end) pair, got {span!r}")
+            raise LabError("each span must be a (start, end) pair, got {span!r}", span=span)
         try:
             start, end = (operator.index(v) for v in span)
         except TypeError:
-            raise ValueError(f"span {span!r} must hold two integers (start, end)") from None
+            raise LabError("span {span!r} must hold two integers (start, end)", span=span) from None
         if start >= end:
-            raise ValueError(f"span {(start, end)} is empty: a span (start, end) is half-open and needs start < end.")
+            raise LabError("span {span} is empty: a span (start, end) is half-open and needs start < end.",
+                           span=(start, end))
         if start < 0 or end > n:
-            raise ValueError(f"span {(start, end)} is out of range for {n} tokens (0 <= start < end <= {n}).")
+            raise LabError("span {span} is out of range for {n} tokens (0 <= start < end <= {n}).",
+                           span=(start, end), n=n)
         out.append((start, end))
     ordered = sorted(out)
     for (s1, e1), (s2, e2) in zip(ordered, ordered[1:]):
         if s2 < e1:
-            raise ValueError(f"spans {(s1, e1)} and {(s2, e2)} overlap; spans must not share tokens.")
+            raise LabError("spans {first_span} and {second_span} overlap; spans must not share tokens.",
+                           first_span=(s1, e1), second_span=(s2, e2))
     return out
 
 
 def _check_length(n: int) -> None:
     if n < 1:
-        raise ValueError("GLM needs at least 1 token.")
+        raise LabError("GLM needs at least 1 token.")
 
 
 def draw_span_lengths(n: int, settings: Settings, generator: torch.Generator) -> list[int]:
@@ -168,13 +172,14 @@ def validate_choices(n: int, choices: dict) -> dict:
     _check_length(n)
     unknown = sorted(set(choices) - set(CHOICES))
     if unknown:
-        raise ValueError(f"GLM takes the choices {', '.join(CHOICES)}; got {', '.join(unknown)}")
+        raise LabError("GLM takes the choices {choices}; got {unknown}",
+                       choices=', '.join(CHOICES), unknown=', '.join(unknown))
     out = {}
     if "spans" in choices:
         out["spans"] = check_spans(n, choices["spans"])
     if "shuffle" in choices:
         if not isinstance(choices["shuffle"], bool):
-            raise ValueError(f"shuffle must be True or False, got {choices['shuffle']!r}")
+            raise LabError("shuffle must be True or False, got {shuffle!r}", shuffle=choices['shuffle'])
         out["shuffle"] = choices["shuffle"]
     return out
 

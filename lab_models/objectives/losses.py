@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from lab_models.messages import LabError
 from lab_models.batch import IGNORE_INDEX, Batch
 
 
@@ -42,8 +43,9 @@ def run_backbone(backbone, batch: Batch, input_ids: torch.Tensor | None = None) 
     """The one-stream forward pass of `batch` (its "self" attention): hidden (B, T, H). `input_ids` replaces the
     batch's inputs (ELECTRA's discriminator reads the generator's samples)."""
     if "self" not in batch.attention:
-        raise ValueError(f"this family reads one attention stream 'self', but the batch has "
-                         f"{sorted(batch.attention)}: was it built by another family's batch builder?")
+        raise LabError("this family reads one attention stream 'self', but the batch has "
+                       "{attention}: was it built by another family's batch builder?",
+                       attention=sorted(batch.attention))
     ids = batch.input_ids if input_ids is None else input_ids
     return backbone(ids, batch.attention["self"], batch.position_ids, batch.segment_ids)  # (B, T, H)
 
@@ -77,8 +79,9 @@ def masked_mean(values: torch.Tensor, count: torch.Tensor | None = None) -> torc
 def classification_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     """Mean cross-entropy over the labels that are not IGNORE_INDEX. logits (B, C), labels (B,) long."""
     if labels.dtype != torch.long or labels.shape != logits.shape[:1]:
-        raise ValueError(f"labels must be a ({logits.shape[0]},) long tensor, got {labels.dtype} of shape "
-                         f"{tuple(labels.shape)}")
+        raise LabError("labels must be a ({n_rows},) long tensor, got {labels_dtype} of shape "
+                       "{labels_shape}",
+                       n_rows=logits.shape[0], labels_dtype=labels.dtype, labels_shape=tuple(labels.shape))
     losses = F.cross_entropy(logits.float(), labels, ignore_index=IGNORE_INDEX, reduction="none")  # (B,)
     return masked_mean(losses, (labels != IGNORE_INDEX).sum())
 
@@ -86,8 +89,9 @@ def classification_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Ten
 def require_extra(batch: Batch, key: str, family: str) -> torch.Tensor:
     """batch.extras[key], or a ValueError that names the batch builder setting to turn on."""
     if key not in batch.extras:
-        raise ValueError(f"{family}'s loss needs extras[{key!r}], but this batch has {sorted(batch.extras)}: "
-                         f"build it with {family}'s make_batch (and the setting that produces {key!r} turned on)")
+        raise LabError("{family}'s loss needs extras[{key!r}], but this batch has {extras}: "
+                       "build it with {family}'s make_batch (and the setting that produces {key!r} turned on)",
+                       family=family, key=key, extras=sorted(batch.extras))
     return batch.extras[key]
 
 
@@ -100,7 +104,7 @@ def combine(weights: dict[str, float], parts: dict[str, torch.Tensor], target_id
             target_nll: torch.Tensor) -> LossOutput:
     """total = sum of weights[name] * parts[name]; `parts` holds only the objectives that were computed."""
     if not parts:
-        raise ValueError("no objective was computed: give at least one objective a positive weight")
+        raise LabError("no objective was computed: give at least one objective a positive weight")
     total = sum(float(weights[name]) * part for name, part in parts.items())
     return LossOutput(total=total, parts={name: part.detach() for name, part in parts.items()},
                       target_ids=target_ids, target_nll=target_nll)

@@ -21,6 +21,8 @@ from typing import Callable, Sequence
 
 import torch
 
+from lab_models.messages import LabError
+
 Predicate = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
 
@@ -42,7 +44,7 @@ def anticausal(q_idx: torch.Tensor, kv_idx: torch.Tensor) -> torch.Tensor:
 def prefix(prefix_len: int) -> Predicate:
     """Prefix-LM / seq2seq: the first `prefix_len` positions are visible to all; the rest is causal (UniLM, T5 PrefixLM)."""
     if prefix_len < 0:
-        raise ValueError(f"prefix length must be >= 0, got {prefix_len}")
+        raise LabError("prefix length must be >= 0, got {prefix_len}", prefix_len=prefix_len)
 
     def predicate(q_idx: torch.Tensor, kv_idx: torch.Tensor) -> torch.Tensor:
         return (kv_idx < prefix_len) | (kv_idx <= q_idx)
@@ -59,7 +61,7 @@ def ranks_of(order: Sequence[int] | torch.Tensor) -> torch.Tensor:
     order_t = torch.as_tensor(order, dtype=torch.long)
     n = order_t.numel()
     if order_t.dim() != 1 or sorted(order_t.tolist()) != list(range(n)):
-        raise ValueError(f"order must be a permutation of range({n}), got {order_t.tolist()}")
+        raise LabError("order must be a permutation of range({n}), got {order}", n=n, order=order_t.tolist())
     rank = torch.empty(n, dtype=torch.long)
     rank[order_t] = torch.arange(n)
     return rank
@@ -109,7 +111,7 @@ def padding(key_is_real: Sequence[bool] | torch.Tensor) -> Predicate:
 def and_masks(*predicates: Predicate) -> Predicate:
     """The intersection: allowed only where every predicate allows."""
     if not predicates:
-        raise ValueError("and_masks needs at least one predicate")
+        raise LabError("and_masks needs at least one predicate")
 
     def predicate(q_idx: torch.Tensor, kv_idx: torch.Tensor) -> torch.Tensor:
         result = predicates[0](q_idx, kv_idx)
@@ -123,7 +125,7 @@ def and_masks(*predicates: Predicate) -> Predicate:
 def or_masks(*predicates: Predicate) -> Predicate:
     """The union: allowed where any predicate allows."""
     if not predicates:
-        raise ValueError("or_masks needs at least one predicate")
+        raise LabError("or_masks needs at least one predicate")
 
     def predicate(q_idx: torch.Tensor, kv_idx: torch.Tensor) -> torch.Tensor:
         result = predicates[0](q_idx, kv_idx)
@@ -139,7 +141,7 @@ def materialize(predicate: Predicate, n_queries: int, n_keys: int | None = None,
     """Evaluate `predicate` on the (n_queries, n_keys) grid: a BoolTensor, True where i may attend j."""
     n_keys = n_queries if n_keys is None else n_keys
     if n_queries < 0 or n_keys < 0:
-        raise ValueError("mask sizes must be non-negative")
+        raise LabError("mask sizes must be non-negative")
     q_idx = torch.arange(n_queries, device=device).unsqueeze(1)  # (Tq, 1)
     kv_idx = torch.arange(n_keys, device=device).unsqueeze(0)  # (1, Tk)
     mask = predicate(q_idx, kv_idx)  # (Tq, Tk)

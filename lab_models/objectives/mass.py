@@ -67,6 +67,7 @@ from dataclasses import dataclass
 
 import torch
 
+from lab_models.messages import LabError, Message
 from lab_models.batch import Batch, Example, collate
 from lab_models.objectives import translation
 from lab_models.objectives.common import BatchConfig, CorruptionRates
@@ -74,8 +75,8 @@ from lab_models.text.vocab import VocabInfo
 from lab_models.objectives.losses import LossOutput, combine, empty_targets, sparse_token_loss
 
 CHOICES: tuple[str, ...] = ("span",)
-RULE = ("encoder: bidirectional over the text with the fragment masked; decoder: causal over the fragment, "
-        "input k = the token before target k; cross: every decoder row sees the encoder")
+RULE = Message("encoder: bidirectional over the text with the fragment masked; decoder: causal over the fragment, "
+               "input k = the token before target k; cross: every decoder row sees the encoder")
 
 
 @dataclass(frozen=True)
@@ -92,14 +93,15 @@ class Settings:
     def __post_init__(self):
         ratio = self.fragment_ratio
         if isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or not 0.0 < ratio <= 1.0:
-            raise ValueError(f"fragment_ratio must be in (0, 1], got {ratio!r}")
+            raise LabError("fragment_ratio must be in (0, 1], got {ratio!r}", ratio=ratio)
         CorruptionRates(self.mask_prob, self.random_prob)  # raises ValueError on impossible rates
         start, end = self.fragment_at_start_prob, self.fragment_at_end_prob
         if not (0.0 <= start <= 1.0 and 0.0 <= end <= 1.0 and start + end <= 1.0 + 1e-9):
-            raise ValueError(f"fragment_at_start_prob and fragment_at_end_prob must be in [0, 1] and sum to at most "
-                             f"1, got {start} and {end}")
+            raise LabError("fragment_at_start_prob and fragment_at_end_prob must be in [0, 1] and sum to at most "
+                           "1, got {start} and {end}", start=start, end=end)
         if not isinstance(self.cross_attends_masks, bool):
-            raise ValueError(f"cross_attends_masks must be True or False, got {self.cross_attends_masks!r}")
+            raise LabError("cross_attends_masks must be True or False, got {cross_attends_masks!r}",
+                           cross_attends_masks=self.cross_attends_masks)
 
 
 def decoder_start_id(settings: Settings, vocab: VocabInfo) -> int:
@@ -127,7 +129,7 @@ def sample_choices(token_ids: torch.Tensor, generator: torch.Generator, cfg: Bat
     settings: Settings = cfg.settings
     n = token_ids.numel()
     if n < 1:
-        raise ValueError("MASS needs at least 1 token.")
+        raise LabError("MASS needs at least 1 token.")
     k = fragment_length(n, settings.fragment_ratio)
     where = torch.rand((), generator=generator).item()
     if where < settings.fragment_at_start_prob:
@@ -143,14 +145,14 @@ def _check_span(n: int, span) -> tuple[int, int]:
     if isinstance(span, torch.Tensor):
         span = span.tolist()
     if not isinstance(span, (list, tuple)) or len(span) != 2:
-        raise ValueError(f"span must be one (start, end) pair of token indices, got {span!r}")
+        raise LabError("span must be one (start, end) pair of token indices, got {span!r}", span=span)
     try:
         start, end = (operator.index(v) for v in span)
     except TypeError:
-        raise ValueError(f"span must hold two integers (start, end), got {span!r}") from None
+        raise LabError("span must hold two integers (start, end), got {span!r}", span=span) from None
     if not 0 <= start < end <= n:
-        raise ValueError(f"span {(start, end)} must be a non-empty half-open range inside the {n} tokens "
-                         f"(0 <= start < end <= {n}).")
+        raise LabError("span {span} must be a non-empty half-open range inside the {n} tokens "
+                       "(0 <= start < end <= {n}).", span=(start, end), n=n)
     return start, end
 
 
@@ -158,7 +160,7 @@ def validate_choices(n: int, choices: dict) -> dict:
     """Check `span`: one non-empty half-open (start, end) inside range(n)."""
     unknown = sorted(set(choices) - set(CHOICES))
     if unknown:
-        raise ValueError(f"MASS takes the choice span; got {', '.join(unknown)}")
+        raise LabError("MASS takes the choice span; got {unknown}", unknown=', '.join(unknown))
     return {"span": _check_span(n, choices["span"])} if "span" in choices else {}
 
 
@@ -206,9 +208,9 @@ def decoder_states(model, batch: Batch) -> torch.Tensor:
     `batch.targets`."""
     missing = [k for k in ENCODER_DECODER_STREAMS if k not in batch.attention]
     if missing or batch.decoder_input_ids is None or batch.decoder_position_ids is None:
-        raise ValueError(f"an encoder-decoder loss needs the streams encoder, decoder and cross and the decoder "
-                         f"inputs, but the batch has {sorted(batch.attention)}: was it built by another family's "
-                         f"batch builder?")
+        raise LabError("an encoder-decoder loss needs the streams encoder, decoder and cross and the decoder "
+                       "inputs, but the batch has {attention}: was it built by another family's "
+                       "batch builder?", attention=sorted(batch.attention))
     backbone = model.backbone
     memory = backbone.encode(batch.input_ids, batch.attention["encoder"], batch.position_ids,
                              batch.segment_ids)  # (B, T, H)
@@ -230,9 +232,9 @@ def sequence_to_sequence_loss(model, batch: Batch, objective: str) -> LossOutput
     denoising_targets, translation_targets = translation.split_targets(batch)
     wants_translation = weights.get(translation.OBJECTIVE, 0.0) > 0
     if weights[objective] == 0 and (translation_targets is None or not wants_translation):
-        raise ValueError(f"{model.family} trains only translation here ({objective} has weight 0), but the batch has "
-                         f"no translation rows: build it with lab_models.objectives.translation (extras"
-                         f"[{translation.ROW_FLAG!r}])")
+        raise LabError("{family} trains only translation here ({objective} has weight 0), but the batch has "
+                       "no translation rows: build it with lab_models.objectives.translation (extras"
+                       "[{row_flag!r}])", family=model.family, objective=objective, row_flag=translation.ROW_FLAG)
     hidden = decoder_states(model, batch)  # (B, S, H)
     parts: dict[str, torch.Tensor] = {}
     target_ids, target_nll = empty_targets(hidden.device)

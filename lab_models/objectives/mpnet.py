@@ -90,6 +90,7 @@ from dataclasses import dataclass
 
 import torch
 
+from lab_models.messages import LabError, Message
 from lab_models.batch import IGNORE_INDEX, Batch, Example, collate
 from lab_models.objectives.common import BatchConfig, CorruptionRates, count_to_mask
 from lab_models.text.vocab import VocabInfo
@@ -98,8 +99,8 @@ from lab_models.objectives.xlnet import (check_length, check_num_predict, check_
                                          scatter_to_targets)
 
 CHOICES: tuple[str, ...] = ("order", "num_predict")
-RULE = ("each query sees the context, the tokens predicted before it, and the [MASK] slots of itself and later "
-        "predictions: every position, never its own token")
+RULE = Message("each query sees the context, the tokens predicted before it, and the [MASK] slots of itself and "
+               "later predictions: every position, never its own token")
 INPUT_MODES = ("mpnet", "xlnet", "mlm")
 
 # Roles of the n + b input indices, used to build both streams with tensor ops.
@@ -118,10 +119,11 @@ class Settings:
     def __post_init__(self):
         if isinstance(self.predict_rate, bool) or not isinstance(self.predict_rate, (int, float)) \
                 or not 0.0 < self.predict_rate < 1.0:
-            raise ValueError(f"predict_rate must be in (0, 1), got {self.predict_rate!r}")
+            raise LabError("predict_rate must be in (0, 1), got {predict_rate!r}", predict_rate=self.predict_rate)
         CorruptionRates(self.mask_prob, self.random_prob)  # raises ValueError on impossible rates
         if self.input_mode not in INPUT_MODES:
-            raise ValueError(f"input_mode must be one of {', '.join(INPUT_MODES)}, got {self.input_mode!r}")
+            raise LabError("input_mode must be one of {input_modes}, got {input_mode!r}",
+                           input_modes=', '.join(INPUT_MODES), input_mode=self.input_mode)
 
 
 def default_num_predict(n: int, rate: float) -> int:
@@ -151,7 +153,8 @@ def validate_choices(n: int, choices: dict) -> dict:
     check_length(n, "MPNet")
     unknown = sorted(set(choices) - set(CHOICES))
     if unknown:
-        raise ValueError(f"MPNet takes the choices {', '.join(CHOICES)}; got {', '.join(unknown)}")
+        raise LabError("MPNet takes the choices {choices}; got {unknown}",
+                       choices=', '.join(CHOICES), unknown=', '.join(unknown))
     out = {}
     if "order" in choices:
         out["order"] = check_order(n, choices["order"])

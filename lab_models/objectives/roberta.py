@@ -35,6 +35,7 @@ from dataclasses import dataclass
 
 import torch
 
+from lab_models.messages import LabError, Message
 from lab_models.objectives import masks
 from lab_models.batch import Batch, Example, collate
 from lab_models.objectives.bert import (as_ids, as_rows, check_masking, check_positive_int, content_generator,
@@ -43,7 +44,7 @@ from lab_models.objectives.common import BatchConfig, CorruptionRates
 from lab_models.objectives.losses import LossOutput, mlm_with_sentence_objective
 
 CHOICES: tuple[str, ...] = ("masked",)
-RULE = "bidirectional: every x_i may attend every x_j; each picked x_i predicts its original token"
+RULE = Message("bidirectional: every x_i may attend every x_j; each picked x_i predicts its original token")
 
 
 @dataclass(frozen=True)
@@ -78,7 +79,7 @@ def sample_choices(token_ids: torch.Tensor, generator: torch.Generator, cfg: Bat
 
 def validate_choices(n: int, choices: dict) -> dict:
     if n <= 0:
-        raise ValueError("the input is empty: give at least one token")
+        raise LabError("the input is empty: give at least one token")
     reject_unknown(choices, CHOICES, "roberta")
     return {"masked": validate_masked(n, choices["masked"])} if "masked" in choices else {}
 

@@ -23,13 +23,16 @@ import tokenize
 import types
 import typing
 
+from lab_models.messages import Joined, LabError, Message, message_of
 from lab_models.objectives import objective_module
 
 
 
 @functools.lru_cache(maxsize=None)
-def field_comments(settings_class: type) -> dict[str, str]:
-    """{field name: its trailing comment} for a dataclass; fields without a comment are left out."""
+def field_comments(settings_class: type) -> dict[str, Message]:
+    """{field name: its trailing comment} for a dataclass; fields without a comment are left out. Each comment is a
+    `Message` whose template is the comment itself (its braces doubled): the setting's help, which the page translates
+    like any message of the lab (tests/message_templates.py lists them with the code's templates)."""
     names = {f.name for f in dataclasses.fields(settings_class)}
     try:
         source = inspect.getsource(settings_class)
@@ -42,11 +45,12 @@ def field_comments(settings_class: type) -> dict[str, str]:
         if token.type == tokenize.NAME and column == 4 and token.string in names and row not in line_field:
             line_field[row] = token.string  # a field declaration starts at the class body's indentation
         elif token.type == tokenize.COMMENT and row in line_field:
-            comments.setdefault(line_field[row], token.string.lstrip("#").strip())
+            text = token.string.lstrip("#").strip()
+            comments.setdefault(line_field[row], Message.verbatim(text))
     return comments
 
 
-def settings_help(settings_class: type, prefix: str = "") -> dict[str, str]:
+def settings_help(settings_class: type, prefix: str = "") -> dict[str, Message]:
     """Help for every (dotted) setting key of a Settings class, nested dataclasses included ("rates.mask")."""
     result: dict[str, str] = {}
     own = field_comments(settings_class)
@@ -66,7 +70,7 @@ def parse_bool(text: str) -> bool:
         return True
     if lowered in ("false", "0", "no", "off"):
         return False
-    raise ValueError(f"expected true or false, got {text!r}")
+    raise LabError("expected true or false, got {text!r}", text=text)
 
 
 def parse_value(text: str, annotation):
@@ -85,20 +89,20 @@ def parse_value(text: str, annotation):
             try:
                 return parse_value(text, option)
             except ValueError as error:
-                errors.append(str(error))
-        raise ValueError("; ".join(errors))
+                errors.append(message_of(error))
+        raise LabError.of(Joined(errors, "; "))
     if annotation is bool:
         return parse_bool(text)
     if annotation is int:
         try:
             return int(text.strip())
         except ValueError:
-            raise ValueError(f"expected a whole number, got {text!r}") from None
+            raise LabError("expected a whole number, got {text!r}", text=text) from None
     if annotation is float:
         try:
             return float(text.strip())
         except ValueError:
-            raise ValueError(f"expected a number, got {text!r}") from None
+            raise LabError("expected a number, got {text!r}", text=text) from None
     if annotation is str:
         return text
     if origin is tuple:
@@ -106,16 +110,17 @@ def parse_value(text: str, annotation):
         if args and args[-1] is Ellipsis:
             return tuple(parse_value(part, args[0]) for part in parts)
         if args and len(parts) != len(args):
-            raise ValueError(f"expected {len(args)} comma-separated values, got {text!r}")
+            raise LabError("expected {n_args} comma-separated values, got {text!r}", n_args=len(args), text=text)
         return tuple(parse_value(part, kind) for part, kind in zip(parts, args or [str] * len(parts)))
-    raise ValueError(f"cannot parse a value of type {annotation}")
+    raise LabError("cannot parse a value of type {annotation}", annotation=annotation)
 
 
 def key_value(item: str, flag: str, example: str) -> tuple[str, str]:
     """`KEY=VALUE` of a command-line item (`--set`, `--model`, ...) split and stripped; ValueError naming `flag`."""
     key, sep, value = item.partition("=")
     if not sep or not key.strip() or not value.strip():
-        raise ValueError(f"bad {flag} {item!r}: write KEY=VALUE, e.g. {flag} {example}")
+        raise LabError("bad {flag} {item!r}: write KEY=VALUE, e.g. {flag} {example}",
+                       flag=flag, item=item, example=example)
     return key.strip(), value.strip()
 
 
@@ -148,13 +153,14 @@ def settings_with_overrides(family: str, items: list[str], base=None):
         is_nested = isinstance(kind, type) and dataclasses.is_dataclass(kind)
         if head not in names or bool(dot) != is_nested or (
                 is_nested and sub not in {f.name for f in dataclasses.fields(kind)}):
-            hint = f"valid keys: {', '.join(valid)}" if valid else f"{family} has no settings"
-            raise ValueError(f"unknown setting {key!r} for {family}; {hint}")
+            hint = (Message("valid keys: {valid}", valid=", ".join(valid)) if valid
+                    else Message("{family} has no settings", family=family))
+            raise LabError("unknown setting {key!r} for {family}; {hint}", key=key, family=family, hint=hint)
         annotation = typing.get_type_hints(kind)[sub] if is_nested else kind
         try:
             value = parse_value(text, annotation)
         except ValueError as error:
-            raise ValueError(f"bad --set {key}={text}: {error}") from None
+            raise LabError("bad --set {key}={text}: {error}", key=key, text=text, error=message_of(error)) from None
         if is_nested:
             nested.setdefault(head, {})[sub] = value
         else:
@@ -164,7 +170,7 @@ def settings_with_overrides(family: str, items: list[str], base=None):
     try:
         return dataclasses.replace(base, **top)
     except TypeError as error:
-        raise ValueError(f"bad settings for {family}: {error}") from None
+        raise LabError("bad settings for {family}: {error}", family=family, error=error) from None
 
 
 def settings_to_dict(settings) -> dict:

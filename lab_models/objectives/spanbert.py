@@ -59,6 +59,7 @@ from typing import Sequence
 
 import torch
 
+from lab_models.messages import LabError, Message
 from lab_models.objectives import masks
 from lab_models.batch import IGNORE_INDEX, Batch, Example, collate
 from lab_models.objectives.bert import (IS_NEXT, as_ids, as_rows, check_fraction, check_masking, check_positive_int,
@@ -68,8 +69,8 @@ from lab_models.objectives.common import BatchConfig, CorruptionRates, corrupt, 
 from lab_models.objectives.losses import LossOutput, combine, masked_mean, require_extra, token_and_sentence_parts
 
 CHOICES: tuple[str, ...] = ("masked",)
-RULE = ("bidirectional: every x_i may attend every x_j; each masked x_i in span s..e is predicted from itself (MLM) "
-        "and from x_(s-1), x_(e+1) and its offset (SBO)")
+RULE = Message("bidirectional: every x_i may attend every x_j; each masked x_i in span s..e is predicted from itself "
+               "(MLM) and from x_(s-1), x_(e+1) and its offset (SBO)")
 
 SBO_KEYS = ("sbo_left", "sbo_right", "sbo_relative_position")
 OUTSIDE = -1  # a boundary beyond the row's edge (only with sbo_skip_edge_spans=False)
@@ -212,7 +213,7 @@ def sample_choices(token_ids: torch.Tensor, generator: torch.Generator, cfg: Bat
 
 def validate_choices(n: int, choices: dict) -> dict:
     if n <= 0:
-        raise ValueError("the input is empty: give at least one token")
+        raise LabError("the input is empty: give at least one token")
     reject_unknown(choices, CHOICES, "spanbert")
     return {"masked": validate_masked(n, choices["masked"])} if "masked" in choices else {}
 

@@ -70,6 +70,7 @@ from dataclasses import dataclass
 
 import torch
 
+from lab_models.messages import LabError, Message
 from lab_models.batch import Batch, Example, collate
 from lab_models.objectives.common import BatchConfig
 from lab_models.objectives.glm import check_spans
@@ -77,8 +78,8 @@ from lab_models.objectives.losses import LossOutput
 from lab_models.objectives.mass import decoder_states, sequence_to_sequence_loss
 
 CHOICES: tuple[str, ...] = ("spans",)
-RULE = ("encoder: bidirectional over the text with each noise span replaced by a sentinel; decoder: causal over "
-        "sentinel + span, ...; cross: every decoder row sees the encoder")
+RULE = Message("encoder: bidirectional over the text with each noise span replaced by a sentinel; decoder: causal "
+               "over sentinel + span, ...; cross: every decoder row sees the encoder")
 FINAL_TOKENS = ("sentinel", "eos")
 DECODER_STARTS = ("pad", "bos")
 # Settings added after runs had been saved, with the value those runs trained with: a saved config without the field
@@ -98,13 +99,15 @@ class Settings:
     def __post_init__(self):
         density, mean = self.noise_density, self.mean_noise_span_length
         if isinstance(density, bool) or not isinstance(density, (int, float)) or not 0.0 < density < 1.0:
-            raise ValueError(f"noise_density must be in (0, 1), got {density!r}")
+            raise LabError("noise_density must be in (0, 1), got {density!r}", density=density)
         if isinstance(mean, bool) or not isinstance(mean, (int, float)) or not mean >= 1.0:
-            raise ValueError(f"mean_noise_span_length must be a number >= 1, got {mean!r}")
+            raise LabError("mean_noise_span_length must be a number >= 1, got {mean!r}", mean=mean)
         if self.final_token not in FINAL_TOKENS:
-            raise ValueError(f"final_token must be one of {', '.join(FINAL_TOKENS)}, got {self.final_token!r}")
+            raise LabError("final_token must be one of {final_tokens}, got {final_token!r}",
+                           final_tokens=', '.join(FINAL_TOKENS), final_token=self.final_token)
         if self.decoder_start not in DECODER_STARTS:
-            raise ValueError(f"decoder_start must be one of {', '.join(DECODER_STARTS)}, got {self.decoder_start!r}")
+            raise LabError("decoder_start must be one of {decoder_starts}, got {decoder_start!r}",
+                           decoder_starts=', '.join(DECODER_STARTS), decoder_start=self.decoder_start)
 
 
 def decoder_start_id(settings: Settings, vocab) -> int:
@@ -115,7 +118,7 @@ def decoder_start_id(settings: Settings, vocab) -> int:
 def noise_counts(n: int, density: float, mean_span_length: float) -> tuple[int, int]:
     """(num_noise_tokens, num_noise_spans) as in `random_spans_noise_mask`. n=512: (77, 26); n=11: (2, 1)."""
     if n < 2:
-        raise ValueError(f"T5 span corruption needs at least 2 tokens (one noise, one kept), got {n}.")
+        raise LabError("T5 span corruption needs at least 2 tokens (one noise, one kept), got {n}.", n=n)
     num_noise = min(max(round(n * density), 1), n - 1)
     num_spans = max(round(num_noise / mean_span_length), 1)
     return num_noise, min(num_spans, num_noise, n - num_noise)
@@ -144,7 +147,7 @@ def validate_choices(n: int, choices: dict) -> dict:
     """Check `spans` (at least one, non-empty, in range, non-overlapping); they are sorted into text order."""
     unknown = sorted(set(choices) - set(CHOICES))
     if unknown:
-        raise ValueError(f"T5 takes the choice spans; got {', '.join(unknown)}")
+        raise LabError("T5 takes the choice spans; got {unknown}", unknown=', '.join(unknown))
     return {"spans": sorted(check_spans(n, choices["spans"]))} if "spans" in choices else {}
 
 
@@ -156,8 +159,9 @@ def build_example(token_ids: torch.Tensor, choices: dict, generator: torch.Gener
     k = len(spans)
     needed = k + (1 if settings.final_token == "sentinel" else 0)
     if len(vocab.sentinel_ids) < needed:
-        raise ValueError(f"T5 needs {needed} sentinel tokens for {k} noise spans, but the vocabulary has only "
-                         f"{len(vocab.sentinel_ids)}: use fewer spans or a vocabulary with more <extra_id_k>.")
+        raise LabError("T5 needs {needed} sentinel tokens for {k} noise spans, but the vocabulary has only "
+                       "{n_sentinel_ids}: use fewer spans or a vocabulary with more <extra_id_k>.",
+                       needed=needed, k=k, n_sentinel_ids=len(vocab.sentinel_ids))
     sentinels = torch.tensor(vocab.sentinel_ids[:needed], dtype=torch.long)  # (needed,)
 
     # Encoder: every noise span collapses into its sentinel.

@@ -112,6 +112,7 @@ from typing import Sequence
 
 import torch
 
+from lab_models.messages import Joined, LabError, Message
 from lab_models.batch import IGNORE_INDEX, Batch, Example, collate
 from lab_models.objectives import objective_module
 from lab_models.text.vocab import VocabInfo
@@ -131,8 +132,8 @@ SPLITS = ("train", "validation")
 
 def _check_family(family: str) -> str:
     if family not in TRANSLATION_FAMILIES:
-        raise ValueError(f"{family!r} has no translation objective: translation trains the encoder-decoder families "
-                         f"{', '.join(TRANSLATION_FAMILIES)}")
+        raise LabError("{family!r} has no translation objective: translation trains the encoder-decoder families "
+                       "{translation_families}", family=family, translation_families=', '.join(TRANSLATION_FAMILIES))
     return family
 
 
@@ -146,7 +147,7 @@ def task_prefix(family: str) -> str:
 
 def _ids(tokenizer, text: str) -> list[int]:
     if not isinstance(text, str):
-        raise ValueError(f"expected a text (str), got {type(text).__name__}")
+        raise LabError("expected a text (str), got {text_type}", text_type=type(text).__name__)
     return list(tokenizer.encode(text, add_special_tokens=False).ids)
 
 
@@ -168,13 +169,13 @@ def encoder_ids(family: str, tokenizer, vocab: VocabInfo, english_text: str) -> 
     """
     prefix = task_prefix(family)
     if not isinstance(vocab, VocabInfo):
-        raise ValueError(f"vocab must be a VocabInfo, got {type(vocab).__name__}")
+        raise LabError("vocab must be a VocabInfo, got {vocab_type}", vocab_type=type(vocab).__name__)
     if not isinstance(english_text, str) or not english_text.strip():
-        raise ValueError("the English text to translate is empty")
+        raise LabError("the English text to translate is empty")
     ids = _ids(tokenizer, prefix + english_text)
     if any(not 0 <= i < vocab.size for i in ids):
-        raise ValueError(f"the tokenizer produced ids outside the vocabulary of {vocab.size}: use the run's own "
-                         f"tokenizer.json")
+        raise LabError("the tokenizer produced ids outside the vocabulary of {size}: use the run's own "
+                       "tokenizer.json", size=vocab.size)
     return ids
 
 
@@ -207,10 +208,10 @@ def build_example(encoder: Sequence[int] | torch.Tensor, chinese: Sequence[int] 
     chinese = torch.as_tensor(chinese, dtype=torch.long).reshape(-1)
     if max_len is not None:
         if max_len < 2:
-            raise ValueError(f"max_len must be at least 2 (one Chinese token and [EOS]), got {max_len}")
+            raise LabError("max_len must be at least 2 (one Chinese token and [EOS]), got {max_len}", max_len=max_len)
         encoder, chinese = encoder[:max_len], chinese[:max_len - 1]
     if encoder.numel() == 0:
-        raise ValueError("a translation example needs at least one encoder token")
+        raise LabError("a translation example needs at least one encoder token")
     e, s = encoder.numel(), chinese.numel() + 1
     return Example(
         input_ids=encoder.clone(),  # (E,)
@@ -245,8 +246,8 @@ def split_targets(batch: Batch) -> tuple[torch.Tensor, torch.Tensor | None]:
         return batch.targets, None
     rows = flag.bool().reshape(-1, 1)  # (B, 1)
     if rows.shape[0] != batch.targets.shape[0]:
-        raise ValueError(f"extras[{ROW_FLAG!r}] must hold one flag per row ({batch.targets.shape[0]}), got "
-                         f"{rows.shape[0]}")
+        raise LabError("extras[{row_flag!r}] must hold one flag per row ({n_targets}), got "
+                       "{n_rows}", row_flag=ROW_FLAG, n_targets=batch.targets.shape[0], n_rows=rows.shape[0])
     return batch.targets.masked_fill(rows, IGNORE_INDEX), batch.targets.masked_fill(~rows, IGNORE_INDEX)
 
 
@@ -258,7 +259,7 @@ def synthetic_pairs(split: str) -> tuple[tuple[str, str], ...]:
     """The (english, chinese) sentence pairs of the synthetic corpus's `split` ("train" or "validation"), split by
     story exactly as `corpora.load_corpus("synthetic")` splits its documents."""
     if split not in SPLITS:
-        raise ValueError(f"split must be one of {', '.join(SPLITS)}, got {split!r}")
+        raise LabError("split must be one of {splits}, got {split!r}", splits=', '.join(SPLITS), split=split)
 
     stories = synthetic_dataset(seed=SYNTHETIC_SEED).stories()
     english_stories = [" ".join(example.english for example in story) for story in stories]
@@ -289,14 +290,14 @@ def tokenizer_corpus(corpus, family: str):
                   content_fingerprint(train, corpus.validation))
 
 
-def tokenizer_texts_note(corpus, family: str) -> str:
+def tokenizer_texts_note(corpus, family: str) -> Joined:
     """What config.json says the tokenizer was trained on."""
-    parts = ["the corpus's training split"]
+    parts = [Message("the corpus's training split")]
     if not is_synthetic_corpus(corpus):
-        parts.append("both sides of the synthetic training pairs")
+        parts.append(Message("both sides of the synthetic training pairs"))
     if task_prefix(family):
-        parts.append("the T5 task prefix")
-    return " + ".join(parts)
+        parts.append(Message("the T5 task prefix"))
+    return Joined(parts, " + ")
 
 
 class TranslationPairs:
@@ -316,7 +317,7 @@ class TranslationPairs:
         train_pairs = synthetic_pairs("train") if train_pairs is None else tuple(train_pairs)
         validation_pairs = synthetic_pairs("validation") if validation_pairs is None else tuple(validation_pairs)
         if not train_pairs:
-            raise ValueError("translation needs at least one training pair")
+            raise LabError("translation needs at least one training pair")
         if not validation_pairs:
             validation_pairs = train_pairs
         self.train = self._encode(tokenizer, train_pairs)

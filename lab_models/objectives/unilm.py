@@ -68,6 +68,7 @@ from dataclasses import dataclass
 
 import torch
 
+from lab_models.messages import LabError, Message
 from lab_models.objectives import masks
 from lab_models.batch import IGNORE_INDEX, Batch, Example, collate
 from lab_models.objectives.bert import (IS_NEXT, as_ids, as_rows, check_fraction, check_masking, check_positive_int,
@@ -76,8 +77,8 @@ from lab_models.objectives.common import BatchConfig, CorruptionRates, count_to_
 from lab_models.objectives.losses import LossOutput, mlm_with_sentence_objective
 
 CHOICES: tuple[str, ...] = ("mode", "src_len", "masked")
-RULE = ("one model, four masks: bidirectional (every j) | left_to_right (j ≤ i) | right_to_left (j ≥ i) | "
-        "seq2seq (j in the source, or j ≤ i); each masked x_i predicts its original token")
+RULE = Message("one model, four masks: bidirectional (every j) | left_to_right (j ≤ i) | right_to_left (j ≥ i) | "
+               "seq2seq (j in the source, or j ≤ i); each masked x_i predicts its original token")
 
 MODES = ("bidirectional", "left_to_right", "right_to_left", "seq2seq")  # extras["mode"] is the index in this tuple
 MODE_CODES = {mode: code for code, mode in enumerate(MODES)}
@@ -108,8 +109,8 @@ class Settings:
             check_fraction(name, getattr(self, name))
         total = self.p_bidirectional + self.p_seq2seq + self.p_left_to_right + self.p_right_to_left
         if abs(total - 1.0) > 1e-3:  # a little slack for rounded UI values; the draw renormalises
-            raise ValueError(f"the mode probabilities p_bidirectional + p_seq2seq + p_left_to_right + "
-                             f"p_right_to_left must sum to 1, got {total:.6g}")
+            raise LabError("the mode probabilities p_bidirectional + p_seq2seq + p_left_to_right + "
+                           "p_right_to_left must sum to 1, got {total:.6g}", total=total)
         check_fraction("ngram_rate", self.ngram_rate)
         check_positive_int("max_ngram", self.max_ngram, minimum=2)
         check_fraction("nsp_random_rate", self.nsp_random_rate)
@@ -176,21 +177,21 @@ def sample_choices(token_ids: torch.Tensor, generator: torch.Generator, cfg: Bat
 
 def _check_src_len(n: int, src_len) -> int:
     if isinstance(src_len, bool) or not isinstance(src_len, numbers.Integral) or not 1 <= src_len <= n - 1:
-        raise ValueError(f"src_len must be an integer in 1..{n - 1} for {n} tokens (the source and the target both "
-                         f"need at least one token), got {src_len!r}")
+        raise LabError("src_len must be an integer in 1..{last_index} for {n} tokens (the source and the target both "
+                       "need at least one token), got {src_len!r}", last_index=n - 1, n=n, src_len=src_len)
     return int(src_len)
 
 
 def _check_mode(mode) -> str:
     if not isinstance(mode, str) or mode not in MODES:
-        raise ValueError(f"unknown mode {mode!r}: choose one of {', '.join(MODES)}")
+        raise LabError("unknown mode {mode!r}: choose one of {modes}", mode=mode, modes=', '.join(MODES))
     return mode
 
 
 def validate_choices(n: int, choices: dict) -> dict:
     """Check `mode`, `src_len` and `masked`. A `src_len` without a `mode` means seq2seq."""
     if n <= 0:
-        raise ValueError("the input is empty: give at least one token")
+        raise LabError("the input is empty: give at least one token")
     reject_unknown(choices, CHOICES, "unilm")
     out: dict = {}
     mode = choices.get("mode")
@@ -200,11 +201,11 @@ def validate_choices(n: int, choices: dict) -> dict:
     if mode is not None:
         out["mode"] = _check_mode(mode)
         if mode == "seq2seq" and n < 2:
-            raise ValueError(f"seq2seq needs at least 2 tokens (a source and a target), got {n}; choose another mode")
+            raise LabError("seq2seq needs at least 2 tokens (a source and a target), got {n}; choose another mode", n=n)
         if mode not in TWO_SEGMENT_MODES:
             if src_len is not None:
-                raise ValueError(f"src_len applies to seq2seq (the source length) and bidirectional (segment A); "
-                                 f"{mode} reads one segment, so leave src_len out")
+                raise LabError("src_len applies to seq2seq (the source length) and bidirectional (segment A); "
+                               "{mode} reads one segment, so leave src_len out", mode=mode)
             out["src_len"] = None
     if src_len is not None:
         out["src_len"] = _check_src_len(n, src_len)
@@ -237,7 +238,7 @@ def build_example(token_ids: torch.Tensor, choices: dict, generator: torch.Gener
         if src_len is None:
             src_len = sample_src_len(cfg.vocab.starts_word(ids), generator)
         if src_len is None and mode == "seq2seq":
-            raise ValueError(f"seq2seq needs at least 2 tokens (a source and a target), got {n}")
+            raise LabError("seq2seq needs at least 2 tokens (a source and a target), got {n}", n=n)
         if src_len is not None:
             src_len = _check_src_len(n, src_len)
     else:

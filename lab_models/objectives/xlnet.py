@@ -71,13 +71,14 @@ from dataclasses import dataclass
 
 import torch
 
+from lab_models.messages import LabError, Message
 from lab_models.batch import IGNORE_INDEX, Batch, Example, collate
 from lab_models.objectives.common import BatchConfig
 from lab_models.objectives.losses import LossOutput, combine, run_backbone, sparse_token_loss
 
 CHOICES: tuple[str, ...] = ("order", "num_predict")
-RULE = ("content: i sees j iff rank(j) ≤ rank(i); query: i sees j iff rank(j) < rank(i); "
-        "only the last num_predict positions of the order are predicted, from the query stream")
+RULE = Message("content: i sees j iff rank(j) ≤ rank(i); query: i sees j iff rank(j) < rank(i); only the last "
+               "num_predict positions of the order are predicted, from the query stream")
 
 
 @dataclass(frozen=True)
@@ -90,10 +91,10 @@ class Settings:
 
     def __post_init__(self):
         if isinstance(self.k, bool) or not isinstance(self.k, (int, float)) or not self.k >= 1:
-            raise ValueError(f"k (predict about n/k tokens) must be a number >= 1, got {self.k!r}")
+            raise LabError("k (predict about n/k tokens) must be a number >= 1, got {k!r}", k=self.k)
         for name in ("two_stream", "bidirectional_context"):
             if not isinstance(getattr(self, name), bool):
-                raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}")
+                raise LabError("{name} must be True or False, got {value!r}", name=name, value=getattr(self, name))
 
 
 def default_num_predict(n: int, k: float) -> int:
@@ -105,30 +106,33 @@ def as_int_list(value, name: str) -> list[int]:
     """A list/tuple/1-D tensor of integers as a plain list of ints; ValueError otherwise."""
     if isinstance(value, torch.Tensor):
         if value.dim() != 1 or value.is_floating_point() or value.dtype == torch.bool:
-            raise ValueError(f"{name} must be a flat list of integers, got a tensor of shape {tuple(value.shape)}")
+            raise LabError("{name} must be a flat list of integers, got a tensor of shape {value_shape}",
+                           name=name, value_shape=tuple(value.shape))
         return value.tolist()
     if hasattr(value, "tolist") and not isinstance(value, (list, tuple)):  # e.g. a NumPy array
         value = value.tolist()
     if not isinstance(value, (list, tuple)):
-        raise ValueError(f"{name} must be a list of integers, got {value!r}")
+        raise LabError("{name} must be a list of integers, got {value!r}", name=name, value=value)
     try:
         return [operator.index(v) for v in value]
     except TypeError:
-        raise ValueError(f"{name} must be a list of integers, got {list(value)!r}") from None
+        raise LabError("{name} must be a list of integers, got {value!r}", name=name, value=list(value)) from None
 
 
 def check_length(n: int, family: str = "XLNet") -> None:
     if n < 2:
-        raise ValueError(f"{family} needs at least 2 tokens (one to predict, one to predict it from), got {n}.")
+        raise LabError("{family} needs at least 2 tokens (one to predict, one to predict it from), got {n}.",
+                       family=family, n=n)
 
 
 def check_order(n: int, order) -> torch.Tensor:
     values = as_int_list(order, "order")
     if len(values) != n:
-        raise ValueError(f"order must list each of the {n} token indices once; it has {len(values)} entries.")
+        raise LabError("order must list each of the {n} token indices once; it has {n_values} entries.",
+                       n=n, n_values=len(values))
     if sorted(values) != list(range(n)):
-        raise ValueError(f"order must be a permutation of range({n}) (each index 0..{n - 1} exactly once), "
-                         f"got {list(values)}")
+        raise LabError("order must be a permutation of range({n}) (each index 0..{last_index} exactly once), "
+                       "got {values}", n=n, last_index=n - 1, values=list(values))
     return torch.tensor(values, dtype=torch.long)
 
 
@@ -140,10 +144,10 @@ def check_num_predict(n: int, num_predict) -> int:
             raise TypeError
         num_predict = operator.index(num_predict)
     except TypeError:
-        raise ValueError(f"num_predict must be an integer, got {num_predict!r}") from None
+        raise LabError("num_predict must be an integer, got {num_predict!r}", num_predict=num_predict) from None
     if not 1 <= num_predict <= n - 1:
-        raise ValueError(f"num_predict must be between 1 and {n - 1} for {n} tokens (at least one token must stay "
-                         f"as context), got {num_predict}")
+        raise LabError("num_predict must be between 1 and {last_index} for {n} tokens (at least one token must stay "
+                       "as context), got {num_predict}", last_index=n - 1, n=n, num_predict=num_predict)
     return num_predict
 
 
@@ -160,7 +164,8 @@ def validate_choices(n: int, choices: dict) -> dict:
     check_length(n)
     unknown = sorted(set(choices) - set(CHOICES))
     if unknown:
-        raise ValueError(f"XLNet takes the choices {', '.join(CHOICES)}; got {', '.join(unknown)}")
+        raise LabError("XLNet takes the choices {choices}; got {unknown}",
+                       choices=', '.join(CHOICES), unknown=', '.join(unknown))
     out = {}
     if "order" in choices:
         out["order"] = check_order(n, choices["order"])
@@ -228,8 +233,9 @@ def target_query_rows(batch: Batch) -> tuple[torch.Tensor, torch.Tensor, torch.T
     slots [[0, 1]], targets [[New, York]].
     """
     if batch.query_slots is None or "query" not in batch.attention or "content" not in batch.attention:
-        raise ValueError(f"a two-stream loss needs the 'content' and 'query' streams and query_slots, but the batch "
-                         f"has {sorted(batch.attention)}: was it built by another family's batch builder?")
+        raise LabError("a two-stream loss needs the 'content' and 'query' streams and query_slots, but the batch "
+                       "has {attention}: was it built by another family's batch builder?",
+                       attention=sorted(batch.attention))
     slots = batch.query_slots  # (B, Q)
     query = batch.attention["query"]  # (B, Q, T)
     T = query.shape[2]
@@ -267,9 +273,13 @@ def check_streams(batch: Batch, two_stream: bool, family: str) -> None:
     """ValueError when the batch's streams do not match what the model was built for."""
     has_query = "query" in batch.attention
     if has_query != two_stream:
-        got = "two streams (content, query)" if has_query else f"the streams {sorted(batch.attention)}"
-        raise ValueError(f"this {family} model reads {'two streams' if two_stream else 'one stream'} but the batch "
-                         f"has {got}: build the model and the batches from the same settings")
+        got = (Message("two streams (content, query)") if has_query
+               else Message("the streams {streams}", streams=sorted(batch.attention)))
+        if two_stream:
+            raise LabError("this {family} model reads two streams but the batch has {got}: build the model and the "
+                           "batches from the same settings", family=family, got=got)
+        raise LabError("this {family} model reads one stream but the batch has {got}: build the model and the "
+                       "batches from the same settings", family=family, got=got)
 
 
 def prediction_states(model, batch: Batch) -> torch.Tensor:

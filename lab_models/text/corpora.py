@@ -55,6 +55,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from lab_models.messages import Joined, LabError, Message
 from lab_models.home import atomic_write_json, atomic_write_text, lab_home
 from lab_models.text.synthetic import synthetic_dataset
 
@@ -93,11 +94,11 @@ class Corpus:
 
     def __post_init__(self):
         if self.source not in ("builtin", "upload", "path"):
-            raise ValueError(f"Corpus source must be 'builtin', 'upload' or 'path', got {self.source!r}")
+            raise LabError("Corpus source must be 'builtin', 'upload' or 'path', got {source!r}", source=self.source)
         if not self.train and not self.validation:
-            raise ValueError(f"Corpus {self.name!r} has no documents")
+            raise LabError("Corpus {name!r} has no documents", name=self.name)
         if not all(isinstance(text, str) and text for text in self.texts):
-            raise ValueError(f"Corpus {self.name!r} has an empty or non-text document")
+            raise LabError("Corpus {name!r} has an empty or non-text document", name=self.name)
 
     @property
     def texts(self) -> tuple[str, ...]:
@@ -153,10 +154,11 @@ def split_train_validation(
     Example: `split_train_validation(["a", "b"])` puts exactly one of the two in validation, the same one every run.
     """
     if not isinstance(validation_fraction, (int, float)) or not 0 <= validation_fraction < 1:
-        raise ValueError(f"validation_fraction must be a number in [0, 1), got {validation_fraction!r}")
+        raise LabError("validation_fraction must be a number in [0, 1), got {validation_fraction!r}",
+                       validation_fraction=validation_fraction)
     documents = tuple(docs)
     if not all(isinstance(text, str) for text in documents):
-        raise ValueError("split_train_validation expects a sequence of strings")
+        raise LabError("split_train_validation expects a sequence of strings")
     hashes = [_unit_hash(text, salt) for text in documents]
     in_validation = [value < validation_fraction for value in hashes]
     distinct_hashes = set(hashes)
@@ -220,10 +222,10 @@ def _corpora_folder(home) -> Path:
 
 def _check_name(name: str) -> str:
     if not isinstance(name, str) or not _SLUG_PATTERN.fullmatch(name):
-        raise ValueError(f"corpus name {name!r} is not allowed: use 1-80 letters, digits, '-', '_' or '.', "
-                         f"starting with a letter or digit (e.g. 'my-notes')")
+        raise LabError("corpus name {name!r} is not allowed: use 1-80 letters, digits, '-', '_' or '.', "
+                       "starting with a letter or digit (e.g. 'my-notes')", name=name)
     if name in BUILTIN_CORPORA:
-        raise ValueError(f"corpus name {name!r} is taken by a built-in corpus; choose another name")
+        raise LabError("corpus name {name!r} is taken by a built-in corpus; choose another name", name=name)
     return name
 
 
@@ -355,11 +357,13 @@ def linked_corpus(name: str, *, home=None) -> dict | None:
 def _load_linked(name: str, meta: dict) -> Corpus:
     size = int(meta.get("bytes") or 0)
     if size > IN_MEMORY_MAX_BYTES:
-        raise ValueError(f"the corpus {name!r} ({size / 2**20:,.0f} MB at {meta[_LINK_KEY]}) is read in place, too big "
-                         f"to load whole (the limit is {IN_MEMORY_MAX_BYTES // 2**20} MB): runs stream it (the Train "
-                         "tab, or python -m lab_models train --corpus NAME) and the Corpora tab tokenizes it; the "
-                         "views that load a corpus whole (the Tokenizer Lab, the Mask Explorer, the Leaderboard's "
-                         "held-out text) need a smaller one")
+        raise LabError("the corpus {name!r} ({megabytes:,.0f} MB at {link}) is read in place, too big "
+                       "to load whole (the limit is {max_megabytes} MB): runs stream it (the Train "
+                       "tab, or python -m lab_models train --corpus NAME) and the Corpora tab tokenizes it; the "
+                       "views that load a corpus whole (the Tokenizer Lab, the Mask Explorer, the Leaderboard's "
+                       "held-out text) need a smaller one",
+                       name=name, megabytes=size / 2**20, link=meta[_LINK_KEY],
+                       max_megabytes=IN_MEMORY_MAX_BYTES // 2**20)
     corpus = _load_path(Path(meta[_LINK_KEY]), meta.get("text_column"))
     return Corpus(name, "path", corpus.train, corpus.validation, corpus.fingerprint)
 
@@ -369,7 +373,8 @@ def _load_imported(name: str, home) -> Corpus:
     if linked is not None:
         return _load_linked(name, linked)
     folder = _corpora_folder(home) / name
-    problem = f"imported corpus {name!r} in {folder} is damaged; import the file again"
+    problem = Message("imported corpus {name!r} in {folder} is damaged; import the file again", name=name,
+                      folder=folder)
     try:
         meta = json.loads((folder / _META_FILE).read_text(encoding="utf-8"))
         splits: dict[str, list[str]] = {"train": [], "validation": []}
@@ -380,9 +385,10 @@ def _load_imported(name: str, home) -> Corpus:
                     splits[record["split"]].append(record["text"])
         corpus = _make_corpus(name, "upload", tuple(splits["train"]), tuple(splits["validation"]))
     except (OSError, ValueError, KeyError, TypeError) as error:
-        raise ValueError(f"{problem} ({error})") from None
+        raise LabError("{problem} ({error})", problem=problem, error=error) from None
     if corpus.fingerprint != meta.get("fingerprint"):
-        raise ValueError(f"{problem} (its contents do not match the fingerprint in {_META_FILE})")
+        raise LabError("{problem} (its contents do not match the fingerprint in {meta_file})",
+                       problem=problem, meta_file=_META_FILE)
     return corpus
 
 
@@ -398,12 +404,13 @@ def corpus_from_files(files: CorpusFiles, limits: ReadLimits = ReadLimits()) -> 
     for note in report.notes():
         logger.warning("%s: %s", files.root, note)
     if not documents:
+        notes = report.notes()
         if files.layout == "folder" and report.skipped_files == len(files.files):
-            raise ValueError(f"folder {files.root} has only empty files (or binary ones): "
-                             + "; ".join(report.notes()))
-        column = f" in {files.text_column!r}" if files.text_column else ""
-        raise ValueError(f"{files.root} has no non-empty text{column}" + "".join(f"; {note}"
-                                                                                for note in report.notes()))
+            raise LabError("folder {root} has only empty files (or binary ones): {notes}", root=files.root,
+                           notes=Joined(notes, "; "))
+        raise LabError("{root} has no non-empty text{column}{notes}", root=files.root,
+                       column=Message(" in {column!r}", column=files.text_column) if files.text_column else "",
+                       notes=Message("; {notes}", notes=Joined(notes, "; ")) if notes else "")
     train, validation = split_train_validation(documents)
     return _make_corpus(files.name, "path", train, validation)
 
@@ -415,8 +422,8 @@ def load_corpus(name_or_path: str, *, home=None, text_column: str | None = None)
     Example: `load_corpus("synthetic")`, `load_corpus("my-notes")`, `load_corpus("~/texts/")`.
     """
     if not isinstance(name_or_path, (str, os.PathLike)) or not str(name_or_path).strip():
-        raise ValueError(f"expected a corpus name or a path, got {name_or_path!r}; choose one of "
-                         f"{', '.join(list_corpora(home=home))}")
+        raise LabError("expected a corpus name or a path, got {name_or_path!r}; choose one of "
+                       "{corpora}", name_or_path=name_or_path, corpora=', '.join(list_corpora(home=home)))
     name_or_path = str(name_or_path)
     if name_or_path == "stdlib-docs":
         return _load_stdlib_docs(home)
@@ -427,9 +434,11 @@ def load_corpus(name_or_path: str, *, home=None, text_column: str | None = None)
     path = Path(name_or_path).expanduser()
     if path.exists():
         return _load_path(path, text_column)
-    raise ValueError(f"unknown corpus {name_or_path!r}: not a built-in or imported corpus and not an existing path; "
-                     f"choose one of {', '.join(list_corpora(home=home))}, or give a path to a "
-                     f"{', '.join(STREAMED_EXTENSIONS)} file or a folder of them")
+    raise LabError("unknown corpus {name_or_path!r}: not a built-in or imported corpus and not an existing path; "
+                   "choose one of {corpora}, or give a path to a "
+                   "{streamed_extensions} file or a folder of them",
+                   name_or_path=name_or_path, corpora=', '.join(list_corpora(home=home)),
+                   streamed_extensions=', '.join(STREAMED_EXTENSIONS))
 
 
 # ------------------------------------------------------------------------------------------------------- cards
@@ -454,7 +463,8 @@ def corpus_card(corpus: Corpus) -> dict:
     0 when the corpus has no letters). Example: the synthetic corpus has latin ≈ 0.8 and cjk ≈ 0.2.
     """
     if not isinstance(corpus, Corpus):
-        raise ValueError(f"corpus_card expects a Corpus (from load_corpus), got {type(corpus).__name__}")
+        raise LabError("corpus_card expects a Corpus (from load_corpus), got {corpus_type}",
+                       corpus_type=type(corpus).__name__)
     texts = corpus.texts
     latin = cjk = letters = characters = lines = words = size = 0
     for text in texts:

@@ -22,6 +22,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from lab_models.messages import LabError, Message
+
 logger = logging.getLogger(__name__)
 
 DEFAULT_MAX_UPLOAD_BYTES = 200 * 1024 * 1024
@@ -35,7 +37,7 @@ def max_upload_bytes(max_bytes: int | None = None) -> int:
     """The upload cap: `max_bytes` if given, else $PRETRAINING_LAB_MAX_UPLOAD_MB, else 200 MB."""
     if max_bytes is not None:
         if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes <= 0:
-            raise ValueError(f"max_bytes must be a positive number of bytes, got {max_bytes!r}")
+            raise LabError("max_bytes must be a positive number of bytes, got {max_bytes!r}", max_bytes=max_bytes)
         return max_bytes
     configured = os.environ.get(MAX_UPLOAD_ENV_VAR, "").strip()
     if not configured:
@@ -45,7 +47,8 @@ def max_upload_bytes(max_bytes: int | None = None) -> int:
     except ValueError:
         megabytes = -1.0
     if not megabytes > 0 or megabytes == float("inf"):
-        raise ValueError(f"{MAX_UPLOAD_ENV_VAR} must be a positive number of megabytes, got {configured!r}")
+        raise LabError("{max_upload_env_var} must be a positive number of megabytes, got {configured!r}",
+                       max_upload_env_var=MAX_UPLOAD_ENV_VAR, configured=configured)
     return int(megabytes * 1024 * 1024)
 
 
@@ -62,8 +65,9 @@ def _file_format(path: Path) -> str:
     file_format = SUPPORTED_EXTENSIONS.get(path.suffix.lower())
     if file_format is None:
         shown = path.suffix or "(no extension)"
-        raise ValueError(f"{path.name}: unsupported file type {shown}; upload a "
-                         f"{', '.join(SUPPORTED_EXTENSIONS)} file (plain text, Markdown, JSON Lines or CSV)")
+        raise LabError("{name}: unsupported file type {shown}; upload a "
+                       "{supported_extensions} file (plain text, Markdown, JSON Lines or CSV)",
+                       name=path.name, shown=shown, supported_extensions=', '.join(SUPPORTED_EXTENSIONS))
     return file_format
 
 
@@ -76,15 +80,15 @@ def check_not_utf16(data: bytes, file_name: str) -> None:
 
     >>> check_not_utf16("hi".encode("utf-16"), "notes.txt")
     Traceback (most recent call last):
-    ValueError: notes.txt is UTF-16 encoded; re-save it as UTF-8 (e.g. in your editor's 'Save with encoding' menu, or
-    `iconv -f UTF-16 -t UTF-8`)
+    lab_models.messages.LabError: notes.txt is UTF-16 encoded; re-save it as UTF-8 (e.g. in your editor's 'Save with
+    encoding' menu, or `iconv -f UTF-16 -t UTF-8`)
     """
     if data.startswith((b"\xff\xfe", b"\xfe\xff")):
-        raise ValueError(f"{file_name} is UTF-16 encoded; re-save it as UTF-8 (e.g. in your editor's "
-                         f"'Save with encoding' menu, or `iconv -f UTF-16 -t UTF-8`)")
+        raise LabError("{file_name} is UTF-16 encoded; re-save it as UTF-8 (e.g. in your editor's "
+                       "'Save with encoding' menu, or `iconv -f UTF-16 -t UTF-8`)", file_name=file_name)
 
 
-def binary_reason(data: bytes) -> str | None:
+def binary_reason(data: bytes) -> Message | None:
     """Why `data` (a whole file, or a large file's first bytes) looks binary, or None when it looks like text.
 
     >>> binary_reason(b"\\x89PNG\\r\\n\\x1a\\n\\x00\\x00"), binary_reason(b"plain words")
@@ -92,36 +96,40 @@ def binary_reason(data: bytes) -> str | None:
     """
     nul_offset = data.find(b"\x00")
     if nul_offset >= 0:
-        return f"a NUL byte at byte offset {nul_offset}"
+        return Message("a NUL byte at byte offset {offset}", offset=nul_offset)
     control_count = len(data) - len(data.translate(None, delete=_CONTROL_BYTES))
     if control_count > 0.1 * len(data):
-        return f"{control_count} of {len(data)} bytes are control characters"
+        return Message("{count} of {size} bytes are control characters", count=control_count, size=len(data))
     return None
 
 
 def decode_text(data: bytes, file_name: str) -> str:
     """Check that bytes are non-empty UTF-8 text (a BOM is accepted) and decode them."""
     if not data.strip():
-        raise ValueError(f"{file_name} is empty (or holds only whitespace); there is no text to train on")
+        raise LabError("{file_name} is empty (or holds only whitespace); there is no text to train on",
+                       file_name=file_name)
     check_not_utf16(data, file_name)
     if data.startswith(b"\xef\xbb\xbf"):
         data = data[3:]
     reason = binary_reason(data)
-    if reason is not None and "NUL" in reason:
-        raise ValueError(f"{file_name} looks like a binary file ({reason}); "
-                         f"upload plain text: export documents, PDFs or spreadsheets to .txt or .csv first")
+    if reason is not None and "NUL" in reason:  # the English names the NUL byte: a file of another program
+        raise LabError("{file_name} looks like a binary file ({reason}); "
+                       "upload plain text: export documents, PDFs or spreadsheets to .txt or .csv first",
+                       file_name=file_name, reason=reason)
     if reason is not None:
-        raise ValueError(f"{file_name} looks like a binary file ({reason}); upload plain text")
+        raise LabError("{file_name} looks like a binary file ({reason}); upload plain text",
+                       file_name=file_name, reason=reason)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as error:
         line = data.count(b"\n", 0, error.start) + 1
-        raise ValueError(
-            f"{file_name} is not valid UTF-8: byte 0x{data[error.start]:02x} at byte offset {error.start} "
-            f"(line {line}) cannot be decoded; re-save the file as UTF-8 (e.g. `iconv -f latin1 -t UTF-8`)"
+        raise LabError(
+            "{file_name} is not valid UTF-8: byte 0x{byte:02x} at byte offset {start} "
+            "(line {line}) cannot be decoded; re-save the file as UTF-8 (e.g. `iconv -f latin1 -t UTF-8`)",
+            file_name=file_name, byte=data[error.start], start=error.start, line=line
         ) from None
     if not text.strip():
-        raise ValueError(f"{file_name} holds only whitespace; there is no text to train on")
+        raise LabError("{file_name} holds only whitespace; there is no text to train on", file_name=file_name)
     return text
 
 
@@ -179,12 +187,14 @@ def _read_jsonl(text: str, file_name: str) -> _Table:
         try:
             row = json.loads(line)
         except json.JSONDecodeError as error:
-            raise ValueError(f"{file_name}: line {line_number} is not valid JSON ({error.msg} at column "
-                             f"{error.colno}); each line must be one JSON object such as "
-                             f"{{\"text\": \"...\"}}") from None
+            raise LabError("{file_name}: line {line_number} is not valid JSON ({reason} at column "
+                           "{column}); each line must be one JSON object such as "
+                           "{{\"text\": \"...\"}}",
+                           file_name=file_name, line_number=line_number, reason=error.msg, column=error.colno) from None
         if not isinstance(row, dict):
-            raise ValueError(f"{file_name}: line {line_number} is a JSON {type(row).__name__}, not an object; "
-                             f"each line must be one JSON object such as {{\"text\": \"...\"}}")
+            raise LabError("{file_name}: line {line_number} is a JSON {row_type}, not an object; "
+                           "each line must be one JSON object such as {{\"text\": \"...\"}}",
+                           file_name=file_name, line_number=line_number, row_type=type(row).__name__)
         for key, value in row.items():
             if isinstance(value, str):
                 columns.setdefault(key, None)
@@ -204,19 +214,21 @@ def _read_csv(text: str, file_name: str) -> _Table:
     try:
         header = next(reader, None)
         if header is None:
-            raise ValueError(f"{file_name} has no header row")
+            raise LabError("{file_name} has no header row", file_name=file_name)
         names = [name.strip() or f"column{index + 1}" for index, name in enumerate(header)]
         duplicates = sorted({name for name in names if names.count(name) > 1})
         if duplicates:
-            raise ValueError(f"{file_name}: the header repeats the column name(s) {', '.join(duplicates)}; "
-                             f"give every column a different name")
+            raise LabError("{file_name}: the header repeats the column name(s) {duplicates}; "
+                           "give every column a different name", file_name=file_name, duplicates=', '.join(duplicates))
         rows = tuple({name: value for name, value in zip(names, cells)} for cells in reader)
     except csv.Error as error:
-        raise ValueError(f"{file_name}: CSV error on line {reader.line_num}: {error}. Check the quoting on that "
-                         f"line; cells longer than {csv.field_size_limit()} characters are not supported "
-                         f"(use .jsonl for long documents)") from None
+        raise LabError("{file_name}: CSV error on line {line}: {error}. Check the quoting on that "
+                       "line; cells longer than {field_size_limit} characters are not supported "
+                       "(use .jsonl for long documents)",
+                       file_name=file_name, line=reader.line_num, error=error,
+                       field_size_limit=csv.field_size_limit()) from None
     if not rows:
-        raise ValueError(f"{file_name} has a header but no rows")
+        raise LabError("{file_name} has a header but no rows", file_name=file_name)
 
     def is_text(column):
         values = [row.get(column, "").strip() for row in rows]
@@ -234,12 +246,19 @@ def _is_number(value: str) -> bool:
 
 
 def _table_documents(table: _Table, text_column: str | None, file_name: str, kind: str) -> tuple[list[str], str]:
+    if not table.columns and kind == "field":
+        raise LabError("{file_name} has no field holding text; it needs at least one field with string values",
+                       file_name=file_name)
     if not table.columns:
-        raise ValueError(f"{file_name} has no {kind} holding text; it needs at least one "
-                         f"{'field with string values' if kind == 'field' else 'column of text'}")
+        raise LabError("{file_name} has no column holding text; it needs at least one column of text",
+                       file_name=file_name)
     column = text_column if text_column is not None else suggest_column(table.columns, table.rows)
+    if column not in table.columns and kind == "field":
+        raise LabError("{file_name} has no text field {column!r}; available: {columns}",
+                       file_name=file_name, column=column, columns=', '.join(table.columns))
     if column not in table.columns:
-        raise ValueError(f"{file_name} has no text {kind} {column!r}; available: {', '.join(table.columns)}")
+        raise LabError("{file_name} has no text column {column!r}; available: {columns}",
+                       file_name=file_name, column=column, columns=', '.join(table.columns))
     documents = []
     skipped = 0
     for row in table.rows:
@@ -268,22 +287,24 @@ def extract_documents(path, text_column: str | None, max_bytes: int | None) -> E
     """Validate one file and pull its documents out; every problem becomes a ValueError naming the file."""
     path = Path(path)
     if not path.exists():
-        raise ValueError(f"{path} does not exist")
+        raise LabError("{path} does not exist", path=path)
     if not path.is_file():
-        raise ValueError(f"{path} is not a file")
+        raise LabError("{path} is not a file", path=path)
     file_format = _file_format(path)
     size = path.stat().st_size
     if max_bytes is not None and size > max_bytes:
-        raise ValueError(f"{path.name} is {_human_size(size)}, over the upload limit of {_human_size(max_bytes)}; "
-                         f"pass a larger max_bytes or set {MAX_UPLOAD_ENV_VAR} (in MB) to raise the limit")
+        raise LabError("{name} is {size}, over the upload limit of {max_bytes}; "
+                       "pass a larger max_bytes or set {max_upload_env_var} (in MB) to raise the limit",
+                       name=path.name, size=_human_size(size), max_bytes=_human_size(max_bytes),
+                       max_upload_env_var=MAX_UPLOAD_ENV_VAR)
     try:
         data = path.read_bytes()
     except OSError as error:
-        raise ValueError(f"could not read {path}: {error.strerror or error}") from None
+        raise LabError("could not read {path}: {reason}", path=path, reason=error.strerror or error) from None
     text = decode_text(data, path.name)
     if file_format in ("txt", "md"):
         if text_column is not None:
-            raise ValueError(f"{path.name} is plain text; a text column only applies to .csv and .jsonl files")
+            raise LabError("{name} is plain text; a text column only applies to .csv and .jsonl files", name=path.name)
         documents, columns, suggested, chosen = text_documents(text), (), None, None
     else:
         table = _read_jsonl(text, path.name) if file_format == "jsonl" else _read_csv(text, path.name)
@@ -291,7 +312,8 @@ def extract_documents(path, text_column: str | None, max_bytes: int | None) -> E
         documents, chosen = _table_documents(table, text_column, path.name, kind)
         columns, suggested = table.columns, suggest_column(table.columns, table.rows)
     if not documents:
-        raise ValueError(f"{path.name} has no non-empty text" + (f" in {chosen!r}" if chosen else ""))
+        raise LabError("{name} has no non-empty text{column}", name=path.name,
+                       column=Message(" in {column!r}", column=chosen) if chosen else "")
     return ExtractedDocuments(file_format, tuple(columns), suggested, chosen, tuple(documents), size)
 
 

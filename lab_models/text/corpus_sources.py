@@ -39,6 +39,7 @@ from pathlib import Path
 
 import torch
 
+from lab_models.messages import LabError, Message
 from lab_models.home import atomic_write_json, lab_home
 from lab_models.text.corpora import (BUILTIN_CORPORA, IN_MEMORY_MAX_BYTES, Corpus, corpus_card, corpus_from_files,
                                      document_split, imported_corpora, linked_corpus, list_corpora, load_corpus)
@@ -65,7 +66,7 @@ def sample_documents(documents: Iterable[str], budget_bytes: int, generator: tor
     16
     """
     if budget_bytes < 16:
-        raise ValueError(f"the sample budget must be at least 16 bytes, got {budget_bytes}")
+        raise LabError("the sample budget must be at least 16 bytes, got {budget_bytes}", budget_bytes=budget_bytes)
     longest = max(1, budget_bytes // 16)
     heap: list[tuple[float, int, str, int]] = []  # (-key, index, text, size): the largest key on top
     total = 0
@@ -88,7 +89,7 @@ def _sample_corpus(name: str, source: str, fingerprint: str, train: Iterable[str
     generator = torch.Generator().manual_seed(TOKENIZER_SAMPLE_SEED)
     sample = tuple(sample_documents(train, budget, generator))
     if not sample:
-        raise ValueError(f"the corpus {name!r} has no training text to train a tokenizer on")
+        raise LabError("the corpus {name!r} has no training text to train a tokenizer on", name=name)
     identity = hashlib.sha256(f"{fingerprint}|sample|{budget}|{TOKENIZER_SAMPLE_SEED}".encode()).hexdigest()
     logger.info("tokenizer sample of %s: %d documents, %d bytes", name, len(sample),
                 sum(len(text.encode("utf-8")) for text in sample))
@@ -146,7 +147,8 @@ class ImportedSource:
             self.meta = json.loads((folder / "meta.json").read_text(encoding="utf-8"))
             self.total_bytes = (folder / "documents.jsonl").stat().st_size
         except (OSError, ValueError) as error:
-            raise ValueError(f"imported corpus {name!r} in {folder} is damaged; import the file again ({error})") \
+            raise LabError("imported corpus {name!r} in {folder} is damaged; import the file again ({error})",
+                           name=name, folder=folder, error=error) \
                 from None
         self.notes: list[str] = []
 
@@ -154,7 +156,8 @@ class ImportedSource:
         return str(self.meta.get("fingerprint") or "")
 
     def _records(self, report: ReadReport) -> Iterator[tuple[str, str]]:
-        problem = f"imported corpus {self.name!r} in {self.folder} is damaged; import the file again"
+        problem = Message("imported corpus {name!r} in {folder} is damaged; import the file again", name=self.name,
+                          folder=self.folder)
         with open(self.folder / "documents.jsonl", "rb") as handle:
             for line in handle:
                 report.bytes_done += len(line)
@@ -164,9 +167,9 @@ class ImportedSource:
                     record = json.loads(line)
                     split, text = record["split"], record["text"]
                 except (ValueError, KeyError, TypeError) as error:
-                    raise ValueError(f"{problem} ({error})") from None
+                    raise LabError("{problem} ({error})", problem=problem, error=error) from None
                 if split not in ("train", "validation") or not isinstance(text, str):
-                    raise ValueError(f"{problem} (a line with split {split!r})")
+                    raise LabError("{problem} (a line with split {split!r})", problem=problem, split=split)
                 report.documents += 1
                 yield split, text
 
@@ -285,8 +288,8 @@ def open_corpus(name_or_path: str, *, text_column: str | None = None, home=None,
     Example: `open_corpus("~/data/web.jsonl", text_column="content")` -> a FileSource when the file is over 64 MB.
     """
     if not isinstance(name_or_path, (str, Path)) or not str(name_or_path).strip():
-        raise ValueError(f"expected a corpus name or a path, got {name_or_path!r}; choose one of "
-                         f"{', '.join(list_corpora(home=home))}")
+        raise LabError("expected a corpus name or a path, got {name_or_path!r}; choose one of "
+                       "{corpora}", name_or_path=name_or_path, corpora=', '.join(list_corpora(home=home)))
     reference = str(name_or_path).strip()
     if reference in BUILTIN_CORPORA:
         return MemorySource(load_corpus(reference, home=home), reference)
@@ -298,9 +301,11 @@ def open_corpus(name_or_path: str, *, text_column: str | None = None, home=None,
         return _source_for(files, name=reference, reference=reference, home=home, limits=limits)
     path = Path(reference).expanduser()
     if not path.exists():
-        raise ValueError(f"unknown corpus {reference!r}: not a built-in or imported corpus and not an existing path; "
-                         f"choose one of {', '.join(list_corpora(home=home))}, or give a path to a "
-                         f"{', '.join(STREAMED_EXTENSIONS)} file, a folder of them or a datasets save_to_disk folder")
+        raise LabError("unknown corpus {reference!r}: not a built-in or imported corpus and not an existing path; "
+                       "choose one of {corpora}, or give a path to a "
+                       "{streamed_extensions} file, a folder of them or a datasets save_to_disk folder",
+                       reference=reference, corpora=', '.join(list_corpora(home=home)),
+                       streamed_extensions=', '.join(STREAMED_EXTENSIONS))
     files = find_corpus_files(path, text_column, limits=limits)
     return _source_for(files, name=files.name, reference=str(files.root), home=home, limits=limits)
 

@@ -43,6 +43,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from lab_models.messages import Joined, LabError, Message
 from lab_models.text.corpus_files import (binary_reason, check_not_utf16, clean_document,
                                           csv_delimiter, suggest_column)
 
@@ -66,8 +67,8 @@ class ReadLimits:
     def __post_init__(self):
         for name in ("block_bytes", "max_document_chars", "probe_bytes"):
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 16:
-                raise ValueError(f"ReadLimits.{name} must be a whole number of at least 16, got "
-                                 f"{getattr(self, name)!r}")
+                raise LabError("ReadLimits.{name} must be a whole number of at least 16, got "
+                               "{value!r}", name=name, value=getattr(self, name))
 
     def key(self) -> str:
         """What the limits add to a fingerprint: only those that change the documents read."""
@@ -128,18 +129,18 @@ class ReadReport:
     skipped_rows: int = 0  # JSON lines that do not parse, rows without text, JSON lines over the limit
     skipped_row_examples: list = field(default_factory=list)  # "file line N: why", the first MAX_EXAMPLES
 
-    def skip_file(self, relative: str, why: str) -> None:
+    def skip_file(self, relative: str, why: Message) -> None:
         self.skipped_files += 1
         if len(self.skipped_file_examples) < MAX_EXAMPLES:
             self.skipped_file_examples.append((relative, why))
 
-    def skip_row(self, where: str, why: str) -> None:
+    def skip_row(self, where: Message, why: Message) -> None:
         self.skipped_rows += 1
         if len(self.skipped_row_examples) < MAX_EXAMPLES:
-            self.skipped_row_examples.append(f"{where}: {why}")
+            self.skipped_row_examples.append(Message("{where}: {why}", where=where, why=why))
 
-    def notes(self) -> list[str]:
-        """One English sentence per kind of problem met, for the log, config.json and the corpus card.
+    def notes(self) -> list[Message]:
+        """One sentence per kind of problem met, for the log, config.json and the corpus card.
 
         >>> report = ReadReport(skipped_files=1, skipped_file_examples=[("b/x.bin", "binary")], replaced_characters=3,
         ...                     files_with_replacements=1)
@@ -148,19 +149,29 @@ class ReadReport:
         """
         notes = []
         if self.skipped_files:
-            shown = "; ".join(f"{name}: {why}" for name, why in self.skipped_file_examples[:3])
+            shown = Joined((Message("{name}: {why}", name=name, why=why)
+                            for name, why in self.skipped_file_examples[:3]), "; ")
             more = ", ..." if self.skipped_files > 3 else ""
-            notes.append(f"{self.skipped_files} file{'s' * (self.skipped_files != 1)} skipped ({shown}{more})")
+            notes.append(Message("{count} file skipped ({shown}{more})", count=self.skipped_files, shown=shown,
+                                 more=more) if self.skipped_files == 1 else
+                         Message("{count} files skipped ({shown}{more})", count=self.skipped_files, shown=shown,
+                                 more=more))
         if self.replaced_characters:
-            notes.append(f"{self.replaced_characters} bytes that are not UTF-8 replaced by U+FFFD in "
-                         f"{self.files_with_replacements} file{'s' * (self.files_with_replacements != 1)}")
+            notes.append(Message("{count} bytes that are not UTF-8 replaced by U+FFFD in {files} file",
+                                 count=self.replaced_characters, files=self.files_with_replacements)
+                         if self.files_with_replacements == 1 else
+                         Message("{count} bytes that are not UTF-8 replaced by U+FFFD in {files} files",
+                                 count=self.replaced_characters, files=self.files_with_replacements))
         if self.cuts:
-            notes.append(f"{self.cuts} cuts made in lines, paragraphs or cells longer than the limit (each piece a "
-                         "document)")
+            notes.append(Message("{cuts} cuts made in lines, paragraphs or cells longer than the limit (each piece a "
+                                 "document)", cuts=self.cuts))
         if self.skipped_rows:
-            shown = "; ".join(self.skipped_row_examples[:3])
+            shown = Joined(self.skipped_row_examples[:3], "; ")
             more = ", ..." if self.skipped_rows > 3 else ""
-            notes.append(f"{self.skipped_rows} row{'s' * (self.skipped_rows != 1)} skipped ({shown}{more})")
+            notes.append(Message("{count} row skipped ({shown}{more})", count=self.skipped_rows, shown=shown,
+                                 more=more) if self.skipped_rows == 1 else
+                         Message("{count} rows skipped ({shown}{more})", count=self.skipped_rows, shown=shown,
+                                 more=more))
         return notes
 
     def to_dict(self) -> dict:
@@ -175,9 +186,10 @@ def _file_format(path: Path) -> str | None:
 
 
 def _unsupported(path: Path) -> ValueError:
-    shown = path.suffix or "(no extension)"
-    return ValueError(f"{path.name}: unsupported file type {shown}; give a {', '.join(STREAMED_EXTENSIONS)} file, a "
-                      "folder of them, or a folder written by datasets' save_to_disk")
+    shown = path.suffix or Message("(no extension)")
+    return LabError("{name}: unsupported file type {shown}; give a {streamed_extensions} file, a "
+                    "folder of them, or a folder written by datasets' save_to_disk",
+                    name=path.name, shown=shown, streamed_extensions=', '.join(STREAMED_EXTENSIONS))
 
 
 def _datasets_arrow_files(folder: Path) -> list[Path] | None:
@@ -186,12 +198,14 @@ def _datasets_arrow_files(folder: Path) -> list[Path] | None:
         try:
             splits = json.loads((folder / "dataset_dict.json").read_text(encoding="utf-8"))["splits"]
         except (OSError, ValueError, KeyError, TypeError) as error:
-            raise ValueError(f"{folder}/dataset_dict.json is not a datasets split list ({error})") from None
+            raise LabError("{folder}/dataset_dict.json is not a datasets split list ({error})",
+                           folder=folder, error=error) from None
         files: list[Path] = []
         for split in splits:
             found = _datasets_arrow_files(folder / str(split))
             if found is None:
-                raise ValueError(f"{folder} lists the split {split!r}, but {folder / str(split)} is not a saved split")
+                raise LabError("{folder} lists the split {split!r}, but {path} is not a saved split",
+                               folder=folder, split=split, path=folder / str(split))
             files += found
         return files
     if not (folder / "state.json").is_file():
@@ -200,11 +214,13 @@ def _datasets_arrow_files(folder: Path) -> list[Path] | None:
         names = [entry["filename"] for entry in json.loads((folder / "state.json").read_text(encoding="utf-8"))
                  ["_data_files"]]
     except (OSError, ValueError, KeyError, TypeError) as error:
-        raise ValueError(f"{folder}/state.json is not a datasets state file ({error})") from None
+        raise LabError("{folder}/state.json is not a datasets state file ({error})",
+                       folder=folder, error=error) from None
     files = [folder / name for name in names]
     missing = [path.name for path in files if not path.is_file()]
     if missing:
-        raise ValueError(f"{folder} is a datasets folder without its data file(s) {', '.join(missing)}")
+        raise LabError("{folder} is a datasets folder without its data file(s) {missing}",
+                       folder=folder, missing=', '.join(missing))
     return files
 
 
@@ -215,22 +231,23 @@ def find_corpus_files(path, text_column: str | None = None, *, limits: ReadLimit
     Example: a folder holding a.txt and b/c.jsonl -> CorpusFiles(layout="folder", files=(a.txt, b/c.jsonl), ...).
     """
     if not isinstance(path, (str, Path)) or not str(path).strip():
-        raise ValueError(f"expected the path of a corpus file or folder, got {path!r}")
+        raise LabError("expected the path of a corpus file or folder, got {path!r}", path=path)
     try:
         given = Path(path).expanduser()
         exists = given.exists()
         root = given.resolve()
     except (OSError, RuntimeError, ValueError) as error:  # too long a name, a NUL, "~nobody": not a path to read
         shown = str(path) if len(str(path)) <= 80 else str(path)[:40] + "…" + str(path)[-39:]
-        raise ValueError(f"{shown!r} is not a readable path ({getattr(error, 'strerror', None) or error})") from None
+        raise LabError("{shown!r} is not a readable path ({reason})",
+                       shown=shown, reason=getattr(error, 'strerror', None) or error) from None
     if not exists:
-        raise ValueError(f"{given} does not exist")
+        raise LabError("{given} does not exist", given=given)
     if root.is_file():
         file_format = _file_format(root)
         if file_format is None:
             if root.suffix.lower() == ".arrow":
-                raise ValueError(f"{root.name}: give the folder that datasets' save_to_disk wrote (the one holding "
-                                 "state.json), not one of its .arrow files")
+                raise LabError("{name}: give the folder that datasets' save_to_disk wrote (the one holding "
+                               "state.json), not one of its .arrow files", name=root.name)
             raise _unsupported(root)
         layout, files = "file", [CorpusFile(root, root.name, file_format, root.stat().st_size)]
     elif root.is_dir():
@@ -248,33 +265,40 @@ def find_corpus_files(path, text_column: str | None = None, *, limits: ReadLimit
             files = [CorpusFile(file, file.relative_to(root).as_posix(), _file_format(file), file.stat().st_size)
                      for file in found]
         if not files:
-            raise ValueError(f"folder {root} has no {', '.join(STREAMED_EXTENSIONS)} files to read (nor a datasets "
-                             "save_to_disk folder's state.json)")
+            raise LabError("folder {root} has no {streamed_extensions} files to read (nor a datasets "
+                           "save_to_disk folder's state.json)",
+                           root=root, streamed_extensions=', '.join(STREAMED_EXTENSIONS))
     else:
-        raise ValueError(f"{root} is neither a file nor a folder")
+        raise LabError("{root} is neither a file nor a folder", root=root)
     if text_column is not None and (not isinstance(text_column, str) or not text_column.strip()):
-        raise ValueError(f"the text column must be a column name, got {text_column!r}")
+        raise LabError("the text column must be a column name, got {text_column!r}", text_column=text_column)
     column = text_column.strip() if text_column else None
     columns: tuple[str, ...] = ()
     table = next((file for file in files if file.file_format in TABLE_FORMATS), None)
     if table is not None:
         columns, suggested = _table_columns(table, limits)
-        if column is not None and column not in columns and table.file_format in ("jsonl", "csv"):
-            kind = "field" if table.file_format == "jsonl" else "column"
-            raise ValueError(f"{table.relative} has no text {kind} {column!r} in its first {COLUMN_SAMPLE_ROWS} rows; "
-                             f"available: {', '.join(columns) or 'none'}")
+        if column is not None and column not in columns and table.file_format == "jsonl":
+            raise LabError("{relative} has no text field {column!r} in its first {column_sample_rows} rows; "
+                           "available: {columns}",
+                           relative=table.relative, column=column, column_sample_rows=COLUMN_SAMPLE_ROWS,
+                           columns=', '.join(columns) or 'none')
+        if column is not None and column not in columns and table.file_format == "csv":
+            raise LabError("{relative} has no text column {column!r} in its first {column_sample_rows} rows; "
+                           "available: {columns}",
+                           relative=table.relative, column=column, column_sample_rows=COLUMN_SAMPLE_ROWS,
+                           columns=', '.join(columns) or 'none')
         if column is None and layout != "folder":  # one table (or one datasets folder): its suggested column
             column = suggested
     elif column is not None:
-        raise ValueError(f"{root.name} holds plain text only; a text column applies to .jsonl, .csv, .parquet and "
-                         "datasets files")
+        raise LabError("{name} holds plain text only; a text column applies to .jsonl, .csv, .parquet and "
+                       "datasets files", name=root.name)
     if column is not None:  # every Parquet / Arrow file must have it (their schemas are read without the data)
         for file in files:
             if file.file_format in ("parquet", "arrow"):
                 schema, _ = _arrow_schema_and_rows(file)
                 if column not in schema.names:
-                    raise ValueError(f"{file.relative} has no column {column!r}; its columns: "
-                                     f"{', '.join(schema.names)}")
+                    raise LabError("{relative} has no column {column!r}; its columns: "
+                                   "{names}", relative=file.relative, column=column, names=', '.join(schema.names))
     return CorpusFiles(root, layout, tuple(files), column, tuple(columns))
 
 
@@ -443,8 +467,8 @@ def _jsonl_rows(file: CorpusFile, report: ReadReport, limits: ReadLimits) -> Ite
             if skipping or not complete:
                 if not skipping:
                     number += 1
-                    report.skip_row(f"{file.relative} line {number}",
-                                    f"longer than {limits.max_document_chars:,} characters")
+                    report.skip_row(Message("{file} line {number}", file=file.relative, number=number),
+                                    Message("longer than {limit:,} characters", limit=limits.max_document_chars))
                 skipping = not complete
                 continue
             number += 1
@@ -453,10 +477,12 @@ def _jsonl_rows(file: CorpusFile, report: ReadReport, limits: ReadLimits) -> Ite
             try:
                 row = json.loads(line)
             except ValueError as error:
-                report.skip_row(f"{file.relative} line {number}", f"not valid JSON ({getattr(error, 'msg', error)})")
+                report.skip_row(Message("{file} line {number}", file=file.relative, number=number),
+                                Message("not valid JSON ({reason})", reason=getattr(error, 'msg', error)))
                 continue
             if not isinstance(row, dict):
-                report.skip_row(f"{file.relative} line {number}", f"a JSON {type(row).__name__}, not an object")
+                report.skip_row(Message("{file} line {number}", file=file.relative, number=number),
+                                Message("a JSON {row_type}, not an object", row_type=type(row).__name__))
                 continue
             yield number, row
 
@@ -470,8 +496,9 @@ def _csv_rows(file: CorpusFile, report: ReadReport, limits: ReadLimits):
                                                           limits.max_document_chars), start=1):
             if not complete:
                 handle.close()
-                raise ValueError(f"{file.relative}: line {number} is longer than {limits.max_document_chars:,} "
-                                 "characters; use .jsonl or .txt for such long documents")
+                raise LabError("{relative}: line {number} is longer than {max_document_chars:,} "
+                               "characters; use .jsonl or .txt for such long documents",
+                               relative=file.relative, number=number, max_document_chars=limits.max_document_chars)
             yield line + "\n"
 
     source = lines()
@@ -485,22 +512,24 @@ def _csv_rows(file: CorpusFile, report: ReadReport, limits: ReadLimits):
         header = next(reader)
     except csv.Error as error:
         handle.close()
-        raise ValueError(f"{file.relative}: CSV error in its header: {error}") from None
+        raise LabError("{relative}: CSV error in its header: {error}", relative=file.relative, error=error) from None
     names = [name.strip() or f"column{index + 1}" for index, name in enumerate(header)]
     duplicates = sorted({name for name in names if names.count(name) > 1})
     if duplicates:
         handle.close()
-        raise ValueError(f"{file.relative}: the header repeats the column name(s) {', '.join(duplicates)}; give every "
-                         "column a different name")
+        raise LabError("{relative}: the header repeats the column name(s) {duplicates}; give every "
+                       "column a different name", relative=file.relative, duplicates=', '.join(duplicates))
 
     def rows():
         try:
             for cells in reader:
                 yield {name: value for name, value in zip(names, cells)}
         except csv.Error as error:
-            raise ValueError(f"{file.relative}: CSV error on line {reader.line_num}: {error}. Check the quoting on "
-                             f"that line; cells longer than {csv.field_size_limit()} characters are not supported "
-                             "(use .jsonl for long documents)") from None
+            raise LabError("{relative}: CSV error on line {line}: {error}. Check the quoting on "
+                           "that line; cells longer than {field_size_limit} characters are not supported "
+                           "(use .jsonl for long documents)",
+                           relative=file.relative, line=reader.line_num, error=error,
+                           field_size_limit=csv.field_size_limit()) from None
         finally:
             handle.close()
 
@@ -512,11 +541,11 @@ def _prepend(first, rest):
     yield from rest
 
 
-def _cell_documents(value, where: str, report: ReadReport, limits: ReadLimits) -> Iterator[str]:
+def _cell_documents(value, where: Message, report: ReadReport, limits: ReadLimits) -> Iterator[str]:
     """A table cell as documents: cleaned; cut when longer than the limit; a row without text is counted."""
     if not isinstance(value, str) or not value.strip():
-        report.skip_row(where, "no text in the column" if value is None or isinstance(value, str) else
-                        f"a {type(value).__name__}, not text")
+        report.skip_row(where, Message("no text in the column") if value is None or isinstance(value, str) else
+                        Message("a {value_type}, not text", value_type=type(value).__name__))
         return
     limit = limits.max_document_chars
     while len(value) > limit:
@@ -536,14 +565,15 @@ def _column_for(file: CorpusFile, files: CorpusFiles, limits: ReadLimits) -> str
         return files.text_column
     columns, suggested = _table_columns(file, limits)
     if suggested is None:
-        raise ValueError(f"{file.relative} has no column holding text")
+        raise LabError("{relative} has no column holding text", relative=file.relative)
     return suggested
 
 
 def _jsonl_documents(file: CorpusFile, files: CorpusFiles, report: ReadReport, limits: ReadLimits) -> Iterator[str]:
     column = _column_for(file, files, limits)
     for number, row in _jsonl_rows(file, report, limits):
-        yield from _cell_documents(row.get(column), f"{file.relative} line {number}", report, limits)
+        where = Message("{file} line {number}", file=file.relative, number=number)
+        yield from _cell_documents(row.get(column), where, report, limits)
 
 
 def _csv_documents(file: CorpusFile, files: CorpusFiles, report: ReadReport, limits: ReadLimits) -> Iterator[str]:
@@ -551,9 +581,11 @@ def _csv_documents(file: CorpusFile, files: CorpusFiles, report: ReadReport, lim
     names, rows = _csv_rows(file, report, limits)
     if names and column not in names:
         rows.close()
-        raise ValueError(f"{file.relative} has no column {column!r}; available: {', '.join(names)}")
+        raise LabError("{relative} has no column {column!r}; available: {names}",
+                       relative=file.relative, column=column, names=', '.join(names))
     for number, row in enumerate(rows, start=2):
-        yield from _cell_documents(row.get(column), f"{file.relative} row {number}", report, limits)
+        where = Message("{file} row {number}", file=file.relative, number=number)
+        yield from _cell_documents(row.get(column), where, report, limits)
 
 
 def _arrow_schema_and_rows(file: CorpusFile):
@@ -572,7 +604,8 @@ def _arrow_schema_and_rows(file: CorpusFile):
             rows = batch.slice(0, COLUMN_SAMPLE_ROWS).to_pylist() if batch is not None else []
             return reader.schema, rows
     except (pa.ArrowException, OSError) as error:
-        raise ValueError(f"{file.relative} is not a readable {file.file_format.capitalize()} file ({error})") from None
+        raise LabError("{relative} is not a readable {file_format} file ({error})",
+                       relative=file.relative, file_format=file.file_format.capitalize(), error=error) from None
 
 
 def _arrow_documents(file: CorpusFile, files: CorpusFiles, report: ReadReport, limits: ReadLimits) -> Iterator[str]:
@@ -583,7 +616,8 @@ def _arrow_documents(file: CorpusFile, files: CorpusFiles, report: ReadReport, l
     column = _column_for(file, files, limits)
     schema, _ = _arrow_schema_and_rows(file)
     if column not in schema.names:
-        raise ValueError(f"{file.relative} has no column {column!r}; its columns: {', '.join(schema.names)}")
+        raise LabError("{relative} has no column {column!r}; its columns: {names}",
+                       relative=file.relative, column=column, names=', '.join(schema.names))
     start = report.bytes_done
     try:
         if file.file_format == "parquet":
@@ -592,7 +626,8 @@ def _arrow_documents(file: CorpusFile, files: CorpusFiles, report: ReadReport, l
             done = 0
             for batch in parquet.iter_batches(batch_size=1024, columns=[column]):
                 for offset, value in enumerate(batch.column(0).to_pylist()):
-                    yield from _cell_documents(value, f"{file.relative} row {done + offset + 1}", report, limits)
+                    where = Message("{file} row {number}", file=file.relative, number=done + offset + 1)
+                    yield from _cell_documents(value, where, report, limits)
                 done += batch.num_rows
                 report.bytes_done = start + file.size * done // total
         else:
@@ -600,15 +635,16 @@ def _arrow_documents(file: CorpusFile, files: CorpusFiles, report: ReadReport, l
                 done = 0
                 for batch in pa.ipc.open_stream(source):
                     for offset, value in enumerate(batch.column(column).to_pylist()):
-                        yield from _cell_documents(value, f"{file.relative} row {done + offset + 1}", report, limits)
+                        where = Message("{file} row {number}", file=file.relative, number=done + offset + 1)
+                        yield from _cell_documents(value, where, report, limits)
                     done += batch.num_rows
                     report.bytes_done = start + min(file.size, source.tell())
     except pa.ArrowException as error:
-        raise ValueError(f"{file.relative}: could not be read ({error})") from None
+        raise LabError("{relative}: could not be read ({error})", relative=file.relative, error=error) from None
     report.bytes_done = start + file.size
 
 
-def _probe(file: CorpusFile, limits: ReadLimits) -> str | None:
+def _probe(file: CorpusFile, limits: ReadLimits) -> Message | str | None:
     """Why a text file is skipped (empty, binary), or None. A UTF-16 file is an error, not a skip."""
     with open(file.path, "rb") as handle:
         head = handle.read(limits.probe_bytes)
@@ -639,11 +675,13 @@ def iter_documents(files: CorpusFiles, report: ReadReport, limits: ReadLimits = 
         if skip is not None:
             if files.layout == "file":
                 if skip == "empty":
-                    raise ValueError(f"{file.relative} is empty (or holds only whitespace); there is no text to "
-                                     "train on")
-                raise ValueError(f"{file.relative} looks like a binary file ({skip}); give plain text: export "
-                                 "documents, PDFs or spreadsheets to .txt or .csv first")
-            report.skip_file(file.relative, "empty" if skip == "empty" else f"binary: {skip}")
+                    raise LabError("{relative} is empty (or holds only whitespace); there is no text to "
+                                   "train on", relative=file.relative)
+                raise LabError("{relative} looks like a binary file ({skip}); give plain text: export "
+                               "documents, PDFs or spreadsheets to .txt or .csv first",
+                               relative=file.relative, skip=skip)
+            report.skip_file(file.relative, Message("empty") if skip == "empty" else Message("binary: {reason}",
+                                                                                              reason=skip))
             report.bytes_done += file.size
             continue
         before = report.documents
@@ -664,9 +702,10 @@ def iter_documents(files: CorpusFiles, report: ReadReport, limits: ReadLimits = 
         if report.documents == before and files.layout == "file" and file.file_format in ("txt", "md") \
                 and _only_ascii_whitespace(file, limits):
             # whitespace beyond the probe's first bytes: empty all the same (as an upload of it is)
-            raise ValueError(f"{file.relative} is empty (or holds only whitespace); there is no text to train on")
+            raise LabError("{relative} is empty (or holds only whitespace); there is no text to train on",
+                           relative=file.relative)
         if report.documents == before and files.layout == "folder":
-            report.skip_file(file.relative, "no text")
+            report.skip_file(file.relative, Message("no text"))
 
 
 def files_digest(files: CorpusFiles, limits: ReadLimits = ReadLimits(), progress=None) -> str:

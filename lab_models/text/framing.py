@@ -41,6 +41,7 @@ from dataclasses import dataclass
 
 from tokenizers import Tokenizer
 
+from lab_models.messages import LabError
 from lab_models.families import RNN_FAMILIES
 
 FRAMING_KEY = "framing"  # config.json: the checkpoint's framing, as token strings (`framing_record`)
@@ -150,7 +151,7 @@ def _probe(tokenizer: Tokenizer):
         encoding = tokenizer.encode(text, add_special_tokens=False)
         if encoding.ids:
             return encoding
-    raise ValueError("the tokenizer gives no token for any probe text: it cannot encode text")
+    raise LabError("the tokenizer gives no token for any probe text: it cannot encode text")
 
 
 def _template_items(tokenizer: Tokenizer, pair: bool) -> list[tuple[str, int]]:
@@ -179,22 +180,24 @@ def template_from_record(record: dict, tokenizer: Tokenizer) -> Template:
         out = []
         for row in rows:
             if not isinstance(row, (list, tuple)) or len(row) != 2:
-                raise ValueError(f"config.json {FRAMING_KEY!r} holds {row!r}, not a [token, segment] pair")
+                raise LabError("config.json {framing_key!r} holds {row!r}, not a [token, segment] pair",
+                               framing_key=FRAMING_KEY, row=row)
             token, segment = row
             if token in (TEXT_A, TEXT_B):
                 out.append((token, int(segment)))
                 continue
             token_id = tokenizer.token_to_id(str(token))
             if token_id is None:
-                raise ValueError(f"config.json {FRAMING_KEY!r} names the token {token!r}, which the run's tokenizer "
-                                 f"does not have")
+                raise LabError("config.json {framing_key!r} names the token {token!r}, which the run's tokenizer "
+                               "does not have", framing_key=FRAMING_KEY, token=token)
             out.append((token_id, int(segment)))
         return tuple(out)
 
     single = items(record.get("single") or [[TEXT_A, 0]])
     pair = items(record.get("pair") or [[TEXT_A, 0], [TEXT_B, 1]])
     if sum(item == TEXT_A for item, _ in single) != 1:
-        raise ValueError(f"config.json {FRAMING_KEY!r}: the single template must hold {TEXT_A} once")
+        raise LabError("config.json {framing_key!r}: the single template must hold {text_a} once",
+                       framing_key=FRAMING_KEY, text_a=TEXT_A)
     return Template(single=single, pair=pair)
 
 

@@ -17,6 +17,8 @@ import numpy as np
 import torch
 from tokenizers import Tokenizer
 
+from lab_models.messages import LabError
+
 ENCODE_CHUNK_DOCUMENTS = 2048  # encode_batch this many documents at a time: their Encodings are freed in between
 
 
@@ -47,7 +49,8 @@ class TokenStream:
         if isinstance(tokens, TokenStream):
             tokens = tokens.tokens
         if not isinstance(tokens, (torch.Tensor, np.ndarray)) or tokens.ndim != 1:
-            raise ValueError(f"a token stream is a 1-D tensor or numpy array, got {type(tokens).__name__}")
+            raise LabError("a token stream is a 1-D tensor or numpy array, got {tokens_type}",
+                           tokens_type=type(tokens).__name__)
         self.tokens = tokens
 
     def numel(self) -> int:

@@ -69,6 +69,8 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, replace
 
+from lab_models.messages import LabError
+
 TAGS = ("DET", "ADJ", "NOUN", "PRON", "VERB", "AUX", "NEG", "ADV", "PREP", "PUNCT")
 ROLES = ("SUBJ", "VERB", "OBJ", "ADV", "PLACE", "PUNCT")
 SENTIMENT_LABELS = ("negative", "neutral", "positive")
@@ -529,9 +531,9 @@ def synthetic_dataset(seed: int = 0, n_sentences: int = 8000) -> SyntheticData:
     Example: `synthetic_dataset(0, 3).examples[0].english` is the same string on every run and machine.
     """
     if isinstance(n_sentences, bool) or not isinstance(n_sentences, int) or n_sentences < 1:
-        raise ValueError(f"n_sentences must be a positive whole number, got {n_sentences!r}")
+        raise LabError("n_sentences must be a positive whole number, got {n_sentences!r}", n_sentences=n_sentences)
     if isinstance(seed, bool) or not isinstance(seed, int):
-        raise ValueError(f"seed must be a whole number, got {seed!r}")
+        raise LabError("seed must be a whole number, got {seed!r}", seed=seed)
     rng = random.Random(seed)
     clauses: list[_Clause] = []
     story_ids: list[int] = []

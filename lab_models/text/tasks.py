@@ -54,6 +54,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
+from lab_models.messages import LabError, Message
 from lab_models.batch import IGNORE_INDEX
 from lab_models.text.corpus_files import csv_delimiter, decode_text, max_upload_bytes
 from lab_models.text.corpora import split_train_validation
@@ -78,20 +79,20 @@ class TaskSpec:
     kind: str
     title: str
     label_names: tuple[str, ...]
-    description: str
+    description: Message
 
 
 TASKS: dict[str, TaskSpec] = {
     "sentiment": TaskSpec("sentiment", "sequence", "Sentiment (3-way)", SENTIMENT_LABELS,
-                          "Is the sentence negative, neutral or positive? The polarity of its adjectives, verb and "
-                          "adverb, with 'does not' flipping the verb."),
+                          Message("Is the sentence negative, neutral or positive? The polarity of its adjectives, "
+                                  "verb and adverb, with 'does not' flipping the verb.")),
     "topic": TaskSpec("topic", "sequence", "Topic (5-way)", TOPICS,
-                      "Which of 5 topics is the sentence about? Every noun belongs to one topic."),
+                      Message("Which of 5 topics is the sentence about? Every noun belongs to one topic.")),
     "entailment": TaskSpec("entailment", "pair", "Entailment (sentence pairs, 3-way)", ENTAILMENT_LABELS,
-                           "Does the premise entail the hypothesis, contradict it, or neither? Dropping a modifier "
-                           "keeps an affirmative sentence true; negation reverses the direction."),
+                           Message("Does the premise entail the hypothesis, contradict it, or neither? Dropping a "
+                                   "modifier keeps an affirmative sentence true; negation reverses the direction.")),
     "tagging": TaskSpec("tagging", "token", "Word tagging (10 tags)", TAGS,
-                        "A part-of-speech-like tag for every word, predicted on its first sub-word piece."),
+                        Message("A part-of-speech-like tag for every word, predicted on its first sub-word piece.")),
 }
 
 
@@ -119,17 +120,20 @@ class Task:
     train: tuple[TaskExample, ...]
     validation: tuple[TaskExample, ...]
     title: str = ""
-    description: str = ""
+    description: Message | str = ""
     source: str = "synthetic"  # "synthetic" or the CSV file's absolute path
 
     def __post_init__(self):
         if self.kind not in TASK_KINDS:
-            raise ValueError(f"task kind must be one of {', '.join(TASK_KINDS)}, got {self.kind!r}")
+            raise LabError("task kind must be one of {task_kinds}, got {kind!r}",
+                           task_kinds=', '.join(TASK_KINDS), kind=self.kind)
         if len(self.label_names) < 2:
-            raise ValueError(f"task {self.name!r} needs at least 2 labels, got {list(self.label_names)}")
+            raise LabError("task {name!r} needs at least 2 labels, got {label_names}",
+                           name=self.name, label_names=list(self.label_names))
         if not self.train or not self.validation:
-            raise ValueError(f"task {self.name!r} needs examples in both splits (train {len(self.train)}, "
-                             f"validation {len(self.validation)})")
+            raise LabError("task {name!r} needs examples in both splits (train {n_train}, "
+                           "validation {n_validation})",
+                           name=self.name, n_train=len(self.train), n_validation=len(self.validation))
 
     @property
     def n_labels(self) -> int:
@@ -162,7 +166,7 @@ class Task:
 
     def _split(self, split: str) -> tuple[TaskExample, ...]:
         if split not in ("train", "validation"):
-            raise ValueError(f"split must be 'train' or 'validation', got {split!r}")
+            raise LabError("split must be 'train' or 'validation', got {split!r}", split=split)
         return self.train if split == "train" else self.validation
 
 
@@ -180,7 +184,8 @@ def _labels_of(examples) -> list[int]:
 def load_task(name: str) -> Task:
     """A built-in task by name (see TASKS). ValueError for an unknown name."""
     if not isinstance(name, str) or name not in TASKS:
-        raise ValueError(f"unknown task {name!r}: choose one of {', '.join(TASKS)} (or a CSV file with csv_task)")
+        raise LabError("unknown task {name!r}: choose one of {tasks} (or a CSV file with csv_task)",
+                       name=name, tasks=', '.join(TASKS))
     return _builtin_task(name)
 
 
@@ -226,14 +231,16 @@ def csv_task(path, text_column: str, label_column: str, text_pair_column: str | 
     distinct labels.
     """
     path = Path(os.fspath(path)).expanduser()
+    if not path.exists():
+        raise LabError("no CSV file at {path}: check the path", path=path)
     if not path.is_file():
-        raise ValueError(f"no CSV file at {path}: check the path" if not path.exists()
-                         else f"{path} is a folder, not a CSV file")
+        raise LabError("{path} is a folder, not a CSV file", path=path)
     size = path.stat().st_size
     cap = max_upload_bytes()
     if size > cap:
-        raise ValueError(f"{path.name} is {size / 2**20:.1f} MB, more than the {cap / 2**20:.0f} MB limit "
-                         f"(PRETRAINING_LAB_MAX_UPLOAD_MB); use a smaller sample of the rows")
+        raise LabError("{name} is {megabytes:.1f} MB, more than the {cap_megabytes:.0f} MB limit "
+                       "(PRETRAINING_LAB_MAX_UPLOAD_MB); use a smaller sample of the rows",
+                       name=path.name, megabytes=size / 2**20, cap_megabytes=cap / 2**20)
     text = decode_text(path.read_bytes(), path.name)  # empty, binary, UTF-16 and non-UTF-8 files raise here
     header, rows = read_csv_rows(text, path.name)
     columns = [("text_column", text_column), ("label_column", label_column)]
@@ -241,13 +248,15 @@ def csv_task(path, text_column: str, label_column: str, text_pair_column: str | 
         columns.append(("text_pair_column", text_pair_column))
     for argument, column in columns:
         if not isinstance(column, str) or not column.strip():
-            raise ValueError(f"{argument} must name a column of {path.name}; its columns are {', '.join(header)}")
+            raise LabError("{argument} must name a column of {name}; its columns are {header}",
+                           argument=argument, name=path.name, header=', '.join(header))
         if column.strip() not in header:
-            raise ValueError(f"{path.name} has no column {column!r} ({argument}); its columns are "
-                             f"{', '.join(header)}")
+            raise LabError("{name} has no column {column!r} ({argument}); its columns are "
+                           "{header}", name=path.name, column=column, argument=argument, header=', '.join(header))
     names = [column.strip() for _, column in columns]
     if len(set(names)) != len(names):
-        raise ValueError(f"the text, label and pair columns must be different columns, got {', '.join(names)}")
+        raise LabError("the text, label and pair columns must be different columns, got {names}",
+                       names=', '.join(names))
     text_column, label_column = names[0], names[1]
     pair_column = names[2] if text_pair_column is not None else None
 
@@ -264,15 +273,20 @@ def csv_task(path, text_column: str, label_column: str, text_pair_column: str | 
     if skipped:
         logger.info("%s: skipped %d rows with an empty text or label", path.name, skipped)
     if len(kept) < MIN_CSV_ROWS:
-        raise ValueError(f"{path.name} has {len(kept)} usable rows (a text and a label"
-                         f"{' and a pair text' if pair_column else ''}); fine-tuning needs at least {MIN_CSV_ROWS}")
+        raise LabError("{name} has {n_kept} usable rows (a text and a label"
+                       "{pair_part}); fine-tuning needs at least {min_csv_rows}",
+                       name=path.name, n_kept=len(kept), pair_part=Message(" and a pair text") if pair_column else '',
+                       min_csv_rows=MIN_CSV_ROWS)
     label_names = _sorted_labels({label for _, _, label in kept})
     if len(label_names) < 2:
-        raise ValueError(f"column {label_column!r} of {path.name} has only one label ({label_names[0]!r}); a "
-                         f"classifier needs at least 2 classes")
+        raise LabError("column {label_column!r} of {name} has only one label ({first_label!r}); a "
+                       "classifier needs at least 2 classes",
+                       label_column=label_column, name=path.name, first_label=label_names[0])
     if len(label_names) > MAX_CSV_CLASSES:
-        raise ValueError(f"column {label_column!r} of {path.name} has {len(label_names)} distinct values; is it "
-                         f"really the label column? At most {MAX_CSV_CLASSES} classes are supported")
+        raise LabError("column {label_column!r} of {name} has {n_label_names} distinct values; is it "
+                       "really the label column? At most {max_csv_classes} classes are supported",
+                       label_column=label_column, name=path.name, n_label_names=len(label_names),
+                       max_csv_classes=MAX_CSV_CLASSES)
     index = {name: i for i, name in enumerate(label_names)}
     examples = [TaskExample(value, index[label], text_pair=pair) for value, pair, label in kept]
     keys = [_split_key(e) for e in examples]
@@ -282,13 +296,14 @@ def csv_task(path, text_column: str, label_column: str, text_pair_column: str | 
     train = tuple(e for e, key in zip(examples, keys) if key not in held_out)
     validation = tuple(e for e, key in zip(examples, keys) if key in held_out)
     if not train or not validation:
-        raise ValueError(f"{path.name} has too few different texts to split into training and validation rows; "
-                         f"add more rows")
+        raise LabError("{name} has too few different texts to split into training and validation rows; "
+                       "add more rows", name=path.name)
     kind = "pair" if pair_column else "sequence"
     title = f"{path.name}: {label_column} from {text_column}" + (f" + {pair_column}" if pair_column else "")
+    description = Message("{n_rows} rows of {name}, {n_classes} classes", n_rows=len(kept), name=path.name,
+                          n_classes=len(label_names))
     return Task(name=f"csv:{path.name}", kind=kind, label_names=label_names, train=train, validation=validation,
-                title=title, description=f"{len(kept)} rows of {path.name}, {len(label_names)} classes",
-                source=str(path.resolve()))
+                title=title, description=description, source=str(path.resolve()))
 
 
 def _split_key(example: TaskExample) -> str:
@@ -300,18 +315,18 @@ def read_csv_rows(text: str, file_name: str) -> tuple[list[str], list[dict[str, 
     try:
         header = next(reader, None)
         if not header:
-            raise ValueError(f"{file_name} has no header row; the first row must name the columns")
+            raise LabError("{file_name} has no header row; the first row must name the columns", file_name=file_name)
         names = [name.strip() or f"column{i + 1}" for i, name in enumerate(header)]
         repeated = sorted({name for name in names if names.count(name) > 1})
         if repeated:
-            raise ValueError(f"{file_name}: the header repeats the column name(s) {', '.join(repeated)}; give every "
-                             f"column a different name")
+            raise LabError("{file_name}: the header repeats the column name(s) {repeated}; give every "
+                           "column a different name", file_name=file_name, repeated=', '.join(repeated))
         rows = [dict(zip(names, cells)) for cells in reader if any(cell.strip() for cell in cells)]
     except csv.Error as error:
-        raise ValueError(f"{file_name}: CSV error on line {reader.line_num}: {error}; check the quoting on that "
-                         f"line") from None
+        raise LabError("{file_name}: CSV error on line {line}: {error}; check the quoting on that "
+                       "line", file_name=file_name, line=reader.line_num, error=error) from None
     if not rows:
-        raise ValueError(f"{file_name} has a header but no rows")
+        raise LabError("{file_name} has a header but no rows", file_name=file_name)
     return names, rows
 
 
@@ -334,7 +349,8 @@ def first_piece_labels(offsets: list[tuple[int, int]], words: list[str], labels)
     [0, 2, -100, 4, -100, 9]
     """
     if len(words) != len(labels):
-        raise ValueError(f"need one label per word, got {len(labels)} labels for {len(words)} words")
+        raise LabError("need one label per word, got {n_labels} labels for {n_words} words",
+                       n_labels=len(labels), n_words=len(words))
     char_word: list[int] = []  # the word of each character of " ".join(words), -1 on the spaces
     starts: list[int] = []
     for i, word in enumerate(words):

@@ -49,6 +49,7 @@ from pathlib import Path
 import numpy as np
 from tokenizers import Tokenizer
 
+from lab_models.messages import LabError, Message
 from lab_models.home import atomic_write_json, lab_home
 from lab_models.text.corpus_streams import ReadReport
 
@@ -65,8 +66,7 @@ WAIT_POLL_S = 0.5  # how often a process waiting for another's tokenization look
 _DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
 
 
-READING_PHASES = {"fingerprinting": "reading {name} to fingerprint it",
-                  "sampling": "reading {name} for its tokenizer's sample"}  # passes that read without tokenizing
+READING_PHASES = ("fingerprinting", "sampling")  # passes that read the corpus without tokenizing it
 
 
 class TokenizingStopped(Exception):
@@ -98,21 +98,29 @@ class TokenizeProgress:
     def to_dict(self) -> dict:
         return {**asdict(self), "fraction": self.fraction}
 
-    def line(self, name: str) -> str:
-        """One line for a terminal or a log.
+    def line(self, name: str) -> Message:
+        """One line for a terminal, a log or the page's progress bar.
 
         >>> TokenizeProgress("tokenizing", 150 * 10**6, 300 * 10**6, 41_000_000, 9000, 50.0, 3.0, 50.0).line("web")
         'tokenizing web: 150.0 / 300.0 MB (50%), 41.0M tokens, 3.0 MB/s, ETA 50 s'
         """
         if self.phase == "waiting":
-            return f"waiting for another process tokenizing {name} ({self.fraction:.0%} done)"
+            return Message("waiting for another process tokenizing {name} ({fraction:.0%} done)", name=name,
+                           fraction=self.fraction)
         speed = f"{self.mb_per_s:.1f} MB/s" if self.mb_per_s is not None else "— MB/s"
-        eta = f"ETA {self.eta_s:.0f} s" if self.eta_s is not None else "ETA —"
+        eta = Message("ETA {seconds:.0f} s", seconds=self.eta_s) if self.eta_s is not None else Message("ETA —")
         done = f"{self.bytes_done / 1e6:.1f} / {self.bytes_total / 1e6:.1f} MB ({self.fraction:.0%})"
-        if self.phase in READING_PHASES:
-            return f"{READING_PHASES[self.phase].format(name=name)}: {done}, {speed}, {eta}"
-        return (f"{'tokenized' if self.phase == 'done' else 'tokenizing'} {name}: {done}, {self.tokens / 1e6:.1f}M "
-                f"tokens, {speed}, {eta}")
+        if self.phase == "fingerprinting":
+            return Message("reading {name} to fingerprint it: {done}, {speed}, {eta}", name=name, done=done,
+                           speed=speed, eta=eta)
+        if self.phase == "sampling":
+            return Message("reading {name} for its tokenizer's sample: {done}, {speed}, {eta}", name=name, done=done,
+                           speed=speed, eta=eta)
+        if self.phase == "done":
+            return Message("tokenized {name}: {done}, {tokens:.1f}M tokens, {speed}, {eta}", name=name, done=done,
+                           tokens=self.tokens / 1e6, speed=speed, eta=eta)
+        return Message("tokenizing {name}: {done}, {tokens:.1f}M tokens, {speed}, {eta}", name=name, done=done,
+                       tokens=self.tokens / 1e6, speed=speed, eta=eta)
 
 
 @dataclass(frozen=True)
@@ -163,7 +171,7 @@ def open_shards(folder: Path) -> TokenShards | None:
         itemsize = np.dtype(dtype).itemsize
         for split in SPLITS:
             if (folder / f"{split}.bin").stat().st_size != counts[split] * itemsize:
-                raise ValueError(f"{split}.bin does not hold {counts[split]} tokens")
+                raise LabError("{split}.bin does not hold {count} tokens", split=split, count=counts[split])
     except (OSError, ValueError, KeyError, TypeError) as error:
         if (folder / "index.json").exists():
             logger.warning("ignoring damaged token shards in %s: %s", folder, error)
@@ -317,7 +325,8 @@ def tokenize_to_shards(source, tokenizer: Tokenizer, eos_id: int, *, home=None,
     try:
         while not lock.try_acquire():  # another process tokenizes this corpus: wait for it, then use its shards
             if should_stop is not None and should_stop():
-                raise TokenizingStopped(f"stopped while waiting for another process tokenizing {source.name}")
+                raise TokenizingStopped(Message("stopped while waiting for another process tokenizing {name}",
+                                                name=source.name))
             if progress is not None:
                 done = _committed_bytes(folder)
                 progress(TokenizeProgress("waiting", done, source.total_bytes, 0, 0,
@@ -403,16 +412,17 @@ def _tokenize(source, tokenizer: Tokenizer, eos_id: int, folder: Path, key: str,
                 tell("tokenizing")
                 if should_stop is not None and should_stop():
                     writer.commit(documents, report.bytes_done, report)
-                    raise TokenizingStopped(f"stopped while tokenizing {source.name} after "
-                                            f"{report.bytes_done / 1e6:.1f} of {source.total_bytes / 1e6:.1f} MB; "
-                                            "the next run continues from there")
+                    raise TokenizingStopped(Message("stopped while tokenizing {name} after {done:.1f} of {total:.1f} "
+                                                    "MB; the next run continues from there", name=source.name,
+                                                    done=report.bytes_done / 1e6, total=source.total_bytes / 1e6))
         flush()
         if documents < skip:
-            raise ValueError(f"the corpus {source.name} has fewer documents ({documents}) than an interrupted "
-                             f"tokenization had done ({skip}): its files changed; delete {folder} and start again")
+            raise LabError("the corpus {name} has fewer documents ({documents}) than an interrupted "
+                           "tokenization had done ({skip}): its files changed; delete {folder} and start again",
+                           name=source.name, documents=documents, skip=skip, folder=folder)
         writer.commit(documents, report.bytes_done, report)
         if writer.written["train"] == 0 and writer.written["validation"] == 0:
-            raise ValueError(f"the corpus {source.name} has no text to tokenize")
+            raise LabError("the corpus {name} has no text to tokenize", name=source.name)
         index = {"version": FORMAT_VERSION, "key": key, "corpus": source.name, "corpus_fingerprint": fingerprint,
                  "dtype": dtype, "eos_id": int(eos_id), "vocab_size": tokenizer.get_vocab_size(with_added_tokens=True),
                  "tokens": dict(writer.written), "documents": documents, "bytes": source.total_bytes,
@@ -429,10 +439,11 @@ def _tokenize(source, tokenizer: Tokenizer, eos_id: int, folder: Path, key: str,
             writer.roll_back()
             kept = int(writer.committed["bytes_done"])
             raise TokenizingDiskFull(
-                error.errno, f"disk full while tokenizing the corpus {source.name} into {folder}: "
-                f"{kept / 1e6:.1f} of {source.total_bytes / 1e6:.1f} MB are tokenized and kept (nothing half-written "
-                "is left); the tokenized shards of other corpora are intact. Free some space, then start again: it "
-                "continues from there") from None
+                error.errno, Message("disk full while tokenizing the corpus {name} into {folder}: {kept:.1f} of "
+                                     "{total:.1f} MB are tokenized and kept (nothing half-written is left); the "
+                                     "tokenized shards of other corpora are intact. Free some space, then start "
+                                     "again: it continues from there", name=source.name, folder=folder,
+                                     kept=kept / 1e6, total=source.total_bytes / 1e6)) from None
         raise
     finally:
         writer.close()

@@ -71,6 +71,7 @@ from typing import Iterable
 import tokenizers
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 
+from lab_models.messages import LabError, Message
 from lab_models.home import atomic_write_json, atomic_write_text, lab_home
 
 from lab_models.text.tokenizer_kinds import (TOKENIZER_KINDS, SPECIAL_TOKENS, END_OF_WORD_SUFFIX, CONTINUATION_PREFIX,
@@ -167,15 +168,16 @@ def _initial_vocabulary_size(kind: str, tokenizer: Tokenizer) -> int:
     return len(specials) + len(single_symbols)
 
 
-class VocabSizeTooSmall(ValueError):
+class VocabSizeTooSmall(LabError):
     """The requested vocabulary cannot hold the special tokens plus the corpus's alphabet; `minimum` is the smallest
     size that works for `kind` on that corpus (lab_models/text/vocab_fit.py raises a run's size to it)."""
 
     def __init__(self, kind: str, requested: int, minimum: int):
         super().__init__(
-            f"vocab_size {requested} is too small for {TOKENIZER_KINDS[kind]} on this corpus: it needs at least "
-            f"{minimum} tokens ({len(special_tokens(kind))} special tokens plus the initial alphabet); raise the "
-            "vocabulary size.")
+            "vocab_size {requested} is too small for {kind_title} on this corpus: it needs at least {minimum} tokens "
+            "({n_special} special tokens plus the initial alphabet); raise the vocabulary size.",
+            requested=requested, kind_title=TOKENIZER_KINDS[kind], minimum=minimum,
+            n_special=len(special_tokens(kind)))
         self.kind, self.requested, self.minimum = kind, requested, minimum
 
 
@@ -183,11 +185,20 @@ def _too_small(kind: str, vocab_size: int, minimum: int) -> VocabSizeTooSmall:
     return VocabSizeTooSmall(kind, vocab_size, minimum)
 
 
-def _too_large(kind: str, vocab_size: int, supported: int) -> ValueError:
-    return ValueError(
-        f"vocab_size {vocab_size} is too large: this corpus supports at most ~{supported} tokens for "
-        f"{TOKENIZER_KINDS[kind]}; lower the vocabulary size or use a bigger corpus."
-    )
+class VocabSizeTooLarge(LabError):
+    """The corpus cannot fill the requested vocabulary; `supported` is about the most tokens it supports for `kind`
+    (lab_models/text/vocab_fit.py lowers a run's size to it)."""
+
+    def __init__(self, kind: str, requested: int, supported: int):
+        super().__init__(
+            "vocab_size {vocab_size} is too large: this corpus supports at most ~{supported} tokens for "
+            "{kind_title}; lower the vocabulary size or use a bigger corpus.",
+            vocab_size=requested, supported=supported, kind_title=TOKENIZER_KINDS[kind])
+        self.kind, self.requested, self.supported = kind, requested, supported
+
+
+def _too_large(kind: str, vocab_size: int, supported: int) -> VocabSizeTooLarge:
+    return VocabSizeTooLarge(kind, vocab_size, supported)
 
 
 def _trim_unigram(tokenizer: Tokenizer, vocab_size: int) -> Tokenizer:
@@ -218,7 +229,8 @@ def _retrain_unigram_larger(
     can land below the requested size (asked 5000, got 4492). Ask once for 20% more and trim the result to size."""
     larger = int(vocab_size * 1.2) + 8
     report_progress(progress, 0.85,
-                    f"Unigram stopped at {learned} tokens; retraining for {larger} to trim down to {vocab_size}")
+                    Message("Unigram stopped at {learned} tokens; retraining for {larger} to trim down to "
+                            "{vocab_size}", learned=learned, larger=larger, vocab_size=vocab_size))
     retrained = _fit(_empty_tokenizer("unigram", lowercase), corpus, "unigram", larger)
     retrained_size = retrained.get_vocab_size()
     logger.info("unigram retrain: asked %d, got %d (first attempt %d)", larger, retrained_size, learned)
@@ -235,7 +247,8 @@ def _fit(tokenizer: Tokenizer, corpus: list[str], kind: str, vocab_size: int) ->
     except Exception as error:
         if kind == "unigram" and "not large enough" in str(error):
             raise _too_small(kind, vocab_size, _unigram_minimum(tokenizer, corpus)) from None
-        raise ValueError(f"Training the {TOKENIZER_KINDS[kind]} tokenizer failed ({error}); check the corpus text.") from None
+        raise LabError("Training the {kind_title} tokenizer failed ({error}); check the corpus text.",
+                       kind_title=TOKENIZER_KINDS[kind], error=error) from None
     return tokenizer
 
 
@@ -262,23 +275,26 @@ def train_tokenizer(
     kind = check_kind(kind)
     vocab_size = check_vocab_size(vocab_size)
     if not isinstance(lowercase, bool):
-        raise ValueError(f"lowercase must be True or False, not {lowercase!r}.")
+        raise LabError("lowercase must be True or False, not {lowercase!r}.", lowercase=lowercase)
     if kind == "byte_bpe" and vocab_size < len(special_tokens(kind)) + 256:
         raise _too_small(kind, vocab_size, len(special_tokens(kind)) + 256)
-    report_progress(progress, 0.0, "Reading the training texts")
+    report_progress(progress, 0.0, Message("Reading the training texts"))
     corpus = check_texts(texts)
     tokenizer = _empty_tokenizer(kind, lowercase)
-    report_progress(progress, 0.1, f"Training {TOKENIZER_KINDS[kind]} with {vocab_size} tokens on {len(corpus)} texts")
+    report_progress(progress, 0.1, Message("Training {kind_title} with {vocab_size} tokens on {n_texts} texts",
+                                           kind_title=TOKENIZER_KINDS[kind], vocab_size=vocab_size,
+                                           n_texts=len(corpus)))
     started = time.perf_counter()
     tokenizer = _fit(tokenizer, corpus, kind, vocab_size)
-    report_progress(progress, 0.8, "Checking the vocabulary size")
+    report_progress(progress, 0.8, Message("Checking the vocabulary size"))
     learned = tokenizer.get_vocab_size()
     if learned > vocab_size:
         minimum = _unigram_minimum(tokenizer, corpus) if kind == "unigram" else _initial_vocabulary_size(kind, tokenizer)
         if fit_alphabet and kind in ("bpe", "wordpiece") and minimum == learned:
             logger.info("%s: the alphabet needs %d tokens, more than %d: kept the alphabet-only vocabulary", kind,
                         learned, vocab_size)
-            report_progress(progress, 1.0, f"Trained {TOKENIZER_KINDS[kind]}: {learned} tokens (its alphabet)")
+            report_progress(progress, 1.0, Message("Trained {kind_title}: {learned} tokens (its alphabet)",
+                                                   kind_title=TOKENIZER_KINDS[kind], learned=learned))
             return tokenizer
         raise _too_small(kind, vocab_size, minimum)
     if learned < vocab_size and kind == "unigram":
@@ -287,7 +303,8 @@ def train_tokenizer(
         raise _too_large(kind, vocab_size, learned)
     seconds = time.perf_counter() - started
     logger.info("trained %s tokenizer: %d tokens from %d texts in %.2f s", kind, learned, len(corpus), seconds)
-    report_progress(progress, 1.0, f"Trained {TOKENIZER_KINDS[kind]}: {learned} tokens in {seconds:.2f} s")
+    report_progress(progress, 1.0, Message("Trained {kind_title}: {learned} tokens in {seconds:.2f} s",
+                                           kind_title=TOKENIZER_KINDS[kind], learned=learned, seconds=seconds))
     return tokenizer
 
 
@@ -325,7 +342,8 @@ def _load_cached(folder: Path, kind: str, vocab_size: int, cache_key: str) -> To
         meta = json.loads(meta_path.read_text(encoding="utf-8"))
         tokenizer = Tokenizer.from_file(str(tokenizer_path))
         if tokenizer.get_vocab_size() != vocab_size or tokenizer_kind(tokenizer) != kind:
-            raise ValueError(f"holds a {tokenizer_kind(tokenizer)} tokenizer of {tokenizer.get_vocab_size()} tokens")
+            raise LabError("holds a {tokenizer_kind} tokenizer of {vocab_size} tokens",
+                           tokenizer_kind=tokenizer_kind(tokenizer), vocab_size=tokenizer.get_vocab_size())
     except Exception as error:  # a damaged entry is retrained and overwritten, never fatal
         logger.warning("ignoring damaged tokenizer cache entry %s: %s", folder, error)
         return None
@@ -355,14 +373,15 @@ def cached_tokenizer(
     kind = check_kind(kind)
     vocab_size = check_vocab_size(vocab_size)
     if not isinstance(corpus_fingerprint, str) or not corpus_fingerprint.strip():
-        raise ValueError("corpus_fingerprint must be a non-empty string that identifies the corpus (e.g. its hash).")
+        raise LabError("corpus_fingerprint must be a non-empty string that identifies the corpus (e.g. its hash).")
     resolved = resolve_options(options)
     cache_key = tokenizer_cache_key(kind, vocab_size, corpus_fingerprint=corpus_fingerprint, options=resolved)
     folder = lab_home(home) / "tokenizers" / cache_key
     cached = _load_cached(folder, kind, vocab_size, cache_key)
     if cached is not None:
         logger.info("tokenizer cache hit %s (%s, %d tokens)", cache_key, kind, vocab_size)
-        report_progress(progress, 1.0, f"Loaded a cached {TOKENIZER_KINDS[kind]} tokenizer")
+        report_progress(progress, 1.0, Message("Loaded a cached {kind_title} tokenizer",
+                                               kind_title=TOKENIZER_KINDS[kind]))
         return cached
     started = time.perf_counter()
     tokenizer = train_tokenizer(kind, texts, vocab_size, progress=progress, fit_alphabet=fit_alphabet, **resolved)
@@ -398,14 +417,15 @@ def load_cached_tokenizer(cache_key: str, kind: str, vocab_size: int, *, home=No
 def load_tokenizer_file(path: str | os.PathLike) -> Tokenizer:
     """Load a `tokenizer.json` (or a folder holding one), with a clear `ValueError` when it is missing or invalid."""
     if path is None or (isinstance(path, str) and not path.strip()):
-        raise ValueError("No tokenizer path given; pass the path of a tokenizer.json file.")
+        raise LabError("No tokenizer path given; pass the path of a tokenizer.json file.")
     path = Path(path).expanduser()
     if path.is_dir():
         path = path / "tokenizer.json"
     if not path.is_file():
-        raise ValueError(f"No tokenizer file at {path}; train a tokenizer first or check the path.")
+        raise LabError("No tokenizer file at {path}; train a tokenizer first or check the path.", path=path)
     try:
         return Tokenizer.from_file(str(path))
     except Exception as error:
         first_line = str(error).splitlines()[0] if str(error) else type(error).__name__
-        raise ValueError(f"{path} is not a valid tokenizer.json file ({first_line}); retrain or re-export it.") from None
+        raise LabError("{path} is not a valid tokenizer.json file ({first_line}); retrain or re-export it.",
+                       path=path, first_line=first_line) from None

@@ -18,6 +18,7 @@ from typing import Iterable
 import pandas
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers
 
+from lab_models.messages import LabError
 from lab_models.text.tokenizer_kinds import (TOKENIZER_KINDS, END_OF_WORD_SUFFIX, CONTINUATION_PREFIX, METASPACE,
                                              check_kind, check_tokenizer, check_text, check_encodable, pre_tokens)
 
@@ -41,7 +42,8 @@ def tokenizer_kind(tokenizer: Tokenizer) -> str:
         return "wordpiece"
     if isinstance(model, models.Unigram):
         return "unigram"
-    raise ValueError(f"Unsupported tokenizer model {type(model).__name__}; the lab knows {sorted(TOKENIZER_KINDS)}.")
+    raise LabError("Unsupported tokenizer model {model_type}; the lab knows {tokenizer_kinds}.",
+                   model_type=type(model).__name__, tokenizer_kinds=sorted(TOKENIZER_KINDS))
 
 
 def unknown_token_id(tokenizer: Tokenizer) -> int | None:
@@ -144,8 +146,9 @@ def tokenize_for_display(tokenizer: Tokenizer, text: str) -> list[TokenPiece]:
 # --------------------------------------------------------------------------------------------------------------------
 def _bpe_merges(tokenizer: Tokenizer) -> tuple[dict, list[tuple[str, str]]]:
     if not isinstance(check_tokenizer(tokenizer).model, models.BPE):
-        raise ValueError(f"This is a {type(tokenizer.model).__name__} tokenizer, and merge replay needs a BPE tokenizer "
-                         "(kind 'bpe' or 'byte_bpe'): only BPE learns an ordered list of merges.")
+        raise LabError("This is a {model_type} tokenizer, and merge replay needs a BPE tokenizer "
+                       "(kind 'bpe' or 'byte_bpe'): only BPE learns an ordered list of merges.",
+                       model_type=type(tokenizer.model).__name__)
     model = model_json(tokenizer)
     # tokenizers >= 0.20 stores [left, right] pairs; older files store "left right" strings.
     merges = [tuple(entry) if isinstance(entry, list) else tuple(entry.split(" ", 1)) for entry in model["merges"]]
@@ -213,9 +216,9 @@ def merge_replay(tokenizer: Tokenizer, text: str, n_merges: int) -> list[list[st
     model, merges = _bpe_merges(tokenizer)
     text = check_text(text)
     if isinstance(n_merges, bool) or not isinstance(n_merges, numbers.Integral):
-        raise ValueError(f"n_merges must be a whole number, not {n_merges!r}.")
+        raise LabError("n_merges must be a whole number, not {n_merges!r}.", n_merges=n_merges)
     if n_merges < 0:
-        raise ValueError(f"n_merges must be 0 or more (0 shows the initial symbols), not {n_merges}.")
+        raise LabError("n_merges must be 0 or more (0 shows the initial symbols), not {n_merges}.", n_merges=n_merges)
     n_merges = min(int(n_merges), len(merges))
     ranks: dict[tuple[str, str], int] = {}
     for rank, pair in enumerate(merges):
@@ -283,15 +286,15 @@ def tokenizer_stats(
     if isinstance(texts, str):
         texts = [texts]
     if texts is None:
-        raise ValueError("No text to measure the tokenizer on; give a list of strings.")
+        raise LabError("No text to measure the tokenizer on; give a list of strings.")
     corpus = list(texts)
     if not all(isinstance(text, str) for text in corpus):
-        raise ValueError("tokenizer_stats needs a list of strings.")
+        raise LabError("tokenizer_stats needs a list of strings.")
     corpus = [text for text in corpus if text]
     words = sum(len(text.split()) for text in corpus)
     characters = sum(len(text) for text in corpus)
     if not words:
-        raise ValueError("No text to measure the tokenizer on; give at least one non-empty text.")
+        raise LabError("No text to measure the tokenizer on; give at least one non-empty text.")
     for text in corpus:
         check_encodable(text)
     encodings = tokenizer.encode_batch(corpus, add_special_tokens=False)
@@ -328,7 +331,7 @@ def vocab_overlap(tokenizers: dict[str, Tokenizer]) -> pandas.DataFrame:
     a UTF-8 character are not text, so they are left out too.
     """
     if not isinstance(tokenizers, dict) or not tokenizers:
-        raise ValueError("vocab_overlap needs a dict of {name: tokenizer} with at least one tokenizer.")
+        raise LabError("vocab_overlap needs a dict of {{name: tokenizer}} with at least one tokenizer.")
     surfaces: dict[str, set[str]] = {}
     for name, tokenizer in tokenizers.items():
         check_tokenizer(tokenizer)

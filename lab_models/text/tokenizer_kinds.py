@@ -12,6 +12,8 @@ from typing import Callable
 
 from tokenizers import Tokenizer
 
+from lab_models.messages import LabError, Message
+
 logger = logging.getLogger(__name__)
 
 
@@ -49,7 +51,7 @@ ProgressCallback = Callable[[float, str], None]
 def check_kind(kind) -> str:
     if not isinstance(kind, str) or kind not in TOKENIZER_KINDS:
         choices = ", ".join(f"'{name}' ({title})" for name, title in TOKENIZER_KINDS.items())
-        raise ValueError(f"Unknown tokenizer kind {kind!r}; choose one of {choices}.")
+        raise LabError("Unknown tokenizer kind {kind!r}; choose one of {choices}.", kind=kind, choices=choices)
     return kind
 
 
@@ -60,30 +62,33 @@ MAX_VOCAB_SIZE = 262_144
 
 def check_vocab_size(vocab_size) -> int:
     if isinstance(vocab_size, bool) or not isinstance(vocab_size, numbers.Integral):
-        raise ValueError(f"vocab_size must be a whole number such as 8000, not {vocab_size!r}.")
+        raise LabError("vocab_size must be a whole number such as 8000, not {vocab_size!r}.", vocab_size=vocab_size)
     if vocab_size <= 0:
-        raise ValueError(f"vocab_size must be positive (for example 8000), not {vocab_size}.")
+        raise LabError("vocab_size must be positive (for example 8000), not {vocab_size}.", vocab_size=vocab_size)
     if vocab_size > MAX_VOCAB_SIZE:
-        raise ValueError(f"vocab_size must be at most {MAX_VOCAB_SIZE:,} (for example 8000), not {vocab_size:,}.")
+        raise LabError("vocab_size must be at most {max_vocab_size:,} (for example 8000), not {vocab_size:,}.",
+                       max_vocab_size=MAX_VOCAB_SIZE, vocab_size=vocab_size)
     return int(vocab_size)
 
 
 def check_texts(texts) -> list[str]:
     """Materialise `texts` (a single string counts as one text) and make sure there is something to learn from."""
     if texts is None:
-        raise ValueError("No training texts given; pass a list of strings (a corpus).")
+        raise LabError("No training texts given; pass a list of strings (a corpus).")
     if isinstance(texts, str):
         texts = [texts]
     try:
         materialised = list(texts)
     except TypeError:
-        raise ValueError(f"texts must be an iterable of strings, not {type(texts).__name__}.") from None
+        raise LabError("texts must be an iterable of strings, not {texts_type}.",
+                       texts_type=type(texts).__name__) from None
     for position, text in enumerate(materialised):
         if not isinstance(text, str):
-            raise ValueError(f"texts must all be strings; item {position} is a {type(text).__name__}.")
+            raise LabError("texts must all be strings; item {position} is a {text_type}.",
+                           position=position, text_type=type(text).__name__)
         check_encodable(text)
     if not any(text.strip() for text in materialised):
-        raise ValueError("The training texts are empty (or only whitespace); give the tokenizer a corpus with some text.")
+        raise LabError("The training texts are empty (or only whitespace); give the tokenizer a corpus with some text.")
     return materialised
 
 
@@ -92,26 +97,28 @@ def resolve_options(options: dict | None) -> dict[str, bool]:
     options = dict(options or {})
     unknown = sorted(set(options) - set(TOKENIZER_OPTIONS))
     if unknown:
-        raise ValueError(f"Unknown tokenizer option(s) {unknown}; the options are {sorted(TOKENIZER_OPTIONS)}.")
+        raise LabError("Unknown tokenizer option(s) {unknown}; the options are {tokenizer_options}.",
+                       unknown=unknown, tokenizer_options=sorted(TOKENIZER_OPTIONS))
     resolved = dict(TOKENIZER_OPTIONS)
     for name, value in options.items():
         if not isinstance(value, bool):
-            raise ValueError(f"Tokenizer option {name!r} must be True or False, not {value!r}.")
+            raise LabError("Tokenizer option {name!r} must be True or False, not {value!r}.", name=name, value=value)
         resolved[name] = value
     return resolved
 
 
 def check_tokenizer(tokenizer) -> Tokenizer:
     if not isinstance(tokenizer, Tokenizer):
-        raise ValueError(f"Expected a trained tokenizers.Tokenizer, got {type(tokenizer).__name__}; train or load one first.")
+        raise LabError("Expected a trained tokenizers.Tokenizer, got {tokenizer_type}; train or load one first.",
+                       tokenizer_type=type(tokenizer).__name__)
     return tokenizer
 
 
 def check_text(text) -> str:
     if not isinstance(text, str):
-        raise ValueError(f"Text must be a string, not {type(text).__name__}.")
+        raise LabError("Text must be a string, not {text_type}.", text_type=type(text).__name__)
     if not text:
-        raise ValueError("The text is empty; type some text to tokenize.")
+        raise LabError("The text is empty; type some text to tokenize.")
     check_encodable(text)
     return text
 
@@ -120,11 +127,12 @@ def check_encodable(text: str) -> None:
     try:
         text.encode("utf-8")
     except UnicodeEncodeError as error:
-        raise ValueError(f"The text holds a lone surrogate ({text[error.start]!r} at character {error.start}), which is "
-                         "not valid Unicode; remove it or paste the text again.") from None
+        raise LabError("The text holds a lone surrogate ({character!r} at character {start}), which is "
+                       "not valid Unicode; remove it or paste the text again.",
+                       character=text[error.start], start=error.start) from None
 
 
-def report_progress(progress: ProgressCallback | None, fraction: float, message: str) -> None:
+def report_progress(progress: ProgressCallback | None, fraction: float, message: Message) -> None:
     logger.debug("tokenizer progress %.2f: %s", fraction, message)
     if progress is not None:
         progress(fraction, message)

@@ -48,6 +48,7 @@ from dataclasses import dataclass
 import torch
 from tokenizers import AddedToken, Tokenizer
 
+from lab_models.messages import LabError
 from lab_models.text.tokenizer_inspect import BYTE_LEVEL_CHAR_TO_BYTE, tokenizer_kind
 from lab_models.text.tokenizer_kinds import CONTINUATION_PREFIX, END_OF_WORD_SUFFIX, METASPACE
 
@@ -81,9 +82,9 @@ class VocabInfo:
 
     def __post_init__(self):
         if self.size <= 0:
-            raise ValueError(f"vocabulary size must be positive, got {self.size}")
+            raise LabError("vocabulary size must be positive, got {size}", size=self.size)
         if not self.random_ids:
-            raise ValueError("the vocabulary has no ordinary tokens to draw random replacements from")
+            raise LabError("the vocabulary has no ordinary tokens to draw random replacements from")
 
     @functools.cached_property
     def _word_start_table(self) -> torch.Tensor:
@@ -118,7 +119,8 @@ class EndMarkedVocabInfo(VocabInfo):
     def __post_init__(self):
         super().__post_init__()
         if len(self.word_end) != self.size:
-            raise ValueError(f"word_end needs one entry per id ({self.size}), got {len(self.word_end)}")
+            raise LabError("word_end needs one entry per id ({size}), got {n_word_end}",
+                           size=self.size, n_word_end=len(self.word_end))
 
     @functools.cached_property
     def _word_end_table(self) -> torch.Tensor:
@@ -140,7 +142,8 @@ class EndMarkedVocabInfo(VocabInfo):
 
 def _check_tokenizer(tokenizer: Tokenizer) -> Tokenizer:
     if not isinstance(tokenizer, Tokenizer):
-        raise ValueError(f"expected a trained tokenizers.Tokenizer, got {type(tokenizer).__name__}")
+        raise LabError("expected a trained tokenizers.Tokenizer, got {tokenizer_type}",
+                       tokenizer_type=type(tokenizer).__name__)
     return tokenizer
 
 
@@ -210,7 +213,7 @@ def prepare_tokenizer(tokenizer: Tokenizer, roles: dict[str, str] | None = None)
     size = len(tokens)
     random_ids = tuple(i for i in range(size) if i not in specials)
     if not random_ids:
-        raise ValueError("the tokenizer has no ordinary tokens (only special ones); train it on some text first")
+        raise LabError("the tokenizer has no ordinary tokens (only special ones); train it on some text first")
     common = dict(
         size=size, pad_id=ids[PAD], mask_id=ids[MASK], cls_id=ids[CLS], sep_id=ids[SEP], bos_id=ids[BOS],
         eos_id=ids[EOS], start_id=ids[GLM_START], end_id=ids[GLM_END],
@@ -231,15 +234,16 @@ def prepare_tokenizer(tokenizer: Tokenizer, roles: dict[str, str] | None = None)
 def _role_ids(tokenizer: Tokenizer, roles: dict[str, str]) -> dict[str, int]:
     """lab name -> id, for the names `roles` maps (every name of SPECIAL_TOKENS must be there)."""
     if not isinstance(roles, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in roles.items()):
-        raise ValueError("token roles must map the lab's special-token names to token strings")
+        raise LabError("token roles must map the lab's special-token names to token strings")
     missing = [name for name in SPECIAL_TOKENS if name not in roles]
     if missing:
-        raise ValueError(f"the token roles do not say which token plays {', '.join(missing)}")
+        raise LabError("the token roles do not say which token plays {missing}", missing=', '.join(missing))
     ids = {}
     for name, token in roles.items():
         token_id = tokenizer.token_to_id(token)
         if token_id is None:
-            raise ValueError(f"the token roles say {token!r} plays {name}, but the tokenizer has no such token")
+            raise LabError("the token roles say {token!r} plays {name}, but the tokenizer has no such token",
+                           token=token, name=name)
         ids[name] = token_id
     return ids
 
@@ -263,7 +267,8 @@ def _byte_length(token: str, kind: str) -> int:
 def token_byte_lengths(tokenizer: Tokenizer) -> torch.Tensor:
     """(V,) long: how many UTF-8 bytes of text each id stands for (0 for special tokens); see the module table."""
     if not isinstance(tokenizer, Tokenizer):
-        raise ValueError(f"expected a trained tokenizers.Tokenizer, got {type(tokenizer).__name__}")
+        raise LabError("expected a trained tokenizers.Tokenizer, got {tokenizer_type}",
+                       tokenizer_type=type(tokenizer).__name__)
     kind = tokenizer_kind(tokenizer)
     specials = special_ids(tokenizer)
     tokens = _id_to_token(tokenizer)

@@ -30,19 +30,19 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
+from lab_models.messages import LabError, Message, messages_restored
 from lab_models.text.tokenizer_kinds import TOKENIZER_KINDS
 from tokenizers import Tokenizer
 
 from lab_models.text.corpora import Corpus
 from lab_models.home import atomic_write_json, lab_home
-from lab_models.text.tokenization import (VocabSizeTooSmall, cached_tokenizer, load_cached_tokenizer, special_tokens,
-                                         train_tokenizer)
+from lab_models.text.tokenization import (VocabSizeTooLarge, VocabSizeTooSmall, cached_tokenizer,
+                                         load_cached_tokenizer, special_tokens, train_tokenizer)
 
 logger = logging.getLogger(__name__)
 
@@ -102,25 +102,25 @@ def propose_vocab_size(kinds: Iterable[str], texts, requested: int, *, known: di
     texts = list(texts)
     minimums = {kind: (known or {}).get(kind) or minimum_vocab_size(kind, texts) for kind in kinds}
     if not minimums:
-        raise ValueError("Tick at least one tokenizer kind.")
+        raise LabError("Tick at least one tokenizer kind.")
     return VocabProposal(max([requested, *minimums.values()]), requested, minimums)
 
 
-def raised_note(kind: str, requested: int, size: int, corpus_name: str) -> str:
+def raised_note(kind: str, requested: int, size: int, corpus_name: str) -> Message:
     """What a run records when its vocabulary was raised (config.json "tokenizer.note", train.log).
 
     >>> raised_note("bpe", 512, 947, "my-chinese")
     'vocabulary size raised from 512 to 947: the my-chinese corpus has more distinct characters than 512 bpe tokens
     hold (947 is the smallest size that holds its alphabet and the special tokens)'
     """
-    return (f"vocabulary size raised from {requested} to {size}: the {corpus_name} corpus has more distinct characters "
-            f"than {requested} {kind} tokens hold ({size} is the smallest size that holds its alphabet and the special "
-            "tokens)")
+    return Message("vocabulary size raised from {requested} to {size}: the {corpus_name} corpus has more distinct "
+                   "characters than {requested} {kind} tokens hold ({size} is the smallest size that holds its "
+                   "alphabet and the special tokens)",
+                   requested=requested, size=size, corpus_name=corpus_name, kind=kind)
 
 
 # ------------------------------------------------------------------------------------------------ a corpus's tokenizer
 
-_SUPPORTS_AT_MOST = re.compile(r"supports at most ~(\d+)")
 _MAX_VOCAB_RETRIES = 4
 
 
@@ -156,7 +156,7 @@ def build_tokenizer(corpus: Corpus | Callable[[], Corpus], kind: str, vocab_size
     "raised from 512 ...".
     """
     if callable(corpus) and fingerprint is None:
-        raise ValueError("build_tokenizer needs the fingerprint of a corpus given as a function")
+        raise LabError("build_tokenizer needs the fingerprint of a corpus given as a function")
     identity = fingerprint if fingerprint is not None else corpus.fingerprint
     record_path = _fit_record_path(home, identity, kind, vocab_size)
     recorded = _recorded_choice(record_path, kind, vocab_size, home)
@@ -176,25 +176,22 @@ def build_tokenizer(corpus: Corpus | Callable[[], Corpus], kind: str, vocab_size
             logger.info("corpus %s needs at least %d %s tokens; retrying with that", corpus.name, error.minimum, kind)
             size = error.minimum
             continue
-        except ValueError as error:
-            match = _SUPPORTS_AT_MOST.search(str(error))
-            if match is None:
-                raise
-            supported = int(match.group(1))
+        except VocabSizeTooLarge as error:
+            supported = error.supported
             size = supported if supported < size else size - max(1, size // 100)
             logger.info("corpus %s supports about %d %s tokens; retrying with %d", corpus.name, supported, kind, size)
             continue
         size = result.vocab_size if result.vocab_size > size else size  # BPE/WordPiece: the alphabet-only vocabulary
         note = "" if size == vocab_size else raised_note(kind, vocab_size, size, corpus.name) if size > vocab_size \
-            else (f"vocabulary size lowered from {vocab_size} to {size}: the {corpus.name} corpus supports no more "
-                  f"{kind} tokens")
+            else Message("vocabulary size lowered from {requested} to {size}: the {corpus_name} corpus supports no "
+                         "more {kind} tokens", requested=vocab_size, size=size, corpus_name=corpus.name, kind=kind)
         if note:
             logger.warning(note)
         choice = TokenizerChoice(result.tokenizer, kind, vocab_size, result.vocab_size, note, result.cache_key)
         _write_fit_record(record_path, choice)
         return choice
-    raise ValueError(f"could not train a {kind} tokenizer near {vocab_size} tokens on corpus {corpus.name}; "
-                     f"choose a smaller --vocab-size")
+    raise LabError("could not train a {kind} tokenizer near {vocab_size} tokens on corpus {name}; "
+                   "choose a smaller --vocab-size", kind=kind, vocab_size=vocab_size, name=corpus.name)
 
 
 _FIT_RECORD_VERSION = 1
@@ -207,14 +204,14 @@ def _fit_record_path(home, fingerprint: str, kind: str, vocab_size: int) -> Path
 
 def _recorded_choice(path: Path, kind: str, vocab_size: int, home) -> TokenizerChoice | None:
     try:
-        record = json.loads(path.read_text(encoding="utf-8"))
+        record = messages_restored(json.loads(path.read_text(encoding="utf-8")))
         result = load_cached_tokenizer(record["cache_key"], kind, int(record["vocab_size"]), home=home)
     except (OSError, ValueError, KeyError, TypeError):
         return None
     if result is None:  # the cache entry was deleted: train again
         return None
     logger.info("tokenizer fit record %s: %s, %d tokens", path.name, kind, result.vocab_size)
-    note = str(record.get("note", ""))
+    note = record.get("note") or ""
     if note:  # said again by every run that uses it (train.log), as when it was decided
         logger.warning(note)
     return TokenizerChoice(result.tokenizer, kind, vocab_size, result.vocab_size, note, result.cache_key)

@@ -16,6 +16,8 @@ import re
 import unicodedata
 from dataclasses import dataclass
 
+from lab_models.messages import LabError, Message
+
 SPLIT_MODES = ("whitespace", "characters")
 
 
@@ -23,7 +25,7 @@ SPLIT_MODES = ("whitespace", "characters")
 class WordSplit:
     tokens: list[str]
     mode: str  # "whitespace", "whitespace+wide" (wide characters one by one) or "characters"
-    note: str  # which split was used, in words, for the page
+    note: Message  # which split was used, in words, for the page
 
 
 def is_wide(char: str) -> bool:
@@ -69,17 +71,22 @@ def split_words(text: str, mode: str = "whitespace") -> WordSplit:
     ['猫', 'c', 'a', 't']
     """
     if mode not in SPLIT_MODES:
-        raise ValueError(f"Unknown split {mode!r}: choose one of {', '.join(SPLIT_MODES)}.")
+        raise LabError("Unknown split {mode!r}: choose one of {split_modes}.",
+                       mode=mode, split_modes=', '.join(SPLIT_MODES))
     if mode == "characters":
         tokens = [char for char in text if not char.isspace()]
-        return WordSplit(tokens, "characters", "one token per character (spaces dropped)")
+        return WordSplit(tokens, "characters", Message("one token per character (spaces dropped)"))
     words = text.split()
     if not any(is_wide(char) for char in text):
-        return WordSplit(words, "whitespace", "split on whitespace")
+        return WordSplit(words, "whitespace", Message("split on whitespace"))
     tokens = wide_split(text)
-    return WordSplit(tokens, "whitespace+wide",
-                     f"split on whitespace, with each Chinese, Japanese or Korean character (and emoji) as its own "
-                     f"token: whitespace alone gives {len(words)} token{'s' if len(words) != 1 else ''} for this text")
+    if len(words) == 1:
+        note = Message("split on whitespace, with each Chinese, Japanese or Korean character (and emoji) as its own "
+                       "token: whitespace alone gives {n_words} token for this text", n_words=len(words))
+    else:
+        note = Message("split on whitespace, with each Chinese, Japanese or Korean character (and emoji) as its own "
+                       "token: whitespace alone gives {n_words} tokens for this text", n_words=len(words))
+    return WordSplit(tokens, "whitespace+wide", note)
 
 
 def close_wide_spaces(text: str) -> str:

@@ -33,6 +33,7 @@ from types import ModuleType
 
 import torch
 
+from lab_models.messages import LabError, Message
 from lab_models.batch import Batch
 from lab_models.objectives.common import BatchConfig
 from lab_models.objectives.translation import mix
@@ -54,12 +55,13 @@ class PackedBatches:
                  translation=None, denoising: bool = True):
         train_stream, validation_stream = TokenStream(train_stream), TokenStream(validation_stream)
         if seq_len < 2:
-            raise ValueError(f"seq_len must be at least 2, got {seq_len}")
+            raise LabError("seq_len must be at least 2, got {seq_len}", seq_len=seq_len)
         if batch_size < 1:
-            raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+            raise LabError("batch_size must be at least 1, got {batch_size}", batch_size=batch_size)
         if train_stream.numel() < seq_len:
-            raise ValueError(f"the training split has only {train_stream.numel()} tokens, fewer than one row of "
-                             f"seq_len={seq_len}; lower --seq-len or use a bigger corpus")
+            raise LabError("the training split has only {n_tokens} tokens, fewer than one row of "
+                           "seq_len={seq_len}; lower --seq-len or use a bigger corpus",
+                           n_tokens=train_stream.numel(), seq_len=seq_len)
         self.train_stream = train_stream
         self.seq_len = seq_len
         self.batch_size = batch_size
@@ -72,7 +74,7 @@ class PackedBatches:
         self.denoising = denoising if translation is not None else True
         self.validation_note = ""
         if validation_stream.numel() < 2:
-            self.validation_note = "the corpus has no validation split: evaluating on the first training rows"
+            self.validation_note = Message("the corpus has no validation split: evaluating on the first training rows")
             validation_stream = train_stream
         self.validation_rows = self._validation_rows(validation_stream, eval_batches * batch_size)
 

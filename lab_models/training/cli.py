@@ -33,6 +33,7 @@ from pathlib import Path
 
 import torch
 
+from lab_models.messages import LabError
 from lab_models.training.console import OneLineParser
 from lab_models.training import runs
 from lab_models.text.corpus_sources import CorpusSource, open_corpus
@@ -105,12 +106,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 def check_at_least(name: str, value, minimum: int = 1):
     if value is not None and value < minimum:
-        raise ValueError(f"--{name.replace('_', '-')} must be at least {minimum}, got {value}")
+        raise LabError("--{option} must be at least {minimum}, got {value}",
+                       option=name.replace('_', '-'), minimum=minimum, value=value)
 
 
 def check_at_most(name: str, value, maximum: int):
     if value is not None and value > maximum:
-        raise ValueError(f"--{name.replace('_', '-')} must be at most {maximum:,}, got {value:,}")
+        raise LabError("--{option} must be at most {maximum:,}, got {value:,}",
+                       option=name.replace('_', '-'), maximum=maximum, value=value)
 
 
 def fit_row_length(family: str, settings, seq_len: int, max_positions: int, model_overrides: dict) -> dict:
@@ -127,8 +130,9 @@ def fit_row_length(family: str, settings, seq_len: int, max_positions: int, mode
     longest = module.max_length(seq_len, settings) if hasattr(module, "max_length") else seq_len
     if longest > max_positions:
         if "max_positions" in model_overrides:
-            raise ValueError(f"{family} turns a {seq_len}-token row into up to {longest} inputs, more than "
-                             f"max_positions={max_positions}: pass --model max_positions={longest} or lower --seq-len")
+            raise LabError("{family} turns a {seq_len}-token row into up to {longest} inputs, more than "
+                           "max_positions={max_positions}: pass --model max_positions={longest} or lower --seq-len",
+                           family=family, seq_len=seq_len, longest=longest, max_positions=max_positions)
         logger.info("%s: max_positions raised from %d to %d (rows of %d tokens become up to %d inputs)", family,
                     max_positions, longest, seq_len, longest)
         model_overrides = {**model_overrides, "max_positions": longest}
@@ -136,9 +140,10 @@ def fit_row_length(family: str, settings, seq_len: int, max_positions: int, mode
 
         needed = module.sentinels_needed(seq_len, settings)
         if needed > NUM_LAB_SENTINELS:
-            raise ValueError(f"{family} corrupts a {seq_len}-token row with {needed} sentinels, but the lab's "
-                             f"tokenizers have {NUM_LAB_SENTINELS}: lower --seq-len or raise "
-                             f"mean_noise_span_length (--set mean_noise_span_length=...)")
+            raise LabError("{family} corrupts a {seq_len}-token row with {needed} sentinels, but the lab's "
+                           "tokenizers have {num_lab_sentinels}: lower --seq-len or raise "
+                           "mean_noise_span_length (--set mean_noise_span_length=...)",
+                           family=family, seq_len=seq_len, needed=needed, num_lab_sentinels=NUM_LAB_SENTINELS)
     return model_overrides
 
 
@@ -146,21 +151,25 @@ def config_from_args(args) -> tuple[TrainConfig, CorpusSource]:
     """Validate the arguments of a fresh run and resolve every default. ValueError with a one-line message."""
 
     if not args.family:
-        raise ValueError("--family is required (one of " + ", ".join(TRAINED_FAMILIES) + ")")
+        raise LabError("--family is required (one of {families})", families=", ".join(TRAINED_FAMILIES))
     if args.family not in TRAINED_FAMILIES:
-        raise ValueError(f"unknown or untrainable family {args.family!r}: choose one of {', '.join(TRAINED_FAMILIES)}")
+        raise LabError("unknown or untrainable family {family!r}: choose one of {trained_families}",
+                       family=args.family, trained_families=', '.join(TRAINED_FAMILIES))
     if args.preset not in PRESET_DEFAULTS:
-        raise ValueError(f"unknown preset {args.preset!r}: choose one of {', '.join(PRESET_DEFAULTS)}")
+        raise LabError("unknown preset {preset!r}: choose one of {preset_defaults}",
+                       preset=args.preset, preset_defaults=', '.join(PRESET_DEFAULTS))
     device = args.device or "auto"
     schedule = args.schedule or "cosine"
     seed = 0 if args.seed is None else args.seed
     weight_decay = 0.01 if args.weight_decay is None else args.weight_decay
     grad_clip = 1.0 if args.grad_clip is None else args.grad_clip
     if device not in DEVICE_CHOICES:
-        raise ValueError(f"unknown device {device!r}: choose one of {', '.join(DEVICE_CHOICES)}")
+        raise LabError("unknown device {device!r}: choose one of {device_choices}",
+                       device=device, device_choices=', '.join(DEVICE_CHOICES))
     select_device(device)  # ValueError when the named device is not there
     if schedule not in SCHEDULES:
-        raise ValueError(f"unknown schedule {schedule!r}: choose one of {', '.join(SCHEDULES)}")
+        raise LabError("unknown schedule {schedule!r}: choose one of {schedules}",
+                       schedule=schedule, schedules=', '.join(SCHEDULES))
     for name in ("steps", "vocab_size", "batch_size", "log_every", "eval_batches"):
         check_at_least(name, getattr(args, name))
     check_at_most("steps", args.steps, MAX_STEPS)
@@ -170,20 +179,21 @@ def config_from_args(args) -> tuple[TrainConfig, CorpusSource]:
     for name in ("warmup_steps", "eval_every", "checkpoint_every", "seed"):
         check_at_least(name, getattr(args, name), 0)
     if args.lr is not None and not (math.isfinite(args.lr) and args.lr > 0):
-        raise ValueError(f"--lr must be a positive number such as 3e-4, got {args.lr}")
+        raise LabError("--lr must be a positive number such as 3e-4, got {lr}", lr=args.lr)
     if not (math.isfinite(weight_decay) and weight_decay >= 0):
-        raise ValueError(f"--weight-decay must be >= 0, got {weight_decay}")
+        raise LabError("--weight-decay must be >= 0, got {weight_decay}", weight_decay=weight_decay)
     if not (math.isfinite(grad_clip) and grad_clip >= 0):
-        raise ValueError(f"--grad-clip must be >= 0 (0 turns clipping off), got {grad_clip}")
+        raise LabError("--grad-clip must be >= 0 (0 turns clipping off), got {grad_clip}", grad_clip=grad_clip)
     family = args.family
     spec = family_record(family)
     start = read_starting_point(args.init_from, args.home) if getattr(args, "init_from", None) else None
     if start is not None and (args.tokenizer or args.vocab_size):
-        raise ValueError(f"--init-from {start.run_dir.name} brings its own tokenizer: drop "
-                         f"{'--tokenizer' if args.tokenizer else '--vocab-size'}")
+        raise LabError("--init-from {name} brings its own tokenizer: drop "
+                       "{option}", name=start.run_dir.name, option='--tokenizer' if args.tokenizer else '--vocab-size')
     tokenizer = args.tokenizer or spec.tokenizer
     if tokenizer not in TOKENIZER_KINDS:
-        raise ValueError(f"unknown tokenizer {tokenizer!r}: choose one of {', '.join(TOKENIZER_KINDS)}")
+        raise LabError("unknown tokenizer {tokenizer!r}: choose one of {tokenizer_kinds}",
+                       tokenizer=tokenizer, tokenizer_kinds=', '.join(TOKENIZER_KINDS))
 
 
     explicit_weights = parse_objectives(args.objective)
@@ -211,20 +221,22 @@ def config_from_args(args) -> tuple[TrainConfig, CorpusSource]:
     if start is not None:  # the starting run's model, as it is (init_from.py checks that the family matches it)
         probe = check_start(start, family, settings, model_overrides)
         if seq_len > probe.max_positions:
-            raise ValueError(f"--seq-len {seq_len} is longer than the starting run's {probe.max_positions} "
-                             f"positions; lower it")
+            raise LabError("--seq-len {seq_len} is longer than the starting run's {max_positions} "
+                           "positions; lower it", seq_len=seq_len, max_positions=probe.max_positions)
         module = objective_module(family)
         longest = module.max_length(seq_len, settings) if hasattr(module, "max_length") else seq_len
         if longest > probe.max_positions:  # GLM and MPNet lengthen their rows; the positions are the starting run's
-            raise ValueError(f"{family} turns a {seq_len}-token row into up to {longest} inputs, more than the "
-                             f"starting run's {probe.max_positions} positions: lower --seq-len")
+            raise LabError("{family} turns a {seq_len}-token row into up to {longest} inputs, more than the "
+                           "starting run's {max_positions} positions: lower --seq-len",
+                           family=family, seq_len=seq_len, longest=longest, max_positions=probe.max_positions)
         tokenizer = tokenizer_kind(load_tokenizer_file(start.run_dir / runs.TOKENIZER_FILE))
         vocab_size = probe.vocab_size
     else:
         probe = family_model_config(family, args.preset, 1000, settings=settings, **model_overrides)
         if seq_len > probe.max_positions:
-            raise ValueError(f"--seq-len {seq_len} is longer than the model's {probe.max_positions} positions; lower "
-                             f"it or pass --model max_positions={seq_len}")
+            raise LabError("--seq-len {seq_len} is longer than the model's {max_positions} positions; lower "
+                           "it or pass --model max_positions={seq_len}",
+                           seq_len=seq_len, max_positions=probe.max_positions)
         model_overrides = fit_row_length(family, settings, seq_len, probe.max_positions, model_overrides)
         vocab_size = pick("vocab_size")
     home = args.home
@@ -270,9 +282,10 @@ def config_from_run(args) -> tuple[TrainConfig, CorpusSource]:
     out = Path(args.out).expanduser().resolve()
     saved = runs.read_config(out).get("train")
     if not isinstance(saved, dict):
-        raise ValueError(f"nothing to resume in {out}: it has no config.json from an earlier run")
+        raise LabError("nothing to resume in {out}: it has no config.json from an earlier run", out=out)
     if args.family and args.family != saved.get("family"):
-        raise ValueError(f"{out} holds a {saved.get('family')} run, not {args.family}; choose another --out")
+        raise LabError("{out} holds a {family} run, not {args_family}; choose another --out",
+                       out=out, family=saved.get('family'), args_family=args.family)
     known = {f.name for f in dataclasses.fields(TrainConfig)}
     values = {k: v for k, v in saved.items() if k in known}
     values["out"] = str(out)
@@ -292,6 +305,7 @@ def config_from_run(args) -> tuple[TrainConfig, CorpusSource]:
         config = TrainConfig(**values)
         config.engine_config()
     except TypeError as error:
-        raise ValueError(f"{out}/config.json is not a run configuration this version can resume ({error})") from None
+        raise LabError("{out}/config.json is not a run configuration this version can resume ({error})",
+                       out=out, error=error) from None
     source = open_corpus(config.corpus, text_column=config.text_column, home=lab_home(config.home))
     return config, source

@@ -39,6 +39,7 @@ import typing
 from dataclasses import dataclass, field
 
 
+from lab_models.messages import LabError, Message
 from lab_models.objectives.settings import key_value, parse_value
 from lab_models.training.engine import EngineConfig
 from lab_models.nn.config import ModelConfig
@@ -64,7 +65,7 @@ MAX_STEPS = 10_000_000
 MAX_SEED = 2**32 - 1
 
 
-def check_steps(steps, what: str = "steps") -> int:
+def check_steps(steps, what: Message = Message("steps")) -> int:
     """`steps` as an int from 1 to MAX_STEPS, else a ValueError naming `what`.
 
     >>> check_steps(300), check_steps(300.0)
@@ -72,15 +73,17 @@ def check_steps(steps, what: str = "steps") -> int:
     """
     if isinstance(steps, bool) or not isinstance(steps, (int, float)) or steps != steps or steps != int(steps) \
             or not 1 <= steps <= MAX_STEPS:
-        raise ValueError(f"{what} must be a whole number from 1 to {MAX_STEPS:,}, got {steps!r}.")
+        raise LabError("{what} must be a whole number from 1 to {max_steps:,}, got {steps!r}.",
+                       what=what, max_steps=MAX_STEPS, steps=steps)
     return int(steps)
 
 
-def check_seed(seed, what: str = "seed") -> int:
+def check_seed(seed, what: Message = Message("seed")) -> int:
     """`seed` as an int from 0 to MAX_SEED, else a ValueError naming `what`."""
     if isinstance(seed, bool) or not isinstance(seed, (int, float)) or seed != seed or seed != int(seed) \
             or not 0 <= seed <= MAX_SEED:
-        raise ValueError(f"{what} must be a whole number from 0 to {MAX_SEED:,}, got {seed!r}.")
+        raise LabError("{what} must be a whole number from 0 to {max_seed:,}, got {seed!r}.",
+                       what=what, max_seed=MAX_SEED, seed=seed)
     return int(seed)
 
 
@@ -144,13 +147,14 @@ def parse_objectives(items: list[str]) -> dict[str, float]:
     for item in items:
         name, sep, text = item.partition("=")
         if not sep or not name.strip() or not text.strip():
-            raise ValueError(f"bad --objective {item!r}: write NAME=WEIGHT, e.g. --objective mlm=1.0")
+            raise LabError("bad --objective {item!r}: write NAME=WEIGHT, e.g. --objective mlm=1.0", item=item)
         try:
             weight = float(text)
         except ValueError:
-            raise ValueError(f"bad --objective {item!r}: the weight must be a number, e.g. {name.strip()}=0.5") from None
+            raise LabError("bad --objective {item!r}: the weight must be a number, e.g. {name}=0.5",
+                           item=item, name=name.strip()) from None
         if not math.isfinite(weight) or weight < 0:
-            raise ValueError(f"bad --objective {item!r}: the weight must be a finite number >= 0")
+            raise LabError("bad --objective {item!r}: the weight must be a finite number >= 0", item=item)
         weights[name.strip()] = weight
     return weights
 
@@ -165,11 +169,11 @@ def parse_model_overrides(items: list[str], family: str | None = None) -> dict:
         if family:
             check_switch_overrides(family, [key])  # the RNN families have no feed-forward to switch
         if key == "vocab_size":
-            raise ValueError("the model's vocab_size comes from the tokenizer: use --vocab-size N instead")
+            raise LabError("the model's vocab_size comes from the tokenizer: use --vocab-size N instead")
         if key not in valid:
-            raise ValueError(f"unknown model setting {key!r}; valid keys: {', '.join(valid)}")
+            raise LabError("unknown model setting {key!r}; valid keys: {valid}", key=key, valid=', '.join(valid))
         try:
             overrides[key] = parse_value(text, hints[key])
         except ValueError as error:
-            raise ValueError(f"bad --model {key}={text}: {error}") from None
+            raise LabError("bad --model {key}={text}: {error}", key=key, text=text, error=error) from None
     return overrides

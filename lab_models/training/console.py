@@ -11,10 +11,19 @@ from __future__ import annotations
 import argparse
 import sys
 
+from lab_models.messages import LabError, Message, message_of
+
 
 def one_line(message) -> str:
     """`message` with its whitespace (newlines included) collapsed to single spaces."""
     return " ".join(str(message).split())
+
+
+def status_message(error: BaseException) -> Message | str:
+    """What a status file says of `error`, on one line: a message of the lab as it is (it keeps its template), any
+    other text collapsed by `one_line`."""
+    message = message_of(error)
+    return message if isinstance(message, Message) and one_line(message) == message else one_line(message)
 
 
 def say(line: str, *, stream=None) -> None:
@@ -34,4 +43,4 @@ class OneLineParser(argparse.ArgumentParser):
     argparse's usage block and exit."""
 
     def error(self, message):
-        raise ValueError(message)
+        raise LabError.of(message)  # argparse's own English

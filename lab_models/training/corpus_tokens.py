@@ -27,6 +27,7 @@ import sys
 import time
 from collections.abc import Callable
 
+from lab_models.messages import LabError, Message, message_of
 from lab_models.families import family_record
 from lab_models.home import atomic_write_json, lab_home
 from lab_models.objectives import objective_module
@@ -57,12 +58,7 @@ class TokenizingStatus:
 
     PROGRESS_LINE_S = 5.0
     QUIET_S = 2.0
-    MESSAGES = {"fingerprinting": "tokenizing: reading {name} to fingerprint it",
-                "sampling": "tokenizing: reading a sample of {name} for its tokenizer",
-                "tokenizer": "tokenizing: training the tokenizer", "tokenizing": "tokenizing {name}",
-                "waiting": "tokenizing: waiting for another process tokenizing {name}"}
-
-    def __init__(self, name: str, write: Callable[[str, dict], None] | None,
+    def __init__(self, name: str, write: Callable[[Message, dict], None] | None,
                  should_stop: Callable[[], bool] | None = None):
         self.name, self.write, self.should_stop = name, write, should_stop
         self.last_status = self.last_line = 0.0
@@ -75,7 +71,7 @@ class TokenizingStatus:
     def enabled(self) -> bool:
         return self.write is not None
 
-    def _say(self, line: str, final: bool = False) -> None:
+    def _say(self, line: Message, final: bool = False) -> None:
         if self.printed or (not final and time.monotonic() - self.started >= self.QUIET_S):
             say(line, stream=sys.stderr)
             self.printed = True
@@ -86,10 +82,22 @@ class TokenizingStatus:
         if not self.enabled or phase == self.current:
             return
         self.current = phase
-        message = self.MESSAGES[phase].format(name=self.name)
+        message = self.phase_message(phase)
         self.write(message, {"phase": phase})
         self._say(message)
         self.last_status = time.monotonic()
+
+    def phase_message(self, phase: str) -> Message:
+        """What the status says when `phase` begins."""
+        if phase == "fingerprinting":
+            return Message("tokenizing: reading {name} to fingerprint it", name=self.name)
+        if phase == "sampling":
+            return Message("tokenizing: reading a sample of {name} for its tokenizer", name=self.name)
+        if phase == "tokenizer":
+            return Message("tokenizing: training the tokenizer")
+        if phase == "waiting":
+            return Message("tokenizing: waiting for another process tokenizing {name}", name=self.name)
+        return Message("tokenizing {name}", name=self.name)
 
     def reading(self, phase: str) -> Callable[[int, int], None]:
         """A (bytes_done, total) callback for a pass that reads the corpus without tokenizing it; it raises
@@ -98,8 +106,8 @@ class TokenizingStatus:
 
         def callback(done: int, total: int) -> None:
             if self.should_stop is not None and self.should_stop():
-                raise TokenizingStopped(f"stopped while reading {self.name} ({done / 1e6:.1f} of {total / 1e6:.1f} "
-                                        "MB)")
+                raise TokenizingStopped(Message("stopped while reading {name} ({done:.1f} of {total:.1f} MB)",
+                                                name=self.name, done=done / 1e6, total=total / 1e6))
             seconds = time.monotonic() - started
             speed = done / 1e6 / seconds if seconds > 0.5 and done else None
             eta = (total - done) / (speed * 1e6) if speed else None
@@ -193,13 +201,15 @@ def main(argv: list[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
         record = family_record(args.family)
         if args.preset not in PRESET_DEFAULTS:
-            raise ValueError(f"unknown preset {args.preset!r}: choose one of {', '.join(PRESET_DEFAULTS)}")
+            raise LabError("unknown preset {preset!r}: choose one of {preset_defaults}",
+                           preset=args.preset, preset_defaults=', '.join(PRESET_DEFAULTS))
         kind = args.tokenizer or record.tokenizer
         if kind not in TOKENIZER_KINDS:
-            raise ValueError(f"unknown tokenizer {kind!r}: choose one of {', '.join(TOKENIZER_KINDS)}")
+            raise LabError("unknown tokenizer {kind!r}: choose one of {tokenizer_kinds}",
+                           kind=kind, tokenizer_kinds=', '.join(TOKENIZER_KINDS))
         vocab_size = args.vocab_size if args.vocab_size is not None else PRESET_DEFAULTS[args.preset]["vocab_size"]
         if vocab_size < 1:
-            raise ValueError(f"--vocab-size must be at least 1, got {vocab_size}")
+            raise LabError("--vocab-size must be at least 1, got {vocab_size}", vocab_size=vocab_size)
         home = lab_home(args.home)
         source = open_corpus(args.corpus, text_column=args.text_column, home=home)
     except ValueError as error:
@@ -209,7 +219,7 @@ def main(argv: list[str] | None = None) -> int:
     stop = _Stop()
     started = time.time()
 
-    def write(state: str, message: str, progress: dict | None = None, **extra) -> None:
+    def write(state: str, message: Message | str, progress: dict | None = None, **extra) -> None:
         if args.status:
             atomic_write_json(args.status, {"state": state, "message": message, "progress": progress or {},
                                             "corpus": source.name, "started": started, "updated": time.time(),
@@ -224,19 +234,20 @@ def main(argv: list[str] | None = None) -> int:
         status.phase("tokenizing")
         shards = tokenize_to_shards(source, prepared, info.eos_id, home=home, progress=status, should_stop=stop)
     except TokenizingStopped as error:
-        write("stopped", f"{error}; resumable")
+        write("stopped", Message("{reason}; resumable", reason=message_of(error)))
         say(f"stopped: {error}", stream=sys.stderr)
         return 0
     except TokenizingDiskFull as error:
-        write("failed", str(error.strerror or error))
+        write("failed", error.strerror or str(error))
         say_error(error.strerror or error)
         return EXIT_FAILED
     except ValueError as error:
-        write("failed", str(error))
+        write("failed", message_of(error))
         say_error(error)
         return EXIT_BAD_ARGUMENT
-    summary = (f"tokenized {source.name}: {shards.train_tokens:,} training and {shards.validation_tokens:,} validation "
-               f"tokens ({shards.dtype}) in {shards.folder}")
+    summary = Message("tokenized {name}: {train_tokens:,} training and {validation_tokens:,} validation tokens "
+                      "({dtype}) in {folder}", name=source.name, train_tokens=shards.train_tokens,
+                      validation_tokens=shards.validation_tokens, dtype=shards.dtype, folder=shards.folder)
     write("finished", summary, {"phase": "done", "bytes_done": source.total_bytes, "bytes_total": source.total_bytes,
                                 "tokens": shards.train_tokens + shards.validation_tokens, "fraction": 1.0},
           tokenizer=facts, shards={"folder": str(shards.folder), "train_tokens": shards.train_tokens,

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import torch
 
+from lab_models.messages import LabError, Message
+
 DEVICE_CHOICES = ("auto", "cpu", "cuda", "mps")
 
 
@@ -21,7 +23,8 @@ def select_device(preference: str = "auto") -> torch.device:
     device(type='cpu')
     """
     if preference not in DEVICE_CHOICES:
-        raise ValueError(f"Unknown device {preference!r}: choose one of {', '.join(DEVICE_CHOICES)}.")
+        raise LabError("Unknown device {preference!r}: choose one of {device_choices}.",
+                       preference=preference, device_choices=', '.join(DEVICE_CHOICES))
     if preference == "auto":
         if torch.cuda.is_available():
             return torch.device("cuda")
@@ -29,17 +32,17 @@ def select_device(preference: str = "auto") -> torch.device:
             return torch.device("mps")
         return torch.device("cpu")
     if preference == "cuda" and not torch.cuda.is_available():
-        raise ValueError("CUDA was requested but no CUDA GPU is visible: use --device auto or cpu.")
+        raise LabError("CUDA was requested but no CUDA GPU is visible: use --device auto or cpu.")
     if preference == "mps" and not _mps_available():
-        raise ValueError("MPS was requested but this machine has no Apple GPU: use --device auto or cpu.")
+        raise LabError("MPS was requested but this machine has no Apple GPU: use --device auto or cpu.")
     return torch.device(preference)
 
 
-def describe_device(device: torch.device | None = None) -> str:
+def describe_device(device: torch.device | None = None) -> Message | str:
     """A short human label for the page header, e.g. "CPU (2 threads)" or "CUDA: NVIDIA H100"."""
     device = device or select_device()
     if device.type == "cuda":
         return f"CUDA: {torch.cuda.get_device_name(device)}"
     if device.type == "mps":
         return "Apple MPS"
-    return f"CPU ({torch.get_num_threads()} threads)"
+    return Message("CPU ({threads} threads)", threads=torch.get_num_threads())

@@ -73,6 +73,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from lab_models.messages import LabError, Message
 from lab_models.batch import Batch
 from lab_models.objectives.losses import LossOutput
 from lab_models.home import lab_home
@@ -121,23 +122,25 @@ class EngineConfig:
         for name in ("steps", "log_every"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be a positive whole number, got {value!r}")
+                raise LabError("{name} must be a positive whole number, got {value!r}", name=name, value=value)
         for name in ("warmup_steps", "eval_every", "checkpoint_every", "seed"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise ValueError(f"{name} must be a whole number >= 0, got {value!r}")
+                raise LabError("{name} must be a whole number >= 0, got {value!r}", name=name, value=value)
         if not (isinstance(self.lr, (int, float)) and math.isfinite(self.lr) and self.lr > 0):
-            raise ValueError(f"lr must be a positive number such as 3e-4, got {self.lr!r}")
+            raise LabError("lr must be a positive number such as 3e-4, got {lr!r}", lr=self.lr)
         if self.on_nonfinite not in NONFINITE_POLICIES:
-            raise ValueError(f"on_nonfinite must be one of {', '.join(NONFINITE_POLICIES)}, got {self.on_nonfinite!r}")
+            raise LabError("on_nonfinite must be one of {nonfinite_policies}, got {on_nonfinite!r}",
+                           nonfinite_policies=', '.join(NONFINITE_POLICIES), on_nonfinite=self.on_nonfinite)
         if self.schedule not in SCHEDULES:
-            raise ValueError(f"unknown schedule {self.schedule!r}: choose one of {', '.join(SCHEDULES)}")
+            raise LabError("unknown schedule {schedule!r}: choose one of {schedules}",
+                           schedule=self.schedule, schedules=', '.join(SCHEDULES))
         if not 0.0 <= self.min_lr_ratio <= 1.0:
-            raise ValueError(f"min_lr_ratio must be in [0, 1], got {self.min_lr_ratio!r}")
+            raise LabError("min_lr_ratio must be in [0, 1], got {min_lr_ratio!r}", min_lr_ratio=self.min_lr_ratio)
         if not (math.isfinite(self.weight_decay) and self.weight_decay >= 0):
-            raise ValueError(f"weight_decay must be >= 0, got {self.weight_decay!r}")
+            raise LabError("weight_decay must be >= 0, got {weight_decay!r}", weight_decay=self.weight_decay)
         if not (math.isfinite(self.grad_clip) and self.grad_clip >= 0):
-            raise ValueError(f"grad_clip must be >= 0 (0 = off), got {self.grad_clip!r}")
+            raise LabError("grad_clip must be >= 0 (0 = off), got {grad_clip!r}", grad_clip=self.grad_clip)
 
 
 def learning_rate(step: int, config: EngineConfig) -> float:
@@ -446,8 +449,8 @@ class Trainer:
             plan = self.model.begin_step(step, self.config)
             lrs = [float(lr) for lr in plan.lrs]
             if len(lrs) != len(self.optimizer.param_groups):
-                raise ValueError(f"begin_step gave {len(lrs)} learning rates for {len(self.optimizer.param_groups)} "
-                                 f"optimizer groups")
+                raise LabError("begin_step gave {n_lrs} learning rates for {n_param_groups} "
+                               "optimizer groups", n_lrs=len(lrs), n_param_groups=len(self.optimizer.param_groups))
             self._record = dict(plan.record)
         else:
             lrs = [learning_rate(step, self.config)] * len(self.optimizer.param_groups)
@@ -529,9 +532,9 @@ class Trainer:
         stacked = self._all_reduce(stacked.to(self._collective_device())).cpu()
         if stacked[-1].item() > 0:
             step = self._first_nonfinite_step(interval)
-            raise NonFiniteLossError(f"non-finite loss at step {step}: the training loss or its gradient became NaN "
-                                     "or infinite; lower --lr, check the data, or pass --on-nonfinite skip to skip "
-                                     "such steps")
+            raise NonFiniteLossError(Message("non-finite loss at step {step}: the training loss or its gradient "
+                                             "became NaN or infinite; lower --lr, check the data, or pass "
+                                             "--on-nonfinite skip to skip such steps", step=step))
         sums = stacked[:-1].tolist()
         counted = interval.steps - len(interval.skipped)
         loss = sums[0] / (counted * self.world_size) if counted else float("nan")
@@ -637,8 +640,9 @@ class Trainer:
                 skipped_in_a_row = skipped_in_a_row + 1
                 logger.warning("step %d skipped: its loss or gradient was NaN or infinite (on_nonfinite=skip)", step)
                 if skipped_in_a_row > MAX_SKIPPED_IN_A_ROW:
-                    raise NonFiniteLossError(f"non-finite loss at step {step}: {skipped_in_a_row} steps in a row were "
-                                             "skipped (--on-nonfinite skip); lower --lr or check the data")
+                    raise NonFiniteLossError(Message("non-finite loss at step {step}: {skipped} steps in a row were "
+                                                     "skipped (--on-nonfinite skip); lower --lr or check the data",
+                                                     step=step, skipped=skipped_in_a_row))
             else:
                 skipped_in_a_row = 0
                 interval.total = total if interval.total is None else interval.total + total

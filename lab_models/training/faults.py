@@ -44,6 +44,8 @@ import signal
 import time
 from dataclasses import dataclass
 
+from lab_models.messages import LabError, Message
+
 logger = logging.getLogger(__name__)
 
 FAULT_ENV_VAR = "PRETRAINING_LAB_FAULT"
@@ -77,22 +79,26 @@ def parse_faults(text: str) -> list[Fault]:
         area, point, action = (spec.split(":") + ["", "", ""])[:3] if spec.count(":") == 2 else ("", "", "")
         name = f"{area}:{point}"
         if name not in POINTS:
-            raise ValueError(f"{FAULT_ENV_VAR}: unknown fault point in {item!r}; write AREA:POINT:ACTION[@STEP] with "
-                             f"a point among {', '.join(POINTS)}")
+            raise LabError("{fault_env_var}: unknown fault point in {item!r}; write AREA:POINT:ACTION[@STEP] with "
+                           "a point among {points}", fault_env_var=FAULT_ENV_VAR, item=item, points=', '.join(POINTS))
         verb, _, argument = action.partition("=")
         if verb not in ACTIONS or (verb in LOSS_ACTIONS and name != LOSS_POINT):
-            raise ValueError(f"{FAULT_ENV_VAR}: unknown action {action!r} at {name}; choose kill, pause=SECONDS, "
-                             f"enospc{', nan or inf' if name == LOSS_POINT else ''}")
+            raise LabError("{fault_env_var}: unknown action {action!r} at {name}; choose kill, pause=SECONDS, "
+                           "enospc{nonfinite}",
+                           fault_env_var=FAULT_ENV_VAR, action=action, name=name,
+                           nonfinite=Message(", nan or inf") if name == LOSS_POINT else '')
         seconds = 0.0
         if verb == "pause":
             try:
                 seconds = float(argument)
             except ValueError:
-                raise ValueError(f"{FAULT_ENV_VAR}: write pause=SECONDS, e.g. pause=30, not {action!r}") from None
+                raise LabError("{fault_env_var}: write pause=SECONDS, e.g. pause=30, not {action!r}",
+                               fault_env_var=FAULT_ENV_VAR, action=action) from None
         step = None
         if step_text:
             if not step_text.strip().isdigit():
-                raise ValueError(f"{FAULT_ENV_VAR}: the step after @ must be a whole number, not {step_text!r}")
+                raise LabError("{fault_env_var}: the step after @ must be a whole number, not {step_text!r}",
+                               fault_env_var=FAULT_ENV_VAR, step_text=step_text)
             step = int(step_text)
         faults.append(Fault(name, verb, seconds, step))
     return faults

@@ -55,6 +55,7 @@ from typing import Callable
 import torch
 from torch.utils import flop_counter
 
+from lab_models.messages import LabError, Message
 from lab_models.training.matmul_probe import MatmulPeaks
 
 logger = logging.getLogger(__name__)
@@ -84,7 +85,7 @@ def peak_flops(device_name: str, dtype: str) -> float | None:
     """The device's dense peak FLOPs/s for `dtype` ("bf16" or "fp32"), or None when the device is not in the table
     (every CPU, Apple GPUs, GPUs not listed): MFU is then "unknown"."""
     if dtype not in DTYPES:
-        raise ValueError(f"unknown dtype {dtype!r}: choose one of {', '.join(DTYPES)}")
+        raise LabError("unknown dtype {dtype!r}: choose one of {dtypes}", dtype=dtype, dtypes=', '.join(DTYPES))
     for fragment, peaks in PEAK_TFLOPS:
         if fragment.lower() in str(device_name).lower():
             return peaks[dtype] * 1e12
@@ -104,7 +105,7 @@ class Peak:
     """The peak FLOPs/s MFU divides by, and how it was obtained (for the run's log and the Train tab)."""
 
     flops: float | None  # None: unknown (no table row and no probe)
-    source: str  # "NVIDIA's data sheet for the H100 (bf16, dense)", "a 1024 x 1024 bf16 matmul probe on ...", ...
+    source: Message  # "NVIDIA's data sheet for the H100 (bf16, dense)", "a 1024 x 1024 bf16 matmul probe on ...", ...
     kind: str  # "table", "probe" or "unknown"
 
     def to_dict(self) -> dict:
@@ -116,14 +117,15 @@ def device_peak(device: torch.device, dtype: str, peaks: Callable[[], MatmulPeak
     """The device's peak for `dtype`: NVIDIA's data sheet where the GPU is in PEAK_TFLOPS, else `peaks()` (the
     cached matmul probe, lab_models/training/matmul_probe.py), else unknown."""
     if dtype not in DTYPES:
-        raise ValueError(f"unknown dtype {dtype!r}: choose one of {', '.join(DTYPES)}")
+        raise LabError("unknown dtype {dtype!r}: choose one of {dtypes}", dtype=dtype, dtypes=', '.join(DTYPES))
     if device.type == "cuda":
         name = device_name or torch.cuda.get_device_name(device)
         row = table_row(name)
         if row is not None:
-            return Peak(peak_flops(name, dtype), f"NVIDIA's data sheet for the {row} ({dtype}, dense)", "table")
+            return Peak(peak_flops(name, dtype), Message("NVIDIA's data sheet for the {row} ({dtype}, dense)", row=row,
+                                                         dtype=dtype), "table")
     if peaks is None:
-        return Peak(None, "unknown: no data-sheet row and no matmul probe", "unknown")
+        return Peak(None, Message("unknown: no data-sheet row and no matmul probe"), "unknown")
     probe = peaks()
     return Peak(probe.flops(dtype), probe.describe(dtype), "probe")
 
@@ -187,7 +189,7 @@ def training_flops_per_token(model: torch.nn.Module, batch, tokens: int, autocas
     set to None afterwards and the global RNG is restored, so the run's trajectory does not change.
     """
     if tokens <= 0:
-        raise ValueError(f"a batch must feed at least one token to count FLOPs per token, got {tokens}")
+        raise LabError("a batch must feed at least one token to count FLOPs per token, got {tokens}", tokens=tokens)
     was_training = model.training
     model.train()
     try:

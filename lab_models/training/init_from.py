@@ -47,6 +47,7 @@ from pathlib import Path
 import torch
 from safetensors import safe_open
 
+from lab_models.messages import LabError, Message
 from lab_models.families import RNN_FAMILIES, family_record
 from lab_models.home import atomic_write_text, lab_home
 from lab_models.models.family import model_config_from_dict, segments_needed, stream_structure
@@ -78,7 +79,7 @@ def resolve_run(value, home=None) -> Path:
     what to give otherwise."""
     text = str(value or "").strip()
     if not text:
-        raise ValueError("--init-from needs a run: a run id of the lab home or a run folder")
+        raise LabError("--init-from needs a run: a run id of the lab home or a run folder")
     path = Path(text).expanduser()
     if path.is_dir():
         return path.resolve()
@@ -86,8 +87,9 @@ def resolve_run(value, home=None) -> Path:
         candidate = lab_home(home) / "runs" / text
         if candidate.is_dir():
             return candidate.resolve()
-    raise ValueError(f"--init-from {text[:200]!r}: no such run folder, and no run with that id in "
-                     f"{lab_home(home) / 'runs'}; give a run id from the runs table or a run folder")
+    raise LabError("--init-from {text!r}: no such run folder, and no run with that id in "
+                   "{path}; give a run id from the runs table or a run folder",
+                   text=text[:200], path=lab_home(home) / 'runs')
 
 
 def _weights(run_dir: Path) -> tuple[Path, int]:
@@ -99,7 +101,8 @@ def _weights(run_dir: Path) -> tuple[Path, int]:
     checkpoint = runs.latest_checkpoint(run_dir)
     if checkpoint is not None and (checkpoint / runs.MODEL_FILE).is_file():
         return checkpoint / runs.MODEL_FILE, int(runs.read_json(checkpoint / "state.json").get("step") or 0)
-    raise ValueError(f"--init-from {run_dir.name}: the run has no weights yet (no model.safetensors and no checkpoint)")
+    raise LabError("--init-from {name}: the run has no weights yet (no model.safetensors and no checkpoint)",
+                   name=run_dir.name)
 
 
 def read_starting_point(value, home=None) -> StartingPoint:
@@ -108,9 +111,11 @@ def read_starting_point(value, home=None) -> StartingPoint:
     run_dir = resolve_run(value, home)
     config = runs.read_config(run_dir)
     if not config.get("family") or not isinstance(config.get("model"), dict):
-        raise ValueError(f"--init-from {run_dir.name}: not a run folder (its config.json has no family and model)")
+        raise LabError("--init-from {name}: not a run folder (its config.json has no family and model)",
+                       name=run_dir.name)
     if not (run_dir / runs.TOKENIZER_FILE).is_file():
-        raise ValueError(f"--init-from {run_dir.name}: the run has no {runs.TOKENIZER_FILE}")
+        raise LabError("--init-from {name}: the run has no {tokenizer_file}",
+                       name=run_dir.name, tokenizer_file=runs.TOKENIZER_FILE)
     weights, step = _weights(run_dir)
     imported = config.get("imported_from") if isinstance(config.get("imported_from"), dict) else None
     source = (f"{imported.get('architecture')} imported from {imported.get('path')}" if imported
@@ -120,28 +125,34 @@ def read_starting_point(value, home=None) -> StartingPoint:
     return StartingPoint(run_dir, config["family"], dict(config["model"]), weights, step, roles, framing, source)
 
 
-def architecture_mismatch(start: StartingPoint, family: str, settings) -> str | None:
+def architecture_mismatch(start: StartingPoint, family: str, settings) -> Message | None:
     """None when `family` (with its objective `settings`) can train the starting run's model, else one sentence
     naming the option that differs (see the module docstring)."""
     if family in RNN_FAMILIES or start.family in RNN_FAMILIES:
         lstm = family if family in RNN_FAMILIES else start.family
-        return (f"{lstm} is an LSTM family of the RNN era and the other is a Transformer: the architectures differ "
-                f"(model class), so {start.run_dir.name} cannot start a {family} run")
+        return Message("{lstm} is an LSTM family of the RNN era and the other is a Transformer: the architectures "
+                       "differ (model class), so {name} cannot start a {family} run", lstm=lstm,
+                       name=start.run_dir.name, family=family)
     config = model_config_from_dict(family, start.model)
     needed = segments_needed(family, settings)
     if needed > config.n_segments:
-        return (f"{family} with these settings writes segment ids 0..{needed - 1}, but the starting run's model has "
-                f"n_segments={config.n_segments}")
+        return Message("{family} with these settings writes segment ids 0..{last_segment}, but the starting run's "
+                       "model has n_segments={n_segments}", family=family, last_segment=needed - 1,
+                       n_segments=config.n_segments)
     wanted = stream_structure(family, settings)
     if wanted["query_stream"] != config.query_stream:
-        return (f"{family} needs query_stream={wanted['query_stream']!r}, but the starting run's model has "
-                f"query_stream={config.query_stream!r}")
+        return Message("{family} needs query_stream={wanted!r}, but the starting run's model has "
+                       "query_stream={query_stream!r}", family=family, wanted=wanted["query_stream"],
+                       query_stream=config.query_stream)
     if wanted["n_position_rows"] != config.n_position_rows:
-        return (f"{family} needs n_position_rows={wanted['n_position_rows']}, but the starting run's model has "
-                f"n_position_rows={config.n_position_rows}")
+        return Message("{family} needs n_position_rows={wanted}, but the starting run's model has "
+                       "n_position_rows={n_position_rows}", family=family, wanted=wanted["n_position_rows"],
+                       n_position_rows=config.n_position_rows)
     if wanted["encoder_decoder"] != (config.decoder_layers > 0):
-        need = "an encoder-decoder (decoder_layers > 0)" if wanted["encoder_decoder"] else "no decoder (decoder_layers=0)"
-        return f"{family} needs {need}, but the starting run's model has decoder_layers={config.decoder_layers}"
+        need = (Message("an encoder-decoder (decoder_layers > 0)") if wanted["encoder_decoder"]
+                else Message("no decoder (decoder_layers=0)"))
+        return Message("{family} needs {need}, but the starting run's model has decoder_layers={decoder_layers}",
+                       family=family, need=need, decoder_layers=config.decoder_layers)
     return None
 
 
@@ -150,12 +161,15 @@ def check_start(start: StartingPoint, family: str, settings, model_overrides: di
     naming what differs or what may not change."""
     changed = [key for key in model_overrides if key not in ALLOWED_MODEL_CHANGES]
     if changed:
-        raise ValueError(f"--model {changed[0]}=... would change the architecture of the starting run "
-                         f"{start.run_dir.name}: with --init-from only {', '.join(ALLOWED_MODEL_CHANGES)} may change")
+        raise LabError("--model {changed}=... would change the architecture of the starting run "
+                       "{name}: with --init-from only {allowed_model_changes} may change",
+                       changed=changed[0], name=start.run_dir.name,
+                       allowed_model_changes=', '.join(ALLOWED_MODEL_CHANGES))
     problem = architecture_mismatch(start, family, settings)
     if problem is not None:
-        raise ValueError(f"--init-from {start.run_dir.name} ({start.family}): {problem}; start {family} from a "
-                         f"run whose model has it, or train {family} from scratch")
+        raise LabError("--init-from {name} ({start_family}): {problem}; start {family} from a "
+                       "run whose model has it, or train {family} from scratch",
+                       name=start.run_dir.name, start_family=start.family, problem=problem, family=family)
     return dataclasses.replace(model_config_from_dict(family, start.model), **model_overrides)
 
 
@@ -165,8 +179,9 @@ def check_sentinels(family: str, settings, seq_len: int, vocab) -> None:
     if hasattr(module, "sentinels_needed"):
         needed = module.sentinels_needed(seq_len, settings)
         if needed > len(vocab.sentinel_ids):
-            raise ValueError(f"{family} corrupts a {seq_len}-token row with {needed} sentinels, but the starting "
-                             f"run's vocabulary has {len(vocab.sentinel_ids)}: lower --seq-len")
+            raise LabError("{family} corrupts a {seq_len}-token row with {needed} sentinels, but the starting "
+                           "run's vocabulary has {n_sentinel_ids}: lower --seq-len",
+                           family=family, seq_len=seq_len, needed=needed, n_sentinel_ids=len(vocab.sentinel_ids))
 
 
 @dataclass(frozen=True)
@@ -210,10 +225,13 @@ def load_starting_weights(model: torch.nn.Module, start: StartingPoint) -> Initi
                 continue
             tensor = handle.get_tensor(name)
             if tuple(tensor.shape) != tuple(state[name].shape):
-                raise ValueError(f"--init-from {start.run_dir.name}: its {name} is {tuple(tensor.shape)}, the new "
-                                 f"model's {tuple(state[name].shape)}: the architectures differ")
+                raise LabError("--init-from {start_run_dir_name}: its {name} is {tensor_shape}, the new "
+                               "model's {state_shape}: the architectures differ",
+                               start_run_dir_name=start.run_dir.name, name=name, tensor_shape=tuple(tensor.shape),
+                               state_shape=tuple(state[name].shape))
             if tensor.is_floating_point() and not math.isfinite(float(tensor.float().sum())):
-                raise ValueError(f"--init-from {start.run_dir.name}: its {name} holds NaN or infinite numbers")
+                raise LabError("--init-from {start_run_dir_name}: its {name} holds NaN or infinite numbers",
+                               start_run_dir_name=start.run_dir.name, name=name)
             state[name].copy_(tensor.to(state[name].dtype))
             loaded.append(name)
     new = [name for name in state if name not in set(loaded)]

@@ -41,6 +41,7 @@ from pathlib import Path
 
 import torch
 
+from lab_models.messages import LabError, Message
 from lab_models.home import atomic_write_json
 
 logger = logging.getLogger(__name__)
@@ -77,7 +78,8 @@ class MatmulPeaks:
 
     def flops(self, precision: str) -> float:
         if precision not in PROBE_DTYPES:
-            raise ValueError(f"unknown precision {precision!r}: choose one of {', '.join(PROBE_DTYPES)}")
+            raise LabError("unknown precision {precision!r}: choose one of {probe_dtypes}",
+                           precision=precision, probe_dtypes=', '.join(PROBE_DTYPES))
         return self.fp32 if precision == "fp32" else self.bf16
 
     @property
@@ -85,12 +87,13 @@ class MatmulPeaks:
         """bf16's matmul speed over fp32's (2.2 on issue 27's EPYC; below 1 where bf16 is emulated)."""
         return self.bf16 / self.fp32 if self.fp32 > 0 else 0.0
 
-    def describe(self, precision: str) -> str:
+    def describe(self, precision: str) -> Message:
         """How the peak was obtained, for the run's log and the Train tab:
         'a 1024 x 1024 bf16 matmul probe on this CPU (441 GFLOP/s, best of 93)'."""
         where = DEVICE_WORDS.get(self.device.split(":")[0], self.device)
-        return (f"a {self.size} x {self.size} {precision} matmul probe on this {where} "
-                f"({self.flops(precision) / 1e9:,.0f} GFLOP/s, best of {self.repeats.get(precision, 0)})")
+        return Message("a {size} x {size} {precision} matmul probe on this {where} ({gflops:,.0f} GFLOP/s, best of "
+                       "{repeats})", size=self.size, precision=precision, where=where,
+                       gflops=self.flops(precision) / 1e9, repeats=self.repeats.get(precision, 0))
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)

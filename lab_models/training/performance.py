@@ -62,6 +62,7 @@ from typing import Any, Callable
 
 import torch
 from torch import nn
+from lab_models.messages import LabError, Message
 from lab_models.nn.backbone import Backbone, Block
 from lab_models.training.matmul_probe import MatmulPeaks, describe_features, native_bf16_features
 
@@ -104,7 +105,8 @@ def choose_precision(requested: str, device: torch.device, peaks: Callable[[], M
     with native bf16 under auto); `features` the CPU's native bf16 instruction sets (default: torch's answer);
     `flops_per_token` the model's training FLOPs per token (None: not counted yet, the rule is described instead)."""
     if requested not in PRECISIONS:
-        raise ValueError(f"unknown precision {requested!r}: choose one of {', '.join(PRECISIONS)}")
+        raise LabError("unknown precision {requested!r}: choose one of {precisions}",
+                       requested=requested, precisions=', '.join(PRECISIONS))
     if device.type == "cpu" and requested != "fp32":
         features = native_bf16_features() if features is None else tuple(features)
         if not features:
@@ -155,18 +157,21 @@ class PerformanceConfig:
 
     def __post_init__(self):
         if self.precision not in PRECISIONS:
-            raise ValueError(f"unknown precision {self.precision!r}: choose one of {', '.join(PRECISIONS)}")
+            raise LabError("unknown precision {precision!r}: choose one of {precisions}",
+                           precision=self.precision, precisions=', '.join(PRECISIONS))
         if self.attention not in ATTENTION_BACKENDS:
-            raise ValueError(f"unknown attention backend {self.attention!r}: choose one of "
-                             f"{', '.join(ATTENTION_BACKENDS)}")
+            raise LabError("unknown attention backend {attention!r}: choose one of "
+                           "{attention_backends}",
+                           attention=self.attention, attention_backends=', '.join(ATTENTION_BACKENDS))
         if isinstance(self.grad_accum, bool) or not isinstance(self.grad_accum, int) or self.grad_accum < 1:
-            raise ValueError(f"grad_accum must be a whole number >= 1, got {self.grad_accum!r}")
+            raise LabError("grad_accum must be a whole number >= 1, got {grad_accum!r}", grad_accum=self.grad_accum)
         for name in ("compile", "activation_checkpointing"):
             if not isinstance(getattr(self, name), bool):
-                raise ValueError(f"{name} must be true or false, got {getattr(self, name)!r}")
+                raise LabError("{name} must be true or false, got {value!r}", name=name, value=getattr(self, name))
         for name in ("fused_adamw", "prefetch"):
             if getattr(self, name) is not None and not isinstance(getattr(self, name), bool):
-                raise ValueError(f"{name} must be true, false or auto, got {getattr(self, name)!r}")
+                raise LabError("{name} must be true, false or auto, got {value!r}",
+                               name=name, value=getattr(self, name))
 
     # ---- resolution against a device ---------------------------------------------------------------------------
 
@@ -188,11 +193,11 @@ class PerformanceConfig:
     def check_device(self, device: torch.device) -> None:
         """ValueError for a combination the device cannot run."""
         if self.attention == "flex" and device.type != "cuda":
-            raise ValueError("attention=flex needs a CUDA GPU (FlexAttention has no CPU backward): use "
-                             "attention=sdpa on this device")
+            raise LabError("attention=flex needs a CUDA GPU (FlexAttention has no CPU backward): use "
+                           "attention=sdpa on this device")
         if self.attention == "flex" and not self.compile:
-            raise ValueError("attention=flex needs compile=true (uncompiled FlexAttention runs a slow reference "
-                             "path)")
+            raise LabError("attention=flex needs compile=true (uncompiled FlexAttention runs a slow reference "
+                           "path)")
 
     def autocast(self, device: torch.device, precision: str | None = None):
         """The autocast context of a training or evaluation step on `device` in `precision` (default: what this
@@ -211,7 +216,8 @@ class PerformanceConfig:
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(values) - known)
         if unknown:
-            raise ValueError(f"unknown performance setting(s) {', '.join(unknown)}: choose from {', '.join(known)}")
+            raise LabError("unknown performance setting(s) {unknown}: choose from {known}",
+                           unknown=', '.join(unknown), known=', '.join(known))
         return cls(**values)
 
 
@@ -232,13 +238,14 @@ def _parse_value(name: str, text: str):
             return True
         if lowered in ("false", "0", "no", "off"):
             return False
-        raise ValueError(f"--perf {name} must be true or false{' or auto' if 'None' in str(field_type) else ''}, "
-                         f"got {text!r}")
+        raise LabError("--perf {name} must be true or false{or_auto}, "
+                       "got {text!r}",
+                       name=name, or_auto=Message(" or auto") if 'None' in str(field_type) else '', text=text)
     if "int" in str(field_type):
         try:
             return int(text)
         except ValueError:
-            raise ValueError(f"--perf {name} must be a whole number, got {text!r}") from None
+            raise LabError("--perf {name} must be a whole number, got {text!r}", name=name, text=text) from None
     return text.strip()
 
 
@@ -248,11 +255,11 @@ def parse_performance_overrides(items: list[str]) -> dict:
     values: dict = {}
     for item in items:
         if "=" not in item:
-            raise ValueError(f"--perf takes KEY=VALUE (e.g. grad_accum=4), got {item!r}")
+            raise LabError("--perf takes KEY=VALUE (e.g. grad_accum=4), got {item!r}", item=item)
         name, text = item.split("=", 1)
         name = name.strip()
         if name not in known:
-            raise ValueError(f"unknown --perf setting {name!r}: choose from {', '.join(known)}")
+            raise LabError("unknown --perf setting {name!r}: choose from {known}", name=name, known=', '.join(known))
         values[name] = _parse_value(name, text)
     PerformanceConfig(**values)  # validates the combination of values
     return values
@@ -294,7 +301,8 @@ def set_attention_backend(model: nn.Module, backend: str) -> None:
     """Every backbone of `model` (ELECTRA has two) prepares its masks for `backend` ("sdpa" or "flex")."""
 
     if backend not in ATTENTION_BACKENDS:
-        raise ValueError(f"unknown attention backend {backend!r}: choose one of {', '.join(ATTENTION_BACKENDS)}")
+        raise LabError("unknown attention backend {backend!r}: choose one of {attention_backends}",
+                       backend=backend, attention_backends=', '.join(ATTENTION_BACKENDS))
     for module in model.modules():
         if isinstance(module, Backbone):
             module.flex_attention = backend == "flex"

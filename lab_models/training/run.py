@@ -68,6 +68,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
+from lab_models.messages import LabError, Message, message_of, messages_restored, with_records
 from lab_models.training import runs
 from lab_models.text.corpora import Corpus
 from lab_models.text.corpus_sources import TOKENIZER_SAMPLE_BYTES, MemorySource
@@ -107,7 +108,6 @@ from lab_models.training.init_from import (check_sentinels, check_start, load_st
 logger = logging.getLogger(__name__)
 
 # ------------------------------------------------------------------------------------------------ distributed
-_STOPPED = "stopped:"  # rank 0's broadcast when a stop came before its tokenizer was ready
 RANK0_WAIT = timedelta(days=7)  # how long the other ranks wait for rank 0's tokenizer and token shards (below)
 
 
@@ -139,7 +139,7 @@ def _init_world(device_choice: str) -> _World:
     world = _World(rank, world_size, local_rank, device)
     if world.distributed:
         if not dist.is_available():
-            raise ValueError("WORLD_SIZE > 1 but this torch has no torch.distributed")
+            raise LabError("WORLD_SIZE > 1 but this torch has no torch.distributed")
         backend = "nccl" if device.type == "cuda" else "gloo"
         dist.init_process_group(backend=backend, **({"device_id": device} if device.type == "cuda" else {}))
         # Rank 0 alone trains the tokenizer and tokenizes the corpus (minutes to hours for a big one); the others wait
@@ -149,11 +149,12 @@ def _init_world(device_choice: str) -> _World:
     return world
 
 
-def _broadcast_text(world: _World, text: str | None) -> str | None:
-    """Rank 0's `text` on every rank (None stays None); the other ranks wait for it as long as rank 0 works."""
+def _broadcast_object(world: _World, value):
+    """Rank 0's `value` (a text, a message: anything that pickles; None stays None) on every rank; the other ranks
+    wait for it as long as rank 0 works."""
     if not world.distributed:
-        return text
-    box = [text]
+        return value
+    box = [value]
     dist.broadcast_object_list(box, src=0, group=world.wait_group)
     return box[0]
 
@@ -221,8 +222,8 @@ def _prepare_run_dir(config: TrainConfig, source, resume: bool, status: Tokenizi
     out = Path(config.out)
     has_checkpoint = runs.has_checkpoint(out)
     if has_checkpoint and not resume:
-        raise ValueError(f"{out} already holds a run with a checkpoint: pass --resume to continue it, or choose "
-                         f"another --out")
+        raise LabError("{out} already holds a run with a checkpoint: pass --resume to continue it, or choose "
+                       "another --out", out=out)
     previous = runs.read_config(out)
     if resume and has_checkpoint and (out / runs.TOKENIZER_FILE).is_file():
         return previous.get("tokenizer", {})
@@ -268,22 +269,23 @@ def _token_shards(config: TrainConfig, source, tokenizer, info, world: _World, s
         except (TokenizingStopped, TokenizingDiskFull, ValueError) as error:
             if not world.distributed:
                 raise
-            outcome = json.dumps({"error": type(error).__name__, "message": str(error)})
-    reply = json.loads(_broadcast_text(world, outcome))
+            said = error.strerror if isinstance(error, TokenizingDiskFull) else message_of(error)
+            outcome = json.dumps(with_records({"error": type(error).__name__, "message": said or str(error)}))
+    reply = messages_restored(json.loads(_broadcast_object(world, outcome)))
     if "error" in reply:
         raise {"TokenizingStopped": TokenizingStopped, "TokenizingDiskFull": _DiskFullOnRank}.get(
-            reply["error"], ValueError)(reply["message"])
+            reply["error"], LabError.of)(reply["message"])
     shards = open_shards(Path(reply["folder"]))
     if shards is None:
-        raise ValueError(f"rank {world.rank} cannot see the token shards rank 0 wrote at {reply['folder']}: put the "
-                         "lab home (--home) on a file system every machine sees")
+        raise LabError("rank {rank} cannot see the token shards rank 0 wrote at {folder}: put the "
+                       "lab home (--home) on a file system every machine sees", rank=world.rank, folder=reply['folder'])
     return shards
 
 
 class _DiskFullOnRank(TokenizingDiskFull):
     """Rank 0's full disk, as the other ranks learn of it (its message, no errno of their own)."""
 
-    def __init__(self, message: str):
+    def __init__(self, message: Message | str):
         super().__init__(28, message)
 
 
@@ -421,14 +423,14 @@ def _run(config: TrainConfig, source, resume: bool, world: _World, out: Path) ->
             try:
                 tokenizer_facts = _prepare_run_dir(config, source, resume, status)
             except ValueError as error:
-                failure = str(error)
+                failure = ("error", message_of(error))
             except TokenizingStopped as error:  # stopped while reading the corpus for its fingerprint or sample
-                failure = _STOPPED + str(error)
-        failure = _broadcast_text(world, failure)
-        if failure is not None and failure.startswith(_STOPPED):
-            raise TokenizingStopped(failure[len(_STOPPED):])
+                failure = ("stopped", message_of(error))
+        failure = _broadcast_object(world, failure)
+        if failure is not None and failure[0] == "stopped":
+            raise TokenizingStopped(failure[1])
         if failure is not None:
-            raise ValueError(failure)
+            raise LabError.of(failure[1])
 
         checkpoint = runs.latest_checkpoint(out) if resume else None
         # --init-from: the starting run is read for a fresh start; a resume keeps what config.json recorded then
@@ -498,20 +500,20 @@ def _run(config: TrainConfig, source, resume: bool, world: _World, out: Path) ->
                                                    batches.validation_note, _translation_json(config, source, pairs)),
                                     **addon_facts, **inherited,
                                     "performance_used": trainer.performance_used()})
-            runs.write_status(out, "running", step=trainer.step, total_steps=config.steps, message="training")
+            runs.write_status(out, "running", step=trainer.step, total_steps=config.steps, message=Message("training"))
             logger.info("training %s (%d parameters) on %s for %d steps", config.family, model.num_parameters(),
                         world.device, config.steps)
     except TokenizingStopped as error:
-        message = " ".join(f"{error}; resumable".split())
+        message = Message("{reason}; resumable", reason=message_of(error))
         logger.info("%s", message)
         if world.is_main:
             runs.write_status(out, "stopped", step=0, total_steps=config.steps, message=message)
         _finish_world(world)
         return 0
     except TokenizingDiskFull as error:
-        return _fail(out, world, config, step, str(error.strerror or error), EXIT_FAILED)
+        return _fail(out, world, config, step, error.strerror or str(error), EXIT_FAILED)
     except ValueError as error:
-        return _fail(out, world, config, step, str(error), EXIT_BAD_ARGUMENT)
+        return _fail(out, world, config, step, message_of(error), EXIT_BAD_ARGUMENT)
     except Exception as error:  # noqa: BLE001 - reported in status.json, with the traceback in train.log
         logger.exception("setting up the run failed")
         message = runs.disk_error_message(error, out) or f"{type(error).__name__}: {error}"  # "disk full: ..."
@@ -540,7 +542,7 @@ def _run(config: TrainConfig, source, resume: bool, world: _World, out: Path) ->
                     saved_step = event.step
                 if checkpoint_now or time.monotonic() - last_status >= STATUS_INTERVAL_S:
                     runs.write_status(out, "running", step=event.step, total_steps=config.steps,
-                                      message="training", loss=_finite(event.loss))
+                                      message=Message("training"), loss=_finite(event.loss))
                     last_status = time.monotonic()
             elif isinstance(event, EvalEvent):
                 row = {"split": "val", "step": event.step, "loss": _finite(event.loss),
@@ -556,7 +558,8 @@ def _run(config: TrainConfig, source, resume: bool, world: _World, out: Path) ->
                 if checkpoint_after_eval:  # the step is complete once its evaluation is logged
                     runs.save_checkpoint(out, model=model, optimizer=trainer.optimizer, state=_state(trainer, config))
                     saved_step, checkpoint_after_eval = event.step, False
-                    runs.write_status(out, "running", step=event.step, total_steps=config.steps, message="training")
+                    runs.write_status(out, "running", step=event.step, total_steps=config.steps,
+                                      message=Message("training"))
                     last_status = time.monotonic()
         step = trainer.step
         stopped = trainer.step < config.steps
@@ -565,16 +568,17 @@ def _run(config: TrainConfig, source, resume: bool, world: _World, out: Path) ->
                 runs.save_checkpoint(out, model=model, optimizer=trainer.optimizer, state=_state(trainer, config))
             runs.save_weights(model, out / runs.MODEL_FILE)
             if stopped:
-                message = f"stopped by {stop.signal_name or 'request'} at step {trainer.step}; resumable"
+                message = Message("stopped by {signal} at step {step}; resumable", signal=stop.signal_name or "request",
+                                  step=trainer.step)
                 runs.write_status(out, "stopped", step=trainer.step, total_steps=config.steps, message=message)
             else:
                 runs.write_status(out, "finished", step=trainer.step, total_steps=config.steps,
-                                  message=f"finished {trainer.step} steps")
+                                  message=Message("finished {steps} steps", steps=trainer.step))
             logger.info("%s at step %d", "stopped" if stopped else "finished", trainer.step)
         _finish_world(world)
         return 0
     except NonFiniteLossError as error:
-        return _fail(out, world, config, step, str(error), EXIT_FAILED)
+        return _fail(out, world, config, step, message_of(error), EXIT_FAILED)
     except Exception as error:  # noqa: BLE001
         logger.exception("training failed at step %d", step)
         message = runs.disk_error_message(error, out) or f"{type(error).__name__}: {error}"  # "disk full: ..."
@@ -599,8 +603,9 @@ def _finish_world(world: _World) -> None:
         dist.destroy_process_group()
 
 
-def _fail(out: Path, world: _World, config: TrainConfig, step: int, message: str, code: int) -> int:
-    message = " ".join(message.split())
+def _fail(out: Path, world: _World, config: TrainConfig, step: int, message: Message | str, code: int) -> int:
+    if " ".join(message.split()) != message:  # one line: a message of the lab keeps its template when it is one
+        message = " ".join(message.split())
     if world.is_main:
         try:
             runs.write_status(out, "failed", step=step, total_steps=config.steps, message=message)

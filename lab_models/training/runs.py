@@ -43,6 +43,7 @@ from typing import Any
 import torch
 from safetensors.torch import load_file, load_model, save_file, save_model
 
+from lab_models.messages import LabError, Message, messages_restored
 from lab_models.training.engine import NonFiniteLossError
 from lab_models.training.faults import fault_point
 from lab_models.home import atomic_write_json, atomic_write_text, lab_home
@@ -63,12 +64,12 @@ STATES = ("running", "finished", "stopped", "failed")
 
 # ------------------------------------------------------------------------------------------------ small files
 def read_json(path: str | os.PathLike) -> dict:
-    """A JSON object from `path`; {} when the file is missing, unreadable or not an object."""
+    """A JSON object from `path`, its messages restored; {} when the file is missing, unreadable or not an object."""
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
-    return data if isinstance(data, dict) else {}
+    return messages_restored(data) if isinstance(data, dict) else {}
 
 
 def write_config(run_dir: str | os.PathLike, config: dict) -> Path:
@@ -79,12 +80,13 @@ def read_config(run_dir: str | os.PathLike) -> dict:
     return read_json(Path(run_dir) / CONFIG_FILE)
 
 
-def write_status(run_dir: str | os.PathLike, state: str, *, step: int, total_steps: int, message: str = "",
+def write_status(run_dir: str | os.PathLike, state: str, *, step: int, total_steps: int, message: Message | str = "",
                  pid: int | None = None, **extra) -> dict:
     """Replace status.json atomically. Example: write_status(d, "running", step=10, total_steps=50)."""
     if state not in STATES:
-        raise ValueError(f"unknown run state {state!r}: use one of {', '.join(STATES)}")
-    status = {"state": state, "step": int(step), "total_steps": int(total_steps), "message": str(message),
+        raise LabError("unknown run state {state!r}: use one of {states}", state=state, states=', '.join(STATES))
+    status = {"state": state, "step": int(step), "total_steps": int(total_steps),
+              "message": message if isinstance(message, Message) else str(message),
               "pid": os.getpid() if pid is None else int(pid), "updated": time.time(), **extra}
     atomic_write_json(Path(run_dir) / STATUS_FILE, status)
     return status
@@ -184,7 +186,7 @@ def truncate_metrics(run_dir: str | os.PathLike, step: int) -> int:
     return len(kept)
 
 
-def disk_error_message(error: BaseException, run_dir: str | os.PathLike) -> str | None:
+def disk_error_message(error: BaseException, run_dir: str | os.PathLike) -> Message | None:
     """The run's failure message for a full or read-only disk (None for any other error): what happened, that the last
     complete checkpoint is intact, and what to do.
 
@@ -199,15 +201,17 @@ def disk_error_message(error: BaseException, run_dir: str | os.PathLike) -> str 
     except OSError:
         is_run, kept = False, None
     if is_run:
-        intact = (f"; the last complete checkpoint ({kept.name}) is intact" if kept is not None
-                  else "; no checkpoint had been written yet")
-        then = "press Resume"
+        intact = (Message("; the last complete checkpoint ({checkpoint}) is intact", checkpoint=kept.name)
+                  if kept is not None else Message("; no checkpoint had been written yet"))
+        then = Message("press Resume")
     else:  # the lab home or another folder: nothing of a run to speak of
-        intact, then = "", "try again"
+        intact, then = "", Message("try again")
     if error.errno == errno.EROFS:
-        return f"read-only disk: cannot write to {run_dir}{intact}. Make it writable, then {then}."
-    what = "disk quota exceeded" if error.errno == errno.EDQUOT else "no space left on the device"
-    return f"disk full: {what} of {run_dir}{intact}. Free some space, then {then}."
+        return Message("read-only disk: cannot write to {run_dir}{intact}. Make it writable, then {then}.",
+                       run_dir=run_dir, intact=intact, then=then)
+    what = Message("disk quota exceeded") if error.errno == errno.EDQUOT else Message("no space left on the device")
+    return Message("disk full: {what} of {run_dir}{intact}. Free some space, then {then}.", what=what,
+                   run_dir=run_dir, intact=intact, then=then)
 
 
 # ------------------------------------------------------------------------------------------------ weights
@@ -251,11 +255,12 @@ def load_weights(module: torch.nn.Module, path: str | os.PathLike) -> None:
     """Load a safetensors file written by `save_weights` into `module` (strict: every weight must match)."""
     path = Path(path)
     if not path.is_file():
-        raise ValueError(f"no weights at {path}")
+        raise LabError("no weights at {path}", path=path)
     missing, unexpected = load_model(module, str(path), strict=False)
     if missing or unexpected:
-        raise ValueError(f"{path} does not fit this model: missing {sorted(missing)[:5]}, "
-                         f"unexpected {sorted(unexpected)[:5]}")
+        raise LabError("{path} does not fit this model: missing {missing}, "
+                       "unexpected {unexpected}",
+                       path=path, missing=sorted(missing)[:5], unexpected=sorted(unexpected)[:5])
 
 
 # ------------------------------------------------------------------------------------------------ optimizer
@@ -312,11 +317,14 @@ def save_checkpoint(run_dir: str | os.PathLike, *, model: torch.nn.Module, optim
     bad = nonfinite_parameters(model)
     if bad:
         kept = latest_checkpoint(run_dir)
-        raise NonFiniteLossError(
-            f"non-finite weights at step {step} ({', '.join(bad[:3])}{' ...' if len(bad) > 3 else ''} hold NaN or "
-            f"infinite values): not checkpointed, "
-            + (f"the checkpoint of {kept.name} is kept" if kept else "no earlier checkpoint exists")
-            + "; lower --lr or check the data")
+        names = ", ".join(bad[:3]) + (" ..." if len(bad) > 3 else "")
+        if kept:
+            raise NonFiniteLossError(Message("non-finite weights at step {step} ({names} hold NaN or infinite values): "
+                                             "not checkpointed, the checkpoint of {kept} is kept; lower --lr or check "
+                                             "the data", step=step, names=names, kept=kept.name))
+        raise NonFiniteLossError(Message("non-finite weights at step {step} ({names} hold NaN or infinite values): not "
+                                         "checkpointed, no earlier checkpoint exists; lower --lr or check the data",
+                                         step=step, names=names))
     root = checkpoint_dir(run_dir)
     root.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".writing-{_step_dir_name(step)}-", dir=root))
@@ -375,7 +383,7 @@ def load_checkpoint(run_dir: str | os.PathLike, *, model: torch.nn.Module,
     """Load the newest checkpoint into `model` (and `optimizer`); return its state dict ("step", ...)."""
     folder = latest_checkpoint(run_dir)
     if folder is None:
-        raise ValueError(f"{run_dir} has no checkpoint to resume from")
+        raise LabError("{run_dir} has no checkpoint to resume from", run_dir=run_dir)
     load_weights(model, folder / MODEL_FILE)
     if optimizer is not None:
         # Loaded on the CPU: load_state_dict moves each tensor to its parameter's device, except AdamW's "step",

@@ -11,6 +11,7 @@ import os
 import re
 import time
 from dataclasses import dataclass
+from lab_models.messages import LabError
 from lab_models.home import lab_home
 from lab_models.objectives.adversarial import FINETUNE_METHODS as ADVERSARIAL_METHODS
 from lab_models.text.tasks import Task, csv_task, load_task, TASKS
@@ -79,42 +80,53 @@ class FinetuneConfig:
         for name in ("run_dir", "task"):
             value = getattr(self, name)
             if not isinstance(value, str) or not value.strip():
-                raise ValueError(f"{name} must be a non-empty string, got {value!r}")
+                raise LabError("{name} must be a non-empty string, got {value!r}", name=name, value=value)
         if self.task != "csv" and self.task not in TASKS:
-            raise ValueError(f"unknown task {self.task!r}: choose one of {', '.join(TASKS)}, or csv with a CSV file")
+            raise LabError("unknown task {task!r}: choose one of {tasks}, or csv with a CSV file",
+                           task=self.task, tasks=', '.join(TASKS))
         if self.task == "csv":
             if not self.csv_path or not self.text_column or not self.label_column:
-                raise ValueError("a CSV task needs --csv PATH, --text-column NAME and --label-column NAME")
+                raise LabError("a CSV task needs --csv PATH, --text-column NAME and --label-column NAME")
         elif self.csv_path is not None:
-            raise ValueError(f"--csv goes with --task csv (or no --task), not with the built-in task {self.task!r}")
+            raise LabError("--csv goes with --task csv (or no --task), not with the built-in task {task!r}",
+                           task=self.task)
         if self.pooling not in POOLINGS:
-            raise ValueError(f"unknown pooling {self.pooling!r}: choose one of {', '.join(POOLINGS)}")
+            raise LabError("unknown pooling {pooling!r}: choose one of {poolings}",
+                           pooling=self.pooling, poolings=', '.join(POOLINGS))
         if self.adversarial not in ADVERSARIAL_METHODS or not _real(self.adversarial_weight, minimum=0.0):
-            raise ValueError(f"adversarial must be one of {', '.join(ADVERSARIAL_METHODS)} with a finite weight >= 0, "
-                             f"got {self.adversarial!r} and {self.adversarial_weight!r}")
+            raise LabError("adversarial must be one of {adversarial_methods} with a finite weight >= 0, "
+                           "got {adversarial!r} and {adversarial_weight!r}",
+                           adversarial_methods=', '.join(ADVERSARIAL_METHODS), adversarial=self.adversarial,
+                           adversarial_weight=self.adversarial_weight)
         if self.lm_aux_weight is not None and not _real(self.lm_aux_weight, minimum=0.0):
-            raise ValueError(f"lm_aux_weight must be a finite number >= 0, got {self.lm_aux_weight!r}")
+            raise LabError("lm_aux_weight must be a finite number >= 0, got {lm_aux_weight!r}",
+                           lm_aux_weight=self.lm_aux_weight)
         for name, minimum in (("steps", 1), ("batch_size", 1), ("seed", 0), ("max_len", 4), ("eval_every", 1),
                               ("log_every", 1)):
             value = getattr(self, name)
             if value is None and name in ("max_len", "eval_every", "log_every"):
                 continue
             if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-                raise ValueError(f"{name.replace('_', '-')} must be a whole number >= {minimum}, got {value!r}")
+                raise LabError("{option} must be a whole number >= {minimum}, got {value!r}",
+                               option=name.replace('_', '-'), minimum=minimum, value=value)
         check_steps(self.steps)  # and at most MAX_STEPS, as a pretraining run
         check_seed(self.seed)
         if self.batch_size > MAX_FINETUNE_BATCH_SIZE:
-            raise ValueError(f"batch-size must be at most {MAX_FINETUNE_BATCH_SIZE:,}, got {self.batch_size:,}")
+            raise LabError("batch-size must be at most {max_finetune_batch_size:,}, got {batch_size:,}",
+                           max_finetune_batch_size=MAX_FINETUNE_BATCH_SIZE, batch_size=self.batch_size)
         if self.lr is not None and (not _real(self.lr, minimum=0.0) or self.lr <= 0):
-            raise ValueError(f"lr must be a positive number such as 5e-4, got {self.lr!r}")
+            raise LabError("lr must be a positive number such as 5e-4, got {lr!r}", lr=self.lr)
         if not _real(self.warmup_fraction, minimum=0.0) or self.warmup_fraction >= 1:
-            raise ValueError(f"warmup_fraction must be in [0, 1), got {self.warmup_fraction!r}")
+            raise LabError("warmup_fraction must be in [0, 1), got {warmup_fraction!r}",
+                           warmup_fraction=self.warmup_fraction)
         for name in ("weight_decay", "grad_clip"):
             if not _real(getattr(self, name), minimum=0.0):
-                raise ValueError(f"{name.replace('_', '-')} must be a finite number >= 0, got {getattr(self, name)!r}")
+                raise LabError("{option} must be a finite number >= 0, got {value!r}",
+                               option=name.replace('_', '-'), value=getattr(self, name))
 
         if self.device not in DEVICE_CHOICES:
-            raise ValueError(f"unknown device {self.device!r}: choose one of {', '.join(DEVICE_CHOICES)}")
+            raise LabError("unknown device {device!r}: choose one of {device_choices}",
+                           device=self.device, device_choices=', '.join(DEVICE_CHOICES))
 
     def resolved(self, family: str, seq_len: int, max_positions: int, pretrain_lr: float | None = None
                  ) -> "FinetuneConfig":
@@ -125,12 +137,13 @@ class FinetuneConfig:
         if weight is None:
             weight = DEFAULT_LM_AUX_WEIGHT if causal else 0.0
         if family in RNN_FAMILIES and weight > 0:
-            raise ValueError(f"the auxiliary LM loss (λ = {weight}) is for the transformer families; fine-tune a "
-                             f"{family} run with λ = 0 (empty)")
+            raise LabError("the auxiliary LM loss (λ = {weight}) is for the transformer families; fine-tune a "
+                           "{family} run with λ = 0 (empty)", weight=weight, family=family)
         check_adversarial(family, self.adversarial)
         max_len = self.max_len if self.max_len is not None else min(int(seq_len or max_positions), max_positions)
         if max_len > max_positions:
-            raise ValueError(f"--max-len {max_len} is longer than the run's {max_positions} positions")
+            raise LabError("--max-len {max_len} is longer than the run's {max_positions} positions",
+                           max_len=max_len, max_positions=max_positions)
         lr = self.lr
         if lr is None:
             lr = pretrain_lr if _real(pretrain_lr, 0.0) and pretrain_lr > 0 else DEFAULT_LR
@@ -145,8 +158,8 @@ class FinetuneConfig:
 
 def check_adversarial(family: str, method: str) -> None:
     if family in RNN_FAMILIES and method != "none":
-        raise ValueError(f"adversarial training ({method}) perturbs a Transformer's token embeddings; fine-tune the "
-                         f"{family} run without it")
+        raise LabError("adversarial training ({method}) perturbs a Transformer's token embeddings; fine-tune the "
+                       "{family} run without it", method=method, family=family)
 
 
 def auto_pooling(family: str) -> str:
@@ -214,14 +227,14 @@ def new_finetune_dir(home, run_id: str, task_slug: str) -> Path:
         except FileExistsError:
             continue
         return folder
-    raise ValueError(f"could not create a fresh fine-tuning folder in {root}; is the lab home writable?")
+    raise LabError("could not create a fresh fine-tuning folder in {root}; is the lab home writable?", root=root)
 
 
 def resolve_run_dir(run: str | os.PathLike, home=None) -> Path:
     """A run folder from a path, or from a run id under <home>/runs. ValueError when neither exists."""
     text = os.fspath(run)
     if not isinstance(text, str) or not text.strip():
-        raise ValueError("choose a pretrained run (--run RUN_DIR)")
+        raise LabError("choose a pretrained run (--run RUN_DIR)")
     path = Path(text).expanduser()
     if path.is_dir():
         return path.resolve()
@@ -229,7 +242,8 @@ def resolve_run_dir(run: str | os.PathLike, home=None) -> Path:
         candidate = lab_home(home) / "runs" / text
         if candidate.is_dir():
             return candidate.resolve()
-    raise ValueError(f"no run folder at {text}: give a run's folder or its id under {lab_home(home) / 'runs'}")
+    raise LabError("no run folder at {text}: give a run's folder or its id under {path}",
+                   text=text, path=lab_home(home) / 'runs')
 
 
 def load_config_task(config: FinetuneConfig) -> Task:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import sys
+from lab_models.messages import LabError
 from lab_models.training import runs
 from lab_models.home import is_inside
 from pathlib import Path
@@ -129,7 +130,7 @@ def start_finetune(manager, run: str, task: str, **options) -> str:
     allowed = {f.name for f in dataclasses.fields(FinetuneConfig)} - {"run_dir", "task", "out", "home"}
     unknown = sorted(set(options) - allowed)
     if unknown:
-        raise ValueError(f"unknown fine-tuning option(s) {', '.join(unknown)}")
+        raise LabError("unknown fine-tuning option(s) {unknown}", unknown=', '.join(unknown))
     options = {k: v for k, v in options.items() if v is not None}
     config = FinetuneConfig(run_dir=str(run_dir), task=task, home=str(home), **options)
 
@@ -137,7 +138,7 @@ def start_finetune(manager, run: str, task: str, **options) -> str:
     config_json = runs.read_config(run_dir)
 
     if config_json.get("family") not in TRAINED_FAMILIES or not isinstance(config_json.get("model"), dict):
-        raise ValueError(f"{run_dir.name} is not a trained run this lab can fine-tune")
+        raise LabError("{name} is not a trained run this lab can fine-tune", name=run_dir.name)
     check_adversarial(config_json["family"], config.adversarial)  # an LSTM run cannot: say so before queueing
     weights_file(run_dir)  # ValueError when the run has no weights yet
     the_task = load_config_task(config)  # a bad CSV fails here, not in the worker

@@ -68,6 +68,7 @@ from typing import Callable
 
 import torch
 
+from lab_models.messages import LabError, Message
 from lab_models.training import runs
 from lab_models.batch import IGNORE_INDEX
 from lab_models.training.engine import derive_seed, generator_for, parameter_groups
@@ -82,7 +83,7 @@ from lab_models.inference.finetuning.config import (CAUSAL_FAMILIES, RESULT_FILE
                                                     load_config_task)
 from lab_models.inference.finetuning.encoding import EncodedExample, encode_examples, collate_examples
 from lab_models.inference.finetuning.heads import FinetuneClassifier, task_cross_entropy, AuxiliaryLoss, evaluate
-from lab_models.training.console import OneLineParser, one_line, say_error
+from lab_models.training.console import OneLineParser, say_error, status_message
 from lab_models.training.device import select_device
 from lab_models.inference.loading import load_run
 from lab_models.training.run import StopRequest
@@ -114,8 +115,8 @@ def adversarial_step(classifier, batch, clean_logits: torch.Tensor, loss_of: Cal
     (seed, step), and the dropout masks of the step's clean pass (seeded from (seed, "finetune-dropout", step), as
     lab_models/inference/finetuning/run.py seeds it)."""
     if method not in FINETUNE_SETTINGS:
-        raise ValueError(f"adversarial fine-tuning method must be one of {', '.join(FINETUNE_SETTINGS)}, got "
-                         f"{method!r}")
+        raise LabError("adversarial fine-tuning method must be one of {finetune_settings}, got "
+                       "{method!r}", finetune_settings=', '.join(FINETUNE_SETTINGS), method=method)
     generator = torch.Generator().manual_seed(derive_seed(seed, "finetune-adversarial", step))
     return finetune_loss(classifier, batch, clean_logits, loss_of, method, FINETUNE_SETTINGS[method], generator,
                          dropout_seed=derive_seed(seed, "finetune-dropout", step))
@@ -141,7 +142,7 @@ def prepare(config: FinetuneConfig) -> _Prepared:
     else:
         out = Path(resolved.out).expanduser().resolve()
     if (out / RESULT_FILE).exists():
-        raise ValueError(f"{out} already holds a finished fine-tuning (result.json); choose another --out")
+        raise LabError("{out} already holds a finished fine-tuning (result.json); choose another --out", out=out)
     resolved = dataclasses.replace(resolved, out=str(out))
     with torch.random.fork_rng(devices=[]):  # the head's init, from the seed, leaving the global generator alone
         torch.manual_seed(derive_seed(resolved.seed, "finetune-head") & 0x7FFFFFFF)
@@ -177,15 +178,21 @@ def run_prepared(p: _Prepared, *, should_stop: Callable[[], bool] = lambda: Fals
         "pretrained_step": p.pretrained_step, "task": p.task.summary(), "steps": cfg.steps,
         "num_parameters": model.num_parameters(), "device_used": str(p.device), "created": created,
         "torch_version": torch.__version__})
-    runs.write_status(out, "running", step=0, total_steps=cfg.steps, message="fine-tuning")
+    runs.write_status(out, "running", step=0, total_steps=cfg.steps, message=Message("fine-tuning"))
     try:
         return _train(p, causal, two_d, token_task, pad_id, should_stop)
     except Exception as error:
         step = _last_step(out)
         logger.exception("fine-tuning failed after step %d", step)
         runs.write_status(out, "failed", step=step, total_steps=cfg.steps,
-                          message=" ".join(f"{type(error).__name__}: {error}".split()))
+                          message=Message("{error_type}: {error}", error_type=_error_type(error),
+                                          error=status_message(error)))
         raise
+
+
+def _error_type(error: BaseException) -> str:
+    """The type a failure names: a `LabError` is the ValueError it is to the person reading."""
+    return "ValueError" if type(error) is LabError else type(error).__name__
 
 
 def _last_step(out: Path) -> int:
@@ -248,7 +255,8 @@ def _train(p: _Prepared, causal: bool, two_d: bool, token_task: bool, pad_id: in
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
         if not math.isfinite(float(total.detach())):
-            raise FloatingPointError(f"the fine-tuning loss became NaN or infinite at step {step}; lower --lr")
+            raise FloatingPointError(Message("the fine-tuning loss became NaN or infinite at step {step}; lower --lr",
+                                             step=step))
         with torch.no_grad():
             flat_logits = logits.reshape(-1, logits.shape[-1]) if token_task else logits
             flat_labels = batch.labels.reshape(-1)
@@ -285,7 +293,7 @@ def _train(p: _Prepared, causal: bool, two_d: bool, token_task: bool, pad_id: in
             logger.info("step %d: validation accuracy %.4f, macro F1 %.4f", step, last_eval["accuracy"],
                         last_eval["macro_f1"])
         if time.monotonic() - last_status >= STATUS_INTERVAL_S or step % cfg.eval_every == 0:
-            runs.write_status(out, "running", step=step, total_steps=cfg.steps, message="fine-tuning",
+            runs.write_status(out, "running", step=step, total_steps=cfg.steps, message=Message("fine-tuning"),
                               loss=float(total.detach()), val_accuracy=last_eval["accuracy"] if last_eval else None)
             last_status = time.monotonic()
     if last_eval is None or last_eval["step"] != step:  # stopped before the first step
@@ -307,8 +315,12 @@ def _train(p: _Prepared, causal: bool, two_d: bool, token_task: bool, pad_id: in
     if cfg.save_weights:
         runs.save_weights(model, out / runs.MODEL_FILE)
     atomic_write_json(out / RESULT_FILE, result)
-    message = (f"finished {step} steps" if state == "finished" else f"stopped at step {step} of {cfg.steps}") + \
-        f": validation accuracy {last_eval['accuracy']:.3f}"
+    if state == "finished":
+        message = Message("finished {steps} steps: validation accuracy {accuracy:.3f}", steps=step,
+                          accuracy=last_eval["accuracy"])
+    else:
+        message = Message("stopped at step {step} of {steps}: validation accuracy {accuracy:.3f}", step=step,
+                          steps=cfg.steps, accuracy=last_eval["accuracy"])
     runs.write_status(out, state, step=step, total_steps=cfg.steps, message=message,
                       val_accuracy=last_eval["accuracy"])
     logger.info("%s: %s", out.name, message)
@@ -348,10 +360,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def config_from_args(args) -> FinetuneConfig:
     if not args.run:
-        raise ValueError("--run is required: the pretrained run's folder or id")
+        raise LabError("--run is required: the pretrained run's folder or id")
     task = args.task or ("csv" if args.csv_path else None)
     if not task:
-        raise ValueError(f"--task is required: one of {', '.join(TASKS)}, or --csv PATH with its columns")
+        raise LabError("--task is required: one of {tasks}, or --csv PATH with its columns", tasks=', '.join(TASKS))
     given = {"out": args.out, "steps": args.steps, "pooling": args.pool, "lm_aux_weight": args.lm_aux_weight,
              "batch_size": args.batch_size, "lr": args.lr, "seed": args.seed, "max_len": args.max_len,
              "device": args.device, "eval_every": args.eval_every, "log_every": args.log_every,
@@ -386,7 +398,7 @@ def main(argv: list[str] | None = None) -> int:
         config = config_from_args(args)
         prepared = prepare(config)
     except ValueError as error:
-        message = one_line(error)
+        message = status_message(error)
         if out_hint and Path(out_hint).expanduser().is_dir():  # a queued job's folder: tell the UI why
             try:
                 runs.write_status(Path(out_hint).expanduser(), "failed", step=0, total_steps=0, message=message)
@@ -400,7 +412,7 @@ def main(argv: list[str] | None = None) -> int:
         run_prepared(prepared, should_stop=stop)
         return 0
     except Exception as error:  # noqa: BLE001 - reported in status.json (run_prepared) and on stderr
-        say_error(f"{type(error).__name__}: {error}")
+        say_error(f"{_error_type(error)}: {error}")
         return EXIT_FAILED
     finally:
         for handler in handlers:

@@ -19,6 +19,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from lab_models.messages import LabError
 from lab_models.inference.finetuning.config import CAUSAL_FAMILIES
 from lab_models.inference.finetuning.encoding import FinetuneBatch, collate_examples, encode_examples
 from lab_models.inference.finetuning.heads import FinetuneClassifier
@@ -63,11 +64,11 @@ def load_finetuned(folder) -> SavedFinetune:
     task (its labels are not one per sentence), a pretrained run that no longer loads."""
     folder = Path(folder).expanduser()
     if not is_finetune_folder(folder):
-        raise ValueError(f"{folder.name} is not a fine-tuning: pick one from the fine-tunings list.")
+        raise LabError("{name} is not a fine-tuning: pick one from the fine-tunings list.", name=folder.name)
     weights = folder / runs.MODEL_FILE
     if not weights.is_file():
-        raise ValueError(f"The fine-tuning {folder.name} kept no weights: fine-tune again with --save-weights (the "
-                         f"Understand tab's fine-tunings keep them).")
+        raise LabError("The fine-tuning {name} kept no weights: fine-tune again with --save-weights (the "
+                       "Understand tab's fine-tunings keep them).", name=folder.name)
     return _load(folder.resolve(), weights.stat().st_mtime_ns)
 
 
@@ -78,8 +79,8 @@ def _load(folder: Path, mtime_ns: int) -> SavedFinetune:
     task = config.get("task") if isinstance(config.get("task"), dict) else {}
     kind, labels = task.get("kind"), tuple(task.get("label_names") or ())
     if kind != "sequence":
-        raise ValueError(f"The fine-tuning {folder.name} is a {kind} task: attributions explain one label per "
-                         f"sentence (sentiment, topic, a CSV of sentences).")
+        raise LabError("The fine-tuning {name} is a {kind} task: attributions explain one label per "
+                       "sentence (sentiment, topic, a CSV of sentences).", name=folder.name, kind=kind)
     run = load_run(config.get("run_dir") or settings.get("run_dir") or "")
     classifier = FinetuneClassifier(copy.deepcopy(run.model), kind, len(labels), settings.get("pooling") or "first")
     runs.load_weights(classifier, folder / runs.MODEL_FILE)

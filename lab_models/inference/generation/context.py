@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import torch
 
+from lab_models.messages import LabError, Message
 from lab_models.families import family_record
 from lab_models.inference.loading import TrainedRun, load_run
 from lab_models.text.word_split import close_wide_spaces
@@ -61,7 +62,7 @@ class Generation:
     family: str
     mode: str  # "continue" | "infill" | "mask_predict" | "translate"
     supported: bool  # False: this family cannot do this mode; `explanation` says why
-    explanation: str  # when supported: how it was decoded
+    explanation: Message  # when supported: how it was decoded, clause by clause
     prompt: str
     text: str  # the prompt with the generated text in place; "" when unsupported
     new_text: str  # only what the model produced
@@ -70,7 +71,8 @@ class Generation:
     seconds: float  # wall time of decoding (not loading)
     ms_per_token: float
     step: int  # the training step of the weights used
-    note: str = ""  # mode "auto" only: what was done to the prompt to give this family a task, and why ("" = nothing)
+    note: Message | str = ""  # mode "auto" only: what was done to the prompt to give this family a task, and why
+    # ("" = nothing)
 
 
 # ------------------------------------------------------------------------------------------------------ modes
@@ -87,7 +89,7 @@ def generation_modes(family: str) -> list[str]:
     (['continue'], ['infill', 'translate'])
     """
     if not isinstance(family, str):
-        raise ValueError(f"family must be a family name such as 'gpt', got {family!r}")
+        raise LabError("family must be a family name such as 'gpt', got {family!r}", family=family)
     name = family.strip().lower()
     if name in FAMILY_MODES:
         return list(FAMILY_MODES[name])
@@ -95,38 +97,43 @@ def generation_modes(family: str) -> list[str]:
     return []
 
 
-def unsupported_reason(family: str, mode: str) -> str:
+def unsupported_reason(family: str, mode: str) -> Message:
     """One or two plain sentences: why `family` cannot decode in `mode`."""
     title = family_title(family)
     encoders = ("bert", "roberta", "albert", "spanbert", "electra", "mpnet")
     if family == "cvt":
-        return "CVT is a sequence tagger (one tag per word): it predicts no tokens and writes no text."
+        return Message("CVT is a sequence tagger (one tag per word): it predicts no tokens and writes no text.")
+    if family in ("elmo", "ulmfit") and mode != "translate":
+        return Message("{title} is a left-to-right LSTM language model here: it can only continue a text (Continue).",
+                       title=title)
     if family in ("elmo", "ulmfit"):
-        return (f"{title} is a left-to-right LSTM language model here: it can only continue a text (Continue)."
-                if mode != "translate" else f"{title} has no encoder-decoder: only MASS and T5 (and CoVe, an LSTM "
-                                            f"seq2seq) translate here.")
+        return Message("{title} has no encoder-decoder: only MASS and T5 (and CoVe, an LSTM seq2seq) translate here.",
+                       title=title)
     if family == "cove":
-        return "CoVe is an English -> Chinese translation model: it can only translate (Translate)."
+        return Message("CoVe is an English -> Chinese translation model: it can only translate (Translate).")
     if mode == "continue":
         if family in encoders:
-            return (f"{title} reads the whole sentence at once and was never trained to predict the next token; "
-                    f"try Mask-predict.")
-        return (f"{title} is an encoder-decoder trained to fill blanks, not to continue a text; put a blank (___) at "
-                f"the end of the prompt and use Infill.")
+            return Message("{title} reads the whole sentence at once and was never trained to predict the next "
+                           "token; try Mask-predict.", title=title)
+        return Message("{title} is an encoder-decoder trained to fill blanks, not to continue a text; put a blank "
+                       "(___) at the end of the prompt and use Infill.", title=title)
     if mode == "infill":
         if family in ("gpt", "gpt2"):
-            return f"{title} reads left to right only and never sees the text after a blank; try Continue."
+            return Message("{title} reads left to right only and never sees the text after a blank; try Continue.",
+                           title=title)
         if family == "xlnet":
-            return ("XLNet decodes here left to right only (Continue); to fill single tokens, mark them [MASK] and "
-                    "use Mask-predict.")
-        return (f"{title} predicts each [MASK] slot on its own and cannot decide how long a blank is; mark one "
-                f"[MASK] per token and use Mask-predict.")
+            return Message("XLNet decodes here left to right only (Continue); to fill single tokens, mark them [MASK] "
+                           "and use Mask-predict.")
+        return Message("{title} predicts each [MASK] slot on its own and cannot decide how long a blank is; mark one "
+                       "[MASK] per token and use Mask-predict.", title=title)
     if mode == "mask_predict":
         if family in ("gpt", "gpt2"):
-            return f"{title} reads left to right only and cannot fill a [MASK] from both sides; try Continue."
-        return (f"{title} writes each blank left to right as a span; use Infill with a blank (___) in the prompt.")
-    return (f"{title} has no encoder-decoder trained for it: only MASS and T5 (and CoVe, an LSTM seq2seq) translate "
-            f"here.")
+            return Message("{title} reads left to right only and cannot fill a [MASK] from both sides; try "
+                           "Continue.", title=title)
+        return Message("{title} writes each blank left to right as a span; use Infill with a blank (___) in the "
+                       "prompt.", title=title)
+    return Message("{title} has no encoder-decoder trained for it: only MASS and T5 (and CoVe, an LSTM seq2seq) "
+                   "translate here.", title=title)
 
 
 AUTO = "auto"  # generate's mode that picks, per family, a task it can do from the same prompt (`auto_task`)
@@ -140,7 +147,7 @@ class AutoTask:
 
     mode: str | None  # None: the family writes no text (CVT); generate then says why
     prompt: str
-    note: str
+    note: Message | str
 
 
 def auto_task(family: str, prompt: str) -> AutoTask:
@@ -163,7 +170,7 @@ def auto_task(family: str, prompt: str) -> AutoTask:
     >>> task = auto_task("gpt2", "the cat ___ a ball ."); task.mode, task.prompt
     ('continue', 'the cat')
     """
-    check_prompt_text(prompt, "the prompt")
+    check_prompt_text(prompt, Message("the prompt"))
     modes = generation_modes(family)
     name = family.strip().lower()
     if not modes:
@@ -175,19 +182,19 @@ def auto_task(family: str, prompt: str) -> AutoTask:
         if "continue" in modes or not fills:
             return AutoTask("continue" if "continue" in modes else modes[0], prompt, "")
         return AutoTask(fills[0], f"{prompt.rstrip()} {AUTO_BLANK}",
-                        f"{title} fills blanks and does not continue a text, so a blank ({AUTO_BLANK}) was added at "
-                        f"the end of the prompt")
+                        Message("{title} fills blanks and does not continue a text, so a blank ({blank}) was added at "
+                                "the end of the prompt", title=title, blank=AUTO_BLANK))
     if fills:
         return AutoTask(fills[0], prompt, "")
     if "continue" in modes:
         before = prompt[:blank.start()].rstrip()
         if before.strip():
-            return AutoTask("continue", before, f"{title} reads left to right and cannot fill a blank, so it "
-                                                f"continues the text before the first blank")
+            return AutoTask("continue", before, Message("{title} reads left to right and cannot fill a blank, so it "
+                                                        "continues the text before the first blank", title=title))
         rest = BLANK.sub(" ", prompt).strip()
         if rest:
-            return AutoTask("continue", rest, f"{title} reads left to right and cannot fill a blank, so it continues "
-                                              f"the prompt without its blanks")
+            return AutoTask("continue", rest, Message("{title} reads left to right and cannot fill a blank, so it "
+                                                      "continues the prompt without its blanks", title=title))
     return AutoTask(modes[0], prompt, "")
 
 
@@ -209,47 +216,52 @@ def _is_real(value) -> bool:
     return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
 
 
-def check_prompt_text(text, what: str) -> str:
+def check_prompt_text(text, what: Message) -> str:
     if not isinstance(text, str):
-        raise ValueError(f"{what} must be text (a str), got {type(text).__name__}")
+        raise LabError("{what} must be text (a str), got {text_type}", what=what, text_type=type(text).__name__)
     if not text.strip():
-        raise ValueError(f"{what} is empty: type some text for the model to start from")
+        raise LabError("{what} is empty: type some text for the model to start from", what=what)
     return text
 
 
 def check_decoding(mode, max_new_tokens, strategy, temperature, top_k, top_p, beam_size, seed, iterations,
                     blank_length) -> None:
     if mode is not None and mode != AUTO and mode not in GENERATION_MODES:
-        raise ValueError(f"unknown mode {mode!r}: choose one of {', '.join(GENERATION_MODES)}, {AUTO} (a task each "
-                         f"family can do from the prompt) or None (the family's default)")
+        raise LabError("unknown mode {mode!r}: choose one of {generation_modes}, {auto} (a task each "
+                       "family can do from the prompt) or None (the family's default)",
+                       mode=mode, generation_modes=', '.join(GENERATION_MODES), auto=AUTO)
     if not is_integer_value(max_new_tokens) or not 1 <= max_new_tokens <= MAX_NEW_TOKENS:
-        raise ValueError(f"max_new_tokens must be a whole number from 1 to {MAX_NEW_TOKENS}, got {max_new_tokens!r}")
+        raise LabError("max_new_tokens must be a whole number from 1 to {limit}, got {max_new_tokens!r}",
+                       limit=MAX_NEW_TOKENS, max_new_tokens=max_new_tokens)
     if strategy not in STRATEGIES:
-        raise ValueError(f"unknown strategy {strategy!r}: choose one of {', '.join(STRATEGIES)}")
+        raise LabError("unknown strategy {strategy!r}: choose one of {strategies}",
+                       strategy=strategy, strategies=', '.join(STRATEGIES))
     if not _is_real(temperature):
-        raise ValueError(f"temperature must be a number, got {temperature!r}")
+        raise LabError("temperature must be a number, got {temperature!r}", temperature=temperature)
     if strategy == "sample" and temperature <= 0:
-        raise ValueError(f"temperature must be > 0 for sampling (lower is more conservative; use strategy='greedy' "
-                         f"for the most likely tokens), got {temperature!r}")
+        raise LabError("temperature must be > 0 for sampling (lower is more conservative; use strategy='greedy' "
+                       "for the most likely tokens), got {temperature!r}", temperature=temperature)
     if not is_integer_value(top_k) or top_k < 0:
-        raise ValueError(f"top_k must be a whole number >= 0 (0 = no top-k filter), got {top_k!r}")
+        raise LabError("top_k must be a whole number >= 0 (0 = no top-k filter), got {top_k!r}", top_k=top_k)
     if not _is_real(top_p) or not 0 < top_p <= 1:
-        raise ValueError(f"top_p must be in (0, 1] (1 = no nucleus filter), got {top_p!r}")
+        raise LabError("top_p must be in (0, 1] (1 = no nucleus filter), got {top_p!r}", top_p=top_p)
     if not is_integer_value(beam_size) or not 1 <= beam_size <= MAX_BEAM_SIZE:
-        raise ValueError(f"beam_size must be a whole number from 1 to {MAX_BEAM_SIZE}, got {beam_size!r}")
+        raise LabError("beam_size must be a whole number from 1 to {max_beam_size}, got {beam_size!r}",
+                       max_beam_size=MAX_BEAM_SIZE, beam_size=beam_size)
     if not is_integer_value(seed):
-        raise ValueError(f"seed must be a whole number, got {seed!r}")
+        raise LabError("seed must be a whole number, got {seed!r}", seed=seed)
     check_seed(seed)  # from 0 to MAX_SEED, as a training run's
     if not is_integer_value(iterations) or not 1 <= iterations <= MAX_ITERATIONS:
-        raise ValueError(f"iterations must be a whole number from 1 to {MAX_ITERATIONS}, got {iterations!r}")
+        raise LabError("iterations must be a whole number from 1 to {max_iterations}, got {iterations!r}",
+                       max_iterations=MAX_ITERATIONS, iterations=iterations)
     if blank_length is not None and (not is_integer_value(blank_length) or not 1 <= blank_length <= MAX_NEW_TOKENS):
-        raise ValueError(f"blank_length must be None or a whole number from 1 to {MAX_NEW_TOKENS}, got "
-                         f"{blank_length!r}")
+        raise LabError("blank_length must be None or a whole number from 1 to {max_new_tokens}, got "
+                       "{blank_length!r}", max_new_tokens=MAX_NEW_TOKENS, blank_length=blank_length)
 
 
 def load_decodable_run(run_dir) -> TrainedRun:
     if run_dir is None or not str(run_dir).strip():
-        raise ValueError("choose a run first: one that has weights (finished, stopped, or with a checkpoint)")
+        raise LabError("choose a run first: one that has weights (finished, stopped, or with a checkpoint)")
     return load_run(str(run_dir).strip())
 
 
@@ -300,17 +312,19 @@ class DecodingContext:
         tokenizer puts before a text for an imported one (nothing for GPT, GPT-2, XLNet)."""
         return list(self.framing.continuation)
 
-    def framing_clause(self, continuing: bool = False) -> str:
-        """"" for the lab's framing (each plan says it itself); for a checkpoint's, one more clause of the
+    def framing_clause(self, continuing: bool = False) -> Message | None:
+        """None for the lab's framing (each plan says it itself); for a checkpoint's, one more clause of the
         explanation saying how its tokenizer framed the text."""
         if self.framing.source == "lab":
-            return ""
+            return None
         if continuing:
             start = [self.token_name(i) for i in self.framing.continuation]
             if not start:
-                return "; the prompt read as the checkpoint's tokenizer reads it, with no start token"
-            return f"; the prompt read after {' '.join(start)}, as the checkpoint's tokenizer starts a text"
-        return f"; the text framed as the checkpoint's tokenizer frames it: {self.framing.describe(self.tokenizer)}"
+                return Message("the prompt read as the checkpoint's tokenizer reads it, with no start token")
+            return Message("the prompt read after {start}, as the checkpoint's tokenizer starts a text",
+                           start=" ".join(start))
+        return Message("the text framed as the checkpoint's tokenizer frames it: {framing}",
+                       framing=self.framing.describe(self.tokenizer))
 
     def decode(self, ids: list[int]) -> str:
         text = self.tokenizer.decode(list(ids), skip_special_tokens=True)
@@ -319,9 +333,10 @@ class DecodingContext:
     def token_name(self, token_id: int) -> str:
         return self.tokenizer.id_to_token(token_id) or str(token_id)
 
-    def too_long(self, n: int, limit: int, what: str = "the prompt") -> ValueError:
-        return ValueError(f"{what} is {n} tokens long, but this {self.title} model can read at most {limit} tokens "
-                          f"here (it has {self.max_positions} positions): shorten it")
+    def too_long(self, n: int, limit: int, what: Message = Message("the prompt")) -> LabError:
+        return LabError("{what} is {n} tokens long, but this {title} model can read at most {limit} tokens "
+                        "here (it has {max_positions} positions): shorten it",
+                        what=what, n=n, title=self.title, limit=limit, max_positions=self.max_positions)
 
 
 def split_blanks(text: str) -> tuple[list[str], list[str]]:

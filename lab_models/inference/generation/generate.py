@@ -72,6 +72,7 @@ import time
 import torch
 
 
+from lab_models.messages import LabError, Message, clauses, message_of
 from lab_models.inference.generation.context import (MAX_TOP_K, DEFAULT_BLANK_LENGTH, FAMILY_MODES, FILL_MASK_FAMILIES,
                                                      AUTO, Generation, auto_task, family_title, unsupported_reason, is_integer_value,
                                                      as_whole_number, check_prompt_text, check_decoding,
@@ -111,7 +112,7 @@ def _generate(run_dir, prompt: str, *, mode: str | None, max_new_tokens: int, st
               use_cache: bool) -> tuple[Generation, list[int]]:
     """`generate`, and the ids it chose in order (end tokens and separators included; mask-predict: the slot
     tokens), for tests."""
-    check_prompt_text(prompt, "the prompt")
+    check_prompt_text(prompt, Message("the prompt"))
     check_decoding(mode, max_new_tokens, strategy, temperature, top_k, top_p, beam_size, seed, iterations,
                     blank_length)
     run = load_decodable_run(run_dir)
@@ -123,7 +124,7 @@ def _generate(run_dir, prompt: str, *, mode: str | None, max_new_tokens: int, st
         mode, prompt, note = task.mode, task.prompt, task.note
     mode = mode if mode is not None else (FAMILY_MODES[family] or ("continue",))[0]
 
-    def unsupported(reason: str) -> tuple[Generation, list[int]]:
+    def unsupported(reason: Message) -> tuple[Generation, list[int]]:
         return Generation(run_id=run.run_id, family=family, mode=mode, supported=False, explanation=reason,
                           prompt=prompt, text="", new_text="", tokens=[], probs=[], seconds=0.0, ms_per_token=0.0,
                           step=run.step, note=note), []
@@ -133,7 +134,7 @@ def _generate(run_dir, prompt: str, *, mode: str | None, max_new_tokens: int, st
     strategy_text = describe_strategy(strategy, float(temperature), top_k, float(top_p), beam_size, seed)
     if mode == "mask_predict" and strategy == "beam":  # one strategy control may serve several runs (Compare tab)
         strategy = "greedy"
-        strategy_text = "greedy (beam search does not apply: mask-predict fills every slot at once)"
+        strategy_text = Message("greedy (beam search does not apply: mask-predict fills every slot at once)")
     generator = torch.Generator(device=ctx.device).manual_seed(int(seed))
     try:
         with torch.inference_mode():
@@ -156,26 +157,28 @@ def _generate(run_dir, prompt: str, *, mode: str | None, max_new_tokens: int, st
                              beam_size, generator)
             seconds = time.perf_counter() - started
     except UnsupportedMode as reason:
-        return unsupported(str(reason))
+        return unsupported(message_of(reason))
 
     produced = list(result.tokens)
     probs = list(result.probs)
     if result.stop == "end":
         produced, probs = produced[:-1], probs[:-1]
-    explanation = f"{plan.how}; {strategy_text}; {describe_stop(ctx, result, plan.limit_reason)}"
+    explanation = clauses(plan.how, strategy_text, describe_stop(ctx, result, plan.limit_reason))
     ms = 1000.0 * seconds / max(1, len(result.tokens))
     common = dict(run_id=run.run_id, family=family, mode=mode, supported=True, explanation=explanation,
                   prompt=prompt, seconds=seconds, ms_per_token=ms, step=run.step, note=note)
     if mode == "continue":
         pieces_text, new_text = display_pieces(ctx, context, produced)
         if not new_text.strip():  # say why there is nothing to read
-            common["explanation"] = f"{explanation}; {empty_output_explained(ctx, produced, 'continuation')}"
+            common["explanation"] = clauses(explanation,
+                                            empty_output_explained(ctx, produced, Message("continuation")))
         return Generation(text=join_text(prompt, new_text) if new_text else prompt, new_text=new_text,
                           tokens=pieces_text, probs=probs, **common), result.tokens
     if mode == "translate":
         pieces_text, new_text = display_pieces(ctx, [], produced)
         if not new_text.strip():
-            common["explanation"] = f"{explanation}; {empty_output_explained(ctx, produced, 'translation')}"
+            common["explanation"] = clauses(explanation,
+                                            empty_output_explained(ctx, produced, Message("translation")))
         generation = Generation(text=new_text, new_text=new_text, tokens=pieces_text, probs=probs, **common)
         return generation, result.tokens
     # infill: split the output into one fill per blank
@@ -203,21 +206,21 @@ def _generate(run_dir, prompt: str, *, mode: str | None, max_new_tokens: int, st
     new_text = " | ".join(f.strip() for f in fills) if len(fills) > 1 else fills[0]
     empty = empty_fills_explained(ctx, fills, fills_ids, result, len(segments) - 1)
     if empty:
-        common["explanation"] = f"{explanation}; {empty}"
+        common["explanation"] = clauses(explanation, empty)
     return Generation(text=fill_blanks(segments, fills), new_text=new_text, tokens=tokens_out, probs=probs_out,
                       **common), result.tokens
 
 
-def empty_output_explained(ctx: DecodingContext, produced: list[int], what: str) -> str:
+def empty_output_explained(ctx: DecodingContext, produced: list[int], what: Message) -> Message:
     """Why a continuation (or translation) reads empty: only whitespace, or an end token at once."""
     if produced:
         pieces = " ".join(repr(ctx.token_name(token)) for token in produced[:8]) + (" ..." if len(produced) > 8 else "")
-        return f"the {what} is empty: the model wrote only whitespace ({pieces})"
-    return f"the {what} is empty: the model ended at once (its most likely first token was the end)"
+        return Message("the {what} is empty: the model wrote only whitespace ({pieces})", what=what, pieces=pieces)
+    return Message("the {what} is empty: the model ended at once (its most likely first token was the end)", what=what)
 
 
 def empty_fills_explained(ctx: DecodingContext, fills: list[str], fills_ids: list[list[int]], result,
-                          n_blanks: int) -> str:
+                          n_blanks: int) -> Message | str:
     """Why a blank came out empty, one clause per empty blank ("" when every blank has text). T5 and GLM never end a
     span before its first token (a training span is never empty); a blank can still be empty when the model wrote
     only whitespace, ended at once (MASS, UniLM: [EOS] first), or the token limit ran out before it."""
@@ -229,22 +232,25 @@ def empty_fills_explained(ctx: DecodingContext, fills: list[str], fills_ids: lis
             continue
         if ids:
             pieces = " ".join(repr(ctx.token_name(token)) for token in ids[:8]) + (" ..." if len(ids) > 8 else "")
-            reasons.append(f"blank {index} is empty: the model wrote only whitespace ({pieces})")
+            reasons.append(Message("blank {index} is empty: the model wrote only whitespace ({pieces})", index=index,
+                                   pieces=pieces))
         elif result.stop == "limit" and index >= len(fills):
-            reasons.append(f"blank {index} is empty: the token limit ran out before the model reached it")
+            reasons.append(Message("blank {index} is empty: the token limit ran out before the model reached it",
+                                   index=index))
         else:
-            reasons.append(f"blank {index} is empty: the model ended it at once (its most likely first token was "
-                           f"the end of the blank)")
-    return "; ".join(reasons)
+            reasons.append(Message("blank {index} is empty: the model ended it at once (its most likely first token "
+                                   "was the end of the blank)", index=index))
+    return clauses(*reasons) if reasons else ""
 
 
 def _generate_mask_predict(ctx: DecodingContext, prompt: str, strategy: str, temperature: float, top_k: int,
                            top_p: float, iterations: int, blank_length: int | None, generator: torch.Generator,
-                           strategy_text: str) -> tuple[Generation, list[int]]:
+                           strategy_text: Message) -> tuple[Generation, list[int]]:
     segments, markers = split_blanks(prompt)
     if not markers:
-        raise ValueError("mask-predict needs a blank: write [MASK] (one token) or ___ (blank_length tokens, default "
-                         f"{DEFAULT_BLANK_LENGTH}) where the model should fill in")
+        raise LabError("mask-predict needs a blank: write [MASK] (one token) or ___ (blank_length tokens, default "
+                       "{default_blank_length}) where the model should fill in",
+                       default_blank_length=DEFAULT_BLANK_LENGTH)
     k = blank_length if blank_length is not None else DEFAULT_BLANK_LENGTH
     pieces = encode_segments(ctx, segments)
     ids: list[int] = []
@@ -260,7 +266,7 @@ def _generate_mask_predict(ctx: DecodingContext, prompt: str, strategy: str, tem
     framed = ctx.read(ids)  # as the run reads a text: [CLS] ... [SEP] for an imported BERT, bare for the lab's
     slots = [slot + framed.start for slot in slots]
     if len(framed.ids) > ctx.max_positions:
-        raise ctx.too_long(len(framed.ids), ctx.max_positions, "the prompt with its slots")
+        raise ctx.too_long(len(framed.ids), ctx.max_positions, Message("the prompt with its slots"))
     started = time.perf_counter()
     tokens, probs, rounds = mask_predict(ctx, framed.ids, slots, iterations, strategy, temperature, top_k, top_p,
                                           generator, framed.segments)
@@ -275,15 +281,19 @@ def _generate_mask_predict(ctx: DecodingContext, prompt: str, strategy: str, tem
         context_ids = context_ids + fill_ids
         tokens_out += pieces_text
         fills.append(fill)
-    reader = {"electra": "ELECTRA's generator (its MLM)", "unilm": "UniLM's bidirectional mode",
-              "mpnet": "MPNet's query stream at the slots", "xlnet": "XLNet's query stream at the slots"}
-    who = reader.get(ctx.family, f"{ctx.title}'s masked LM")
+    reader = {"electra": Message("ELECTRA's generator (its MLM)"), "unilm": Message("UniLM's bidirectional mode"),
+              "mpnet": Message("MPNet's query stream at the "
+                               "slots"), "xlnet": Message("XLNet's query stream at the slots")}
+    who = reader.get(ctx.family) or Message("{title}'s masked LM", title=ctx.title)
     if ctx.family == "mpnet" and ctx.model.settings.input_mode == "mlm":
-        who = "MPNet's masked LM (one stream)"
-    explanation = (f"mask-predict (Ghazvininejad et al. 2019) with {who}: {len(slots)} slot"
-                   f"{'s' if len(slots) != 1 else ''}, {rounds} round{'s' if rounds != 1 else ''} (predict every "
-                   f"slot, then re-mask the least confident and predict them again); {strategy_text}"
-                   + ctx.framing_clause())
+        who = Message("MPNet's masked LM (one stream)")
+    n_slots = (Message("{count} slot", count=len(slots)) if len(slots) == 1
+               else Message("{count} slots", count=len(slots)))
+    n_rounds = Message("{count} round", count=rounds) if rounds == 1 else Message("{count} rounds", count=rounds)
+    explanation = clauses(Message("mask-predict (Ghazvininejad et al. 2019) with {who}: {slots}, {rounds} (predict "
+                                  "every slot, then re-mask the least confident and predict them again)", who=who,
+                                  slots=n_slots, rounds=n_rounds),
+                          strategy_text, ctx.framing_clause())
     new_text = " | ".join(f.strip() for f in fills) if len(fills) > 1 else fills[0]
     return Generation(run_id=ctx.run.run_id, family=ctx.family, mode="mask_predict", supported=True,
                       explanation=explanation, prompt=prompt, text=fill_blanks(segments, fills), new_text=new_text,
@@ -294,15 +304,15 @@ def _generate_mask_predict(ctx: DecodingContext, prompt: str, strategy: str, tem
 # --------------------------------------------------------------------------------------------------- fill_mask
 
 
-def fill_mask_refusal(family: str) -> str:
+def fill_mask_refusal(family: str) -> Message:
     title = family_title(family)
     if family in ("gpt", "gpt2"):
-        return f"{title} reads left to right only and cannot fill a [MASK]; use a BERT-style run (or generate with " \
-               f"mode='continue')"
+        return Message("{title} reads left to right only and cannot fill a [MASK]; use a BERT-style run (or generate "
+                       "with mode='continue')", title=title)
     if family == "mass":
-        return ("MASS predicts a masked fragment left to right with its decoder, not single [MASK] slots; use "
-                "generate(mode='infill') with a blank (___), or a BERT-style run")
-    return f"{title} cannot fill a [MASK]; use a BERT-style run"
+        return Message("MASS predicts a masked fragment left to right with its decoder, not single [MASK] slots; use "
+                       "generate(mode='infill') with a blank (___), or a BERT-style run")
+    return Message("{title} cannot fill a [MASK]; use a BERT-style run", title=title)
 
 
 def fill_mask(run_dir, text: str, top_k: int = 5) -> list[list[tuple[str, float]]]:
@@ -316,17 +326,18 @@ def fill_mask(run_dir, text: str, top_k: int = 5) -> list[list[tuple[str, float]
     text (`run.framing`: an imported BERT reads [CLS] ... [SEP], as `pipeline("fill-mask")`). ValueError: no
     [MASK], empty text, text longer than the model reads, a family that cannot fill a mask (GPT, GPT-2, MASS).
     """
-    check_prompt_text(text, "the text")
+    check_prompt_text(text, Message("the text"))
     top_k = as_whole_number(top_k)
     if not is_integer_value(top_k) or not 1 <= top_k <= MAX_TOP_K:
-        raise ValueError(f"top_k must be a whole number from 1 to {MAX_TOP_K}, got {top_k!r}")
+        raise LabError("top_k must be a whole number from 1 to {max_top_k}, got {top_k!r}",
+                       max_top_k=MAX_TOP_K, top_k=top_k)
     run = load_decodable_run(run_dir)
     if run.family not in FILL_MASK_FAMILIES:
-        raise ValueError(fill_mask_refusal(run.family))
+        raise LabError.of(fill_mask_refusal(run.family))
     ctx = DecodingContext(run)
     segments, markers = split_blanks(text)
     if not markers:
-        raise ValueError("the text has no [MASK]: put [MASK] where the model should predict a token")
+        raise LabError("the text has no [MASK]: put [MASK] where the model should predict a token")
     pieces = encode_segments(ctx, segments)
     ids: list[int] = []
     slots: list[int] = []
@@ -341,7 +352,7 @@ def fill_mask(run_dir, text: str, top_k: int = 5) -> list[list[tuple[str, float]
         try:
             logits = fill_mask_logits(ctx, ids, slots, framed.segments)  # (N, V)
         except UnsupportedMode as reason:
-            raise ValueError(f"{reason} Use another run.") from None
+            raise LabError("{reason} Use another run.", reason=reason) from None
         probs = torch.softmax(logits.float(), dim=-1)  # (N, V): the model's own distribution, as the papers report
         ranked = probs.masked_fill(ctx.banned, -1.0)  # special tokens are never proposed
         top = torch.topk(ranked, min(top_k, int((~ctx.banned).sum())), dim=-1)
@@ -360,7 +371,7 @@ def fill_mask_logits(ctx: DecodingContext, ids: list[int], slots: list[int], seg
     n = len(ids)
     if family == "glm":
         if n + 1 > ctx.max_positions:
-            raise ctx.too_long(n, ctx.max_positions - 1, "the text with its slots")
+            raise ctx.too_long(n, ctx.max_positions - 1, Message("the text with its slots"))
         N = len(slots)
         rows = torch.tensor([ids + [v.start_id]] * N, dtype=torch.long, device=ctx.device)  # (N, n+1)
         positions = torch.zeros(N, 2, n + 1, dtype=torch.long, device=ctx.device)
@@ -374,12 +385,13 @@ def fill_mask_logits(ctx: DecodingContext, ids: list[int], slots: list[int], seg
         return ctx.backbone.lm_logits(hidden[:, -1])
     if family == "t5":
         if len(slots) >= len(v.sentinel_ids):
-            raise ValueError(f"T5 can fill at most {len(v.sentinel_ids) - 1} [MASK] slots at once")
+            raise LabError("T5 can fill at most {last_sentinel} [MASK] slots at once",
+                           last_sentinel=len(v.sentinel_ids) - 1)
         encoder = list(ids)
         for i, slot in enumerate(slots):
             encoder[slot] = v.sentinel_ids[i]
         if len(encoder) > ctx.max_positions or 2 * len(slots) > ctx.max_positions:
-            raise ctx.too_long(n, ctx.max_positions, "the text with its slots")
+            raise ctx.too_long(n, ctx.max_positions, Message("the text with its slots"))
         dec = EncoderDecoderDecoder(ctx, encoder, torch.ones(n, dtype=torch.bool), [ctx.decoder_start], 0, False, ())
         rows = []
         history: list[int] = []
@@ -390,5 +402,5 @@ def fill_mask_logits(ctx: DecodingContext, ids: list[int], slots: list[int], seg
             history = history + [int(torch.argmax(logits.float().masked_fill(ctx.banned, float("-inf"))))]
         return torch.stack(rows)
     if n > ctx.max_positions:
-        raise ctx.too_long(n, ctx.max_positions, "the text with its slots")
+        raise ctx.too_long(n, ctx.max_positions, Message("the text with its slots"))
     return slot_logits(ctx, ids, slots, segments)

@@ -65,6 +65,7 @@ from dataclasses import dataclass
 
 import torch
 
+from lab_models.messages import LabError, Message, clauses
 from lab_models.inference.generation.context import DEFAULT_BLANK_LENGTH, BLANK, ONE_STREAM_MLM, DecodingContext
 from lab_models.inference.generation.decoders import (Decoder, Item, OneStreamDecoder, EncoderDecoderDecoder,
                                                       T5InfillDecoder, GLMInfillDecoder, XLNetContinueDecoder,
@@ -82,52 +83,55 @@ class DecodingPlan:
 
     decoder: Decoder
     limit: int
-    limit_reason: str  # what reaching `limit` means, e.g. "stopped after 50 tokens (max_new_tokens)"
-    how: str  # the decoding, for `explanation`
+    limit_reason: Message  # what reaching `limit` means, e.g. "stopped after 50 tokens (max_new_tokens)"
+    how: Message  # the decoding, for `explanation` (one clause, or several: `clauses`)
     separators: tuple[int, ...] = ()  # ids that separate blanks (T5's sentinels, GLM's [E]); dropped from the output
 
 
-def _max_new_reason(n: int) -> str:
-    return f"stopped after {n} tokens (max_new_tokens)"
+def _max_new_reason(n: int) -> Message:
+    return Message("stopped after {n} tokens (max_new_tokens)", n=n)
 
 
-def _cap(ctx: DecodingContext, dec: Decoder, max_new: int, fixed: int | None = None) -> tuple[int, str]:
+def _cap(ctx: DecodingContext, dec: Decoder, max_new: int, fixed: int | None = None) -> tuple[int, Message]:
     """(the token limit, what reaching it means): max_new_tokens, a blank's fixed length, or the positions left."""
     options = [(max_new, _max_new_reason(max_new))]
     if fixed is not None:
-        options.append((fixed, f"wrote the blank's {fixed} tokens (blank_length)"))
-    options.append((dec.limit, f"stopped at the model's limit of {ctx.max_positions} positions"))
+        options.append((fixed, Message("wrote the blank's {fixed} tokens (blank_length)", fixed=fixed)))
+    options.append((dec.limit, Message("stopped at the model's limit of {positions} positions",
+                                       positions=ctx.max_positions)))
     return min(options, key=lambda option: option[0])  # on a tie the earlier (the asked-for) reason
 
 
-def _start(ctx: DecodingContext, lab_text: str) -> str:
-    """How a continuation started, for the explanation: the plan's own words for the lab's [EOS], else the clause
-    that says how the checkpoint's tokenizer starts a text."""
-    return lab_text if ctx.framing.source == "lab" else ctx.framing_clause(continuing=True)
+def _continued(ctx: DecodingContext, how: Message, after_eos: Message) -> Message:
+    """How a continuation was decoded and started, for the explanation: `after_eos` (the plan's own words, which say
+    where the lab's [EOS] stands) for the lab's framing, else `how` and the clause that says how the checkpoint's
+    tokenizer starts a text."""
+    return after_eos if ctx.framing.source == "lab" else clauses(how, ctx.framing_clause(continuing=True))
 
 
-def _cache_text(use_cache: bool) -> str:
-    return "with a KV cache" if use_cache else "recomputing every step (no cache)"
+def _cache_text(use_cache: bool) -> Message:
+    return Message("with a KV cache") if use_cache else Message("recomputing every step (no cache)")
 
 
 def plan_continue(ctx: DecodingContext, prompt: str, max_new: int, use_cache: bool) -> tuple[DecodingPlan, list[int]]:
     """continue: GPT, GPT-2, UniLM (left to right), XLNet, GLM (a blank at the end)."""
     if BLANK.search(prompt):
-        raise ValueError("continue writes after the prompt, but the prompt has a blank ([MASK] or ___): remove it, "
-                         "or choose infill to fill it")
+        raise LabError("continue writes after the prompt, but the prompt has a blank ([MASK] or ___): remove it, "
+                       "or choose infill to fill it")
     family, v = ctx.family, ctx.vocab
     ids = ctx.encode(prompt)
     if not ids:
-        raise ValueError("the prompt encodes to no tokens: type some words")
+        raise LabError("the prompt encodes to no tokens: type some words")
     if family in ("elmo", "ulmfit"):
         prefix_ids = ctx.continuation + ids
         if len(prefix_ids) >= ctx.max_positions:
             raise ctx.too_long(len(ids), ctx.max_positions - 2)
         dec = LSTMContinueDecoder(ctx, prefix_ids)
-        direction = "ELMo's forward LSTM language model" if family == "elmo" else "the AWD-LSTM language model"
+        direction = (Message("ELMo's forward LSTM language model") if family == "elmo"
+                     else Message("the AWD-LSTM language model"))
         return DecodingPlan(dec, *_cap(ctx, dec, max_new),
-                            f"{direction}, left to right after [EOS] (a document start), "
-                            f"re-reading the prefix every step (no cache)"), ids
+                            Message("{direction}, left to right after [EOS] (a document start), re-reading the prefix "
+                                    "every step (no cache)", direction=direction)), ids
     if family in ("gpt", "gpt2", "unilm"):
         prefix_ids = ctx.continuation + ids  # the start of a document (the lab: [EOS]), or the checkpoint's
         L = len(prefix_ids)
@@ -141,31 +145,39 @@ def plan_continue(ctx: DecodingContext, prompt: str, max_new: int, use_cache: bo
         query = (lambda h: (v.mask_id, (L + len(h),), segment)) if is_unilm else None  # noqa: E731
         causal = torch.ones(L, L, dtype=torch.bool).tril()
         dec = OneStreamDecoder(ctx, ctx.backbone, prefix, causal, feed, query, use_cache, (v.eos_id,))
+        cache = _cache_text(use_cache)
         if is_unilm:
-            how = (f"UniLM's left-to-right mask, each next token predicted at an appended [MASK] (its cloze "
-                   f"objective), {_cache_text(use_cache)}")
+            how = _continued(ctx, Message("UniLM's left-to-right mask, each next token predicted at an appended [MASK] "
+                                          "(its cloze objective), {cache}", cache=cache),
+                             Message("UniLM's left-to-right mask, each next token predicted at an appended [MASK] "
+                                     "(its cloze objective), {cache}, after [EOS] (a document start)", cache=cache))
         else:
-            how = f"left to right {_cache_text(use_cache)}"
-        return DecodingPlan(dec, *_cap(ctx, dec, max_new), how + _start(ctx, ", after [EOS] (a document start)")),\
-            ids
+            how = _continued(ctx, Message("left to right {cache}", cache=cache),
+                             Message("left to right {cache}, after [EOS] (a document start)", cache=cache))
+        return DecodingPlan(dec, *_cap(ctx, dec, max_new), how), ids
     if family == "xlnet":
         if not ctx.run.settings.two_stream:
-            raise UnsupportedMode("this XLNet run was trained without the query stream (two_stream=False, the leak "
-                               "demonstration): it learned to copy its input and cannot predict a next token.")
+            raise UnsupportedMode(Message("this XLNet run was trained without the query stream (two_stream=False, the "
+                                          "leak demonstration): it learned to copy its input and cannot predict a "
+                                          "next token."))
         prefix_ids = ctx.continuation + ids
         if len(prefix_ids) + 1 > ctx.max_positions:
             raise ctx.too_long(len(ids), ctx.max_positions - 1 - len(ctx.continuation))
         dec = XLNetContinueDecoder(ctx, prefix_ids)
-        how = ("the left-to-right factorization order: the query stream at the next position reads the content of "
-               "every earlier token; recomputed every step (no cache for two streams)" + _start(ctx, ", after [EOS]"))
+        order = Message("the left-to-right factorization order: the query stream at the next position reads the "
+                        "content of every earlier token")
+        if ctx.framing.source == "lab":
+            how = clauses(order, Message("recomputed every step (no cache for two streams), after [EOS]"))
+        else:
+            how = clauses(order, Message("recomputed every step (no cache for two streams)"),
+                          ctx.framing_clause(continuing=True))
         return DecodingPlan(dec, *_cap(ctx, dec, max_new), how), ids
     # glm: a blank at the end of the prompt
-    plan = _glm_plan(ctx, [ids, []], max_new, use_cache)
-    plan.how = "a blank at the end of the prompt: " + plan.how
-    return plan, ids
+    return _glm_plan(ctx, [ids, []], max_new, use_cache, at_the_end=True), ids
 
 
-def _glm_plan(ctx: DecodingContext, pieces: list[list[int]], max_new: int, use_cache: bool) -> DecodingPlan:
+def _glm_plan(ctx: DecodingContext, pieces: list[list[int]], max_new: int, use_cache: bool,
+              at_the_end: bool = False) -> DecodingPlan:
     """GLM's Part A (the text with one [MASK] per blank) and Part B ([S] + span, ... until [E] per blank)."""
     v = ctx.vocab
     part_a: list[int] = []
@@ -196,13 +208,15 @@ def _glm_plan(ctx: DecodingContext, pieces: list[list[int]], max_new: int, use_c
 
     dec = GLMInfillDecoder(ctx, ctx.backbone, prefix, prefix_mask, feed, None, use_cache, (v.end_id,),
                      n_blanks=len(mask_index))
-    how = (f"GLM's Part A (the text with [MASK]) read bidirectionally, Part B ([S] + span of at least one token "
-           f"until [E]) written left to right with 2-D positions, {_cache_text(use_cache)}" + ctx.framing_clause())
-    return DecodingPlan(dec, *_cap(ctx, dec, max_new), how, separators=(v.end_id,))
+    how = Message("GLM's Part A (the text with [MASK]) read bidirectionally, Part B ([S] + span of at least one token "
+                  "until [E]) written left to right with 2-D positions, {cache}", cache=_cache_text(use_cache))
+    if at_the_end:
+        how = Message("a blank at the end of the prompt: {how}", how=how)
+    return DecodingPlan(dec, *_cap(ctx, dec, max_new), clauses(how, ctx.framing_clause()), separators=(v.end_id,))
 
 
 class UnsupportedMode(Exception):
-    """This run cannot decode in this mode; the message is the explanation."""
+    """This run cannot decode in this mode; the message (its argument, a `Message`) is the explanation."""
 
 
 def plan_infill(ctx: DecodingContext, segments: list[str], pieces: list[list[int]], max_new: int, use_cache: bool,
@@ -210,13 +224,13 @@ def plan_infill(ctx: DecodingContext, segments: list[str], pieces: list[list[int
     family, v = ctx.family, ctx.vocab
     n_blanks = len(segments) - 1
     if n_blanks == 0:
-        raise ValueError("infill needs a blank: mark where the model should write with ___ (or [MASK])")
+        raise LabError("infill needs a blank: mark where the model should write with ___ (or [MASK])")
     if family == "glm":
         return _glm_plan(ctx, pieces, max_new, use_cache)
     if family == "t5":
         if n_blanks >= len(v.sentinel_ids):
-            raise ValueError(f"T5 can fill at most {len(v.sentinel_ids) - 1} blanks at once; the prompt has "
-                             f"{n_blanks}")
+            raise LabError("T5 can fill at most {last_sentinel} blanks at once; the prompt has "
+                           "{n_blanks}", last_sentinel=len(v.sentinel_ids) - 1, n_blanks=n_blanks)
         encoder: list[int] = []
         for i, piece in enumerate(pieces):
             encoder += piece
@@ -229,12 +243,15 @@ def plan_infill(ctx: DecodingContext, segments: list[str], pieces: list[list[int
         cross = torch.ones(len(encoder), dtype=torch.bool)
         dec = T5InfillDecoder(ctx, encoder, cross, [ctx.decoder_start, v.sentinel_ids[0]], 0, use_cache, (v.eos_id,),
                         sentinels=tuple(v.sentinel_ids), n_blanks=n_blanks)
-        how = (f"the encoder reads the text with a sentinel at each blank; the decoder starts "
-               f"{ctx.token_name(ctx.decoder_start)} <extra_id_0> (forced) and writes each span (at least one token, "
-               f"as in training) until the next sentinel or [EOS], {_cache_text(use_cache)}" + ctx.framing_clause())
+        how = clauses(Message("the encoder reads the text with a sentinel at each blank"),
+                      Message("the decoder starts {start} <extra_id_0> (forced) and writes each span (at least one "
+                              "token, as in training) until the next sentinel or [EOS], {cache}",
+                              start=ctx.token_name(ctx.decoder_start), cache=_cache_text(use_cache)),
+                      ctx.framing_clause())
         return DecodingPlan(dec, *_cap(ctx, dec, max_new), how, separators=tuple(v.sentinel_ids))
     if n_blanks > 1:
-        raise ValueError(f"{ctx.title} fills one blank at a time, but the prompt has {n_blanks}: keep one ___")
+        raise LabError("{title} fills one blank at a time, but the prompt has {n_blanks}: keep one ___",
+                       title=ctx.title, n_blanks=n_blanks)
     k = blank_length if blank_length is not None else DEFAULT_BLANK_LENGTH
     left, right = pieces
     if family == "mass":
@@ -249,26 +266,29 @@ def plan_infill(ctx: DecodingContext, segments: list[str], pieces: list[list[int
             cross[u:u + k] = False  # the released code's enc_mask: the decoder does not attend the [MASK]s
         first = left[-1] if left else v.bos_id
         dec = EncoderDecoderDecoder(ctx, encoder, cross, [first], u, use_cache, (v.eos_id,))
-        how = (f"the encoder reads the text with {k} [MASK] slots at the blank; the decoder writes the fragment at "
-               f"its positions, {_cache_text(use_cache)}" + ctx.framing_clause())
+        how = clauses(Message("the encoder reads the text with {k} [MASK] slots at the blank", k=k),
+                      Message("the decoder writes the fragment at its positions, {cache}",
+                              cache=_cache_text(use_cache)),
+                      ctx.framing_clause())
         return DecodingPlan(dec, *_cap(ctx, dec, max_new, k), how)
     # unilm: seq2seq
     if not left:
-        raise ValueError("UniLM's seq2seq mode needs some text before the blank (the source it reads)")
+        raise LabError("UniLM's seq2seq mode needs some text before the blank (the source it reads)")
     left = ctx.read(left).ids  # the source, as the run reads a text
     L = len(left)
     if L + 1 > ctx.max_positions:
         added = ctx.framing.reading.added()
-        raise ctx.too_long(L - added, ctx.max_positions - 1 - added, "the text before the blank")
+        raise ctx.too_long(L - added, ctx.max_positions - 1 - added, Message("the text before the blank"))
     source_segment, target_segment = (4, 5) if ctx.run.settings.lm_segment_ids else (0, 1)
     prefix = [(t, (i,), source_segment) for i, t in enumerate(left)]
     feed = lambda h, i: (h[i], (L + i,), target_segment)  # noqa: E731
     query = lambda h: (v.mask_id, (L + len(h),), target_segment)  # noqa: E731
     source_mask = torch.ones(L, L, dtype=torch.bool)  # the source sees all of itself
     dec = OneStreamDecoder(ctx, ctx.backbone, prefix, source_mask, feed, query, use_cache, (v.eos_id,))
-    how = (f"UniLM's seq2seq mask: the text before the blank is the source, the fill the target, each token "
-           f"predicted at an appended [MASK]; the text after the blank is not read, {_cache_text(use_cache)}"
-           + ctx.framing_clause())
+    how = clauses(Message("UniLM's seq2seq mask: the text before the blank is the source, the fill the target, each "
+                          "token predicted at an appended [MASK]"),
+                  Message("the text after the blank is not read, {cache}", cache=_cache_text(use_cache)),
+                  ctx.framing_clause())
     return DecodingPlan(dec, *_cap(ctx, dec, max_new, k), how)
 
 
@@ -277,26 +297,29 @@ def plan_translate(ctx: DecodingContext, prompt: str, max_new: int, use_cache: b
     if ctx.family == "cove":
         encoder = ctx.encode(prompt)
         if not encoder:
-            raise ValueError("the English encodes to no tokens: type some words")
+            raise LabError("the English encodes to no tokens: type some words")
         if len(encoder) > ctx.max_positions:
-            raise ctx.too_long(len(encoder), ctx.max_positions, "the English")
+            raise ctx.too_long(len(encoder), ctx.max_positions, Message("the English"))
         dec = CoVeTranslateDecoder(ctx, encoder)
-        how = ("English -> Chinese: CoVe's biLSTM encoder (the MT-LSTM) reads the English, its attentional LSTM "
-               "decoder writes from [BOS] until [EOS], re-reading its history every step (no cache)")
+        how = Message("English -> Chinese: CoVe's biLSTM encoder (the MT-LSTM) reads the English, its attentional LSTM "
+                      "decoder writes from [BOS] until [EOS], re-reading its history every step (no cache)")
         return DecodingPlan(dec, *_cap(ctx, dec, max_new), how)
     encoder = ctx.read(translation.encoder_ids(ctx.family, ctx.tokenizer, v, prompt)).ids  # T5: + </s>
     if len(encoder) > ctx.max_positions:
-        raise ctx.too_long(len(encoder), ctx.max_positions, "the English (with the task prefix)"
-                           if ctx.family == "t5" else "the English")
+        raise ctx.too_long(len(encoder), ctx.max_positions, Message("the English (with the task prefix)")
+                           if ctx.family == "t5" else Message("the English"))
     cross = torch.ones(len(encoder), dtype=torch.bool)
     dec = EncoderDecoderDecoder(ctx, encoder, cross, [ctx.decoder_start], 0, use_cache, (v.eos_id,))
     weight = float((ctx.run.config.get("objectives") or {}).get(translation.OBJECTIVE, 0.0) or 0.0)
-    trained = (f"this run trained translation (weight {weight:g})" if weight > 0 else
-               "this run did not train translation (no 'translation' objective), so expect a poor translation")
-    prefix = f" after the task prefix {translation.task_prefix(ctx.family)!r}" if ctx.family == "t5" else ""
-    how = (f"English -> Chinese: the encoder reads the English{prefix}, the decoder writes from "
-           f"{ctx.token_name(ctx.decoder_start)} until [EOS], {_cache_text(use_cache)}; {trained}"
-           + ctx.framing_clause())
+    trained = (Message("this run trained translation (weight {weight:g})", weight=weight) if weight > 0 else
+               Message("this run did not train translation (no 'translation' objective), so expect a poor "
+                       "translation"))
+    prefix = (Message(" after the task prefix {prefix!r}", prefix=translation.task_prefix(ctx.family))
+              if ctx.family == "t5" else "")
+    how = clauses(Message("English -> Chinese: the encoder reads the English{prefix}, the decoder writes from {start} "
+                          "until [EOS], {cache}", prefix=prefix, start=ctx.token_name(ctx.decoder_start),
+                          cache=_cache_text(use_cache)),
+                  trained, ctx.framing_clause())
     return DecodingPlan(dec, *_cap(ctx, dec, max_new), how)
 
 
@@ -316,9 +339,10 @@ def slot_logits(ctx: DecodingContext, ids: list[int], slots: list[int], segments
     slot_t = ctx.tensor(slots)
     if family in ONE_STREAM_MLM or (family == "mpnet" and model.settings.input_mode == "mlm"):
         if family == "electra" and model.objective_weights.get("mlm", 0.0) <= 0:
-            raise UnsupportedMode("this ELECTRA run's generator was never trained (its mlm weight is 0: a "
-                                  "discriminator imported without --generator, or a run trained with mlm=0), and ELECTRA predicts "
-                               "tokens only with its generator; the discriminator only tells replaced tokens apart.")
+            raise UnsupportedMode(Message("this ELECTRA run's generator was never trained (its mlm weight is 0: a "
+                                          "discriminator imported without --generator, or a run trained with mlm=0), "
+                                          "and ELECTRA predicts tokens only with its generator; the discriminator "
+                                          "only tells replaced tokens apart."))
         backbone = model.lm_backbone  # ELECTRA: the generator
         full = torch.ones(1, n, n, dtype=torch.bool, device=ctx.device)
         hidden = backbone(x, full, positions, segment_ids)  # (1, n, H); a model without segments ignores them
@@ -332,8 +356,9 @@ def slot_logits(ctx: DecodingContext, ids: list[int], slots: list[int], segments
         query = torch.ones(len(slots), n, dtype=torch.bool, device=ctx.device)
     else:  # xlnet, mpnet "xlnet" mode: no slots in the content; the query stream at a slot reads the other tokens
         if family == "xlnet" and not model.settings.two_stream:
-            raise UnsupportedMode("this XLNet run was trained without the query stream (two_stream=False, the leak "
-                               "demonstration): it learned to copy its input and cannot predict a masked token.")
+            raise UnsupportedMode(Message("this XLNet run was trained without the query stream (two_stream=False, the "
+                                          "leak demonstration): it learned to copy its input and cannot predict a "
+                                          "masked token."))
         visible = ~is_slot
         content = visible.unsqueeze(0).expand(n, n) | torch.eye(n, dtype=torch.bool, device=ctx.device)
         query = visible.unsqueeze(0).expand(len(slots), n)

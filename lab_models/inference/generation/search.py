@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import torch
 
+from lab_models.messages import Message
 from lab_models.inference.generation.context import DecodingContext
 from lab_models.inference.generation.decoders import Decoder
 
@@ -142,20 +143,26 @@ def _beam_search(ctx: DecodingContext, dec: Decoder, limit: int, beam_size: int)
         logits = dec.next([c[3] for c in alive], [c[2] for c in alive])
 
 
-def describe_strategy(strategy: str, temperature: float, top_k: int, top_p: float, beam_size: int, seed: int) -> str:
+def describe_strategy(strategy: str, temperature: float, top_k: int, top_p: float, beam_size: int,
+                      seed: int) -> Message:
     if strategy == "greedy":
-        return "greedy"
+        return Message("greedy")
     if strategy == "beam":
-        return f"beam search with {beam_size} beam{'s' if beam_size > 1 else ''}"
-    filters = [f"temperature {temperature:g}"]
+        return (Message("beam search with {beam_size} beams", beam_size=beam_size) if beam_size > 1
+                else Message("beam search with {beam_size} beam", beam_size=beam_size))
+    if top_k and top_p < 1:
+        return Message("sampled (temperature {temperature:g}, top-k {top_k}, top-p {top_p:g}, seed {seed})",
+                       temperature=temperature, top_k=top_k, top_p=top_p, seed=seed)
     if top_k:
-        filters.append(f"top-k {top_k}")
+        return Message("sampled (temperature {temperature:g}, top-k {top_k}, seed {seed})", temperature=temperature,
+                       top_k=top_k, seed=seed)
     if top_p < 1:
-        filters.append(f"top-p {top_p:g}")
-    return f"sampled ({', '.join(filters)}, seed {seed})"
+        return Message("sampled (temperature {temperature:g}, top-p {top_p:g}, seed {seed})", temperature=temperature,
+                       top_p=top_p, seed=seed)
+    return Message("sampled (temperature {temperature:g}, seed {seed})", temperature=temperature, seed=seed)
 
 
-def describe_stop(ctx: DecodingContext, result: SearchResult, limit_reason: str) -> str:
+def describe_stop(ctx: DecodingContext, result: SearchResult, limit_reason: Message) -> Message:
     if result.stop == "end":
-        return f"stopped at {ctx.token_name(result.tokens[-1])}"
+        return Message("stopped at {token}", token=ctx.token_name(result.tokens[-1]))
     return limit_reason

@@ -20,20 +20,23 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
+from lab_models.messages import LabError
 from lab_models.families import RNN_FAMILIES
 from lab_models.models.rnn.config import RNNConfig
 
 
 def rnn_module(family: str) -> ModuleType:
     if family not in RNN_FAMILIES:
-        raise ValueError(f"{family!r} is not an RNN family: choose one of {', '.join(RNN_FAMILIES)}")
+        raise LabError("{family!r} is not an RNN family: choose one of {rnn_families}",
+                       family=family, rnn_families=', '.join(RNN_FAMILIES))
     return importlib.import_module(f"{__name__}.{family}")
 
 
 def build_rnn_model(family: str, model_config: RNNConfig, settings, vocab, objective_weights: dict[str, float]):
     """The family's model (weights resolved by lab_models.models.family.resolve_objective_weights)."""
     if not isinstance(model_config, RNNConfig):
-        raise ValueError(f"{family} needs an RNNConfig (lab_models.models.rnn.config), got "
-                         f"{type(model_config).__name__}: "
-                         f"build it with family_model_config({family!r}, preset, vocab_size)")
+        raise LabError("{family} needs an RNNConfig (lab_models.models.rnn.config), got "
+                       "{model_config_type}: "
+                       "build it with family_model_config({family!r}, preset, vocab_size)",
+                       family=family, model_config_type=type(model_config).__name__)
     return rnn_module(family).build(family, model_config, settings, vocab, objective_weights)

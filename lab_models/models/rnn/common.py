@@ -26,6 +26,7 @@ import torch
 from torch import nn
 from torch.nn.utils.rnn import pad_sequence
 
+from lab_models.messages import LabError, Message
 from lab_models.batch import IGNORE_INDEX, Batch
 from lab_models.text.vocab import VocabInfo
 from lab_models.objectives.losses import LossOutput
@@ -78,7 +79,8 @@ class RNNFamilyModel(nn.Module):
 
     def forward(self, batch: Batch) -> LossOutput:
         if not isinstance(batch, Batch):
-            raise ValueError(f"a {self.family} model takes a Batch (from its batch source), got {type(batch).__name__}")
+            raise LabError("a {family} model takes a Batch (from its batch source), got {batch_type}",
+                           family=self.family, batch_type=type(batch).__name__)
         out = self.compute_loss(batch)
         return out if self.addons is None else self.addons.apply(self, batch, out)
 
@@ -147,10 +149,10 @@ class StreamWindows:
     """Training rows: `batch_size` windows of `seq_len` tokens at random offsets of a stream (as data.PackedBatches);
     validation rows: the stream cut into consecutive rows, the first `limit` of them."""
 
-    def __init__(self, stream, seq_len: int, what: str):
+    def __init__(self, stream, seq_len: int, what: Message):
         stream = TokenStream(stream)  # a tensor, or a corpus's memory-mapped token shards
         if stream.numel() < 2:
-            raise ValueError(f"{what} has fewer than 2 tokens: nothing to train a language model on")
+            raise LabError("{what} has fewer than 2 tokens: nothing to train a language model on", what=what)
         self.stream = stream
         self.seq_len = min(seq_len, stream.numel())
 
@@ -188,5 +190,5 @@ def build_loss(total: torch.Tensor, parts: dict[str, torch.Tensor], target_ids: 
 
 def weighted_total(weights: dict[str, float], parts: dict[str, torch.Tensor]) -> torch.Tensor:
     if not parts:
-        raise ValueError("no objective was computed: give at least one objective a positive weight")
+        raise LabError("no objective was computed: give at least one objective a positive weight")
     return sum(float(weights[name]) * part for name, part in parts.items())

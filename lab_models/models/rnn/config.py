@@ -31,6 +31,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
+from lab_models.messages import LabError
 from lab_models.nn.config import require_int  # the transformer config's check, shared
 from lab_models.families import RNN_FAMILIES
 
@@ -66,7 +67,7 @@ class RNNConfig:
             require_int(name, getattr(self, name), 1)
         require_int("decoder_layers", self.decoder_layers, 0)
         if isinstance(self.dropout, bool) or not isinstance(self.dropout, (int, float)) or not 0 <= self.dropout < 1:
-            raise ValueError(f"dropout must be a probability in [0, 1), got {self.dropout!r}")
+            raise LabError("dropout must be a probability in [0, 1), got {dropout!r}", dropout=self.dropout)
 
     # the names every model config answers to (config.json, the Train tab, docs/contract.md §2)
     @property
@@ -87,14 +88,15 @@ class RNNConfig:
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> "RNNConfig":
         if not isinstance(values, dict):
-            raise ValueError(f"a model config must be a dict, got {type(values).__name__}")
+            raise LabError("a model config must be a dict, got {values_type}", values_type=type(values).__name__)
         values = {k: v for k, v in values.items() if k != "kind"}
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(values) - known)
         if unknown:
-            raise ValueError(f"unknown RNN model config keys: {', '.join(unknown)} (valid: {', '.join(sorted(known))})")
+            raise LabError("unknown RNN model config keys: {unknown} (valid: {known})",
+                           unknown=', '.join(unknown), known=', '.join(sorted(known)))
         if "vocab_size" not in values:
-            raise ValueError("a model config needs vocab_size")
+            raise LabError("a model config needs vocab_size")
         return cls(**values)
 
 
@@ -102,14 +104,16 @@ class RNNConfig:
 def rnn_preset_config(family: str, preset: str, vocab_size: int, **overrides) -> RNNConfig:
     """The preset's RNN sizes with the family's structure; `overrides` (RNNConfig fields) win over both."""
     if family not in RNN_FAMILIES:
-        raise ValueError(f"{family!r} is not an RNN family: choose one of {', '.join(RNN_FAMILIES)}")
+        raise LabError("{family!r} is not an RNN family: choose one of {rnn_families}",
+                       family=family, rnn_families=', '.join(RNN_FAMILIES))
     if preset not in RNN_PRESETS:
-        raise ValueError(f"unknown preset {preset!r}: choose one of {', '.join(RNN_PRESETS)}")
+        raise LabError("unknown preset {preset!r}: choose one of {rnn_presets}",
+                       preset=preset, rnn_presets=', '.join(RNN_PRESETS))
     known = {f.name for f in dataclasses.fields(RNNConfig)} - {"vocab_size"}
     unknown = sorted(set(overrides) - known)
     if unknown:
-        raise ValueError(f"unknown model setting {', '.join(map(repr, unknown))} for {family}; valid keys: "
-                         f"{', '.join(sorted(known))}")
+        raise LabError("unknown model setting {unknown} for {family}; valid keys: "
+                       "{known}", unknown=', '.join(map(repr, unknown)), family=family, known=', '.join(sorted(known)))
     values = {**RNN_PRESETS[preset], **FAMILY_STRUCTURE[family], **overrides}
     if family == "cove" and "decoder_layers" not in overrides:
         values["decoder_layers"] = values["n_layers"]  # as deep a decoder as the encoder

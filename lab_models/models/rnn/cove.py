@@ -42,6 +42,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from lab_models.messages import LabError, Message
 from lab_models.batch import IGNORE_INDEX, Batch, collate
 from lab_models.objectives import translation
 from lab_models.models.rnn.common import (DataContext, RNNFamilyModel, build_loss, init_lstm_family, mean_or_zero,
@@ -51,7 +52,8 @@ from lab_models.text.corpora import Corpus
 from lab_models.text.corpora import content_fingerprint
 
 CHOICES: tuple[str, ...] = ()
-RULE = "seq2seq: a biLSTM encoder reads the English; an LSTM decoder with attention writes the Chinese left to right"
+RULE = Message("seq2seq: a biLSTM encoder reads the English; an LSTM decoder with attention writes the Chinese left "
+               "to right")
 OBJECTIVE = "nmt"
 
 
@@ -121,7 +123,7 @@ class CoVe(RNNFamilyModel):
         super().__init__(family, model_config, settings, vocab, objective_weights)
         c = model_config
         if c.decoder_layers < 1:
-            raise ValueError("CoVe needs a decoder: decoder_layers must be at least 1")
+            raise LabError("CoVe needs a decoder: decoder_layers must be at least 1")
         E, H = c.embedding_size, c.hidden_size
         self.embedding = nn.Embedding(c.vocab_size, E)
         self.encoder = nn.LSTM(E, H, num_layers=c.n_layers, bidirectional=True, batch_first=True,
@@ -209,7 +211,7 @@ class CoVe(RNNFamilyModel):
         """The decoder's vocabulary logits (N, V) at `positions` (default: where batch.targets has a target), in
         row-major order, as `FamilyModel.target_logits` (back-translation reads both the same way)."""
         if batch.decoder_input_ids is None:
-            raise ValueError("CoVe's batch needs decoder inputs: build it with cove.batch_source")
+            raise LabError("CoVe's batch needs decoder inputs: build it with cove.batch_source")
         H, lengths, final = self.encode(batch.input_ids)
         y = self.dropout(self.embedding(batch.decoder_input_ids))  # (B, S, E)
         states, _ = self.decoder(y, self.bridge(final))  # (B, S, h): one fused call over all target steps

@@ -38,6 +38,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from lab_models.messages import LabError, Message
 from lab_models.batch import IGNORE_INDEX, Batch
 from lab_models.models.rnn.common import (DataContext, RNNFamilyModel, StreamWindows, build_loss, init_lstm_family,
                                           pad_rows)
@@ -47,7 +48,7 @@ from lab_models.text.tasks import load_task
 from lab_models.text.tasks import TASKS
 
 CHOICES: tuple[str, ...] = ()
-RULE = "BiLSTM tagger: the primary module sees the whole sentence; auxiliary modules see one side of each word"
+RULE = Message("BiLSTM tagger: the primary module sees the whole sentence; auxiliary modules see one side of each word")
 TAGS, UNLABELLED_IDS = "tags", "unlabelled_ids"
 VIEWS = ("forward", "backward", "future", "past")
 
@@ -90,11 +91,11 @@ class AlternatingBatches:
 
         self.labelled = encode(task.train)
         self.labelled_validation = encode(task.validation)
-        self.unlabelled = StreamWindows(context.train_stream, context.seq_len, "the corpus's training split")
+        self.unlabelled = StreamWindows(context.train_stream, context.seq_len, Message("the corpus's training split"))
         validation = context.validation_stream if context.validation_stream.numel() >= 2 else context.train_stream
         self.validation_note = "" if validation is context.validation_stream else \
             "the corpus has no validation split: evaluating on the first training rows"
-        self.unlabelled_validation = StreamWindows(validation, context.seq_len, "the validation split")
+        self.unlabelled_validation = StreamWindows(validation, context.seq_len, Message("the validation split"))
 
     def _labelled(self, examples) -> Batch:
         ids = pad_rows([x for x, _ in examples], self.vocab.pad_id)  # (B, L)
@@ -146,8 +147,8 @@ class CVT(RNNFamilyModel):
         n_tags = len(TASKS["tagging"].label_names)
         hidden = settings.module_hidden or H
         if self.weight("unlabelled") > 0 and not settings.views:
-            raise ValueError("CVT's unlabelled objective needs at least one auxiliary view: turn one of "
-                             "forward_view, backward_view, future_view, past_view on, or set unlabelled=0")
+            raise LabError("CVT's unlabelled objective needs at least one auxiliary view: turn one of "
+                           "forward_view, backward_view, future_view, past_view on, or set unlabelled=0")
         self.embedding = nn.Embedding(c.vocab_size, E)
         self.first = nn.LSTM(E, H, batch_first=True, bidirectional=True)  # h1 -> and h1 <-
         self.second = nn.ModuleList(nn.LSTM(2 * H, H, batch_first=True, bidirectional=True)
@@ -207,7 +208,7 @@ class CVT(RNNFamilyModel):
         if self.weight("unlabelled") > 0 and UNLABELLED_IDS in batch.extras:
             parts["unlabelled"] = self.cvt_loss(batch.extras[UNLABELLED_IDS])
         if not parts:
-            raise ValueError("this CVT batch trains nothing: its objective (labelled or unlabelled) has weight 0")
+            raise LabError("this CVT batch trains nothing: its objective (labelled or unlabelled) has weight 0")
         total = sum(self.weight(name) * part for name, part in parts.items())
         empty = torch.zeros(0, dtype=torch.long, device=batch.input_ids.device)
         return build_loss(total, parts, empty, torch.zeros(0, device=batch.input_ids.device))

@@ -41,13 +41,15 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from lab_models.messages import LabError, Message
 from lab_models.batch import IGNORE_INDEX, Batch
 from lab_models.models.rnn.common import (BACKWARD_TARGETS, RNNFamilyModel, build_loss, init_lstm_family, lm_batch,
                                           mean_or_zero, token_nll, weighted_total)
 from lab_models.models.rnn.layers import ScalarMix
 
 CHOICES: tuple[str, ...] = ()
-RULE = "biLM: the forward LSTM at t reads x_1..x_t and predicts x_(t+1); the backward LSTM reads x_t..x_N, predicts x_(t-1)"
+RULE = Message("biLM: the forward LSTM at t reads x_1..x_t and predicts x_(t+1); the backward LSTM reads x_t..x_N, "
+               "predicts x_(t-1)")
 OBJECTIVES = ("forward_lm", "backward_lm")
 
 
@@ -88,8 +90,9 @@ class ELMo(RNNFamilyModel):
         super().__init__(family, model_config, settings, vocab, objective_weights)
         c = model_config
         if c.embedding_size >= c.hidden_size:
-            raise ValueError(f"ELMo projects its LSTM cells down to the embedding width: embedding_size "
-                             f"({c.embedding_size}) must be smaller than hidden_size ({c.hidden_size})")
+            raise LabError("ELMo projects its LSTM cells down to the embedding width: embedding_size "
+                           "({embedding_size}) must be smaller than hidden_size ({hidden_size})",
+                           embedding_size=c.embedding_size, hidden_size=c.hidden_size)
         E, H, L = c.embedding_size, c.hidden_size, c.n_layers
         self.embedding = nn.Embedding(c.vocab_size, E)  # x_k, shared by both directions
         self.forward_layers = nn.ModuleList(nn.LSTM(E, H, proj_size=E, batch_first=True) for _ in range(L))
@@ -175,7 +178,7 @@ class ELMo(RNNFamilyModel):
             if self.weight(name) == 0:
                 continue
             if targets is None:
-                raise ValueError("ELMo's batch needs extras['backward_targets']: build it with elmo.make_batch")
+                raise LabError("ELMo's batch needs extras['backward_targets']: build it with elmo.make_batch")
             where = targets != IGNORE_INDEX  # (B, T)
             logits = head(self.dropout(states[-1][where]))  # (N, V): only rows with a target reach the softmax
             nll = token_nll(logits, targets[where])  # (N,)

@@ -33,6 +33,8 @@ from torch import nn
 from torch.func import functional_call
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
+from lab_models.messages import LabError
+
 
 # ------------------------------------------------------------------------------------------------ dropouts (AWD-LSTM)
 
@@ -115,7 +117,8 @@ class ScalarMix(nn.Module):
     def forward(self, layers: list[torch.Tensor]) -> torch.Tensor:
         """L + 1 tensors (B, T, D) -> (B, T, D)."""
         if len(layers) != self.weights.numel():
-            raise ValueError(f"the scalar mix has {self.weights.numel()} weights but got {len(layers)} layers")
+            raise LabError("the scalar mix has {n_weights} weights but got {n_layers} layers",
+                           n_weights=self.weights.numel(), n_layers=len(layers))
         s = torch.softmax(self.weights, dim=0)  # (L+1,)
         return self.gamma * torch.einsum("l,lbtd->btd", s, torch.stack(layers))  # (B, T, D)
 
@@ -131,7 +134,7 @@ def slanted_triangular_lr(t: int, total: int, lr_max: float, cut_frac: float = 0
     lr_max / 32, t = 100 the peak lr_max, t = 1000 lr_max / 32 again. A schedule shorter than 1 / cut_frac steps has
     cut = 0: it starts at the peak and decays (the formula's second branch)."""
     if total < 1:
-        raise ValueError(f"a slanted triangular schedule needs at least 1 step, got {total}")
+        raise LabError("a slanted triangular schedule needs at least 1 step, got {total}", total=total)
     cut = math.floor(total * cut_frac)
     if t < cut:
         p = t / cut

@@ -59,6 +59,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from lab_models.messages import LabError, Message
 from lab_models.batch import IGNORE_INDEX, Batch
 from lab_models.models.rnn.common import (StepPlan, DataContext, RNNFamilyModel, StreamWindows, build_loss,
                                           encode_texts, init_lstm_family, lm_batch, mean_or_zero, pad_rows, token_nll)
@@ -69,8 +70,8 @@ from lab_models.text.tasks import load_task
 
 CHOICES: tuple[str, ...] = ()
 DEFAULT_LR = 5e-3  # the peak of each stage's STLR when --lr is not given (lab_models/training/run.py)
-RULE = "AWD-LSTM language model (left to right), then a concat-pooling classifier"
-STAGE_NAMES = {1: "general LM pretraining", 2: "LM fine-tuning", 3: "classifier fine-tuning"}
+RULE = Message("AWD-LSTM language model (left to right), then a concat-pooling classifier")
+STAGE_NAMES = {1: Message("general LM pretraining"), 2: Message("LM fine-tuning"), 3: Message("classifier fine-tuning")}
 CLASS_IDS, CLASS_LABELS = "class_input_ids", "class_labels"
 
 
@@ -98,29 +99,33 @@ class Settings:
     def __post_init__(self):
         if self.task not in TASKS or TASKS[self.task].kind != "sequence":
             options = ", ".join(name for name, spec in TASKS.items() if spec.kind == "sequence")
-            raise ValueError(f"ULMFiT classifies single texts: task must be one of {options}, got {self.task!r}")
+            raise LabError("ULMFiT classifies single texts: task must be one of {options}, got {task!r}",
+                           options=options, task=self.task)
         for name in ("pretrain_fraction", "lm_finetune_fraction", "cut_frac"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
-                raise ValueError(f"{name} must be a number in [0, 1], got {value!r}")
+                raise LabError("{name} must be a number in [0, 1], got {value!r}", name=name, value=value)
         if self.pretrain_fraction + self.lm_finetune_fraction > 1:
-            raise ValueError("pretrain_fraction + lm_finetune_fraction must be at most 1 (stage 3 gets the rest)")
+            raise LabError("pretrain_fraction + lm_finetune_fraction must be at most 1 (stage 3 gets the rest)")
         if not 0 < self.cut_frac < 1:
-            raise ValueError(f"cut_frac must be in (0, 1), got {self.cut_frac!r}")
+            raise LabError("cut_frac must be in (0, 1), got {cut_frac!r}", cut_frac=self.cut_frac)
         if not self.ratio >= 1:
-            raise ValueError(f"ratio must be at least 1, got {self.ratio!r}")
+            raise LabError("ratio must be at least 1, got {ratio!r}", ratio=self.ratio)
         if not self.discriminative_factor >= 1:
-            raise ValueError(f"discriminative_factor must be at least 1, got {self.discriminative_factor!r}")
+            raise LabError("discriminative_factor must be at least 1, got {discriminative_factor!r}",
+                           discriminative_factor=self.discriminative_factor)
         if isinstance(self.unfreeze_every, bool) or not isinstance(self.unfreeze_every, int) or self.unfreeze_every < 0:
-            raise ValueError(f"unfreeze_every must be a whole number >= 0, got {self.unfreeze_every!r}")
+            raise LabError("unfreeze_every must be a whole number >= 0, got {unfreeze_every!r}",
+                           unfreeze_every=self.unfreeze_every)
         if isinstance(self.classifier_hidden, bool) or not isinstance(self.classifier_hidden, int) \
                 or self.classifier_hidden < 1:
-            raise ValueError(f"classifier_hidden must be a whole number >= 1, got {self.classifier_hidden!r}")
+            raise LabError("classifier_hidden must be a whole number >= 1, got {classifier_hidden!r}",
+                           classifier_hidden=self.classifier_hidden)
         for name in ("embedding_dropout", "input_dropout", "hidden_dropout", "weight_drop", "output_dropout",
                      "classifier_dropout"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
-                raise ValueError(f"{name} must be a probability in [0, 1), got {value!r}")
+                raise LabError("{name} must be a probability in [0, 1), got {value!r}", name=name, value=value)
 
 
 # ------------------------------------------------------------------------------------------------ the plan
@@ -173,17 +178,17 @@ class StagedBatches:
         self.settings, self.vocab, self.steps = s, context.vocab, context.steps
         self.batch_size, self.eval_batches = context.batch_size, context.eval_batches
         self.max_len = context.max_positions
-        self.general = StreamWindows(context.train_stream, context.seq_len, "the corpus's training split")
+        self.general = StreamWindows(context.train_stream, context.seq_len, Message("the corpus's training split"))
         self.validation_note = ""
         validation = context.validation_stream
         if validation.numel() < 2:
             self.validation_note = "the corpus has no validation split: evaluating on the first training rows"
             validation = context.train_stream
-        self.general_validation = StreamWindows(validation, context.seq_len, "the validation split")
+        self.general_validation = StreamWindows(validation, context.seq_len, Message("the validation split"))
         task = load_task(s.task)
         self.n_labels = task.n_labels
         self.target = StreamWindows(encode_texts(context.tokenizer, [e.text for e in task.train], context.vocab.eos_id),
-                                    context.seq_len, f"the {s.task} task's texts")
+                                    context.seq_len, Message("the {task} task's texts", task=s.task))
         self.labelled = self._encode(context.tokenizer, task.train)
         self.labelled_validation = self._encode(context.tokenizer, task.validation)
 
@@ -262,11 +267,11 @@ class ULMFiT(RNNFamilyModel):
             _BatchNorm(s.classifier_hidden), nn.Dropout(s.classifier_dropout), nn.Linear(s.classifier_hidden, n_labels))
         init_lstm_family(self)
         if self.weight("lm") == 0 and (s.pretrain_fraction > 0 or s.lm_finetune_fraction > 0):
-            raise ValueError("ULMFiT's lm objective is off but stages 1 and 2 have steps: also set "
-                             "pretrain_fraction=0 and lm_finetune_fraction=0 to train the classifier alone")
+            raise LabError("ULMFiT's lm objective is off but stages 1 and 2 have steps: also set "
+                           "pretrain_fraction=0 and lm_finetune_fraction=0 to train the classifier alone")
         if self.weight("classifier") == 0 and s.pretrain_fraction + s.lm_finetune_fraction < 1:
-            raise ValueError("ULMFiT's classifier objective is off but stage 3 has steps: set pretrain_fraction + "
-                             "lm_finetune_fraction to 1 to train the language model alone")
+            raise LabError("ULMFiT's classifier objective is off but stage 3 has steps: set pretrain_fraction + "
+                           "lm_finetune_fraction to 1 to train the language model alone")
         self.stage = 1  # set by begin_step; a model loaded for inference is a language model
         self.total_steps = None
 
@@ -365,8 +370,8 @@ class ULMFiT(RNNFamilyModel):
             logits = self.classify(batch.extras[CLASS_IDS])  # (B, C)
             parts["classifier"] = F.cross_entropy(logits.float(), batch.extras[CLASS_LABELS])
         if not parts:
-            raise ValueError("this ULMFiT batch trains nothing: its objective for this stage has weight 0 (turn lm "
-                             "or classifier back on, or give the stage no steps)")
+            raise LabError("this ULMFiT batch trains nothing: its objective for this stage has weight 0 (turn lm "
+                           "or classifier back on, or give the stage no steps)")
         # the total is the current stage's objective (a validation batch holds both; its other part is only logged)
         current = "classifier" if self.stage == 3 else "lm"
         if current in parts:

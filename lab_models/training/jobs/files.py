@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import lab_models
+from lab_models.messages import messages_restored
 from lab_models.training.device import select_device
 
 PRESETS = ("tiny", "small", "medium", "base")
@@ -65,12 +66,13 @@ def resolve_device_key(device: str) -> str:
 
 
 def read_json(path: Path) -> dict:
-    """A JSON object from `path`, or {} when it is missing or unreadable (files are written atomically)."""
+    """A JSON object from `path`, its messages restored (`messages_restored`), or {} when it is missing or unreadable
+    (files are written atomically)."""
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
-    return data if isinstance(data, dict) else {}
+    return messages_restored(data) if isinstance(data, dict) else {}
 
 
 def log_tail(path: Path, lines: int = LOG_TAIL_LINES, max_chars: int = 4000) -> str:

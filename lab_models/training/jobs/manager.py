@@ -66,6 +66,7 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from lab_models.messages import LabError, Message
 from lab_models.home import atomic_write_json
 from lab_models.training.jobs.unwritten import UnwrittenStatuses
 
@@ -85,7 +86,8 @@ class JobManager(RunStore):
                  recover: bool = True, niceness: int = WORKER_NICENESS):
         if isinstance(max_concurrent_per_device, bool) or not isinstance(max_concurrent_per_device, int) \
                 or max_concurrent_per_device < 1:
-            raise ValueError(f"max_concurrent_per_device must be a whole number >= 1, got {max_concurrent_per_device!r}.")
+            raise LabError("max_concurrent_per_device must be a whole number >= 1, got {max_concurrent_per_device!r}.",
+                           max_concurrent_per_device=max_concurrent_per_device)
         super().__init__(home)
         self.max_concurrent_per_device = max_concurrent_per_device
         self.trainer_command = list(trainer_command) if trainer_command else default_trainer_command()
@@ -115,14 +117,14 @@ class JobManager(RunStore):
                                           tokenizer, extra_args, zoo)
         with self._lock:
             if self._closed:
-                raise ValueError("The job manager is shut down; restart the app to train.")
+                raise LabError("The job manager is shut down; restart the app to train.")
             prefix = f"zoo-{zoo}-{request['family']}" if zoo else f"{request['family']}-{request['preset']}"
             run_id, run_dir = self._new_run_dir(prefix)
             now = time.time()
             request.update(run_id=run_id, created=now)
             atomic_write_json(run_dir / JOB_FILE, request)
             self._write_status(run_dir, {"state": "queued", "step": 0, "total_steps": request["steps"],
-                                         "message": "queued", "pid": None})
+                                         "message": Message("queued"), "pid": None})
             job = Job(run_id, run_dir, self.trainer_args(request, run_dir), resolve_device_key(request["device"]),
                       queued_at=now)
             self._queue.append(job)
@@ -142,34 +144,37 @@ class JobManager(RunStore):
         `kind` and `command`), but it cannot be resumed. `request`: extra JSON-able facts for job.json.
         """
         if not isinstance(kind, str) or not re.fullmatch(r"[a-z][a-z0-9_]*", kind) or kind == "train":
-            raise ValueError(f"kind must be a lower-case word naming the job kind, such as 'finetune', got {kind!r}.")
+            raise LabError("kind must be a lower-case word naming the job kind, such as 'finetune', got {kind!r}.",
+                           kind=kind)
         argv = [str(a) for a in command] if isinstance(command, Sequence) and not isinstance(command, str) else None
         if not argv or any("\n" in a or "\0" in a for a in argv):
-            raise ValueError("command must be a non-empty list of arguments without line breaks.")
+            raise LabError("command must be a non-empty list of arguments without line breaks.")
         if device not in DEVICES:
-            raise ValueError(f"Unknown device {device!r}: choose one of {', '.join(DEVICES)}.")
+            raise LabError("Unknown device {device!r}: choose one of {devices}.",
+                           device=device, devices=', '.join(DEVICES))
         if total_steps is not None and (isinstance(total_steps, bool) or not isinstance(total_steps, int)
                                         or total_steps < 1):
-            raise ValueError(f"total_steps must be a whole number >= 1 or None, got {total_steps!r}.")
+            raise LabError("total_steps must be a whole number >= 1 or None, got {total_steps!r}.",
+                           total_steps=total_steps)
         folder = Path(run_dir).expanduser().resolve()
         roots = [root.resolve() for root in self.job_roots]
         if folder.parent not in roots or not RUN_ID_PATTERN.match(folder.name):
-            raise ValueError(f"A job folder must be a plain name directly inside one of "
-                             f"{', '.join(str(r) for r in roots)}; got {folder}.")
+            raise LabError("A job folder must be a plain name directly inside one of "
+                           "{roots}; got {folder}.", roots=', '.join(str(r) for r in roots), folder=folder)
         with self._lock:
             if self._closed:
-                raise ValueError("The job manager is shut down; restart the app to start jobs.")
+                raise LabError("The job manager is shut down; restart the app to start jobs.")
             previous = read_json(folder / STATUS_FILE)
             if self._find(folder.name) is not None or (previous.get("state") == "running"
                                                        and process_alive(previous.get("pid"), folder)):
-                raise ValueError(f"{folder.name} is already queued or running.")
+                raise LabError("{name} is already queued or running.", name=folder.name)
             folder.mkdir(parents=True, exist_ok=True)
             now = time.time()
             job_request = {**dict(request or {}), "kind": kind, "command": argv, "device": device,
                            "run_id": folder.name, "created": now}
             atomic_write_json(folder / JOB_FILE, job_request)
             self._write_status(folder, {"state": "queued", "step": 0, "total_steps": total_steps,
-                                        "message": "queued", "pid": None})
+                                        "message": Message("queued"), "pid": None})
             job = Job(folder.name, folder, [], resolve_device_key(device), queued_at=now, command=argv)
             self._queue.append(job)
             logger.info("queued %s %s on %s", kind, folder.name, job.device_key)
@@ -183,7 +188,8 @@ class JobManager(RunStore):
             for job in self._queue:
                 if job.run_id == run_id:
                     self._queue.remove(job)
-                    self._write_status(run_dir, {"state": "stopped", "message": "stopped before it started"})
+                    self._write_status(run_dir, {"state": "stopped",
+                                                 "message": Message("stopped before it started")})
                     self._wake.notify_all()
                     return self.status(run_id)
             job = self._running.get(run_id)
@@ -194,7 +200,8 @@ class JobManager(RunStore):
                     logger.info("asked %s to stop", run_id)
                 return self.status(run_id)
             state = read_json(run_dir / STATUS_FILE).get("state")
-        raise ValueError(f"Run {run_id} is not running or queued (it is {state or 'unknown'}); nothing to stop.")
+        raise LabError("Run {run_id} is not running or queued (it is {state}); nothing to stop.",
+                       run_id=run_id, state=state or 'unknown')
 
     def resume(self, run_id: str) -> dict:
         """Queue a stopped or failed run again (with --resume when it has a checkpoint); return its status."""
@@ -202,23 +209,26 @@ class JobManager(RunStore):
         self._wait_for_exit(run_id)
         with self._lock:
             if self._closed:
-                raise ValueError("The job manager is shut down; restart the app to train.")
+                raise LabError("The job manager is shut down; restart the app to train.")
             if self._find(run_id) is not None:
-                raise ValueError(f"Run {run_id} is already queued or running.")
+                raise LabError("Run {run_id} is already queued or running.", run_id=run_id)
             kind = read_json(run_dir / JOB_FILE).get("kind")
             if kind and kind != "train":
-                raise ValueError(f"{run_id} is a {kind} job; it cannot be resumed: start a new one instead.")
+                raise LabError("{run_id} is a {kind} job; it cannot be resumed: start a new one instead.",
+                               run_id=run_id, kind=kind)
             state = self.status(run_id)["state"]  # a "running" whose trainer is gone reads "stopped" here
             if state == "finished":
-                raise ValueError(f"Run {run_id} has already finished all its steps; start a new run to train more.")
+                raise LabError("Run {run_id} has already finished all its steps; start a new run to train more.",
+                               run_id=run_id)
             if state in ACTIVE_STATES:
-                raise ValueError(f"Run {run_id} is {state} in another server; wait for it or stop it there.")
+                raise LabError("Run {run_id} is {state} in another server; wait for it or stop it there.",
+                               run_id=run_id, state=state)
             request = self._request_of(run_dir)
             args = self.trainer_args(request, run_dir)
             if self.has_checkpoint(run_id):
                 args.append("--resume")
             job = Job(run_id, run_dir, args, resolve_device_key(request.get("device", "auto")), queued_at=time.time())
-            self._write_status(run_dir, {"state": "queued", "message": "queued to resume", "pid": None,
+            self._write_status(run_dir, {"state": "queued", "message": Message("queued to resume"), "pid": None,
                                          "interrupted": False})
             self._queue.append(job)
             logger.info("queued %s to resume", run_id)
@@ -292,8 +302,8 @@ class JobManager(RunStore):
         with self._lock:
             for job in self._queue:
                 self._write_status(job.run_dir, {"state": "stopped", "interrupted": True, "pid": None,
-                                                 "message": "interrupted: the server shut down before this run "
-                                                            "started; press Resume to run it"})
+                                                 "message": Message("interrupted: the server shut down before "
+                                                                    "this run started; press Resume to run it")})
             self._queue.clear()
             running = list(self._running.values())
             if not stop_runs:
@@ -326,7 +336,8 @@ class JobManager(RunStore):
             return request
         config = read_json(run_dir / CONFIG_FILE)  # a run made by the CLI directly: resume it from its config
         if not config.get("family"):
-            raise ValueError(f"Run {run_dir.name} has neither job.json nor config.json with a family; cannot resume.")
+            raise LabError("Run {name} has neither job.json nor config.json with a family; cannot resume.",
+                           name=run_dir.name)
         train = config.get("train") if isinstance(config.get("train"), dict) else {}
         return {"family": config["family"], "preset": config.get("preset") or train.get("preset") or "tiny",
                 "corpus": config.get("corpus") or train.get("corpus"), "steps": None,
@@ -344,7 +355,7 @@ class JobManager(RunStore):
             except FileExistsError:
                 continue
             return run_id, run_dir
-        raise ValueError("Could not create a fresh run folder; is the lab home writable?")
+        raise LabError("Could not create a fresh run folder; is the lab home writable?")
 
     def _write_status(self, run_dir: Path, changes: Mapping, *, keep_when_full: bool = False) -> dict:
         """Update status.json; with `keep_when_full` (the supervisor's writes) a full disk keeps it in memory
@@ -403,7 +414,8 @@ class JobManager(RunStore):
 
     def _launch(self, job: Job) -> bool:
         command = list(job.command) if job.command is not None else self.trainer_command + job.args
-        self._write_status(job.run_dir, {"state": "running", "message": "starting the trainer", "pid": None},
+        self._write_status(job.run_dir, {"state": "running", "message": Message("starting the trainer"),
+                                         "pid": None},
                            keep_when_full=True)
         env = dict(os.environ)
         env.update(self.env)
@@ -420,7 +432,8 @@ class JobManager(RunStore):
         except OSError as error:
             logger.error("could not launch %s: %s", job.run_id, error)
             self._write_status(job.run_dir, {"state": "failed", "pid": None,
-                                             "message": f"could not start the trainer: {error}"}, keep_when_full=True)
+                                             "message": Message("could not start the trainer: {error}", error=error)},
+                               keep_when_full=True)
             return False
         job.pid = job.process.pid
         job.started_at = time.time()
@@ -463,35 +476,39 @@ class JobManager(RunStore):
                 logger.warning("%s wrote %s but its worker exited with %s", job.run_id, state, code)
             logger.info("%s ended: %s", job.run_id, state)
             return
-        resumable = " Resume continues from its last checkpoint." if self.has_checkpoint(job.run_id) else ""
+        resumable = (Message(" Resume continues from its last checkpoint.") if self.has_checkpoint(job.run_id)
+                     else "")
         if job.stop_requested_at is not None:
-            how = (f"stopped: killed after it did not stop within {self.stop_timeout_s:g} s." if job.killed
-                   else "stopped.")
-            self._write_status(job.run_dir, {"state": "stopped", "message": how + resumable, "pid": None},
-                               keep_when_full=True)
+            how = (Message("stopped: killed after it did not stop within {seconds:g} s.{resumable}",
+                           seconds=self.stop_timeout_s, resumable=resumable) if job.killed
+                   else Message("stopped.{resumable}", resumable=resumable))
+            self._write_status(job.run_dir, {"state": "stopped", "message": how, "pid": None}, keep_when_full=True)
             return
         if code is None:
             self._write_status(job.run_dir, {"state": "stopped", "interrupted": True, "pid": None,
-                                             "message": "interrupted: the trainer ended without a final state."
-                                                        + resumable}, keep_when_full=True)
+                                             "message": Message("interrupted: the trainer ended without a final "
+                                                                "state.{resumable}", resumable=resumable)},
+                               keep_when_full=True)
             return
         tail = log_tail(job.run_dir / LOG_FILE)
         last_line = tail.splitlines()[-1] if tail else "no output"
         if code < 0:  # a signal nobody here sent (a stop we asked for returned above)
             step = read_json(job.run_dir / STATUS_FILE).get("step")
-            message = (f"the trainer was killed by {signal_name(code)} at step {step or 0} (from outside the lab, or "
-                       f"by the out-of-memory killer).{resumable}")
+            message = Message("the trainer was killed by {signal} at step {step} (from outside the lab, or by the "
+                              "out-of-memory killer).{resumable}", signal=signal_name(code), step=step or 0,
+                              resumable=resumable)
             logger.warning("%s died: killed by %s", job.run_id, signal_name(code))
             self._write_status(job.run_dir, {"state": "died", "pid": None, "message": message, "log_tail": tail},
                                keep_when_full=True)
             return
         if code == 0:
-            why = "exited without reporting that it finished"
+            message = Message("the trainer exited without reporting that it finished: {last_line}",
+                              last_line=last_line)
         else:
-            why = f"exited with code {code}"
-        logger.warning("%s failed: the trainer %s", job.run_id, why)
-        self._write_status(job.run_dir, {"state": "failed", "pid": None, "message": f"the trainer {why}: {last_line}",
-                                         "log_tail": tail}, keep_when_full=True)
+            message = Message("the trainer exited with code {code}: {last_line}", code=code, last_line=last_line)
+        logger.warning("%s failed: %s", job.run_id, message)
+        self._write_status(job.run_dir, {"state": "failed", "pid": None, "message": message, "log_tail": tail},
+                           keep_when_full=True)
 
     def _recover(self) -> None:
         """Adopt live workers of a previous server; mark its other queued/running runs 'stopped (interrupted)'."""
@@ -509,11 +526,15 @@ class JobManager(RunStore):
                 self._running[job.run_id] = job
                 logger.info("adopted the live trainer of %s (pid %d)", job.run_id, pid)
                 continue
-            when = "started" if state == "queued" else "finished"
             kind = read_json(run_dir / JOB_FILE).get("kind")
-            again = ("press Resume to continue" + (" from its last checkpoint" if state == "running" else "")
-                     if not kind or kind == "train" else "start it again")
-            self._write_status(run_dir, {"state": "stopped", "interrupted": True, "pid": None,
-                                         "message": f"interrupted: the server stopped before this run {when}; "
-                                                    + again})
+            if kind and kind != "train":  # a sweep, a zoo, a fine-tuning: it starts afresh
+                message = (Message("interrupted: the server stopped before this run started; start it again")
+                           if state == "queued" else
+                           Message("interrupted: the server stopped before this run finished; start it again"))
+            else:
+                message = (Message("interrupted: the server stopped before this run started; press Resume to "
+                                   "continue") if state == "queued" else
+                           Message("interrupted: the server stopped before this run finished; press Resume to "
+                                   "continue from its last checkpoint"))
+            self._write_status(run_dir, {"state": "stopped", "interrupted": True, "pid": None, "message": message})
             logger.info("marked %s interrupted (was %s)", run_dir.name, state)

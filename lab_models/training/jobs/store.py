@@ -15,6 +15,7 @@ import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from lab_models.messages import LabError, Message
 from lab_models.home import lab_home
 from lab_models.home import inside, plain_name, shown
 from lab_models.training.jobs.files import (ETA_ROWS, PRESETS, DEVICES, ACTIVE_STATES, STATUS_FILE, JOB_FILE,
@@ -43,7 +44,7 @@ class RunStore:
         run_dir = self.run_dir(run_id)
         status = read_json(run_dir / STATUS_FILE)
         if not status and not (run_dir / CONFIG_FILE).exists():
-            raise ValueError(f"Run {run_id} has no status.json yet; is it a run folder?")
+            raise LabError("Run {run_id} has no status.json yet; is it a run folder?", run_id=run_id)
         status.setdefault("state", "unknown")
         status.setdefault("step", 0)
         status.setdefault("total_steps", None)
@@ -56,7 +57,8 @@ class RunStore:
                 status.get("pid"), run_dir):
             # nobody is running it: a CLI run that was killed, or the queue of a server that is gone
             status.update(state="stopped", interrupted=True,
-                          message=f"interrupted: status.json says {status['state']} but no trainer is running it")
+                          message=Message("interrupted: status.json says {state} but no trainer is running it",
+                                          state=status["state"]))
         return status
 
     def _managed(self, run_id: str) -> bool:
@@ -77,17 +79,17 @@ class RunStore:
         unknown id. The id is one plain name (`lab_models.home.plain_name`: no '/', no '..', no NUL, at most
         200 characters) and its folder must resolve inside runs/ or finetunes/ (a symlink out of them is refused)."""
         if not isinstance(run_id, str) or not run_id.strip():
-            raise ValueError("Choose a run first.")
+            raise LabError("Choose a run first.")
         try:
-            run_id = plain_name(run_id, "run id")
+            run_id = plain_name(run_id, Message("run id"))
         except ValueError as error:
-            raise ValueError(f"{error} Run ids look like bert-tiny-20260101-120000-ab12.") from None
+            raise LabError("{error} Run ids look like bert-tiny-20260101-120000-ab12.", error=error) from None
         for root in self.job_roots:  # runs/ first
             folder = root / run_id
             if folder.is_dir():
-                inside(root, folder, "run folder")
+                inside(root, folder, Message("run folder"))
                 return folder
-        raise ValueError(f"Unknown run {shown(run_id)}: no folder {self.runs_dir / run_id}.")
+        raise LabError("Unknown run {run_id}: no folder {path}.", run_id=shown(run_id), path=self.runs_dir / run_id)
 
     def has_checkpoint(self, run_id: str) -> bool:
         """Whether the run has a complete checkpoint to resume from (`lab_models.training.runs.has_checkpoint`)."""
@@ -210,42 +212,48 @@ class RunStore:
     def _validated_request(family, preset, corpus, steps, seed, device, objectives, settings, tokenizer,
                            extra_args, zoo=None) -> dict:
         if not isinstance(family, str) or not re.fullmatch(r"[a-z][a-z0-9_]*", family or ""):
-            raise ValueError(f"family must be a family name such as 'bert', got {family!r}.")
+            raise LabError("family must be a family name such as 'bert', got {family!r}.", family=family)
         if preset not in PRESETS:
-            raise ValueError(f"Unknown preset {preset!r}: choose one of {', '.join(PRESETS)}.")
+            raise LabError("Unknown preset {preset!r}: choose one of {presets}.",
+                           preset=preset, presets=', '.join(PRESETS))
         if corpus is not None and (not isinstance(corpus, str) or not corpus.strip()):
-            raise ValueError(f"corpus must be a corpus name or path, got {corpus!r}.")
+            raise LabError("corpus must be a corpus name or path, got {corpus!r}.", corpus=corpus)
         if steps is not None:
             steps = check_steps(steps)  # None (blank) is the preset's default
         check_seed(seed)
         if device not in DEVICES:
-            raise ValueError(f"Unknown device {device!r}: choose one of {', '.join(DEVICES)}.")
+            raise LabError("Unknown device {device!r}: choose one of {devices}.",
+                           device=device, devices=', '.join(DEVICES))
         weights = {}
         for name, weight in dict(objectives or {}).items():
             if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
-                raise ValueError(f"Objective names are words such as 'mlm', got {name!r}.")
+                raise LabError("Objective names are words such as 'mlm', got {name!r}.", name=name)
             try:
                 weight = float(weight)
             except (TypeError, ValueError):
-                raise ValueError(f"The weight of objective {name!r} must be a number, got {weight!r}.") from None
+                raise LabError("The weight of objective {name!r} must be a number, got {weight!r}.",
+                               name=name, weight=weight) from None
             if not math.isfinite(weight) or weight < 0:
-                raise ValueError(f"The weight of objective {name!r} must be a finite number >= 0, got {weight!r}.")
+                raise LabError("The weight of objective {name!r} must be a finite number >= 0, got {weight!r}.",
+                               name=name, weight=weight)
             weights[name] = weight
         values = {}
         for key, value in dict(settings or {}).items():
             if not isinstance(key, str) or not SETTING_KEY_PATTERN.match(key):
-                raise ValueError(f"Setting names are words such as 'mask_rate', got {key!r}.")
+                raise LabError("Setting names are words such as 'mask_rate', got {key!r}.", key=key)
             text = format_value(value)
             if not text or "\n" in text:
-                raise ValueError(f"The value of setting {key!r} must be one line of text, got {value!r}.")
+                raise LabError("The value of setting {key!r} must be one line of text, got {value!r}.",
+                               key=key, value=value)
             values[key] = text
         if tokenizer is not None and (not isinstance(tokenizer, str) or not tokenizer.strip()):
-            raise ValueError(f"tokenizer must be a tokenizer kind such as 'wordpiece', got {tokenizer!r}.")
+            raise LabError("tokenizer must be a tokenizer kind such as 'wordpiece', got {tokenizer!r}.",
+                           tokenizer=tokenizer)
         extra = [str(a) for a in extra_args]
         if any("\n" in a for a in extra):
-            raise ValueError("Extra trainer arguments must not contain line breaks.")
+            raise LabError("Extra trainer arguments must not contain line breaks.")
         if zoo is not None and (not isinstance(zoo, str) or not ZOO_NAME_PATTERN.match(zoo)):
-            raise ValueError(f"A zoo name is a lower-case slug such as 'tiny' or 'tiny-synthetic', got {zoo!r}.")
+            raise LabError("A zoo name is a lower-case slug such as 'tiny' or 'tiny-synthetic', got {zoo!r}.", zoo=zoo)
         request = {"family": family, "preset": preset, "corpus": corpus.strip() if corpus else None, "steps": steps,
                    "seed": int(seed), "device": device, "objectives": weights, "settings": values,
                    "tokenizer": tokenizer.strip() if tokenizer else None, "extra_args": extra}

@@ -24,6 +24,7 @@ import threading
 import time
 from pathlib import Path
 
+from lab_models.messages import LabError, Message
 from lab_models.home import atomic_write_json, child, lab_home
 from lab_models.training.config import PRESET_DEFAULTS
 from lab_models.training.jobs.files import PACKAGE_ROOT, log_tail, lower_priority, read_json
@@ -47,26 +48,27 @@ class TokenizeJobs:
         self._lock = threading.Lock()
 
     def _job_folder(self, job_id: str) -> Path:
-        folder = child(self.folder, job_id, "tokenize job id")
+        folder = child(self.folder, job_id, Message("tokenize job id"))
         if not folder.is_dir():
-            raise ValueError(f"Unknown tokenize job {job_id!r}.")
+            raise LabError("Unknown tokenize job {job_id!r}.", job_id=job_id)
         return folder
 
     def start(self, corpus: str, *, family: str = "gpt", preset: str = "tiny") -> str:
         """Start tokenizing `corpus` (a corpus name of this home) as a run of `family` at `preset` would; returns the
         job id (the running job's, when this corpus is being tokenized already)."""
         if preset not in PRESET_DEFAULTS:
-            raise ValueError(f"Unknown preset {preset!r}: choose one of {', '.join(PRESET_DEFAULTS)}.")
+            raise LabError("Unknown preset {preset!r}: choose one of {preset_defaults}.",
+                           preset=preset, preset_defaults=', '.join(PRESET_DEFAULTS))
         with self._lock:
             for job_id, process in self._processes.items():
                 if process.poll() is None and self._corpora.get(job_id) == corpus:
                     return job_id
             job_id = f"{corpus}-{family}-{preset}-{time.strftime('%Y%m%d-%H%M%S')}-{os.urandom(2).hex()}"
-            folder = child(self.folder, job_id, "tokenize job id")
+            folder = child(self.folder, job_id, Message("tokenize job id"))
             folder.mkdir(parents=True)
             status = folder / STATUS_FILE
-            atomic_write_json(status, {"state": "running", "message": "starting", "progress": {}, "corpus": corpus,
-                                       "started": time.time(), "updated": time.time()})
+            atomic_write_json(status, {"state": "running", "message": Message("starting"), "progress": {},
+                                       "corpus": corpus, "started": time.time(), "updated": time.time()})
             self._corpora[job_id] = corpus
             command = self.command + ["--corpus", corpus, "--family", family, "--preset", preset,
                                       "--home", str(self.home), "--status", str(status)]
@@ -93,9 +95,11 @@ class TokenizeJobs:
             status = {**read_json(folder / STATUS_FILE), "job_id": job_id}
             if status.get("state") == "running":
                 code = process.returncode if process is not None else None
-                why = (f"killed by {signal.Signals(-code).name}" if code is not None and code < 0 else
-                       f"exit status {code}" if code is not None else "no worker is running it")
-                status.update(state="died", message=f"the tokenize worker ended without finishing ({why})",
+                why = (Message("killed by {signal}", signal=signal.Signals(-code).name) if code is not None and code < 0
+                       else Message("exit status {code}", code=code) if code is not None
+                       else Message("no worker is running it"))
+                status.update(state="died", message=Message("the tokenize worker ended without finishing ({why})",
+                                                            why=why),
                               log=log_tail(folder / LOG_FILE))
         return status
 

@@ -18,6 +18,7 @@ import logging
 import time
 from pathlib import Path
 
+from lab_models.messages import messages_restored
 from lab_models.home import atomic_write_json
 from lab_models.training.runs import disk_error_message
 
@@ -31,7 +32,7 @@ def _read(path: Path) -> dict:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
-    return data if isinstance(data, dict) else {}
+    return messages_restored(data) if isinstance(data, dict) else {}
 
 
 class UnwrittenStatuses:

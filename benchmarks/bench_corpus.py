@@ -17,7 +17,7 @@ process so that its peak resident memory is its own (`os.wait4`):
    split, no resume; its speed is the bound the lab's streamed writer should stay near, its memory what the lab's
    constant-memory writer saves.
 
-Targets (issue 24), on a 2-core machine: 300 MB to the first step in under 4 minutes with peak RSS under 2 GB; 1 GB
+Targets, on a 2-core machine: 300 MB to the first step in under 4 minutes with peak RSS under 2 GB; 1 GB
 with the same peak RSS (constant memory); a second run on the same corpus starts training in under 30 s. Times
 depend on the machine's load; peak RSS does not. `--quick` checks the script in a minute with a 5 MB corpus (read in
 memory by the lab: corpora up to 64 MB are; the bigger ones stream).

@@ -19,7 +19,7 @@ Each row runs in a fresh subprocess (so torch.cuda.max_memory_allocated belongs 
 (lab_models/training/flops.py, counted on a real batch of each side: HF's models project every row to the vocabulary, so
 their FLOPs per token are higher) x tokens/s / the device's bf16 peak (lab_models/training/flops.py's table).
 
-Targets (issue 17): GPT-2 124M MFU >= 45% on an H100 and >= 1.3x HF's tokens/s; BERT-base >= 1.3x HF; UniLM, GLM,
+Targets: GPT-2 124M MFU >= 45% on an H100 and >= 1.3x HF's tokens/s; BERT-base >= 1.3x HF; UniLM, GLM,
 XLNet and MPNet within 1.5x of GPT's step time at the same size.
 """
 from __future__ import annotations

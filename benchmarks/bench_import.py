@@ -20,7 +20,7 @@ Printed: the median seconds of each (after the process has imported its librarie
 is shown apart), its CPU seconds (user + system: the work itself, which a busy machine does not inflate as it does
 wall time), the ratio lab / transformers, and each process's peak RSS and its growth after the imports. The lab's
 peak is the converted model plus safetensors' serialisation, which copies every tensor into one bytes buffer
-before writing; transformers maps the file and writes nothing. Target (issue 14): the lab's import under 5 s on the
+before writing; transformers maps the file and writes nothing. Target: the lab's import under 5 s on the
 2-core CI machine.
 """
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The page's cost while it stays open for a long live demo (issue 25): headless Chromium on the real app while a model
+"""The page's cost while it stays open for a long live demo: headless Chromium on the real app while a model
 trains on the same CPU.
 
     python benchmarks/bench_page.py [--minutes 30] [--quick] [--home DIR] [--live-tab Train]

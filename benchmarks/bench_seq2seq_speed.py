@@ -62,7 +62,7 @@ load, step by step, even on a shared machine where other jobs come and go (a who
 step's tokens / its median step time (the JSON also holds the mean and every step time); the table shows the median
 tokens/s over the rounds, every round's ratio ours/HF and their median.
 
-Target (issue 5, speed): ours / HF >= 1.25 for both families on this CPU.
+Target: ours / HF >= 1.25 for both families on this CPU.
 """
 from __future__ import annotations
 

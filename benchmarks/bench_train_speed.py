@@ -1,5 +1,5 @@
 """Benchmark: the lab's training speed on the CPU against Hugging Face transformers, per precision, at the `small`
-and `tiny` presets, with MFU, the quality bf16 keeps, and peak memory (issues 4 and 27).
+and `tiny` presets, with MFU, the quality bf16 keeps, and peak memory.
 
     python benchmarks/bench_train_speed.py [--presets small tiny] [--families gpt bert t5 xlnet] [--rounds 5]
         [--steps 4] [--warmup 3] [--threads N] [--compile] [--quality-steps 300] [--no-quality] [--no-memory]
@@ -41,9 +41,9 @@ docs), fp32 and bf16 forced, from the same seed for `--quality-steps` steps; the
 Memory: the lab default at `small` trained in a fresh process; its peak RSS (ru_maxrss: the interpreter, torch and the
 lab's modules included).
 
-Targets (issue 27, on a CPU with native bf16; `small` and `tiny`, GPT, BERT, T5, XLNet): lab default / HF fp32 >= 2.0,
+Targets (on a CPU with native bf16; `small` and `tiny`, GPT, BERT, T5, XLNet): lab default / HF fp32 >= 2.0,
 lab bf16 / HF bf16 >= 1.25, MFU of GPT at `small` >= 50% of the bf16 probe, bf16's validation loss within 2% of fp32's
-after 300 steps; (issue 4) peak RSS of training at `small` < 2 GiB. The tiny zoo's time is benchmarks/bench_zoo.py's.
+after 300 steps; peak RSS of training at `small` < 2 GiB. The tiny zoo's time is benchmarks/bench_zoo.py's.
 """
 from __future__ import annotations
 

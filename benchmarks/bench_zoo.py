@@ -1,5 +1,5 @@
-"""Benchmark: the demo zoo, end to end. Targets (issue 15): the whole tiny zoo (17 families) in under 10 minutes on a
-2-core CPU (issue 27: under 5 minutes with the CPU's faster defaults, or a better zoo in the same time: fill-mask
+"""Benchmark: the demo zoo, end to end. Targets: the whole tiny zoo (17 families) in under 10 minutes on a
+2-core CPU (and under 5 minutes with the CPU's faster defaults, or a better zoo in the same time: fill-mask
 accuracy is printed beside the most-frequent-word baseline); a first side-by-side comparison in under 3 minutes from
 `python app.py` on a fresh lab home; on a GPU, `--preset small` for every family in under 10 minutes.
 
@@ -42,7 +42,7 @@ from lab_models.experiments.zoo import ZooConfig, parse_families, start_zoo, sto
 
 REPO = Path(__file__).resolve().parent.parent
 TARGET_ZOO_S = 600.0
-TARGET_ZOO_FAST_S = 300.0  # issue 27: the tiny zoo with the CPU's faster defaults (it was about 7 minutes)
+TARGET_ZOO_FAST_S = 300.0  # the tiny zoo with the CPU's faster defaults
 TARGET_FIRST_COMPARISON_S = 180.0
 PROMPT = "the small cat"
 BLANKS = 48
@@ -175,7 +175,7 @@ def train_zoo(args) -> None:
     firsts = ", ".join(f"{k + 1}: {order[k]:.1f} s" for k in range(min(3, len(order))))
     verdict = "ok" if total < TARGET_ZOO_S or config.preset != "tiny" else "SLOW"
     fast = "met" if total < TARGET_ZOO_FAST_S else "NOT met"
-    print(f"\ntotal {total:.1f} s for {len(ended)} runs (target < {TARGET_ZOO_S:.0f} s: {verdict}; issue 27's "
+    print(f"\ntotal {total:.1f} s for {len(ended)} runs (target < {TARGET_ZOO_S:.0f} s: {verdict}; the faster "
           f"< {TARGET_ZOO_FAST_S:.0f} s for the tiny zoo: {fast}); first finished runs at {firsts}; {load()}")
     print(f"{'family':10s} {'steps':>6s} {'seconds':>8s} {'val bits/byte':>14s}")
     for run in zoo_progress(api.RunStore(home), config).runs:

@@ -11,7 +11,7 @@ below `families`, `batch` and `home`).
     ('Unknown family {family!r}: choose one of {choices}.', 'gpx')
 
 - `Message(template, **fields)` is a `str` equal to `template.format(**fields)`, so whatever reads the English (a
-  test, a log, `json.dumps`, a `str` method) reads it as before; `str(message)` is that English as a plain `str`.
+  test, a log, `json.dumps`, a `str` method) reads plain English; `str(message)` is that English as a plain `str`.
   A field that is itself to be translated (a control's name such as "Steps", a run's own failure inside
   "gpt-1: ...") is a `Message` too; other fields (numbers, paths, what the user typed, family names) are shown as
   they are; an exception is what it says (`message_of`). Composition is explicit:

@@ -1,4 +1,4 @@
-"""Leaderboard tab: every trained run on one corpus, measured the same way (issue 6 §3, the equal-budget leaderboard).
+"""Leaderboard tab: every trained run on one corpus, measured the same way (the equal-budget leaderboard).
 
 Pick a corpus (the list holds the corpora that have runs with weights, the one with the most runs first) and press
 **Compute**: one row per run with its validation bits per byte, fill-mask accuracy and infill exact match on the

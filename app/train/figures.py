@@ -28,7 +28,7 @@ from app.inputs import finite
 
 MAX_POINTS = 600  # per line: enough for a smooth curve, small enough to resend every 1.5 s
 # validation points drawn as markers up to this many, past it as a line alone: each marker is an SVG element that the
-# open page keeps, so a long live run's markers grew the page by about 115 elements a minute (issue 25's heap)
+# open page keeps, so a long live run's markers would grow the page by about 115 elements a minute
 MARKER_LIMIT = 60
 TOTAL_COLOR = "#0f172a"
 VAL_COLOR = "#dc2626"

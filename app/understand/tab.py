@@ -326,7 +326,7 @@ def build(home, jobs=None, tab=None) -> TabParts:
                 attention_data = gr.JSON({}, label=text("understand.attention_data_label"))
             # the downloads and the model view (model_view_panel.py); wired to the head view's events below
             model_view = model_view_panel.build(view.jobs, files, attention_run, attention_sentence, stream, layer)
-        # ---------------------------------------------------------------- probing, logit lens, attributions (issue 26)
+        # ------------------------------------------------------------------------ probing, logit lens, attributions
         with gr.Tab(text("probing.tab_probing"), id="understand-probing"):
             probing = probe_panel.build(home, view.jobs, choices, files)
         with gr.Tab(text("probing.tab_lens"), id="understand-lens"):

@@ -1,4 +1,4 @@
-"""The equal-budget leaderboard (issue 6 §3): every run with weights, one row each, measured the same way.
+"""The equal-budget leaderboard: every run with weights, one row each, measured the same way.
 
     leaderboard(home)                        -> pandas.DataFrame, one row per run (all corpora, grouped by corpus)
     leaderboard(home, "synthetic")           -> only the runs trained on that corpus ("the same corpus" rule)

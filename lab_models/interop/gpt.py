@@ -17,8 +17,9 @@ The released GPT vocabulary has no end-of-text token; the importer appends "[EOS
 
 Deviations: transformers' GPT masks future positions with a score of -1e4 instead of -inf; after the softmax both are
 exactly 0 in float32. Refused on import: an `afn` the backbone lacks (silu/swish). Refused on export: a run whose
-feed-forward is not 4H wide, or built with the exact GeLU, an output bias or an embedding LayerNorm (lab GPT runs
-made before the lab matched GPT-1 have all three), since OpenAIGPT has none of them.
+feed-forward is not 4H wide, or built with the exact GeLU, an output bias or an embedding LayerNorm (a GPT run
+trained with `--model activation=gelu lm_bias=true embedding_norm=true` has all three), since OpenAIGPT has none of
+them.
 
 Worked example:
 

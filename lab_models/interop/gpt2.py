@@ -84,8 +84,8 @@ def _check_exportable(model) -> ModelConfig:
     require(model.family == FAMILY, Message("this is a {family} run, not GPT-2", family=model.family))
     require(cfg.norm == "pre" and not cfg.has_embedding_norm,
             Message("the run is post-LN or has an embedding LayerNorm: {why}", why=why))
-    require(not cfg.lm_bias, Message("the run's output layer has a bias (lm_bias=true; runs before the lab matched "
-                                     "GPT-2 had one): {why}. Train it again with the current defaults", why=why))
+    require(not cfg.lm_bias, Message("the run's output layer has a bias (lm_bias=true), which GPT-2's has not: {why}. "
+                                     "Train it again with the current defaults", why=why))
     require(cfg.lm_transform is False and cfg.embedding_size is None, Message("the run has an LM transform or "
                                                                               "factorised embeddings: {why}", why=why))
     require(cfg.n_segments == 0 and cfg.n_position_rows == 1 and not cfg.share_layers and cfg.decoder_layers == 0,

@@ -90,7 +90,7 @@ and adds weight * part for each objective that is on. The logged `losses` then h
 - Translation only (denoising weight 0, e.g. `--objective span_corruption=0 --objective translation=1`): the batch
   holds B translation rows only (no denoising rows are built) and a pure NMT model trains.
 - Translation off (weight 0, the default): nothing changes, byte for byte: the data source calls the family's
-  `make_batch` as before, batches carry no "translation" flag, and config.json does not list the objective.
+  `make_batch` alone, batches carry no "translation" flag, and config.json does not list the objective.
 - Bits per byte and perplexity (`LossOutput.target_ids / target_nll`) come from the denoising rows whenever the
   denoising objective is on, so they stay the main objective's numbers; with translation only they are those of the
   Chinese targets given the English (bits per byte of the translation).

@@ -18,7 +18,7 @@ Three kinds, one protocol:
   its first training rows, and the run says so).
 
 The tokenizer's training text is bounded (`TOKENIZER_SAMPLE_BYTES`, 16 MB of UTF-8): a corpus whose training split
-fits trains its tokenizer on all of it, as before; a bigger one on a seeded sample of its training documents, drawn
+fits trains its tokenizer on all of it; a bigger one on a seeded sample of its training documents, drawn
 uniformly without replacement (each document gets a random key from the generator; the documents with the smallest
 keys are kept while they fit) and kept in corpus order. This is what SentencePiece's `input_sentence_size` does
 (reservoir-sample that many sentences, default 1M in T5's and ALBERT's setups); deviation: the bound is in bytes, not
@@ -129,7 +129,7 @@ class MemorySource:
 
     def tokenizer_corpus(self, budget: int = TOKENIZER_SAMPLE_BYTES, progress=None) -> Corpus:
         if not self.samples_tokenizer_text(budget):
-            return self.corpus  # all of its training split, exactly as before
+            return self.corpus  # all of its training split
         return _sample_corpus(self.name, self.source, self.corpus.fingerprint, self.corpus.train, budget)
 
 
@@ -184,7 +184,7 @@ class ImportedSource:
 
     def tokenizer_corpus(self, budget: int = TOKENIZER_SAMPLE_BYTES, progress=None) -> Corpus:
         if not self.samples_tokenizer_text(budget):
-            return load_corpus(self.name, home=self.folder.parent.parent)  # exactly as before
+            return load_corpus(self.name, home=self.folder.parent.parent)  # the whole corpus
         report = ReadReport()
         train = (text for split, text in _reporting(self._records(report), report, self.total_bytes, progress)
                  if split == "train")

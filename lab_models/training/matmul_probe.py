@@ -8,7 +8,7 @@ Two readers use it:
 - MFU (lab_models/training/flops.py) divides by the device's peak: from NVIDIA's data sheets where the GPU is in the
   table, from this probe everywhere else (every CPU, Apple GPUs, GPUs missing from the table).
 
-The probe: a `size` x `size` matrix product (1024 on a CPU, the measure of issue 27's table; 4096 on a GPU), repeated
+The probe: a `size` x `size` matrix product (1024 on a CPU, the size of docs/speed.md's CPU table; 4096 on a GPU), repeated
 for `PROBE_SECONDS` and at least `PROBE_MIN_REPEATS` times per dtype (at most `PROBE_MAX_SECONDS`) after one untimed
 warm-up product (AMX configures its tiles on first use), and the best repeat is the peak: 2 size^3 FLOPs over its
 seconds. The best, not the mean, because a machine shared with other jobs slows some repeats and never speeds one up. Its answer is cached in `<lab home>/machine/matmul_probe.json` under the
@@ -84,7 +84,7 @@ class MatmulPeaks:
 
     @property
     def bf16_speedup(self) -> float:
-        """bf16's matmul speed over fp32's (2.2 on issue 27's EPYC; below 1 where bf16 is emulated)."""
+        """bf16's matmul speed over fp32's (2.2 on an EPYC with AVX-512 BF16; below 1 where bf16 is emulated)."""
         return self.bf16 / self.fp32 if self.fp32 > 0 else 0.0
 
     def describe(self, precision: str) -> Message:

@@ -15,7 +15,7 @@ resolved to on the device (the precision that ran and why) in config.json "perfo
 | `activation_checkpointing` | off | recompute each block's activations in the backward pass instead of keeping them (for `base` on small GPUs; about a third more compute) |
 | `prefetch` | on for CUDA | build and pin the next step's batch in a background thread while the device computes the current one |
 
-Precision on the CPU (issue 27). A CPU with AVX-512 BF16 or AMX-BF16 (recent Xeons and EPYCs) multiplies bf16
+Precision on the CPU. A CPU with AVX-512 BF16 or AMX-BF16 (recent Xeons and EPYCs) multiplies bf16
 matrices natively, 2 to 7 times as fast as fp32; elsewhere torch emulates bf16 (converting around every product),
 which is correct but slower than fp32. So `auto` asks torch which instruction sets the CPU has
 (lab_models/training/matmul_probe.py) and confirms with a one-second matmul probe, cached per machine in the lab home,
@@ -24,13 +24,13 @@ products are big enough to pay for autocast's casts (MIN_BF16_FLOPS_PER_TOKEN: t
 `precision=bf16` is accepted on any CPU, with a warning where bf16 is emulated. The optimizer's master weights and moments stay fp32
 either way: autocast casts copies of the weights for each product, never the parameters themselves.
 
-On the CPU the other defaults are the lab's old path (plain AdamW, SDPA, no prefetch thread, which would compete with
+On the CPU the other defaults are the plain path (plain AdamW, SDPA, no prefetch thread, which would compete with
 the compute threads for the same cores).
 
 Deviation, stated: the defaults of `compile` and `attention` are off/`sdpa` until they are measured on a GPU
 (`benchmarks/bench_gpu.py` prints both ways); docs/speed.md gives the figures where they were measured.
 
-Worked example (`peaks` stands in for the cached probe: 441 against 201 GFLOP/s, issue 27's EPYC):
+Worked example (`peaks` stands in for the cached probe: 441 against 201 GFLOP/s, an EPYC with AVX-512 BF16):
 
 >>> cfg = PerformanceConfig.from_dict({"grad_accum": 4, "precision": "fp32"})
 >>> cfg.grad_accum, cfg.resolved_precision(torch.device("cuda")), cfg.resolved_precision(torch.device("cpu"))

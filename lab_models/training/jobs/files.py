@@ -134,7 +134,7 @@ class Job:
 
 
 # A worker yields the CPU to the page and its server when both want it: training takes every core the machine has
-# (torch's threads), so at the same priority a tab click waited behind it (0.7 to 1.3 s on 2 cores, issue 25). With
+# (torch's threads), so at the same priority a tab click waits behind it (0.7 to 1.3 s on 2 cores, measured). With
 # nothing else running, the worker gets the whole machine all the same.
 WORKER_NICENESS = 10
 

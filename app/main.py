@@ -241,7 +241,7 @@ def configure_queue(demo: gr.Blocks) -> gr.Blocks:
     loop 10 ms, so an idle server used about 0.04 of a core (measured on the 2-core machine; 0.011 with these polls).
     A queued event then waits up to 20 ms more before it starts. Its monitoring summary is recomputed every
     QUEUE_ANALYTICS_EVERY events instead of after each. The attributes are Gradio's own; should a release rename
-    them, this sets nothing and the lab still works (tests/test_page_cost.py notices)."""
+    them, this sets nothing and the lab still works (tests/app/test_page_cost.py notices)."""
     demo.queue(default_concurrency_limit=QUEUE_CONCURRENCY)
     queue = getattr(demo, "_queue", None)
     if queue is not None and hasattr(queue, "sleep_when_free") and hasattr(queue, "progress_update_sleep_when_free"):
@@ -321,7 +321,7 @@ def launch_kwargs(demo: gr.Blocks | None = None) -> dict:
 #    tab clicks and back, two switches) 4.3 -> 3.9 to 4.1 s.
 #
 # All are matched on what Gradio does today; a release that changes it no longer matches, and the page then works as
-# Gradio made it (tests/test_page_cost.py checks the shapes against Gradio's files; tests/test_browser.py counts the
+# Gradio made it (tests/app/test_page_cost.py checks the shapes against Gradio's files; tests/app/test_browser.py counts the
 # idle page's frames). Gradio places `launch(head=...)` after its app has loaded, too late for the first fix, so
 # `GradioFixesMiddleware` writes the script into the HTML of Gradio's page as it leaves the server, and changes the
 # bundles of the third and the fourth as they leave too (mounted by `app.main.launch_kwargs`).

@@ -1,6 +1,6 @@
 """The Pretraining Lab's backend: every classic pretraining family on one backbone, laid out as the pipeline it is.
 
-Stages, bottom to top; a stage imports only from the stages below it (tests/test_layout.py keeps it so):
+Stages, bottom to top; a stage imports only from the stages below it (tests/project/test_layout.py keeps it so):
 
     families, batch, home   the family registry (data), the Batch every builder hands the backbone, the lab home
     text/ , nn/             corpora, tokenizers, token streams | backbone, attention, feed-forward, heads

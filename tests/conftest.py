@@ -2,12 +2,11 @@
 intra-op thread for the modules that ask for it."""
 from __future__ import annotations
 
-import time
-
 import os
-import socket
 
 import pytest
+
+from tests.support.ports import free_port
 
 
 @pytest.fixture(scope="module")
@@ -30,12 +29,6 @@ def client(running_app):
 
     url, _ = running_app
     return Client(url, verbose=False)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -69,14 +62,3 @@ def lab_jobs(running_app):
     _, demo = running_app
     yield demo.lab_jobs
     demo.lab_jobs.close(timeout=20)
-
-
-def wait_for(predicate, timeout: float = 30.0, what: str = "condition", *, every: float = 0.05):
-    """Poll `predicate` until it returns something truthy (returned), or fail saying what did not happen in time."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(every)
-    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")

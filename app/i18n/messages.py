@@ -9,7 +9,7 @@ templates (longest fixed text first), and its fields are carried over, themselve
     "Unknown family 'gpx': choose one of gpt, bert."  matches  "Unknown family {}: choose one of {}."
     -> "未知的模型家族 'gpx'：可选 gpt, bert。"
 
-`tests/test_i18n_messages.py` reads every `raise ValueError(...)` of `lab_models/` and `app/` and checks that each
+`tests/app/i18n/test_messages.py` reads every `raise ValueError(...)` of `lab_models/` and `app/` and checks that each
 one has its Chinese. A message with no template (built from a variable, or from a library) keeps its English after a
 Chinese lead-in, so a reader still learns what went wrong.
 

@@ -1,5 +1,14 @@
-"""Shared fixtures: an isolated lab home per test session, a running app and a client for the app tests, and one
-intra-op thread for the modules that ask for it."""
+"""The root conftest: the `slow` marker, and the shared fixtures: an isolated lab home per test session, a running app
+and a client for the app tests, and one intra-op thread for the modules that ask for it.
+
+`python -m pytest -m "not slow"` is the fast loop (under three minutes on two cores) that still covers every stage;
+`python -m pytest` (CI) runs everything. `slow` marks what takes seconds because it trains (more than a step or two,
+through the CLI or a fixture that trains tiny runs), builds or serves the page (the `running_app` fixture, marked here
+for every test that asks for it, or an app or server of its own), drives a browser, starts a Python process that imports
+torch, builds a big corpus, or fuzzes. A test that uses a module-scoped fixture which trains is slow too, whichever test
+runs first and pays for it. A mark that is not registered here is an error, not a warning: a typo such as
+`@pytest.mark.slwo` would otherwise put a slow test into the fast loop without a word.
+"""
 from __future__ import annotations
 
 import os
@@ -7,6 +16,23 @@ import os
 import pytest
 
 from tests.support.ports import free_port
+
+SLOW = "slow: takes seconds: trains, builds or serves the page, drives a browser (deselect with -m 'not slow')"
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", SLOW)
+    config.addinivalue_line("filterwarnings", "error::pytest.PytestUnknownMarkWarning")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    """A test that asks for the session's running app, directly or through a fixture that does (`client`, `lab_jobs`,
+    a module's own client), serves the page: it is marked slow here, so that a module's unit tests stay in the fast
+    loop while its endpoint tests leave it without a mark of their own. Runs before `-m` deselects."""
+    for item in items:
+        if "running_app" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture(scope="module")

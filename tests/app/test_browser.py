@@ -28,11 +28,11 @@ ARTIFACTS = REPO / "artifacts"
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMEDRIVER = shutil.which("chromedriver")
 
-pytestmark = pytest.mark.skipif(
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(
     CHROMIUM is None or CHROMEDRIVER is None,
     reason="Debian's chromium and chromium-driver are not installed (apt-get install chromium chromium-driver); "
            ".ci/run installs them",
-)
+)]
 
 
 CACHED_REPO = "lab-tests/tiny-gpt2"

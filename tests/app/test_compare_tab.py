@@ -144,6 +144,7 @@ def generate(client, run_ids, prompt, mode="auto", *, strategy="greedy", tempera
     return page, details
 
 
+@pytest.mark.slow
 def test_the_picker_lists_runs_with_weights(lab_home_dir, trained_runs):
     view = CompareView(lab_home_dir)
     choices = dict((value, label) for label, value in view.run_choices())

@@ -58,6 +58,7 @@ def test_a_big_linked_corpus_gets_a_card_from_its_beginning(tmp_path, monkeypatc
         api.load_named_corpus("big", home=tmp_path / "home")
 
 
+@pytest.mark.slow
 def test_tokenize_runs_in_the_background_with_its_bar_and_a_run_reuses_the_shards(tmp_path):
     home = tmp_path / "home"
     root = tmp_path / "data"
@@ -91,6 +92,7 @@ def test_tokenize_runs_in_the_background_with_its_bar_and_a_run_reuses_the_shard
         jobs.close()
 
 
+@pytest.mark.slow
 def test_stop_keeps_the_work_and_a_new_start_continues(tmp_path):
     home = tmp_path / "home"
     root = tmp_path / "data"

@@ -31,6 +31,7 @@ def timers_by_tab(demo) -> dict[str, list[gr.Timer]]:
     return found
 
 
+@pytest.mark.slow
 def test_every_timer_sits_in_a_tab_and_only_the_first_tab_ticks_when_the_page_opens(page):
     timers = timers_by_tab(page)
     assert "" not in timers  # no timer outside every tab: each one belongs to a view
@@ -46,6 +47,7 @@ def test_every_timer_sits_in_a_tab_and_only_the_first_tab_ticks_when_the_page_op
                    if isinstance(block, gr.Tab) for child in block.children)
 
 
+@pytest.mark.slow
 def test_the_train_tab_has_one_seldom_live_event_and_its_progress_bar_a_route_of_its_own(page):
     from app.train.progress_route import POLL_S, ROUTE
     from app.train.tab import LIVE_REFRESH_S
@@ -68,6 +70,7 @@ def test_the_train_tab_has_one_seldom_live_event_and_its_progress_bar_a_route_of
     assert "routes" not in launch_kwargs()["app_kwargs"] and "head" not in launch_kwargs()
 
 
+@pytest.mark.slow
 def test_picking_a_run_in_the_train_tab_is_one_event_and_each_part_stays_an_endpoint(page):
     """Gradio runs one trigger's listeners one after another, each once the last one's outputs are drawn: the run
     picker's change is one event that draws the run, its learning-rate, add-on and routing figures and the Export row;
@@ -83,6 +86,7 @@ def test_picking_a_run_in_the_train_tab_is_one_event_and_each_part_stays_an_endp
     assert [output for name in parts for output in parts[name].outputs] == list(picked.outputs)
 
 
+@pytest.mark.slow
 def test_gradios_page_gets_the_fixes_script_first_in_its_head_and_nothing_else_is_touched(page):
     import httpx
 
@@ -124,6 +128,7 @@ def test_the_fixes_scripts_timer_shape_matches_gradios_status_tracker_and_nothin
     assert once.startswith(b"<html><head lang='x'><script id=") and with_fixes_script(once) == once
 
 
+@pytest.mark.slow
 def test_gradios_status_and_core_bundles_are_served_changed_whole_and_uncompressed_to_be_changed(page):
     """Gradio's `Blocks-<hash>.js` leaves the server with its status method handing on only changed statuses: asked
     for compressed, conditionally or in part, the server still changes its whole copy (then compresses it). Its
@@ -173,6 +178,7 @@ def test_the_status_fix_matches_gradios_method_once_and_nothing_else():
         assert check.returncode == 0, check.stderr.decode()
 
 
+@pytest.mark.slow
 def test_the_read_back_fix_matches_gradios_update_state_once_and_skips_only_a_status_or_a_tabs_label():
     """Gradio's `update_state` reads back a component's values (and its descendants') before an update without a
     value; the fix keeps that for every update but one of a status alone or of a tab's label alone. Its shape must
@@ -216,6 +222,7 @@ const update = async (e, r, t) => {{ {body} }};
     assert json.loads(run.stdout) == [3, 4, 5]  # a textbox's label, a visibility, choices: read back first
 
 
+@pytest.mark.slow
 def test_the_progress_route_answers_with_the_bar_in_the_readers_language(page, tmp_path):
     from starlette.applications import Starlette
     from starlette.testclient import TestClient
@@ -254,6 +261,7 @@ def test_the_progress_box_names_its_run_and_state_for_the_script():
     assert progress_html(None).startswith('<div class="train-progress-live" data-run="" data-state="">')
 
 
+@pytest.mark.slow
 def test_every_tab_turns_the_timers_on_and_off_in_the_browser_alone(page):
     tabs = [block for block in page.blocks.values() if isinstance(block, gr.Tab)]
     timers = [block for block in page.blocks.values() if isinstance(block, gr.Timer)]
@@ -297,6 +305,7 @@ def test_a_live_view_redraws_only_what_changed():
     assert changed([1, "running", 4], [1, "running", 3]) and changed([], None)
 
 
+@pytest.mark.slow
 def test_the_page_keeps_no_run_history_and_the_idle_queue_polls_slowly(page):
     assert launch_kwargs()["run_history"] is False
     configure_queue(page)
@@ -331,6 +340,7 @@ def test_one_event_runs_several_handlers_with_their_own_inputs_and_outputs():
     assert lone(5) == 10  # one output: the value itself, as Gradio expects
 
 
+@pytest.mark.slow
 def test_every_tab_opening_is_one_server_event(page):
     """Opening a tab runs at most one event on the server (its browser-only steps aside): several queued events made
     the Understand tab take five seconds to open while a run trained."""
@@ -346,6 +356,7 @@ def test_every_tab_opening_is_one_server_event(page):
         assert not chained, (tab.id, chained)
 
 
+@pytest.mark.slow
 def test_a_job_view_timer_rests_while_nothing_runs(page):
     assert rest_when_idle(True) == gr.skip()
     assert rest_when_idle(False) == {"__type__": "update", "active": False}

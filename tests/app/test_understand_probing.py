@@ -141,6 +141,7 @@ def test_the_model_view_has_every_layer_and_head_and_a_click_draws_one_large(cli
     assert "layer 2" in standalone(html_file)
 
 
+@pytest.mark.slow
 def test_a_thumbnail_is_the_head_scaled_to_its_maximum_with_forbidden_cells_grey(runs):
     maps = api.attention_maps(runs["gpt"], "the cat sees a ball .")
     images = thumbnails(maps, "self")

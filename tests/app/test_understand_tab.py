@@ -48,6 +48,7 @@ def test_similarity_figure_and_table_have_one_line_and_one_row_per_run():
     assert table.iloc[0]["block 2"] == 0.5 and pd.isna(table.iloc[1]["block 1"])
 
 
+@pytest.mark.slow
 def test_attention_figure_leaves_masked_cells_empty(runs):
     maps = api.attention_maps(runs["gpt"], "the cat sees a ball .")
     figure = attention_figure(maps, "self", 1)

@@ -72,6 +72,7 @@ FAKE_TRAINER = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_a_failing_size_is_recorded_and_the_rest_train(tmp_path, lab_home_dir):
     fake = tmp_path / "fake_trainer.py"
     fake.write_text(FAKE_TRAINER)
@@ -97,6 +98,7 @@ def test_a_failing_size_is_recorded_and_the_rest_train(tmp_path, lab_home_dir):
     assert "OutOfMemoryError" in table["message"][0] and table["message"][1] == ""
 
 
+@pytest.mark.slow
 def test_a_size_past_its_time_limit_is_stopped_and_recorded(tmp_path):
     fake = tmp_path / "fake_trainer.py"
     fake.write_text(FAKE_TRAINER)

@@ -130,6 +130,7 @@ def _cli(home: Path, fake_trainer: list[str], *args: str) -> list[str]:
     return [sys.executable, "-c", code, "--home", str(home), *args]
 
 
+@pytest.mark.slow
 def test_the_cli_prints_a_line_per_run_and_ctrl_c_stops_it_so_that_the_next_call_continues(tmp_path, fake_trainer):
     home = tmp_path / "home"
     env = {**os.environ, "FAKE_DELAY": "0.1", "PYTHONPATH": str(REPO)}
@@ -158,6 +159,7 @@ def test_the_cli_prints_a_line_per_run_and_ctrl_c_stops_it_so_that_the_next_call
     assert third.returncode == 0 and "0 queued, 2 finished already" in third.stdout
 
 
+@pytest.mark.slow
 def test_the_cli_refuses_a_bad_argument_in_one_line(tmp_path):
     result = subprocess.run([sys.executable, "-m", "lab_models", "zoo", "--families", "gpt,bart", "--home",
                              str(tmp_path)], cwd=REPO, capture_output=True, text=True, timeout=60)
@@ -165,6 +167,7 @@ def test_the_cli_refuses_a_bad_argument_in_one_line(tmp_path):
     assert result.stderr.strip().startswith("error: unknown family 'bart'") and len(result.stderr.splitlines()) == 1
 
 
+@pytest.mark.slow
 def test_the_real_zoo_trains_two_families_into_ordinary_runs(tmp_path):
     home = tmp_path / "home"
     result = subprocess.run([sys.executable, "-m", "lab_models", "zoo", "--families", "gpt,t5", "--steps", "3",

@@ -173,6 +173,7 @@ def test_config_rejects_bad_values():
 
 
 # ------------------------------------------------------------------------------------------------ fine-tuning
+@pytest.mark.slow
 def test_bert_learns_the_topic_task(topic_result):
     out, result = topic_result
     rows = runs.read_metrics(out)
@@ -198,6 +199,7 @@ def test_bert_learns_the_topic_task(topic_result):
     assert config["task"]["name"] == "topic" and json.loads((out / RESULT_FILE).read_text()) == result
 
 
+@pytest.mark.slow
 def test_gpt_reads_the_last_token_and_adds_half_the_lm_loss(lab):
     out = lab["home"] / "finetunes" / "gpt-tiny-test--sentiment--aux"
     result = finetune(FinetuneConfig(run_dir=str(lab["gpt"]), task="sentiment", out=str(out), steps=6,
@@ -216,6 +218,7 @@ def test_gpt_reads_the_last_token_and_adds_half_the_lm_loss(lab):
                if r["split"] == "train")
 
 
+@pytest.mark.slow
 def test_bert_tags_words(lab):
     out = lab["home"] / "finetunes" / "bert-tiny-test--tagging--fixture"
     result = finetune(FinetuneConfig(run_dir=str(lab["bert"]), task="tagging", out=str(out), steps=30, lr=2e-3,
@@ -227,6 +230,7 @@ def test_bert_tags_words(lab):
     assert result["accuracy"] > task.majority_baseline() + 0.2, result
 
 
+@pytest.mark.slow
 def test_bad_cli_arguments_exit_2_with_one_line(lab, capsys):
     process = subprocess.run([sys.executable, "-m", "lab_models", "finetune", "--run", str(lab["bert"]), "--task",
                               "poetry"], cwd=REPO, env=_env(lab["home"]), capture_output=True, text=True, timeout=120)
@@ -249,6 +253,7 @@ def test_bad_cli_arguments_exit_2_with_one_line(lab, capsys):
         assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], (argv, lines)
 
 
+@pytest.mark.slow
 def test_job_manager_queues_shows_progress_and_stops_a_finetune(lab):
     from lab_models.training.jobs.manager import JobManager
 
@@ -290,6 +295,7 @@ def test_job_manager_queues_shows_progress_and_stops_a_finetune(lab):
         manager.close()
 
 
+@pytest.mark.slow
 def test_leaderboard_lists_the_finished_finetunes(lab, topic_result):
     out, result = topic_result
     board = finetune_leaderboard(lab["home"])

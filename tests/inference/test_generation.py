@@ -167,6 +167,7 @@ def test_api_exports_the_generation_interface():
 
 
 # ----------------------------------------------------------------------------- greedy = the training forward pass
+@pytest.mark.slow
 def test_gpt_greedy_is_deterministic_and_each_token_is_the_argmax(run_dirs):
     a = api.generate(run_dirs["gpt"], PROMPT, max_new_tokens=8)
     b = api.generate(run_dirs["gpt"], PROMPT, max_new_tokens=8)
@@ -194,6 +195,7 @@ def dataclasses_replace_timing(g, like):
     return dataclasses.replace(g, seconds=like.seconds, ms_per_token=like.ms_per_token)
 
 
+@pytest.mark.slow
 def test_xlnet_first_token_is_the_query_stream_argmax_of_the_left_to_right_order(run_dirs):
     run = load_run(run_dirs["xlnet"])
     ids = [run.vocab.eos_id] + encode(run, PROMPT)
@@ -209,6 +211,7 @@ def test_xlnet_first_token_is_the_query_stream_argmax_of_the_left_to_right_order
     assert g.supported and "recomputed every step" in g.explanation
 
 
+@pytest.mark.slow
 def test_glm_t5_mass_unilm_infill_read_the_blank_as_their_batch_builders_write_it(run_dirs):
     """The first two tokens of each infill are the argmax of the training example that has them as its truth: the
     encoder/Part A, the decoder/Part B inputs and their (2-D) positions are the batch builder's."""
@@ -253,6 +256,7 @@ def test_glm_t5_mass_unilm_infill_read_the_blank_as_their_batch_builders_write_i
             assert chosen[k] == best_allowed(logits[row], run, *may_end), (family, k)
 
 
+@pytest.mark.slow
 def test_decoders_feed_what_the_batch_builders_write_for_any_history(run_dirs):
     """Step by step, with a history the model did not choose (so spans run past their first token and across
     blanks): each decoder's logits equal the training example's at the row that predicts the same token."""
@@ -301,6 +305,7 @@ def test_decoders_feed_what_the_batch_builders_write_for_any_history(run_dirs):
 
 
 # ------------------------------------------------------------------------------------------------ sampling
+@pytest.mark.slow
 def test_the_same_seed_gives_the_same_sample_and_other_seeds_differ(run_dirs):
     options = dict(max_new_tokens=8, strategy="sample", temperature=1.5, top_k=50, top_p=0.95)
     a = api.generate(run_dirs["gpt"], PROMPT, seed=7, **options)
@@ -311,12 +316,14 @@ def test_the_same_seed_gives_the_same_sample_and_other_seeds_differ(run_dirs):
     assert all(0 < p <= 1 for p in a.probs)
 
 
+@pytest.mark.slow
 def test_top_k_one_sampling_is_greedy(run_dirs):
     greedy = api.generate(run_dirs["t5"], BLANKED, max_new_tokens=6)
     top1 = api.generate(run_dirs["t5"], BLANKED, max_new_tokens=6, strategy="sample", top_k=1, seed=3)
     assert greedy.tokens == top1.tokens
 
 
+@pytest.mark.slow
 def test_beam_search_with_one_beam_is_greedy_and_wider_beams_report_their_tokens(run_dirs):
     for family, prompt in (("gpt", PROMPT), ("t5", BLANKED), ("mass", "the cat sees a ball .")):
         mode = "translate" if family == "mass" else None
@@ -329,6 +336,7 @@ def test_beam_search_with_one_beam_is_greedy_and_wider_beams_report_their_tokens
 
 
 # ------------------------------------------------------------------------------------------------ the KV cache
+@pytest.mark.slow
 @pytest.mark.parametrize("family, prompt, mode", [
     ("gpt", PROMPT, "continue"), ("unilm", PROMPT, "continue"), ("unilm", BLANKED, "infill"),
     ("gpt2", PROMPT, "continue"), ("glm", "the girl ___ a red ___ .", "infill"), ("glm", PROMPT, "continue"),
@@ -349,6 +357,7 @@ def first_defaults() -> dict:
                 seed=0, iterations=10, blank_length=None, use_cache=True)
 
 
+@pytest.mark.slow
 def test_backbone_cached_logits_equal_uncached(run_dirs):
     for family in ("gpt", "albert"):  # ALBERT: one shared block, one cache entry per layer
         model = load_run(run_dirs[family]).model
@@ -392,6 +401,7 @@ def _long_cache(backbone, length: int):
 
 
 # ------------------------------------------------------------------------------------------------ infill
+@pytest.mark.slow
 def test_infill_keeps_the_text_around_the_blank(run_dirs):
     for family in ("t5", "glm", "mass", "unilm"):
         g = api.generate(run_dirs[family], BLANKED, mode="infill", max_new_tokens=6)
@@ -404,6 +414,7 @@ def test_infill_keeps_the_text_around_the_blank(run_dirs):
                                            or "stopped at [EOS]" in mass_fill.explanation)
 
 
+@pytest.mark.slow
 def test_t5_and_glm_never_end_a_span_before_its_first_token(run_dirs):
     """Training spans are never empty, so the span's end (T5: the next sentinel or [EOS]; GLM: [E]) is not allowed as
     its first token; each blank of the output holds at least one token (issue 25: T5 filled a blank with nothing)."""
@@ -437,6 +448,7 @@ def test_t5_and_glm_never_end_a_span_before_its_first_token(run_dirs):
                 assert fill.strip() or f"blank {index} is empty" in g.explanation, (family, prompt, g.explanation)
 
 
+@pytest.mark.slow
 def test_auto_mode_gives_each_family_a_task_it_can_do_with_the_prompt(run_dirs):
     tasks = {family: api.auto_task(family, "the girl eats") for family in ALL_FAMILIES + ("elmo", "cove", "cvt")}
     continuing = {"gpt", "gpt2", "unilm", "xlnet", "glm", "elmo"}
@@ -464,6 +476,7 @@ def test_auto_mode_gives_each_family_a_task_it_can_do_with_the_prompt(run_dirs):
         api.auto_task("nope", "the girl")
 
 
+@pytest.mark.slow
 def test_generate_in_auto_mode_answers_for_every_family_and_says_what_it_added(run_dirs):
     for family in ("gpt", "bert", "t5", "glm", "xlnet", "mass"):
         g = api.generate(run_dirs[family], "the girl eats", mode="auto", max_new_tokens=6)
@@ -476,6 +489,7 @@ def test_generate_in_auto_mode_answers_for_every_family_and_says_what_it_added(r
     assert len(api.generate(run_dirs["bert"], "the girl eats", mode="auto").tokens) == 3
 
 
+@pytest.mark.slow
 def test_t5_and_glm_fill_several_blanks(run_dirs):
     prompt = "the girl ___ a red ___ in the kitchen ."
     for family in ("t5", "glm"):
@@ -484,6 +498,7 @@ def test_t5_and_glm_fill_several_blanks(run_dirs):
         assert " a red " in g.text and "___" not in g.text
 
 
+@pytest.mark.slow
 def test_translate_decodes_and_says_whether_the_run_trained_translation(run_dirs):
     for family in ("t5", "mass"):
         g = api.generate(run_dirs[family], "the cat sees a ball .", mode="translate", max_new_tokens=8)
@@ -492,6 +507,7 @@ def test_translate_decodes_and_says_whether_the_run_trained_translation(run_dirs
 
 
 # ------------------------------------------------------------------------------------------------ mask-predict
+@pytest.mark.slow
 def test_mask_predict_fills_exactly_the_slots(run_dirs):
     for family in ("bert", "xlnet", "roberta", "albert", "spanbert", "electra", "unilm", "mpnet"):
         g = api.generate(run_dirs[family], "the girl [MASK] a red [MASK] .", mode="mask_predict")
@@ -505,6 +521,7 @@ def test_mask_predict_fills_exactly_the_slots(run_dirs):
     assert len(g.tokens) == 2 and "2 slots" in g.explanation and "___" not in g.text
 
 
+@pytest.mark.slow
 def test_one_round_of_mask_predict_is_fill_masks_best_guess(run_dirs):
     text = "the girl [MASK] a red [MASK] ."
     for family in ("bert", "xlnet", "mpnet", "electra"):
@@ -516,6 +533,7 @@ def test_one_round_of_mask_predict_is_fill_masks_best_guess(run_dirs):
 
 
 # ------------------------------------------------------------------------------------------------ fill_mask
+@pytest.mark.slow
 def test_fill_mask_returns_top_k_per_slot_best_first(run_dirs):
     for family in ("bert", "xlnet", "t5", "glm", "unilm", "mpnet", "electra", "albert"):
         out = api.fill_mask(run_dirs[family], "the girl [MASK] a red [MASK] .", top_k=4)
@@ -528,6 +546,7 @@ def test_fill_mask_returns_top_k_per_slot_best_first(run_dirs):
             assert all(isinstance(token, str) and "[MASK]" not in token for token, _ in slot)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("family, text, message", [
     ("gpt", "the girl [MASK] .", "GPT reads left to right only and cannot fill a \\[MASK\\]; use a BERT-style run"),
     ("mass", "the girl [MASK] .", "MASS predicts a masked fragment"),
@@ -541,6 +560,7 @@ def test_fill_mask_refuses_with_an_actionable_message(run_dirs, family, text, me
 
 
 # ------------------------------------------------------------------------------------------------ unsupported
+@pytest.mark.slow
 @pytest.mark.parametrize("family, mode, words", [
     ("bert", "continue", "Mask-predict"), ("gpt", "infill", "Continue"), ("gpt", "mask_predict", "Continue"),
     ("gpt", "translate", "MASS and T5"), ("t5", "continue", "Infill"), ("glm", "translate", "MASS and T5"),
@@ -554,6 +574,7 @@ def test_unsupported_modes_explain_instead_of_raising(run_dirs, family, mode, wo
 
 
 # ------------------------------------------------------------------------------------------------ limits
+@pytest.mark.slow
 def test_generation_stops_at_max_positions_and_says_so(run_dirs):
     run = load_run(run_dirs["gpt"])
     prompt = " ".join(["the"] * 120)
@@ -564,6 +585,7 @@ def test_generation_stops_at_max_positions_and_says_so(run_dirs):
     assert "positions" in g.explanation or "stopped at [EOS]" in g.explanation
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("family, prompt, options, message", [
     ("gpt", "", {}, "the prompt is empty"),
     ("gpt", "   \n", {}, "the prompt is empty"),
@@ -587,6 +609,7 @@ def test_bad_inputs_raise_value_error_with_an_actionable_message(run_dirs, famil
         api.generate(run_dirs[family], prompt, **options)
 
 
+@pytest.mark.slow
 def test_run_folders_without_weights_are_refused(run_dirs, tmp_path):
     with pytest.raises(ValueError, match="no run folder"):
         api.generate(tmp_path / "nowhere", PROMPT)

@@ -106,6 +106,7 @@ def test_examples_are_deterministic_and_seeded():
 
 
 # ------------------------------------------------------------------------------------------------ the table
+@pytest.mark.slow
 def test_columns_and_one_row_per_run_of_the_corpus(table, board):
     assert list(table.columns) == BASE_COLUMNS + ["accuracy_topic", *NOTE_COLUMNS, *BASELINES,
                                                   "baseline_accuracy_topic"]
@@ -115,6 +116,7 @@ def test_columns_and_one_row_per_run_of_the_corpus(table, board):
     assert bits == sorted(bits)  # best (lowest) first
 
 
+@pytest.mark.slow
 def test_facts_come_from_the_run_files(table, board):
     for family, run_id in board["ids"].items():
         row = row_of(table, run_id)
@@ -128,6 +130,7 @@ def test_facts_come_from_the_run_files(table, board):
     assert gpt["training_tokens"] == 30 * 16 * 64  # steps x batch x seq_len at the tiny preset
 
 
+@pytest.mark.slow
 def test_scores_are_in_range_or_nan_with_a_reason(table, board):
     gpt, bert, t5 = (row_of(table, board["ids"][family]) for family in ("gpt", "bert", "t5"))
     # GPT reads left to right: neither a [MASK] nor a blank
@@ -152,6 +155,7 @@ def test_scores_are_in_range_or_nan_with_a_reason(table, board):
         assert row["best_probe_layer"] == f"{best['stream']}: {best['layer_name']} (depth {best['depth']:.2f})"
 
 
+@pytest.mark.slow
 def test_each_score_has_its_trivial_baseline(table, board):
     """The most frequent token (fill-mask) or word (infill) of the training text, a unigram model of the run's tokens
     (bits per byte), the majority class (a fine-tuning task): what a run must beat to have learned anything."""
@@ -167,6 +171,7 @@ def test_each_score_has_its_trivial_baseline(table, board):
     assert 0 < table["baseline_accuracy_topic"].iloc[0] < 1 and table["baseline_accuracy_topic"].nunique() == 1
 
 
+@pytest.mark.slow
 def test_trivial_baselines_on_a_known_text(board):
     from lab_models.inference.leaderboard import HeldOutExamples, trivial_baselines
 
@@ -188,6 +193,7 @@ def test_trivial_baselines_on_a_known_text(board):
     assert all(math.isnan(value) for value in trivial_baselines(run, HeldOutExamples((), ())).values())
 
 
+@pytest.mark.slow
 def test_classification_is_the_best_finished_finetuning(table, board):
     assert board["finished"]["steps"] == 10 and board["stopped"]["steps"] < 10
     bert = row_of(table, board["ids"]["bert"])
@@ -197,6 +203,7 @@ def test_classification_is_the_best_finished_finetuning(table, board):
     assert table.attrs["tasks"] == ["topic"]
 
 
+@pytest.mark.slow
 def test_fill_mask_scores_the_same_prediction_as_api_fill_mask(board):
     """A sentence whose masked word is BERT's own top guess (by `api.fill_mask`) is a hit; another word is a miss."""
     run_dir = board["home"] / "runs" / board["ids"]["bert"]
@@ -214,6 +221,7 @@ def test_fill_mask_scores_the_same_prediction_as_api_fill_mask(board):
         assert (accuracy, scored, note) == (expected, 1, "")
 
 
+@pytest.mark.slow
 def test_infill_scores_the_fill_of_api_generate(board):
     """Each held-out blank is scored by the fill `api.generate(mode="infill")` writes, against the span, ignoring case
     and whitespace."""
@@ -239,6 +247,7 @@ def test_infill_scores_the_fill_of_api_generate(board):
     assert _infill_score(run, zebra) == (float(squash(own) == "zebra"), 1, "")
 
 
+@pytest.mark.slow
 def test_the_second_call_reads_the_cache(table, board):
     home = board["home"]
     assert sorted(table.attrs["computed"]) == sorted(board["ids"].values()) and table.attrs["cached"] == []
@@ -262,6 +271,7 @@ def test_the_second_call_reads_the_cache(table, board):
     assert len(json.loads(cache_files[board["ids"]["bert"]].read_text())["entries"]) == 2
 
 
+@pytest.mark.slow
 def test_corpus_filter(board, table):
     home, other = board["home"], board["other"]
     assert api.leaderboard_corpora(home) == ["synthetic", board["other_corpus"]]  # the most runs first
@@ -276,6 +286,7 @@ def test_corpus_filter(board, table):
         api.leaderboard(home, "nope")
 
 
+@pytest.mark.slow
 def test_bad_settings_are_clear_errors(board):
     with pytest.raises(ValueError, match="max_examples must be a whole number from 1 to"):
         api.leaderboard(board["home"], max_examples=0)
@@ -287,6 +298,7 @@ def test_bad_settings_are_clear_errors(board):
     assert len(empty) == 0 and list(empty.columns) == BASE_COLUMNS + NOTE_COLUMNS + BASELINES
 
 
+@pytest.mark.slow
 def test_csv_export_round_trips(table, tmp_path):
     path = api.leaderboard_csv(table, tmp_path / "board.csv")
     back = pd.read_csv(path)
@@ -298,6 +310,7 @@ def test_csv_export_round_trips(table, tmp_path):
         api.leaderboard_csv(None)
 
 
+@pytest.mark.slow
 def test_display_table_and_figure(table):
     shown = display_table(table)
     assert list(shown.columns) == ["run", "family", "its bits per byte are on", "preset", "corpus", "steps",

@@ -67,6 +67,7 @@ def test_a_probe_is_deterministic_and_the_majority_baseline_counts():
     assert probing.majority_accuracy(torch.tensor([0, 1, 1]), torch.tensor([1, 1, 0, 0])) == 0.5
 
 
+@pytest.mark.slow
 def test_the_control_is_the_runs_architecture_built_with_the_runs_seed(runs):
     run = load_run(runs["gpt"])
     control = probing.control_run(run)
@@ -80,6 +81,7 @@ def test_the_control_is_the_runs_architecture_built_with_the_runs_seed(runs):
     assert control.step == 0 and not control.model.training
 
 
+@pytest.mark.slow
 def test_probe_layers_has_a_row_per_stream_and_layer_and_caches_its_features(runs):
     expected_streams = {"gpt": [("self", 3)], "t5": [("encoder", 3), ("decoder", 3)], "xlnet": [("content", 3)],
                         "elmo": [("biLM", 3), ("scalar mix", 1)], "cove": [("MT-LSTM", 3), ("[embedding; CoVe]", 1)]}
@@ -107,6 +109,7 @@ def test_probe_layers_has_a_row_per_stream_and_layer_and_caches_its_features(run
     assert best["accuracy"] == topic["accuracy"].max()
 
 
+@pytest.mark.slow
 def test_new_weights_give_new_features(runs, tmp_path):
     copy = tmp_path / "gpt-copy"
     shutil.copytree(runs["gpt"], copy)
@@ -120,6 +123,7 @@ def test_new_weights_give_new_features(runs, tmp_path):
     assert api.probe_layers(copy, "tags").attrs["cached"] is False
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("arguments, message", [
     ({"task": "pos"}, "Unknown probe task"), ({"task": None}, "Unknown probe task"),
     ({"seed": -1}, "probe seed"), ({"seed": 1.5}, "probe seed"), ({"seed": True}, "probe seed")])
@@ -129,6 +133,7 @@ def test_probe_layers_refuses_bad_arguments(runs, arguments, message):
 
 
 # ------------------------------------------------------------------------------------------------ logit lens
+@pytest.mark.slow
 def test_the_lens_of_a_gpt2_whose_last_block_is_the_identity_reads_the_models_prediction(runs, tmp_path):
     folder = tmp_path / "gpt2-identity"
     shutil.copytree(runs["gpt2"], folder)
@@ -164,6 +169,7 @@ def test_the_lens_of_a_gpt2_whose_last_block_is_the_identity_reads_the_models_pr
                                                                                   abs=1e-6)
 
 
+@pytest.mark.slow
 def test_the_lens_top_layer_is_the_familys_own_prediction(runs):
     gpt = api.logit_lens(runs["gpt"], "the girl [MASK] a red apple .", top_k=3)  # left to right: after "the girl"
     assert gpt.attrs["where"] == "the next token after the text before the first [MASK]"
@@ -193,6 +199,7 @@ def test_the_lens_top_layer_is_the_familys_own_prediction(runs):
         assert first.tokens[0].strip() == cove[cove["layer"] == cove["layer"].max()]["token"].iloc[0]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("family, text, message", [
     ("bert", "the girl eats a red apple .", "put \\[MASK\\]"), ("gpt", "[MASK] girl eats .", "left to right"),
     ("gpt", "", "empty"), ("t5", "   ", "empty")])
@@ -224,6 +231,7 @@ def test_integrated_gradients_are_complete_on_a_nonlinear_function():
 
 # T5's tiny test run moves its answer's probability by only 0.004 to 0.007 from the [PAD] baseline, so the quadrature's
 # absolute error at 32 steps (6e-5 to 1.2e-4, falling to 2e-6 at 256) is over 1% of it: it is checked at 256 steps.
+@pytest.mark.slow
 @pytest.mark.parametrize("family, text, steps", [("gpt", "the girl eats a red", 32),
                                                  ("bert", "the girl [MASK] a red apple .", 32),
                                                  ("xlnet", "the girl [MASK] a red apple .", 32),
@@ -244,6 +252,7 @@ def test_attributions_of_a_prediction_are_complete(runs, family, text, steps):
         assert zero.completeness_error <= max(0.01 * abs(zero.probability - zero.baseline_probability), TOLERANCE)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("arguments, message", [
     ({"method": "saliency"}, "Unknown attribution method"), ({"steps": 1}, "steps must be"),
     ({"steps": 10_000}, "steps must be"), ({"baseline": "mean"}, "Unknown baseline"),
@@ -253,6 +262,7 @@ def test_attributions_refuse_bad_arguments(runs, arguments, message):
         api.explain_prediction(runs["gpt"], "the girl eats a red", **arguments)
 
 
+@pytest.mark.slow
 def test_attributions_explain_a_fine_tuned_classifiers_label(runs, tmp_path):
     out = tmp_path / "gpt--sentiment"
     finetune(FinetuneConfig(run_dir=str(runs["gpt"]), task="sentiment", steps=4, batch_size=8, out=str(out),

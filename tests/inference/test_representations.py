@@ -37,6 +37,7 @@ def rows_sum_to_one_where_allowed(weights: torch.Tensor, mask: torch.Tensor) -> 
 
 
 # ------------------------------------------------------------------------------------------------ attention maps
+@pytest.mark.slow
 def test_gpt_attention_is_causal_and_matches_the_eager_path(runs):
     maps = api.attention_maps(runs["gpt"], SENTENCE)
     assert isinstance(maps, api.AttentionMaps) and maps.family == "gpt" and list(maps.streams) == ["self"]
@@ -56,6 +57,7 @@ def test_gpt_attention_is_causal_and_matches_the_eager_path(runs):
     assert torch.allclose(torch.stack([w[0] for w in eager]), weights, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_bert_attention_is_full_and_matches_the_eager_path(runs):
     maps = api.attention_maps(runs["bert"], SENTENCE)
     weights, mask = maps.weights["self"], maps.masks["self"]
@@ -70,6 +72,7 @@ def test_bert_attention_is_full_and_matches_the_eager_path(runs):
     assert torch.allclose(torch.stack([w[0] for w in eager]), weights, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_xlnet_query_stream_never_attends_its_own_content(runs):
     maps = api.attention_maps(runs["xlnet"], SENTENCE)
     assert list(maps.streams) == ["content", "query"]
@@ -89,6 +92,7 @@ def test_xlnet_query_stream_never_attends_its_own_content(runs):
     assert "left-to-right" in maps.note
 
 
+@pytest.mark.slow
 def test_t5_attention_has_encoder_decoder_and_cross_streams(runs):
     maps = api.attention_maps(runs["t5"], SENTENCE)
     assert list(maps.streams) == ["encoder", "decoder", "cross"]
@@ -140,6 +144,7 @@ def test_recomputed_attention_reproduces_the_module_with_an_empty_row(t5_like):
 
 
 # ------------------------------------------------------------------------------------------------ embeddings
+@pytest.mark.slow
 def test_a_word_with_itself_is_one_at_every_layer(runs):
     frame = api.contextual_similarity([runs["gpt"], runs["bert"], runs["xlnet"], runs["t5"]], SENTENCE, SENTENCE,
                                       "apple")
@@ -152,6 +157,7 @@ def test_a_word_with_itself_is_one_at_every_layer(runs):
     assert (frame["cosine"] - 1).abs().max() < 1e-5
 
 
+@pytest.mark.slow
 def test_the_word_in_two_contexts_differs_and_the_pieces_are_named(runs):
     frame = api.contextual_similarity(runs["bert"], SENTENCE, "She works at Apple in the city.", "APPLE")
     assert len(frame) == 3 and frame["run"].eq(runs["bert"].name).all()
@@ -160,6 +166,7 @@ def test_the_word_in_two_contexts_differs_and_the_pieces_are_named(runs):
     assert frame["pieces_b"].iloc[0]  # whatever the tokenizer made of "Apple" ([UNK] for a tiny vocabulary)
 
 
+@pytest.mark.slow
 def test_hidden_states_come_from_the_real_forward_pass(runs):
     """Layer 0 is the embedding output, the last layer the backbone's own output, with the family's mask."""
     run = load_run(runs["gpt"])
@@ -177,6 +184,7 @@ def test_hidden_states_come_from_the_real_forward_pass(runs):
     assert torch.allclose(shorter[:, 0], states[:, 0], atol=1e-5)
 
 
+@pytest.mark.slow
 def test_pca_projection_has_one_row_per_token(runs):
     frame = api.embedding_projection(runs["t5"], [SENTENCE, OTHER], word="apple")
     run = load_run(runs["t5"])
@@ -204,6 +212,7 @@ def test_pca_of_points_on_a_line():
 
 
 # ------------------------------------------------------------------------------------------------ bad inputs
+@pytest.mark.slow
 @pytest.mark.parametrize("call, message", [
     (lambda r: api.attention_maps(r["gpt"], "   "), "it is empty"),
     (lambda r: api.attention_maps(r["gpt"], "the cat . " * 60), "the limit is 64 tokens"),
@@ -222,6 +231,7 @@ def test_bad_inputs_raise_value_errors_with_their_messages(runs, call, message):
         call(runs)
 
 
+@pytest.mark.slow
 def test_a_run_without_weights_says_so(runs, tmp_path):
     empty = tmp_path / "gpt-tiny-no-weights"
     empty.mkdir()
@@ -234,6 +244,7 @@ def test_a_run_without_weights_says_so(runs, tmp_path):
         api.contextual_similarity([runs["gpt"], empty], SENTENCE, OTHER, "apple")
 
 
+@pytest.mark.slow
 def test_runs_with_weights_lists_the_trained_runs(runs, lab_home_dir):
     listed = {row["run_id"]: row for row in api.runs_with_weights(home=lab_home_dir)}
     for family, run_dir in runs.items():

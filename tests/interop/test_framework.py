@@ -269,6 +269,7 @@ def test_inspect_lists_what_it_found_without_writing(gpt2, tmp_path):
     assert "model.safetensors" in [name for name, _ in summary["files"]]
 
 
+@pytest.mark.slow
 def test_the_import_cli_runs_as_a_module(gpt2, tmp_path):
     run_dir = tmp_path / "runs" / "gpt2-cli"
     env = {**os.environ, "PRETRAINING_LAB_HOME": str(tmp_path), "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
@@ -339,6 +340,7 @@ def test_an_imported_run_fine_tunes(imported_in_home, tmp_path):
     assert result["family"] == "bert" and 0.0 <= result["accuracy"] <= 1.0
 
 
+@pytest.mark.slow
 def test_an_imported_run_on_the_leaderboard(imported_in_home, lab_home_dir):
     frame = api.leaderboard(home=lab_home_dir, corpus="synthetic", max_examples=3)
     row = frame[frame["run_id"] == imported_in_home.name].iloc[0]
@@ -388,6 +390,7 @@ def imported_seq2seq_and_two_stream(lab_home_dir, tmp_path_factory):
             for family in ("t5", "mpnet", "xlnet")}
 
 
+@pytest.mark.slow
 def test_imported_t5_mpnet_and_xlnet_in_the_understand_probes_and_on_the_leaderboard(imported_seq2seq_and_two_stream,
                                                                                     lab_home_dir):
     runs = imported_seq2seq_and_two_stream

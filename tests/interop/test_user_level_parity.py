@@ -238,6 +238,7 @@ def suppressed(run, reference_vocab: int, *allowed: int) -> list[int]:
     return [i for i in range(min(reference_vocab, len(banned))) if banned[i] and i not in allowed]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("strategy", ["greedy", "beam"])
 @pytest.mark.parametrize("architecture", ["gpt", "gpt2", "xlnet"])
 def test_continuation_equals_generate_token_for_token(checkpoints, architecture, strategy):
@@ -267,6 +268,7 @@ def test_continuation_equals_generate_token_for_token(checkpoints, architecture,
     assert len(chosen) >= 2
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("strategy", ["greedy", "beam"])
 def test_t5_infilling_and_translation_equal_generate(checkpoints, strategy):
     facts, run_dir = checkpoints["t5"]

@@ -105,6 +105,7 @@ def train(family: str, steps: int = 50, lr: float = 3e-3):
     return history
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("family", TRAINED_FAMILIES)
 def test_every_family_trains_at_tiny(family):
     """The loss falls and stays finite. Causal LMs learn the toy grammar within 50 steps; the masked families first

@@ -315,6 +315,7 @@ def switch_run(tmp_path_factory, lab_home_dir):
     return out
 
 
+@pytest.mark.slow
 def test_cli_run_logs_load_balance_and_per_expert_routing(switch_run):
     rows = [json.loads(line) for line in (switch_run / "metrics.jsonl").read_text().splitlines()]
     train = [row for row in rows if row.get("split") == "train"]
@@ -330,6 +331,7 @@ def test_cli_run_logs_load_balance_and_per_expert_routing(switch_run):
     assert config["model"]["ffn"] == "switch" and config["model"]["n_experts"] == 4
 
 
+@pytest.mark.slow
 def test_routing_view_of_a_trained_run(switch_run):
     view = token_routing(switch_run, "the cat sees a red ball .")
     assert view.n_experts == 4 and [layer.label for layer in view.layers] == ["layer 2"]
@@ -365,6 +367,7 @@ def test_routing_loss_and_nested_collectors():
     assert routing_loss(RoutingCollector()) == 0.0
 
 
+@pytest.mark.slow
 def test_a_switch_run_is_not_exported_to_transformers(switch_run, tmp_path):
     from lab_models import api
 

@@ -270,6 +270,7 @@ def train(family: str, steps: int, changes: tuple = (), lr: float = 3e-3) -> tup
 TRAIN_STEPS = 60
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("family", FAMILIES)
 def test_every_family_trains_at_tiny(family):
     """The loss falls and stays finite within 60 steps. MASS, T5 and GLM decode left to right and learn the toy
@@ -285,6 +286,7 @@ def test_every_family_trains_at_tiny(family):
     assert last < math.log(V) - 0.5, f"{family}: {last:.3f} is no better than guessing"
 
 
+@pytest.mark.slow
 def test_xlnet_two_stream_off_collapses_the_loss():
     """The leak, trained: with the target visible, the loss falls to almost nothing while the two-stream model
     is still at the unigram plateau. A loss that low on a permutation LM means a leak, not learning."""
@@ -384,6 +386,7 @@ def test_safetensors_round_trip_gives_identical_losses(family, tmp_path):
 
 # ------------------------------------------------------------------------------------------------------------ CLI
 
+@pytest.mark.slow
 @pytest.mark.parametrize("family", FAMILIES)
 def test_cli_trains_each_family(family, tmp_path, lab_home_dir, monkeypatch):
     """`python -m lab_models train --family F --preset tiny --out DIR` (in process, a few steps): the files of

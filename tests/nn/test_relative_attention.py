@@ -216,6 +216,7 @@ def test_xlnet_model_with_the_new_default_trains_and_its_loss_falls():
     assert losses[-1] < 0.5 * losses[0]
 
 
+@pytest.mark.slow
 def test_an_xlnet_run_with_the_new_default_fine_tunes_with_its_auxiliary_plm(tmp_path):
     from lab_models.inference.finetuning.config import FinetuneConfig
     from lab_models.inference.finetuning.run import finetune

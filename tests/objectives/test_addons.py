@@ -436,6 +436,7 @@ def bert_run(lab_home_dir):
     return out
 
 
+@pytest.mark.slow
 def test_bert_with_contrastive_and_adversarial_trains_and_reports_its_numbers(bert_run):
     rows = rows_of(bert_run)
     train = [r for r in rows if r["split"] == "train"]
@@ -456,6 +457,7 @@ def test_bert_with_contrastive_and_adversarial_trains_and_reports_its_numbers(be
     assert api.sentence_similarity([bert_run])[0].family == "bert"  # the run loads like any other
 
 
+@pytest.mark.slow
 def test_a_resumed_run_with_addons_repeats_the_straight_one(tmp_path, lab_home_dir, monkeypatch):
     monkeypatch.setattr(train_cli.StopRequest, "install", lambda self: None)
     common = ["--objective", "contrastive=1", "--steps", "4", "--batch-size", "4", "--eval-every", "0",
@@ -472,6 +474,7 @@ def test_a_resumed_run_with_addons_repeats_the_straight_one(tmp_path, lab_home_d
     assert len(b) == 4 and a == b and set(a[0]) == {"clm", "contrastive"}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("family, own", [("mass", ["--objective", "seq2seq=0", "--objective", "translation=1"]),
                                          ("cove", [])])
 def test_back_translation_trains_both_directions_and_logs_bleu(family, own, tmp_path, lab_home_dir, monkeypatch):
@@ -494,6 +497,7 @@ def test_back_translation_trains_both_directions_and_logs_bleu(family, own, tmp_
 
 # ------------------------------------------------------------------------------------------------ fine-tuning
 
+@pytest.mark.slow
 def test_adversarial_fine_tuning_logs_both_losses_and_is_recorded(bert_run, tmp_path):
     from lab_models.inference.finetuning.config import FinetuneConfig
     from lab_models.inference.finetuning.run import finetune
@@ -521,6 +525,7 @@ def test_adversarial_fine_tuning_logs_both_losses_and_is_recorded(bert_run, tmp_
 
 # ------------------------------------------------------------------------------------------------ the views
 
+@pytest.mark.slow
 def test_sentence_similarity_view_and_figures(bert_run):
     from app.train.addon_figures import addon_figure
     from app.understand.similarity_figures import topic_gap_figure, topic_similarity_figure
@@ -545,6 +550,7 @@ def test_sentence_similarity_view_and_figures(bert_run):
     assert "No add-on numbers" in addon_figure([{"split": "val", "step": 1, "loss": 1.0}]).layout.annotations[0].text
 
 
+@pytest.mark.slow
 def test_the_app_shows_the_addons(running_app, bert_run):
     from gradio_client import Client
 

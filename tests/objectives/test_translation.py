@@ -236,6 +236,7 @@ def cli(out, family, *args, home):
                            "--home", str(home), *args])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("family", ["t5", "mass"])
 def test_translation_alone_learns_from_the_cli(family, tmp_path, lab_home_dir, monkeypatch):
     """`--objective translation=1 --objective <denoising>=0`, 100 steps at lr 5e-3: the translation loss falls below
@@ -263,6 +264,7 @@ def test_translation_alone_learns_from_the_cli(family, tmp_path, lab_home_dir, m
     assert facts["task_prefix"] == ("translate English to Chinese: " if family == "t5" else "")
 
 
+@pytest.mark.slow
 def test_mixed_run_logs_both_losses_and_resumes_without_a_gap(tmp_path, lab_home_dir, monkeypatch):
     """T5 with span corruption and translation: both losses in every row; stopped after step 4 and resumed, the run
     has steps 1..8 once each and the same losses as a straight run (the batches of step s depend on s only)."""
@@ -292,6 +294,7 @@ def test_mixed_run_logs_both_losses_and_resumes_without_a_gap(tmp_path, lab_home
     assert config["translation"]["denoising_rows"] is True
 
 
+@pytest.mark.slow
 def test_another_corpus_still_translates_the_synthetic_pairs(tmp_path, lab_home_dir, monkeypatch):
     """On an English-only corpus the tokenizer is also trained on the pairs, so no Chinese target is [UNK]."""
     monkeypatch.setattr(train_cli.StopRequest, "install", lambda self: None)

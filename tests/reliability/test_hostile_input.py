@@ -309,6 +309,7 @@ def shorten(value, limit: int = 200) -> str:
 
 
 # ------------------------------------------------------------------------------------------------ the fuzz
+@pytest.mark.slow
 def test_every_named_endpoint_answers_hostile_input_with_a_message(fuzz_app, endpoints, uploads, trained_runs):
     url, demo, _ = fuzz_app
     assert len(endpoints) >= 60 and "explore_masks" in endpoints and "start_training" in endpoints
@@ -392,6 +393,7 @@ def _handler_key(demo, name: str) -> str:
     return getattr(fn.fn, "__qualname__", name)
 
 
+@pytest.mark.slow
 def test_run_ids_and_corpus_names_never_reach_outside_the_lab_home(fuzz_app, endpoints, canaries):
     url, demo, _ = fuzz_app
     outside, home, references = canaries
@@ -423,6 +425,7 @@ def test_run_ids_and_corpus_names_never_reach_outside_the_lab_home(fuzz_app, end
     ping(url)
 
 
+@pytest.mark.slow
 def test_a_path_that_was_not_uploaded_is_refused(fuzz_app, canaries):
     url, _, _ = fuzz_app
     outside, home, _ = canaries
@@ -530,6 +533,7 @@ def _anatomy_request(draw):
     return family, tokens, choices, draw(st.integers(-2**65, 2**65))
 
 
+@pytest.mark.slow
 @settings(max_examples=int(os.environ.get("PRETRAINING_LAB_ANATOMY_EXAMPLES", "400")), deadline=None,
           suppress_health_check=list(HealthCheck))
 @given(_anatomy_request())

@@ -82,12 +82,14 @@ def test_fault_hooks_are_inert_unless_set_and_reject_typos(monkeypatch):
 
 
 # ------------------------------------------------------------------------------------------------ kills
+@pytest.mark.slow
 def test_a_run_killed_again_and_again_ends_with_the_weights_of_one_never_killed(tmp_path):
     report = kill_loop(tmp_path, kills=KILLS, seed=0, log=lambda line: None)
     assert report.kills == KILLS and sum(report.kinds.values()) == KILLS
     assert report.resumed_from == sorted(report.resumed_from)  # never back past a checkpoint it had made
 
 
+@pytest.mark.slow
 def test_a_kill_between_a_checkpoint_and_its_evaluation_loses_no_evaluation(tmp_path):
     run_dir, home = tmp_path / "run", tmp_path / "home"
     killed = train(run_dir, home, "--checkpoint-every", "1", "--eval-every", "5",
@@ -131,6 +133,7 @@ def test_a_huge_learning_rate_fails_the_run_and_keeps_the_last_good_checkpoint(l
     assert "failed" in progress and f"non-finite loss at step {bad_step}" in markdown
 
 
+@pytest.mark.slow
 def test_an_injected_nan_fails_the_run_or_is_skipped_as_asked(tmp_path):
     home = tmp_path / "home"
     failed = train(tmp_path / "fail", home, "--checkpoint-every", "1", fault="train:loss:nan@3")
@@ -152,6 +155,7 @@ def test_an_injected_nan_fails_the_run_or_is_skipped_as_asked(tmp_path):
 
 
 # ------------------------------------------------------------------------------------------------ a full disk
+@pytest.mark.slow
 def test_an_injected_full_disk_fails_the_run_clearly_and_keeps_the_last_checkpoint(tmp_path):
     run_dir = tmp_path / "run"
     done = train(run_dir, tmp_path / "home", "--checkpoint-every", "1", fault="checkpoint:after_weights:enospc@4")
@@ -194,6 +198,7 @@ def fill(disk: Path) -> Path:
     return filler
 
 
+@pytest.mark.slow
 def test_a_full_disk_fails_a_page_run_clearly_and_the_server_keeps_serving(small_disk, tmp_path):
     from gradio_client import Client
 

@@ -3,7 +3,7 @@ with each f-string field (and each `.format` field, and each non-text part of a 
 `app/i18n/messages.py`'s catalogue uses as its keys. A message built from a variable elsewhere is not found here.
 
     python -m tests.support.message_templates lab_models/text/corpora.py ...   # the templates of these files, as JSON
-    python -m tests.support.message_templates --missing                   # those with no Chinese yet, by file
+    python -m tests.support.message_templates --missing                        # those with no Chinese yet, by file
 """
 from __future__ import annotations
 

@@ -191,6 +191,7 @@ def stdlib_docs(stdlib_home) -> Corpus:
     return load_corpus("stdlib-docs", home=stdlib_home)
 
 
+@pytest.mark.slow
 def test_stdlib_docs_is_substantial_clean_and_deduplicated(stdlib_docs):
     texts = stdlib_docs.texts
     assert len(texts) > 3000
@@ -206,6 +207,7 @@ def test_stdlib_docs_is_substantial_clean_and_deduplicated(stdlib_docs):
     assert card["words"] > 50_000
 
 
+@pytest.mark.slow
 def test_stdlib_docs_split_is_deterministic_and_cached(stdlib_docs, stdlib_home):
     assert stdlib_docs.validation and len(stdlib_docs.train) > 10 * len(stdlib_docs.validation)
     assert not set(stdlib_docs.train) & set(stdlib_docs.validation)
@@ -218,6 +220,7 @@ def test_stdlib_docs_split_is_deterministic_and_cached(stdlib_docs, stdlib_home)
     assert "_builtin" not in list_corpora(home=stdlib_home)
 
 
+@pytest.mark.slow
 def test_stdlib_docs_rebuilds_a_corrupted_cache(stdlib_docs, stdlib_home):
     cache_file = next((stdlib_home / "corpora" / "_builtin").glob("stdlib-docs-*.json"))
     cached = json.loads(cache_file.read_text(encoding="utf-8"))
@@ -525,6 +528,7 @@ def test_corpus_rejects_empty_content():
         Corpus("x", "web", ("text",), (), "0" * 64)
 
 
+@pytest.mark.slow
 def test_the_corpora_tab_describes_every_built_in_corpus_in_both_languages():
     """The tab's opening text (app/i18n/locales/*/corpora.json "intro") lists the built-in corpora with
     `api.BUILTIN_CORPORA`'s descriptions: a new built-in corpus must be described there too."""

@@ -135,6 +135,7 @@ def _cases():
                 yield pytest.param(name, family, id=f"{name}-{family}")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name, family", list(_cases()))
 def test_every_family_trains_at_the_tiny_preset_with_default_settings(corpus_files, lab_home_dir, tmp_path, name,
                                                                       family, keep_signal_handlers):

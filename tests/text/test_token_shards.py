@@ -92,6 +92,7 @@ def test_the_memory_map_gives_the_same_batches_as_the_tensor(synthetic, tmp_path
         assert torch.equal(a.input_ids, b.input_ids) and torch.equal(a.targets, b.targets)
 
 
+@pytest.mark.slow
 def test_a_long_document_is_encoded_in_pieces_to_the_same_ids(synthetic, lab_home_dir):
     corpus, _, _ = synthetic
     text = "  ".join(corpus.train[:400])  # English and Chinese, double spaces between documents
@@ -123,6 +124,7 @@ def big_corpus(n: int = 3000) -> Corpus:
     return Corpus("big", "path", texts[: n - 100], texts[n - 100:], f"big-{n}")
 
 
+@pytest.mark.slow
 def test_a_stopped_tokenization_keeps_its_work_and_continues_to_the_same_shards(synthetic, tmp_path):
     _, tokenizer, info = synthetic
     corpus = big_corpus()
@@ -143,6 +145,7 @@ def test_a_stopped_tokenization_keeps_its_work_and_continues_to_the_same_shards(
         reference.train_tokens + reference.validation_tokens
 
 
+@pytest.mark.slow
 def test_a_kill_leaves_an_uncommitted_tail_that_the_next_run_cuts_off(synthetic, tmp_path):
     _, tokenizer, info = synthetic
     corpus = big_corpus()
@@ -163,6 +166,7 @@ def test_a_kill_leaves_an_uncommitted_tail_that_the_next_run_cuts_off(synthetic,
     assert files_of(shards.folder) == files_of(reference.folder)
 
 
+@pytest.mark.slow
 def test_a_full_disk_fails_clearly_keeps_the_committed_part_and_other_shards(synthetic, tmp_path, monkeypatch):
     corpus_small, tokenizer, info = synthetic
     home = tmp_path / "home"
@@ -195,6 +199,7 @@ def test_a_full_disk_fails_clearly_keeps_the_committed_part_and_other_shards(syn
     assert files_of(shards_of(corpus, tokenizer, info, home).folder) == files_of(reference.folder)
 
 
+@pytest.mark.slow
 def test_one_process_tokenizes_while_another_waits_and_maps_the_same_shards(synthetic, tmp_path):
     _, tokenizer, info = synthetic
     corpus = big_corpus(1500)
@@ -254,6 +259,7 @@ def write_corpus(path: Path, n: int = 5000) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_a_run_streams_a_corpus_from_disk_says_tokenizing_and_reuses_the_shards(tmp_path, monkeypatch):
     """In-process with a 1 KB in-memory threshold, so that a 2 MB file is a streamed FileSource."""
     from lab_models.training import corpus_tokens
@@ -296,6 +302,7 @@ def test_a_run_streams_a_corpus_from_disk_says_tokenizing_and_reuses_the_shards(
     assert "tokenizer fit record" in log and "tokenized web" not in log  # nothing read or tokenized again
 
 
+@pytest.mark.slow
 def test_a_run_killed_or_stopped_while_tokenizing_continues_to_the_same_weights(tmp_path):
     """A real `python -m lab_models train`, three times with a fault while it tokenizes (PRETRAINING_LAB_FAULT's
     tokenize:progress point): SIGKILLed, stopped by SIGTERM, and a full disk; each time the run is started again and

@@ -74,6 +74,7 @@ def metrics(run_dir: Path) -> list[dict]:
     return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]
 
 
+@pytest.mark.slow
 def test_an_imported_bert_continues_with_unilms_objective_its_loss_falls_and_it_resumes(home, bert_run):
     out = home / "runs" / "unilm-from-bert"
     code = train_main(home, "--family", "unilm", "--init-from", bert_run, "--out", str(out), "--steps", "40",

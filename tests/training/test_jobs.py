@@ -380,6 +380,7 @@ def test_log_tail_keeps_the_last_lines(tmp_path):
     assert log_tail(tmp_path / "missing.log") == ""
 
 
+@pytest.mark.slow
 def test_the_real_cli_trains_a_tiny_run(tmp_path):
     jobs = JobManager(tmp_path / "home-real", poll_interval_s=0.1, env={"OMP_NUM_THREADS": "1"})
     try:

@@ -204,6 +204,7 @@ def test_activation_checkpointing_wraps_every_block():
     assert enable_activation_checkpointing(m) == n_blocks
 
 
+@pytest.mark.slow
 def test_metrics_rows_carry_flops_and_mfu(tmp_path):
     from lab_models.training.run import main
 

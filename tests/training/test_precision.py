@@ -154,6 +154,7 @@ def tiny_trainer(family: str, precision: str, steps: int, home: Path) -> Trainer
                    performance=PerformanceConfig(precision=precision), home=home)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("family", ["gpt", "bert"])
 def test_bf16_training_lowers_the_loss_like_fp32(family, tmp_path):
     """The tiny preset, the same seed and batches: bf16 autocast learns as fp32 does (the direction; the benchmark
@@ -173,6 +174,7 @@ def test_bf16_training_lowers_the_loss_like_fp32(family, tmp_path):
     assert bf16 != fp32  # and bf16 really ran (rounded differently)
 
 
+@pytest.mark.slow
 def test_emulated_bf16_is_correct_on_a_cpu_without_native_bf16(tmp_path):
     """A CPU without AVX-512 BF16 or AMX, forced for real (ONEDNN_MAX_CPU_ISA=AVX2): auto trains in fp32 and says
     why; precision=bf16 trains in emulated bf16, warns, and learns like fp32."""

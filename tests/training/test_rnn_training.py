@@ -44,6 +44,7 @@ def mean(values):
     return sum(values) / len(values)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("family", ["elmo", "cove", "ulmfit", "cvt"])
 def test_each_family_writes_a_normal_run_folder(runs, family):
     run_dir = runs[family]
@@ -65,6 +66,7 @@ def test_each_family_writes_a_normal_run_folder(runs, family):
     assert run.family == family and run.model.model_config.hidden_size == 128
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("family, objective", [("elmo", "forward_lm"), ("elmo", "backward_lm"), ("cove", "nmt"),
                                                ("ulmfit", "lm"), ("cvt", "labelled")])
 def test_the_loss_falls(runs, family, objective):
@@ -75,6 +77,7 @@ def test_the_loss_falls(runs, family, objective):
     assert mean(values[-4:]) < mean(values[:4]) - 0.1, values
 
 
+@pytest.mark.slow
 def test_bits_per_byte_for_the_token_predictors(runs):
     for family in ("elmo", "cove", "ulmfit"):
         val = rows_of(runs[family], "val")
@@ -85,6 +88,7 @@ def test_bits_per_byte_for_the_token_predictors(runs):
     assert cvt_val["bits_per_byte"] is None and set(cvt_val["losses"]) == {"labelled", "unlabelled"}
 
 
+@pytest.mark.slow
 def test_ulmfit_rows_record_stage_and_the_rate_of_every_layer_group(runs):
     rows = rows_of(runs["ulmfit"])
     assert [row["stage"] for row in rows] == [1] * 20 + [2] * 10 + [3] * 10
@@ -109,6 +113,7 @@ def test_ulmfit_rows_record_stage_and_the_rate_of_every_layer_group(runs):
     assert val[-1]["loss"] == pytest.approx(val[-1]["losses"]["classifier"])  # the stage's objective
 
 
+@pytest.mark.slow
 def test_cvt_alternates_labelled_and_unlabelled_minibatches(runs):
     rows = rows_of(runs["cvt"])
     assert all(row["losses"]["labelled"] is not None and row["losses"].get("unlabelled") is None
@@ -126,6 +131,7 @@ def test_bad_rnn_arguments_exit_with_one_clear_line(tmp_path, capsys, lab_home_d
         assert code == 2 and len(err.splitlines()) == 1 and message in err, err
 
 
+@pytest.mark.slow
 def test_train_tab_figures_show_stages_group_rates_and_alternating_losses(runs):
     from app.train.figures import loss_figure, lr_figure, stage_spans
 
@@ -149,6 +155,7 @@ def test_train_tab_figures_show_stages_group_rates_and_alternating_losses(runs):
 # ------------------------------------------------------------------------------------------------ Compare, Understand
 
 
+@pytest.mark.slow
 def test_compare_elmo_and_ulmfit_continue_and_cove_translates(runs):
     from lab_models import api
     from lab_models.inference.generation.generate import _generate
@@ -178,6 +185,7 @@ def test_compare_elmo_and_ulmfit_continue_and_cove_translates(runs):
     assert not api.generate(str(runs["elmo"]), "the cat", mode="translate").supported
 
 
+@pytest.mark.slow
 def test_understand_reads_elmo_scalar_mix_and_cove_vectors(runs):
     from lab_models.inference import representations as probes
 
@@ -208,6 +216,7 @@ def test_understand_reads_elmo_scalar_mix_and_cove_vectors(runs):
 # ------------------------------------------------------------------------------------------------ fine-tuning
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("family, pooling", [("elmo", "mean"), ("cove", "mean"), ("ulmfit", "last"),
                                              ("cvt", "mean")])
 def test_each_family_fine_tunes_on_its_representations(runs, family, pooling, tmp_path):
@@ -232,6 +241,7 @@ def test_each_family_fine_tunes_on_its_representations(runs, family, pooling, tm
                                out=str(tmp_path / f"{family}-aux")))
 
 
+@pytest.mark.slow
 def test_elmo_representations_ignore_right_padding(runs):
     """A fine-tuning batch is right-padded: the backward LSTM must start at each row's last real token."""
     run = load_run(runs["elmo"])
@@ -242,6 +252,7 @@ def test_elmo_representations_ignore_right_padding(runs):
     assert torch.allclose(with_padding[:, : ids.shape[1]], alone, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_ulmfit_defaults_to_its_own_peak_learning_rate(tmp_path):
     args = build_parser().parse_args(["--family", "ulmfit", "--out", str(tmp_path / "u")])
     config, _ = config_from_args(args)
@@ -252,6 +263,7 @@ def test_ulmfit_defaults_to_its_own_peak_learning_rate(tmp_path):
     assert config_from_args(args)[0].lr == 1e-3
 
 
+@pytest.mark.slow
 def test_ulmfit_classifier_head_has_batch_norm_and_takes_one_sentence(runs):
     run = load_run(runs["ulmfit"])
     model = run.model

@@ -61,6 +61,7 @@ def test_bad_arguments_exit_non_zero_with_one_line(tmp_path, capsys, argv, messa
     assert not (tmp_path / "run" / "model.safetensors").exists()
 
 
+@pytest.mark.slow
 def test_missing_family_exits_through_argparse_with_one_line(tmp_path):
     done = subprocess.run([sys.executable, "-m", "lab_models", "train", "--out", str(tmp_path / "run")],
                           capture_output=True, text=True, env=child_env(tmp_path / "home"), cwd=REPO, timeout=120)
@@ -70,6 +71,7 @@ def test_missing_family_exits_through_argparse_with_one_line(tmp_path):
                                                 "ulmfit, cvt)"]
 
 
+@pytest.mark.slow
 def test_sigterm_stops_cleanly_and_resume_finishes_the_run(tmp_path):
     run_dir, home = tmp_path / "run", tmp_path / "home"
     command = [sys.executable, "-m", "lab_models", "train", "--family", "gpt", "--preset", "tiny", "--steps", "3000",
@@ -104,6 +106,7 @@ def test_sigterm_stops_cleanly_and_resume_finishes_the_run(tmp_path):
     assert steps == list(range(1, stopped_at + 11))
 
 
+@pytest.mark.slow
 def test_torchrun_trains_with_ddp_on_two_gloo_processes(tmp_path):
     run_dir = tmp_path / "ddp"
     steps, batch, seq = 4, 4, 32

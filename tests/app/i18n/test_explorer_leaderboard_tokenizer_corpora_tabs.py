@@ -102,6 +102,7 @@ def test_a_bad_choice_names_the_family_and_reads_chinese(tmp_path):
     assert caught.value.message.startswith("BERT：") and "7" in caught.value.message
 
 
+@pytest.mark.slow
 def test_a_chinese_browser_gets_the_mask_explorer_in_chinese_from_the_running_page(tmp_path):
     with gr.Blocks() as demo:
         mask_explorer_tab.build(tmp_path)
@@ -132,6 +133,7 @@ def test_the_vocabulary_proposal_is_the_backends_sentence_in_english_and_chinese
     assert tokenizer_tab.use_size_label(351) == tokenizer_tab.USE_SIZE_LABEL.format(size=351)
 
 
+@pytest.mark.slow
 def test_the_tokenizer_lab_trains_and_reports_in_the_readers_language(tmp_path):
     lab = tokenizer_tab.TokenizerLab(tmp_path)
     descriptions = []

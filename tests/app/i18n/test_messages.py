@@ -94,6 +94,7 @@ def test_tr_writes_the_readers_language():
             pass
 
 
+@pytest.mark.slow
 def test_a_chinese_reader_of_the_running_page_gets_chinese_errors():
     """A real Gradio server: the same handler's error in English without a language, in Chinese with the page's
     cookie or a Chinese browser's Accept-Language (queued and unqueued events alike)."""

@@ -81,6 +81,7 @@ def test_locale_files_are_flat_objects_of_text(tmp_path, monkeypatch):
         i18n._read_language("en")
 
 
+@pytest.mark.slow
 def test_every_page_load_redraw_runs_again_after_the_language_switch(tmp_path):
     """What the server draws when the page loads (the Mask Explorer, the runs and settings tables, empty plots, the
     modes table, ...) is drawn again after the header's switch, so a page never keeps both languages: the header at

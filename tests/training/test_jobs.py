@@ -155,8 +155,9 @@ PRIORITY_PROBE = textwrap.dedent('''
     worker.join()
     with open(os.path.join(run_dir, "priority.json"), "w") as out:
         json.dump(seen, out)
-    with open(os.path.join(run_dir, "status.json"), "w") as out:
+    with open(os.path.join(run_dir, "status.json.tmp"), "w") as out:  # atomically, as the run-folder contract asks
         json.dump({"state": "finished", "step": 1, "total_steps": 1}, out)
+    os.replace(os.path.join(run_dir, "status.json.tmp"), os.path.join(run_dir, "status.json"))
 ''')
 
 

@@ -60,9 +60,9 @@ and only the shape is written out.
 4. `core-<hash>.js`: search `` `value`in `` inside `async update_state(`; the statement that reads back when the
    update has no value goes into `READ_BACK_SHAPE`, and `READ_BACK_FIXED` keeps its groups. `READ_BACK_BUNDLE_PATH`
    names the bundle's file.
-Then run `python -m pytest tests/test_page_cost.py` (each shape matches Gradio's files exactly once, nothing else is
+Then run `python -m pytest tests/app/test_page_cost.py` (each shape matches Gradio's files exactly once, nothing else is
 touched, the changed bundles parse with node, the served page and bundles carry the changes) and
-`tests/test_browser.py` (the idle page asks for no frames, redrawn plots are purged), and raise requirements.txt's
+`tests/app/test_browser.py` (the idle page asks for no frames, redrawn plots are purged), and raise requirements.txt's
 Gradio range to the release checked.
 """
 from __future__ import annotations

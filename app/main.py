@@ -247,7 +247,7 @@ def configure_queue(demo: gr.Blocks) -> gr.Blocks:
     loop 10 ms, so an idle server uses about 0.04 of a core (measured on the 2-core machine; 0.011 with these polls).
     A queued event then waits up to 20 ms more before it starts. Its monitoring summary is recomputed every
     QUEUE_ANALYTICS_EVERY events instead of after each. The attributes are Gradio's own; should a release rename
-    them, this sets nothing and the lab still works (tests/test_page_cost.py notices)."""
+    them, this sets nothing and the lab still works (tests/app/test_page_cost.py notices)."""
     demo.queue(default_concurrency_limit=QUEUE_CONCURRENCY)
     queue = getattr(demo, "_queue", None)
     if queue is not None and hasattr(queue, "sleep_when_free") and hasattr(queue, "progress_update_sleep_when_free"):

@@ -13,7 +13,7 @@ with a fresh lab home, trains a tiny GPT run to completion (for Compare), starts
 3. Memory: the server's resident memory after the first 20 calls (Mask Explorer and Compare, alternating) and after
    `--memory-calls`; target: within 10% (no leak).
 The app and its trainers are stopped at the end; the lab home is a temporary folder, removed afterwards.
-tests/test_reliability_load.py runs a small version (5 clients x 3 calls, the queue check) against the test app.
+tests/reliability/test_load.py runs a small version (5 clients x 3 calls, the queue check) against the test app.
 """
 from __future__ import annotations
 

@@ -29,7 +29,7 @@ Our worker also reports its batch-building time per step (`batch_ms`), so the co
 Tokens are counted the same way for both: batch size x seq_len source tokens per step (2048 at `small`).
 
 What differs between the implementations (part of why the speeds differ), each side as its library builds it:
-- XLNet. Both do the same math with the same parameters (the same count; tests/test_interop_xlnet.py shows the
+- XLNet. Both do the same math with the same parameters (the same count; tests/interop/test_xlnet.py shows the
   logits agree to 1e-4 with the weights of one loaded into the other): Transformer-XL's relative attention (a
   sinusoidal relative table projected by each layer's r, the r_w / r_r / r_s biases and seg_embed in every score),
   q/k/v/o without biases, no embedding LayerNorm, no position table, no mems. HF's XLNetLMHeadModel computes it with

@@ -1,6 +1,6 @@
 """The Pretraining Lab's backend: every classic pretraining family on one backbone, laid out as the pipeline it is.
 
-Stages, bottom to top; a stage imports only from the stages below it (tests/test_layout.py keeps it so):
+Stages, bottom to top; a stage imports only from the stages below it (tests/project/test_layout.py keeps it so):
 
     messages                the Message (English that keeps its template) and the LabError every stage raises
     families, batch, home   the family registry (data), the Batch every builder hands the backbone, the lab home

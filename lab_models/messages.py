@@ -28,7 +28,7 @@ below `families`, `batch` and `home`).
 - A field's format spec `capitalized` writes it with a capital first letter ("{what:capitalized} is empty").
 
 Deviation from gettext: nothing is marked for extraction; the templates are the literal first arguments of the calls
-of `Message` and `LabError` (tests/message_templates.py finds them by reading the source, the page's catalogue holds
+of `Message` and `LabError` (tests/support/message_templates.py finds them by reading the source, the page's catalogue holds
 their translations: app/i18n/messages.py).
 """
 from __future__ import annotations

@@ -1,13 +1,38 @@
-"""Shared fixtures: an isolated lab home per test session, a running app and a client for the app tests, and one
-intra-op thread for the modules that ask for it."""
+"""The root conftest: the `slow` marker, and the shared fixtures: an isolated lab home per test session, a running app
+and a client for the app tests, and one intra-op thread for the modules that ask for it.
+
+`python -m pytest -m "not slow"` is the fast loop (under three minutes on two cores) that still covers every stage;
+`python -m pytest` (CI) runs everything. `slow` marks what takes seconds because it trains (more than a step or two,
+through the CLI or a fixture that trains tiny runs), builds or serves the page (the `running_app` fixture, marked here
+for every test that asks for it, or an app or server of its own), drives a browser, starts a Python process that imports
+torch, builds a big corpus, or fuzzes. A test that uses a module-scoped fixture which trains is slow too, whichever test
+runs first and pays for it. A mark that is not registered here is an error, not a warning: a typo such as
+`@pytest.mark.slwo` would otherwise put a slow test into the fast loop without a word.
+"""
 from __future__ import annotations
 
-import time
-
 import os
-import socket
 
 import pytest
+
+from tests.support.ports import free_port
+
+SLOW = "slow: takes seconds: trains, builds or serves the page, drives a browser (deselect with -m 'not slow')"
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", SLOW)
+    config.addinivalue_line("filterwarnings", "error::pytest.PytestUnknownMarkWarning")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    """A test that asks for the session's running app, directly or through a fixture that does (`client`, `lab_jobs`,
+    a module's own client), serves the page: it is marked slow here, so that a module's unit tests stay in the fast
+    loop while its endpoint tests leave it without a mark of their own. Runs before `-m` deselects."""
+    for item in items:
+        if "running_app" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture(scope="module")
@@ -30,12 +55,6 @@ def client(running_app):
 
     url, _ = running_app
     return Client(url, verbose=False)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -69,14 +88,3 @@ def lab_jobs(running_app):
     _, demo = running_app
     yield demo.lab_jobs
     demo.lab_jobs.close(timeout=20)
-
-
-def wait_for(predicate, timeout: float = 30.0, what: str = "condition", *, every: float = 0.05):
-    """Poll `predicate` until it returns something truthy (returned), or fail saying what did not happen in time."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(every)
-    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")

@@ -27,7 +27,7 @@ from app.i18n.messages import translate
 from app.tab_parts import TabParts
 
 # The built-in corpora that app/i18n/locales/*/corpora.json "intro" describes; another built-in corpus makes the page
-# list them all in `api.BUILTIN_CORPORA`'s English instead (tests/test_corpora.py keeps the two in step).
+# list them all in `api.BUILTIN_CORPORA`'s English instead (tests/text/test_corpora.py keeps the two in step).
 DESCRIBED_CORPORA = ("stdlib-docs", "synthetic")
 MARKDOWN_PUNCTUATION = set("\\`*_{}[]()<>#+-.!|~")
 

@@ -5,7 +5,7 @@ Paper: Raffel et al. (2020), Exploring the Limits of Transfer Learning with a Un
 no weight tying, no output rescaling. Reference code: transformers/models/t5/modeling_t5.py.
 
 The lab's backbone has every piece a T5 checkpoint needs as an option (lab_models/nn/config.py), so a checkpoint becomes
-an ordinary lab T5 with the same numbers (max abs logit difference ~1e-6 in float32, tests/test_interop_t5.py):
+an ordinary lab T5 with the same numbers (max abs logit difference ~1e-6 in float32, tests/interop/test_t5.py):
 
     T5                                        the lab (ModelConfig)
     T5LayerNorm (RMS, no bias), pre-norm      norm="pre", norm_type="rmsnorm", layer_norm_eps=layer_norm_epsilon

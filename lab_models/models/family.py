@@ -85,7 +85,7 @@ Choices, per family:
   only. With `settings.two_stream=False` the model has no query stream and no w (`query_stream=None`) and predicts
   from the content stream: the leak demonstration (objectives/xlnet.py). `--model relative_attention=none` gives the
   lab's earlier XLNet (learned absolute positions, still without the embedding LayerNorm); the structure matches
-  transformers' XLNetLMHeadModel weight for weight (lab_models/interop/xlnet.py, tests/test_interop_xlnet.py).
+  transformers' XLNetLMHeadModel weight for weight (lab_models/interop/xlnet.py, tests/interop/test_xlnet.py).
 - MPNet (Song et al. 2020): BERT/RoBERTa's structure (post-LN, embedding LayerNorm, RoBERTa's LM head: dense, GeLU,
   LayerNorm, tied matrix, bias), LayerNorm eps 1e-5 as in the released mpnet-base config. Two streams sharing every
   weight; in the default "mpnet" input mode the query stream starts from the embedding of its [MASK] slot at the

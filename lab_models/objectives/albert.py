@@ -23,7 +23,7 @@ position, and (from the first position's representation, in the model) whether t
   the released code (SpanBERT decides per span; ALBERT does not).
 
 Tiny worked example: `build_anatomy("albert", "▁the ▁quick ▁brown ▁fox ▁jump s ▁over ▁the ▁lazy ▁dog".split(),
-seed=1)` (a golden test in tests/test_objectives_bert_family.py). split = 4; the coin said swap, so the input is
+seed=1)` (a golden test in tests/objectives/test_bert_family_batches.py). split = 4; the coin said swap, so the input is
 B + A = "▁jump s ▁over ▁the ▁lazy ▁dog" + "▁the ▁quick ▁brown ▁fox"; the budget is round(1.5) = 2 tokens, spent on a
 unigram that is one whole two-token word, "▁jump s" (positions 0 and 1); both tokens became [MASK].
 

@@ -27,7 +27,7 @@ The monolingual sentences are the Chinese and the English sides of the synthetic
 (`translation.synthetic_pairs("train")`), drawn uniformly with replacement and independently of each other and of
 the real pairs, with the step's generator after the family's own draws (so the family's batch is unchanged). The
 held-out pairs (`synthetic_pairs("validation")`, the validation stories) are never trained on: they are what BLEU is
-measured on (tests/test_addons.py checks the split).
+measured on (tests/objectives/test_addons.py checks the split).
 
 The direction signal: T5 reads a task prefix, `translate English to Chinese: ` (translation.py) or `translate Chinese
 to English: `. MASS and CoVe read the sentence alone: the input's language says which way to translate (every input

@@ -16,7 +16,7 @@ carries `original_ids` (T,) and `masked` (T,) bool, the two inputs `discriminato
 generator's samples.
 
 Tiny worked example: `build_anatomy("electra", "the chef cooked the meal and we ate it".split(), seed=1)` (a golden
-test in tests/test_objectives_bert_family.py). Nine tokens, one picked (round(1.35) = 1): "meal" became [MASK].
+test in tests/objectives/test_bert_family_batches.py). Nine tokens, one picked (round(1.35) = 1): "meal" became [MASK].
 
     inputs     the chef cooked the [MASK] and we ate it
     positions  0   1    2      3   4      5   6  7   8

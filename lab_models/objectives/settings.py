@@ -32,7 +32,7 @@ from lab_models.objectives import objective_module
 def field_comments(settings_class: type) -> dict[str, Message]:
     """{field name: its trailing comment} for a dataclass; fields without a comment are left out. Each comment is a
     `Message` whose template is the comment itself (its braces doubled): the setting's help, which the page translates
-    like any message of the lab (tests/message_templates.py lists them with the code's templates)."""
+    like any message of the lab (tests/support/message_templates.py lists them with the code's templates)."""
     names = {f.name for f in dataclasses.fields(settings_class)}
     try:
         source = inspect.getsource(settings_class)

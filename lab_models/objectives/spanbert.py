@@ -30,7 +30,7 @@ position (MLM) and from the span's two boundary tokens plus its relative positio
 - No NSP (section 3.3: single-sequence training is better); `nsp=True` restores BERT's pairs for comparison.
 
 Tiny worked example: `build_anatomy("spanbert", "the quick brown fox jumped over the lazy dog today".split(),
-seed=2)` (a golden test in tests/test_objectives_bert_family.py). The budget is round(1.5) = 2 tokens, spent on two
+seed=2)` (a golden test in tests/objectives/test_bert_family_batches.py). The budget is round(1.5) = 2 tokens, spent on two
 one-word spans, "lazy" (token 7) and "today" (token 9); both coins said [MASK]. "today" touches the right edge, so it
 keeps its MLM target but gets no SBO target; "lazy" is predicted from its boundaries "the" (6) and "dog" (8).
 

@@ -9,7 +9,7 @@ streaming through the corpus, and reused by every run that trains on the same co
 
 The stream is text/streams.py's (RoBERTa's FULL-SENTENCES packing: every document's ids then [EOS]), so a small
 corpus gives exactly the ids `encode_stream` gives, and training draws the same batches from the memory map as from the
-tensor (tests/test_token_shards.py checks both bit for bit). This is nanoGPT's `prepare.py` (token ids in a uint16
+tensor (tests/text/test_token_shards.py checks both bit for bit). This is nanoGPT's `prepare.py` (token ids in a uint16
 memmap, `np.memmap` windows at training time), with what a lab needs on top:
 * constant memory: documents are encoded `ENCODE_BATCH_CHARS` characters at a time with `tokenizers`' batch encoding
   (which runs on every core, `encode_batch_fast`: no offsets), and their ids appended to the files; nothing holds the

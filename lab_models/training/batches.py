@@ -7,7 +7,7 @@
 
 A stream is a `TokenStream` (text/streams.py): the memory map of a corpus's token shards in a run, or a tensor from
 `encode_stream` (tests, benchmarks); both give the same rows for the same generator, so a run on the shards draws
-exactly the batches the in-memory stream gave (tests/test_token_shards.py), and only the pages a window touches are
+exactly the batches the in-memory stream gave (tests/text/test_token_shards.py), and only the pages a window touches are
 read from disk.
 
 Packing follows RoBERTa's FULL-SENTENCES format (Liu et al. 2019, section 4.2): documents are concatenated into one

@@ -1,6 +1,6 @@
 """Test-only fault injection: kill, pause, fill the disk or poison the loss at named points of the trainer.
 
-The reliability suite (tests/test_reliability_faults.py, benchmarks/kill_loop.py) needs to land a `SIGKILL` *inside*
+The reliability suite (tests/reliability/test_training_faults.py, benchmarks/kill_loop.py) needs to land a `SIGKILL` *inside*
 a checkpoint write, make a write fail with "no space left on device", or make the loss NaN at a chosen step, the way
 SQLite's crash tests stop its pager at named points. The trainer calls `fault_point(name, step=...)` at those points;
 this module does nothing there unless the environment variable `PRETRAINING_LAB_FAULT` names that point.

@@ -1,0 +1,1 @@
+"""Tests of the page (app/): its endpoints and tabs through gradio_client, the page's cost, and a real browser."""

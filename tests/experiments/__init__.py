@@ -1,0 +1,1 @@
+"""Tests of lab_models/experiments/: scaling sweeps and the zoo."""

@@ -1,0 +1,187 @@
+"""The zoo (lab_models/experiments/zoo.py): one tagged run per family through the job manager, a second call that
+continues, Ctrl-C that stops cleanly, and the progress the page draws.
+
+Most tests drive a fake trainer (tests/support/fake_zoo_trainer.py) that keeps the run-folder contract in a fraction
+of a second; one test runs the real `python -m lab_models zoo` for two families and a few steps.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from lab_models.experiments import zoo
+from lab_models.training.jobs.manager import JobManager
+from lab_models.training.jobs.files import read_json
+from tests.support.fake_zoo_trainer import FAKE_TRAINER
+from tests.support.waiting import wait_for
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def fake_trainer(tmp_path) -> list[str]:
+    script = tmp_path / "fake_zoo_trainer.py"
+    script.write_text(FAKE_TRAINER)
+    return [sys.executable, str(script)]
+
+
+@pytest.fixture
+def manager(tmp_path, fake_trainer):
+    jobs = JobManager(tmp_path / "home", trainer_command=fake_trainer, stop_timeout_s=5, poll_interval_s=0.05)
+    yield jobs
+    jobs.close(timeout=5)
+
+
+
+
+def test_the_zoo_order_holds_every_trainable_family_once_with_the_continuation_families_first():
+    from lab_models.models.family import TRAINED_FAMILIES
+
+    assert sorted(zoo.ZOO_ORDER) == sorted(TRAINED_FAMILIES) and len(zoo.ZOO_ORDER) == 17
+    assert zoo.ZOO_ORDER[:4] == ("gpt", "gpt2", "bert", "t5")
+    for preset in zoo.ZOO_PRESETS:
+        assert set(zoo.ZOO_STEPS[preset]) == set(zoo.ZOO_ORDER)
+
+
+def test_a_zoo_config_refuses_bad_values_with_a_message():
+    with pytest.raises(ValueError, match="preset"):
+        zoo.ZooConfig(preset="huge")
+    with pytest.raises(ValueError, match="Unknown family 'bart'"):
+        zoo.ZooConfig(families=("gpt", "bart"))
+    with pytest.raises(ValueError, match="steps"):
+        zoo.ZooConfig(steps=0)
+    with pytest.raises(ValueError, match="once"):
+        zoo.ZooConfig(families=("gpt", "gpt"))
+    with pytest.raises(ValueError, match="unknown family 'bart'"):
+        zoo.parse_families("gpt,bart")
+
+
+def test_trainer_intervals_follow_the_run_length():
+    config = zoo.ZooConfig(steps=400)
+    assert config.trainer_args("gpt") == ["--eval-every", "40", "--checkpoint-every", "100", "--vocab-size", "1024"]
+    assert "--vocab-size" not in zoo.ZooConfig(preset="small").trainer_args("gpt")
+    assert zoo.ZooConfig().steps_for("cove") == zoo.ZOO_STEPS["tiny"]["cove"]
+
+
+def test_start_zoo_tags_runs_and_a_second_call_skips_the_finished_ones(manager):
+    config = zoo.ZooConfig(families=("gpt", "bert", "t5"), steps=6)
+    plan = zoo.start_zoo(manager, config)
+    assert plan.started == ("gpt", "bert", "t5") and not plan.skipped
+    wait_for(lambda: zoo.zoo_progress(manager, config).finished == 3, what="the fake zoo to finish")
+    progress = zoo.zoo_progress(manager, config)
+    assert [run.family for run in progress.runs] == ["gpt", "bert", "t5"] and progress.fraction == 1.0
+    for run in progress.runs:
+        assert run.run_id.startswith(f"zoo-{config.name}-{run.family}-")
+        assert read_json(manager.runs_dir / run.run_id / "job.json")["zoo"] == config.name
+        argv_zoo = read_json(manager.runs_dir / run.run_id / "config.json")["zoo"]
+        assert argv_zoo == config.name  # the trainer got --zoo
+    # the zoo's runs are ordinary runs: the runs list shows them, with their zoo
+    assert {row["zoo"] for row in manager.list_runs()} == {config.name}
+    again = zoo.start_zoo(manager, config)
+    assert again.skipped == ("gpt", "bert", "t5") and not again.queued
+    assert zoo.list_zoos(manager) == [{"name": config.name, "runs": 3, "finished": 3}]
+
+
+def test_stop_zoo_then_start_again_resumes_from_the_checkpoint(manager, monkeypatch):
+    monkeypatch.setenv("FAKE_DELAY", "0.1")
+    config = zoo.ZooConfig(families=("gpt", "bert"), steps=40)
+    zoo.start_zoo(manager, config)
+    first = wait_for(lambda: next((run for run in zoo.zoo_progress(manager, config).runs
+                                   if run.state == "running" and run.step >= 2), None), what="gpt to run")
+    assert first.family == "gpt"
+    stopped = zoo.stop_zoo(manager, config.name)
+    assert len(stopped) == 2  # bert off the queue, gpt checkpointed
+    wait_for(lambda: not zoo.zoo_progress(manager, config).active, what="the zoo to stop")
+    states = {run.family: run.state for run in zoo.zoo_progress(manager, config).runs}
+    assert states == {"gpt": "stopped", "bert": "stopped"}
+    monkeypatch.setenv("FAKE_DELAY", "0.01")
+    plan = zoo.start_zoo(manager, config)
+    assert plan.resumed == ("gpt", "bert") and not plan.started
+    wait_for(lambda: zoo.zoo_progress(manager, config).finished == 2, what="the resumed zoo to finish")
+    resumed_from = read_json(manager.runs_dir / first.run_id / "config.json")["resumed_from"]
+    assert resumed_from >= 2  # continued from its checkpoint, not from step 0
+
+
+def test_a_failed_run_is_reported_and_restarted_by_the_next_call(manager, monkeypatch):
+    monkeypatch.setenv("FAKE_FAIL", "bert")
+    config = zoo.ZooConfig(families=("gpt", "bert"), steps=4)
+    zoo.start_zoo(manager, config)
+    wait_for(lambda: not zoo.zoo_progress(manager, config).active and
+             zoo.zoo_progress(manager, config).runs[1].state == "failed", what="bert to fail")
+    bert = zoo.zoo_progress(manager, config).runs[1]
+    assert "NaN" in bert.message
+    line = zoo.progress_line(1, 2, bert, 1.0)
+    assert "BERT" in line and "failed" in line and "NaN" in line
+    monkeypatch.delenv("FAKE_FAIL")
+    plan = zoo.start_zoo(manager, config)
+    assert plan.skipped == ("gpt",) and plan.resumed == ("bert",)
+    wait_for(lambda: zoo.zoo_progress(manager, config).finished == 2, what="bert to finish on the second call")
+
+
+def _cli(home: Path, fake_trainer: list[str], *args: str) -> list[str]:
+    code = ("import sys; from lab_models.experiments.zoo import main; "
+            f"sys.exit(main(sys.argv[1:], trainer_command={fake_trainer!r}))")
+    return [sys.executable, "-c", code, "--home", str(home), *args]
+
+
+@pytest.mark.slow
+def test_the_cli_prints_a_line_per_run_and_ctrl_c_stops_it_so_that_the_next_call_continues(tmp_path, fake_trainer):
+    home = tmp_path / "home"
+    env = {**os.environ, "FAKE_DELAY": "0.1", "PYTHONPATH": str(REPO)}
+    process = subprocess.Popen(_cli(home, fake_trainer, "--families", "gpt,bert", "--steps", "60"), cwd=REPO,
+                               env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    runs = home / "runs"
+    wait_for(lambda: any(read_json(d / "status.json").get("step", 0) >= 2 for d in runs.glob("zoo-*")),
+             what="the first run to make progress")
+    process.send_signal(signal.SIGINT)
+    out, err = process.communicate(timeout=30)
+    assert process.returncode == zoo.EXIT_INTERRUPTED, err
+    assert "run the same command again" in err
+    states = sorted(read_json(d / "status.json")["state"] for d in runs.glob("zoo-*"))
+    assert states == ["stopped", "stopped"]
+    env["FAKE_DELAY"] = "0.005"
+    done = subprocess.run(_cli(home, fake_trainer, "--families", "gpt,bert", "--steps", "60"), cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert "2 queued, 0 finished already" in lines[0]
+    assert any(line.startswith("[ 1/2] GPT") and "finished" in line and "60/60" in line for line in lines)
+    assert any(line.startswith("[ 2/2] BERT") and "finished" in line for line in lines)
+    assert lines[-1].startswith("zoo tiny-60steps: 2 of 2 runs finished")
+    third = subprocess.run(_cli(home, fake_trainer, "--families", "gpt,bert", "--steps", "60"), cwd=REPO, env=env,
+                           capture_output=True, text=True, timeout=60)
+    assert third.returncode == 0 and "0 queued, 2 finished already" in third.stdout
+
+
+@pytest.mark.slow
+def test_the_cli_refuses_a_bad_argument_in_one_line(tmp_path):
+    result = subprocess.run([sys.executable, "-m", "lab_models", "zoo", "--families", "gpt,bart", "--home",
+                             str(tmp_path)], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert result.returncode == zoo.EXIT_BAD_ARGUMENT
+    assert result.stderr.strip().startswith("error: unknown family 'bart'") and len(result.stderr.splitlines()) == 1
+
+
+@pytest.mark.slow
+def test_the_real_zoo_trains_two_families_into_ordinary_runs(tmp_path):
+    home = tmp_path / "home"
+    result = subprocess.run([sys.executable, "-m", "lab_models", "zoo", "--families", "gpt,t5", "--steps", "3",
+                             "--home", str(home)], cwd=REPO, capture_output=True, text=True, timeout=240)
+    assert result.returncode == 0, result.stderr
+    for run_dir in (home / "runs").glob("zoo-*"):
+        config = json.loads((run_dir / "config.json").read_text())
+        assert config["zoo"] == "tiny-3steps" and config["train"]["zoo"] == "tiny-3steps"
+        assert (run_dir / "model.safetensors").is_file()
+    assert len(list((home / "runs").glob("zoo-tiny-3steps-*"))) == 2
+    # the Leaderboard ranks the zoo's runs alone
+    from lab_models import api
+
+    frame = api.leaderboard(home, zoo="tiny-3steps", max_examples=4)
+    assert sorted(frame["family"]) == ["gpt", "t5"] and frame.attrs["settings"]["zoo"] == "tiny-3steps"
+    with pytest.raises(ValueError, match="No run of the zoo 'tiny'"):
+        api.leaderboard(home, zoo="tiny")

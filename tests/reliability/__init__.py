@@ -1,0 +1,1 @@
+"""Reliability suite: faults in training, hostile input to every endpoint, load."""

@@ -1,0 +1,129 @@
+"""Tests for `python -m lab_models train` (docs/contract.md §2): bad arguments exit non-zero with one clear line,
+a tiny run writes the contract's run folder, SIGTERM stops it cleanly and `--resume` finishes it, and the same command
+under `torchrun --nproc_per_node 2` trains with DDP on the gloo backend.
+
+The argument checks run `main()` in-process (each subprocess costs a torch import); the run, signal and DDP checks use
+real subprocesses because that is how the app and users start them.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from safetensors.torch import load_file
+
+from lab_models.training import run as train
+
+from tests.support.ports import free_port
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def child_env(home: Path) -> dict:
+    return {**os.environ, "PRETRAINING_LAB_HOME": str(home), "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
+
+
+def read_rows(run_dir: Path) -> list[dict]:
+    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--out", "R"], "--family is required"),
+    (["--family", "gpt3", "--out", "R"], "choose one of gpt, gpt2, bert"),
+    (["--family", "bert", "--out", "R", "--preset", "huge"], "unknown preset 'huge'"),
+    (["--family", "bert", "--out", "R", "--objective", "mlm"], "write NAME=WEIGHT"),
+    (["--family", "bert", "--out", "R", "--objective", "sbo=1"], "its objectives are mlm, nsp"),
+    (["--family", "bert", "--out", "R", "--steps", "0"], "--steps must be at least 1"),
+    (["--family", "bert", "--out", "R", "--set", "mask_rate=2"], "mask_rate must be a number in (0, 1]"),
+    (["--family", "bert", "--out", "R", "--set", "nope=1"], "unknown setting 'nope'"),
+    (["--family", "gpt", "--out", "R", "--corpus", "/no/such/corpus"], "unknown corpus"),
+    (["--family", "gpt", "--out", "R", "--vocab-size", "0"], "--vocab-size must be at least 1"),
+    (["--family", "gpt", "--out", "R", "--steps", "999999999999"], "--steps must be at most 10,000,000"),
+    (["--family", "gpt", "--out", "R", "--vocab-size", "9999999"], "--vocab-size must be at most 262,144"),
+    (["--family", "gpt", "--out", "R", "--seed", "99999999999"], "--seed must be at most 4,294,967,295"),
+    (["--family", "gpt", "--out", "R", "--resume"], "nothing to resume"),
+])
+def test_bad_arguments_exit_non_zero_with_one_line(tmp_path, capsys, argv, message):
+    argv = [str(tmp_path / "run") if a == "R" else a for a in argv]
+    try:
+        code = train.main(argv + ["--home", str(tmp_path / "home")])
+    except SystemExit as exit_:  # argparse's own errors
+        code = exit_.code
+    err = capsys.readouterr().err.strip()
+    assert code != 0
+    assert len(err.splitlines()) == 1 and err.startswith("error: ") and message in err, err
+    assert not (tmp_path / "run" / "model.safetensors").exists()
+
+
+@pytest.mark.slow
+def test_missing_family_exits_through_argparse_with_one_line(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "lab_models", "train", "--out", str(tmp_path / "run")],
+                          capture_output=True, text=True, env=child_env(tmp_path / "home"), cwd=REPO, timeout=120)
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == ["error: --family is required (one of gpt, gpt2, bert, roberta, albert, "
+                                                "spanbert, electra, unilm, xlnet, mpnet, mass, glm, t5, elmo, cove, "
+                                                "ulmfit, cvt)"]
+
+
+@pytest.mark.slow
+def test_sigterm_stops_cleanly_and_resume_finishes_the_run(tmp_path):
+    run_dir, home = tmp_path / "run", tmp_path / "home"
+    command = [sys.executable, "-m", "lab_models", "train", "--family", "gpt", "--preset", "tiny", "--steps", "3000",
+               "--checkpoint-every", "20", "--eval-every", "1000", "--device", "cpu", "--out", str(run_dir)]
+    child = subprocess.Popen(command, env=child_env(home), cwd=REPO, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            if (run_dir / "metrics.jsonl").exists() and len(read_rows(run_dir)) >= 25:
+                break
+            assert child.poll() is None, child.stderr.read()
+            time.sleep(0.2)
+        child.send_signal(signal.SIGTERM)
+        assert child.wait(timeout=60) == 0
+    finally:
+        if child.poll() is None:
+            child.kill()
+    status = json.loads((run_dir / "status.json").read_text())
+    stopped_at = status["step"]
+    assert status["state"] == "stopped" and 25 <= stopped_at < 3000
+    assert (run_dir / "model.safetensors").exists() and (run_dir / "checkpoint").is_dir()
+
+    done = subprocess.run([sys.executable, "-m", "lab_models", "train", "--family", "gpt", "--out", str(run_dir),
+                           "--resume", "--steps", str(stopped_at + 10)],
+                          capture_output=True, text=True, env=child_env(home), cwd=REPO, timeout=180)
+    assert done.returncode == 0, done.stderr
+    status = json.loads((run_dir / "status.json").read_text())
+    assert status["state"] == "finished" and status["step"] == stopped_at + 10
+    steps = [row["step"] for row in read_rows(run_dir) if row.get("split") == "train"]
+    # the stop checkpointed the step it finished, so the resumed process starts right after it: no gap, no repeat
+    assert steps == list(range(1, stopped_at + 11))
+
+
+@pytest.mark.slow
+def test_torchrun_trains_with_ddp_on_two_gloo_processes(tmp_path):
+    run_dir = tmp_path / "ddp"
+    steps, batch, seq = 4, 4, 32
+    command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", str(free_port()),
+               "-m", "lab_models", "train", "--family", "bert", "--preset", "tiny", "--steps", str(steps),
+               "--batch-size", str(batch), "--seq-len", str(seq), "--device", "cpu", "--out", str(run_dir)]
+    done = subprocess.run(command, capture_output=True, text=True, env=child_env(tmp_path / "home"), cwd=REPO,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    config = json.loads((run_dir / "config.json").read_text())
+    assert config["world_size"] == 2 and config["family"] == "bert"
+    rows = read_rows(run_dir)
+    train_rows = [row for row in rows if row.get("split") == "train"]
+    # one writer (rank 0) and one row per step; each step consumed both ranks' batches (the batch size is per rank)
+    assert [row["step"] for row in train_rows] == list(range(1, steps + 1))
+    assert train_rows[-1]["tokens"] == 2 * steps * batch * seq
+    assert {"mlm", "nsp"} <= set(train_rows[-1]["losses"])
+    assert any(row.get("split") == "val" and row["bits_per_byte"] > 0 for row in rows)
+    weights = load_file(run_dir / "model.safetensors")
+    assert weights and not any(name.startswith("module.") for name in weights)  # saved unwrapped, loadable alone

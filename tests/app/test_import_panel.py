@@ -52,7 +52,7 @@ def test_bad_folders_are_messages(client, folder, message):
         client.predict(folder, "", False, api_name="/import_checkpoint_look")
 
 
-# ---- the Hugging Face cache, one-click import, export (issue 23 §3) ------------------------------------------------
+# ---- the Hugging Face cache, one-click import, export -------------------------------------------------------------
 
 @pytest.fixture
 def hf_cache(checkpoint, tmp_path, monkeypatch):

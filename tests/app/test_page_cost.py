@@ -1,4 +1,4 @@
-"""What keeps the page light while it stays open (issue 25): every timer ticks only while its tab is shown
+"""What keeps the page light while it stays open: every timer ticks only while its tab is shown
 (`follow_tabs` in app/display.py), the Train tab has one live event instead of five, Gradio's run history is off and its idle queue
 polls slowly (app/main.py). The browser's own numbers come from benchmarks/bench_page.py; the browser test
 (tests/app/test_browser.py) checks that a hidden tab's timer does not tick."""

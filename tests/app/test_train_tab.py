@@ -227,7 +227,7 @@ def test_loss_figure_has_total_objectives_and_validation():
 
 def test_a_long_runs_validation_points_stay_bounded_and_lose_their_markers_in_every_live_figure():
     """The live figures are drawn again all through a run: the page keeps each marker as an SVG element, so a run
-    evaluated every 25 steps for an hour grew the open page without end (issue 25's heap)."""
+    evaluated every 25 steps for an hour would grow the open page without end."""
     def val_rows(count):
         return [{"split": "val", "step": 25 * (i + 1), "loss": 5.0 - i / count, "bits_per_byte": 2.0,
                  "alignment": 0.5} for i in range(count)]

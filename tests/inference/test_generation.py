@@ -417,7 +417,7 @@ def test_infill_keeps_the_text_around_the_blank(run_dirs):
 @pytest.mark.slow
 def test_t5_and_glm_never_end_a_span_before_its_first_token(run_dirs):
     """Training spans are never empty, so the span's end (T5: the next sentinel or [EOS]; GLM: [E]) is not allowed as
-    its first token; each blank of the output holds at least one token (issue 25: T5 filled a blank with nothing)."""
+    its first token; each blank of the output holds at least one token (an empty blank would say nothing)."""
     from lab_models.inference.generation.decoders import GLMInfillDecoder, T5InfillDecoder
     t5_run, glm_run = load_run(run_dirs["t5"]), load_run(run_dirs["glm"])
     t5_decoder = T5InfillDecoder.__new__(T5InfillDecoder)

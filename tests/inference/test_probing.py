@@ -1,5 +1,6 @@
-"""Issue 26 through `lab_models.api`: linear probes of every layer against a random-init control
-(lab_models/inference/probing.py), the logit lens (logit_lens.py) and attributions (attributions.py).
+"""What each objective puts inside the models, through `lab_models.api`: linear probes of every layer against a
+random-init control (lab_models/inference/probing.py), the logit lens (logit_lens.py) and attributions
+(attributions.py).
 
 - Probe: on synthetic features whose label is a linear function of one known layer, the probe finds that layer; the
   table of a real run has one row per stream and layer, its control is the run's architecture built with the run's

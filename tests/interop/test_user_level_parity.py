@@ -1,4 +1,4 @@
-"""Parity at the level a user sees (issue 23 §2): for each of the nine architectures the lab imports, a random-init
+"""Parity at the level a user sees: for each of the nine architectures the lab imports, a random-init
 checkpoint saved by `save_pretrained` with a realistic tokenizer (BERT's normaliser that splits Chinese characters
 and lower-cases, byte-level BPE over every script, SentencePiece-style unigram, and each architecture's own framing
 post-processor: `[CLS] ... [SEP]`, `<s> ... </s>`, T5's `</s>`, XLNet's `<sep> <cls>`, nothing for GPT and GPT-2),

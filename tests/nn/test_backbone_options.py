@@ -1,4 +1,4 @@
-"""The backbone options issue 14 adds for faithful checkpoints: `activation`, `embedding_norm` and `lm_bias`, and the
+"""The backbone options that faithful checkpoints need: `activation`, `embedding_norm` and `lm_bias`, and the
 family defaults that follow the papers (GPT-1: no embedding LayerNorm; GPT and GPT-2: tanh GeLU, no output bias)."""
 from __future__ import annotations
 

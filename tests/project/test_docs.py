@@ -2,7 +2,8 @@
 README.md, docs/*.md and benchmarks/README.md leads to a file that exists (and to a heading that exists, when the link
 names one in a Markdown page), every page of docs/ is linked from README.md or docs/README.md, every script in
 benchmarks/ is named in benchmarks/README.md, and no page names an issue number (the pages say what is, not which
-ticket made it so).
+ticket made it so); nor does any code, docstring, comment or message of the project (lab_models/, app/ with its
+catalogues, benchmarks/, tests/, app.py, the requirements and .ci/run).
 
 Each check is a function that returns the problems it finds, so that each is run twice: on the repository, where it
 must find nothing, and on a small planted example, where it must find the planted fault (a check that cannot fail
@@ -107,6 +108,17 @@ def unnamed_scripts(benchmarks_folder: Path) -> list[str]:
     return [script.name for script in sorted(benchmarks_folder.glob("*.py")) if script.name not in readme]
 
 
+def source_files(root: Path) -> list[Path]:
+    """Every file of code or messages the project writes: the Python of lab_models/, app/, benchmarks/ and tests/, the
+    page's catalogues (app/**/*.json), app.py, the requirements and .ci/run; this file aside (it plants what it
+    looks for)."""
+    found = [path for folder in ("lab_models", "app", "benchmarks", "tests") for pattern in ("*.py", "*.json")
+             for path in sorted((root / folder).rglob(pattern))]
+    found += [path for path in (root / "app.py", root / "requirements.txt", root / "requirements-test.txt",
+                                root / ".ci" / "run") if path.is_file()]
+    return [path for path in found if path.resolve() != Path(__file__).resolve()]
+
+
 def issue_mentions(page: Path) -> list[str]:
     """'page:line: text' for each line of `page` that names an issue number."""
     return [f"{page.name}:{number}: {line.strip()}"
@@ -143,6 +155,13 @@ def test_every_benchmark_script_is_named_in_the_benchmarks_readme():
 @pytest.mark.parametrize("page", documentation_pages(ROOT), ids=lambda page: str(page.relative_to(ROOT)))
 def test_no_page_names_an_issue_number(page):
     assert issue_mentions(page) == []
+
+
+def test_no_code_docstring_comment_or_message_names_an_issue_number():
+    files = source_files(ROOT)
+    assert len(files) > 300 and ROOT / "lab_models" / "api" / "__init__.py" in files
+    assert any(path.suffix == ".json" for path in files)  # the catalogues are read too
+    assert [mention for path in files for mention in issue_mentions(path)] == []
 
 
 # --- each check finds a planted fault ---------------------------------------------------------------------------
@@ -199,6 +218,16 @@ def test_a_docs_page_linked_from_no_index_is_found(planted):
 
 def test_a_benchmark_script_missing_from_the_benchmarks_readme_is_found(planted):
     assert unnamed_scripts(planted / "benchmarks") == ["bench_forgotten.py"]
+
+
+def test_code_naming_an_issue_number_is_found(planted):
+    (planted / "app").mkdir()
+    (planted / "app" / "tab.py").write_text('"""The tab."""\nLIMIT = 60  # (issue 25\'s heap)\n', encoding="utf-8")
+    (planted / "app" / "zh.json").write_text('{"done": "完成"}\n', encoding="utf-8")
+    assert [path.name for path in source_files(planted)] == ["tab.py", "zh.json", "bench_forgotten.py",
+                                                             "bench_named.py"]
+    assert [mention for path in source_files(planted) for mention in issue_mentions(path)] == [
+        "tab.py:2: LIMIT = 60  # (issue 25's heap)"]
 
 
 def test_a_page_naming_an_issue_number_is_found(planted):

@@ -1,6 +1,6 @@
 """Every number a request takes has bounds (docs/reliability.md "Bad input": steps, seeds, vocabularies, sweeps), the
 same wherever the request comes in (the page, `lab_models.api`, the CLIs): beyond them it is refused with a message
-that gives the range, in the reader's language, and nothing is queued (issue 25: 999,999,999,999 steps were queued)."""
+that gives the range, in the reader's language, and nothing is queued (not even 999,999,999,999 steps)."""
 from __future__ import annotations
 
 import pandas as pd

@@ -1,4 +1,4 @@
-"""Training a real checkpoint further (issue 23 §4): `python -m lab_models train --init-from RUN`.
+"""Training a real checkpoint further: `python -m lab_models train --init-from RUN`.
 
 A random-init BERT saved by `save_pretrained` (a WordPiece tokenizer trained on the synthetic corpus, with BERT's
 normaliser and its [CLS] ... [SEP] post-processor) is imported, then trained further with UniLM's objective (its loss

@@ -1,4 +1,4 @@
-"""Tests for the precision a run computes in and the peak its MFU divides by (issue 27): `precision=auto` picks bf16
+"""Tests for the precision a run computes in and the peak its MFU divides by: `precision=auto` picks bf16
 autocast on a CPU only where it is native and the matmul probe confirms it; `precision=bf16` runs anywhere, with a
 warning where it is emulated; the probe is cached per machine in the lab home; MFU has a peak on every device.
 

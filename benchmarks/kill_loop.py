@@ -21,7 +21,8 @@ weights and AdamW state are loaded strictly, its step matching its folder); metr
 finishes and its model.safetensors equals, tensor by tensor and bit for bit, that of an uninterrupted run with the same
 seed (exact on a CPU), and its metrics hold every step once.
 
-tests/reliability/test_training_faults.py runs `kill_loop(kills=5)` in CI; this script runs 20 (about 2 minutes on 2 cores).
+tests/reliability/test_training_faults.py runs `kill_loop(kills=5)` in CI; this script runs 20 (about 2 minutes on 2
+cores).
 """
 from __future__ import annotations
 

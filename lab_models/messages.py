@@ -27,9 +27,9 @@ below `families`, `batch` and `home`).
   for any reader, beside `key_record`, from which a reader of the lab gets the message back.
 - A field's format spec `capitalized` writes it with a capital first letter ("{what:capitalized} is empty").
 
-Deviation from gettext: nothing is marked for extraction; the templates are the literal first arguments of the calls
-of `Message` and `LabError` (tests/support/message_templates.py finds them by reading the source, the page's catalogue holds
-their translations: app/i18n/messages.py).
+Deviation from gettext: nothing is marked for extraction; the templates are the literal first arguments of the calls of
+`Message` and `LabError` (tests/support/message_templates.py finds them by reading the source, the page's catalogue
+holds their translations: app/i18n/messages.py).
 """
 from __future__ import annotations
 

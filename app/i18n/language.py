@@ -191,10 +191,11 @@ STORAGE_KEY = "pretraining-lab-language"
 
 # The browser-side switch. Gradio keeps its locale in its frontend module (the one that exports `changeLocale`); the
 # page has loaded it already, so importing its URL again returns that same instance. The built-in Chinese texts load
-# lazily, hence the short wait. A tab's name in a tab bar is redrawn only when the tab itself is updated: the switch
-# is followed by `relabel_tabs_js`, which updates every tab with its own label in the browser (no server call), so no
-# tab has to be shown (showing every tab once would run every tab's select events: 92 s on a loaded page). The shown tab's server-drawn views are redrawn at once, every other tab's when it is next opened
-# (`redraw_shown_tab_js`, `redraw_stale_tab_js`; app/main.py `redraw_after_language_switch`).
+# lazily, hence the short wait. A tab's name in a tab bar is redrawn only when the tab itself is updated: the switch is
+# followed by `relabel_tabs_js`, which updates every tab with its own label in the browser (no server call), so no tab
+# has to be shown (showing every tab once would run every tab's select events: 92 s on a loaded page). The shown tab's
+# server-drawn views are redrawn at once, every other tab's when it is next opened (`redraw_shown_tab_js`,
+# `redraw_stale_tab_js`; app/main.py `redraw_after_language_switch`).
 _SET_LANGUAGE = """
 async function setLabLanguage(code) {
   const urls = performance.getEntriesByType("resource").map((entry) => entry.name)

@@ -15,8 +15,8 @@ what the user typed, family names) are shown as they are. A plain `str` is looke
 fields (a stage name read back from metrics.jsonl), else shown as it is; an exception that is not a `LabError` (a
 library's, English only) is shown after a lead-in saying that it is English.
 
-`tests/app/i18n/test_messages.py` finds every message the code builds (an AST scan of `lab_models/` and `app/`) and checks
-that each has its Chinese, with the same fields.
+`tests/app/i18n/test_messages.py` finds every message the code builds (an AST scan of `lab_models/` and `app/`) and
+checks that each has its Chinese, with the same fields.
 """
 from __future__ import annotations
 

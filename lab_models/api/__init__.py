@@ -70,7 +70,8 @@ from lab_models.api.experiments import (
     stop_zoo, zoo_progress, list_zoos, fill_mask_picks,
 )
 from lab_models.api.checks import (
-    LabError, Message, Joined, message_of, as_message, MAX_STEPS, MAX_SEED, MAX_VOCAB_SIZE, MAX_SWEEP_D_MODEL, MAX_SWEEP_LAYERS, TRAINABLE_FAMILIES, trainable_families,
+    LabError, Message, Joined, message_of, as_message, MAX_STEPS, MAX_SEED, MAX_VOCAB_SIZE, MAX_SWEEP_D_MODEL,
+    MAX_SWEEP_LAYERS, TRAINABLE_FAMILIES, trainable_families,
     trainable_family,
 )
 
@@ -116,6 +117,7 @@ __all__ = [
     "leaderboard", "leaderboard_corpora", "leaderboard_csv", "ZooConfig", "ZooProgress", "ZooRun", "ZooPlan",
     "DEMO_ZOO", "ZOO_ORDER", "start_zoo", "stop_zoo", "zoo_progress", "list_zoos", "fill_mask_picks",
     # checks
-    "LabError", "Message", "Joined", "message_of", "as_message", "MAX_STEPS", "MAX_SEED", "MAX_VOCAB_SIZE", "MAX_SWEEP_D_MODEL", "MAX_SWEEP_LAYERS", "TRAINABLE_FAMILIES",
+    "LabError", "Message", "Joined", "message_of", "as_message", "MAX_STEPS", "MAX_SEED", "MAX_VOCAB_SIZE",
+    "MAX_SWEEP_D_MODEL", "MAX_SWEEP_LAYERS", "TRAINABLE_FAMILIES",
     "trainable_families", "trainable_family",
 ]

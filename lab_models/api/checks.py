@@ -21,8 +21,8 @@ from lab_models.objectives.specs import FamilySpec, all_families, family_spec
 from lab_models.text import tokenizer_kinds as _tokenizer_kinds
 from lab_models.training import config as _training_config
 
-__all__ = ["LabError", "Message", "Joined", "message_of", "as_message", "MAX_STEPS", "MAX_SEED", "MAX_VOCAB_SIZE", "MAX_SWEEP_D_MODEL", "MAX_SWEEP_LAYERS", "TRAINABLE_FAMILIES",
-           "trainable_families", "trainable_family"]
+__all__ = ["LabError", "Message", "Joined", "message_of", "as_message", "MAX_STEPS", "MAX_SEED", "MAX_VOCAB_SIZE",
+           "MAX_SWEEP_D_MODEL", "MAX_SWEEP_LAYERS", "TRAINABLE_FAMILIES", "trainable_families", "trainable_family"]
 
 # a training run's (or a sweep's, a zoo's, a fine-tuning's) steps: 1 to 10,000,000
 MAX_STEPS = _training_config.MAX_STEPS

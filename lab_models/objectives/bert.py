@@ -20,9 +20,9 @@ position, nothing elsewhere.
   (the split, the NSP coin, the picked positions, their 80/10/10 fates and random tokens) comes from a generator seeded
   with a hash of (the token ids, k). So one sequence only ever sees `dupe_factor` different maskings.
 
-Tiny worked example: `build_anatomy("bert", "my dog is hairy , he likes play ##ing .".split(), seed=0)`
-(a golden test in tests/objectives/test_bert_family_batches.py). Copy k = 4 of 10; split = 6 (a word start in [3, 7]); two of
-ten tokens picked (round(1.5) = 2): "my" (its coin said "keep": unchanged, yet still predicted) and "hairy" ([MASK]).
+Tiny worked example: `build_anatomy("bert", "my dog is hairy , he likes play ##ing .".split(), seed=0)` (a golden test
+in tests/objectives/test_bert_family_batches.py). Copy k = 4 of 10; split = 6 (a word start in [3, 7]); two of ten
+tokens picked (round(1.5) = 2): "my" (its coin said "keep": unchanged, yet still predicted) and "hairy" ([MASK]).
 
     inputs     my dog is [MASK] , he likes play ##ing .
     positions  0  1   2  3      4 5  6     7    8     9

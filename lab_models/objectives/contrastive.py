@@ -55,9 +55,9 @@ downstream: a full mask among the real tokens (UniLM: its bidirectional mode; MP
 causal mask for GPT, and ELECTRA's discriminator. The N sentences are stacked twice into one (2N, L) forward pass,
 so every row draws its own dropout mask (SimCSE's implementation does the same).
 
-No leak into the family's objective: the contrastive rows are separate rows of a separate forward pass (no row
-attends another), so the logits that predict the family's targets do not depend on them, and they do not depend on
-the family's rows (tests/objectives/test_addons.py checks both ways). A contrastive sentence may also occur, unmasked, inside a
+No leak into the family's objective: the contrastive rows are separate rows of a separate forward pass (no row attends
+another), so the logits that predict the family's targets do not depend on them, and they do not depend on the family's
+rows (tests/objectives/test_addons.py checks both ways). A contrastive sentence may also occur, unmasked, inside a
 window of some step: that is seeing the training text twice, never within one row.
 
 The contrastive loss is added as weight * loss to the family's total and logged as the part `contrastive`.

@@ -13,9 +13,9 @@ ordinary token, 10% unchanged), with the paper's two changes to the objective:
 - No NSP (section 4.2, FULL-SENTENCES): a row is one stream of contiguous text; there is a single segment, so
   `segment_ids` is None (no segment embedding is needed).
 
-Tiny worked example: `build_anatomy("roberta", "Ġthe Ġcat Ġsat Ġon Ġthe Ġmat Ġtoday Ġ.".split(), seed=0)`
-(a golden test in tests/objectives/test_bert_family_batches.py); eight tokens, one picked (round(1.2) = 1): the second "Ġthe"
-(position 4), whose coin said "random token" (10%): it reads "Ġmat" and must predict "Ġthe".
+Tiny worked example: `build_anatomy("roberta", "Ġthe Ġcat Ġsat Ġon Ġthe Ġmat Ġtoday Ġ.".split(), seed=0)` (a golden test
+in tests/objectives/test_bert_family_batches.py); eight tokens, one picked (round(1.2) = 1): the second "Ġthe" (position
+4), whose coin said "random token" (10%): it reads "Ġmat" and must predict "Ġthe".
 
     inputs     Ġthe Ġcat Ġsat Ġon Ġmat Ġmat Ġtoday Ġ.
     positions  0    1    2    3   4    5    6      7

@@ -29,8 +29,8 @@ position (MLM) and from the span's two boundary tokens plus its relative positio
   targets, which bounds the relative-position table at 15.
 - No NSP (section 3.3: single-sequence training is better); `nsp=True` restores BERT's pairs for comparison.
 
-Tiny worked example: `build_anatomy("spanbert", "the quick brown fox jumped over the lazy dog today".split(),
-seed=2)` (a golden test in tests/objectives/test_bert_family_batches.py). The budget is round(1.5) = 2 tokens, spent on two
+Tiny worked example: `build_anatomy("spanbert", "the quick brown fox jumped over the lazy dog today".split(), seed=2)`
+(a golden test in tests/objectives/test_bert_family_batches.py). The budget is round(1.5) = 2 tokens, spent on two
 one-word spans, "lazy" (token 7) and "today" (token 9); both coins said [MASK]. "today" touches the right edge, so it
 keeps its MLM target but gets no SBO target; "lazy" is predicted from its boundaries "the" (6) and "dog" (8).
 

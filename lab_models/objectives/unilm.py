@@ -32,9 +32,9 @@ left context, itself included. What is predicted, in every mode: the original to
   tokens (20%), cut at the row's end, at an already masked token and at the budget, so the count is exactly
   count_to_mask(n, 0.15). Each masked token then becomes [MASK] (80%), a random token (10%) or stays (10%).
 
-Tiny worked example: `build_anatomy("unilm", "the cat sat on the mat".split(), seed=11, mode="seq2seq", src_len=3)`
-(a golden test in tests/objectives/test_bert_family_batches.py): source "the cat sat", target "on the mat"; one token masked
-(round(0.9) = 1): "mat" (position 5).
+Tiny worked example: `build_anatomy("unilm", "the cat sat on the mat".split(), seed=11, mode="seq2seq", src_len=3)` (a
+golden test in tests/objectives/test_bert_family_batches.py): source "the cat sat", target "on the mat"; one token
+masked (round(0.9) = 1): "mat" (position 5).
 
     inputs     the cat sat on the [MASK]
     positions  0   1   2   3  4   5

@@ -1,9 +1,9 @@
 """Test-only fault injection: kill, pause, fill the disk or poison the loss at named points of the trainer.
 
-The reliability suite (tests/reliability/test_training_faults.py, benchmarks/kill_loop.py) needs to land a `SIGKILL` *inside*
-a checkpoint write, make a write fail with "no space left on device", or make the loss NaN at a chosen step, the way
-SQLite's crash tests stop its pager at named points. The trainer calls `fault_point(name, step=...)` at those points;
-this module does nothing there unless the environment variable `PRETRAINING_LAB_FAULT` names that point.
+The reliability suite (tests/reliability/test_training_faults.py, benchmarks/kill_loop.py) needs to land a `SIGKILL`
+*inside* a checkpoint write, make a write fail with "no space left on device", or make the loss NaN at a chosen step,
+the way SQLite's crash tests stop its pager at named points. The trainer calls `fault_point(name, step=...)` at those
+points; this module does nothing there unless the environment variable `PRETRAINING_LAB_FAULT` names that point.
 
 Inert unless set. With `PRETRAINING_LAB_FAULT` unset or empty every hook is one dictionary lookup and returns. The
 page cannot set it: it is read from the trainer process's own environment, which the job manager copies from the

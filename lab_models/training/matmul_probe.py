@@ -8,12 +8,13 @@ Two readers use it:
 - MFU (lab_models/training/flops.py) divides by the device's peak: from NVIDIA's data sheets where the GPU is in the
   table, from this probe everywhere else (every CPU, Apple GPUs, GPUs missing from the table).
 
-The probe: a `size` x `size` matrix product (1024 on a CPU, the size of docs/speed.md's CPU table; 4096 on a GPU), repeated
-for `PROBE_SECONDS` and at least `PROBE_MIN_REPEATS` times per dtype (at most `PROBE_MAX_SECONDS`) after one untimed
-warm-up product (AMX configures its tiles on first use), and the best repeat is the peak: 2 size^3 FLOPs over its
-seconds. The best, not the mean, because a machine shared with other jobs slows some repeats and never speeds one up. Its answer is cached in `<lab home>/machine/matmul_probe.json` under the
-machine's key (the device's name, its instruction sets, the torch version and the thread count: the things that change
-the answer), so each machine probes once; a corrupt or foreign cache is measured again and rewritten (atomically).
+The probe: a `size` x `size` matrix product (1024 on a CPU, the size of docs/speed.md's CPU table; 4096 on a GPU),
+repeated for `PROBE_SECONDS` and at least `PROBE_MIN_REPEATS` times per dtype (at most `PROBE_MAX_SECONDS`) after one
+untimed warm-up product (AMX configures its tiles on first use), and the best repeat is the peak: 2 size^3 FLOPs over
+its seconds. The best, not the mean, because a machine shared with other jobs slows some repeats and never speeds one
+up. Its answer is cached in `<lab home>/machine/matmul_probe.json` under the machine's key (the device's name, its
+instruction sets, the torch version and the thread count: the things that change the answer), so each machine probes
+once; a corrupt or foreign cache is measured again and rewritten (atomically).
 
 Deviation, stated: a peak measured by one matmul is what this torch reaches on this machine, not the vendor's
 theoretical peak (which no library reaches on a CPU). MFU against it says how much of the reachable matmul speed the

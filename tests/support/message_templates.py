@@ -13,6 +13,7 @@ site). The settings' help texts are messages too: each is a Settings field's com
 from __future__ import annotations
 
 import ast
+import functools
 import json
 import sys
 from dataclasses import dataclass
@@ -44,21 +45,19 @@ def message_classes(trees: dict[str, ast.Module]) -> tuple[set[str], set[str]]:
     """(the names of Message, LabError and their subclasses, the subclasses among them with an `__init__` of their
     own), by class name across the sources."""
     names = set(MESSAGE_CLASSES) | set(NO_TEMPLATE)
-    own_init: set[str] = set()
+    classes = [node for tree in trees.values() for node in ast.walk(tree) if isinstance(node, ast.ClassDef)]
+    bases_of = {id(node): {base.attr if isinstance(base, ast.Attribute) else getattr(base, "id", "")
+                           for base in node.bases} for node in classes}
     changed = True
-    while changed:
+    while changed:  # a subclass of a subclass is found on a later pass
         changed = False
-        for tree in trees.values():
-            for node in ast.walk(tree):
-                bases = {base.attr if isinstance(base, ast.Attribute) else getattr(base, "id", "")
-                         for base in getattr(node, "bases", ())}
-                if isinstance(node, ast.ClassDef) and node.name not in names and bases & names:
-                    names.add(node.name)
-                    changed = True
-                if isinstance(node, ast.ClassDef) and node.name in names and any(
-                        isinstance(item, ast.FunctionDef) and item.name in ("__init__", "__new__")
-                        for item in node.body) and node.name not in MESSAGE_CLASSES + NO_TEMPLATE:
-                    own_init.add(node.name)
+        for node in classes:
+            if node.name not in names and bases_of[id(node)] & names:
+                names.add(node.name)
+                changed = True
+    own_init = {node.name for node in classes if node.name in names and node.name not in MESSAGE_CLASSES + NO_TEMPLATE
+                and any(isinstance(item, ast.FunctionDef) and item.name in ("__init__", "__new__")
+                        for item in node.body)}
     return names, own_init
 
 
@@ -96,11 +95,16 @@ def source_trees(root: Path = ROOT) -> dict[str, ast.Module]:
             for folder in SOURCES for path in sorted((root / folder).rglob("*.py"))}
 
 
-def all_sites(root: Path = ROOT) -> list[Site]:
+def all_sites(root: Path = ROOT) -> tuple[Site, ...]:
     """Every message-building call of lab_models/ and app/."""
+    return sites_under(Path(root).resolve())
+
+
+@functools.cache  # the scan reads every source file; the tests that use it share one reading per run
+def sites_under(root: Path) -> tuple[Site, ...]:
     trees = source_trees(root)
     names, own_init = message_classes(trees)
-    return [site for path, tree in trees.items() for site in tree_sites(path, tree, names, own_init)]
+    return tuple(site for path, tree in trees.items() for site in tree_sites(path, tree, names, own_init))
 
 
 def settings_help_templates() -> dict[str, list[str]]:

@@ -187,6 +187,7 @@ def test_token_byte_lengths_by_hand():
 
 
 # ------------------------------------------------------------------------------------------------ determinism
+@pytest.mark.slow  # trains three runs
 def test_the_same_seed_gives_the_same_batches_and_losses(wordpiece):
     first = train_losses(make_trainer(*wordpiece, steps=6))
     second = train_losses(make_trainer(*wordpiece, steps=6))
@@ -194,7 +195,7 @@ def test_the_same_seed_gives_the_same_batches_and_losses(wordpiece):
     assert train_losses(make_trainer(*wordpiece, steps=6, seed=8)) != first
 
 
-@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+@pytest.mark.parametrize("precision", ["fp32", pytest.param("bf16", marks=pytest.mark.slow)])  # bf16 is emulated here
 @pytest.mark.parametrize("family", ["bert", "electra"])
 def test_resume_from_a_checkpoint_continues_the_exact_trajectory(wordpiece, tmp_path, family, precision):
     """20 steps straight == 10 steps, checkpoint (safetensors + JSON), a fresh process-like restore, 10 more; in

@@ -130,6 +130,7 @@ def test_spanbert_from_bert_gets_a_new_boundary_head_initialised_as_the_released
     assert torch.equal(output_matrix(model.backbone), bert["backbone.embeddings.token.weight"])  # tied, BERT's rows
 
 
+@pytest.mark.slow  # trains through the CLI
 def test_an_electra_discriminator_from_bert(home, bert_run):
     start = read_starting_point(bert_run, home)
     bert = load_file(start.weights)

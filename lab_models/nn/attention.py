@@ -155,10 +155,12 @@ def _inspect(mask: torch.Tensor, empty: torch.Tensor) -> tuple[bool, str | None]
     return bool(has_empty), pattern
 
 
+# built once, not per call: the shape check runs in every attention call
+MASK_DIMENSIONS = (Message("batch size"), Message("query length"), Message("key length"))
+
+
 def _check_mask_shape(shape, n_queries, n_keys, batch_size) -> None:
-    B, Tq, Tk = shape
-    for what, got, want in ((Message("batch size"), B, batch_size), (Message("query length"), Tq, n_queries),
-                            (Message("key length"), Tk, n_keys)):
+    for what, got, want in zip(MASK_DIMENSIONS, shape, (batch_size, n_queries, n_keys)):
         if want is not None and got != want:
             raise LabError("attention mask of shape {shape} does not fit the inputs: its {what} is {got}, "
                            "expected {want}", shape=tuple(shape), what=what, got=got, want=want)

@@ -136,6 +136,17 @@ def test_prepare_mask_repairs_only_empty_rows():
         prepare_mask(torch.ones(1, 2, 2))
 
 
+@pytest.mark.parametrize("sizes, wrong", [(dict(batch_size=2), "batch size is 1, expected 2"),
+                                          (dict(n_queries=3), "query length is 2, expected 3"),
+                                          (dict(n_keys=4), "key length is 2, expected 4")])
+def test_a_mask_that_does_not_fit_the_inputs_says_which_dimension(sizes, wrong):
+    mask = torch.ones(1, 2, 2, dtype=torch.bool)
+    for given in (mask, prepare_mask(mask)):  # a tensor and an already prepared mask are checked alike
+        with pytest.raises(ValueError, match=rf"mask of shape \(1, 2, 2\) does not fit the inputs: its {wrong}"):
+            prepare_mask(given, **sizes)
+    assert prepare_mask(mask, n_queries=2, n_keys=2, batch_size=1).allowed.shape == (1, 1, 2, 2)
+
+
 def test_return_attention_gives_one_map_per_layer_and_the_same_hidden():
     model = build(tiny(share_layers=True))
     x, mask, pos = ids(2, 7), causal_mask(2, 7), positions(2, 7)

@@ -71,12 +71,13 @@ def lab_home_dir(tmp_path_factory):
 def running_app(lab_home_dir):
     """The real app, launched on a free loopback port without blocking; yields its URL."""
     from app.main import build_app, launch_kwargs
+    from tests.support.launching import launch
 
     demo = build_app(lab_home_dir)
     demo.queue()
     port = free_port()
-    demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True,
-                **launch_kwargs(demo))
+    launch(demo, server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True,
+           **launch_kwargs(demo))
     yield f"http://127.0.0.1:{port}/", demo
     demo.close()
 

@@ -14,6 +14,8 @@ import pytest
 from app.display import activity_js, changed, follow_tabs, one_event, rest_when_idle, shown_first, tabs_holding
 from app.main import build_app, configure_queue, launch_kwargs
 
+from tests.support.launching import launch
+
 
 @pytest.fixture(scope="module")
 def page(tmp_path_factory):
@@ -92,7 +94,7 @@ def test_gradios_page_gets_the_fixes_script_first_in_its_head_and_nothing_else_i
 
     from app.gradio_fixes import FIXES_SCRIPT, MARKER
 
-    _, url, _ = page.launch(server_name="127.0.0.1", prevent_thread_lock=True, quiet=True, **launch_kwargs(page))
+    _, url, _ = launch(page, server_name="127.0.0.1", prevent_thread_lock=True, quiet=True, **launch_kwargs(page))
     try:
         served = httpx.get(url)
         assert served.status_code == 200 and served.headers["content-length"] == str(len(served.content))
@@ -139,7 +141,7 @@ def test_gradios_status_and_core_bundles_are_served_changed_whole_and_uncompress
 
     assets = Path(gr.__file__).parent / "templates" / "frontend" / "assets"
     (bundle,) = [path for path in assets.glob("Blocks-*.js") if STATUS_BUNDLE_PATH.search("/assets/" + path.name)]
-    _, url, _ = page.launch(server_name="127.0.0.1", prevent_thread_lock=True, quiet=True, **launch_kwargs(page))
+    _, url, _ = launch(page, server_name="127.0.0.1", prevent_thread_lock=True, quiet=True, **launch_kwargs(page))
     try:
         plain = httpx.get(url + "assets/" + bundle.name, headers={"accept-encoding": "identity"})
         assert plain.status_code == 200 and plain.headers["content-length"] == str(len(plain.content))

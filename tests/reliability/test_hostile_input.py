@@ -45,6 +45,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
+from tests.support.launching import launch
 from tests.support.ports import free_port
 
 REPO = Path(__file__).resolve().parents[2]
@@ -166,7 +167,8 @@ def fuzz_app(tmp_path_factory):
     demo = build_app(home, jobs=jobs)
     demo.queue(default_concurrency_limit=4)
     port = free_port()
-    demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True, **launch_kwargs(demo))
+    launch(demo, server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True,
+           **launch_kwargs(demo))
     url = f"http://127.0.0.1:{port}/"
     yield url, demo, home
     jobs.close(timeout=5)

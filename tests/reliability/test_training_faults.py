@@ -33,6 +33,7 @@ import pytest
 
 from benchmarks.kill_loop import check_checkpoint_loads, child_env, kill_loop
 from lab_models.training import faults, runs
+from tests.support.launching import launch
 from tests.support.ports import free_port
 from tests.support.waiting import wait_for as _wait_for
 
@@ -214,7 +215,8 @@ def test_a_full_disk_fails_a_page_run_clearly_and_the_server_keeps_serving(small
     demo = build_app(home, jobs=jobs)
     demo.queue(default_concurrency_limit=4)
     port = free_port()
-    demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True, **launch_kwargs(demo))
+    launch(demo, server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True,
+           **launch_kwargs(demo))
     try:
         client = Client(f"http://127.0.0.1:{port}/", verbose=False)
         controls = ["gpt", "tiny", "", "", step, 0, "cpu", NO_SETTINGS, True, 1.0, False, 0, False, 0, False, 0]

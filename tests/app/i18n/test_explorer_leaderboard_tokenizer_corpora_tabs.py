@@ -26,6 +26,8 @@ from lab_models import api
 from lab_models.inference.generation.context import unsupported_reason
 from lab_models.inference.generation.generate import fill_mask_refusal
 
+from tests.support.launching import launch
+
 HAN = re.compile(r"[\u4e00-\u9fff]")
 UNTRANSLATED = UNTRANSLATED_LEAD["zh"].split("{}")[0]  # the lead of a message the catalogue does not know
 NO_CHOICES = ("", None, None, "", None, "", True, True)  # masked, mode, src_len, order, num_predict, spans, ...
@@ -111,7 +113,7 @@ def test_a_bad_choice_names_the_family_and_reads_chinese(tmp_path):
 def test_a_chinese_browser_gets_the_mask_explorer_in_chinese_from_the_running_page(tmp_path):
     with gr.Blocks() as demo:
         mask_explorer_tab.build(tmp_path)
-    demo.launch(prevent_thread_lock=True, server_name="127.0.0.1", quiet=True)
+    launch(demo, prevent_thread_lock=True, server_name="127.0.0.1", quiet=True)
     try:
         for headers, chinese in (({}, False), ({"Accept-Language": "zh-CN,zh;q=0.9"}, True),
                                  ({"Cookie": "lab_language=zh"}, True)):

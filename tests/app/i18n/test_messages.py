@@ -20,6 +20,7 @@ from app.errors import user_errors
 from app.i18n import language as i18n
 from app.i18n import messages
 from lab_models import api
+from tests.support.launching import launch
 from tests.support.message_templates import ROOT, all_sites, code_templates, message_classes, tree_sites
 
 HAN = re.compile(r"[\u4e00-\u9fff]")
@@ -261,7 +262,7 @@ def test_a_chinese_reader_of_the_running_page_gets_chinese_errors():
         box.submit(user_errors(steps), box, out, api_name="steps")
         box.change(user_errors(steps), box, out, api_name="steps_unqueued", queue=False)
         box.blur(user_errors(start), box, out, api_name="start")
-    demo.launch(prevent_thread_lock=True, server_name="127.0.0.1", quiet=True)
+    launch(demo, prevent_thread_lock=True, server_name="127.0.0.1", quiet=True)
     try:
         for headers, chinese in (({}, False), ({"Cookie": "lab_language=zh"}, True),
                                  ({"Accept-Language": "zh-CN,zh;q=0.9"}, True),

@@ -180,7 +180,8 @@ class CompareView:
         return mode
 
     def _run_facts(self, run_id: str, rows: dict) -> dict:
-        """Family, its title and the latest validation bits per byte of one run (for the column's header)."""
+        """Family, its title, the step of the weights that load and the latest validation bits per byte of one run
+        (for the column's header)."""
         row = rows.get(run_id, {})
         family = row.get("family") or ""
         try:
@@ -191,7 +192,8 @@ class CompareView:
             bits = latest_val_bits(api.run_metrics(self.jobs, run_id))
         except ValueError:
             bits = None
-        return {"family": family, "title": title, "val_bits_per_byte": bits, "step": row.get("step")}
+        return {"family": family, "title": title, "val_bits_per_byte": bits,
+                "step": row.get("weights_step", row.get("step"))}
 
     def generate(self, run_ids, prompt, mode, strategy, temperature, top_k, top_p, beam_size, max_new_tokens, seed,
                  iterations, blank_length, progress=gr.Progress()):
@@ -205,7 +207,7 @@ class CompareView:
         mode = self._mode(mode)
         options = decoding_options(strategy, temperature, top_k, top_p, beam_size, max_new_tokens, seed, iterations,
                                    blank_length)
-        rows = {row["run_id"]: row for row in api.list_runs(self.jobs)}
+        rows = {row["run_id"]: row for row in api.runs_with_weights(self.jobs)}  # "weights_step": what loads
         columns, details, errors = [], [], []
         for index, run_id in enumerate(run_ids):
             progress(index / len(run_ids), desc=tr("compare.progress_generating", run_id=run_id, index=index + 1,

@@ -45,6 +45,8 @@ class AttributionView(RunPicking):
     """The section's handlers, bound to the app's run store. Its picker lists sources: runs and fine-tunings."""
 
     RUNS_INFO = "probing.sources_info"
+    PICKS = "attributions"
+    MAX_PICKS = MAX_SOURCES
 
     def __init__(self, home, jobs=None, files: FigureFiles | None = None):
         self.home = home
@@ -109,7 +111,7 @@ def build(home, jobs=None, files: FigureFiles | None = None) -> SectionPicker:
     gr.Markdown(text("probing.attributions_intro"))
     sources = runs_picker(choices, label=text("probing.sources_label"), elem_id="understand-attributions-sources",
                           info=AttributionView.RUNS_INFO, no_runs_info=AttributionView.NO_RUNS_INFO,
-                          max_runs=MAX_SOURCES, first=2)
+                          max_runs=MAX_SOURCES, value=view.default_picks())
     with gr.Row():
         sentence = gr.Textbox(EXAMPLE, label=text("probing.attributions_text_label"), scale=4,
                               elem_id="understand-attributions-text", info=text("probing.lens_text_info"))

@@ -128,6 +128,8 @@ class FinetuneView(RunPicking):
 
     RUNS_INFO = "finetune.runs_info"
     NO_RUNS_INFO = "finetune.no_runs_info"
+    PICKS = "finetune"
+    MAX_PICKS = MAX_RUNS
 
     def __init__(self, home, jobs=None):
         self.home = home
@@ -375,7 +377,7 @@ def build(home, jobs=None, choices=None, tab=None) -> SectionPicker:
     shown = view.default_shown()
     task_choices = view.task_choices()
     defaults = api.FINETUNE_DEFAULTS
-    initial_runs = [run_id for _, run_id in choices[:MAX_RUNS]]
+    initial_runs = view.default_picks()
     table, plot = view.leaderboard(initial_runs)
 
     gr.Markdown(text("finetune.intro"))

@@ -39,6 +39,8 @@ class LensView(RunPicking):
     """The section's handlers, bound to the app's run store."""
 
     RUNS_INFO = "probing.lens_runs_info"
+    PICKS = "lens"
+    MAX_PICKS = MAX_RUNS
 
     def __init__(self, home, jobs=None, files: FigureFiles | None = None):
         self.home = home
@@ -53,7 +55,7 @@ class LensView(RunPicking):
             raise api.LabError("Type a text first: it is empty. Mark the word to predict with [MASK] for the masked "
                                "LMs, e.g. “{example}”.", example=EXAMPLE)
         top_k = whole_number(top_k, "Top-k", DEFAULT_TOP_K, 1, MAX_TOP_K)
-        rows = {row["run_id"]: row for row in api.list_runs(self.jobs)}
+        rows = {row["run_id"]: row for row in api.runs_with_weights(self.jobs)}  # "weights_step": what loads
         results = []
         for index, run_id in enumerate(run_ids):
             progress(index / len(run_ids), desc=tr("probing.progress_lens", run_id=run_id, index=index + 1,
@@ -87,7 +89,8 @@ def build(home, jobs=None, choices=None, files: FigureFiles | None = None) -> Se
     choices = view.run_choices() if choices is None else choices
     gr.Markdown(text("probing.lens_intro"))
     runs = runs_picker(choices, label=text("probing.runs_label"), elem_id="understand-lens-runs",
-                       info=LensView.RUNS_INFO, no_runs_info=LensView.NO_RUNS_INFO, max_runs=MAX_RUNS)
+                       info=LensView.RUNS_INFO, no_runs_info=LensView.NO_RUNS_INFO, max_runs=MAX_RUNS,
+                       value=view.default_picks())
     with gr.Row():
         sentence = gr.Textbox(EXAMPLE, label=text("probing.lens_text_label"), scale=4, elem_id="understand-lens-text",
                               info=text("probing.lens_text_info"))

@@ -38,6 +38,9 @@ def task_choices() -> list[tuple[object, str]]:
 class ProbeView(RunPicking):
     """The section's handlers, bound to the app's run store."""
 
+    PICKS = "probing"
+    MAX_PICKS = MAX_RUNS
+
     def __init__(self, home, jobs=None, files: FigureFiles | None = None):
         self.home = home
         self.jobs = jobs if jobs is not None else api.RunStore(home)
@@ -79,7 +82,8 @@ def build(home, jobs=None, choices=None, files: FigureFiles | None = None) -> Se
     gr.Markdown(text("probing.intro"))
     with gr.Row():
         runs = runs_picker(choices, label=text("probing.runs_label"), elem_id="understand-probe-runs",
-                           info=ProbeView.RUNS_INFO, no_runs_info=ProbeView.NO_RUNS_INFO, max_runs=MAX_RUNS, scale=4)
+                           info=ProbeView.RUNS_INFO, no_runs_info=ProbeView.NO_RUNS_INFO, max_runs=MAX_RUNS,
+                           value=view.default_picks(), scale=4)
         task = gr.Dropdown(task_choices(), value="tags", label=text("probing.task_label"), scale=2,
                            info=text("probing.task_info"), elem_id="understand-probe-task")
         seed = gr.Number(0, precision=0, minimum=0, maximum=MAX_SEED, label=text("probing.seed_label"), scale=1,

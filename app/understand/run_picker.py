@@ -43,28 +43,36 @@ def runs_picker(choices, *, label, elem_id: str, info: str, no_runs_info: str, m
 
 
 class RunPicking:
-    """The runs picker of a section's view (the view has `jobs`): `run_choices` and `refresh_runs`, the handler of the
-    Refresh runs button and of opening the tab. RUNS_INFO and NO_RUNS_INFO are the keys of its help line."""
+    """The runs picker of a section's view (the view has `jobs`): `run_choices`, `default_picks` and `refresh_runs`,
+    the handler of the Refresh runs button, the timer and opening the tab. RUNS_INFO and NO_RUNS_INFO are the keys of
+    its help line; PICKS names the view for `api.view_picks` (what the picker holds until the reader picks) and
+    MAX_PICKS is the picker's limit."""
 
     RUNS_INFO = "probing.runs_info"
     NO_RUNS_INFO = "probing.no_runs_info"
+    PICKS = "probing"
+    MAX_PICKS = 4
 
     def run_choices(self) -> list[tuple[str, str]]:
         return run_choices(self.jobs)
+
+    def default_picks(self) -> list[str]:
+        """The demo zoo's runs that make this view's point, else the newest runs with weights."""
+        return api.view_picks(self.jobs, self.PICKS, self.MAX_PICKS)
 
     def runs_info(self, choices) -> str:
         return marker(self.RUNS_INFO if choices else self.NO_RUNS_INFO)
 
     def refresh_runs(self, run_ids=None):
-        """The picker with the runs that have weights now, keeping the picked ones that still have; a value that is
-        not a list of names (only an API client sends one) keeps none, so that the timer and the tab's opening never
-        fail on it."""
+        """The picker with the runs that have weights now, keeping the picked ones that still have, or when none is
+        left, `default_picks`; a value that is not a list of names (only an API client sends one) keeps none, so that
+        the timer and the tab's opening never fail on it."""
         choices = self.run_choices()
         try:
             kept = still_listed(run_ids, [value for _, value in choices])
         except ValueError:
             kept = []
-        return gr.update(choices=choices, value=kept, info=self.runs_info(choices))
+        return gr.update(choices=choices, value=kept or self.default_picks(), info=self.runs_info(choices))
 
 
 @dataclass(frozen=True)

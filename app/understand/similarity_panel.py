@@ -68,6 +68,8 @@ class SentenceSimilarityView(RunPicking):
 
     RUNS_INFO = "similarity.runs_info"
     NO_RUNS_INFO = "similarity.no_runs_info"
+    PICKS = "sentences"
+    MAX_PICKS = MAX_RUNS
 
     def __init__(self, home, jobs=None):
         self.home = home
@@ -108,7 +110,7 @@ def build(home, jobs=None, choices=None) -> SectionPicker:
     with gr.Row():
         runs = runs_picker(choices, label=text("similarity.runs_label"), elem_id="understand-sentences-runs",
                            info=SentenceSimilarityView.RUNS_INFO, no_runs_info=SentenceSimilarityView.NO_RUNS_INFO,
-                           max_runs=MAX_RUNS, first=2, scale=4)
+                           max_runs=MAX_RUNS, value=view.default_picks(), scale=4)
         pooling = gr.Dropdown(pooling_choices(), value="mean", label=text("similarity.pooling_label"), scale=2,
                               elem_id="understand-sentences-pooling")
         per_topic = gr.Number(api.SENTENCE_SIMILARITY_PER_TOPIC, precision=0, label=text("similarity.per_topic_label"),

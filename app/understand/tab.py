@@ -33,8 +33,10 @@ Endpoints (every event has an `api_name`, so `gradio_client` can drive the tab):
 * `/understand_runs_list` (the Refresh button): the current selections -> the three run pickers, with the runs that have
   weights now. `/understand_runs_on_select` (opening the tab, one event): the same three, then the probing, logit lens,
   attributions, sentence similarity and fine-tuning pickers (each as its own `..._list` endpoint).
-* `/understand_runs_refresh` (a timer, every few seconds): (the three selections, the fine-tuning picker's, the last
-  choices) -> the four pickers only when the runs with weights have changed, so new runs show up by themselves.
+* `/understand_runs_refresh` (a timer, every few seconds): (the three selections; the probing, logit lens,
+  attributions, sentence similarity and fine-tuning pickers' selections; the last choices) -> those eight pickers
+  only when the runs with weights have changed, so new runs show up in every section by themselves. A picker with
+  nothing picked gets the view's default picks (`api.view_picks`: the demo zoo's runs that make its point).
 * `/understand_placeholders_on_load` (page load): -> the empty plots and tables, in the reader's language.
 
 What the server writes here (figures, table headers, progress lines, the attention note, picker entries, messages) is in
@@ -71,20 +73,21 @@ MASK = "[MASK]"
 MAX_LAYERS = 12  # the layer slider's range before a run is shown (the base preset's depth); then the run's own
 STREAMS = ("self", "content", "query", "encoder", "decoder", "cross")  # every stream name an AttentionMaps can have
 RUNS_REFRESH_S = 5.0  # new runs with weights show up in the pickers by themselves this often
-# Examples: ordinary English (the classic "apple" example), then sentences in the tiny preset's synthetic corpus's own
-# words (lower case, " ." before the stop), which a run trained for a minute has actually seen.
+# Examples: sentences in the tiny preset's synthetic corpus's own words (lower case, " ." before the stop), which a
+# run trained for a minute has actually seen, first, so that the defaults read without [UNK]; then ordinary English
+# (the classic "apple" example), which only a run trained on English reads.
 FILL_MASK_EXAMPLES = [
     ["the girl eats a red [MASK] in the kitchen ."],
     ["the [MASK] sees a ball in the [MASK] ."],
     ["I ate an [MASK] with my lunch."],
 ]
 SIMILARITY_EXAMPLES = [
-    ["I ate an apple with my lunch.", "She works at Apple in the city.", "apple"],
     ["the girl eats a red apple in the kitchen .", "a farmer sells my apple at the market .", "apple"],
     ["the cook eats a cake in the kitchen .", "the cook buys a ticket at the station .", "cook"],
+    ["I ate an apple with my lunch.", "She works at Apple in the city.", "apple"],
 ]
-ATTENTION_EXAMPLES = [["the cat sees a red ball ."], ["I ate an apple with my lunch."],
-                      ["the girl does not eat the apple ."]]
+ATTENTION_EXAMPLES = [["the cat sees a red ball ."], ["the girl does not eat the apple ."],
+                      ["I ate an apple with my lunch."]]
 
 
 class UnderstandView:
@@ -102,9 +105,15 @@ class UnderstandView:
         """What the fill-mask picker holds until the user picks: runs that can fill a mask, the zoo's best first."""
         return api.fill_mask_picks(self.jobs, MAX_RUNS)
 
+    def embedding_picks(self) -> list[str]:
+        """What the embeddings picker holds until the user picks: the zoo's BERT, GPT, ELMo and T5, else the newest
+        runs."""
+        return api.view_picks(self.jobs, "embeddings", MAX_RUNS)
+
     def refresh(self, fill_runs=None, embedding_runs=None, attention_run=None):
         """The three pickers with the runs that have weights now, keeping the chosen ones that still exist (an empty
-        fill-mask picker gets `fill_picks`, so the demo zoo's BERT-like runs appear there as they finish)."""
+        fill-mask or embeddings picker gets `fill_picks` or `embedding_picks`, so the demo zoo's runs appear there as
+        they finish)."""
         choices = self.run_choices()
         ids = [value for _, value in choices]
         # the help lines as translation markers, strings: Gradio's `/call/` route serializes updates with plain `json`
@@ -112,21 +121,23 @@ class UnderstandView:
         attention = attention_run if isinstance(attention_run, str) and attention_run in ids else (ids[0] if ids
                                                                                                   else None)
         return (gr.update(choices=choices, value=still_listed(fill_runs, ids) or self.fill_picks(), info=info),
-                gr.update(choices=choices, value=still_listed(embedding_runs, ids), info=info),
+                gr.update(choices=choices, value=still_listed(embedding_runs, ids) or self.embedding_picks(),
+                          info=info),
                 gr.update(choices=choices, value=attention,
                           info=marker("understand.run_info" if choices else "understand.no_runs_info")))
 
-    def refresh_if_changed(self, fill_runs=None, embedding_runs=None, attention_run=None, tuned_runs=None,
-                           signature=None, refresh_tuned=None):
-        """The timer's refresh: the three pickers, the fine-tuning picker (`refresh_tuned(tuned_runs)`) and the new
-        signature, or five skips when the runs with weights are the ones the pickers already list."""
+    def refresh_if_changed(self, fill_runs=None, embedding_runs=None, attention_run=None, signature=None,
+                           sections=()):
+        """The timer's refresh: the three pickers, each section's picker (`sections`: (its refresh, its value)
+        pairs) and the new signature, or only skips when the runs with weights are the ones the pickers already
+        list."""
         # the runs listed and the language, not their labels' steps: a training run's checkpoints would redraw every
         # picker (and what follows their changes) every tick; the labels are drawn again when the tab is opened
         now = [[value for _, value in self.run_choices()], current_language()]
         if signature is not None and now == signature:
-            return (gr.skip(),) * 5
-        tuned = refresh_tuned(tuned_runs) if refresh_tuned is not None else gr.skip()
-        return (*self.refresh(fill_runs, embedding_runs, attention_run), tuned, now)
+            return (gr.skip(),) * (4 + len(sections))
+        return (*self.refresh(fill_runs, embedding_runs, attention_run),
+                *(refresh(value) for refresh, value in sections), now)
 
     @staticmethod
     def _run_ids(run_ids, what: api.Message) -> list[str]:
@@ -155,7 +166,7 @@ class UnderstandView:
                                "“{example}”.", mask=MASK, example=FILL_MASK_EXAMPLES[0][0])
         top_k = whole_number(top_k, "Top-k", DEFAULT_TOP_K, 1, 20)
         fill = getattr(api, "fill_mask", None)
-        rows = {row["run_id"]: row for row in api.list_runs(self.jobs)}
+        rows = {row["run_id"]: row for row in api.runs_with_weights(self.jobs)}  # "weights_step": what loads
         results = []
         for index, run_id in enumerate(run_ids):
             progress(index / len(run_ids), desc=tr("understand.progress_filling", run_id=run_id, index=index + 1,
@@ -271,7 +282,7 @@ def build(home, jobs=None, tab=None) -> TabParts:
             gr.Markdown(text("understand.embed_intro"))
             embed_runs = runs_picker(choices, label=text("understand.runs_label"), elem_id="understand-embed-runs",
                                      info="understand.runs_info", no_runs_info="understand.no_runs_info",
-                                     max_runs=MAX_RUNS, scale=4)
+                                     max_runs=MAX_RUNS, value=view.embedding_picks(), scale=4)
             with gr.Row():
                 sentence_a = gr.Textbox(SIMILARITY_EXAMPLES[0][0], label=text("understand.sentence_a"), scale=3,
                                         elem_id="understand-sentence-a")
@@ -389,10 +400,15 @@ def build(home, jobs=None, tab=None) -> TabParts:
     gr.on(None, similarity_examples_for_reader, None, similarity_examples.dataset,
           api_name="understand_similarity_examples_on_load", show_progress="hidden", queue=False)
 
-    def refresh_if_changed(fill, embedding, attention, tuned, signature):
-        return view.refresh_if_changed(fill, embedding, attention, tuned, signature, finetune.refresh)
+    sections = (probing, lens, attributing, sentences, finetune)  # every section's picker follows new runs too
+    section_pickers = [section.picker for section in sections]
 
-    gr.Timer(RUNS_REFRESH_S).tick(refresh_if_changed, [*pickers, finetune.picker, choices_signature],
-                                  [*pickers, finetune.picker, choices_signature], api_name="understand_runs_refresh",
+    def refresh_if_changed(fill, embedding, attention, *picked_and_signature):
+        *picked, signature = picked_and_signature
+        return view.refresh_if_changed(fill, embedding, attention, signature,
+                                       [(section.refresh, value) for section, value in zip(sections, picked)])
+
+    gr.Timer(RUNS_REFRESH_S).tick(refresh_if_changed, [*pickers, *section_pickers, choices_signature],
+                                  [*pickers, *section_pickers, choices_signature], api_name="understand_runs_refresh",
                                   show_progress="hidden", queue=False)
     return TabParts()

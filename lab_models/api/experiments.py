@@ -36,7 +36,8 @@ __all__ = ["SWEEP_X_AXES", "SWEEP_POINT_COLUMNS", "fit_power_law", "parse_sweep_
            "LEADERBOARD_NOTE_COLUMNS", "LEADERBOARD_METRICS", "LEADERBOARD_ACCURACY_PREFIX",
            "LEADERBOARD_DEFAULT_EXAMPLES", "LEADERBOARD_MAX_EXAMPLES", "leaderboard", "leaderboard_corpora",
            "leaderboard_csv", "ZooConfig", "ZooProgress", "ZooRun", "ZooPlan", "DEMO_ZOO", "ZOO_ORDER", "start_zoo",
-           "stop_zoo", "zoo_progress", "list_zoos", "fill_mask_picks"]
+           "stop_zoo", "zoo_progress", "list_zoos", "fill_mask_picks",
+           "view_picks"]
 
 # Scaling sweeps (experiments/sweep.py).
 SWEEP_X_AXES = dict(_sweep.X_AXES)  # "parameters", "flops" -> axis title
@@ -218,11 +219,26 @@ def fill_mask_picks(jobs: RunStore, max_runs: int = 4) -> list[str]:
     """The runs to show first where a model fills masks (the Understand tab before the user picks): the demo zoo's
     finished runs that fill masks best at its budget (BERT, RoBERTa, MPNet, UniLM), then the newest other runs with
     weights of a family that can fill a mask; at most `max_runs`. [] when no run can fill a mask."""
+    return view_picks(jobs, "fill_mask", max_runs)
 
+
+def view_picks(jobs: RunStore, view: str, max_runs: int) -> list[str]:
+    """The runs an Understand view shows before the reader picks: the demo zoo's finished runs of the view's showcase
+    families (`ZOO_SHOWCASES[view]`), in that order, then the newest other runs with weights (for fill-mask only
+    those of a family that can fill a mask), as many as the showcase names and at most `max_runs`; [] when no run
+    has weights. Views: fill_mask, embeddings, sentences, probing, lens, attributions, finetune.
+
+    A view the lab does not have is refused (`LabError`)."""
+    if view not in _zoo.ZOO_SHOWCASES:
+        raise LabError("Unknown view {view!r}: choose one of {views}.", view=view,
+                       views=", ".join(_zoo.ZOO_SHOWCASES))
+    showcase = _zoo.ZOO_SHOWCASES[view]
     rows = runs_with_weights(jobs)  # newest first
     with_weights = {row["run_id"] for row in rows}
     zoo = _zoo.zoo_progress(jobs, DEMO_ZOO)
     by_family = {run.family: run.run_id for run in zoo.runs if run.state == "finished" and run.run_id in with_weights}
-    picks = [by_family[family] for family in _zoo.ZOO_FILL_MASK_SHOWCASE if family in by_family]
-    picks += [row["run_id"] for row in rows if row.get("family") in FILL_MASK_FAMILIES and row["run_id"] not in picks]
-    return picks[:max_runs]
+    picks = [by_family[family] for family in showcase if family in by_family]
+    usable = FILL_MASK_FAMILIES if view == "fill_mask" else None
+    picks += [row["run_id"] for row in rows
+              if (usable is None or row.get("family") in usable) and row["run_id"] not in picks]
+    return picks[:min(len(showcase), max_runs)]

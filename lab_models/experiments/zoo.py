@@ -70,6 +70,17 @@ ZOO_ORDER: tuple[str, ...] = ("gpt", "gpt2", "bert", "t5", "roberta", "albert", 
 # after the tiny budget (benchmarks/bench_zoo.py, exact / right class: BERT 29%/46%, RoBERTa 27%/48%, MPNet 27%/31%,
 # UniLM 25%/35%; ALBERT, ELECTRA's generator and XLNet fill none yet).
 ZOO_FILL_MASK_SHOWCASE: tuple[str, ...] = ("bert", "roberta", "mpnet", "unilm")
+# What each Understand view picks by itself until the reader picks (api.view_picks): the zoo's runs that make the
+# view's point (a bidirectional encoder beside a left-to-right one, the RNN era beside both), as many as shown.
+ZOO_SHOWCASES: dict[str, tuple[str, ...]] = {
+    "fill_mask": ZOO_FILL_MASK_SHOWCASE,
+    "embeddings": ("bert", "gpt", "elmo", "t5"),
+    "sentences": ("bert", "gpt"),
+    "probing": ("bert", "gpt", "elmo"),
+    "lens": ("gpt", "bert"),
+    "attributions": ("bert", "gpt"),
+    "finetune": ("bert", "gpt"),
+}
 ZOO_PRESETS = ("tiny", "small", "medium")
 DEMO_ZOO_PRESET = "tiny"
 
@@ -82,8 +93,8 @@ DEMO_ZOO_PRESET = "tiny"
 #   (the zoo's BERT: MLM 5.27 nats at step 200, 4.94 at 1000, 4.83 at 2000). After its 2000 steps BERT fills the
 #   easy blanks: the determiner that opens a sentence ("[MASK] cat sees a red ball ." -> "the") and the full stop;
 #   29% of 48 unseen one-word blanks exactly, 50% with a word of the right class (nouns and verbs need far longer:
-#   a 3000-step run still fills "the small [MASK] sees" with "the"). ELECTRA and MPNet cost more per step (a generator; two streams):
-#   1500. SpanBERT's span masking and boundary objective make it the slowest Transformer (about 39 ms): 800.
+#   a 3000-step run still fills "the small [MASK] sees" with "the"). ELECTRA and MPNet cost more per step (a
+#   generator; two streams): 1500. SpanBERT's span masking and boundary objective make it the slowest Transformer (about 39 ms): 800.
 # - T5, MASS, XLNet and GLM learn fast per step (their losses halve within 100 steps): 500 to 800.
 # - The RNN era: ELMo (two LSTM directions, about 70 ms a step) 300; ULMFiT's one run holds three stages (LM, LM
 #   fine-tuning, classifier; about 110 ms a step), 300 take its LM off the unigram plateau (5.5 -> 1.1 nats by step

@@ -199,3 +199,24 @@ def test_the_pickers_help_lines_are_translation_markers_that_the_call_route_can_
         picker = json.loads(stream.split("data: ", 1)[1].splitlines()[0])[0]
         assert picker["info"].startswith("__i18n__")
         assert json.loads(picker["info"][len("__i18n__"):])["key"] in ((key,) if isinstance(key, str) else key)
+
+
+@pytest.mark.slow
+@needs_fill_mask
+def test_a_column_names_the_step_of_the_weights_it_used_not_the_runs_step(runs, tmp_path):
+    """A run still training answers from its newest checkpoint: its column says that checkpoint's step, not the step
+    the trainer has reached (status.json)."""
+    import shutil
+
+    from lab_models.training import runs as runs_module
+
+    home = tmp_path / "home"
+    behind = home / "runs" / "bert-behind"
+    shutil.copytree(runs["bert"], behind)
+    (behind / "model.safetensors").unlink()  # no final weights: the checkpoint loads
+    checkpoint_step = json.loads((runs_module.latest_checkpoint(behind) / "state.json").read_text())["step"]
+    status = json.loads((behind / "status.json").read_text())
+    (behind / "status.json").write_text(json.dumps({**status, "state": "stopped", "step": checkpoint_step + 13}))
+    jobs = api.RunStore(home)
+    _, _, results = UnderstandView(home, jobs).fill_mask(["bert-behind"], "the girl eats a red [MASK] .")
+    assert "slots" in results[0] and results[0]["step"] == checkpoint_step

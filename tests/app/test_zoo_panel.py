@@ -14,6 +14,8 @@ import pytest
 from app.compare.tab import CompareView
 from app.explorer import zoo_panel
 from app.leaderboard.tab import LeaderboardView
+from app.understand import (attribution_panel, finetune_panel, lens_panel, probe_panel,
+                            similarity_panel)
 from app.understand.tab import UnderstandView
 from lab_models import api
 from lab_models.api import experiments as api_experiments
@@ -82,7 +84,7 @@ def test_start_shows_the_progress_then_the_trained_zoo(jobs, monkeypatch):
     done = updates(panel.view(started["signature"]))  # something changed: redrawn
     assert done["message"] == zoo_panel.TRAINED
     assert done["start"]["visible"] is False and done["stop"]["visible"] is False
-    assert f"<b>2</b> / 2 {zoo_panel.RUNS_FINISHED} (100%)" in done["progress"]
+    assert f"<b>2</b> / 2 {zoo_panel.RUNS_FINISHED} · 100% of all steps done" in done["progress"]
     # the timer's next tick finds nothing new: every output is skipped
     assert all(update == {"__type__": "update"} for update in panel.view(done["signature"]))
 
@@ -135,8 +137,45 @@ def test_understand_fills_masks_with_the_zoos_bert_like_runs_until_the_user_pick
     assert api.fill_mask_picks(jobs) == [bert, other]  # GPT cannot fill a mask
     assert api.fill_mask_picks(jobs, max_runs=1) == [bert]
     fill, embeddings, attention = view.refresh([], [], None)
-    assert fill["value"] == [bert, other] and embeddings["value"] == []
+    assert fill["value"] == [bert, other] and attention["value"] == other  # the newest run
+    assert embeddings["value"] == [bert, gpt, other]  # the zoo's BERT and GPT (no ELMo, no zoo T5), then the newest
     assert view.refresh([gpt], [], None)[0]["value"] == [gpt]  # the user's pick stays
+
+
+def test_every_understand_section_picks_the_zoos_runs_until_the_user_picks(jobs):
+    """Probing, logit lens, attributions, sentence similarity and fine-tuning open with runs picked (the zoo's that
+    make the view's point, then the newest), never empty while a run has weights; a user's pick stays theirs."""
+    sections = {"probing": probe_panel.ProbeView, "lens": lens_panel.LensView,
+                "attributions": attribution_panel.AttributionView,
+                "sentences": similarity_panel.SentenceSimilarityView, "finetune": finetune_panel.FinetuneView}
+    views = {name: cls(jobs.home, jobs) for name, cls in sections.items()}
+    assert all(view.default_picks() == [] and view.refresh_runs([])["value"] == [] for view in views.values())
+    api.start_zoo(jobs, SMALL_ZOO)
+    wait_for(lambda: api.zoo_progress(jobs, SMALL_ZOO).finished == 2, what="the fake zoo to finish")
+    gpt, bert = (run.run_id for run in api.zoo_progress(jobs, SMALL_ZOO).runs)
+    expected = {"probing": [bert, gpt], "lens": [gpt, bert], "attributions": [bert, gpt], "sentences": [bert, gpt],
+                "finetune": [bert, gpt]}
+    assert {name: view.refresh_runs([])["value"] for name, view in views.items()} == expected
+    assert {name: view.refresh_runs(None)["value"] for name, view in views.items()} == expected
+    assert all(view.refresh_runs([gpt])["value"] == [gpt] for view in views.values())
+    assert views["lens"].refresh_runs([["not", "names"]])["value"] == [gpt, bert]  # an API client's odd value
+    with pytest.raises(ValueError, match="Unknown view 'nothing'"):
+        api.view_picks(jobs, "nothing", 4)
+
+
+def test_the_understand_timer_redraws_every_sections_picker_when_new_runs_appear(jobs):
+    view = UnderstandView(jobs.home, jobs)
+    section = probe_panel.ProbeView(jobs.home, jobs)
+    outputs = view.refresh_if_changed([], [], None, None, [(section.refresh_runs, [])])
+    assert len(outputs) == 5 and outputs[3]["value"] == [] and outputs[4][0] == []
+    signature = outputs[4]
+    assert all(update == {"__type__": "update"}
+               for update in view.refresh_if_changed([], [], None, signature, [(section.refresh_runs, [])]))
+    api.start_zoo(jobs, SMALL_ZOO)
+    wait_for(lambda: api.zoo_progress(jobs, SMALL_ZOO).finished == 2, what="the fake zoo to finish")
+    gpt, bert = (run.run_id for run in api.zoo_progress(jobs, SMALL_ZOO).runs)
+    outputs = view.refresh_if_changed([], [], None, signature, [(section.refresh_runs, [])])
+    assert outputs[3]["value"] == [bert, gpt] and {gpt, bert} <= {value for _, value in outputs[3]["choices"]}
 
 
 def test_rank_the_zoo_without_a_zoo_says_what_to_do(tmp_path):

@@ -72,30 +72,37 @@ def build_parser() -> argparse.ArgumentParser:
                                     "per preset)")
     p.add_argument("--text-column", help="the text column of a --corpus path's .jsonl/.csv/.parquet/datasets files "
                                          "(default: text, content, body, ... or the longest)")
-    p.add_argument("--steps", type=int)
+    p.add_argument("--steps", type=int, help="optimizer steps (default: the preset's, tiny 50, small 2000)")
     p.add_argument("--seed", type=int, help="default 0")
     p.add_argument("--device", help="auto | cpu | cuda | mps (default auto)")
-    p.add_argument("--objective", action="append", default=[], metavar="NAME=WEIGHT")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="settings")
-    p.add_argument("--model", action="append", default=[], metavar="KEY=VALUE")
+    p.add_argument("--objective", action="append", default=[], metavar="NAME=WEIGHT",
+                   help="an objective and its loss weight, repeatable, e.g. nsp=0 or sop=1 (default: the family's)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="settings",
+                   help="a family setting, repeatable, e.g. mask_rate=0.2 or nsp=false (the Train tab lists each "
+                        "family's settings with their defaults)")
+    p.add_argument("--model", action="append", default=[], metavar="KEY=VALUE",
+                   help="a model dimension, repeatable, e.g. d_model=128, n_layers=4, n_heads=4, dropout=0.1 "
+                        "(default: the preset's)")
     p.add_argument("--tokenizer", help="bpe | byte_bpe | wordpiece | unigram (default: the family's)")
-    p.add_argument("--vocab-size", type=int)
-    p.add_argument("--batch-size", type=int)
-    p.add_argument("--seq-len", type=int)
-    p.add_argument("--lr", type=float)
+    p.add_argument("--vocab-size", type=int, help="the tokenizer's vocabulary (default: the preset's, tiny 512)")
+    p.add_argument("--batch-size", type=int, help="rows per step (default: the preset's, tiny 16)")
+    p.add_argument("--seq-len", type=int, help="tokens per row (default: the preset's, tiny 64)")
+    p.add_argument("--lr", type=float, help="peak learning rate of AdamW (default: the preset's, tiny 1e-3)")
     p.add_argument("--schedule", help="cosine | constant (default cosine)")
-    p.add_argument("--warmup-steps", type=int)
-    p.add_argument("--eval-every", type=int)
-    p.add_argument("--eval-batches", type=int)
-    p.add_argument("--checkpoint-every", type=int)
-    p.add_argument("--log-every", type=int)
+    p.add_argument("--warmup-steps", type=int, help="steps of linear warmup (default: the preset's, tiny 5)")
+    p.add_argument("--eval-every", type=int, help="steps between validations (default: the preset's, tiny 25)")
+    p.add_argument("--eval-batches", type=int, help="validation batches per validation (default: the preset's)")
+    p.add_argument("--checkpoint-every", type=int,
+                   help="steps between checkpoints, the points a stopped run resumes from (default: the preset's)")
+    p.add_argument("--log-every", type=int, help="steps between rows of metrics.jsonl (default: the preset's)")
     p.add_argument("--weight-decay", type=float, help="default 0.01")
     p.add_argument("--grad-clip", type=float, help="default 1.0 (0 = off)")
     p.add_argument("--perf", action="append", default=[], metavar="KEY=VALUE",
                    help="speed settings (training/performance.py): precision=auto|bf16|fp32, fused_adamw, compile, "
                         "attention=sdpa|flex, grad_accum=K, activation_checkpointing, prefetch")
     p.add_argument("--on-nonfinite", help="fail (default): a NaN/inf loss fails the run; skip: drop that step")
-    p.add_argument("--resume", action="store_true")
+    p.add_argument("--resume", action="store_true",
+                   help="continue the run in --out from its newest checkpoint with its saved settings")
     p.add_argument("--home", help="the lab home (default: $PRETRAINING_LAB_HOME or ~/.pretraining-lab)")
     p.add_argument("--zoo", help="tag the run as a member of this zoo (python -m lab_models zoo sets it)")
     p.add_argument("--init-from", metavar="RUN",

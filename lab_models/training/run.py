@@ -89,7 +89,7 @@ from lab_models.text.vocab import prepare_tokenizer, token_byte_lengths
 from lab_models.training.config import EXIT_BAD_ARGUMENT, EXIT_FAILED, STATUS_INTERVAL_S, TrainConfig
 from lab_models.objectives.settings import settings_from_dict
 from lab_models.training.cli import build_parser, check_at_least, config_from_args, config_from_run
-from lab_models.training.console import say_error
+from lab_models.training.console import TrainProgress, say, say_error
 from lab_models.home import atomic_write_text
 from lab_models.objectives.translation import TRANSLATION_FAMILIES
 from lab_models.models.rnn.common import DataContext
@@ -413,6 +413,8 @@ def run(config: TrainConfig, source, *, resume: bool) -> int:
 def _run(config: TrainConfig, source, resume: bool, world: _World, out: Path) -> int:
     stop = StopRequest()
     stop.install()
+    if world.is_main:
+        say(f"preparing {out}: the corpus, the tokenizer and the batches")
     created = float(runs.read_config(out).get("created") or time.time()) if resume else time.time()
     step = 0
     status = TokenizingStatus(source.name, _run_status(out, config) if world.is_main else None, stop)
@@ -503,6 +505,8 @@ def _run(config: TrainConfig, source, resume: bool, world: _World, out: Path) ->
             runs.write_status(out, "running", step=trainer.step, total_steps=config.steps, message=Message("training"))
             logger.info("training %s (%d parameters) on %s for %d steps", config.family, model.num_parameters(),
                         world.device, config.steps)
+            say(f"training {config.family} ({model.num_parameters():,} parameters) on {world.device} for "
+                f"{config.steps:,} steps")
     except TokenizingStopped as error:
         message = Message("{reason}; resumable", reason=message_of(error))
         logger.info("%s", message)
@@ -523,6 +527,7 @@ def _run(config: TrainConfig, source, resume: bool, world: _World, out: Path) ->
     last_status = 0.0
     saved_step = trainer.step if checkpoint is not None else -1
     checkpoint_after_eval = False
+    progress = TrainProgress(config.steps, trainer.step, time.monotonic())  # the lines for a person at a terminal
     try:
         for event in trainer.run(should_stop=stop):
             step = event.step
@@ -540,6 +545,9 @@ def _run(config: TrainConfig, source, resume: bool, world: _World, out: Path) ->
                 if checkpoint_now:
                     runs.save_checkpoint(out, model=model, optimizer=trainer.optimizer, state=_state(trainer, config))
                     saved_step = event.step
+                line = progress.step_line(event.step, event.loss, event.tokens_per_s, now=time.monotonic())
+                if line is not None:
+                    say(line)
                 if checkpoint_now or time.monotonic() - last_status >= STATUS_INTERVAL_S:
                     runs.write_status(out, "running", step=event.step, total_steps=config.steps,
                                       message=Message("training"), loss=_finite(event.loss))
@@ -555,6 +563,7 @@ def _run(config: TrainConfig, source, resume: bool, world: _World, out: Path) ->
                     row.update({k: _finite(v) for k, v in addons.evaluate(model).items()})
                 runs.append_metrics(out, row)
                 logger.info("step %d: val loss %.4f, %.4f bits per byte", event.step, event.loss, event.bits_per_byte)
+                say(progress.evaluation_line(event.step, event.loss, event.bits_per_byte))
                 if checkpoint_after_eval:  # the step is complete once its evaluation is logged
                     runs.save_checkpoint(out, model=model, optimizer=trainer.optimizer, state=_state(trainer, config))
                     saved_step, checkpoint_after_eval = event.step, False
@@ -575,6 +584,9 @@ def _run(config: TrainConfig, source, resume: bool, world: _World, out: Path) ->
                 runs.write_status(out, "finished", step=trainer.step, total_steps=config.steps,
                                   message=Message("finished {steps} steps", steps=trainer.step))
             logger.info("%s at step %d", "stopped" if stopped else "finished", trainer.step)
+            for line in progress.end_lines("stopped" if stopped else "finished", trainer.step, out.resolve(),
+                                           now=time.monotonic()):
+                say(line)
         _finish_world(world)
         return 0
     except NonFiniteLossError as error:

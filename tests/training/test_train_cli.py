@@ -61,6 +61,14 @@ def test_bad_arguments_exit_non_zero_with_one_line(tmp_path, capsys, argv, messa
     assert not (tmp_path / "run" / "model.safetensors").exists()
 
 
+def test_every_option_of_the_help_says_what_it_does():
+    parser = train.build_parser()
+    options = [action for action in parser._actions if action.option_strings]
+    assert len(options) > 25
+    assert [action.option_strings[0] for action in options if not action.help] == []
+    assert "optimizer steps (default: the preset's" in parser.format_help()
+
+
 @pytest.mark.slow
 def test_missing_family_exits_through_argparse_with_one_line(tmp_path):
     done = subprocess.run([sys.executable, "-m", "lab_models", "train", "--out", str(tmp_path / "run")],
@@ -76,7 +84,7 @@ def test_sigterm_stops_cleanly_and_resume_finishes_the_run(tmp_path):
     run_dir, home = tmp_path / "run", tmp_path / "home"
     command = [sys.executable, "-m", "lab_models", "train", "--family", "gpt", "--preset", "tiny", "--steps", "3000",
                "--checkpoint-every", "20", "--eval-every", "1000", "--device", "cpu", "--out", str(run_dir)]
-    child = subprocess.Popen(command, env=child_env(home), cwd=REPO, stdout=subprocess.DEVNULL,
+    child = subprocess.Popen(command, env=child_env(home), cwd=REPO, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 120
@@ -93,6 +101,15 @@ def test_sigterm_stops_cleanly_and_resume_finishes_the_run(tmp_path):
     status = json.loads((run_dir / "status.json").read_text())
     stopped_at = status["step"]
     assert status["state"] == "stopped" and 25 <= stopped_at < 3000
+    # a person at the terminal sees it start, its first step, and where the stopped run is
+    said = child.stdout.read().splitlines()
+    assert said[0] == f"preparing {run_dir}: the corpus, the tokenizer and the batches"
+    assert said[1].startswith("training gpt (") and said[1].endswith(" parameters) on cpu for 3,000 steps")
+    assert said[2].startswith("step     1/3000  loss ") and " tokens/s  0 s so far" in said[2]
+    assert said[-2].startswith(f"stopped at step {stopped_at} in ") and said[-2].endswith(
+        f"; the run is in {run_dir.resolve()} (resume with --resume)")
+    assert said[-1] == ("to open it in the app, train it inside a lab home: --out HOME/runs/NAME, then python app.py "
+                        "--home HOME")
     assert (run_dir / "model.safetensors").exists() and (run_dir / "checkpoint").is_dir()
 
     done = subprocess.run([sys.executable, "-m", "lab_models", "train", "--family", "gpt", "--out", str(run_dir),
@@ -101,6 +118,10 @@ def test_sigterm_stops_cleanly_and_resume_finishes_the_run(tmp_path):
     assert done.returncode == 0, done.stderr
     status = json.loads((run_dir / "status.json").read_text())
     assert status["state"] == "finished" and status["step"] == stopped_at + 10
+    said = done.stdout.splitlines()
+    assert said[2].startswith(f"step {stopped_at + 1:>5}/{stopped_at + 10}  loss ")  # the resumed run's first step
+    assert any(line.startswith(f"step {stopped_at + 10:>5}/{stopped_at + 10}  loss ") for line in said)  # the last
+    assert said[-2].startswith(f"finished {stopped_at + 10} steps in ")
     steps = [row["step"] for row in read_rows(run_dir) if row.get("split") == "train"]
     # the stop checkpointed the step it finished, so the resumed process starts right after it: no gap, no repeat
     assert steps == list(range(1, stopped_at + 11))

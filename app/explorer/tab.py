@@ -129,6 +129,15 @@ class MaskExplorer:
     def tokens(self, text: str, tokenizer_kind: str) -> list[str]:
         return self.split(text, tokenizer_kind).tokens
 
+    @staticmethod
+    def limit_families(families):
+        """A tick beyond MAX_FAMILIES is taken back at once, with a note, instead of failing on Draw (the ticks keep
+        their order, so the newest goes)."""
+        if not isinstance(families, list) or len(families) <= MAX_FAMILIES:
+            return gr.skip()
+        gr.Warning(tr("explorer.families_limit", count=MAX_FAMILIES))
+        return gr.update(value=families[:MAX_FAMILIES])
+
     def explore(self, text, tokenizer_kind, families, seed, masked, mode, src_len, order, num_predict, spans,
                 shuffle, two_stream=True):
         families = list(families or [])
@@ -156,7 +165,9 @@ class MaskExplorer:
             except ValueError as error:  # the family's name, then what it says
                 raise api.LabError("{title}: {error}", title=spec.title, error=error) from error
             densities = " · ".join(f"{s}: {stream_density(m):.2f}" for s, m in anatomy.attention.items())
-            used = ", ".join(f"{k}={v}" for k, v in anatomy.choices.items()) or tr("explorer.choices_none")
+            # a choice the drawn mode does not use (UniLM's src_len outside seq2seq) is None: not shown
+            used = (", ".join(f"{k}={v}" for k, v in anatomy.choices.items() if v is not None)
+                    or tr("explorer.choices_none"))
             header = (tr("explorer.header_title", title=spec.title, kind=kind_title(spec.kind)) + "\n"
                       + translate(anatomy.rule) + "\n\n" + tr("explorer.header_density", densities=densities)
                       + "  \n" + tr("explorer.header_choices", used=used))
@@ -229,6 +240,8 @@ def build(home) -> TabParts:
     inputs = [sentence, tokenizer, families, seed, masked, mode, src_len, order, num_predict, spans, shuffle,
               two_stream]
     handler = user_errors(explorer.explore)
+    families.input(explorer.limit_families, families, families, api_name="explorer_families_limit",
+                   show_progress="hidden")
     draw.click(handler, inputs, outputs, api_name="explore_masks", concurrency_limit=None)
     sentence.submit(handler, inputs, outputs, api_name="explore_masks_on_submit")
     resample.click(explorer.resample, seed, seed, api_name="resample_seed").then(

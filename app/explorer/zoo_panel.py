@@ -47,11 +47,13 @@ RUNS_FINISHED = marker("zoo.runs_finished")  # "runs finished", after "<b>5</b> 
 
 
 def zoo_progress_html(progress) -> str:
-    """One bar for the whole zoo, then one row per run: family, state, bar, step / total, loss, bits per byte."""
+    """One bar for the whole zoo (its runs finished, and the share of all its steps done, which the bar draws), then
+    one row per run: family, state, bar, step / total, loss, bits per byte."""
     overall = progress.fraction
     head = (f'<div class="train-progress zoo-overall"><div class="train-progress-head">'
             f'<span class="train-state">{html.escape(tr("zoo.zoo_name", name=progress.name))}</span>'
-            f"<span><b>{progress.finished}</b> / {len(progress.runs)} {RUNS_FINISHED} ({overall:.0%})</span></div>"
+            f"<span><b>{progress.finished}</b> / {len(progress.runs)} {RUNS_FINISHED} · "
+            f"{html.escape(tr('zoo.steps_done', percent=f'{overall:.0%}'))}</span></div>"
 
             f'<div class="train-bar" role="progressbar" aria-valuemin="0" aria-valuemax="100" '
             f'aria-valuenow="{overall * 100:.0f}"><div class="train-bar-fill" style="width:{overall * 100:.1f}%;'

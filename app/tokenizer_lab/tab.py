@@ -131,16 +131,20 @@ class TokenizerLab:
             histograms[kind] = api.token_length_histogram(result.tokenizer)
         progress(1.0, desc=tr("tokenizer.progress_done"))
         proposal = api.propose_vocab_size(list(minimums), [], int(vocab_size), known=minimums) if minimums else None
-        if not results and proposal is None:  # each kind's reason, after its title
-            raise api.LabError.of(api.Joined((api.Message("{kind}: {error}", kind=api.TOKENIZER_KINDS[k], error=m)
-                                              for k, m in failures.items()), " "))
+        # kinds that fail for the same reason share one sentence ("BPE, WordPiece: the vocabulary size ...")
+        same_reason: dict[str, tuple] = {}
+        for kind, message in failures.items():
+            same_reason.setdefault(str(message), (message, []))[1].append(kind)
+        if not results and proposal is None:  # each reason once, after the titles of the kinds it stopped
+            raise api.LabError.of(api.Joined((api.Message("{kind}: {error}", kind=", ".join(
+                api.TOKENIZER_KINDS[k] for k in stopped), error=m) for m, stopped in same_reason.values()), " "))
         status = (tr("tokenizer.status_trained", count=len(results), corpus=corpus_name, size=int(vocab_size))
                   if results else tr("tokenizer.status_none", corpus=corpus_name, size=int(vocab_size)))
         if proposal is not None:
             status += "\n\n⚠️ " + tr("tokenizer.status_proposal", proposal=proposal_text(proposal),
                                       button=use_size_label(proposal.size))
-        for kind, message in failures.items():
-            status += "\n\n⚠️ " + tr("tokenizer.status_failed", kind=tokenizer_title(kind),
+        for message, failed in same_reason.values():
+            status += "\n\n⚠️ " + tr("tokenizer.status_failed", kind=", ".join(tokenizer_title(k) for k in failed),
                                       message=translate(message))
         use_size = gr.update(visible=proposal is not None,
                              value=use_size_label(proposal.size) if proposal else None)

@@ -61,6 +61,11 @@ def test_vocabulary_sizes_and_sweep_sizes_have_bounds(tmp_path):
         api.train_tokenizer("bpe", ["the cat sat"], 10**7)
     with pytest.raises(ValueError, match="from 1 to 262,144, such as 2000; got 1,000,000,000"):
         TokenizerLab(tmp_path).train("synthetic", 10**9, ["bpe"], "the cat")
+    with pytest.raises(ValueError) as refused:  # every kind fails for one reason: the reason is said once
+        TokenizerLab(tmp_path).train("synthetic", 10**9, ["bpe", "byte_bpe", "wordpiece", "unigram"], "the cat")
+    assert str(refused.value) == ("BPE (GPT), Byte-level BPE (GPT-2), WordPiece (BERT), Unigram (ALBERT / XLNet / T5): "
+                                  "The vocabulary size must be a whole number from 1 to 262,144, such as 2000; got "
+                                  "1,000,000,000.")
     with pytest.raises(ValueError, match="d_model must be at most 16,384 and the number of layers at most 256"):
         api.parse_sweep_sizes("32x1,100000x2")
     with pytest.raises(ValueError, match="at most 16,384"):

@@ -237,7 +237,10 @@ def test_the_import_summary_files_and_zoo_progress():
     assert "zoo tiny" in english and "queued (3)" in english and "loss 2.00" in english
     assert "模型库 tiny" in chinese and "排队中（第 3 位）" in chinese and "损失 2.00" in chinese
     assert 'title="训练器以退出码 1 退出"' in chinese and ">GPT<" in chinese  # a family's title is a name
-    assert zoo_panel.RUNS_FINISHED in chinese  # translated by the page itself, as before
+    assert zoo_panel.RUNS_FINISHED in chinese  # a marker: the page translates it
+    # the head's share is of all steps, not of runs, and says so
+    assert "</b> / 2 " in english and " · 50% of all steps done</span>" in english
+    assert " · 已完成全部步数的 50%</span>" in chinese
 
 
 def test_the_scaling_figure_fits_table_and_status():

@@ -50,6 +50,9 @@ from app.tab_parts import TabParts
 logger = logging.getLogger(__name__)
 
 MAX_RUNS = 4
+# The longest prompt the page takes: about 1,000 tokens, what the largest models the lab reads (GPT-2's 1,024
+# positions) can see at once; each column repeats the prompt, so a longer one only makes the page grow.
+MAX_PROMPT_CHARS = 5000
 AUTO = "auto"
 STRATEGIES = ("greedy", "sample", "beam")
 DEFAULTS = {"strategy": "greedy", "temperature": 1.0, "top_k": 0, "top_p": 1.0, "beam_size": 4, "max_new_tokens": 30,
@@ -203,7 +206,11 @@ class CompareView:
         run_ids = self._run_ids(run_ids)
         if prompt is None or not str(prompt).strip():
             raise api.LabError("Type a prompt first: the prompt is empty. For infilling, mark the blank with [MASK] or "
-                               "___; the examples under the prompt show one per mode.")
+                               "___; the examples below the answers show one per mode.")
+        if len(str(prompt)) > MAX_PROMPT_CHARS:
+            raise api.LabError("The prompt is {length:,} characters long: shorten it to at most {limit:,} (about what "
+                               "the largest models here read at once).", length=len(str(prompt)),
+                               limit=MAX_PROMPT_CHARS)
         mode = self._mode(mode)
         options = decoding_options(strategy, temperature, top_k, top_p, beam_size, max_new_tokens, seed, iterations,
                                    blank_length)
@@ -316,11 +323,6 @@ def build(home, jobs=None, tab=None) -> TabParts:
             mode = gr.Radio(mode_choices(), value=AUTO, label=text("compare.mode_label"),
                             info=text("compare.mode_info"))
             generate = gr.Button(text("compare.generate"), variant="primary", elem_id="compare-generate")
-            examples = [[example, mode_name] for mode_name in api.GENERATION_MODES
-                        for example in EXAMPLE_PROMPTS.get(mode_name, [])]
-            example_table = gr.Examples(examples, [prompt, mode], label=text("compare.examples_label"),
-                                        api_name="compare_load_example", examples_per_page=10)
-            examples_for_reader = reader_examples(example_table)
         with gr.Column(scale=2, min_width=320):
             strategy = gr.Radio([(strategy_label(key), key) for key in STRATEGIES], value=DEFAULTS["strategy"],
                                 label=text("compare.decoding_label"), info=text("compare.decoding_info"))
@@ -355,6 +357,12 @@ def build(home, jobs=None, tab=None) -> TabParts:
     # the page's own note, translated; the marker sits inside the HTML (empty_html would escape it)
     output = gr.HTML(f'<div class="cmp-result cmp-empty">{text("compare.empty_output")}</div>',
                      elem_id="compare-output")
+    # the examples under the answers: a long table between the button and the answers would push them off screen
+    examples = [[example, mode_name] for mode_name in api.GENERATION_MODES
+                for example in EXAMPLE_PROMPTS.get(mode_name, [])]
+    example_table = gr.Examples(examples, [prompt, mode], label=text("compare.examples_label"),
+                                api_name="compare_load_example", examples_per_page=10)
+    examples_for_reader = reader_examples(example_table)
     with gr.Accordion(text("compare.raw_accordion"), open=False):
         details = gr.JSON([], label=text("compare.raw_label"))
 

@@ -13,7 +13,7 @@ from gradio_client import Client
 
 from app.compare.figures import (error_column_html, generation_column_html, grid_html, header_html, latest_val_bits,
                                  modes_table_markdown, produced_spans, shade_class, text_with_tokens_html, token_html)
-from app.compare.tab import MAX_RUNS, CompareView, decoding_options, run_label
+from app.compare.tab import MAX_PROMPT_CHARS, MAX_RUNS, CompareView, build, decoding_options, run_label
 from lab_models import api
 from tests.support.tiny_runs import E2E_FAMILIES, trained_runs  # noqa: F401  (the module-scoped fixture)
 
@@ -145,6 +145,33 @@ def generate(client, run_ids, prompt, mode="auto", *, strategy="greedy", tempera
 
 
 @pytest.mark.slow
+def test_a_prompt_longer_than_the_models_read_is_refused_before_any_run_loads(tmp_path):
+    view = CompareView(tmp_path)
+    with pytest.raises(ValueError, match="The prompt is 5,001 characters long: shorten it to at most 5,000"):
+        view.generate(["any-run"], "x" * (MAX_PROMPT_CHARS + 1), "auto", "greedy", 1.0, 0, 1.0, 2, 5, 0, 10, None)
+
+
+def test_the_answers_come_right_after_the_inputs_and_the_examples_below_them(tmp_path):
+    import gradio as gr
+
+    with gr.Blocks() as page:
+        build(tmp_path)
+    config = page.get_config_file()
+    components = {component["id"]: component for component in config["components"]}
+
+    def in_order(node):
+        yield node["id"]
+        for child in node.get("children", []):
+            yield from in_order(child)
+
+    shown = [components[i] for i in in_order(config["layout"]) if i in components]
+    where = {key: next(index for index, component in enumerate(shown) if test(component))
+             for key, test in (("button", lambda c: c["props"].get("elem_id") == "compare-generate"),
+                               ("answers", lambda c: c["props"].get("elem_id") == "compare-output"),
+                               ("examples", lambda c: c["type"] == "dataset"))}
+    assert where["button"] < where["answers"] < where["examples"]
+
+
 def test_the_picker_lists_runs_with_weights(lab_home_dir, trained_runs):
     view = CompareView(lab_home_dir)
     choices = dict((value, label) for label, value in view.run_choices())

@@ -80,7 +80,10 @@ def test_opening_the_understand_tab_refreshes_its_pickers(client, runs):
         api_name="/understand_runs_on_select")
     assert fill["value"] == [runs["bert"]] and attention["value"] == runs["gpt"]
     assert set(runs.values()) <= {value for _, value in embed["choices"]}
-    assert probing["value"] == [runs["gpt"]] and lens["value"] == [] and tuned["value"] == [runs["bert"]]
+    assert probing["value"] == [runs["gpt"]] and tuned["value"] == [runs["bert"]]
+    # a picker left with nothing picked gets the view's default picks (no zoo here: the newest runs)
+    assert len(lens["value"]) == 2 and set(lens["value"]) <= set(runs.values())
+    assert len(sources["value"]) == 2 and set(sources["value"]) <= set(runs.values())
     assert set(runs.values()) <= {value for _, value in sentences["choices"]}
 
 

@@ -36,8 +36,7 @@ __all__ = ["SWEEP_X_AXES", "SWEEP_POINT_COLUMNS", "fit_power_law", "parse_sweep_
            "LEADERBOARD_NOTE_COLUMNS", "LEADERBOARD_METRICS", "LEADERBOARD_ACCURACY_PREFIX",
            "LEADERBOARD_DEFAULT_EXAMPLES", "LEADERBOARD_MAX_EXAMPLES", "leaderboard", "leaderboard_corpora",
            "leaderboard_csv", "ZooConfig", "ZooProgress", "ZooRun", "ZooPlan", "DEMO_ZOO", "ZOO_ORDER", "start_zoo",
-           "stop_zoo", "zoo_progress", "list_zoos", "fill_mask_picks",
-           "view_picks"]
+           "stop_zoo", "zoo_progress", "list_zoos", "fill_mask_picks", "view_picks"]
 
 # Scaling sweeps (experiments/sweep.py).
 SWEEP_X_AXES = dict(_sweep.X_AXES)  # "parameters", "flops" -> axis title

@@ -94,7 +94,8 @@ DEMO_ZOO_PRESET = "tiny"
 #   easy blanks: the determiner that opens a sentence ("[MASK] cat sees a red ball ." -> "the") and the full stop;
 #   29% of 48 unseen one-word blanks exactly, 50% with a word of the right class (nouns and verbs need far longer:
 #   a 3000-step run still fills "the small [MASK] sees" with "the"). ELECTRA and MPNet cost more per step (a
-#   generator; two streams): 1500. SpanBERT's span masking and boundary objective make it the slowest Transformer (about 39 ms): 800.
+#   generator; two streams): 1500. SpanBERT's span masking and boundary objective make it the slowest Transformer
+#   (about 39 ms): 800.
 # - T5, MASS, XLNet and GLM learn fast per step (their losses halve within 100 steps): 500 to 800.
 # - The RNN era: ELMo (two LSTM directions, about 70 ms a step) 300; ULMFiT's one run holds three stages (LM, LM
 #   fine-tuning, classifier; about 110 ms a step), 300 take its LM off the unigram plateau (5.5 -> 1.1 nats by step

@@ -144,7 +144,6 @@ def generate(client, run_ids, prompt, mode="auto", *, strategy="greedy", tempera
     return page, details
 
 
-@pytest.mark.slow
 def test_a_prompt_longer_than_the_models_read_is_refused_before_any_run_loads(tmp_path):
     view = CompareView(tmp_path)
     with pytest.raises(ValueError, match="The prompt is 5,001 characters long: shorten it to at most 5,000"):
@@ -172,6 +171,7 @@ def test_the_answers_come_right_after_the_inputs_and_the_examples_below_them(tmp
     assert where["button"] < where["answers"] < where["examples"]
 
 
+@pytest.mark.slow
 def test_the_picker_lists_runs_with_weights(lab_home_dir, trained_runs):
     view = CompareView(lab_home_dir)
     choices = dict((value, label) for label, value in view.run_choices())

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import html
 import json
+import logging
 import re
 import textwrap
 
@@ -21,6 +22,8 @@ from lab_models import api
 
 from app.i18n.language import current_language, text, tr
 from app.inputs import finite
+
+logger = logging.getLogger(__name__)
 
 # ------------------------------------------------------------------------------------------------ colours and font
 
@@ -354,6 +357,39 @@ def one_event(*handlers) -> tuple:
         return results[0] if len(results) == 1 else tuple(results)
 
     return run, inputs, outputs
+
+
+LANGUAGE_SWITCH_SUFFIX = "_on_language_switch"  # app/main.py redraws these after the header's switch
+
+
+def redrawn_on_language_switch(name: str, outputs, *computed_by) -> None:
+    """A view computed by a button (an answer, a ranking, a probe) drawn again in the new language after the header's
+    switch. Each of `computed_by` is (fn, inputs, triggers), e.g. (view.generate, [runs, prompt], [button.click,
+    box.submit]): its triggers also keep which one was pressed and with what inputs in the page's session (a
+    `gr.State`, a listener that only copies them), and an event `<name>_on_language_switch` runs the last one pressed
+    on those inputs again, to `outputs`. app/main.py `redraw_after_language_switch` runs it when its tab is shown
+    after a switch (or when its tab is next opened); it changes nothing before the view was first computed, or when
+    running it again fails (the old drawing stays: a switch shows no error). It computes again rather than translating
+    the old drawing: the lab's answers are deterministic for their inputs (seeded), and most are cached."""
+    outputs = _as_list(outputs)
+    pressed = gr.State(None)  # [which of computed_by, its inputs]
+    for index, (_, inputs, triggers) in enumerate(computed_by):
+        gr.on(triggers, lambda *values, index=index: [index, list(values)], _as_list(inputs), pressed,
+              api_name=f"{name}_inputs_kept" + (f"_{index}" if index else ""), show_progress="hidden", queue=False)
+
+    def again(last):
+        unchanged = gr.skip() if len(outputs) == 1 else (gr.skip(),) * len(outputs)
+        if not last:
+            return unchanged
+        index, values = last
+        try:
+            return computed_by[index][0](*values)
+        except Exception as error:  # noqa: BLE001 - the old drawing stays; the reader asked for a language only
+            logger.info("%s was not drawn again in the new language: %s", name, error)
+            return unchanged
+
+    redraw = gr.Button(visible="hidden", elem_id=f"{name.replace('_', '-')}-language-redraw")
+    redraw.click(again, pressed, outputs, api_name=f"{name}{LANGUAGE_SWITCH_SUFFIX}", show_progress="hidden")
 
 
 def _as_list(components) -> list:

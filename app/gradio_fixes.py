@@ -1,4 +1,5 @@
-r"""Four changes to Gradio 6.31's frontend that keep an open page light during a long demo, and the ASGI middleware
+r"""Five changes to Gradio 6.31's frontend, four that keep an open page light during a long demo and one that keeps
+what an event drew through a change of language, and the ASGI middleware
 that makes them as the page and its bundles leave the server (`GradioFixesMiddleware`, mounted by
 `app.main.launch_kwargs`).
 
@@ -40,10 +41,15 @@ every change then leaves Gradio's code as it is, and the page works as Gradio ma
    (two runs of benchmarks/bench_page.py's `probe`): the language switch's median is 0.40 to 0.43 s with it and
    0.54 s without; the browser's main thread per probe (seven tab clicks and back, two switches) 3.9 to 4.1 s with
    it and 4.3 s without.
+5. **A change of language puts the first value back** (`with_set_data_fix`, on `src-<hash>.js`). A component whose
+   value held a translation marker when the page was built (Compare's "pick runs" note, a status line) keeps that
+   marker and, at every change of language, sets the marker's text as its value again, even after an event has drawn
+   something else there: the header's switch emptied Compare's answers. The changed `set_data` forgets a prop's
+   marker when an update sets the prop to a value without one; a value with a marker is translated as before.
 
 Gradio places `launch(head=...)` after its app has loaded, too late for the first change, so the middleware writes
-`FIXES_SCRIPT` into the HTML of Gradio's page itself, and changes the two bundles as they leave the server (whole and
-uncompressed, then Gradio's own compression applies).
+`FIXES_SCRIPT` into the HTML of Gradio's page itself, and changes the three bundles as they leave the server (whole
+and uncompressed, then Gradio's own compression applies).
 
 Re-deriving the patterns for a new Gradio release. The bundles are the installed package's files under
 `<site-packages>/gradio/templates/frontend/assets/` (`python -c "import gradio, pathlib;
@@ -60,10 +66,13 @@ and only the shape is written out.
 4. `core-<hash>.js`: search `` `value`in `` inside `async update_state(`; the statement that reads back when the
    update has no value goes into `READ_BACK_SHAPE`, and `READ_BACK_FIXED` keeps its groups. `READ_BACK_BUNDLE_PATH`
    names the bundle's file.
-Then run `python -m pytest tests/app/test_page_cost.py` (each shape matches Gradio's files exactly once, nothing else is
-touched, the changed bundles parse with node, the served page and bundles carry the changes) and
-`tests/app/test_browser.py` (the idle page asks for no frames, redrawn plots are purged), and raise requirements.txt's
-Gradio range to the release checked.
+5. Search every `*.js` for `set_data(e){for(` (it lives in one of the `src-<hash>.js` bundles): copy its first
+   statement into `SET_DATA_SHAPE`; `SET_DATA_FIXED` keeps its groups. `SET_DATA_BUNDLE_PATH` names the bundles'
+   files (the others of that name pass unchanged).
+Then run `python -m pytest tests/app/test_page_cost.py tests/app/i18n/test_language_switch.py` (each shape matches
+Gradio's files exactly once, nothing else is touched, the changed bundles parse with node, the served page and bundles
+carry the changes) and `tests/app/test_browser.py` (the idle page asks for no frames, redrawn plots are purged, the
+switch keeps Compare's answers), and raise requirements.txt's Gradio range to the release checked.
 """
 from __future__ import annotations
 
@@ -174,9 +183,31 @@ def with_read_back_fix(bundle: bytes) -> bytes:
     return READ_BACK_SHAPE.sub(READ_BACK_FIXED, bundle, count=1)
 
 
+# ------------------------------------------------------------------ 5: a drawn value kept (src-<hash>.js)
+# Gradio 6.31's `set_data(e)`, minified: each prop of an update is translated (and its marker remembered for the next
+# change of language) when it holds a translation marker, and set as it is otherwise, its old marker still remembered.
+SET_DATA_SHAPE = re.compile(
+    rb"set_data\(([\w$]+)\)\{for\(let ([\w$]+) in \1\)\{let ([\w$]+)=\1\[\2\],([\w$]+)=([\w$]+)\(\3\)\?"
+    rb"this\._translate_and_store\(this\.shared_props\.includes\(\2\)\?`shared`:`props`,\2,\3\):\3;")
+# the same, forgetting the old marker of a prop set to a value without one
+SET_DATA_FIXED = (rb"set_data(\1){for(let \2 in \1){let \3=\1[\2],\4=\5(\3)?this._translate_and_store("
+                  rb"this.shared_props.includes(\2)?`shared`:`props`,\2,\3):(delete this.translatable_props["
+                  rb"(this.shared_props.includes(\2)?`shared`:`props`)+`.`+\2],\3);")
+# the bundle that holds it ("/assets/src-DcSdoR3U.js")
+SET_DATA_BUNDLE_PATH = re.compile(r"/assets/src-[\w-]+\.js$")
+
+
+def with_set_data_fix(bundle: bytes) -> bytes:
+    """Gradio's `src-<hash>.js` with its `set_data` (SET_DATA_SHAPE) forgetting a prop's translation marker when an
+    update sets the prop to a value without one; unchanged when the bundle has no such method (another Gradio
+    release) or has it fixed already."""
+    return SET_DATA_SHAPE.sub(SET_DATA_FIXED, bundle, count=1)
+
+
 # ------------------------------------------------------------------ the middleware
 # Gradio's bundles that leave the server changed, and how
-CHANGED_BUNDLES = ((STATUS_BUNDLE_PATH, with_status_fix), (READ_BACK_BUNDLE_PATH, with_read_back_fix))
+CHANGED_BUNDLES = ((STATUS_BUNDLE_PATH, with_status_fix), (READ_BACK_BUNDLE_PATH, with_read_back_fix),
+                   (SET_DATA_BUNDLE_PATH, with_set_data_fix))
 
 
 # a request for the changed bundle asks for it whole and uncompressed: the server's copy is the one changed
@@ -188,8 +219,8 @@ _STALE_HEADERS = {b"content-length", b"etag", b"last-modified", b"accept-ranges"
 class GradioFixesMiddleware:
     """ASGI middleware: GET responses with an HTML body (Gradio's page, at "/" or a page of a multipage app) get
     FIXES_SCRIPT in their <head>; Gradio's bundles of CHANGED_BUNDLES get their change (`Blocks-<hash>.js`
-    `with_status_fix`, `core-<hash>.js` `with_read_back_fix`). Other responses pass through untouched and
-    unbuffered."""
+    `with_status_fix`, `core-<hash>.js` `with_read_back_fix`, `src-<hash>.js` `with_set_data_fix`). Other responses
+    pass through untouched and unbuffered."""
 
     def __init__(self, app):
         self.app = app

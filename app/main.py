@@ -26,7 +26,7 @@ from lab_models import api
 
 from app.compare import tab as compare_tab
 from app.corpora import tab as corpora_tab
-from app.display import element_id, follow_tabs, tabs_holding
+from app.display import LANGUAGE_SWITCH_SUFFIX, element_id, follow_tabs, tabs_holding
 from app.errors import keep_outputs_on_failure
 from app.explorer import tab as explorer_tab, zoo_panel
 from app.gradio_fixes import GradioFixesMiddleware
@@ -117,7 +117,7 @@ def redraw_after_language_switch(demo: gr.Blocks, switched) -> None:
     groups: dict = {}  # top-level tab (None: outside every tab) -> [(dependency, name, runs on its own select)]
     for dependency in list(demo.fns.values()):
         name = dependency.api_name or ""
-        if dependency.fn is None or not (name.endswith("_on_load") or name.endswith("_on_select")):
+        if dependency.fn is None or not name.endswith(("_on_load", "_on_select", LANGUAGE_SWITCH_SUFFIX)):
             continue
         if name.endswith("_on_select"):
             selected = [demo.blocks.get(block_id) for block_id, _ in dependency.targets]
@@ -127,7 +127,8 @@ def redraw_after_language_switch(demo: gr.Blocks, switched) -> None:
             holders = {id(tabs[0]) if tabs else None: (tabs[0] if tabs else None)
                        for tabs in (tabs_holding(output) for output in dependency.outputs)}
             home, own = (next(iter(holders.values())) if len(holders) == 1 else None), False
-        groups.setdefault(home, []).append((dependency, name.removesuffix("_on_load"), own))
+        groups.setdefault(home, []).append((dependency, name.removesuffix("_on_load").removesuffix(
+            LANGUAGE_SWITCH_SUFFIX), own))
     tabs = []
     for home, events in groups.items():
         if home is None:

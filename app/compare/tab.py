@@ -40,7 +40,7 @@ from lab_models import api
 
 from app.compare.figures import (error_column_html, generation_column_html, grid_html, latest_val_bits, mode_title,
                                  modes_table_markdown)
-from app.display import PICKER_MIN_WIDTH
+from app.display import PICKER_MIN_WIDTH, redrawn_on_language_switch
 from app.errors import user_errors
 from app.i18n.language import current_language, reader_examples, text, tr
 from app.i18n.messages import translate
@@ -371,6 +371,8 @@ def build(home, jobs=None, tab=None) -> TabParts:
     handler = user_errors(view.generate)
     generate.click(handler, inputs, [output, details], api_name="compare_generate")
     prompt.submit(handler, inputs, [output, details], api_name="compare_generate_on_submit")
+    redrawn_on_language_switch("compare_answers", [output, details],
+                               (view.generate, inputs, [generate.click, prompt.submit]))
     strategy.change(view.decoding_controls, strategy, [temperature, top_k, top_p, beam_size],
                     api_name="compare_decoding_controls", show_progress="hidden")
     refresh_runs = user_errors(view.refresh)

@@ -29,6 +29,7 @@ from plotly.subplots import make_subplots
 from app.display import FONT, cjk_empty_figure, family_color
 from app.i18n.language import tr
 from app.i18n.messages import translate
+from app.understand.probe_figures import layer_name_title, probe_stream_title
 
 MISSING = "—"
 # column of api.leaderboard -> (header in the page (English), whether lower is better); accuracy_<task> columns are
@@ -44,6 +45,12 @@ TABLE_KEYS = ("run", "family", "predicts", "preset", "corpus", "steps", "trainin
               "parameters")  # "col_<key>"
 ACCURACY_PREFIX = "accuracy_"
 BASELINE_PREFIX = "baseline_"  # api.leaderboard's baseline_<score> columns
+# each column's width in the page, in pixels: the table's base and score columns fit a 1400-pixel window without a
+# horizontal scroll, every header word on one line (a cell wraps; a run id breaks after a hyphen)
+COLUMN_WIDTHS = {"run": 206, "family": 78, "predicts": 108, "preset": 66, "corpus": 84, "steps": 60,
+                 "training_tokens": 84, "parameters": 96, "val_bits_per_byte": 88, "fill_mask_accuracy": 88,
+                 "infill_exact_match": 68, "probe_accuracy": 80, "best_probe_layer": 96}
+TASK_COLUMN_WIDTH = 92  # a fine-tuning task's accuracy column, after the others
 PREDICTS_ORDER = ("next_token", "masked_tokens", "permuted_tokens", "spans", "translation", "tags", "other")
 BAR_HEIGHT = 30  # pixels per run in the figure
 
@@ -190,6 +197,27 @@ def _baseline_cell(values) -> str:
     return low if low == high else f"{low}–{high}"
 
 
+def probe_layer_cell(row) -> str:
+    """The best probe layer of a leaderboard row in the reader's language, from its parts: the layer ("block 2"),
+    after its stream where a model has several ("content stream: block 1"; a T5 layer's name says "decoder"); the
+    English of `best_probe_layer` where a frame has no parts; "—" where the run has no probe. The depth is left to
+    the Probing view: the zoo's models are equally deep."""
+    layer_name = row.get("best_probe_layer_name")
+    if not (isinstance(layer_name, str) and layer_name):
+        return str(row.get("best_probe_layer") or "") or MISSING
+    stream = str(row.get("best_probe_stream") or "")
+    layer = layer_name_title(layer_name)
+    if stream in ("", "self") or layer_name.startswith(stream):
+        return layer
+    return tr("leaderboard.probe_layer_cell", stream=probe_stream_title(stream), layer=layer)
+
+
+def column_widths() -> list[str]:
+    """The table's column widths for gr.Dataframe, in `display_table`'s order of its columns (a table without a probe
+    column shifts the task columns one to the left; they are as wide)."""
+    return [f"{width}px" for width in COLUMN_WIDTHS.values()] + [f"{TASK_COLUMN_WIDTH}px"] * 8
+
+
 def display_table(frame: pd.DataFrame) -> pd.DataFrame:
     """The leaderboard as the page shows it (`ordered`): readable headers, what each family's bits per byte are
     measured on, rounded scores, "— (k)" for a missing one (reason k is under the table, `notes_markdown`), and a
@@ -216,7 +244,7 @@ def display_table(frame: pd.DataFrame) -> pd.DataFrame:
             return format_score(row[name]) + (f" ({number})" if number else "")
 
         shown += [score(name) for name in scores]
-        shown += [str(row["best_probe_layer"]) or MISSING] if probed else []
+        shown += [probe_layer_cell(row)] if probed else []
         shown += [score(name) for name in tasks]
         rows.append(shown)
     if len(frame):

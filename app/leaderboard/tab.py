@@ -18,9 +18,10 @@ Endpoints (every event has an `api_name`, so `gradio_client` can drive the tab):
   `/leaderboard_compute`, for the runs of that zoo only (lab_models/experiments/zoo.py: one run per family, one corpus).
 * `/leaderboard_refresh` (a timer, every few seconds): (corpus, zoo, the last signature) -> the corpus picker, the
   zoo picker and its row, only when the corpora with runs or the zoos have changed.
-* `/leaderboard_on_select` (opening the tab, one event): (the current corpus, the table shown) -> the corpus picker
-  as `/leaderboard_corpora_list`, then the empty table and figure, redrawn in the reader's language while nothing has
-  been computed (the page is built before anyone reads it; a computed table stays).
+* `/leaderboard_on_select` (opening the tab, one event): (the current corpus, the current zoo, the table shown) ->
+  the corpus picker as `/leaderboard_corpora_list`, the zoo's row, its picker (with how many runs have finished) and
+  the timer's signature, then the empty table and figure, redrawn in the reader's language while nothing has been
+  computed (the page is built before anyone reads it; a computed table stays).
 
 What the handlers write (status, table headers, notes, figure titles and legend, progress lines, the zoo picker's
 labels) is in the reader's language (app/i18n/language.py `tr`, app/i18n/messages.py for `lab_models`' reasons); run
@@ -35,11 +36,11 @@ import pandas as pd
 
 from lab_models import api
 
-from app.display import PICKER_MIN_WIDTH, cjk_empty_figure, one_event
+from app.display import PICKER_MIN_WIDTH, cjk_empty_figure, one_event, redrawn_on_language_switch
 from app.errors import user_errors
 from app.i18n.language import current_language, marker, text, tr
 from app.inputs import whole_number
-from app.leaderboard.figures import display_table, leaderboard_figure, notes_markdown
+from app.leaderboard.figures import COLUMN_WIDTHS, column_widths, display_table, leaderboard_figure, notes_markdown
 from app.tab_parts import TabParts
 
 logger = logging.getLogger(__name__)
@@ -52,7 +53,7 @@ CORPUS_INFO = marker("leaderboard.corpus_info")  # "the corpora that have runs w
 ALL_CORPORA_LABEL = marker("leaderboard.all_corpora")
 EXAMPLE_CHOICES = (8, 256)  # the range of the held-out sentences slider
 REFRESH_S = 5.0  # the corpus and zoo pickers follow new runs this often
-PLACEHOLDER_COLUMNS = ("run", "family", "val_bits_per_byte")  # the empty table's headers: "col_<name>"
+PLACEHOLDER_COLUMNS = tuple(COLUMN_WIDTHS)  # the empty table's headers ("col_<name>"): the computed table's first
 
 
 def corpus_choices(corpora: list[str]) -> list[tuple[str, str]]:
@@ -113,7 +114,8 @@ class LeaderboardView:
 
     def refresh_if_changed(self, corpus=None, zoo=None, signature=None):
         """The timer's refresh: (corpus picker, zoo row, zoo picker, signature), all skipped when neither the
-        corpora with runs nor the zoos have changed."""
+        corpora with runs nor the zoos have changed. Opening the tab calls it with no signature: everything is
+        drawn at once, the zoo's row and its count of finished runs included."""
         corpora, zoos = self.corpora(), self.zoos()
         now = [corpora, [[z["name"], z["runs"], z["finished"]] for z in zoos], current_language()]  # the switch too
         if signature is not None and now == signature:
@@ -208,8 +210,8 @@ def build(home, jobs=None, tab=None) -> TabParts:
         rank_zoo = gr.Button(text("leaderboard.rank_zoo"), variant="secondary", scale=1, elem_id="leaderboard-rank-zoo")
     status = gr.Markdown(text("leaderboard.pick"), elem_id="leaderboard-status")
     table = gr.Dataframe(view.placeholder_table(), interactive=False,
-                         label=text("leaderboard.table"), elem_id="leaderboard-table",
-                         buttons=["fullscreen", "copy"])
+                         label=text("leaderboard.table"), elem_id="leaderboard-table", wrap=True,
+                         column_widths=column_widths(), max_height=960, buttons=["fullscreen", "copy"])
     notes = gr.Markdown("", elem_id="leaderboard-notes")
     download = gr.File(None, label=text("leaderboard.csv"),
                        interactive=False, elem_id="leaderboard-csv")
@@ -221,13 +223,22 @@ def build(home, jobs=None, tab=None) -> TabParts:
                   api_name="leaderboard_compute")
     rank_zoo.click(user_errors(view.rank_zoo), [zoo, max_examples, seed], [status, table, notes, plot, download],
                    api_name="leaderboard_rank_zoo")
+    # the last ranking in the new language after the header's switch: computed again from its cached scores
+    redrawn_on_language_switch("leaderboard_table", [status, table, notes, plot, download],
+                               (view.compute, [corpus, max_examples, seed], [compute.click]),
+                               (view.rank_zoo, [zoo, max_examples, seed], [rank_zoo.click]))
     signature = gr.State(None)
     gr.Timer(REFRESH_S).tick(view.refresh_if_changed, [corpus, zoo, signature], [corpus, zoo_row, zoo, signature],
                              api_name="leaderboard_refresh", show_progress="hidden", queue=False)
     refresh_corpora = user_errors(view.refresh)
     refresh.click(refresh_corpora, corpus, corpus, api_name="leaderboard_corpora_list")
     if tab is not None:
-        # the corpus picker, and the empty table and plot in the reader's language: one event (app/display.py)
-        tab.select(*one_event((refresh_corpora, corpus, corpus), (user_errors(view.placeholder), table, [table, plot])),
+        # the corpus picker, the zoo's row with its count, and the empty table and plot in the reader's language, at
+        # once rather than at the timer's next tick: one event (app/display.py)
+        def open_pickers(chosen_corpus, chosen_zoo):
+            return view.refresh_if_changed(chosen_corpus, chosen_zoo, None)
+
+        tab.select(*one_event((user_errors(open_pickers), [corpus, zoo], [corpus, zoo_row, zoo, signature]),
+                              (user_errors(view.placeholder), table, [table, plot])),
                    api_name="leaderboard_on_select", show_progress="hidden")
     return TabParts()

@@ -19,6 +19,7 @@ import gradio as gr
 
 from lab_models import api
 
+from app.display import redrawn_on_language_switch
 from app.errors import user_errors
 from app.i18n.language import text, tr
 from app.inputs import picked_runs, whole_number
@@ -135,4 +136,6 @@ def build(home, jobs=None, files: FigureFiles | None = None) -> SectionPicker:
     sentence.submit(explain, inputs, [chips, table, download], api_name="understand_attributions_on_submit")
     gr.on(None, placeholders, None, chips, api_name="understand_attributions_placeholders_on_load",
           show_progress="hidden", queue=False)
+    redrawn_on_language_switch("understand_attributions", [chips, table, download],
+                               (explain, inputs, [button.click, sentence.submit]))
     return SectionPicker.of(view, sources)

@@ -20,6 +20,7 @@ import gradio as gr
 
 from lab_models import api
 
+from app.display import redrawn_on_language_switch
 from app.errors import user_errors
 from app.i18n.language import text, tr
 from app.inputs import picked_runs, whole_number
@@ -110,4 +111,6 @@ def build(home, jobs=None, choices=None, files: FigureFiles | None = None) -> Se
     sentence.submit(lens, [runs, sentence, top_k], outputs, api_name="understand_lens_on_submit")
     gr.on(None, placeholders, None, plot, api_name="understand_lens_placeholders_on_load", show_progress="hidden",
           queue=False)
+    redrawn_on_language_switch("understand_lens", outputs, (lens, [runs, sentence, top_k], [button.click,
+                                                                                          sentence.submit]))
     return SectionPicker.of(view, runs)

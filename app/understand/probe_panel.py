@@ -19,6 +19,7 @@ import gradio as gr
 
 from lab_models import api
 
+from app.display import redrawn_on_language_switch
 from app.errors import user_errors
 from app.i18n.language import text, tr
 from app.inputs import picked_runs, whole_number
@@ -99,4 +100,6 @@ def build(home, jobs=None, choices=None, files: FigureFiles | None = None) -> Se
     button.click(user_errors(view.probe), [runs, task, seed], [plot, table, download], api_name="understand_probe")
     gr.on(None, placeholders, None, [plot, table], api_name="understand_probe_placeholders_on_load",
           show_progress="hidden", queue=False)
+    redrawn_on_language_switch("understand_probe", [plot, table, download],
+                               (user_errors(view.probe), [runs, task, seed], [button.click]))
     return SectionPicker.of(view, runs)

@@ -22,6 +22,7 @@ import gradio as gr
 
 from lab_models import api
 
+from app.display import redrawn_on_language_switch
 from app.errors import user_errors
 from app.i18n.language import text, tr
 from app.i18n.messages import translate
@@ -102,3 +103,5 @@ def build(jobs, tab=None) -> None:
     # the page is built before any reader: draw the empty table again, in the reader's language, when it loads
     gr.on(None, empty_table, None, table, api_name="understand_routing_table_on_load", show_progress="hidden",
           queue=False)
+    redrawn_on_language_switch("understand_routing", [chips, note, table], (show, [run, sentence], [button.click,
+                                                                                                  sentence.submit]))

@@ -26,7 +26,7 @@ import pandas as pd
 
 from lab_models import api
 
-from app.display import compact_empty_figure
+from app.display import compact_empty_figure, redrawn_on_language_switch
 from app.errors import user_errors
 from app.i18n.language import text, tr
 from app.inputs import picked_runs, whole_number
@@ -127,4 +127,6 @@ def build(home, jobs=None, choices=None) -> SectionPicker:
     # the page is built before any reader: draw the empty views again, in the reader's language, when it loads
     gr.on(None, placeholders, None, [heatmaps, bars, table], api_name="understand_sentences_placeholders_on_load",
           show_progress="hidden", queue=False)
+    redrawn_on_language_switch("understand_sentences", [heatmaps, bars, table],
+                               (user_errors(view.compare), [runs, pooling, per_topic], [button.click]))
     return SectionPicker.of(view, runs)

@@ -52,7 +52,7 @@ import gradio as gr
 
 from lab_models import api
 
-from app.display import cjk_empty_figure, one_event
+from app.display import cjk_empty_figure, one_event, redrawn_on_language_switch
 from app.errors import user_errors
 from app.i18n.language import current_language, marker, reader_examples, text, tr
 from app.i18n.messages import translate
@@ -399,6 +399,20 @@ def build(home, jobs=None, tab=None) -> TabParts:
           show_progress="hidden", queue=False)
     gr.on(None, similarity_examples_for_reader, None, similarity_examples.dataset,
           api_name="understand_similarity_examples_on_load", show_progress="hidden", queue=False)
+    # after the header's switch, what was computed is computed again in the new language (after the placeholders)
+    redrawn_on_language_switch("understand_fill_mask", fill_outputs, (fill, fill_inputs, [fill_button.click,
+                                                                                       fill_text.submit]))
+
+    def similarity_and_projection(runs, first, second, chosen_word, projected_words):
+        return (*similarity(runs, first, second, chosen_word), projection(runs, projected_words, chosen_word))
+
+    redrawn_on_language_switch("understand_similarity", [*similarity_outputs, projection_plot],
+                               (similarity_and_projection, [*similarity_inputs, projected], [embed_button.click]),
+                               (lambda *values: (*similarity(*values), gr.skip()), similarity_inputs,
+                                [word.submit]))
+    redrawn_on_language_switch("understand_attention", attention_outputs,
+                               (attention, attention_inputs, [attention_button.click, attention_sentence.submit,
+                                                              stream.input, layer.release]))
 
     sections = (probing, lens, attributing, sentences, finetune)  # every section's picker follows new runs too
     section_pickers = [section.picker for section in sections]

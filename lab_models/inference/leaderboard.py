@@ -53,7 +53,9 @@ The metrics, and how each deviates from the papers' own evaluations
   object, adverb, place) is most accurate on held-out sentences, and that accuracy; the probe's data are the
   synthetic corpus's whatever the run's corpus. Roles rather than the part-of-speech tags: in this grammar the word
   alone decides its tag, so every layer of every run (and its untrained control) scores alike on tags, while a role
-  needs the context. Deviation: one probe per layer on a few thousand words, not the papers' treebanks.
+  needs the context. Deviation: one probe per layer on a few thousand words, not the papers' treebanks. The layer
+  is also given in parts (best_probe_stream, best_probe_layer_name, best_probe_depth) for a page that writes it in
+  its reader's language.
 - **accuracy_<task>**: the best validation accuracy of the *finished* fine-tunings of this run on that task
   (lab_models/inference/finetuning/run.py `finetune_leaderboard`); NaN when it has none. Different fine-tuning budgets
   are not equalised here: the Understand tab's fine-tuning decides them.
@@ -129,14 +131,16 @@ PREDICTS = {"gpt": "next_token", "gpt2": "next_token", "elmo": "next_token", "ul
 PREDICTS_ORDER = ("next_token", "masked_tokens", "permuted_tokens", "spans", "translation", "tags", "other")
 REFERENCE_CHARACTERS = 200_000  # the training text the trivial baselines count tokens and words in
 NOTE_COLUMNS = ["fill_mask_note", "infill_note", "probe_note"]
+# best_probe_layer's parts (empty where the run has no probe): the page writes the layer in the reader's language
+PROBE_LAYER_COLUMNS = ["best_probe_stream", "best_probe_layer_name", "best_probe_depth"]
 ACCURACY_PREFIX = "accuracy_"  # + the fine-tuning task's name: one column per task
 # the scores a plot shows, with whether lower is better
 METRIC_COLUMNS = {"val_bits_per_byte": True, "fill_mask_accuracy": False, "infill_exact_match": False,
                   "probe_accuracy": False}
 PROBE_TASK = "roles"  # the probe the table ranks (the module docstring says why not the tags)
 CACHE_FILE = "leaderboard.json"
-CACHE_VERSION = 4  # bump when the evaluation rules change, so cached scores are recomputed (4: framing, baselines,
-#   the probe columns)
+CACHE_VERSION = 5  # bump when the evaluation rules change, so cached scores are recomputed (4: framing, baselines,
+#   the probe columns; 5: the best probe layer's parts)
 MEASURED_SEQ_LEN = 128  # a run without validation rows: bits per byte measured on rows of at most this many tokens
 MEASURED_BATCH_SIZE = 8
 MEASURED_BATCHES = 4  # 4 x 8 rows of 128 tokens: about 4k tokens, seconds for a 100M-parameter model on a CPU
@@ -444,16 +448,19 @@ def measured_bits_per_byte(run, validation_texts) -> float:
     return bits_per_byte(nll, n_bytes)
 
 
-def _probe_score(run_dir) -> tuple[str, float, Message | str]:
-    """(best probe layer, its accuracy, note) of one run: the PROBE_TASK probe of every layer (probing.py; its
-    features are cached in the run folder)."""
+def _probe_score(run_dir) -> tuple[str, float, Message | str, dict]:
+    """(best probe layer, its accuracy, note, {stream, layer name, depth} of that layer) of one run: the PROBE_TASK
+    probe of every layer (probing.py; its features are cached in the run folder). The page writes the layer from the
+    last three, in the reader's language."""
     try:
         best = best_probe_layer(probe_layers(run_dir, PROBE_TASK))
     except ValueError as error:  # e.g. a tokenizer that cannot read the synthetic sentences: the other scores stand
-        return "", math.nan, Message("could not probe this run: {error}", error=message_of(error))
+        return "", math.nan, Message("could not probe this run: {error}", error=message_of(error)), {}
     if not best:
-        return "", math.nan, Message("the run has no layer to probe")
-    return f"{best['stream']}: {best['layer_name']} (depth {best['depth']:.2f})", best["accuracy"], ""
+        return "", math.nan, Message("the run has no layer to probe"), {}
+    where = {"best_probe_stream": str(best["stream"]), "best_probe_layer_name": str(best["layer_name"]),
+             "best_probe_depth": float(best["depth"])}
+    return f"{best['stream']}: {best['layer_name']} (depth {best['depth']:.2f})", best["accuracy"], "", where
 
 
 def evaluate_run(run_dir, examples: HeldOutExamples, validation_texts=None) -> dict:
@@ -467,7 +474,7 @@ def evaluate_run(run_dir, examples: HeldOutExamples, validation_texts=None) -> d
     cacheable = True
     measured = math.nan
     baselines = {name: math.nan for name in BASELINE_COLUMNS}
-    probe = ("", math.nan, "")
+    probe = ("", math.nan, "", {})
     try:
         run = load_run(run_dir)
         fill = _fill_mask_score(run, examples)
@@ -478,16 +485,16 @@ def evaluate_run(run_dir, examples: HeldOutExamples, validation_texts=None) -> d
         probe = _probe_score(run_dir)
     except ValueError as error:
         fill = infill = (math.nan, 0, Message("could not evaluate this run: {error}", error=message_of(error)))
-        probe = ("", math.nan, fill[2])
+        probe = ("", math.nan, fill[2], {})
     except Exception as error:  # noqa: BLE001 - one broken run must not take the whole table down
         logger.exception("leaderboard: evaluating %s failed", Path(run_dir).name)
         fill = infill = (math.nan, 0, Message("evaluating this run failed: {error_type}: {error}",
                                               error_type=type(error).__name__, error=error))
-        probe = ("", math.nan, fill[2])
+        probe = ("", math.nan, fill[2], {})
         cacheable = False  # perhaps a bug fixed by the next version of the lab: ask again next time
     return {"fill_mask_accuracy": fill[0], "fill_mask_examples": fill[1], "fill_mask_note": fill[2],
             "infill_exact_match": infill[0], "infill_examples": infill[1], "infill_note": infill[2],
-            "best_probe_layer": probe[0], "probe_accuracy": probe[1], "probe_note": probe[2], **baselines,
+            "best_probe_layer": probe[0], "probe_accuracy": probe[1], "probe_note": probe[2], **probe[3], **baselines,
             "measured_bits_per_byte": measured, "seconds": time.perf_counter() - started, "cacheable": cacheable}
 
 
@@ -628,7 +635,7 @@ def leaderboard(home=None, corpus: str | None = None, *, max_examples: int = DEF
         rows.append({**row, **{name: result.get(name, math.nan) for name in
                                ("fill_mask_accuracy", "fill_mask_examples", "fill_mask_note", "infill_exact_match",
                                 "infill_examples", "infill_note", "best_probe_layer", "probe_accuracy",
-                                "probe_note", *BASELINE_COLUMNS)}})
+                                "probe_note", *PROBE_LAYER_COLUMNS, *BASELINE_COLUMNS)}})
     accuracies, majority = _classification(home, [row["run_id"] for row in rows])
     tasks = sorted({task for per_run in accuracies.values() for task in per_run})
     for row in rows:
@@ -636,15 +643,15 @@ def leaderboard(home=None, corpus: str | None = None, *, max_examples: int = DEF
             row[ACCURACY_PREFIX + task] = accuracies.get(row["run_id"], {}).get(task, math.nan)
             row[BASELINE_PREFIX + ACCURACY_PREFIX + task] = majority.get(task, math.nan)
     task_baselines = [BASELINE_PREFIX + ACCURACY_PREFIX + task for task in tasks]
-    columns = (LEADERBOARD_COLUMNS + [ACCURACY_PREFIX + task for task in tasks] + NOTE_COLUMNS + BASELINE_COLUMNS
-               + task_baselines)
+    columns = (LEADERBOARD_COLUMNS + [ACCURACY_PREFIX + task for task in tasks] + NOTE_COLUMNS + PROBE_LAYER_COLUMNS
+               + BASELINE_COLUMNS + task_baselines)
     frame = pd.DataFrame(rows, columns=columns)
     for name in ("fill_mask_accuracy", "infill_exact_match", "val_bits_per_byte", "training_tokens", "parameters",
-                 "probe_accuracy", *(ACCURACY_PREFIX + task for task in tasks), *BASELINE_COLUMNS, *task_baselines):
+                 "probe_accuracy", "best_probe_depth", *(ACCURACY_PREFIX + task for task in tasks), *BASELINE_COLUMNS, *task_baselines):
         frame[name] = pd.to_numeric(frame[name], errors="coerce").astype(float)
     for name in ("steps", "fill_mask_examples", "infill_examples"):
         frame[name] = pd.to_numeric(frame[name], errors="coerce").fillna(0).astype(int)
-    for name in (*NOTE_COLUMNS, "best_probe_layer"):  # a note keeps its message: an object column, not a text one
+    for name in (*NOTE_COLUMNS, "best_probe_layer", "best_probe_stream", "best_probe_layer_name"):  # a note keeps its message: an object column, not a text one
         frame[name] = pd.Series([value if isinstance(value := row.get(name), str) else
                                  "" if value is None or value != value else str(value) for row in rows],
                                 index=frame.index, dtype=object)

@@ -5,7 +5,9 @@ turns it to English; a checkpoint placed in a Hugging Face cache folder (the app
 it) shows up in the Train tab's Import section and imports in one click. On a lab home with four tiny demo-zoo runs
 (GPT, GPT-2, BERT, T5), Compare's first click (the runs it picks, its default prompt, Auto) answers in four columns; a bad input then shows its message and leaves those
 columns as they were, with no "Error" badge; and a tab that is not shown makes no requests (its timers are off). An
-open page that does nothing asks the browser for no frames, and a plot drawn again lets the old figure go.
+open page that does nothing asks the browser for no frames, and a plot drawn again lets the old figure go. At 1400 px
+the zoo's Leaderboard needs no sideways scroll, breaks no word and overlaps no chart title, in English and after the
+header's switch in Chinese; the switch keeps Compare's answers and draws them and the ranking again in Chinese.
 
 It skips only when Debian's chromium / chromedriver are not installed (.ci/run installs them), and says so.
 """
@@ -427,3 +429,93 @@ def test_the_train_tabs_status_line_follows_the_bar_when_a_run_ends(served_app, 
     _wait_until(lambda: "— finished" in browser.find_element("id", "train-status").text, 5,
                 "the status line to say finished (its own tick comes every 10 s)")
     assert browser.execute_script("return window.labRefreshes") >= 1
+
+
+# every word of the table cells that the browser breaks across two lines: a break inside "rank" draws "ran k" (a run
+# id may break after a hyphen, a range after its dash, Chinese between any two characters)
+BROKEN_WORDS_JS = """
+const broken = [];
+for (const cell of document.querySelectorAll(arguments[0])) {
+  const walker = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
+  for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+    const words = /[^\\s\\-\\/\\u2013\\u3000-\\u9fff\\uff00-\\uffef]{2,}/g;
+    for (let match = words.exec(node.textContent); match; match = words.exec(node.textContent)) {
+      const range = document.createRange();
+      range.setStart(node, match.index);
+      range.setEnd(node, match.index + match[0].length);
+      const lines = new Set([...range.getClientRects()].filter((r) => r.width > 0).map((r) => Math.round(r.top)));
+      if (lines.size > 1) broken.push(match[0]);
+    }
+  }
+}
+return broken;
+"""
+# pairs of the figure's titles (plotly's annotations) whose boxes overlap
+OVERLAPPING_TITLES_JS = """
+const boxes = [...document.querySelectorAll(arguments[0] + ' .annotation-text')].map((t) => [t.textContent,
+  t.getBoundingClientRect()]).filter(([_, r]) => r.width > 0);
+const pairs = [];
+for (let i = 0; i < boxes.length; i++) for (let j = i + 1; j < boxes.length; j++) {
+  const [a, ra] = boxes[i], [b, rb] = boxes[j];
+  if (ra.left < rb.right && rb.left < ra.right && ra.top < rb.bottom && rb.top < ra.bottom) pairs.push([a, b]);
+}
+return pairs;
+"""
+LEADERBOARD_CELLS = "#leaderboard-table th, #leaderboard-table .body-cell"
+
+
+@pytest.fixture
+def switching_browser(tmp_path_factory):
+    """An English browser of its own: the header's switch is remembered by the browser's profile."""
+    driver = _chromium(tmp_path_factory.mktemp("chromium-profile-switch"), "en-US")
+    yield driver
+    driver.quit()
+
+
+def _leaderboard_fits(driver) -> None:
+    scroll, width = driver.execute_script(
+        "const v = document.querySelector('#leaderboard-table .virtual-table-viewport');"
+        "return [v.scrollWidth, v.clientWidth];")
+    assert scroll <= width, f"the table scrolls sideways: {scroll} px in {width} px"
+    assert driver.execute_script(BROKEN_WORDS_JS, LEADERBOARD_CELLS) == []
+    assert driver.execute_script(OVERLAPPING_TITLES_JS, "#leaderboard-plot") == []
+
+
+def test_the_leaderboard_fits_and_the_switch_draws_the_answers_again_in_chinese(zoo_app, switching_browser):
+    """At 1400 px the zoo's ranking needs no sideways scroll, breaks no word and overlaps no chart title, in both
+    languages; the header's switch keeps Compare's answers and the ranking, and draws both again in Chinese."""
+    driver = switching_browser
+    driver.get(zoo_app)
+    _wait_for_text(driver, "compute device", 60)
+    _click_button(driver, "Compare")
+    _wait_until(lambda: len(driver.find_elements("css selector", "#compare-runs .token")) == 4, 40,
+                "Compare picking the zoo's four runs")
+    _click_button(driver, "Generate")
+    _wait_until(lambda: len(_compare_columns(driver)) == 4, 90, "four Compare columns")
+    _click_button(driver, "Leaderboard")
+    _click_button(driver, "Rank the zoo")
+    _wait_for_text(driver, "Why some scores are missing", 180)
+    time.sleep(1.0)
+    _leaderboard_fits(driver)
+    driver.save_screenshot(str(ARTIFACTS / "browser-leaderboard-1400.png"))
+
+    for label in driver.find_elements("xpath", "//label[normalize-space()='中文']"):
+        if label.is_displayed():
+            label.click()
+            break
+    _wait_for_text(driver, "为什么有些得分缺失", 60)  # the ranking computed again (from its cache) in Chinese
+    time.sleep(1.0)
+    _leaderboard_fits(driver)
+    headers = [element.text for element in driver.find_elements("css selector", "#leaderboard-table th")]
+    assert headers[:2] == ["运行", "模型家族"], headers
+    layers = driver.execute_script(
+        "return [...document.querySelectorAll('#leaderboard-table .virtual-row')].map((row) => "
+        "row.querySelectorAll('.body-cell')[12].innerText)")
+    assert layers and all("层" in layer for layer in layers[:-1]), layers  # "第 2 层", "嵌入层"; the baseline row last
+    driver.save_screenshot(str(ARTIFACTS / "browser-leaderboard-1400-chinese.png"))
+
+    _click_button(driver, "比较")  # drawn in English before the switch: drawn again when the tab opens
+    columns = _wait_until(lambda: (lambda shown: shown if len(shown) == 4 and "续写" in shown[0]["text"] else None)(
+        driver.execute_script("return [...document.querySelectorAll('#compare-output .cmp-col')].map((c) => "
+                              "({text: c.innerText}))")), 60, "Compare's answers drawn again in Chinese")
+    assert all("zoo-tiny-" in column["text"] for column in columns)

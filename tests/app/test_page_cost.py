@@ -137,7 +137,8 @@ def test_gradios_status_and_core_bundles_are_served_changed_whole_and_uncompress
     `core-<hash>.js` leaves with the read-back fix."""
     import httpx
 
-    from app.gradio_fixes import READ_BACK_BUNDLE_PATH, STATUS_BUNDLE_PATH, STATUS_UPDATE_FIXED, with_read_back_fix
+    from app.gradio_fixes import (READ_BACK_BUNDLE_PATH, SET_DATA_BUNDLE_PATH, SET_DATA_SHAPE, STATUS_BUNDLE_PATH,
+                                  STATUS_UPDATE_FIXED, with_read_back_fix, with_set_data_fix)
 
     assets = Path(gr.__file__).parent / "templates" / "frontend" / "assets"
     (bundle,) = [path for path in assets.glob("Blocks-*.js") if STATUS_BUNDLE_PATH.search("/assets/" + path.name)]
@@ -155,6 +156,12 @@ def test_gradios_status_and_core_bundles_are_served_changed_whole_and_uncompress
         (core,) = [path for path in assets.glob("core-*.js") if READ_BACK_BUNDLE_PATH.search("/assets/" + path.name)]
         served = httpx.get(url + "assets/" + core.name, headers={"accept-encoding": "br, gzip"})
         assert served.status_code == 200 and served.content == with_read_back_fix(core.read_bytes()) != core.read_bytes()
+        # and the one that keeps a drawn value through a change of language (tests/app/i18n/test_language_switch.py)
+        (source,) = [path for path in assets.glob("src-*.js") if SET_DATA_SHAPE.search(path.read_bytes())]
+        assert SET_DATA_BUNDLE_PATH.search("/assets/" + source.name)
+        served = httpx.get(url + "assets/" + source.name, headers={"accept-encoding": "br, gzip"})
+        assert served.status_code == 200 and served.content == with_set_data_fix(source.read_bytes())
+        assert served.content != source.read_bytes()
     finally:
         page.close()
 

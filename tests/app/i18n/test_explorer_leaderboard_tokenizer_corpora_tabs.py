@@ -273,14 +273,16 @@ def test_the_leaderboard_placeholder_is_redrawn_for_the_reader_and_a_computed_ta
     view = leaderboard_tab.LeaderboardView(tmp_path)
     with reading_language("zh"):
         table, figure = view.placeholder(pd.DataFrame(columns=["run", "family", "val bits/byte ↓"]))
-        assert list(table.columns) == ["运行", "模型家族", "验证 bits/byte ↓"]
+        # the computed table's headers, so that its columns are as wide before and after
+        assert list(table.columns)[:3] == ["运行", "模型家族", "比特/字节所基于的预测"] and len(table.columns) == 13
+        assert list(table.columns)[8] == "验证 bits/byte ↓" and list(table.columns)[-1] == "最佳探针层"
         assert figure.layout.annotations[0].text == "选择一个语料库，然后点击“计算”。"
-        assert view.placeholder(pd.DataFrame([["", "", ""]], columns=list(table.columns)))[0] is not None
+        assert view.placeholder(pd.DataFrame([[""] * len(table.columns)], columns=list(table.columns)))[0] is not None
         shown = leaderboard_figures.display_table(leaderboard_frame())  # Chinese headers: read by its rows only
     for table_shown in (shown, leaderboard_figures.display_table(leaderboard_frame())):
         assert all(update == gr.skip() for update in view.placeholder(table_shown))
     english, figure = view.placeholder(None)
-    assert list(english.columns) == ["run", "family", "val bits/byte ↓"]
+    assert list(english.columns)[:2] == ["run", "family"] and list(english.columns)[8] == "val bits/byte ↓"
     assert figure.layout.annotations[0].text == "Pick a corpus and press Compute."
 
 
@@ -341,3 +343,19 @@ def test_a_finetuning_that_cannot_start_says_why_in_the_readers_language(tmp_pat
     with reading_language("zh"):
         defaults, task = view.notes(["no-such-run"], "sentiment")
     assert "不是已知模型家族的运行" in defaults and task.startswith("**情感（3 类）**")
+
+
+def test_the_best_probe_layer_is_written_in_the_readers_language_from_its_parts():
+    from app.leaderboard.figures import probe_layer_cell
+
+    rows = [{"best_probe_stream": "self", "best_probe_layer_name": "block 2", "best_probe_depth": 1.0},
+            {"best_probe_stream": "content", "best_probe_layer_name": "block 1", "best_probe_depth": 0.5},
+            {"best_probe_stream": "decoder", "best_probe_layer_name": "decoder block 2", "best_probe_depth": 1.0},
+            {"best_probe_stream": "self", "best_probe_layer_name": "embeddings", "best_probe_depth": 0.0},
+            {"best_probe_layer": "self: block 2 (depth 1.00)", "best_probe_layer_name": ""},  # no parts: its English
+            {}]
+    with reading_language("zh"):
+        assert [probe_layer_cell(row) for row in rows] == ["第 2 层", "内容流：第 1 层", "解码器 第 2 层", "嵌入层",
+                                                           "self: block 2 (depth 1.00)", "—"]
+    assert [probe_layer_cell(row) for row in rows[:4]] == ["block 2", "content stream: block 1", "decoder block 2",
+                                                           "embeddings"]

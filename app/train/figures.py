@@ -363,12 +363,14 @@ def _attribute(text: str) -> str:
 
 def status_markdown(summary: dict | None, log_tail: str = "") -> str:
 
-    """The run's id, state, message and last losses; for a failed or died run, the message and the end of its log."""
+    """The run's id, state, message and last losses; for a failed or died run, the message and the end of its log.
+    A queued run's place in the queue is the bar's alone (`progress_html`, redrawn every 2 s): this line is redrawn
+    less often and would name an older place."""
     if not summary:
         return marker("train.no_run")  # a handler returns it too: plain JSON, the marker as a string
     lines = [tr("train.status_head", run_id=summary.get("run_id"), family=summary.get("family") or "?",
                 preset=summary.get("preset") or "?", corpus=summary.get("corpus") or tr("train.status_preset_corpus"),
-                device=summary.get("device") or "auto", state=state_label(summary))]
+                device=summary.get("device") or "auto", state=state_label({**summary, "queue_position": None}))]
     losses = summary.get("losses") or {}
     numbers = []
     if finite(summary.get("loss")) is not None:

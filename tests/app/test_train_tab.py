@@ -255,7 +255,10 @@ def test_progress_html_and_status():
                "eta_s": 75, "message": "training"}
     bar = progress_html(summary)
     assert "width:25.0%" in bar and "1,234 tokens/s" in bar and "ETA 1 min 15 s" in bar
-    assert "queued (position 2)" in progress_html({"state": "queued", "queue_position": 2, "step": 0})
+    queued = {"run_id": "r", "state": "queued", "queue_position": 2, "step": 0}
+    assert "queued (position 2)" in progress_html(queued)
+    # the place in the queue is the bar's alone: the line under it, redrawn less often, would name an older one
+    assert "**queued**" in status_markdown(queued) and "position" not in status_markdown(queued)
     assert "width:100.0%" in progress_html({"state": "finished", "step": 10, "total_steps": 10})
     failed = status_markdown({"run_id": "r", "state": "failed", "message": "boom"}, "Traceback\nValueError: boom")
     assert "The run failed:** boom" in failed and "ValueError: boom" in failed

@@ -27,7 +27,10 @@ from app.inputs import finite
 # the table the page shows: who, on what, how well, then how it was fine-tuned
 TABLE_COLUMNS = ["pretrained run", "family", "task", "accuracy", "macro F1", "majority baseline", "pooling", "λ",
                  "adversarial", "steps", "seconds", "state", "finetune"]
-TABLE_COLUMN_WIDTHS = ["14%", "6%", "7%", "7%", "7%", "8%", "7%", "4%", "8%", "6%", "6%", "6%", "14%"]  # sums to 100%
+# in pixels, each wide enough for its longest header word (in English, the longer language): the table fits a
+# 1400-pixel window and scrolls sideways in a narrow one (a share of a phone's width would break every word)
+TABLE_COLUMN_WIDTHS = ["150px", "76px", "72px", "84px", "76px", "90px", "78px", "44px", "112px", "64px", "88px", "92px",
+                       "150px"]
 # each column's header in the page: finetune.json "col_<key>" (λ is λ in every language)
 TABLE_HEADER_KEYS = {"pretrained run": "col_pretrained_run", "family": "col_family", "task": "col_task",
                      "accuracy": "col_accuracy", "macro F1": "col_macro_f1", "majority baseline": "col_baseline",

@@ -598,7 +598,7 @@ def build(home, jobs, corpus_choices=None) -> TabParts:
             # widths that keep the "default" header and its lock on one line beside a 400-pixel-wide column
             settings = gr.Dataframe(default_settings, headers=SETTINGS_HEADERS, datatype="str", interactive=True,
                                     static_columns=[0, 2, 3], label=text("train.settings_label"),
-                                    column_widths=["34%", "12%", "22%", "32%"], wrap=True,
+                                    column_widths=["32%", "14%", "22%", "32%"], wrap=True,
                                     visible=bool(len(default_settings)), max_height=420)
             switch = build_switch_controls()
             command = gr.Code(view.command(default_family, DEFAULT_PRESET, "", "", 0, 0, "auto", default_settings,

@@ -73,6 +73,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--text-column", help="the text column of a --corpus path's .jsonl/.csv/.parquet/datasets files "
                                          "(default: text, content, body, ... or the longest)")
     p.add_argument("--steps", type=int, help="optimizer steps (default: the preset's, tiny 50, small 2000)")
+    p.add_argument("--budget-flops", type=float, metavar="F",
+                   help="instead of --steps: the training FLOPs the run may spend, e.g. 1e13; it trains the whole "
+                        "steps they buy at the model's FLOPs per token (counted on its first batch; config.json "
+                        "\"budget\" records them), so that runs of different families get equal compute")
     p.add_argument("--seed", type=int, help="default 0")
     p.add_argument("--device", help="auto | cpu | cuda | mps (default auto)")
     p.add_argument("--objective", action="append", default=[], metavar="NAME=WEIGHT",
@@ -180,6 +184,13 @@ def config_from_args(args) -> tuple[TrainConfig, CorpusSource]:
     for name in ("steps", "vocab_size", "batch_size", "log_every", "eval_batches"):
         check_at_least(name, getattr(args, name))
     check_at_most("steps", args.steps, MAX_STEPS)
+    budget_flops = getattr(args, "budget_flops", None)
+    if budget_flops is not None:
+        if args.steps is not None:
+            raise LabError("give --steps or --budget-flops, not both: a budget decides the steps itself")
+        if not (math.isfinite(budget_flops) and budget_flops > 0):
+            raise LabError("--budget-flops must be a positive number of FLOPs such as 1e13, got {value}",
+                           value=budget_flops)
     check_at_most("vocab_size", args.vocab_size, MAX_VOCAB_SIZE)
     check_at_most("seed", args.seed, MAX_SEED)
     check_at_least("seq_len", args.seq_len, 2)
@@ -259,7 +270,7 @@ def config_from_args(args) -> tuple[TrainConfig, CorpusSource]:
         weight_decay=weight_decay, grad_clip=grad_clip, on_nonfinite=args.on_nonfinite or "fail",
         home=str(Path(home).expanduser().resolve()) if home else None,
         performance=parse_performance_overrides(args.perf), addons=addons, zoo=args.zoo or None,
-        init_from=str(start.run_dir) if start is not None else None,
+        init_from=str(start.run_dir) if start is not None else None, budget_flops=budget_flops,
     )
     config.performance_config().check_device(select_device(device))
     config.engine_config()  # validates the combination

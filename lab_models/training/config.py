@@ -128,6 +128,9 @@ class TrainConfig:
     zoo: str | None = None  # the zoo this run belongs to (lab_models/experiments/zoo.py), or None
     init_from: str | None = None  # the run folder whose weights and tokenizer it starts from (training/init_from.py)
     text_column: str | None = None  # the text column of a corpus path's table files (None: the suggested one)
+    # the training FLOPs the run may spend (--budget-flops); its steps are what the budget buys (`steps_for_budget`,
+    # decided once the model's FLOPs per token are counted), None: `steps` as given
+    budget_flops: float | None = None
 
     def performance_config(self) -> PerformanceConfig:
         return PerformanceConfig.from_dict(self.performance)
@@ -140,6 +143,29 @@ class TrainConfig:
                             min_lr_ratio=self.min_lr_ratio, weight_decay=self.weight_decay, grad_clip=self.grad_clip,
                             eval_every=self.eval_every, log_every=self.log_every,
                             checkpoint_every=self.checkpoint_every, seed=self.seed, on_nonfinite=self.on_nonfinite)
+
+
+def steps_for_budget(budget_flops: float, flops_per_token: float, tokens_per_step: int) -> int:
+    """The optimizer steps a budget of training FLOPs buys: as many whole steps as fit (at least one), each costing
+    the model's FLOPs per training token (lab_models/training/flops.py, counted on a real batch of the run) times the
+    tokens one step feeds it (a micro-batch's tokens x gradient accumulation x processes). LabError when the budget
+    buys more than MAX_STEPS, or when the FLOPs could not be counted.
+
+    >>> steps_for_budget(1e12, flops_per_token=2e6, tokens_per_step=4096)  # 8.2e9 FLOPs a step
+    122
+    >>> steps_for_budget(1e6, flops_per_token=2e6, tokens_per_step=4096)  # less than one step: one
+    1
+    """
+    if not flops_per_token or not tokens_per_step or not math.isfinite(flops_per_token):
+        raise LabError("The model's FLOPs could not be counted, so a FLOP budget cannot be turned into steps: give "
+                       "--steps instead of --budget-flops.")
+    per_step = flops_per_token * tokens_per_step
+    steps = max(1, int(budget_flops // per_step))
+    if steps > MAX_STEPS:
+        raise LabError("A budget of {budget:.3g} FLOPs buys {steps:,} steps of {per_step:.3g} FLOPs, more than the "
+                       "{max_steps:,} a run may take: lower --budget-flops.", budget=budget_flops, steps=steps,
+                       per_step=per_step, max_steps=MAX_STEPS)
+    return steps
 
 
 def parse_objectives(items: list[str]) -> dict[str, float]:

@@ -318,6 +318,7 @@ class Trainer:
         # provisional until measure_model() (the first run() calls it): precision=auto on a CPU with native bf16
         # depends on the model's FLOPs per token, and MFU's peak on the precision
         self.precision = self.performance.precision_choice(self.device)
+        self.probe_tokens: int | None = None
         self.flops_per_token: float | None = None
         self.peak = Peak(None, "not measured yet", "unknown")
         self.peak_flops: float | None = None
@@ -411,6 +412,7 @@ class Trainer:
         self._measured = True
         probe = self._build_batch((max(1, self.step + 1), 0))
         tokens = count_tokens(probe)
+        self.probe_tokens = tokens  # a micro-batch's tokens: what a FLOP budget's steps are counted in (run.py)
         self._probe_batch = probe.to(self.device)
         try:
             self.flops_per_token = training_flops_per_token(self.model, self._probe_batch, tokens)

@@ -53,6 +53,7 @@ The run folder's files are described in lab_models/training/runs.py.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import math
@@ -86,7 +87,8 @@ from lab_models.models.switch import switch_metrics
 from lab_models.text.tokenization import load_tokenizer_file
 from lab_models.text.vocab import prepare_tokenizer, token_byte_lengths
 
-from lab_models.training.config import EXIT_BAD_ARGUMENT, EXIT_FAILED, STATUS_INTERVAL_S, TrainConfig
+from lab_models.training.config import (EXIT_BAD_ARGUMENT, EXIT_FAILED, STATUS_INTERVAL_S, TrainConfig,
+                                        steps_for_budget)
 from lab_models.objectives.settings import settings_from_dict
 from lab_models.training.cli import build_parser, check_at_least, config_from_args, config_from_run
 from lab_models.training.console import TrainProgress, say, say_error
@@ -147,6 +149,21 @@ def _init_world(device_choice: str) -> _World:
         # (NCCL) or 30 (gloo), so a long tokenization is not taken for a hung rank.
         world.wait_group = dist.new_group(backend="gloo", timeout=RANK0_WAIT)
     return world
+
+
+def _spend_budget(config: TrainConfig, trainer: Trainer, world: _World) -> tuple[TrainConfig, dict]:
+    """(the config with the steps its FLOP budget buys, config.json's "budget": the budget, the steps, the FLOPs of
+    one step and what they are made of). Counted on this process's first batch; run.py hands rank 0's to all."""
+    tokens_per_step = (trainer.probe_tokens or 0) * config.performance_config().grad_accum * world.world_size
+    steps = steps_for_budget(config.budget_flops, trainer.flops_per_token, tokens_per_step)
+    per_step = trainer.flops_per_token * tokens_per_step
+    logger.info("a budget of %.3g FLOPs buys %d steps of %.3g FLOPs (%.3g per token, %d tokens a step)",
+                config.budget_flops, steps, per_step, trainer.flops_per_token, tokens_per_step)
+    if world.is_main:
+        say(f"a budget of {config.budget_flops:.3g} FLOPs buys {steps:,} steps of {per_step:.3g} FLOPs")
+    return dataclasses.replace(config, steps=steps), {
+        "flops": config.budget_flops, "steps": steps, "flops_per_step": per_step,
+        "flops_per_token": trainer.flops_per_token, "tokens_per_step": tokens_per_step, "flops_spent": steps * per_step}
 
 
 def _broadcast_object(world: _World, value):
@@ -496,11 +513,15 @@ def _run(config: TrainConfig, source, resume: bool, world: _World, out: Path) ->
                             started_in["precision"])
         step = trainer.step
         trainer.measure_model()  # FLOPs per token, and the precision and MFU peak they decide (config.json)
+        budget = runs.read_config(out).get("budget") if checkpoint is not None else None
+        if config.budget_flops is not None and checkpoint is None:  # the steps the budget buys, from rank 0's count
+            config, budget = _broadcast_object(world, _spend_budget(config, trainer, world))
+            trainer.config = config.engine_config()
         if world.is_main:
             runs.truncate_metrics(out, trainer.step)
             runs.write_config(out, {**_config_json(config, model, tokenizer_facts, source, shards, world, created,
                                                    batches.validation_note, _translation_json(config, source, pairs)),
-                                    **addon_facts, **inherited,
+                                    **addon_facts, **inherited, **({"budget": budget} if budget else {}),
                                     "performance_used": trainer.performance_used()})
             runs.write_status(out, "running", step=trainer.step, total_steps=config.steps, message=Message("training"))
             logger.info("training %s (%d parameters) on %s for %d steps", config.family, model.num_parameters(),

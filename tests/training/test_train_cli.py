@@ -48,6 +48,10 @@ def read_rows(run_dir: Path) -> list[dict]:
     (["--family", "gpt", "--out", "R", "--vocab-size", "9999999"], "--vocab-size must be at most 262,144"),
     (["--family", "gpt", "--out", "R", "--seed", "99999999999"], "--seed must be at most 4,294,967,295"),
     (["--family", "gpt", "--out", "R", "--resume"], "nothing to resume"),
+    (["--family", "gpt", "--out", "R", "--budget-flops", "1e12", "--steps", "5"], "not both"),
+    (["--family", "gpt", "--out", "R", "--budget-flops", "0"], "--budget-flops must be a positive number"),
+    (["--family", "gpt", "--out", "R", "--budget-flops", "nan"], "--budget-flops must be a positive number"),
+    (["--family", "gpt", "--out", "R", "--budget-flops", "1e40"], "more than the 10,000,000 a run may take"),
 ])
 def test_bad_arguments_exit_non_zero_with_one_line(tmp_path, capsys, argv, message):
     argv = [str(tmp_path / "run") if a == "R" else a for a in argv]
@@ -148,3 +152,31 @@ def test_torchrun_trains_with_ddp_on_two_gloo_processes(tmp_path):
     assert any(row.get("split") == "val" and row["bits_per_byte"] > 0 for row in rows)
     weights = load_file(run_dir / "model.safetensors")
     assert weights and not any(name.startswith("module.") for name in weights)  # saved unwrapped, loadable alone
+
+
+@pytest.mark.slow
+def test_a_flop_budget_buys_each_family_the_steps_it_can_afford(tmp_path):
+    """GPT and BERT with one budget: each trains the whole steps its own FLOPs per step fit in it (BERT projects only
+    its masked rows onto the vocabulary, so a step costs it less and it gets more of them); config.json records the
+    budget and what it bought, and the run ends at that step."""
+    budget = 3e10
+    bought = {}
+    for family in ("gpt", "bert"):
+        out = tmp_path / family
+        result = subprocess.run([sys.executable, "-m", "lab_models", "train", "--family", family, "--out", str(out),
+                                 "--budget-flops", str(budget), "--device", "cpu", "--home", str(tmp_path / "home")],
+                                cwd=REPO, env=child_env(tmp_path / "home"), capture_output=True, text=True,
+                                timeout=300)
+        assert result.returncode == 0, result.stderr[-2000:]
+        config = json.loads((out / "config.json").read_text())
+        spent = config["budget"]
+        assert spent["flops"] == budget == config["train"]["budget_flops"]
+        assert spent["flops_per_step"] == pytest.approx(spent["flops_per_token"] * spent["tokens_per_step"])
+        assert spent["steps"] * spent["flops_per_step"] <= budget < (spent["steps"] + 1) * spent["flops_per_step"]
+        assert config["train"]["steps"] == spent["steps"]
+        status = json.loads((out / "status.json").read_text())
+        assert (status["state"], status["step"], status["total_steps"]) == ("finished", spent["steps"], spent["steps"])
+        assert f"buys {spent['steps']:,} steps" in result.stdout
+        bought[family] = spent
+    assert bought["bert"]["flops_per_token"] < bought["gpt"]["flops_per_token"]
+    assert bought["bert"]["steps"] > bought["gpt"]["steps"]

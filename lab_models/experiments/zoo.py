@@ -34,13 +34,19 @@ Speed: the zoo's runs take the trainer's defaults (no `--perf`; lab_models/train
 precision=auto, which keeps the tiny zoo in fp32 (its products are too small for bf16 autocast to pay, even on a CPU
 with native bf16) and trains `--preset small` in bf16 autocast on a CPU with AVX-512 BF16 or AMX and on CUDA.
 
+Equal compute: the table's steps give each family about the same time on a CPU, not the same compute (a step costs
+each family other FLOPs). `budget_flops` (the CLI's `--budget-flops F`) gives every family the same training FLOPs
+instead: each run trains the steps F buys at its own FLOPs per token (lab_models/training/config.py
+`steps_for_budget`), at the preset's evaluation and checkpoint intervals.
+
 Deviation from a "model zoo" of published checkpoints: nothing is downloaded; every model is trained here, small,
-on one corpus, so that the families are compared at an equal (and tiny) budget.
+on one corpus.
 """
 from __future__ import annotations
 
 import argparse
 import logging
+import math
 import re
 import signal
 import sys
@@ -148,6 +154,8 @@ class ZooConfig:
     steps: int | None = None  # None: ZOO_STEPS[preset]; a number: that many for every family
     seed: int = 0
     device: str = "auto"
+    # training FLOPs for every family instead of steps: each run trains the steps they buy (train --budget-flops)
+    budget_flops: float | None = None
 
     def __post_init__(self):
         if self.preset not in ZOO_PRESETS:
@@ -171,33 +179,49 @@ class ZooConfig:
         if isinstance(self.seed, bool) or not isinstance(self.seed, int):
             raise LabError("seed must be a whole number >= 0, got {seed!r}.", seed=self.seed)
         check_seed(self.seed)
+        if self.budget_flops is not None:
+            if self.steps is not None:
+                raise LabError("Give a zoo steps or a FLOP budget, not both: the budget decides each family's steps.")
+            if (isinstance(self.budget_flops, bool) or not isinstance(self.budget_flops, (int, float))
+                    or not math.isfinite(self.budget_flops) or self.budget_flops <= 0):
+                raise LabError("budget_flops must be a positive number of FLOPs such as 1e13, got {budget!r}.",
+                               budget=self.budget_flops)
 
     @property
     def name(self) -> str:
-        """'tiny'; 'tiny-stdlib-docs' on another corpus; 'tiny-300steps' with one step count for every family.
+        """'tiny'; 'tiny-stdlib-docs' on another corpus; 'tiny-300steps' with one step count for every family;
+        'tiny-3e12flops' with one FLOP budget for every family.
 
         >>> ZooConfig().name, ZooConfig(corpus="stdlib-docs", steps=300).name, ZooConfig(corpus="synthetic").name
         ('tiny', 'tiny-stdlib-docs-300steps', 'tiny')
+        >>> ZooConfig(budget_flops=3e12).name, ZooConfig(budget_flops=2.5e13).name
+        ('tiny-3e12flops', 'tiny-2.5e13flops')
         """
         parts = [self.preset]
         if self.corpus is not None and self.corpus != PRESET_DEFAULTS[self.preset]["corpus"]:
             parts.append(_slug(self.corpus))
         if self.steps is not None:
             parts.append(f"{self.steps}steps")
+        if self.budget_flops is not None:
+            parts.append(f"{self.budget_flops:.3g}".replace("e+", "e").replace("+", "") + "flops")
         return "-".join(parts)
 
-    def steps_for(self, family: str) -> int:
-        """The steps `family` trains in this zoo."""
+    def steps_for(self, family: str) -> int | None:
+        """The steps `family` trains in this zoo; None under a FLOP budget (the run finds them out when it starts)."""
+        if self.budget_flops is not None:
+            return None
         return self.steps or ZOO_STEPS[self.preset].get(family) or PRESET_DEFAULTS[self.preset]["steps"]
 
     def trainer_args(self, family: str) -> list[str]:
         """Evaluation and checkpoint intervals spaced to the run's length (the module docstring says why), and the
-        zoo's vocabulary size where it has one (ZOO_VOCAB_SIZE)."""
+        zoo's vocabulary size where it has one (ZOO_VOCAB_SIZE). Under a FLOP budget: the budget, and the preset's
+        intervals (the steps are not known before the run counts its FLOPs)."""
         steps = self.steps_for(family)
         vocabulary = ZOO_VOCAB_SIZE.get(self.preset)
-        return (["--eval-every", str(max(1, steps // EVALUATIONS_PER_RUN)),
-                 "--checkpoint-every", str(max(1, steps // CHECKPOINTS_PER_RUN))]
-                + (["--vocab-size", str(vocabulary)] if vocabulary else []))
+        spacing = (["--budget-flops", repr(float(self.budget_flops))] if steps is None else
+                   ["--eval-every", str(max(1, steps // EVALUATIONS_PER_RUN)),
+                    "--checkpoint-every", str(max(1, steps // CHECKPOINTS_PER_RUN))])
+        return spacing + (["--vocab-size", str(vocabulary)] if vocabulary else [])
 
 
 DEMO_ZOO = ZooConfig()
@@ -278,13 +302,13 @@ def zoo_progress(store: RunStore, config: ZooConfig = DEMO_ZOO) -> ZooProgress:
         row = rows.get(family)
         title = family_record(family).title
         if row is None:
-            runs.append(ZooRun(family, title, None, "not started", 0, config.steps_for(family), None, None))
+            runs.append(ZooRun(family, title, None, "not started", 0, config.steps_for(family) or 0, None, None))
             continue
         state = row.get("state") or "unknown"
         if state == "finished" and not _finished(store, row):
             state = "failed"
         runs.append(ZooRun(family, title, row["run_id"], state, int(row.get("step") or 0),
-                           int(row.get("total_steps") or config.steps_for(family)), row.get("loss"),
+                           int(row.get("total_steps") or config.steps_for(family) or 0), row.get("loss"),
                            row.get("val_bits_per_byte"), row.get("message") or "", row.get("queue_position")))
     return ZooProgress(config.name, tuple(runs))
 
@@ -429,6 +453,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--families", default="all", help="all, or a comma list such as gpt,bert,t5")
     p.add_argument("--corpus", help="a built-in or imported corpus name, or a path (default: the preset's)")
     p.add_argument("--steps", type=int, help="steps for every family (default: the zoo's table per family)")
+    p.add_argument("--budget-flops", type=float, metavar="F",
+                   help="instead of --steps: the training FLOPs every family may spend, e.g. 1e13; each trains the "
+                        "steps they buy at its own FLOPs per token (equal compute, not equal steps)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--device", default="auto", help="auto | cpu | cuda | mps")
     p.add_argument("--home", help="the lab home (default: $PRETRAINING_LAB_HOME or ~/.pretraining-lab)")
@@ -445,7 +472,7 @@ def _config_from_args(args, home: Path) -> ZooConfig:
     if corpus is not None and Path(corpus).expanduser().exists():
         corpus = str(Path(corpus).expanduser().resolve())
     return ZooConfig(preset=args.preset, families=parse_families(args.families), corpus=corpus, steps=args.steps,
-                     seed=args.seed, device=args.device)
+                     seed=args.seed, device=args.device, budget_flops=args.budget_flops)
 
 
 def _raise_interrupt(signum, frame):

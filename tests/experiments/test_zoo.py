@@ -69,6 +69,18 @@ def test_trainer_intervals_follow_the_run_length():
     assert zoo.ZooConfig().steps_for("cove") == zoo.ZOO_STEPS["tiny"]["cove"]
 
 
+def test_a_flop_budget_zoo_gives_every_family_the_budget_instead_of_steps():
+    config = zoo.ZooConfig(budget_flops=3e12)
+    assert config.name == "tiny-3e12flops" and config.steps_for("gpt") is None
+    # the trainer finds its steps; the preset's intervals, as the steps are not known before it counts its FLOPs
+    assert config.trainer_args("bert") == ["--budget-flops", "3000000000000.0", "--vocab-size", "1024"]
+    with pytest.raises(ValueError, match="not both"):
+        zoo.ZooConfig(steps=10, budget_flops=1e12)
+    for bad in (0, -1e12, float("nan"), float("inf"), True, "1e12"):
+        with pytest.raises(ValueError, match="positive number of FLOPs"):
+            zoo.ZooConfig(budget_flops=bad)
+
+
 def test_start_zoo_tags_runs_and_a_second_call_skips_the_finished_ones(manager):
     config = zoo.ZooConfig(families=("gpt", "bert", "t5"), steps=6)
     plan = zoo.start_zoo(manager, config)
@@ -185,3 +197,22 @@ def test_the_real_zoo_trains_two_families_into_ordinary_runs(tmp_path):
     assert sorted(frame["family"]) == ["gpt", "t5"] and frame.attrs["settings"]["zoo"] == "tiny-3steps"
     with pytest.raises(ValueError, match="No run of the zoo 'tiny'"):
         api.leaderboard(home, zoo="tiny")
+
+
+@pytest.mark.slow
+def test_a_budget_zoo_trains_each_family_the_steps_the_same_flops_buy(tmp_path):
+    """Equal compute: GPT and BERT get one FLOP budget and each trains the steps it buys (BERT's step costs less)."""
+    home = tmp_path / "home"
+    result = subprocess.run([sys.executable, "-m", "lab_models", "zoo", "--families", "gpt,bert", "--budget-flops",
+                             "1e10", "--device", "cpu", "--home", str(home)], cwd=REPO, capture_output=True, text=True,
+                            timeout=300)
+    assert result.returncode == 0, result.stderr
+    spent = {}
+    for run_dir in (home / "runs").glob("zoo-tiny-1e10flops-*"):
+        config = json.loads((run_dir / "config.json").read_text())
+        budget = config["budget"]
+        assert config["zoo"] == "tiny-1e10flops" and budget["flops"] == 1e10
+        assert budget["steps"] * budget["flops_per_step"] <= 1e10 < (budget["steps"] + 1) * budget["flops_per_step"]
+        assert json.loads((run_dir / "status.json").read_text())["step"] == budget["steps"]
+        spent[config["train"]["family"]] = budget["steps"]
+    assert set(spent) == {"gpt", "bert"} and spent["bert"] > spent["gpt"]

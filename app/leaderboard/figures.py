@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import html
 import math
+import re
 
 import pandas as pd
 import plotly.graph_objects as go
@@ -197,6 +198,21 @@ def _baseline_cell(values) -> str:
     return low if low == high else f"{low}–{high}"
 
 
+def tokens_and_flops(row) -> str:
+    """The training tokens and, after them, the compute they cost in FLOPs, where the trainer counted it.
+
+    >>> tokens_and_flops({"training_tokens": 1024000.0, "training_flops": 9.18e11})
+    '1,024,000 · 9.2e11'
+    >>> tokens_and_flops({"training_tokens": 1024000.0, "training_flops": float("nan")})
+    '1,024,000'
+    """
+    flops = row.get("training_flops")
+    tokens = format_count(row.get("training_tokens"))
+    if not isinstance(flops, (int, float)) or not math.isfinite(flops) or flops <= 0:
+        return tokens
+    return f"{tokens} · " + re.sub(r"e\+?0*(\d)", r"e\1", f"{flops:.2g}")
+
+
 def probe_layer_cell(row) -> str:
     """The best probe layer of a leaderboard row in the reader's language, from its parts: the layer ("block 2"),
     after its stream where a model has several ("content stream: block 1"; a T5 layer's name says "decoder"); the
@@ -234,7 +250,7 @@ def display_table(frame: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for _, row in frame.iterrows():
         shown = [row["run_id"], row["family"], predicts_title(row.get("predicts")), row["preset"] or "",
-                 row["corpus"], format_count(row["steps"]), format_count(row["training_tokens"]),
+                 row["corpus"], format_count(row["steps"]), tokens_and_flops(row),
                  format_count(row["parameters"])]
 
         def score(name):

@@ -10,7 +10,8 @@ Columns (LEADERBOARD_COLUMNS, then one `accuracy_<task>` per fine-tuning task th
 notes, then the baselines): run_id, family, predicts (what the family's validation loss is measured on, `PREDICTS`:
 next_token, masked_tokens, permuted_tokens, spans, translation, tags), preset, corpus, steps (of the weights
 measured), training_tokens, parameters, val_bits_per_byte, fill_mask_accuracy, fill_mask_examples,
-infill_exact_match, infill_examples, best_probe_layer, probe_accuracy, accuracy_<task> ..., fill_mask_note,
+infill_exact_match, infill_examples, best_probe_layer, probe_accuracy, training_flops, accuracy_<task> ...,
+fill_mask_note,
 infill_note, probe_note, baseline_val_bits_per_byte, baseline_fill_mask_accuracy, baseline_infill_exact_match,
 baseline_accuracy_<task> ... (each score's trivial baseline: `trivial_baselines`; a task's is its majority-class
 accuracy). Rows are sorted by corpus, then by
@@ -61,8 +62,10 @@ The metrics, and how each deviates from the papers' own evaluations
   are not equalised here: the Understand tab's fine-tuning decides them.
 - **parameters**: config.json's num_parameters (every weight the model holds: ELECTRA's generator and
   discriminator together). **training_tokens**: the input tokens trained on up to the weights' step (metrics.jsonl
-  "tokens"; steps x batch_size x seq_len x world_size when a row lacks it). Together they are the budget the
-  table is equal in: compare runs that share a corpus, a preset and a step count.
+  "tokens"; steps x batch_size x seq_len x world_size when a row lacks it). **training_flops**: those tokens times
+  the model's FLOPs per training token as the trainer counted them (metrics.jsonl "flops_per_token",
+  lab_models/training/flops.py): the compute the run had. Compare runs of equal compute (a zoo trained with
+  `--budget-flops`), or of one corpus, preset and step count.
 
 Cost and cache. A run's fill-mask and infill scores take one forward pass per fill-mask sentence and a few (one per
 generated token) per infill sentence: with the default 64 examples, a few hundred small passes per run. They are
@@ -115,7 +118,7 @@ logger = logging.getLogger(__name__)
 
 LEADERBOARD_COLUMNS = ["run_id", "family", "predicts", "preset", "corpus", "steps", "training_tokens", "parameters",
                        "val_bits_per_byte", "fill_mask_accuracy", "fill_mask_examples", "infill_exact_match",
-                       "infill_examples", "best_probe_layer", "probe_accuracy"]
+                       "infill_examples", "best_probe_layer", "probe_accuracy", "training_flops"]
 BASELINE_PREFIX = "baseline_"  # + a score column: that score's trivial baseline for the run (see the docstring)
 BASELINE_COLUMNS = [BASELINE_PREFIX + name for name in ("val_bits_per_byte", "fill_mask_accuracy",
                                                         "infill_exact_match")]
@@ -236,7 +239,8 @@ def _number(value) -> float:
 
 def run_row(run_dir: Path, weights_step: int) -> dict:
     """The columns read from the run's files (no forward pass): run_id, family, preset, corpus, steps,
-    training_tokens, parameters, val_bits_per_byte, at the step of the weights."""
+    training_tokens, parameters, val_bits_per_byte, at the step of the weights, and training_flops (the tokens times
+    the model's FLOPs per token that the trainer counted; NaN where it could not)."""
     config = runs.read_config(run_dir)
     metrics = runs.read_metrics(run_dir)
     train_rows = [row for row in metrics if row.get("split", "train") != "val"
@@ -248,11 +252,13 @@ def run_row(run_dir: Path, weights_step: int) -> dict:
     if math.isnan(tokens):
         per_step = [config.get("batch_size"), config.get("seq_len"), config.get("world_size") or 1]
         tokens = float(weights_step * math.prod(int(v) for v in per_step)) if all(per_step) else math.nan
+    per_token = next((_number(row.get("flops_per_token")) for row in reversed(train_rows)
+                      if row.get("flops_per_token") is not None), math.nan)
     return {"run_id": run_dir.name, "family": config.get("family"),
             "predicts": PREDICTS.get(str(config.get("family")), "other"), "preset": config.get("preset"),
             "corpus": config.get("corpus"), "steps": int(weights_step), "training_tokens": tokens,
             "parameters": _number(config.get("num_parameters")),
-            "val_bits_per_byte": _number(val_row.get("bits_per_byte"))}
+            "val_bits_per_byte": _number(val_row.get("bits_per_byte")), "training_flops": tokens * per_token}
 
 
 def _runs_with_weights(home: Path) -> list[tuple[Path, Path, int]]:
@@ -647,6 +653,7 @@ def leaderboard(home=None, corpus: str | None = None, *, max_examples: int = DEF
                + BASELINE_COLUMNS + task_baselines)
     frame = pd.DataFrame(rows, columns=columns)
     for name in ("fill_mask_accuracy", "infill_exact_match", "val_bits_per_byte", "training_tokens", "parameters",
+                 "training_flops",
                  "probe_accuracy", "best_probe_depth", *(ACCURACY_PREFIX + task for task in tasks), *BASELINE_COLUMNS, *task_baselines):
         frame[name] = pd.to_numeric(frame[name], errors="coerce").astype(float)
     for name in ("steps", "fill_mask_examples", "infill_examples"):

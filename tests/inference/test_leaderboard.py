@@ -38,8 +38,9 @@ OTHER_CORPUS_TEXT = ("The river runs past the old mill. A heron waits in the ree
                      "Rain falls on the tin roof all night. In the morning the garden shines.\n")
 BASE_COLUMNS = ["run_id", "family", "predicts", "preset", "corpus", "steps", "training_tokens", "parameters",
                 "val_bits_per_byte", "fill_mask_accuracy", "fill_mask_examples", "infill_exact_match",
-                "infill_examples", "best_probe_layer", "probe_accuracy"]
+                "infill_examples", "best_probe_layer", "probe_accuracy", "training_flops"]
 NOTE_COLUMNS = ["fill_mask_note", "infill_note", "probe_note"]
+PROBE_LAYER_COLUMNS = ["best_probe_stream", "best_probe_layer_name", "best_probe_depth"]
 BASELINES = ["baseline_val_bits_per_byte", "baseline_fill_mask_accuracy", "baseline_infill_exact_match"]
 
 
@@ -108,7 +109,7 @@ def test_examples_are_deterministic_and_seeded():
 # ------------------------------------------------------------------------------------------------ the table
 @pytest.mark.slow
 def test_columns_and_one_row_per_run_of_the_corpus(table, board):
-    assert list(table.columns) == BASE_COLUMNS + ["accuracy_topic", *NOTE_COLUMNS, *BASELINES,
+    assert list(table.columns) == BASE_COLUMNS + ["accuracy_topic", *NOTE_COLUMNS, *PROBE_LAYER_COLUMNS, *BASELINES,
                                                   "baseline_accuracy_topic"]
     assert sorted(table["run_id"]) == sorted(board["ids"].values())  # the other corpus's run is not here
     assert set(table["corpus"]) == {"synthetic"}
@@ -126,6 +127,8 @@ def test_facts_come_from_the_run_files(table, board):
         assert row["family"] == family and row["preset"] == "tiny" and row["steps"] == 30
         assert row["parameters"] == config["num_parameters"]
         assert row["val_bits_per_byte"] == pytest.approx(val[-1]["bits_per_byte"]) and row["val_bits_per_byte"] > 0
+        per_token = [r["flops_per_token"] for r in runs.read_metrics(run_dir) if r.get("flops_per_token")][-1]
+        assert row["training_flops"] == pytest.approx(row["training_tokens"] * per_token)  # the compute it had
     gpt = row_of(table, board["ids"]["gpt"])
     assert gpt["training_tokens"] == 30 * 16 * 64  # steps x batch x seq_len at the tiny preset
 
@@ -297,7 +300,7 @@ def test_bad_settings_are_clear_errors(board):
     with pytest.raises(ValueError, match="corpus must be a corpus name"):
         api.leaderboard(board["home"], corpus=3)
     empty = api.leaderboard(board["home"] / "no-runs-here")
-    assert len(empty) == 0 and list(empty.columns) == BASE_COLUMNS + NOTE_COLUMNS + BASELINES
+    assert len(empty) == 0 and list(empty.columns) == BASE_COLUMNS + NOTE_COLUMNS + PROBE_LAYER_COLUMNS + BASELINES
 
 
 @pytest.mark.slow
@@ -316,10 +319,14 @@ def test_csv_export_round_trips(table, tmp_path):
 def test_display_table_and_figure(table):
     shown = display_table(table)
     assert list(shown.columns) == ["run", "family", "its bits per byte are on", "preset", "corpus", "steps",
-                                   "training tokens", "parameters", "val bits/byte ↓", "fill-mask acc ↑", "infill EM ↑",
+                                   "training tokens · FLOPs", "parameters", "val bits/byte ↓", "fill-mask acc ↑", "infill EM ↑",
                                    "probe acc (roles) ↑", "best probe layer", "topic acc ↑"]
     gpt = shown[shown["family"] == "gpt"].iloc[0]
-    assert gpt["fill-mask acc ↑"] == "— (1)" and gpt["training tokens"] == "30,720"  # (1): its reason's number
+    assert gpt["fill-mask acc ↑"] == "— (1)"  # (1): its reason's number
+    # the tokens, then the FLOPs they cost: the FLOPs per token the trainer counted times the tokens
+    flops = table[table["family"] == "gpt"]["training_flops"].iloc[0]
+    mantissa, exponent = f"{flops:.1e}".split("e")
+    assert gpt["training tokens · FLOPs"] == f"30,720 · {float(mantissa):g}e{int(exponent)}" and flops > 30720 * 1e4
     assert gpt["its bits per byte are on"] == "next token"
     assert shown.iloc[-1]["run"] == "trivial baseline"  # the last row: each score's trivial baseline
     assert gpt["val bits/byte ↓"] == f"{table[table['family'] == 'gpt']['val_bits_per_byte'].iloc[0]:.3f}"
@@ -334,7 +341,7 @@ def test_display_table_and_figure(table):
     assert any(line[6:].startswith("infill, **bert-tiny-compare-tab**: BERT") for line in notes)
     figure = leaderboard_figure(table)
     titles = [annotation.text for annotation in figure.layout.annotations]
-    assert titles[0] == ("validation bits per byte (lower is better)<br>compare within a group: each objective "
+    assert titles[0] == ("validation bits per byte (lower is better)<br>compare within a group:<br>each objective "
                          "predicts other tokens") and len(titles) == 5
     assert "linear probe accuracy" in titles[3] and "topic accuracy" in titles[4]
     bars = [trace for trace in figure.data if trace.type == "bar"]
@@ -361,9 +368,11 @@ def test_corpora_endpoints_list_the_corpora_with_runs(client):
         assert ["synthetic", "synthetic"] in [list(choice) for choice in update["choices"]]
         again = client.predict(ALL_CORPORA, *extra, api_name=endpoint)
         assert (again[0] if extra else again)["value"] == ALL_CORPORA
-    # opening the tab also draws the zoo's row at once (not at the timer's next tick): hidden here, with no zoo
-    _, zoo_row, zoo_picker, signature, *_ = client.predict("synthetic", None, empty, api_name="/leaderboard_on_select")
-    assert zoo_row["visible"] is False and zoo_picker["choices"] == [] and signature[0] == ["synthetic"]
+    # opening the tab also draws the zoo's picker at once (not at the timer's next tick): empty here, with no zoo (an
+    # API client gets no value for the zoo's row and the timer's signature: a layout block and a session state)
+    corpus, zoo_picker, table, _ = client.predict("synthetic", None, empty, api_name="/leaderboard_on_select")
+    assert corpus["value"] == "synthetic" and zoo_picker == {"choices": [], "value": None, "__type__": "update"}
+    assert table["headers"][0] == "run" and table["data"] == []
 
 
 def test_compute_endpoint_gives_table_figure_and_csv(client, trained_runs):  # noqa: F811

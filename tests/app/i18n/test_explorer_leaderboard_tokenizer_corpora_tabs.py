@@ -218,6 +218,7 @@ def leaderboard_frame() -> pd.DataFrame:
     frame = pd.DataFrame({
         "run_id": ["gpt-a", "bert-a", "cvt-a"], "family": ["gpt", "bert", "cvt"], "preset": ["tiny"] * 3,
         "corpus": ["synthetic"] * 3, "steps": [50, 50, 50], "training_tokens": [1000, 1000, 1000],
+        "training_flops": [9.2e8, 1.6e9, nan],
         "parameters": [12345, 23456, 3456], "val_bits_per_byte": [2.5, 3.1, nan],
         "fill_mask_accuracy": [nan, 0.25, nan], "infill_exact_match": [nan, nan, nan], "accuracy_topic": [0.5, 0.75, nan],
         # the notes as the backend writes them (lab_models/inference/leaderboard.py): messages, in object columns
@@ -249,10 +250,12 @@ def test_the_leaderboard_writes_chinese_headers_notes_status_and_figure():
         figure = leaderboard_figures.leaderboard_figure(frame)
         empty = leaderboard_figures.leaderboard_figure(frame.iloc[0:0])
         zoo = leaderboard_tab.zoo_choices([{"name": "tiny", "runs": 17, "finished": 5}])
-    assert list(table.columns) == ["运行", "模型家族", "比特/字节所基于的预测", "预设", "语料库", "步数", "训练 token 数",
-                                   "参数量", "验证 bits/byte ↓", "fill-mask 准确率 ↑", "infill 完全匹配 ↑",
+    assert list(table.columns) == ["运行", "模型家族", "比特/字节所基于的预测", "预设", "语料库", "步数",
+                                   "训练 token 数 · FLOPs", "参数量", "验证 bits/byte ↓", "fill-mask 准确率 ↑", "infill 完全匹配 ↑",
                                    "topic 准确率 ↑"]
     assert list(table["运行"]) == ["gpt-a", "bert-a", "cvt-a", "平凡基线"]  # data stays as it is; then the baselines
+    # the compute each run had beside its tokens, where the trainer counted it
+    assert list(table["训练 token 数 · FLOPs"])[:3] == ["1,000 · 9.2e8", "1,000 · 1.6e9", "1,000"]
     lines = notes.splitlines()
     assert lines[0] == "**为什么有些得分缺失**"
     assert lines[1] == ("- (1) fill-mask，**gpt-a**：GPT 只从左往右读，无法填充 [MASK]；请使用 BERT 式的运行"

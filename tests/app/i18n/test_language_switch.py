@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-from pathlib import Path
 
 import gradio as gr
 import pytest
@@ -20,7 +19,8 @@ from app.display import redrawn_on_language_switch
 from app.gradio_fixes import SET_DATA_SHAPE, with_set_data_fix
 from app.main import build_app
 
-ASSETS = Path(gr.__file__).parent / "templates" / "frontend" / "assets"
+from tests.support.gradio_bundles import fixed_once
+
 # Gradio 6.31's set_data, as its bundle writes it (SET_DATA_SHAPE), closed so that node can run it
 GRADIO_SET_DATA = (b"set_data(e){for(let t in e){let n=e[t],r=D(n)?this._translate_and_store(this.shared_props."
                    b"includes(t)?`shared`:`props`,t,n):n;if(this.shared_props.includes(t)){let e=t;this.shared[e]=r;"
@@ -28,13 +28,7 @@ GRADIO_SET_DATA = (b"set_data(e){for(let t in e){let n=e[t],r=D(n)?this._transla
 
 
 def test_the_set_data_fix_matches_gradios_method_once_and_nothing_else():
-    holding = [path for path in ASSETS.glob("*.js") if SET_DATA_SHAPE.search(path.read_bytes())]
-    assert [path.name.split("-")[0] for path in holding] == ["src"]
-    original = holding[0].read_bytes()
-    fixed = with_set_data_fix(original)
-    assert len(SET_DATA_SHAPE.findall(original)) == 1 and with_set_data_fix(fixed) == fixed != original
-    before, after = original.split(SET_DATA_SHAPE.search(original).group(0))
-    assert fixed.startswith(before) and fixed.endswith(after)  # nothing else touched
+    fixed_once(SET_DATA_SHAPE, with_set_data_fix, "src")
     assert SET_DATA_SHAPE.search(GRADIO_SET_DATA)  # the stand-in below is Gradio's method
 
 

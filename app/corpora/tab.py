@@ -28,7 +28,7 @@ from app.tab_parts import TabParts
 
 # The built-in corpora that app/i18n/locales/*/corpora.json "intro" describes; another built-in corpus makes the page
 # list them all in `api.BUILTIN_CORPORA`'s English instead (tests/text/test_corpora.py keeps the two in step).
-DESCRIBED_CORPORA = ("stdlib-docs", "synthetic")
+DESCRIBED_CORPORA = ("stdlib-docs", "synthetic", "stories")
 MARKDOWN_PUNCTUATION = set("\\`*_{}[]()<>#+-.!|~")
 
 

@@ -6,6 +6,8 @@
     corpus_sources.py   a corpus as a run reads it: fingerprint, (split, document) stream, the tokenizer's sample
     token_shards.py     tokenize once, to disk: memory-mapped token shards in the lab home, resumable and cached
     synthetic.py        the synthetic corpus: a seeded grammar of English sentences, their Chinese, labels, tags
+    stories.py          the stories corpus: a seeded language where context decides, its Chinese, labels, parser
+    story_tasks.py      the stories language's context tasks, split as its corpus is, and their trivial baselines
     stdlib_docs.py      the stdlib-docs corpus: English prose from the documentation inside CPython
     tasks.py            labelled tasks for fine-tuning: the built-in ones and a user's CSV
     tokenization.py     training and caching the four subword tokenizers (BPE, byte-level BPE, WordPiece, Unigram)

@@ -12,6 +12,8 @@ name, the name of a corpus imported into `<lab home>/corpora/`, or a path to a f
   version.
 * "synthetic": little stories from the seeded grammar in `lab_models.text.synthetic`, each English document followed by
   its Chinese translation.
+* "stories": the same layout from the seeded language of `lab_models.text.stories`, where context decides a word's
+  class, a verb's number, a pronoun's referent and an entailment (its tasks: lab_models/text/story_tasks.py).
 * Uploads: `.txt`, `.md`, `.jsonl` and `.csv`, validated (size cap, empty, binary, UTF-8, columns, JSON syntax) and
   stored as `<home>/corpora/<name>/documents.jsonl` + `meta.json`, written to a temporary folder first and renamed
   into place, so a failure or a crash never leaves a half-written corpus.
@@ -57,6 +59,7 @@ from pathlib import Path
 
 from lab_models.messages import Joined, LabError, Message
 from lab_models.home import atomic_write_json, atomic_write_text, lab_home
+from lab_models.text.stories import story_dataset
 from lab_models.text.synthetic import synthetic_dataset
 
 from lab_models.text.stdlib_docs import build_stdlib_docs_paragraphs
@@ -69,6 +72,8 @@ logger = logging.getLogger(__name__)
 BUILTIN_CORPORA: dict[str, str] = {
     "stdlib-docs": "English prose from CPython's own documentation: help() topics and stdlib docstrings (~1.4 MB).",
     "synthetic": "Seeded toy grammar: short English stories, each followed by its Chinese translation (bilingual).",
+    "stories": "Seeded stories where context decides (agreement, reference, word classes, scope), with Chinese "
+               "translations (bilingual).",
 }
 DEFAULT_VALIDATION_FRACTION = 0.05
 SAMPLE_DOCUMENTS = 5
@@ -202,7 +207,15 @@ def _load_stdlib_docs(home) -> Corpus:
 
 
 def _load_synthetic() -> Corpus:
-    data = synthetic_dataset(seed=0)
+    return _bilingual_stories("synthetic", synthetic_dataset(seed=0))
+
+
+def _load_stories() -> Corpus:
+    return _bilingual_stories("stories", story_dataset(seed=0))
+
+
+def _bilingual_stories(name: str, data) -> Corpus:
+    """A corpus of a seeded language's stories: each English story followed by its Chinese translation."""
     english_stories = tuple(" ".join(example.english for example in story) for story in data.stories())
     chinese_stories = tuple("".join(example.chinese for example in story) for story in data.stories())
     translation = dict(zip(english_stories, chinese_stories))
@@ -212,7 +225,7 @@ def _load_synthetic() -> Corpus:
     def with_translations(stories):
         return tuple(document for story in stories for document in (story, translation[story]))
 
-    return _make_corpus("synthetic", "builtin", with_translations(train_stories), with_translations(validation_stories))
+    return _make_corpus(name, "builtin", with_translations(train_stories), with_translations(validation_stories))
 
 
 # ------------------------------------------------------------------------------------------ the lab's corpora
@@ -429,6 +442,8 @@ def load_corpus(name_or_path: str, *, home=None, text_column: str | None = None)
         return _load_stdlib_docs(home)
     if name_or_path == "synthetic":
         return _load_synthetic()
+    if name_or_path == "stories":
+        return _load_stories()
     if _SLUG_PATTERN.fullmatch(name_or_path) and name_or_path in imported_corpora(home=home):
         return _load_imported(name_or_path, home)
     path = Path(name_or_path).expanduser()

@@ -412,8 +412,9 @@ def test_import_stores_the_corpus_and_reimport_replaces_it(tmp_path):
     assert corpora_entries(home) == ["my-notes-2024"]  # no temporary or set-aside folders remain
     import_corpus(write(tmp_path / "synthetic.txt", b"zeta\n\neta"), home=home)
     import_corpus(write(tmp_path / "Another.txt", b"theta\n\niota"), home=home)
-    assert list_corpora(home=home) == ["stdlib-docs", "synthetic", "another", "my-notes-2024", "synthetic-upload"]
-    assert list(BUILTIN_CORPORA) == ["stdlib-docs", "synthetic"]
+    assert list_corpora(home=home) == ["stdlib-docs", "synthetic", "stories", "another", "my-notes-2024",
+                                       "synthetic-upload"]
+    assert list(BUILTIN_CORPORA) == ["stdlib-docs", "synthetic", "stories"]
 
 
 def test_a_failure_while_writing_leaves_the_previous_corpus_and_no_temporary_folder(tmp_path, monkeypatch):

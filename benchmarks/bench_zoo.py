@@ -3,7 +3,8 @@
 accuracy is printed beside the most-frequent-word baseline); a first side-by-side comparison in under 3 minutes from
 `python app.py` on a fresh lab home; on a GPU, `--preset small` for every family in under 10 minutes.
 
-    python benchmarks/bench_zoo.py [--preset tiny] [--families all|gpt,bert,...] [--steps N] [--home DIR]
+    python benchmarks/bench_zoo.py [--preset tiny] [--families all|gpt,bert,...] [--steps N | --budget-flops F]
+                                   [--corpus stories] [--home DIR [--score-only]]
     python benchmarks/bench_zoo.py --time-to-first-comparison [--port 7899]
 
 Default mode: trains the zoo into a fresh temporary lab home (or --home) through the job manager, exactly as
@@ -12,7 +13,10 @@ finished, each run's time (from launch to exit, tokenizer training and the Pytho
 check: GPT's greedy continuation of "the small cat", and for every family that can fill a blank its accuracy on 48
 easy blanks of held-out synthetic sentences: one word masked (a noun after its adjective or determiner, a
 determiner, a verb after its subject, the final "."), scored twice, as the exact word and as the word's class (any
-noun for a noun, ...). The grammar's lexicon decides the classes (lab_models/text/synthetic.py). The load average
+noun for a noun, ...). The grammar's lexicon decides the classes (lab_models/text/synthetic.py). Then the context
+tasks of the "stories" language (lab_models/text/story_tasks.py) with their trivial baselines, every family's fills of
+held-out reference and agreement blanks against the target (a masked LM at 2x the best baseline), and the share of
+GPT's and GPT-2's continuations that parse (target 90%): lab_models/inference/context_scores.py. The load average
 (`os.getloadavg`) before and after is printed: timings on a busy machine are pessimistic.
 
 --time-to-first-comparison: starts `python app.py` on a fresh lab home, clicks "Train the demo zoo" through
@@ -36,7 +40,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from anywhere, as the other benchmarks
 
 from lab_models import api
+from lab_models.inference.context_scores import blank_scores, continuation_scores  # noqa: E402
 from lab_models.text import synthetic  # noqa: E402
+from lab_models.text.story_tasks import baseline_table  # noqa: E402
 from lab_models.training.jobs.manager import JobManager  # noqa: E402
 from lab_models.experiments.zoo import ZooConfig, parse_families, start_zoo, stop_zoo, zoo_progress  # noqa: E402
 
@@ -140,10 +146,54 @@ def quality(home: Path, config: ZooConfig) -> None:
         print(f"BERT fills {sentence!r}: " + ", ".join(f"{token.strip()!r} {p:.2f}" for token, p in top))
 
 
+TARGET_BLANK_RATIO = 2.0  # every masked LM fills context blanks at least 2x the best trivial baseline
+TARGET_PARSE_RATE = 0.9  # GPT's and GPT-2's continuations parse under the grammar
+MASKED_LM_FAMILIES = ("bert", "roberta", "albert", "spanbert", "electra", "mpnet", "unilm", "xlnet")
+CONTINUING_FAMILIES = ("gpt", "gpt2")
+
+
+def context_quality(home: Path, config: ZooConfig) -> None:
+    """The zoo on the "stories" language's context tasks, beside their trivial baselines and the issue's targets:
+    reference blanks (the noun of "the NOUN" pointing to a story character) at 2x the best baseline for every masked
+    LM, agreement blanks beside theirs, GPT's and GPT-2's continuations parsing 90% of the time."""
+    progress = zoo_progress(api.RunStore(home), config)
+    runs = {run.family: home / "runs" / run.run_id for run in progress.runs if run.state == "finished"}
+    baselines = baseline_table().set_index("task")
+    print("
+context tasks of the stories language (validation stories; lab_models/text/story_tasks.py):")
+    print(baselines[["unit", "validation_items", "majority", "word_identity", "bigram", "trigram", "both_sides",
+                     "best_baseline", "context_task"]].round(3).to_string())
+    best = {kind: baselines.loc[kind, "best_baseline"] for kind in ("reference", "agreement")}
+    print(f"
+{'family':10s} {'reference':>10s} {'x best':>7s} {'agreement':>10s}   target: reference >= "
+          f"{TARGET_BLANK_RATIO:.0f}x {best['reference']:.3f}")
+    for family, run_dir in runs.items():
+        try:
+            reference, agreement = blank_scores(run_dir, "reference"), blank_scores(run_dir, "agreement")
+        except ValueError:
+            continue  # the family does not fill a one-word blank
+        ratio = reference.accuracy / best["reference"]
+        verdict = "met" if ratio >= TARGET_BLANK_RATIO else f"missed by {TARGET_BLANK_RATIO - ratio:.1f}x"
+        verdict = verdict if family in MASKED_LM_FAMILIES else "(no target)"
+        print(f"{family:10s} {reference.accuracy:10.3f} {ratio:7.1f} {agreement.accuracy:10.3f}   {verdict}; "
+              f"most frequent fills {reference.top_answers}")
+    for family in CONTINUING_FAMILIES:
+        if family in runs:
+            scores = continuation_scores(runs[family])
+            verdict = "met" if scores.parse_rate >= TARGET_PARSE_RATE else \
+                f"missed by {TARGET_PARSE_RATE - scores.parse_rate:.2f}"
+            print(f"{family} continuations: {scores.parse_rate:.0%} of {scores.sentences} complete sentences parse "
+                  f"(target >= {TARGET_PARSE_RATE:.0%}: {verdict}); e.g. {scores.example!r}")
+
+
 def train_zoo(args) -> None:
     home = Path(args.home) if args.home else Path(tempfile.mkdtemp(prefix="bench-zoo-"))
     config = ZooConfig(preset=args.preset, families=parse_families(args.families), steps=args.steps,
-                       device=args.device)
+                       device=args.device, corpus=args.corpus, budget_flops=args.budget_flops)
+    if args.score_only:
+        quality(home, config)
+        context_quality(home, config)
+        return
     print(f"zoo {config.name}: {len(config.families)} families into {home} ({load()})", flush=True)
     jobs = JobManager(home, recover=False, poll_interval_s=0.1)
     began = time.monotonic()
@@ -183,6 +233,7 @@ def train_zoo(args) -> None:
         bits = f"{run.val_bits_per_byte:.3f}" if run.val_bits_per_byte is not None else "—"
         print(f"{run.family:10s} {run.total_steps:6d} {seconds:8.1f} {bits:>14s}")
     quality(home, config)
+    context_quality(home, config)
     if not args.home and not args.keep:
         shutil.rmtree(home, ignore_errors=True)
 
@@ -252,6 +303,10 @@ def main() -> None:
     parser.add_argument("--families", default="all")
     parser.add_argument("--steps", type=int)
     parser.add_argument("--device", default="auto")
+    parser.add_argument("--corpus", help="the zoo's corpus (default: the preset's)")
+    parser.add_argument("--budget-flops", type=float, help="equal training FLOPs for every family instead of steps")
+    parser.add_argument("--score-only", action="store_true",
+                        help="score the zoo already trained in --home (no training)")
     parser.add_argument("--home", help="a fresh lab home to use (kept) instead of a temporary one")
     parser.add_argument("--keep", action="store_true", help="keep the temporary lab home")
     parser.add_argument("--time-to-first-comparison", action="store_true")

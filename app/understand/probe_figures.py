@@ -18,7 +18,8 @@ from app.understand.figures import layer_title
 
 DASHES = ("solid", "dash", "dashdot", "longdash")  # one per stream of a run: encoder solid, decoder dashed, ...
 RUN_MARKERS = ("circle", "square", "triangle-up", "cross")  # a family's first, second, ... run in one figure
-TASKS = ("tags", "roles", "topic", "sentiment")  # their titles: probing.task_<task>
+# their titles: probing.task_<task>; the last three are the stories language's (lab_models/text/story_tasks.py)
+TASKS = ("tags", "roles", "topic", "sentiment", "ambiguous_tags", "antecedent", "subject_number")
 COLUMN_KEYS = ("col_run", "col_family", "col_stream", "col_layer", "col_layer_name", "col_depth", "col_accuracy",
                "col_control", "col_selectivity", "col_majority")
 

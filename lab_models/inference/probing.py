@@ -12,23 +12,31 @@ probe's accuracy also measures what a random network already separates; of their
 built with the run's own seed and never trained (`build_model(..., seed=init_seed(seed))`, the exact step-0 model
 of the run). `selectivity` = accuracy - control: what training put there.
 
-The tasks, all from the synthetic corpus's grammar (lab_models/text/synthetic.py decides every label):
+The tasks: four from the synthetic corpus's grammar (lab_models/text/synthetic.py decides every label) and three
+from the stories language (lab_models/text/stories.py), whose labels only the context decides:
 
-    task        unit       labels                                              the vector probed
-    tags        word       DET ADJ NOUN PRON VERB AUX NEG ADV PREP PUNCT       the word's first sub-word piece (not a
-                                                                               lone "▁": `first_content_pieces`)
-    roles       word       SUBJ VERB OBJ ADV PLACE PUNCT (the phrase)          the word's first sub-word piece
-    topic       sentence   animals food city school sports                     the mean of the layer over the tokens
-    sentiment   sentence   negative neutral positive                           the mean of the layer over the tokens
+    task            unit       labels                                              the vector probed
+    tags            word       DET ADJ NOUN PRON VERB AUX NEG ADV PREP PUNCT       the word's first sub-word piece (not a
+                                                                                   lone "▁": `first_content_pieces`)
+    roles           word       SUBJ VERB OBJ ADV PLACE PUNCT (the phrase)          the word's first sub-word piece
+    topic           sentence   animals food city school sports                     the mean of the layer over the tokens
+    sentiment       sentence   negative neutral positive                           the mean of the layer over the tokens
+    ambiguous_tags  word       NOUN VERB, on forms that are both ("cooks")         the word's first piece, in its story
+    antecedent      word       FIRST SECOND: the character a reference points to   the same
+    subject_number  word       SG PL: the number the verb after a modifier needs   the same
 
-`tags` is the part-of-speech probe of the papers; in this grammar the word alone decides it (every word but "cook"
-has one tag), so even the embedding layer and the random-init control separate it. `roles` (a chunking-like label:
-the same "the" is subject, object or place by where it stands; the word alone decides 88% of them) is the probe
-that needs the context, the analogue of Liu et al.'s syntactic chunking.
+`tags` is the part-of-speech probe of the papers; in the synthetic grammar the word alone decides it (every word but
+"cook" has one tag), so even the embedding layer and the random-init control separate it. `roles` (a chunking-like
+label: the same "the" is subject, object or place by where it stands; the word alone decides 88% of them) needs some
+context. The three stories tasks need it all: their items are chosen so that a word's identity scores about 0.5
+(lab_models/text/story_tasks.py prints the baselines), and each story is read whole, so that a reference can look
+back to the sentence that introduced its character.
 
 Data: `TRAIN_SENTENCES` sentences of the built-in tasks' training split and `VALIDATION_SENTENCES` of their
 validation split (lab_models/text/tasks.py: stories a run pretrained on the synthetic corpus never saw), drawn
-with torch.Generator(seed). Each sentence is encoded with the run's tokenizer without framing tokens, as in
+with torch.Generator(seed); for the stories tasks, `TRAIN_STORIES` and `VALIDATION_STORIES` stories holding the
+context tasks' items (training: the stories corpus's training split; validation: its validation split and stories
+of another seed), each word labelled for the tasks that label it. Each sentence is encoded with the run's tokenizer without framing tokens, as in
 pretraining, and read in batches of equal-length rows (no padding) through
 lab_models/inference/representations.py `stream_layers`, which knows every family's streams (encoder and decoder for
 MASS and T5, XLNet and MPNet's content stream, ELMo's layers and its scalar mix, CoVe's MT-LSTM layers and
@@ -41,10 +49,11 @@ probes of every layer (and of the control's) are independent but fitted in one L
 (`fit_linear_probes`): the same optimum each, a tenth of the Python overhead.
 `majority` is the validation accuracy of always answering the training split's most frequent label.
 
-Cache: the features (both models', every stream and layer, float16) are computed once per run and stored in the
-run folder, `probe-features.safetensors`, written to a temporary name and renamed, keyed by the weights file, its
-modification time, the seed and the sample sizes: a second `probe_layers` (any task: the four share the
-sentences) trains probes only, in well under a second per layer. New weights (a run still training) give new
+Cache: the features (both models', every stream and layer, float16) are computed once per run and language and
+stored in the run folder, `probe-features.safetensors` (`probe-features-stories.safetensors` for the stories),
+written to a temporary name and renamed, keyed by the weights file, its modification time, the seed and the sample
+sizes: a second `probe_layers` (any task of the same language: they share the texts) trains probes only, in well
+under a second per layer. New weights (a run still training) give new
 features.
 
 Deviations from the papers: a toy grammar instead of the Penn Treebank and the papers' 16 tasks, hundreds of
@@ -75,22 +84,30 @@ from lab_models.home import atomic_write_bytes
 from lab_models.inference.loading import TrainedRun, load_run, weights_file
 from lab_models.inference.representations import stream_layers, token_limit
 from lab_models.models.family import build_model
+from lab_models.text.story_tasks import TASK_LABELS as STORY_TASK_LABELS
+from lab_models.text.story_tasks import WORD_TASKS as STORY_WORD_TASKS
+from lab_models.text.story_tasks import context_tasks
 from lab_models.text.synthetic import ROLES, SENTIMENT_LABELS, TAGS, TOPICS, phrase_roles
 from lab_models.text.tasks import load_task
 from lab_models.training.engine import init_seed
 
 logger = logging.getLogger(__name__)
 
-# task -> (unit, the built-in task its labels come from)
-PROBE_TASKS: dict[str, tuple[str, str]] = {"tags": ("word", "tagging"), "roles": ("word", "tagging"),
-                                            "topic": ("sentence", "topic"), "sentiment": ("sentence", "sentiment")}
+# task -> (unit, the language its texts come from)
+PROBE_TASKS: dict[str, tuple[str, str]] = {"tags": ("word", "synthetic"), "roles": ("word", "synthetic"),
+                                            "topic": ("sentence", "synthetic"), "sentiment": ("sentence", "synthetic"),
+                                            **{task: ("word", "stories") for task in STORY_WORD_TASKS}}
+LANGUAGES = ("synthetic", "stories")
 PROBE_COLUMNS = ["stream", "layer", "depth", "accuracy", "majority", "control", "layer_name", "selectivity"]
 TRAIN_SENTENCES = 400  # ~3,500 words: the tags and roles probes' training words
 VALIDATION_SENTENCES = 300  # ~2,700 words of unseen stories: accuracy to about +-1%
+TRAIN_STORIES = 400  # the stories language's probes: ~400 labelled words per task to train on
+VALIDATION_STORIES = 400  # ~400 labelled words per task held out: accuracy to about +-2.5%
 BATCH_ROWS = 64  # equal-length rows per forward pass
 WEIGHT_DECAY = 1e-3  # L2 on the probe's weights (standardised features): keeps a 512-wide probe on 400 sentences sane
 MAX_ITERATIONS = 100  # L-BFGS iterations of the joint fit: the accuracies move by < 0.2 points beyond 60
-FEATURES_FILE = "probe-features.safetensors"
+FEATURES_FILE = "probe-features.safetensors"  # the synthetic language's; the stories': STORY_FEATURES_FILE
+STORY_FEATURES_FILE = "probe-features-stories.safetensors"
 FEATURES_VERSION = 2  # bump when the features change, so cached ones are recomputed (2: no lone "▁")
 MAX_SEED = 2**31 - 1
 
@@ -213,6 +230,48 @@ def probe_sentences(seed: int = 0) -> tuple[list[ProbeSentence], list[ProbeSente
     return out[0], out[1]
 
 
+@dataclass(frozen=True)
+class ProbeStory:
+    """One story of the stories language's probes: its text (its words joined by spaces) and, per word task, one
+    label index per word (-1 where the task labels nothing: lab_models/text/story_tasks.py chooses the items)."""
+
+    text: str
+    word_labels: dict[str, tuple[int, ...]]
+
+    def labels(self, task: str):
+        return self.word_labels[task]
+
+
+def probe_stories(seed: int = 0) -> tuple[list[ProbeStory], list[ProbeStory]]:
+    """(training stories, validation stories): TRAIN_STORIES and VALIDATION_STORIES drawn with torch.Generator(seed)
+    from the stories that hold the context tasks' training and validation items, with every task's labels."""
+    tasks = context_tasks()
+    generator = torch.Generator().manual_seed(seed)
+    out = []
+    for split, wanted in (("train", TRAIN_STORIES), ("validation", VALIDATION_STORIES)):
+        labelled: dict[tuple[str, ...], dict[str, list[int]]] = {}
+        for task in STORY_WORD_TASKS:
+            names = STORY_TASK_LABELS[task]
+            for item in getattr(tasks[task], split):
+                per_task = labelled.setdefault(item.words, {})
+                row = per_task.setdefault(task, [-1] * len(item.words))
+                row[item.position] = names.index(item.label)
+        stories = list(labelled)
+        order = torch.randperm(len(stories), generator=generator)[:wanted].tolist()
+        chosen = []
+        for index in sorted(order):
+            words = stories[index]
+            chosen.append(ProbeStory(" ".join(words), {task: tuple(labelled[words].get(task, [-1] * len(words)))
+                                                       for task in STORY_WORD_TASKS}))
+        out.append(chosen)
+    return out[0], out[1]
+
+
+def probe_texts(seed: int, language: str) -> tuple[list, list]:
+    """The probes' (training, validation) texts of a language: sentences of the synthetic corpus or stories."""
+    return probe_sentences(seed) if language == "synthetic" else probe_stories(seed)
+
+
 # ------------------------------------------------------------------------------------------------ features
 @dataclass(frozen=True)
 class LayerInfo:
@@ -316,14 +375,19 @@ def control_run(run: TrainedRun) -> TrainedRun:
     return dataclasses.replace(run, model=model.to(run.device).eval(), step=0)
 
 
-def features_key(run_dir: Path, seed: int) -> str:
+def features_key(run_dir: Path, seed: int, language: str = "synthetic") -> str:
     weights, _ = weights_file(run_dir)
-    return (f"v{FEATURES_VERSION}|{os.path.relpath(weights, run_dir)}|{weights.stat().st_mtime_ns}|seed{seed}|"
-            f"n{TRAIN_SENTENCES}/{VALIDATION_SENTENCES}")
+    sizes = (f"n{TRAIN_SENTENCES}/{VALIDATION_SENTENCES}" if language == "synthetic"
+             else f"stories{TRAIN_STORIES}/{VALIDATION_STORIES}")
+    return f"v{FEATURES_VERSION}|{os.path.relpath(weights, run_dir)}|{weights.stat().st_mtime_ns}|seed{seed}|{sizes}"
 
 
-def _load_cached(run_dir: Path, key: str) -> ProbeFeatures | None:
-    path = run_dir / FEATURES_FILE
+def features_file(language: str) -> str:
+    return FEATURES_FILE if language == "synthetic" else STORY_FEATURES_FILE
+
+
+def _load_cached(run_dir: Path, key: str, language: str = "synthetic") -> ProbeFeatures | None:
+    path = run_dir / features_file(language)
     if not path.is_file():
         return None
     try:
@@ -343,7 +407,7 @@ def _load_cached(run_dir: Path, key: str) -> ProbeFeatures | None:
         return None
 
 
-def _save(run_dir: Path, features: ProbeFeatures) -> None:
+def _save(run_dir: Path, features: ProbeFeatures, language: str = "synthetic") -> None:
     tensors = {"words": features.words, "sentences": features.sentences}
     for i, (model, control) in enumerate(zip(features.model, features.control)):
         for unit in ("words", "sentences"):
@@ -352,22 +416,27 @@ def _save(run_dir: Path, features: ProbeFeatures) -> None:
     metadata = {"key": features.key, "n_train": str(features.n_train),
                 "layers": json.dumps([dataclasses.asdict(layer) for layer in features.layers])}
     try:
-        atomic_write_bytes(run_dir / FEATURES_FILE, save_safetensors(tensors, metadata=metadata))
+        atomic_write_bytes(run_dir / features_file(language), save_safetensors(tensors, metadata=metadata))
     except OSError as error:  # a read-only run folder still gets its probes, just not cached
         logger.warning("could not cache the probe features of %s: %s", run_dir.name, error)
 
 
-def probe_features(run_dir, seed: int = 0, progress: Callable[[int, int, str], None] | None = None) -> ProbeFeatures:
-    """The probe features of a run and of its random-init control, from the run folder's cache or computed (and
-    cached). progress(done, total, message) is called while they are computed (two models, each batch of rows)."""
+def probe_features(run_dir, seed: int = 0, progress: Callable[[int, int, str], None] | None = None,
+                   language: str = "synthetic") -> ProbeFeatures:
+    """The probe features of a run and of its random-init control for the texts of `language` ("synthetic"
+    sentences or "stories"), from the run folder's cache or computed (and cached). progress(done, total, message)
+    is called while they are computed (two models, each batch of rows)."""
     seed = check_seed(seed)
+    if language not in LANGUAGES:
+        raise LabError("Unknown probe language {language!r}: choose one of {languages}.", language=language,
+                       languages=", ".join(LANGUAGES))
     run = load_run(run_dir)
-    key = features_key(run.run_dir, seed)
-    cached = _load_cached(run.run_dir, key)
+    key = features_key(run.run_dir, seed, language)
+    cached = _load_cached(run.run_dir, key, language)
     if cached is not None:
         return cached
     started = time.perf_counter()
-    train, validation = probe_sentences(seed)
+    train, validation = probe_texts(seed, language)
     sentences = train + validation
     encoded = _encode_for_probe(run, sentences)
     read_indices = [i for i, item in enumerate(encoded) if item is not None]
@@ -389,7 +458,7 @@ def probe_features(run_dir, seed: int = 0, progress: Callable[[int, int, str], N
     features = ProbeFeatures(layers, model, control, torch.tensor(word_rows, dtype=torch.long).reshape(-1, 2),
                              torch.tensor(read_indices, dtype=torch.long), sum(i < len(train) for i in read_indices),
                              key, seconds=time.perf_counter() - started)
-    _save(run.run_dir, features)
+    _save(run.run_dir, features, language)
     return features
 
 
@@ -412,12 +481,13 @@ def check_seed(seed) -> int:
 
 def task_labels(task: str) -> tuple[str, ...]:
     """The label names of a probe task."""
-    return {"tags": TAGS, "roles": ROLES, "topic": TOPICS, "sentiment": SENTIMENT_LABELS}[task]
+    return {"tags": TAGS, "roles": ROLES, "topic": TOPICS, "sentiment": SENTIMENT_LABELS, **STORY_TASK_LABELS}[task]
 
 
 def probe_labels(features: ProbeFeatures, task: str, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """(labels of the probed items, which of them are validation items), for the task's unit."""
-    train, validation = probe_sentences(seed)
+    """(labels of the probed items, which of them are validation items), for the task's unit; a word the task
+    does not label has label -1."""
+    train, validation = probe_texts(seed, PROBE_TASKS[task][1])
     sentences = train + validation
     if PROBE_TASKS[task][0] == "word":
         rows = features.words.tolist()
@@ -441,23 +511,25 @@ def probe_layers(run_dir, task: str = "tags", seed: int = 0,
     task = check_task(task)
     seed = check_seed(seed)
     run = load_run(run_dir)
-    features = probe_features(run.run_dir, seed, progress)
+    features = probe_features(run.run_dir, seed, progress, PROBE_TASKS[task][1])
     started = time.perf_counter()
     labels, held_out = probe_labels(features, task, seed)
     unit = "words" if PROBE_TASKS[task][0] == "word" else "sentences"
     n_classes = len(task_labels(task))
-    train_labels, validation_labels = labels[~held_out], labels[held_out]
+    labelled = labels >= 0
+    training, validating = labelled & ~held_out, labelled & held_out
+    train_labels, validation_labels = labels[training], labels[validating]
     majority = majority_accuracy(train_labels, validation_labels)
     every = [*(item[unit] for item in features.model), *(item[unit] for item in features.control)]
-    accuracies = layer_accuracies([x[~held_out] for x in every], train_labels, [x[held_out] for x in every],
+    accuracies = layer_accuracies([x[training] for x in every], train_labels, [x[validating] for x in every],
                                   validation_labels, n_classes)
     n = len(features.layers)
     rows = [[info.stream, info.layer, info.depth, accuracy, majority, baseline, info.name, accuracy - baseline]
             for info, accuracy, baseline in zip(features.layers, accuracies[:n], accuracies[n:])]
     frame = pd.DataFrame(rows, columns=PROBE_COLUMNS)
     frame.attrs.update(run_id=run.run_id, family=run.family, step=run.step, task=task, seed=seed,
-                       labels=list(task_labels(task)), train=int((~held_out).sum()),
-                       validation=int(held_out.sum()), cached=features.cached,
+                       labels=list(task_labels(task)), train=int(training.sum()),
+                       validation=int(validating.sum()), cached=features.cached,
                        seconds={"features": features.seconds, "probes": time.perf_counter() - started},
                        note=Message("random-init control: {family} built with the run's seed, untrained (step 0)",
                                     family=run.family))

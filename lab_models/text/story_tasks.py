@@ -52,6 +52,8 @@ from lab_models.text.stories import (AMBIGUOUS_FORMS, ANTECEDENTS, ENTAILMENT_LA
 
 STORIES_SEED = 0  # the "stories" corpus's seed and size (lab_models/text/corpora.py: _load_stories)
 STORIES_SENTENCES = 8000
+HELD_OUT_SEED = 1  # more validation stories, from a seed the corpus was not drawn from
+HELD_OUT_SENTENCES = 3000
 CONTEXT_THRESHOLD = 0.6
 WORD_TASKS = ("ambiguous_tags", "antecedent", "subject_number")
 BLANK_TASKS = ("reference", "agreement")
@@ -63,9 +65,13 @@ TASK_LABELS: dict[str, tuple[str, ...]] = {"ambiguous_tags": ("NOUN", "VERB"), "
 
 @dataclass(frozen=True)
 class WordItem:
-    words: tuple[str, ...]  # the sentence
-    position: int
+    words: tuple[str, ...]  # the story's words (every sentence, in order)
+    position: int  # the labelled word's index in `words`
     label: str
+
+    @property
+    def word(self) -> str:
+        return self.words[self.position]
 
 
 @dataclass(frozen=True)
@@ -95,14 +101,18 @@ def story_split(seed: int = STORIES_SEED, n_sentences: int = STORIES_SENTENCES):
     return data, train, validation
 
 
-def _word_items(stories, task: str) -> tuple[WordItem, ...]:
+def _word_items(stories, story_indices, task: str) -> tuple[WordItem, ...]:
     items = []
-    for story in stories:
+    for story_index in story_indices:
+        story = stories[story_index]
+        words = tuple(token for example in story for token in example.tokens)
+        offset = 0
         for example in story:
-            for position, token in enumerate(example.tokens):
+            for position in range(len(example.tokens)):
                 label = _word_label(example, position, task)
                 if label is not None:
-                    items.append(WordItem(example.tokens, position, label))
+                    items.append(WordItem(words, offset + position, label))
+            offset += len(example.tokens)
     if task == "ambiguous_tags":
         items = _balanced_per_form(items)
     return tuple(items)
@@ -120,12 +130,12 @@ def _balanced_per_form(items: list[WordItem]) -> list[WordItem]:
     """The first k noun and the first k verb uses of each form, k the rarer use's count, in corpus order."""
     by_form: dict[str, Counter] = defaultdict(Counter)
     for item in items:
-        by_form[item.words[item.position]][item.label] += 1
+        by_form[item.word][item.label] += 1
     quota = {form: min(counts["NOUN"], counts["VERB"]) for form, counts in by_form.items()}
     taken: Counter = Counter()
     kept = []
     for item in items:
-        key = (item.words[item.position], item.label)
+        key = (item.word, item.label)
         if taken[key] < quota[key[0]]:
             taken[key] += 1
             kept.append(item)
@@ -149,23 +159,36 @@ def _pair_items(data: StoryData, story_indices, task: str) -> tuple[PairItem, ..
     return tuple(item for owner, items in zip(owners, per_story) if owner in chosen for item in items)
 
 
+def _blank_items(stories, story_indices, kind: str) -> tuple[StoryBlank, ...]:
+    return tuple(blank for index in story_indices for blank in story_blanks(stories[index]) if blank.kind == kind)
+
+
+def _items(data: StoryData, story_indices, name: str) -> tuple:
+    if name in WORD_TASKS:
+        return _word_items(data.stories(), story_indices, name)
+    if name in BLANK_TASKS:
+        return _blank_items(data.stories(), story_indices, name)
+    return _pair_items(data, story_indices, name)
+
+
 @lru_cache(maxsize=4)
 def context_tasks(seed: int = STORIES_SEED, n_sentences: int = STORIES_SENTENCES) -> dict[str, ContextTask]:
-    """Every context task of the language, its items in the corpus's training and validation stories."""
+    """Every context task of the language: its items in the corpus's training stories, and in its validation
+    stories followed by the stories of `HELD_OUT_SEED` that are not in the corpus's training split (a bigger
+    held-out set than the corpus's 5%: tighter intervals)."""
     data, train_indices, validation_indices = story_split(seed, n_sentences)
-    stories = data.stories()
-    train = [stories[index] for index in train_indices]
-    validation = [stories[index] for index in validation_indices]
+    held_out = story_dataset(seed=HELD_OUT_SEED if seed != HELD_OUT_SEED else seed + 1,
+                             n_sentences=HELD_OUT_SENTENCES)
+    training_texts = {" ".join(example.english for example in data.stories()[index]) for index in train_indices}
+    held_out_indices = [index for index, story in enumerate(held_out.stories())
+                        if " ".join(example.english for example in story) not in training_texts]
     tasks: dict[str, ContextTask] = {}
-    for name in WORD_TASKS:
-        tasks[name] = ContextTask(name, "word", _word_items(train, name), _word_items(validation, name))
-    for name in BLANK_TASKS:
-        def blanks(stories):
-            return tuple(blank for story in stories for blank in story_blanks(story) if blank.kind == name)
-        tasks[name] = ContextTask(name, "blank", blanks(train), blanks(validation))
-    for name in PAIR_TASKS:
-        tasks[name] = ContextTask(name, "pair", _pair_items(data, train_indices, name),
-                                  _pair_items(data, validation_indices, name))
+    for name in WORD_TASKS + BLANK_TASKS + PAIR_TASKS:
+        unit = "word" if name in WORD_TASKS else "blank" if name in BLANK_TASKS else "pair"
+        validation = _items(data, validation_indices, name) + _items(held_out, held_out_indices, name)
+        if name == "ambiguous_tags":  # balanced per form over the whole validation set
+            validation = tuple(_balanced_per_form(list(validation)))
+        tasks[name] = ContextTask(name, unit, _items(data, train_indices, name), validation)
     return tasks
 
 
@@ -184,9 +207,9 @@ def word_baselines(task: ContextTask) -> dict[str, float]:
     majority = _most_frequent(Counter(item.label for item in task.train))
     by_word: dict[str, Counter] = defaultdict(Counter)
     for item in task.train:
-        by_word[item.words[item.position]][item.label] += 1
-    identity = [(_most_frequent(by_word[item.words[item.position]]) if item.words[item.position] in by_word
-                 else majority) for item in task.validation]
+        by_word[item.word][item.label] += 1
+    identity = [_most_frequent(by_word[item.word]) if item.word in by_word else majority
+                for item in task.validation]
 
     def right(item, guess):
         return item.label == guess

@@ -110,6 +110,39 @@ def test_probe_layers_has_a_row_per_stream_and_layer_and_caches_its_features(run
     assert best["accuracy"] == topic["accuracy"].max()
 
 
+def test_the_stories_probe_texts_label_only_their_items_with_word_identity_at_chance():
+    train, validation = probing.probe_stories(0)
+    assert (len(train), len(validation)) == (probing.TRAIN_STORIES, probing.VALIDATION_STORIES)
+    assert probing.probe_stories(0) == (train, validation) and probing.probe_stories(1) != (train, validation)
+    for task in ("ambiguous_tags", "antecedent", "subject_number"):
+        names = probing.task_labels(task)
+        items = [(word, names[label]) for story in validation
+                 for word, label in zip(story.text.split(" "), story.labels(task)) if label >= 0]
+        assert len(items) > 300, task
+        counts: dict[str, dict[str, int]] = {}
+        for word, label in items:
+            counts.setdefault(word, {}).setdefault(label, 0)
+            counts[word][label] += 1
+        identity = sum(max(per_label.values()) for per_label in counts.values()) / len(items)
+        assert identity < 0.7, task  # even knowing each validation word's own majority barely helps
+    for story in validation:  # a reference is a pronoun or a noun the story named before
+        words = story.text.split(" ")
+        for index, label in enumerate(story.labels("antecedent")):
+            if label >= 0:
+                assert words[index] in ("he", "she", "it", "they") or words[index] in words[:index]
+
+
+@pytest.mark.slow
+def test_the_stories_probes_read_whole_stories_and_cache_them_apart(runs):
+    folder = runs["bert"]
+    frame = api.probe_layers(folder, "antecedent")
+    assert frame.attrs["labels"] == ["FIRST", "SECOND"] and frame.attrs["validation"] > 300
+    assert 0.4 < frame["majority"].iloc[0] < 0.6
+    assert (folder / probing.STORY_FEATURES_FILE).is_file()
+    other = api.probe_layers(folder, "subject_number")
+    assert other.attrs["cached"] is True and other.attrs["labels"] == ["SG", "PL"]
+
+
 @pytest.mark.slow
 def test_new_weights_give_new_features(runs, tmp_path):
     copy = tmp_path / "gpt-copy"

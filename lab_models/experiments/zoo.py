@@ -63,7 +63,7 @@ from lab_models.training.jobs.manager import JobManager
 from lab_models.training.jobs.store import RunStore
 from lab_models.models.family import TRAINED_FAMILIES
 from lab_models.training.runs import MODEL_FILE
-from lab_models.training.config import MAX_STEPS, PRESET_DEFAULTS, check_seed
+from lab_models.training.config import MAX_BUDGET_MINUTES, MAX_STEPS, PRESET_DEFAULTS, check_seed
 from lab_models.training.console import OneLineParser, say, say_error
 from lab_models.text.corpus_sources import open_corpus
 from lab_models.training.device import select_device
@@ -156,6 +156,8 @@ class ZooConfig:
     device: str = "auto"
     # training FLOPs for every family instead of steps: each run trains the steps they buy (train --budget-flops)
     budget_flops: float | None = None
+    # wall time for every family instead (train --budget-minutes): each run trains the steps that fit in it
+    budget_minutes: float | None = None
 
     def __post_init__(self):
         if self.preset not in ZOO_PRESETS:
@@ -186,16 +188,24 @@ class ZooConfig:
                     or not math.isfinite(self.budget_flops) or self.budget_flops <= 0):
                 raise LabError("budget_flops must be a positive number of FLOPs such as 1e13, got {budget!r}.",
                                budget=self.budget_flops)
+        if self.budget_minutes is not None:
+            if self.steps is not None or self.budget_flops is not None:
+                raise LabError("Give a zoo one of steps, a FLOP budget or a wall-time budget: each decides the "
+                               "steps.")
+            if (isinstance(self.budget_minutes, bool) or not isinstance(self.budget_minutes, (int, float))
+                    or not math.isfinite(self.budget_minutes) or not 0 < self.budget_minutes <= MAX_BUDGET_MINUTES):
+                raise LabError("budget_minutes must be a number of minutes above 0 and at most {most:,}, such as 2, "
+                               "got {budget!r}.", most=MAX_BUDGET_MINUTES, budget=self.budget_minutes)
 
     @property
     def name(self) -> str:
         """'tiny'; 'tiny-stdlib-docs' on another corpus; 'tiny-300steps' with one step count for every family;
-        'tiny-3e12flops' with one FLOP budget for every family.
+        'tiny-3e12flops' with one FLOP budget for every family, 'tiny-2min' with one wall-time budget.
 
         >>> ZooConfig().name, ZooConfig(corpus="stdlib-docs", steps=300).name, ZooConfig(corpus="synthetic").name
         ('tiny', 'tiny-stdlib-docs-300steps', 'tiny')
-        >>> ZooConfig(budget_flops=3e12).name, ZooConfig(budget_flops=2.5e13).name
-        ('tiny-3e12flops', 'tiny-2.5e13flops')
+        >>> ZooConfig(budget_flops=3e12).name, ZooConfig(budget_flops=2.5e13).name, ZooConfig(budget_minutes=2).name
+        ('tiny-3e12flops', 'tiny-2.5e13flops', 'tiny-2min')
         """
         parts = [self.preset]
         if self.corpus is not None and self.corpus != PRESET_DEFAULTS[self.preset]["corpus"]:
@@ -204,11 +214,13 @@ class ZooConfig:
             parts.append(f"{self.steps}steps")
         if self.budget_flops is not None:
             parts.append(f"{self.budget_flops:.3g}".replace("e+", "e").replace("+", "") + "flops")
+        if self.budget_minutes is not None:
+            parts.append(f"{self.budget_minutes:g}".replace(".", "p") + "min")
         return "-".join(parts)
 
     def steps_for(self, family: str) -> int | None:
-        """The steps `family` trains in this zoo; None under a FLOP budget (the run finds them out when it starts)."""
-        if self.budget_flops is not None:
+        """The steps `family` trains in this zoo; None under a budget (the run finds them out when it starts)."""
+        if self.budget_flops is not None or self.budget_minutes is not None:
             return None
         return self.steps or ZOO_STEPS[self.preset].get(family) or PRESET_DEFAULTS[self.preset]["steps"]
 
@@ -218,7 +230,11 @@ class ZooConfig:
         intervals (the steps are not known before the run counts its FLOPs)."""
         steps = self.steps_for(family)
         vocabulary = ZOO_VOCAB_SIZE.get(self.preset)
-        spacing = (["--budget-flops", repr(float(self.budget_flops))] if steps is None else
+        if self.budget_flops is not None:
+            budget = ["--budget-flops", repr(float(self.budget_flops))]
+        elif self.budget_minutes is not None:
+            budget = ["--budget-minutes", repr(float(self.budget_minutes))]
+        spacing = (budget if steps is None else
                    ["--eval-every", str(max(1, steps // EVALUATIONS_PER_RUN)),
                     "--checkpoint-every", str(max(1, steps // CHECKPOINTS_PER_RUN))])
         return spacing + (["--vocab-size", str(vocabulary)] if vocabulary else [])
@@ -456,6 +472,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--budget-flops", type=float, metavar="F",
                    help="instead of --steps: the training FLOPs every family may spend, e.g. 1e13; each trains the "
                         "steps they buy at its own FLOPs per token (equal compute, not equal steps)")
+    p.add_argument("--budget-minutes", type=float, metavar="M",
+                   help="instead of --steps: the minutes of wall time every family may train, e.g. 2; each trains "
+                        "the steps that fit (equal time on this machine, not equal compute)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--device", default="auto", help="auto | cpu | cuda | mps")
     p.add_argument("--home", help="the lab home (default: $PRETRAINING_LAB_HOME or ~/.pretraining-lab)")
@@ -472,7 +491,8 @@ def _config_from_args(args, home: Path) -> ZooConfig:
     if corpus is not None and Path(corpus).expanduser().exists():
         corpus = str(Path(corpus).expanduser().resolve())
     return ZooConfig(preset=args.preset, families=parse_families(args.families), corpus=corpus, steps=args.steps,
-                     seed=args.seed, device=args.device, budget_flops=args.budget_flops)
+                     seed=args.seed, device=args.device, budget_flops=args.budget_flops,
+                     budget_minutes=args.budget_minutes)
 
 
 def _raise_interrupt(signum, frame):

@@ -44,7 +44,7 @@ from lab_models.home import lab_home
 from lab_models.objectives import objective_module
 from lab_models.training.performance import parse_performance_overrides
 from lab_models.text.tokenizer_kinds import MAX_VOCAB_SIZE, TOKENIZER_KINDS
-from lab_models.training.config import (MAX_SEED, MAX_STEPS, PRESET_DEFAULTS, RESUME_OVERRIDABLE, TrainConfig, parse_objectives,
+from lab_models.training.config import (MAX_BUDGET_MINUTES, MAX_SEED, MAX_STEPS, PRESET_DEFAULTS, RESUME_OVERRIDABLE, TrainConfig, parse_objectives,
                                         parse_model_overrides)
 from lab_models.objectives.settings import settings_with_overrides, settings_to_dict
 from lab_models.text.vocab import NUM_LAB_SENTINELS
@@ -77,6 +77,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="instead of --steps: the training FLOPs the run may spend, e.g. 1e13; it trains the whole "
                         "steps they buy at the model's FLOPs per token (counted on its first batch; config.json "
                         "\"budget\" records them), so that runs of different families get equal compute")
+    p.add_argument("--budget-minutes", type=float, metavar="M",
+                   help="instead of --steps: the minutes of wall time the run may train, e.g. 5; it times its first "
+                        "steps and trains the steps that fit (config.json \"budget\" records them; evaluations "
+                        "and checkpoints come on top)")
     p.add_argument("--seed", type=int, help="default 0")
     p.add_argument("--device", help="auto | cpu | cuda | mps (default auto)")
     p.add_argument("--objective", action="append", default=[], metavar="NAME=WEIGHT",
@@ -185,12 +189,21 @@ def config_from_args(args) -> tuple[TrainConfig, CorpusSource]:
         check_at_least(name, getattr(args, name))
     check_at_most("steps", args.steps, MAX_STEPS)
     budget_flops = getattr(args, "budget_flops", None)
+    budget_minutes = getattr(args, "budget_minutes", None)
+    if budget_flops is not None and budget_minutes is not None:
+        raise LabError("give --budget-flops or --budget-minutes, not both: either decides the steps")
     if budget_flops is not None:
         if args.steps is not None:
             raise LabError("give --steps or --budget-flops, not both: a budget decides the steps itself")
         if not (math.isfinite(budget_flops) and budget_flops > 0):
             raise LabError("--budget-flops must be a positive number of FLOPs such as 1e13, got {value}",
                            value=budget_flops)
+    if budget_minutes is not None:
+        if args.steps is not None:
+            raise LabError("give --steps or --budget-minutes, not both: a budget decides the steps itself")
+        if not (math.isfinite(budget_minutes) and 0 < budget_minutes <= MAX_BUDGET_MINUTES):
+            raise LabError("--budget-minutes must be a number of minutes above 0 and at most {most:,}, such as 5, "
+                           "got {value}", most=MAX_BUDGET_MINUTES, value=budget_minutes)
     check_at_most("vocab_size", args.vocab_size, MAX_VOCAB_SIZE)
     check_at_most("seed", args.seed, MAX_SEED)
     check_at_least("seq_len", args.seq_len, 2)
@@ -271,6 +284,7 @@ def config_from_args(args) -> tuple[TrainConfig, CorpusSource]:
         home=str(Path(home).expanduser().resolve()) if home else None,
         performance=parse_performance_overrides(args.perf), addons=addons, zoo=args.zoo or None,
         init_from=str(start.run_dir) if start is not None else None, budget_flops=budget_flops,
+        budget_minutes=budget_minutes,
     )
     config.performance_config().check_device(select_device(device))
     config.engine_config()  # validates the combination

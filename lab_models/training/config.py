@@ -131,6 +131,9 @@ class TrainConfig:
     # the training FLOPs the run may spend (--budget-flops); its steps are what the budget buys (`steps_for_budget`,
     # decided once the model's FLOPs per token are counted), None: `steps` as given
     budget_flops: float | None = None
+    # the wall time the run may train (--budget-minutes); its steps are what the speed of its first steps says fit
+    # (`steps_for_minutes`, decided while it trains and kept by a resume), None: `steps` or `budget_flops`
+    budget_minutes: float | None = None
 
     def performance_config(self) -> PerformanceConfig:
         return PerformanceConfig.from_dict(self.performance)
@@ -143,6 +146,25 @@ class TrainConfig:
                             min_lr_ratio=self.min_lr_ratio, weight_decay=self.weight_decay, grad_clip=self.grad_clip,
                             eval_every=self.eval_every, log_every=self.log_every,
                             checkpoint_every=self.checkpoint_every, seed=self.seed, on_nonfinite=self.on_nonfinite)
+
+
+MAX_BUDGET_MINUTES = 7 * 24 * 60  # a week
+CALIBRATION_STEPS = 20  # a wall-time budget times this many steps after the first (which pays for warming up)
+
+
+def steps_for_minutes(budget_minutes: float, elapsed_s: float, step: int, seconds_per_step: float) -> int:
+    """The whole steps a wall-time budget allows: `step` steps are done after `elapsed_s` seconds of training, and
+    each further one takes `seconds_per_step`; at least one more step (whose evaluation ends the run), at most
+    MAX_STEPS.
+
+    >>> steps_for_minutes(1.0, elapsed_s=3.0, step=20, seconds_per_step=0.1)  # 57 s left: 570 more steps
+    590
+    >>> steps_for_minutes(0.01, elapsed_s=3.0, step=20, seconds_per_step=0.1)  # already spent: one more
+    21
+    """
+    remaining = budget_minutes * 60.0 - elapsed_s
+    more = int(remaining / seconds_per_step) if seconds_per_step > 0 and remaining > 0 else 0
+    return min(MAX_STEPS, step + max(1, more))
 
 
 def steps_for_budget(budget_flops: float, flops_per_token: float, tokens_per_step: int) -> int:

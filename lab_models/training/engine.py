@@ -625,9 +625,10 @@ class Trainer:
                 self._prefetcher = None
 
     def _loop(self, should_stop: Callable[[], bool], interval: "_Interval") -> Iterator[Event]:
-        cfg = self.config
         skipped_in_a_row = 0
-        while self.step < cfg.steps:
+        # the config is read afresh every step: a wall-time budget (run.py) sets the steps once the run is timed
+        while self.step < self.config.steps:
+            cfg = self.config
             resumed = time.perf_counter()
             step = self.step + 1
             out, grad_norm, tokens, lr = self.train_step(step)

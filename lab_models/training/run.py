@@ -87,8 +87,8 @@ from lab_models.models.switch import switch_metrics
 from lab_models.text.tokenization import load_tokenizer_file
 from lab_models.text.vocab import prepare_tokenizer, token_byte_lengths
 
-from lab_models.training.config import (EXIT_BAD_ARGUMENT, EXIT_FAILED, STATUS_INTERVAL_S, TrainConfig,
-                                        steps_for_budget)
+from lab_models.training.config import (CALIBRATION_STEPS, EXIT_BAD_ARGUMENT, EXIT_FAILED, MAX_STEPS,
+                                        STATUS_INTERVAL_S, TrainConfig, steps_for_budget, steps_for_minutes)
 from lab_models.objectives.settings import settings_from_dict
 from lab_models.training.cli import build_parser, check_at_least, config_from_args, config_from_run
 from lab_models.training.console import TrainProgress, say, say_error
@@ -164,6 +164,35 @@ def _spend_budget(config: TrainConfig, trainer: Trainer, world: _World) -> tuple
     return dataclasses.replace(config, steps=steps), {
         "flops": config.budget_flops, "steps": steps, "flops_per_step": per_step,
         "flops_per_token": trainer.flops_per_token, "tokens_per_step": tokens_per_step, "flops_spent": steps * per_step}
+
+
+class _MinutesBudget:
+    """A wall-time budget (--budget-minutes) being turned into steps: the run starts with MAX_STEPS as its provisional
+    count (so the schedule's decay has barely begun), times CALIBRATION_STEPS steps after the first one it logs, and
+    then fixes its steps (`steps_for_minutes`); rank 0's decision is everyone's. config.json "budget" records the
+    minutes, the steps and the measured speed, and a resume keeps them."""
+
+    def __init__(self, minutes: float):
+        self.minutes = minutes
+        self.first: tuple[int, float] | None = None  # (step, elapsed seconds) of the first logged step
+
+    def decide(self, config: TrainConfig, step: int, elapsed_s: float) -> tuple[TrainConfig, dict] | None:
+        """The config with its steps and the "budget" record once enough steps are timed (or the time is spent),
+        else None."""
+        if self.first is None:
+            self.first = (step, elapsed_s)
+            if elapsed_s < self.minutes * 60:
+                return None
+        first_step, first_elapsed = self.first
+        timed = step - first_step
+        if timed < CALIBRATION_STEPS and elapsed_s < self.minutes * 60:
+            return None
+        seconds_per_step = (elapsed_s - first_elapsed) / timed if timed else elapsed_s / max(step, 1)
+        steps = steps_for_minutes(self.minutes, elapsed_s, step, seconds_per_step)
+        logger.info("a budget of %g minutes buys %d steps at %.4f s a step", self.minutes, steps, seconds_per_step)
+        return dataclasses.replace(config, steps=steps), {
+            "minutes": self.minutes, "steps": steps, "seconds_per_step": seconds_per_step, "timed_steps":
+            [first_step + 1, step]}
 
 
 def _broadcast_object(world: _World, value):
@@ -517,6 +546,11 @@ def _run(config: TrainConfig, source, resume: bool, world: _World, out: Path) ->
         if config.budget_flops is not None and checkpoint is None:  # the steps the budget buys, from rank 0's count
             config, budget = _broadcast_object(world, _spend_budget(config, trainer, world))
             trainer.config = config.engine_config()
+        minutes = None
+        if config.budget_minutes is not None and not (budget or {}).get("steps"):  # decided while it trains
+            minutes = _MinutesBudget(config.budget_minutes)
+            config = dataclasses.replace(config, steps=MAX_STEPS)
+            trainer.config = config.engine_config()
         if world.is_main:
             runs.truncate_metrics(out, trainer.step)
             runs.write_config(out, {**_config_json(config, model, tokenizer_facts, source, shards, world, created,
@@ -552,6 +586,18 @@ def _run(config: TrainConfig, source, resume: bool, world: _World, out: Path) ->
     try:
         for event in trainer.run(should_stop=stop):
             step = event.step
+            if minutes is not None and isinstance(event, StepEvent):  # every rank, to share rank 0's decision
+                decided = _broadcast_object(world, minutes.decide(config, event.step, event.elapsed_s))
+                if decided is not None:
+                    config, budget = decided
+                    trainer.config = config.engine_config()
+                    progress.total_steps = config.steps
+                    minutes = None
+                    if world.is_main:
+                        say(f"a budget of {budget['minutes']:g} minutes buys {config.steps:,} steps at "
+                            f"{budget['seconds_per_step'] * 1000:.0f} ms a step")
+                        runs.write_config(out, {**runs.read_config(out), "steps": config.steps,
+                                                "train": config.to_dict(), "budget": budget})
             if not world.is_main:
                 continue
             if isinstance(event, StepEvent):

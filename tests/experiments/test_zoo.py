@@ -81,6 +81,18 @@ def test_a_flop_budget_zoo_gives_every_family_the_budget_instead_of_steps():
             zoo.ZooConfig(budget_flops=bad)
 
 
+def test_a_wall_time_zoo_gives_every_family_the_same_minutes():
+    config = zoo.ZooConfig(budget_minutes=1.5)
+    assert config.name == "tiny-1p5min" and config.steps_for("t5") is None
+    assert config.trainer_args("gpt") == ["--budget-minutes", "1.5", "--vocab-size", "1024"]
+    for mixed in (dict(steps=10), dict(budget_flops=1e12)):
+        with pytest.raises(ValueError, match="one of steps, a FLOP budget or a wall-time budget"):
+            zoo.ZooConfig(budget_minutes=2, **mixed)
+    for bad in (0, -1, float("nan"), True, "2", 1e9):
+        with pytest.raises(ValueError, match="number of minutes above 0"):
+            zoo.ZooConfig(budget_minutes=bad)
+
+
 def test_start_zoo_tags_runs_and_a_second_call_skips_the_finished_ones(manager):
     config = zoo.ZooConfig(families=("gpt", "bert", "t5"), steps=6)
     plan = zoo.start_zoo(manager, config)

@@ -52,6 +52,11 @@ def read_rows(run_dir: Path) -> list[dict]:
     (["--family", "gpt", "--out", "R", "--budget-flops", "0"], "--budget-flops must be a positive number"),
     (["--family", "gpt", "--out", "R", "--budget-flops", "nan"], "--budget-flops must be a positive number"),
     (["--family", "gpt", "--out", "R", "--budget-flops", "1e40"], "more than the 10,000,000 a run may take"),
+    (["--family", "gpt", "--out", "R", "--budget-minutes", "2", "--steps", "5"], "not both"),
+    (["--family", "gpt", "--out", "R", "--budget-minutes", "2", "--budget-flops", "1e12"], "not both"),
+    (["--family", "gpt", "--out", "R", "--budget-minutes", "0"], "--budget-minutes must be a number of minutes"),
+    (["--family", "gpt", "--out", "R", "--budget-minutes", "nan"], "--budget-minutes must be a number of minutes"),
+    (["--family", "gpt", "--out", "R", "--budget-minutes", "1e9"], "at most 10,080"),
 ])
 def test_bad_arguments_exit_non_zero_with_one_line(tmp_path, capsys, argv, message):
     argv = [str(tmp_path / "run") if a == "R" else a for a in argv]
@@ -152,6 +157,45 @@ def test_torchrun_trains_with_ddp_on_two_gloo_processes(tmp_path):
     assert any(row.get("split") == "val" and row["bits_per_byte"] > 0 for row in rows)
     weights = load_file(run_dir / "model.safetensors")
     assert weights and not any(name.startswith("module.") for name in weights)  # saved unwrapped, loadable alone
+
+
+def test_a_wall_time_budget_times_its_first_steps_then_fixes_the_steps_that_fit():
+    from lab_models.training.config import CALIBRATION_STEPS, TrainConfig
+    from lab_models.training.run import _MinutesBudget
+
+    config = TrainConfig(family="gpt", out="R", preset="tiny", corpus="synthetic", steps=10_000_000, seed=0,
+                         device="cpu", objectives={}, settings={}, model={}, tokenizer="bpe", vocab_size=512,
+                         batch_size=4, seq_len=16, lr=1e-3, schedule="cosine", warmup_steps=5, eval_every=25,
+                         eval_batches=1, checkpoint_every=25, log_every=1, budget_minutes=1.0)
+    budget = _MinutesBudget(1.0)
+    assert budget.decide(config, 1, 0.5) is None  # the first logged step (it paid for warming up) starts the clock
+    assert budget.decide(config, CALIBRATION_STEPS, 2.4) is None
+    decided, record = budget.decide(config, CALIBRATION_STEPS + 1, 2.5)  # 20 steps in 2 s: 0.1 s a step
+    assert record == {"minutes": 1.0, "steps": 21 + 575, "seconds_per_step": pytest.approx(0.1),
+                      "timed_steps": [2, 21]}
+    assert decided.steps == 596 and decided.budget_minutes == 1.0
+    spent = _MinutesBudget(0.01)  # 0.6 s: spent before the timing ends, so one more step ends the run
+    assert spent.decide(config, 1, 0.2) is None
+    assert spent.decide(config, 5, 0.7)[0].steps == 6
+
+
+@pytest.mark.slow
+def test_a_wall_time_budget_records_the_steps_it_bought_and_a_resume_keeps_them(tmp_path):
+    out = tmp_path / "gpt"
+    result = subprocess.run([sys.executable, "-m", "lab_models", "train", "--family", "gpt", "--out", str(out),
+                             "--budget-minutes", "0.15", "--device", "cpu", "--home", str(tmp_path / "home")],
+                            cwd=REPO, env=child_env(tmp_path / "home"), capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    config = json.loads((out / "config.json").read_text())
+    bought = config["budget"]
+    assert bought["minutes"] == 0.15 == config["train"]["budget_minutes"]
+    assert bought["steps"] == config["steps"] == config["train"]["steps"] > bought["timed_steps"][1]
+    assert bought["timed_steps"][1] - bought["timed_steps"][0] + 1 == 20 and bought["seconds_per_step"] > 0
+    status = json.loads((out / "status.json").read_text())
+    assert (status["state"], status["step"], status["total_steps"]) == ("finished", bought["steps"], bought["steps"])
+    assert f"buys {bought['steps']:,} steps" in result.stdout
+    resumed, _ = train.config_from_run(train.build_parser().parse_args(["--out", str(out), "--resume"]))
+    assert (resumed.steps, resumed.budget_minutes) == (bought["steps"], 0.15)
 
 
 @pytest.mark.slow

@@ -49,7 +49,8 @@ from lab_models.api.understanding import (
     TopicSimilarity, SENTENCE_SIMILARITY_POOLINGS, SENTENCE_SIMILARITY_PER_TOPIC, SENTENCE_SIMILARITY_MAX_PER_TOPIC,
     sentence_similarity, PROBE_TASKS, PROBE_COLUMNS, probe_layers, best_probe_layer, LENS_COLUMNS, logit_lens,
     Attribution, ATTRIBUTION_METHODS, ATTRIBUTION_BASELINES, ATTRIBUTION_DEFAULT_STEPS, ATTRIBUTION_MAX_STEPS,
-    explain_prediction, attributions, RoutingView, switch_routing,
+    explain_prediction, attributions, RoutingView, switch_routing, context_baselines, blank_scores,
+    continuation_scores,
 )
 from lab_models.api.finetuning import (
     FinetuneTaskSpec, FINETUNE_TASKS, FINETUNE_POOLINGS, FINETUNE_CAUSAL_FAMILIES, FINETUNE_DEFAULT_LM_AUX_WEIGHT,
@@ -100,7 +101,8 @@ __all__ = [
     "SENTENCE_SIMILARITY_PER_TOPIC", "SENTENCE_SIMILARITY_MAX_PER_TOPIC", "sentence_similarity", "PROBE_TASKS",
     "PROBE_COLUMNS", "probe_layers", "best_probe_layer", "LENS_COLUMNS", "logit_lens", "Attribution",
     "ATTRIBUTION_METHODS", "ATTRIBUTION_BASELINES", "ATTRIBUTION_DEFAULT_STEPS", "ATTRIBUTION_MAX_STEPS",
-    "explain_prediction", "attributions", "RoutingView", "switch_routing",
+    "explain_prediction", "attributions", "RoutingView", "switch_routing", "context_baselines", "blank_scores",
+    "continuation_scores",
     # finetuning
     "FinetuneTaskSpec", "FINETUNE_TASKS", "FINETUNE_POOLINGS", "FINETUNE_CAUSAL_FAMILIES",
     "FINETUNE_DEFAULT_LM_AUX_WEIGHT", "FINETUNE_MIN_CSV_ROWS", "FINETUNE_DEFAULTS", "FINETUNE_LEADERBOARD_COLUMNS",

@@ -22,6 +22,8 @@ from lab_models.inference import routing as _routing
 from lab_models.inference import sentence_similarity as _sentence_similarity
 from lab_models.inference.generation import context as _context
 from lab_models.inference.generation import generate as _generate
+from lab_models.inference import context_scores as _context_scores
+from lab_models.text import story_tasks as _story_tasks
 
 __all__ = ["Generation", "AutoTask", "auto_task", "GENERATION_MODES", "GENERATION_STRATEGIES", "generation_modes",
            "generate", "fill_mask", "AttentionMaps", "PROBE_MAX_TOKENS", "PROBE_MAX_SENTENCES",
@@ -29,7 +31,8 @@ __all__ = ["Generation", "AutoTask", "auto_task", "GENERATION_MODES", "GENERATIO
            "SENTENCE_SIMILARITY_POOLINGS", "SENTENCE_SIMILARITY_PER_TOPIC", "SENTENCE_SIMILARITY_MAX_PER_TOPIC",
            "sentence_similarity", "PROBE_TASKS", "PROBE_COLUMNS", "probe_layers", "best_probe_layer", "LENS_COLUMNS",
            "logit_lens", "Attribution", "ATTRIBUTION_METHODS", "ATTRIBUTION_BASELINES", "ATTRIBUTION_DEFAULT_STEPS",
-           "ATTRIBUTION_MAX_STEPS", "explain_prediction", "attributions", "RoutingView", "switch_routing"]
+           "ATTRIBUTION_MAX_STEPS", "explain_prediction", "attributions", "RoutingView", "switch_routing",
+           "context_baselines", "blank_scores", "continuation_scores"]
 
 # Generation and fill-mask (generation/generate.py): `generate(run_dir, prompt, **decoding)` returns a `Generation` (a
 # mode the family cannot do gives supported=False and an explanation); `fill_mask(run_dir, text, top_k)` the top-k
@@ -169,3 +172,12 @@ def switch_routing(run_dir, sentence: str) -> RoutingView:
     the tokens, their experts and router probabilities), read in evaluation mode. ValueError for a run without
     Switch layers, an RNN run, an empty or too long sentence."""
     return _routing.token_routing(_probe_run_dir(run_dir), sentence)
+
+
+# The stories language's context tasks (text/story_tasks.py): `context_baselines()` the trivial baselines of each task
+# (majority, word identity, n-grams) on its held-out stories; `blank_scores(run_dir, kind)` a run's top-1 fills of
+# held-out "reference" or "agreement" blanks; `continuation_scores(run_dir)` the share of its continuations' sentences
+# that the grammar parses (inference/context_scores.py).
+context_baselines = _story_tasks.baseline_table
+blank_scores = _context_scores.blank_scores
+continuation_scores = _context_scores.continuation_scores

@@ -25,6 +25,7 @@ from lab_models.home import lab_home
 from lab_models.inference import leaderboard as _leaderboard
 from lab_models.inference.generation.context import FILL_MASK_FAMILIES
 from lab_models.text import corpora as _corpora
+from lab_models.inference import seed_intervals as _seed_intervals
 from lab_models.training import runs as _runs
 from lab_models.training.device import select_device
 from lab_models.training.jobs import files as _files
@@ -36,7 +37,7 @@ __all__ = ["SWEEP_X_AXES", "SWEEP_POINT_COLUMNS", "fit_power_law", "parse_sweep_
            "LEADERBOARD_NOTE_COLUMNS", "LEADERBOARD_METRICS", "LEADERBOARD_ACCURACY_PREFIX",
            "LEADERBOARD_DEFAULT_EXAMPLES", "LEADERBOARD_MAX_EXAMPLES", "leaderboard", "leaderboard_corpora",
            "leaderboard_csv", "ZooConfig", "ZooProgress", "ZooRun", "ZooPlan", "DEMO_ZOO", "ZOO_ORDER", "start_zoo",
-           "stop_zoo", "zoo_progress", "list_zoos", "fill_mask_picks", "view_picks"]
+           "stop_zoo", "zoo_progress", "list_zoos", "fill_mask_picks", "view_picks", "seed_summary"]
 
 # Scaling sweeps (experiments/sweep.py).
 SWEEP_X_AXES = dict(_sweep.X_AXES)  # "parameters", "flops" -> axis title
@@ -169,6 +170,9 @@ LEADERBOARD_DEFAULT_EXAMPLES = _leaderboard.DEFAULT_MAX_EXAMPLES
 LEADERBOARD_MAX_EXAMPLES = _leaderboard.MAX_EXAMPLES_LIMIT
 leaderboard = _leaderboard.leaderboard
 leaderboard_corpora = _leaderboard.leaderboard_corpora
+# A leaderboard's runs per family (a zoo of --seeds N): each score's mean and 95% interval, and the families whose
+# intervals overlap (inference/seed_intervals.py).
+seed_summary = _seed_intervals.seed_summary
 
 
 def leaderboard_csv(frame, path=None) -> Path:

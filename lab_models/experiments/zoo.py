@@ -88,6 +88,7 @@ ZOO_SHOWCASES: dict[str, tuple[str, ...]] = {
     "finetune": ("bert", "gpt"),
 }
 ZOO_PRESETS = ("tiny", "small", "medium")
+MAX_SEEDS = 20  # runs per family in one zoo
 DEMO_ZOO_PRESET = "tiny"
 
 # Steps per family and preset. Why these numbers (tiny, synthetic corpus, vocabulary 1024, 2-core CPU; the quality
@@ -158,6 +159,9 @@ class ZooConfig:
     budget_flops: float | None = None
     # wall time for every family instead (train --budget-minutes): each run trains the steps that fit in it
     budget_minutes: float | None = None
+    # runs per family, with the seeds seed, seed + 1, ...: a zoo of several seeds says how much a second seed moves
+    # each score (the Leaderboard's intervals)
+    seeds: int = 1
 
     def __post_init__(self):
         if self.preset not in ZOO_PRESETS:
@@ -181,6 +185,10 @@ class ZooConfig:
         if isinstance(self.seed, bool) or not isinstance(self.seed, int):
             raise LabError("seed must be a whole number >= 0, got {seed!r}.", seed=self.seed)
         check_seed(self.seed)
+        if isinstance(self.seeds, bool) or not isinstance(self.seeds, int) or not 1 <= self.seeds <= MAX_SEEDS:
+            raise LabError("seeds must be a whole number from 1 to {max_seeds}, got {seeds!r}.", max_seeds=MAX_SEEDS,
+                           seeds=self.seeds)
+        check_seed(self.seed + self.seeds - 1)
         if self.budget_flops is not None:
             if self.steps is not None:
                 raise LabError("Give a zoo steps or a FLOP budget, not both: the budget decides each family's steps.")
@@ -217,6 +225,11 @@ class ZooConfig:
         if self.budget_minutes is not None:
             parts.append(f"{self.budget_minutes:g}".replace(".", "p") + "min")
         return "-".join(parts)
+
+    @property
+    def seed_values(self) -> tuple[int, ...]:
+        """The seeds of the zoo's runs, e.g. (0, 1, 2) for seeds=3."""
+        return tuple(range(self.seed, self.seed + self.seeds))
 
     def steps_for(self, family: str) -> int | None:
         """The steps `family` trains in this zoo; None under a budget (the run finds them out when it starts)."""
@@ -257,6 +270,7 @@ class ZooRun:
     val_bits_per_byte: float | None
     message: Message | str = ""
     queue_position: int | None = None
+    seed: int = 0
 
     @property
     def fraction(self) -> float:
@@ -301,31 +315,36 @@ def _finished(store: RunStore, row: dict) -> bool:
         return False
 
 
-def zoo_rows(store: RunStore, name: str) -> dict[str, dict]:
-    """family -> the newest run tagged with zoo `name` (its `RunStore.summary` row)."""
-    newest: dict[str, dict] = {}
+def zoo_rows(store: RunStore, name: str) -> dict[tuple[str, int], dict]:
+    """(family, seed) -> the newest run tagged with zoo `name` (its `RunStore.summary` row)."""
+    newest: dict[tuple[str, int], dict] = {}
     for row in store.list_runs():  # newest first
-        if row.get("zoo") == name and row.get("family") and row["family"] not in newest:
-            newest[row["family"]] = row
+        key = (row.get("family"), int(row.get("seed") or 0))
+        if row.get("zoo") == name and key[0] and key not in newest:
+            newest[key] = row
     return newest
 
 
 def zoo_progress(store: RunStore, config: ZooConfig = DEMO_ZOO) -> ZooProgress:
-    """Every family of the zoo with its run's state, step, total steps, last loss and validation bits per byte."""
+    """Every run of the zoo (family by family, each seed in turn) with its state, step, total steps, last loss and
+    validation bits per byte."""
     rows = zoo_rows(store, config.name)
     runs = []
     for family in config.families:
-        row = rows.get(family)
         title = family_record(family).title
-        if row is None:
-            runs.append(ZooRun(family, title, None, "not started", 0, config.steps_for(family) or 0, None, None))
-            continue
-        state = row.get("state") or "unknown"
-        if state == "finished" and not _finished(store, row):
-            state = "failed"
-        runs.append(ZooRun(family, title, row["run_id"], state, int(row.get("step") or 0),
-                           int(row.get("total_steps") or config.steps_for(family) or 0), row.get("loss"),
-                           row.get("val_bits_per_byte"), row.get("message") or "", row.get("queue_position")))
+        for seed in config.seed_values:
+            row = rows.get((family, seed))
+            if row is None:
+                runs.append(ZooRun(family, title, None, "not started", 0, config.steps_for(family) or 0, None, None,
+                                   seed=seed))
+                continue
+            state = row.get("state") or "unknown"
+            if state == "finished" and not _finished(store, row):
+                state = "failed"
+            runs.append(ZooRun(family, title, row["run_id"], state, int(row.get("step") or 0),
+                               int(row.get("total_steps") or config.steps_for(family) or 0), row.get("loss"),
+                               row.get("val_bits_per_byte"), row.get("message") or "", row.get("queue_position"),
+                               seed))
     return ZooProgress(config.name, tuple(runs))
 
 
@@ -348,20 +367,22 @@ def start_zoo(jobs: JobManager, config: ZooConfig = DEMO_ZOO) -> ZooPlan:
     """Queue every family of the zoo that is not finished yet, in the zoo's order (see the module docstring)."""
     rows = zoo_rows(jobs, config.name)
     started, resumed, skipped, active = [], [], [], []
-    for family in config.families:
-        row = rows.get(family)
-        if row is None:
-            jobs.start(family, preset=config.preset, corpus=config.corpus, steps=config.steps_for(family),
-                       seed=config.seed, device=config.device, extra_args=config.trainer_args(family),
-                       zoo=config.name)
-            started.append(family)
-        elif _finished(jobs, row):
-            skipped.append(family)
-        elif jobs.status(row["run_id"])["state"] in ACTIVE_STATES:
-            active.append(family)
-        else:  # stopped, failed, interrupted, or "finished" without weights: run it again from its checkpoint
-            jobs.resume(row["run_id"])
-            resumed.append(family)
+    for seed in config.seed_values:  # every family's first seed before any second one: a first comparison sooner
+        for family in config.families:
+            member = family if config.seeds == 1 else f"{family}/seed{seed}"
+            row = rows.get((family, seed))
+            if row is None:
+                jobs.start(family, preset=config.preset, corpus=config.corpus, steps=config.steps_for(family),
+                           seed=seed, device=config.device, extra_args=config.trainer_args(family),
+                           zoo=config.name)
+                started.append(member)
+            elif _finished(jobs, row):
+                skipped.append(member)
+            elif jobs.status(row["run_id"])["state"] in ACTIVE_STATES:
+                active.append(member)
+            else:  # stopped, failed, interrupted, or "finished" without weights: run it again from its checkpoint
+                jobs.resume(row["run_id"])
+                resumed.append(member)
     logger.info("zoo %s: started %s, resumed %s, skipped %s, already active %s", config.name, started, resumed,
                 skipped, active)
     return ZooPlan(config.name, tuple(started), tuple(resumed), tuple(skipped), tuple(active))
@@ -391,9 +412,10 @@ def list_zoos(store: RunStore) -> list[dict]:
         if not name:
             continue
         entry = zoos.setdefault(name, {"name": name, "families": set(), "finished": set()})
-        entry["families"].add(row.get("family"))
+        member = (row.get("family"), int(row.get("seed") or 0))  # one run per family and seed
+        entry["families"].add(member)
         if row.get("state") == "finished":
-            entry["finished"].add(row.get("family"))
+            entry["finished"].add(member)
     return [{"name": e["name"], "runs": len(e["families"]), "finished": len(e["finished"])} for e in zoos.values()]
 
 
@@ -414,13 +436,17 @@ def parse_families(text: str | None) -> tuple[str, ...]:
     return tuple(family for family in ZOO_ORDER if family in names)
 
 
-def progress_line(index: int, total: int, run: ZooRun, seconds: float | None) -> str:
-    """One line of the CLI's output: '[ 1/17] GPT       finished  1000/1000 steps  loss 2.31  bits/byte 1.42  31.2 s'.
+def progress_line(index: int, total: int, run: ZooRun, seconds: float | None, show_seed: bool = False) -> str:
+    """One line of the CLI's output: '[ 1/17] GPT       finished  1000/1000 steps  loss 2.31  bits/byte 1.42  31.2 s'
+    (with `show_seed`, in a zoo of several seeds: 'GPT s1').
 
     >>> progress_line(0, 17, ZooRun("gpt", "GPT", "r", "running", 40, 1000, 3.2, None), 5.0)
     '[ 1/17] GPT       running     40/1000 steps  loss 3.200  5.0 s'
+    >>> progress_line(1, 34, ZooRun("gpt", "GPT", "r", "queued", 0, 1000, None, None, seed=1), None, show_seed=True)
+    '[ 2/34] GPT s1    queued        0/1000 steps'
     """
-    parts = [f"[{index + 1:>2}/{total}] {run.title:<9} {run.state:<9} {run.step:>5}/{run.total_steps} steps"]
+    label = f"{run.title} s{run.seed}" if show_seed else run.title
+    parts = [f"[{index + 1:>2}/{total}] {label:<9} {run.state:<9} {run.step:>5}/{run.total_steps} steps"]
     if run.loss is not None:
         parts.append(f"loss {run.loss:.3f}")
     if run.val_bits_per_byte is not None and run.state == "finished":
@@ -451,12 +477,14 @@ def watch(store: RunStore, config: ZooConfig, *, poll_s: float = POLL_INTERVAL_S
                 started_at.setdefault(run.run_id, now)
                 if now - last_line >= line_every_s:
                     last_line = now
-                    yield progress_line(index, len(progress.runs), run, now - started_at[run.run_id])
+                    yield progress_line(index, len(progress.runs), run, now - started_at[run.run_id],
+                                        config.seeds > 1)
             elif run.state in TERMINAL and run.run_id in watched:
                 watched.discard(run.run_id)
                 last_line = now
                 since = started_at.get(run.run_id)
-                yield progress_line(index, len(progress.runs), run, None if since is None else now - since)
+                yield progress_line(index, len(progress.runs), run, None if since is None else now - since,
+                                    config.seeds > 1)
         if not progress.active:
             return
         time.sleep(poll_s)
@@ -475,7 +503,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--budget-minutes", type=float, metavar="M",
                    help="instead of --steps: the minutes of wall time every family may train, e.g. 2; each trains "
                         "the steps that fit (equal time on this machine, not equal compute)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="the first seed (default 0)")
+    p.add_argument("--seeds", type=int, default=1,
+                   help="runs per family, with the seeds --seed, --seed + 1, ... (default 1); the Leaderboard shows "
+                        "each score's mean and 95%% interval over them")
     p.add_argument("--device", default="auto", help="auto | cpu | cuda | mps")
     p.add_argument("--home", help="the lab home (default: $PRETRAINING_LAB_HOME or ~/.pretraining-lab)")
     return p
@@ -492,7 +523,7 @@ def _config_from_args(args, home: Path) -> ZooConfig:
         corpus = str(Path(corpus).expanduser().resolve())
     return ZooConfig(preset=args.preset, families=parse_families(args.families), corpus=corpus, steps=args.steps,
                      seed=args.seed, device=args.device, budget_flops=args.budget_flops,
-                     budget_minutes=args.budget_minutes)
+                     budget_minutes=args.budget_minutes, seeds=args.seeds)
 
 
 def _raise_interrupt(signum, frame):
@@ -543,7 +574,8 @@ def main(argv: list[str] | None = None, *, trainer_command: list[str] | None = N
          f"{time.monotonic() - began:.1f} s")
     if failed:
         for run in failed:
-            say_error(f"{run.family} {run.state}: {run.message or 'see its train.log'} (run {run.run_id})")
+            say_error(f"{run.family} (seed {run.seed}) {run.state}: {run.message or 'see its train.log'} "
+                      f"(run {run.run_id})")
         return EXIT_FAILED
     return 0
 

@@ -10,7 +10,7 @@ Columns (LEADERBOARD_COLUMNS, then one `accuracy_<task>` per fine-tuning task th
 notes, then the baselines): run_id, family, predicts (what the family's validation loss is measured on, `PREDICTS`:
 next_token, masked_tokens, permuted_tokens, spans, translation, tags), preset, corpus, steps (of the weights
 measured), training_tokens, parameters, val_bits_per_byte, fill_mask_accuracy, fill_mask_examples,
-infill_exact_match, infill_examples, best_probe_layer, probe_accuracy, training_flops, accuracy_<task> ...,
+infill_exact_match, infill_examples, best_probe_layer, probe_accuracy, training_flops, seed, accuracy_<task> ...,
 fill_mask_note,
 infill_note, probe_note, baseline_val_bits_per_byte, baseline_fill_mask_accuracy, baseline_infill_exact_match,
 baseline_accuracy_<task> ... (each score's trivial baseline: `trivial_baselines`; a task's is its majority-class
@@ -65,7 +65,9 @@ The metrics, and how each deviates from the papers' own evaluations
   "tokens"; steps x batch_size x seq_len x world_size when a row lacks it). **training_flops**: those tokens times
   the model's FLOPs per training token as the trainer counted them (metrics.jsonl "flops_per_token",
   lab_models/training/flops.py): the compute the run had. Compare runs of equal compute (a zoo trained with
-  `--budget-flops`), or of one corpus, preset and step count.
+  `--budget-flops`), or of one corpus, preset and step count. **seed**: the run's training seed; a zoo trained with
+  `--seeds N` has N runs per family, and lab_models/inference/seed_intervals.py `seed_summary` turns them into each
+  score's mean and 95% interval per family.
 
 Cost and cache. A run's fill-mask and infill scores take one forward pass per fill-mask sentence and a few (one per
 generated token) per infill sentence: with the default 64 examples, a few hundred small passes per run. They are
@@ -118,7 +120,7 @@ logger = logging.getLogger(__name__)
 
 LEADERBOARD_COLUMNS = ["run_id", "family", "predicts", "preset", "corpus", "steps", "training_tokens", "parameters",
                        "val_bits_per_byte", "fill_mask_accuracy", "fill_mask_examples", "infill_exact_match",
-                       "infill_examples", "best_probe_layer", "probe_accuracy", "training_flops"]
+                       "infill_examples", "best_probe_layer", "probe_accuracy", "training_flops", "seed"]
 BASELINE_PREFIX = "baseline_"  # + a score column: that score's trivial baseline for the run (see the docstring)
 BASELINE_COLUMNS = [BASELINE_PREFIX + name for name in ("val_bits_per_byte", "fill_mask_accuracy",
                                                         "infill_exact_match")]
@@ -258,7 +260,14 @@ def run_row(run_dir: Path, weights_step: int) -> dict:
             "predicts": PREDICTS.get(str(config.get("family")), "other"), "preset": config.get("preset"),
             "corpus": config.get("corpus"), "steps": int(weights_step), "training_tokens": tokens,
             "parameters": _number(config.get("num_parameters")),
-            "val_bits_per_byte": _number(val_row.get("bits_per_byte")), "training_flops": tokens * per_token}
+            "val_bits_per_byte": _number(val_row.get("bits_per_byte")), "training_flops": tokens * per_token,
+            "seed": _seed(config)}
+
+
+def _seed(config: dict) -> int:
+    """The run's training seed (config.json), 0 when it has none (an imported checkpoint)."""
+    seed = config.get("seed")
+    return seed if isinstance(seed, int) and not isinstance(seed, bool) else 0
 
 
 def _runs_with_weights(home: Path) -> list[tuple[Path, Path, int]]:
@@ -656,7 +665,7 @@ def leaderboard(home=None, corpus: str | None = None, *, max_examples: int = DEF
                  "training_flops",
                  "probe_accuracy", "best_probe_depth", *(ACCURACY_PREFIX + task for task in tasks), *BASELINE_COLUMNS, *task_baselines):
         frame[name] = pd.to_numeric(frame[name], errors="coerce").astype(float)
-    for name in ("steps", "fill_mask_examples", "infill_examples"):
+    for name in ("steps", "fill_mask_examples", "infill_examples", "seed"):
         frame[name] = pd.to_numeric(frame[name], errors="coerce").fillna(0).astype(int)
     for name in (*NOTE_COLUMNS, "best_probe_layer", "best_probe_stream", "best_probe_layer_name"):  # a note keeps its message: an object column, not a text one
         frame[name] = pd.Series([value if isinstance(value := row.get(name), str) else

@@ -112,6 +112,29 @@ def test_start_zoo_tags_runs_and_a_second_call_skips_the_finished_ones(manager):
     assert zoo.list_zoos(manager) == [{"name": config.name, "runs": 3, "finished": 3}]
 
 
+def test_a_zoo_of_several_seeds_trains_every_family_once_per_seed_and_extends_the_one_seed_zoo(manager):
+    single = zoo.ZooConfig(families=("gpt", "bert"), steps=4)
+    zoo.start_zoo(manager, single)
+    wait_for(lambda: zoo.zoo_progress(manager, single).finished == 2, what="the one-seed zoo to finish")
+    config = zoo.ZooConfig(families=("gpt", "bert"), steps=4, seeds=3)
+    assert config.name == single.name and config.seed_values == (0, 1, 2)
+    plan = zoo.start_zoo(manager, config)
+    assert plan.skipped == ("gpt/seed0", "bert/seed0")  # the one-seed zoo's runs are its seed 0
+    assert plan.started == ("gpt/seed1", "bert/seed1", "gpt/seed2", "bert/seed2")  # every family's seed 1 first
+    wait_for(lambda: zoo.zoo_progress(manager, config).finished == 6, what="the three-seed zoo to finish")
+    progress = zoo.zoo_progress(manager, config)
+    assert [(run.family, run.seed) for run in progress.runs] == [
+        ("gpt", 0), ("gpt", 1), ("gpt", 2), ("bert", 0), ("bert", 1), ("bert", 2)]
+    for run in progress.runs:
+        assert read_json(manager.runs_dir / run.run_id / "job.json")["seed"] == run.seed
+    assert zoo.list_zoos(manager) == [{"name": config.name, "runs": 6, "finished": 6}]
+    assert zoo.start_zoo(manager, zoo.ZooConfig(families=("gpt", "bert"), steps=4, seed=2)).skipped == ("gpt", "bert")
+    assert "s1" in zoo.progress_line(1, 6, progress.runs[1], None, show_seed=True)
+    for bad in (0, 21, True, 1.5):
+        with pytest.raises(ValueError, match="seeds must be a whole number from 1 to 20"):
+            zoo.ZooConfig(seeds=bad)
+
+
 def test_stop_zoo_then_start_again_resumes_from_the_checkpoint(manager, monkeypatch):
     monkeypatch.setenv("FAKE_DELAY", "0.1")
     config = zoo.ZooConfig(families=("gpt", "bert"), steps=40)

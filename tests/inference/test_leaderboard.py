@@ -38,7 +38,7 @@ OTHER_CORPUS_TEXT = ("The river runs past the old mill. A heron waits in the ree
                      "Rain falls on the tin roof all night. In the morning the garden shines.\n")
 BASE_COLUMNS = ["run_id", "family", "predicts", "preset", "corpus", "steps", "training_tokens", "parameters",
                 "val_bits_per_byte", "fill_mask_accuracy", "fill_mask_examples", "infill_exact_match",
-                "infill_examples", "best_probe_layer", "probe_accuracy", "training_flops"]
+                "infill_examples", "best_probe_layer", "probe_accuracy", "training_flops", "seed"]
 NOTE_COLUMNS = ["fill_mask_note", "infill_note", "probe_note"]
 PROBE_LAYER_COLUMNS = ["best_probe_stream", "best_probe_layer_name", "best_probe_depth"]
 BASELINES = ["baseline_val_bits_per_byte", "baseline_fill_mask_accuracy", "baseline_infill_exact_match"]

@@ -134,6 +134,7 @@ class RunStore:
             "corpus": request.get("corpus") or config.get("corpus") or nested_value(config, "train", "corpus"),
             "device": request.get("device") or config.get("device") or nested_value(config, "train", "device"),
             "zoo": request.get("zoo") or config.get("zoo"),
+            "seed": _seed_of(request, config),
             "state": status.get("state"),
             "queue_position": status.get("queue_position"),
             "stopping": status.get("stopping", False),
@@ -286,3 +287,11 @@ class RunStore:
         request = self._validated_request(family, preset, corpus, steps, seed, device, objectives, settings,
                                           tokenizer, extra_args)
         return shlex.join(["python", "-m", "lab_models", "train"] + self.trainer_args(request, Path(run_dir)))
+
+
+def _seed_of(request: Mapping, config: Mapping) -> int:
+    """The run's seed: job.json's request, else config.json's (a run trained outside the job manager), else 0."""
+    for value in (request.get("seed"), config.get("seed"), nested_value(config, "train", "seed")):
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    return 0

@@ -24,6 +24,8 @@ import math
 import re
 
 import pandas as pd
+
+from lab_models import api
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
@@ -363,3 +365,48 @@ def _categories(frame: pd.DataFrame, labels: list[str]) -> list[str]:
             previous = (corpus, group)
         out.append(label)
     return out
+
+
+INTERVAL_SCORES = ("val_bits_per_byte", "fill_mask_accuracy", "infill_exact_match")  # the noise table's columns
+
+
+def _with_interval(mean: float, low: float, high: float) -> str:
+    """'0.312 [0.281, 0.343]'; '0.312' without an interval; '—' without a value."""
+    if mean != mean:
+        return "—"
+    if low != low or high != high:
+        return f"{mean:.3f}"
+    return f"{mean:.3f} [{low:.3f}, {high:.3f}]"
+
+
+def intervals_markdown(frame: pd.DataFrame) -> str:
+    """The noise table of a zoo's ranking: per family, its seeds and each score's mean with its 95% interval (over
+    seeds, or over the held-out sentences where a hit rate has one seed: api.seed_summary), and the families its
+    fill-mask interval (bits per byte where no family fills a mask) does not tell apart from it; "" for no run.
+
+    >>> frame = pd.DataFrame({"run_id": ["b0", "b1"], "family": ["bert"] * 2, "corpus": ["stories"] * 2,
+    ...                       "seed": [0, 1], "val_bits_per_byte": [1.0, 1.2], "fill_mask_accuracy": [0.3, 0.3],
+    ...                       "fill_mask_examples": [64, 64], "infill_exact_match": [float("nan")] * 2,
+    ...                       "infill_examples": [0, 0], "probe_accuracy": [float("nan")] * 2})
+    >>> print(intervals_markdown(frame).splitlines()[4])
+    | bert | 2 | 1.100 [-0.171, 2.371] | 0.300 [0.300, 0.300] | — | — |
+    """
+    if frame is None or not len(frame) or "family" not in frame.columns:
+        return ""
+    fills = "fill_mask_accuracy" in frame.columns and frame["fill_mask_accuracy"].notna().any()
+    rank_by = "fill_mask_accuracy" if fills else "val_bits_per_byte"
+    summary = api.seed_summary(frame, rank_by=rank_by)
+    headers = [tr("leaderboard.col_family"), tr("leaderboard.intervals_seeds"),
+               *(tr(f"leaderboard.intervals_{score}") for score in INTERVAL_SCORES),
+               tr("leaderboard.intervals_not_told_apart", score=tr(f"leaderboard.intervals_{rank_by}"))]
+    lines = [tr("leaderboard.intervals_heading"), "", "| " + " | ".join(headers) + " |",
+             "| " + " | ".join("---" for _ in headers) + " |"]
+    separator = tr("leaderboard.list_separator")
+    for _, row in summary.iterrows():
+        cells = [str(row["family"]), str(len(row["seed_values"]))]
+        cells += [_with_interval(row[f"{score}_mean"], row[f"{score}_low"], row[f"{score}_high"])
+                  for score in INTERVAL_SCORES]
+        cells.append(separator.join(row["not_told_apart_from"]) or "—")
+        lines.append("| " + " | ".join(cells) + " |")
+    lines += ["", tr("leaderboard.intervals_note")]
+    return "\n".join(lines)

@@ -40,7 +40,8 @@ from app.display import PICKER_MIN_WIDTH, cjk_empty_figure, one_event, redrawn_o
 from app.errors import user_errors
 from app.i18n.language import current_language, marker, text, tr
 from app.inputs import whole_number
-from app.leaderboard.figures import COLUMN_WIDTHS, column_widths, display_table, leaderboard_figure, notes_markdown
+from app.leaderboard.figures import (COLUMN_WIDTHS, column_widths, display_table, intervals_markdown, leaderboard_figure,
+                                     notes_markdown)
 from app.tab_parts import TabParts
 
 logger = logging.getLogger(__name__)
@@ -157,6 +158,8 @@ class LeaderboardView:
         if zoo:
             status = tr("leaderboard.zoo_status", zoo=zoo, status=status, note=tr("leaderboard.zoo_note"))
         notes = notes_markdown(frame)
+        if zoo:  # a zoo's families side by side: how far each score is from noise
+            notes = intervals_markdown(frame) + ("\n\n" + notes if notes else "")
         measured = frame.attrs.get("measured") or []
         if measured:  # imported checkpoints: bits per byte measured here, the trainer's way (api.leaderboard)
             runs = tr("leaderboard.list_separator").join(f"**{run}**" for run in measured)

@@ -231,6 +231,32 @@ def leaderboard_frame() -> pd.DataFrame:
     return frame
 
 
+def test_a_zoo_ranking_shows_each_score_with_its_interval_and_what_it_cannot_tell_apart(monkeypatch, tmp_path):
+    """Two seeds of BERT and RoBERTa, one of GPT: means with t intervals over the seeds, GPT's bits per byte without
+    one, and BERT and RoBERTa (whose fill-mask intervals overlap) marked as not told apart; the same in Chinese."""
+    nan = float("nan")
+    frame = pd.DataFrame({
+        "run_id": ["b0", "b1", "r0", "r1", "g0"], "family": ["bert", "bert", "roberta", "roberta", "gpt"],
+        "preset": ["tiny"] * 5, "corpus": ["stories"] * 5, "steps": [50] * 5, "training_tokens": [1000] * 5,
+        "training_flops": [1e9] * 5, "parameters": [1000] * 5, "seed": [0, 1, 0, 1, 0],
+        "val_bits_per_byte": [1.0, 1.2, 1.1, 1.3, 0.9], "fill_mask_accuracy": [0.30, 0.34, 0.31, 0.33, nan],
+        "fill_mask_examples": [64] * 4 + [0], "infill_exact_match": [nan] * 5, "infill_examples": [0] * 5,
+        "probe_accuracy": [nan] * 5})
+    frame.attrs.update(computed=[], cached=list(frame["run_id"]), seconds={}, settings={"max_examples": 64, "seed": 0})
+    monkeypatch.setattr(api, "leaderboard", lambda *args, **kwargs: frame)
+    view = leaderboard_tab.LeaderboardView(api.lab_home(tmp_path / "home"))
+    notes = view.rank_zoo("tiny-stories")[2]
+    lines = notes.splitlines()
+    assert lines[0] == "**Scores with their 95% intervals**"
+    assert lines[2] == "| family | seeds | bits per byte | fill-mask | infill | not told apart on fill-mask from |"
+    assert lines[4] == "| bert | 2 | 1.100 [-0.171, 2.371] | 0.320 [0.066, 0.574] | — | roberta |"
+    assert lines[6] == "| gpt | 1 | 0.900 | — | — | — |"
+    with reading_language("zh"):
+        chinese = view.rank_zoo("tiny-stories")[2].splitlines()
+    assert chinese[0] == "**各项分数及其 95% 区间**"
+    assert chinese[2] == "| 模型家族 | 种子数 | 每字节比特 | 填空 | 补全 | 在填空上无法区分的家族 |"
+
+
 def test_the_leaderboard_writes_chinese_headers_notes_status_and_figure():
     frame = leaderboard_frame()
     english_notes = leaderboard_figures.notes_markdown(frame)

@@ -12,8 +12,9 @@ Endpoints (every event has an `api_name`, so `gradio_client` can drive the panel
 * `/zoo_panel_on_load` (page load): no input -> (panel, message, progress HTML, start button, stop button, signature).
   `/zoo_refresh` (the timer): the last signature -> the same, then the timer (turned off while the zoo is not
   training); it skips the redraw when nothing changed.
-* `/zoo_start` ("Train the demo zoo" / "Continue the demo zoo") and `/zoo_stop` ("Stop the zoo"): no input -> the
-  same outputs.
+* `/zoo_start` ("Train the demo zoo" / "Continue the demo zoo"): seeds (runs per family, default 1) -> the same
+  outputs; `/zoo_stop` ("Stop the zoo"): no input -> the same outputs. A zoo of several seeds shows a row per family
+  and seed; its later seeds train after every family's first.
 
 The progress view is written by the server in the reader's language (`app.i18n.language.tr`: states, numbers' names, a
 failed run's message through the catalogue of app/i18n/locales/zh/messages/); the message and the buttons are Gradio
@@ -21,6 +22,7 @@ i18n markers, translated by the page itself.
 """
 from __future__ import annotations
 
+import dataclasses
 import html
 
 import gradio as gr
@@ -30,6 +32,7 @@ from lab_models import api
 from app.display import STATE_COLORS, WAKE_TIMER_JS, rest_when_idle, state_word
 from app.errors import user_errors
 from app.i18n.language import marker, text, tr
+from app.inputs import whole_number
 from app.i18n.messages import translate
 from app.tab_parts import PageLoad, TabParts
 
@@ -59,6 +62,7 @@ def zoo_progress_html(progress) -> str:
             f'aria-valuenow="{overall * 100:.0f}"><div class="train-bar-fill" style="width:{overall * 100:.1f}%;'
             f'background:#16a34a"></div></div></div>')
     rows = []
+    several_seeds = len({run.seed for run in progress.runs}) > 1
     for run in progress.runs:
         state = run.state
         label = (tr("zoo.state_queued_position", position=run.queue_position) if state == "queued"
@@ -73,7 +77,8 @@ def zoo_progress_html(progress) -> str:
 
         rows.append(
             f'<div class="zoo-run zoo-{html.escape(state.replace(" ", "-"))}" title="{title}">'
-            f'<span class="zoo-family">{html.escape(run.title)}</span>'
+            f'<span class="zoo-family">{html.escape(run.title)}'
+            f'{html.escape(tr("zoo.seed", seed=run.seed)) if several_seeds else ""}</span>'
             f'<span class="zoo-state" style="color:{color}">{html.escape(label)}</span>'
             f'<div class="train-bar zoo-bar" role="progressbar" aria-valuemin="0" aria-valuemax="{run.total_steps}" '
             f'aria-valuenow="{run.step}"><div class="train-bar-fill" style="width:{run.fraction * 100:.1f}%;'
@@ -93,15 +98,20 @@ class ZooPanel:
     def _signature(self, progress, has_runs: bool) -> list:
         return [has_runs] + [[run.run_id, run.state, run.step, run.queue_position] for run in progress.runs]
 
+    def config(self, seeds: int | None = None):
+        """The demo zoo with `seeds` seeds, or with as many as it has runs of (a zoo trained with --seeds N)."""
+        seeds = api.trained_seeds(self.jobs, api.DEMO_ZOO) if seeds is None else seeds
+        return dataclasses.replace(api.DEMO_ZOO, seeds=seeds)
+
     def tick(self, signature=None):
         """The timer: `view`, then the timer itself, turned off while the zoo is not training (app/display.py's
         rest_when_idle; the start button and opening the tab turn it on again)."""
-        progress = api.zoo_progress(self.jobs, api.DEMO_ZOO)
+        progress = api.zoo_progress(self.jobs, self.config())
         return (*self.view(signature, progress), rest_when_idle(progress.active))
 
     def view(self, signature=None, progress=None):
         """(panel, message, progress, start button, stop button, signature); all skipped when nothing changed."""
-        progress = progress if progress is not None else api.zoo_progress(self.jobs, api.DEMO_ZOO)
+        progress = progress if progress is not None else api.zoo_progress(self.jobs, self.config())
         has_runs = api.has_runs(self.jobs)
         now = self._signature(progress, has_runs)
         if signature is not None and now == signature:
@@ -120,9 +130,11 @@ class ZooPanel:
         return (gr.update(visible=visible), message, zoo_progress_html(progress) if started else "",
                 gr.update(visible=start is not None, value=start or START_LABEL), gr.update(visible=stop), now)
 
-    def start(self):
-        """Queue the demo zoo (what has finished is skipped); then the panel as it stands."""
-        api.start_zoo(self.jobs, api.DEMO_ZOO)
+    def start(self, seeds=1):
+        """Queue the demo zoo with `seeds` runs per family (what has finished is skipped; a zoo that has more seeds
+        keeps them); then the panel as it stands."""
+        seeds = whole_number(seeds, tr("zoo.seeds_label"), 1, 1, api.MAX_ZOO_SEEDS)
+        api.start_zoo(self.jobs, self.config(max(seeds, api.trained_seeds(self.jobs, api.DEMO_ZOO))))
         return self.view()
 
     def stop(self):
@@ -138,13 +150,15 @@ def build(home, jobs) -> TabParts:
         message = gr.Markdown(OFFER, elem_id="zoo-message")
         with gr.Row():
             start = gr.Button(START_LABEL, variant="primary", elem_id="zoo-start", scale=0, min_width=280)
+            seeds = gr.Number(1, precision=0, minimum=1, maximum=api.MAX_ZOO_SEEDS, label=text("zoo.seeds_label"),
+                              info=text("zoo.seeds_info"), scale=0, min_width=200, elem_id="zoo-seeds")
             stop = gr.Button(text("zoo.stop"), variant="stop", visible=False, elem_id="zoo-stop", scale=0,
                              min_width=160)
         progress = gr.HTML("", elem_id="zoo-progress-view")
     signature = gr.State(None)
     timer = gr.Timer(REFRESH_S)
     outputs = [column, message, progress, start, stop, signature]
-    start.click(user_errors(panel.start), None, outputs, api_name="zoo_start").then(
+    start.click(user_errors(panel.start), seeds, outputs, api_name="zoo_start").then(
         None, None, timer, js=WAKE_TIMER_JS, api_name="zoo_timer_on_start", show_progress="hidden")
     stop.click(user_errors(panel.stop), None, outputs, api_name="zoo_stop")
     # like the Train tab's ticks, the refresh skips Gradio's queue: it is cheap and mostly a gr.skip()

@@ -68,7 +68,7 @@ from lab_models.api.experiments import (
     list_sweeps, sweep_points, LEADERBOARD_COLUMNS, LEADERBOARD_NOTE_COLUMNS, LEADERBOARD_METRICS,
     LEADERBOARD_ACCURACY_PREFIX, LEADERBOARD_DEFAULT_EXAMPLES, LEADERBOARD_MAX_EXAMPLES, leaderboard,
     leaderboard_corpora, leaderboard_csv, ZooConfig, ZooProgress, ZooRun, ZooPlan, DEMO_ZOO, ZOO_ORDER, start_zoo,
-    stop_zoo, zoo_progress, list_zoos, fill_mask_picks, view_picks, seed_summary,
+    stop_zoo, zoo_progress, list_zoos, fill_mask_picks, view_picks, seed_summary, trained_seeds, MAX_ZOO_SEEDS,
 )
 from lab_models.api.checks import (
     LabError, Message, Joined, message_of, as_message, MAX_STEPS, MAX_SEED, MAX_VOCAB_SIZE, MAX_SWEEP_D_MODEL,
@@ -118,7 +118,7 @@ __all__ = [
     "LEADERBOARD_METRICS", "LEADERBOARD_ACCURACY_PREFIX", "LEADERBOARD_DEFAULT_EXAMPLES", "LEADERBOARD_MAX_EXAMPLES",
     "leaderboard", "leaderboard_corpora", "leaderboard_csv", "ZooConfig", "ZooProgress", "ZooRun", "ZooPlan",
     "DEMO_ZOO", "ZOO_ORDER", "start_zoo", "stop_zoo", "zoo_progress", "list_zoos", "fill_mask_picks", "view_picks",
-    "seed_summary",
+    "seed_summary", "trained_seeds", "MAX_ZOO_SEEDS",
     # checks
     "LabError", "Message", "Joined", "message_of", "as_message", "MAX_STEPS", "MAX_SEED", "MAX_VOCAB_SIZE",
     "MAX_SWEEP_D_MODEL", "MAX_SWEEP_LAYERS", "TRAINABLE_FAMILIES",

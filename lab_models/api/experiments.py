@@ -37,7 +37,8 @@ __all__ = ["SWEEP_X_AXES", "SWEEP_POINT_COLUMNS", "fit_power_law", "parse_sweep_
            "LEADERBOARD_NOTE_COLUMNS", "LEADERBOARD_METRICS", "LEADERBOARD_ACCURACY_PREFIX",
            "LEADERBOARD_DEFAULT_EXAMPLES", "LEADERBOARD_MAX_EXAMPLES", "leaderboard", "leaderboard_corpora",
            "leaderboard_csv", "ZooConfig", "ZooProgress", "ZooRun", "ZooPlan", "DEMO_ZOO", "ZOO_ORDER", "start_zoo",
-           "stop_zoo", "zoo_progress", "list_zoos", "fill_mask_picks", "view_picks", "seed_summary"]
+           "stop_zoo", "zoo_progress", "list_zoos", "fill_mask_picks", "view_picks", "seed_summary",
+           "trained_seeds", "MAX_ZOO_SEEDS"]
 
 # Scaling sweeps (experiments/sweep.py).
 SWEEP_X_AXES = dict(_sweep.X_AXES)  # "parameters", "flops" -> axis title
@@ -211,6 +212,14 @@ def stop_zoo(jobs: JobManager, name: str = DEMO_ZOO.name) -> list[str]:
 def zoo_progress(jobs: RunStore, config: ZooConfig = DEMO_ZOO) -> ZooProgress:
     """Every family of the zoo with its run's state, step, total steps, loss and validation bits per byte."""
     return _zoo.zoo_progress(jobs, config)
+
+
+def trained_seeds(jobs: RunStore, config: ZooConfig = DEMO_ZOO) -> int:
+    """How many seeds (from config.seed on) the zoo has runs of, at least 1."""
+    return _zoo.trained_seeds(jobs, config)
+
+
+MAX_ZOO_SEEDS = _zoo.MAX_SEEDS
 
 
 def list_zoos(jobs: RunStore | None = None, *, home=None) -> list[dict]:

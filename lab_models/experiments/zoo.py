@@ -348,6 +348,13 @@ def zoo_progress(store: RunStore, config: ZooConfig = DEMO_ZOO) -> ZooProgress:
     return ZooProgress(config.name, tuple(runs))
 
 
+def trained_seeds(store: RunStore, config: ZooConfig) -> int:
+    """How many seeds, from `config.seed` on, the zoo has runs of (at least 1): a zoo first trained with --seeds 3
+    is shown with its three seeds by a page that only knows its name."""
+    seeds = [seed for (_, seed) in zoo_rows(store, config.name) if seed >= config.seed]
+    return min(MAX_SEEDS, max(seeds) - config.seed + 1) if seeds else 1
+
+
 @dataclass(frozen=True)
 class ZooPlan:
     """What `start_zoo` did, family by family: started anew, resumed, skipped (finished) or left (already active)."""

@@ -89,6 +89,21 @@ def test_start_shows_the_progress_then_the_trained_zoo(jobs, monkeypatch):
     assert all(update == {"__type__": "update"} for update in panel.view(done["signature"]))
 
 
+def test_the_page_trains_a_zoo_of_several_seeds_and_shows_a_row_per_family_and_seed(jobs):
+    panel = zoo_panel.ZooPanel(jobs.home, jobs)
+    started = updates(panel.start(2))
+    assert started["progress"].count('class="zoo-run ') == 4 and "GPT · seed 1" in started["progress"]
+    wait_for(lambda: api.zoo_progress(jobs, panel.config(2)).finished == 4, what="the two-seed zoo to finish")
+    assert api.trained_seeds(jobs, SMALL_ZOO) == 2 and panel.config().seeds == 2  # the page finds the seeds again
+    done = updates(panel.view())
+    assert done["message"] == zoo_panel.TRAINED and f"<b>4</b> / 4 {zoo_panel.RUNS_FINISHED}" in done["progress"]
+    assert [run.seed for run in api.zoo_progress(jobs, SMALL_ZOO).runs] == [0, 0]  # the other views keep seed 0
+    updates(panel.start(1))  # a smaller number never drops the seeds the zoo has
+    assert panel.config().seeds == 2
+    with pytest.raises(ValueError, match="Seeds must be a whole number from 1 to 20"):
+        panel.start(0)
+
+
 def test_stop_then_continue(jobs, monkeypatch):
     monkeypatch.setenv("FAKE_DELAY", "0.2")
     panel = zoo_panel.ZooPanel(jobs.home, jobs)

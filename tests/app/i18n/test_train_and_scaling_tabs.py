@@ -227,11 +227,11 @@ def test_the_import_summary_files_and_zoo_progress():
     assert (english, chinese) == (["file", "size"], ["文件", "大小"])
 
     runs = [SimpleNamespace(run_id="gpt-1", title="GPT", state="queued", queue_position=3, step=0, total_steps=10,
-                            loss=None, val_bits_per_byte=None, message="", fraction=0.0),
+                            loss=None, val_bits_per_byte=None, message="", fraction=0.0, seed=0),
             SimpleNamespace(run_id="bert-1", title="BERT", state="failed", queue_position=None, step=5,
                             total_steps=10, loss=2.0, val_bits_per_byte=None,
                             message=api.Message("the trainer exited with code {code}", code=1),
-                            fraction=0.5)]
+                            fraction=0.5, seed=0)]
     progress = SimpleNamespace(fraction=0.5, name="tiny", finished=0, runs=runs)
     english, chinese = both(lambda: zoo_panel.zoo_progress_html(progress))
     assert "zoo tiny" in english and "queued (3)" in english and "loss 2.00" in english

@@ -389,7 +389,7 @@ def intervals_markdown(frame: pd.DataFrame) -> str:
     ...                       "fill_mask_examples": [64, 64], "infill_exact_match": [float("nan")] * 2,
     ...                       "infill_examples": [0, 0], "probe_accuracy": [float("nan")] * 2})
     >>> print(intervals_markdown(frame).splitlines()[4])
-    | bert | 2 | 1.100 [-0.171, 2.371] | 0.300 [0.300, 0.300] | — | — |
+    | bert | 2 | 1.100 [-0.171, 2.371] | 0.300 [0.202, 0.421] | — | — |
     """
     if frame is None or not len(frame) or "family" not in frame.columns:
         return ""

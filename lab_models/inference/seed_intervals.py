@@ -10,7 +10,10 @@ interval is over:
 
 - "seeds", with two seeds or more: Student's t interval of the mean over the seeds,
   mean +- t(0.975, n - 1) * sd / sqrt(n), sd the sample standard deviation (ddof 1). It answers "what would another
-  seed's mean be near", the question a comparison of two families asks.
+  seed's mean be near", the question a comparison of two families asks. For a hit rate it is widened to cover
+  Wilson's interval over the examples too ("seeds and examples" when that is wider): every seed is scored on the
+  same held-out sentences, so the seeds' spread leaves out how much the choice of sentences moves the score (two
+  seeds that both answer "the" everywhere would otherwise get an interval of width 0).
 - "examples", with one seed, for a score that is a hit rate over held-out examples (fill-mask, infill: the examples
   the leaderboard scored): Wilson's score interval for a binomial proportion. It says how much the choice of examples
   moves the score; it cannot say what a second seed would do.
@@ -110,10 +113,14 @@ def seed_summary(frame: pd.DataFrame, rank_by: str = "fill_mask_accuracy") -> pd
             mean, low, high = mean_interval(values)
             counted = sum(not math.isnan(float(value)) for value in values)
             kind = "seeds" if counted >= 2 else "none"
-            if counted == 1 and examples_column is not None and examples_column in runs:
-                examples = int(next(n for n, value in zip(runs[examples_column], values) if not math.isnan(value)))
-                low, high = wilson_interval(mean, examples)
-                kind = "examples" if examples else "none"
+            if counted and examples_column is not None and examples_column in runs:
+                examples = min(int(n) for n, value in zip(runs[examples_column], values) if not math.isnan(value))
+                over_examples = wilson_interval(mean, examples)
+                if counted == 1 and examples:
+                    (low, high), kind = over_examples, "examples"
+                elif examples and (over_examples[0] < low or over_examples[1] > high):
+                    low, high = min(low, over_examples[0]), max(high, over_examples[1])
+                    kind = "seeds and examples"
             row.update({f"{metric}_mean": mean, f"{metric}_low": low, f"{metric}_high": high,
                         f"{metric}_interval": kind, f"{metric}_seeds": counted})
         rows.append(row)

@@ -18,15 +18,15 @@ def _board(rows):
 
 def test_three_seeds_give_the_t_interval_of_their_mean_and_overlaps_are_not_told_apart():
     board = _board([
-        {"run_id": "bert-0", "family": "bert", "seed": 0, "fill_mask_accuracy": 0.30},
-        {"run_id": "bert-1", "family": "bert", "seed": 1, "fill_mask_accuracy": 0.32},
-        {"run_id": "bert-2", "family": "bert", "seed": 2, "fill_mask_accuracy": 0.34},
-        {"run_id": "roberta-0", "family": "roberta", "seed": 0, "fill_mask_accuracy": 0.31},
-        {"run_id": "roberta-1", "family": "roberta", "seed": 1, "fill_mask_accuracy": 0.33},
-        {"run_id": "roberta-2", "family": "roberta", "seed": 2, "fill_mask_accuracy": 0.35},
-        {"run_id": "albert-0", "family": "albert", "seed": 0, "fill_mask_accuracy": 0.10},
-        {"run_id": "albert-1", "family": "albert", "seed": 1, "fill_mask_accuracy": 0.11},
-        {"run_id": "albert-2", "family": "albert", "seed": 2, "fill_mask_accuracy": 0.12},
+        {"run_id": "bert-0", "family": "bert", "seed": 0, "fill_mask_examples": 100_000, "fill_mask_accuracy": 0.30},
+        {"run_id": "bert-1", "family": "bert", "seed": 1, "fill_mask_examples": 100_000, "fill_mask_accuracy": 0.32},
+        {"run_id": "bert-2", "family": "bert", "seed": 2, "fill_mask_examples": 100_000, "fill_mask_accuracy": 0.34},
+        {"run_id": "roberta-0", "family": "roberta", "seed": 0, "fill_mask_examples": 100_000, "fill_mask_accuracy": 0.31},
+        {"run_id": "roberta-1", "family": "roberta", "seed": 1, "fill_mask_examples": 100_000, "fill_mask_accuracy": 0.33},
+        {"run_id": "roberta-2", "family": "roberta", "seed": 2, "fill_mask_examples": 100_000, "fill_mask_accuracy": 0.35},
+        {"run_id": "albert-0", "family": "albert", "seed": 0, "fill_mask_examples": 100_000, "fill_mask_accuracy": 0.10},
+        {"run_id": "albert-1", "family": "albert", "seed": 1, "fill_mask_examples": 100_000, "fill_mask_accuracy": 0.11},
+        {"run_id": "albert-2", "family": "albert", "seed": 2, "fill_mask_examples": 100_000, "fill_mask_accuracy": 0.12},
     ])
     summary = seed_summary(board).set_index("family")
     assert list(summary.index) == ["roberta", "bert", "albert"]  # by mean, best first
@@ -39,6 +39,16 @@ def test_three_seeds_give_the_t_interval_of_their_mean_and_overlaps_are_not_told
     assert bert["not_told_apart_from"] == ["roberta"] and summary.loc["albert", "not_told_apart_from"] == []
     assert bert["val_bits_per_byte_interval"] == "seeds"  # equal values: a zero-width interval
     assert bert["val_bits_per_byte_low"] == bert["val_bits_per_byte_high"] == 1.0
+
+
+def test_seeds_that_agree_still_carry_the_noise_of_their_held_out_sentences():
+    summary = seed_summary(_board([
+        {"run_id": "bert-0", "family": "bert", "seed": 0, "fill_mask_accuracy": 0.25},
+        {"run_id": "bert-1", "family": "bert", "seed": 1, "fill_mask_accuracy": 0.25},
+    ])).iloc[0]
+    assert summary["fill_mask_accuracy_interval"] == "seeds and examples"
+    assert (summary["fill_mask_accuracy_low"], summary["fill_mask_accuracy_high"]) == \
+        pytest.approx(wilson_interval(0.25, 64))
 
 
 def test_one_seed_gets_an_interval_over_its_examples_where_the_score_is_a_hit_rate():

@@ -37,7 +37,8 @@ TABLE_HEADER_KEYS = {"pretrained run": "col_pretrained_run", "family": "col_fami
                      "pooling": "col_pooling", "adversarial": "col_adversarial", "steps": "col_steps",
                      "seconds": "col_seconds", "state": "col_state", "finetune": "col_finetune"}
 STATES = ("queued", "running", "finished", "failed", "stopped", "died", "unknown", "error")  # "state_<state>"
-TASKS = ("sentiment", "topic", "entailment", "tagging")  # the built-in tasks: finetune.json "task_<name>"
+# the built-in tasks: finetune.json "task_<name>"
+TASKS = ("sentiment", "topic", "entailment", "tagging", "scope", "story_order")
 TASK_KINDS = ("sequence", "pair", "token")  # finetune.json "kind_<kind>"
 POOLINGS = ("first", "mean", "last")  # finetune.json "pooling_<pooling>"
 

@@ -17,6 +17,13 @@ corpus (lab_models/text/synthetic.py explains how every label follows from the g
     entailment  pair      entailment, contradiction, neutral                        one premise/hypothesis per sentence
     tagging     token     DET ADJ NOUN PRON VERB AUX NEG ADV PREP PUNCT (per word)  one per sentence
 
+Two more come from the "stories" language (lab_models/text/stories.py), whose labels only the context decides, with
+the splits of its context tasks (lab_models/text/story_tasks.py: training pairs from the stories corpus's training
+stories, validation pairs from its validation stories and from stories of a second seed):
+
+    scope        pair     entailment, contradiction, neutral   quantifier and negation scope (a bag of words: 0.46)
+    story_order  pair     swapped, in order                    two consecutive sentences of a story
+
 Splits. A sentence (and the entailment pair made from it) is in the validation split exactly when its story is in the
 validation split of the "synthetic" corpus (the same hash of the story's text, lab_models/text/corpora.py), about 5% of
 the stories. So the validation sentences of a fine-tuning are ones that a run pretrained on the synthetic corpus never
@@ -58,12 +65,16 @@ from lab_models.messages import LabError, Message
 from lab_models.batch import IGNORE_INDEX
 from lab_models.text.corpus_files import csv_delimiter, decode_text, max_upload_bytes
 from lab_models.text.corpora import split_train_validation
+from lab_models.text.story_tasks import TASK_LABELS as STORY_TASK_LABELS
+from lab_models.text.story_tasks import context_tasks
 from lab_models.text.synthetic import ENTAILMENT_LABELS, SENTIMENT_LABELS, TAGS, TOPICS, synthetic_dataset
 
 logger = logging.getLogger(__name__)
 
 
 TASK_KINDS = ("sequence", "pair", "token")
+STORY_ORDER_LABELS = STORY_TASK_LABELS["order"]  # ("swapped", "in order")
+STORY_TASKS = {"scope": "entailment", "story_order": "order"}  # built-in task -> its stories context task
 MIN_CSV_ROWS = 10  # fewer rows cannot make a training split and a validation split worth a number
 MAX_CSV_CLASSES = 200  # more distinct labels than this almost always means the wrong column was picked
 CSV_VALIDATION_FRACTION = 0.2
@@ -93,6 +104,13 @@ TASKS: dict[str, TaskSpec] = {
                                    "modifier keeps an affirmative sentence true; negation reverses the direction.")),
     "tagging": TaskSpec("tagging", "token", "Word tagging (10 tags)", TAGS,
                         Message("A part-of-speech-like tag for every word, predicted on its first sub-word piece.")),
+    "scope": TaskSpec("scope", "pair", "Quantifier scope (stories, sentence pairs, 3-way)", ENTAILMENT_LABELS,
+                      Message("The stories language's entailment: every, no, some and the, with and without 'not'; "
+                              "whether adding or dropping an adjective keeps the premise true depends on the "
+                              "quantifier and the negation, so a bag of words scores near chance.")),
+    "story_order": TaskSpec("story_order", "pair", "Story order (stories, sentence pairs, 2-way)", STORY_ORDER_LABELS,
+                            Message("Are two consecutive sentences of a story in order, or swapped? A character is "
+                                    "introduced ('a cat') before it is referred to ('the cat', 'it').")),
 }
 
 
@@ -121,7 +139,7 @@ class Task:
     validation: tuple[TaskExample, ...]
     title: str = ""
     description: Message | str = ""
-    source: str = "synthetic"  # "synthetic" or the CSV file's absolute path
+    source: str = "synthetic"  # "synthetic", "stories" or the CSV file's absolute path
 
     def __post_init__(self):
         if self.kind not in TASK_KINDS:
@@ -192,6 +210,8 @@ def load_task(name: str) -> Task:
 @functools.lru_cache(maxsize=len(TASKS))
 def _builtin_task(name: str) -> Task:
     spec = TASKS[name]
+    if name in STORY_TASKS:
+        return _story_task(spec)
     data, in_validation = _synthetic_split()
     index = {label: i for i, label in enumerate(spec.label_names)}
     examples: list[TaskExample] = []
@@ -209,6 +229,19 @@ def _builtin_task(name: str) -> Task:
     validation = tuple(e for e, held in zip(examples, in_validation) if held)
     return Task(name=name, kind=spec.kind, label_names=spec.label_names, train=train, validation=validation,
                 title=spec.title, description=spec.description, source="synthetic")
+
+
+def _story_task(spec: TaskSpec) -> Task:
+    """A task of the stories language: the pairs of its context task (lab_models/text/story_tasks.py), training
+    pairs from the stories corpus's training split, validation pairs from its validation split and another seed."""
+    task = context_tasks()[STORY_TASKS[spec.name]]
+    index = {label: i for i, label in enumerate(spec.label_names)}
+
+    def examples(items):
+        return tuple(TaskExample(item.first, index[item.label], text_pair=item.second) for item in items)
+    return Task(name=spec.name, kind=spec.kind, label_names=spec.label_names, train=examples(task.train),
+                validation=examples(task.validation), title=spec.title, description=spec.description,
+                source="stories")
 
 
 @functools.lru_cache(maxsize=1)

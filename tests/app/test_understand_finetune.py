@@ -131,7 +131,8 @@ def test_api_defaults_follow_the_papers():
     assert (api.default_pooling("gpt"), api.default_pooling("xlnet")) == ("last", "first")
     with pytest.raises(ValueError):
         api.default_lm_aux_weight("no-such-family")
-    assert [spec.name for spec in api.finetune_tasks()] == ["sentiment", "topic", "entailment", "tagging"]
+    assert [spec.name for spec in api.finetune_tasks()] == ["sentiment", "topic", "entailment", "tagging", "scope",
+                                                            "story_order"]
     assert api.FINETUNE_DEFAULTS == {"pooling": "auto", "steps": 200, "batch_size": 32, "seed": 0}
 
 

@@ -67,7 +67,7 @@ def test_builtin_tasks_have_their_labels_and_the_corpus_split():
     validation_text = " ".join(load_corpus("synthetic").validation)
     expected = {"sentiment": ("sequence", 3), "topic": ("sequence", 5), "entailment": ("pair", 3),
                 "tagging": ("token", 10)}
-    assert set(TASKS) == set(expected)
+    assert set(TASKS) == set(expected) | {"scope", "story_order"}
     for name, (kind, n_labels) in expected.items():
         task = load_task(name)
         assert (task.kind, task.n_labels) == (kind, n_labels)
@@ -85,6 +85,24 @@ def test_builtin_tasks_have_their_labels_and_the_corpus_split():
     tagged = load_task("tagging").validation[0]
     assert len(tagged.label) == len(tagged.words) and tagged.words[-1] == "."
     assert load_task("tagging").label_names[tagged.label[-1]] == "PUNCT"
+
+
+def test_the_stories_tasks_pair_sentences_by_scope_and_order_on_the_stories_split():
+    from lab_models.text.stories import grammatical
+
+    scope, order = load_task("scope"), load_task("story_order")
+    assert (scope.kind, scope.label_names, scope.source) == ("pair", ("entailment", "contradiction", "neutral"),
+                                                             "stories")
+    assert (order.kind, order.label_names) == ("pair", ("swapped", "in order"))
+    assert len(scope.validation) > 3000 and len(order.validation) > 2000  # the corpus's held-out stories and a seed's
+    assert scope.majority_baseline() < 0.5 and 0.45 < order.majority_baseline() < 0.55
+    example = scope.train[0]
+    assert (example.text, example.text_pair, scope.label_names[example.label]) == (
+        "no judge sees a map .", "no big judge sees a map .", "entailment")  # no: downward in its noun
+    assert all(grammatical(e.text) and grammatical(e.text_pair) for e in scope.validation[:200])
+    training_text = " ".join(load_corpus("stories").train)
+    swapped = [e for e in order.validation if order.label_names[e.label] == "swapped"]
+    assert swapped and all(f"{e.text_pair} {e.text}" not in training_text for e in swapped[:100])
 
 
 def test_builtin_splits_are_deterministic():

@@ -70,7 +70,7 @@ from lab_models.models.family import build_model
 from lab_models.models.family import family_model_config
 from lab_models.objectives import objective_module
 from lab_models.families import RNN_FAMILIES
-from lab_models.training.config import MAX_STEPS, PRESET_DEFAULTS
+from lab_models.training.config import MAX_BUDGET_MINUTES, MAX_STEPS, PRESET_DEFAULTS
 from lab_models.text.vocab import VocabInfo
 from lab_models.models.family import model_config_from_dict
 from lab_models.models.switch import parameter_counts
@@ -220,7 +220,7 @@ class SweepConfig:
 
     family: str
     sizes: tuple[str, ...]
-    steps: int
+    steps: int | None  # None under a budget: each run trains the steps its budget buys
     out: str
     switch: bool = False
     preset: str = "tiny"
@@ -233,6 +233,17 @@ class SweepConfig:
     expert_every: int = 2
     model: dict = field(default_factory=dict)  # more --model overrides for every run
     home: str | None = None
+    # instead of steps: the same training FLOPs (an iso-FLOP sweep) or the same wall time for every size
+    budget_flops: float | None = None
+    budget_minutes: float | None = None
+
+    def length_arguments(self) -> list[str]:
+        """The trainer's `--steps N`, `--budget-flops F` or `--budget-minutes M`."""
+        if self.budget_flops is not None:
+            return ["--budget-flops", repr(float(self.budget_flops))]
+        if self.budget_minutes is not None:
+            return ["--budget-minutes", repr(float(self.budget_minutes))]
+        return ["--steps", str(self.steps)]
 
     def to_dict(self) -> dict:
         values = dataclasses.asdict(self)
@@ -258,7 +269,7 @@ def trainer_arguments(config: SweepConfig, size: SizeSpec, variant: str) -> list
     """The `python -m lab_models train` arguments of one (size, variant) run."""
 
     args = ["--family", config.family, "--out", str(run_folder(config, size, variant)), "--preset", config.preset,
-            "--steps", str(config.steps), "--seed", str(config.seed), "--device", config.device]
+            *config.length_arguments(), "--seed", str(config.seed), "--device", config.device]
     if config.corpus:
         args += ["--corpus", config.corpus]
     if config.home:
@@ -266,6 +277,11 @@ def trainer_arguments(config: SweepConfig, size: SizeSpec, variant: str) -> list
     for key, value in config.overrides(size, variant).items():
         args += ["--model", f"{key}={format_value(value)}"]
     return args
+
+
+def _positive(value, most: float = math.inf) -> bool:
+    return (not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
+            and 0 < value <= most)
 
 
 def check_config(config: SweepConfig) -> list[SizeSpec]:
@@ -283,9 +299,20 @@ def check_config(config: SweepConfig) -> list[SizeSpec]:
     if config.preset not in PRESET_DEFAULTS:
         raise LabError("unknown preset {preset!r}: choose one of {preset_defaults}",
                        preset=config.preset, preset_defaults=', '.join(PRESET_DEFAULTS))
-    if isinstance(config.steps, bool) or not isinstance(config.steps, int) or not 1 <= config.steps <= MAX_STEPS:
+    lengths = [config.steps is not None, config.budget_flops is not None, config.budget_minutes is not None]
+    if sum(lengths) != 1:
+        raise LabError("give a sweep one of --steps, --budget-flops or --budget-minutes: each decides how long every "
+                       "run trains")
+    if config.steps is not None and (isinstance(config.steps, bool) or not isinstance(config.steps, int)
+                                     or not 1 <= config.steps <= MAX_STEPS):
         raise LabError("--steps must be a whole number from 1 to {max_steps:,}, got {steps!r}",
                        max_steps=MAX_STEPS, steps=config.steps)
+    if config.budget_flops is not None and not _positive(config.budget_flops):
+        raise LabError("--budget-flops must be a positive number of FLOPs such as 1e13, got {value}",
+                       value=config.budget_flops)
+    if config.budget_minutes is not None and not _positive(config.budget_minutes, MAX_BUDGET_MINUTES):
+        raise LabError("--budget-minutes must be a number of minutes above 0 and at most {most:,}, such as 5, got "
+                       "{value}", most=MAX_BUDGET_MINUTES, value=config.budget_minutes)
     if config.max_minutes is not None and not config.max_minutes > 0:
         raise LabError("--max-minutes must be above 0, got {max_minutes!r}", max_minutes=config.max_minutes)
     sizes = parse_sizes(",".join(config.sizes))
@@ -396,7 +423,8 @@ def _run_one(command: list[str], limit_s: float | None, stop: SweepStop, log) ->
 def _message(folder: Path, code: int | None, reason: str, config: SweepConfig) -> tuple[str, Message | str]:
     """(state, message) of one run from its exit and its status.json."""
     status = runs.read_status(folder)
-    where = (Message("at step {step} of {steps}", step=status["step"], steps=config.steps) if status.get("step")
+    total = config.steps or status.get("total_steps")
+    where = (Message("at step {step} of {steps}", step=status["step"], steps=total) if status.get("step")
              else Message("before its first step"))
     if reason == "time":
         return "failed", Message("ran past the {minutes:g}-minute limit (--max-minutes): stopped {where}",
@@ -511,7 +539,12 @@ def build_parser() -> argparse.ArgumentParser:
                                                                       "a power law to its validation bits per byte.")
     p.add_argument("--family", required=True)
     p.add_argument("--sizes", required=True, help="comma-separated: preset names or DxL, e.g. 32x1,64x2,tiny,128x2")
-    p.add_argument("--steps", type=int, required=True, help="training steps of every run")
+    p.add_argument("--steps", type=int, help="training steps of every run")
+    p.add_argument("--budget-flops", type=float, metavar="F",
+                   help="instead of --steps: the training FLOPs of every run (an iso-FLOP sweep: a bigger size trains "
+                        "fewer steps)")
+    p.add_argument("--budget-minutes", type=float, metavar="M",
+                   help="instead of --steps: the minutes of wall time of every run")
     p.add_argument("--switch", action="store_true", help="also train every size with Switch Transformer layers")
     p.add_argument("--preset", default="tiny", help="the data and training defaults every size shares (default tiny)")
     p.add_argument("--corpus")
@@ -530,7 +563,7 @@ def build_parser() -> argparse.ArgumentParser:
 def sweep_arguments(config: SweepConfig) -> list[str]:
     """The `python -m lab_models sweep` arguments that run `config` (the inverse of `config_from_args`)."""
 
-    args = ["--family", config.family, "--sizes", ",".join(config.sizes), "--steps", str(config.steps),
+    args = ["--family", config.family, "--sizes", ",".join(config.sizes), *config.length_arguments(),
             "--preset", config.preset, "--seed", str(config.seed), "--device", config.device]
     if config.switch:
         args += ["--switch", "--n-experts", str(config.n_experts), "--capacity-factor",
@@ -558,7 +591,8 @@ def config_from_args(args) -> SweepConfig:
     config = SweepConfig(family=args.family, sizes=tuple(s.label for s in parse_sizes(args.sizes)), steps=args.steps,
                          out=str(out) if out else "", switch=args.switch, preset=args.preset, corpus=args.corpus,
                          seed=args.seed, device=args.device, max_minutes=args.max_minutes, n_experts=args.n_experts,
-                         capacity_factor=args.capacity_factor, expert_every=args.expert_every, model=model, home=home)
+                         capacity_factor=args.capacity_factor, expert_every=args.expert_every, model=model, home=home,
+                         budget_flops=args.budget_flops, budget_minutes=args.budget_minutes)
     check_config(config)
     if not out:
         config = dataclasses.replace(config, out=str(new_sweep_dir(home, args.family)))

@@ -124,6 +124,24 @@ def test_switch_variant_follows_every_size(tmp_path):
                                            switch=True, expert_every=2))
 
 
+def test_a_sweep_under_a_budget_gives_every_size_the_same_flops_or_minutes(tmp_path):
+    config = SweepConfig(family="gpt", sizes=("32x1", "64x2"), steps=None, out=str(tmp_path), budget_flops=1e12)
+    sizes = sweep_cli.check_config(config)
+    for size in sizes:
+        args = sweep_cli.trainer_arguments(config, size, "dense")
+        assert args[args.index("--budget-flops") + 1] == "1000000000000.0" and "--steps" not in args
+    assert "--budget-flops" in sweep_cli.sweep_arguments(config)
+    timed = SweepConfig(family="gpt", sizes=("32x1",), steps=None, out=str(tmp_path), budget_minutes=0.5)
+    assert "--budget-minutes" in sweep_cli.trainer_arguments(timed, sweep_cli.check_config(timed)[0], "dense")
+    for bad in (dict(steps=None), dict(steps=5, budget_flops=1e12), dict(steps=None, budget_flops=1e12,
+                                                                         budget_minutes=1)):
+        with pytest.raises(ValueError, match="one of --steps, --budget-flops or --budget-minutes"):
+            sweep_cli.check_config(SweepConfig(family="gpt", sizes=("32x1",), out=str(tmp_path), **bad))
+    with pytest.raises(ValueError, match="--budget-flops must be a positive number"):
+        sweep_cli.check_config(SweepConfig(family="gpt", sizes=("32x1",), steps=None, out=str(tmp_path),
+                                           budget_flops=-1.0))
+
+
 def test_cli_bad_arguments_give_one_line(capsys):
     assert sweep_cli.main(["--family", "gpt", "--sizes", "64y2", "--steps", "5"]) == 2
     err = capsys.readouterr().err.strip().splitlines()

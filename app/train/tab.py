@@ -13,7 +13,9 @@ Endpoints (every event has an `api_name`, so `gradio_client` can drive the tab):
   own, `steps` 0 = the preset's (a blank Number reads 0 in the page). `settings` is a table (setting, value,
   default): rows whose value differs from the default are passed on (`api.family_settings`). `/start_training`
   returns the new run id. Then, optional: the Switch Transformer section's (switch_on, n_experts, capacity_factor,
-  expert_every, router_z_weight) (app/train/switch_panel.py: `/switch_visibility`, `/show_routing`, `/refresh_routing`).
+  expert_every, router_z_weight) (app/train/switch_panel.py: `/switch_visibility`, `/show_routing`, `/refresh_routing`),
+  the run to start from, and the budgets instead of steps: training FLOPs and minutes (0 = none; at most one of
+  steps and the budgets).
 * `/show_run`, `/stop_run`, `/resume_run`: input a run id; return the progress bar, the status, the loss curve, the
   log tail and the raw status (a dict with state, step, total_steps, ..., metric_rows).
 * `/show_picked_run`: what picking a run in the page runs, one event: `/show_run`, `/show_schedule`,
@@ -207,6 +209,24 @@ def leak_demo_visible(family):
     return gr.update(visible=family == LEAK_DEMO_FAMILY)
 
 
+def budget_number(value, name) -> float | None:
+    """A budget box's value: None when empty or 0 (no budget), else the positive number it holds.
+
+    >>> budget_number(0, "Minutes"), budget_number("", "Minutes"), budget_number("2.5", "Minutes")
+    (None, None, 2.5)
+    """
+    if value in (None, ""):
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise api.LabError("{name} must be a number, got {value!r}.", name=name, value=value) from None
+    if number != number or number < 0 or number == float("inf"):
+        raise api.LabError("{name} must be a positive number, or 0 for none; got {value!r}.", name=name,
+                           value=value)
+    return number or None
+
+
 class TrainView:
     """The tab's handlers, bound to the app's job manager."""
 
@@ -259,19 +279,22 @@ class TrainView:
         to start from ("" or absent: from scratch), if given."""
         self._spec(family)
         switch_rows = rows[2 * MAX_OBJECTIVES:2 * MAX_OBJECTIVES + SWITCH_CONTROLS]
-        start_from = rows[2 * MAX_OBJECTIVES + SWITCH_CONTROLS] if len(rows) > 2 * MAX_OBJECTIVES + SWITCH_CONTROLS \
-            else None
+        after = list(rows[2 * MAX_OBJECTIVES + SWITCH_CONTROLS:]) + [None] * 3
+        start_from, budget_flops, budget_minutes = after[:3]
         steps = float(steps) if steps not in (None, "") else 0.0
         if not steps.is_integer() or not 0 <= steps <= api.MAX_STEPS:
             raise api.LabError("Steps must be a whole number from 1 to {max_steps:,}, or 0 for the preset's; got "
                                "{steps:,.15g}.", max_steps=api.MAX_STEPS, steps=steps)
+        budgets = {"budget_flops": budget_number(budget_flops, tr("train.budget_flops")),
+                   "budget_minutes": budget_number(budget_minutes, tr("train.budget_minutes"))}
         corpus = api.corpus_name(corpus, home=self.home) if corpus else None  # a name, never a path
         return {"family": family, "preset": preset or DEFAULT_PRESET, "corpus": corpus,
                 "tokenizer": tokenizer or None, "steps": int(steps) or None,
                 "seed": int(seed or 0), "device": device or "auto",
                 "objectives": self.objective_weights(family, rows), "settings": settings_overrides(settings),
                 "model": switch_model_overrides(family, *switch_rows) if switch_rows else {},
-                "init_from": str(start_from).strip() if start_from and str(start_from).strip() else None}
+                "init_from": str(start_from).strip() if start_from and str(start_from).strip() else None,
+                **{name: value for name, value in budgets.items() if value is not None}}
 
     def command(self, *controls) -> str:
         """The equivalent `python -m lab_models train ...` (or why there is none yet, as a shell comment, in the
@@ -580,6 +603,11 @@ def build(home, jobs, corpus_choices=None) -> TabParts:
                 steps = gr.Number(0, precision=0, label=text("train.steps"), info=text("train.steps_info"))
                 seed = gr.Number(0, precision=0, label=text("train.seed"))
                 device = gr.Dropdown(list(api.TRAINING_DEVICES), value="auto", label=text("train.device"))
+            with gr.Row():  # instead of steps: equal compute, or equal time on this machine
+                budget_flops = gr.Number(0, label=text("train.budget_flops"), info=text("train.budget_flops_info"),
+                                         elem_id="train-budget-flops")
+                budget_minutes = gr.Number(0, label=text("train.budget_minutes"),
+                                           info=text("train.budget_minutes_info"), elem_id="train-budget-minutes")
             gr.Markdown(text("train.objectives_note"))
             rows = []
             for index in range(MAX_OBJECTIVES):
@@ -648,7 +676,8 @@ def build(home, jobs, corpus_choices=None) -> TabParts:
     table_signature = gr.State(None)
     addon_signature = gr.State(None)
 
-    controls = [family, preset, corpus, tokenizer, steps, seed, device, settings, *rows, *switch.controls, start_from]
+    controls = [family, preset, corpus, tokenizer, steps, seed, device, settings, *rows, *switch.controls, start_from,
+                budget_flops, budget_minutes]
     overview = user_errors(view.overview)  # the timer calls view.overview itself: no error toast every tick
     watched = [progress, status, curve, log, details, run_signature]
     overview_inputs = [compared, metric]

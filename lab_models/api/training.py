@@ -11,6 +11,7 @@ anything is queued. The families that can train are `checks.trainable_families`.
 """
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import torch
@@ -32,7 +33,7 @@ from lab_models.text.tokenizer_kinds import TOKENIZER_KINDS
 from lab_models.training import flops as _flops, matmul_probe as _matmul_probe, performance as _performance
 from lab_models.training import init_from as _init_from
 from lab_models.training import runs as _runs
-from lab_models.training.config import parse_model_overrides
+from lab_models.training.config import MAX_BUDGET_MINUTES, parse_model_overrides
 from lab_models.training.device import describe_device, select_device
 from lab_models.training.jobs import files as _files
 from lab_models.training.jobs import manager as _jobs
@@ -128,7 +129,7 @@ def _setting_value(family: str, key: str, value, default):
 
 
 def _training_request(jobs: RunStore, family, preset, corpus, steps, seed, device, objectives, settings,
-                      tokenizer, model=None, init_from=None) -> dict:
+                      tokenizer, model=None, init_from=None, budget_flops=None, budget_minutes=None) -> dict:
     """Check a training request against the family's spec and the lab home; return start()'s keyword arguments."""
     spec = trainable_family(family)
     defaults = {objective.name: objective.weight for objective in spec.objectives}
@@ -157,11 +158,29 @@ def _training_request(jobs: RunStore, family, preset, corpus, steps, seed, devic
         raise LabError("Unknown device {device!r}: choose one of {training_devices}.",
                        device=device, training_devices=', '.join(TRAINING_DEVICES))
     select_device(device)  # ValueError when e.g. cuda is asked for and there is none
-    extra_args = _model_arguments(family, model)
+    extra_args = _model_arguments(family, model) + _budget_arguments(steps, budget_flops, budget_minutes)
     if init_from is not None and str(init_from).strip():
         extra_args += _init_from_arguments(jobs, family, str(init_from).strip(), values, tokenizer, model)
     return {"family": family, "preset": preset, "corpus": corpus, "steps": steps, "seed": seed, "device": device,
             "objectives": weights, "settings": values, "tokenizer": tokenizer, "extra_args": extra_args}
+
+
+def _budget_arguments(steps, budget_flops, budget_minutes) -> list[str]:
+    """`--budget-flops F` or `--budget-minutes M` (train's own checks: one length at a time, a positive number)."""
+    given = [name for name, value in (("steps", steps), ("budget_flops", budget_flops),
+                                      ("budget_minutes", budget_minutes)) if value is not None]
+    if len(given) > 1:
+        raise LabError("Give steps, a FLOP budget or a budget in minutes, not {given}: each decides how long the run "
+                       "trains.", given=" and ".join(given))
+    for flag, value, most in (("--budget-flops", budget_flops, math.inf),
+                              ("--budget-minutes", budget_minutes, MAX_BUDGET_MINUTES)):
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+                or not 0 < value <= most:
+            raise LabError("{flag} must be a positive number, got {value!r}.", flag=flag, value=value)
+        return [flag, repr(float(value))]
+    return []
 
 
 def _init_from_arguments(jobs: RunStore, family: str, run_id: str, settings: dict, tokenizer, model) -> list[str]:
@@ -197,7 +216,8 @@ def start_training(jobs: JobManager, family: str, *, preset: str = "tiny", corpu
                    steps: int | None = None, seed: int = 0, device: str = "auto",
                    objectives: dict[str, float] | None = None, settings: dict[str, object] | None = None,
                    tokenizer: str | None = None, model: dict[str, object] | None = None,
-                   init_from: str | None = None) -> str:
+                   init_from: str | None = None, budget_flops: float | None = None,
+                   budget_minutes: float | None = None) -> str:
     """Queue a training run of `family` and return its run id (e.g. "bert-tiny-20260101-120000-ab12").
 
     `objectives` maps objective names to weights (0 turns one off; missing ones keep their defaults); `settings`
@@ -205,10 +225,12 @@ def start_training(jobs: JobManager, family: str, *, preset: str = "tiny", corpu
     preset's default; `tokenizer=None` is the family's own; `model` overrides model settings (--model KEY=VALUE),
     e.g. `switch_settings(True)` for Switch Transformer layers. `init_from`: a run id of the lab home whose weights,
     tokenizer and framing the run starts from (`--init-from`: an imported checkpoint or a lab run; the family must
-    match its architecture, and the model's dimensions are its). The run starts when its device is free.
+    match its architecture, and the model's dimensions are its). `budget_flops` or `budget_minutes` instead of
+    `steps`: the run trains the steps that many training FLOPs buy, or that fit in that many minutes (train
+    --budget-flops / --budget-minutes; config.json "budget" records them). The run starts when its device is free.
     """
     request = _training_request(jobs, family, preset, corpus, steps, seed, device, objectives, settings, tokenizer,
-                                model, init_from)
+                                model, init_from, budget_flops, budget_minutes)
     return _disk_errors_said(jobs, lambda: jobs.start(**request))
 
 
@@ -227,11 +249,12 @@ def training_command(jobs: RunStore, family: str, *, preset: str = "tiny", corpu
                      steps: int | None = None, seed: int = 0, device: str = "auto",
                      objectives: dict[str, float] | None = None, settings: dict[str, object] | None = None,
                      tokenizer: str | None = None, model: dict[str, object] | None = None,
-                     init_from: str | None = None) -> str:
+                     init_from: str | None = None, budget_flops: float | None = None,
+                     budget_minutes: float | None = None) -> str:
     """The `python -m lab_models train ...` command that `start_training` with these arguments runs (RUN_DIR for the
     folder), so a run started in the page can be repeated from a terminal."""
     request = _training_request(jobs, family, preset, corpus, steps, seed, device, objectives, settings, tokenizer,
-                                model, init_from)
+                                model, init_from, budget_flops, budget_minutes)
     return jobs.preview_command(**request)
 
 

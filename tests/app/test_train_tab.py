@@ -127,6 +127,21 @@ def test_the_command_repeats_the_run_headlessly(client):
     assert command.count("--set") == 1
 
 
+def test_a_budget_replaces_the_steps_in_the_run_and_its_command(lab_jobs):
+    from app.train.tab import TrainView
+
+    view = TrainView(lab_jobs.home, lab_jobs)
+    switch_off = [False, 8, 1.25, 2, 0.001]  # the Switch section's controls, off
+    command = view.command(*controls("bert", steps=0), *switch_off, "", 3e12, 0)
+    assert command.endswith("--budget-flops 3000000000000.0") and "--steps" not in command
+    assert view.command(*controls("gpt", steps=0), *switch_off, "", 0, 1.5).endswith("--budget-minutes 1.5")
+    assert view.command(*controls("gpt", steps=300), *switch_off, "", 0, 0).count("--steps 300") == 1
+    refused = view.command(*controls("gpt", steps=300), *switch_off, "", 1e12, 0)
+    assert refused.startswith("# Give steps, a FLOP budget or a budget in minutes, not steps and budget_flops")
+    assert view.command(*controls("gpt", steps=0), *switch_off, "", -1, 0).startswith(
+        "# Budget: training FLOPs must be a positive number, or 0 for none")
+
+
 @pytest.mark.parametrize("inputs, message", [
     (controls("nope"), "Unknown or untrainable family 'nope'"),
     (controls("bert", weights={"mlm": -1.0}), "weight of mlm must be 0 or more"),

@@ -413,9 +413,14 @@ def runs_table(rows: list[dict]) -> pd.DataFrame:
     for row in rows:
         total = row.get("total_steps")
         tokens = finite(row.get("tokens_per_s"))
+        steps = f"{int(row.get('step') or 0)} / {int(total) if total is not None else '?'}"  # 0 / 0: an import
+        budget = row.get("budget") or {}
+        if budget.get("flops") is not None:
+            steps += " · " + tr("train.runs_budget_flops", flops=f"{budget['flops']:.2g}".replace("e+", "e"))
+        elif budget.get("minutes") is not None:
+            steps += " · " + tr("train.runs_budget_minutes", minutes=f"{budget['minutes']:g}")
         records.append([row.get("run_id"), row.get("family") or "", row.get("preset") or "",
-                        row.get("corpus") or tr("train.runs_preset_corpus"), state_label(row),
-                        f"{int(row.get('step') or 0)} / {int(total) if total is not None else '?'}",  # 0 / 0: an import
+                        row.get("corpus") or tr("train.runs_preset_corpus"), state_label(row), steps,
                         _fmt(row.get("loss"), 4), _fmt(row.get("val_loss"), 4), _fmt(row.get("val_bits_per_byte"), 3),
                         f"{tokens:,.0f}" if tokens is not None else ""])
     return pd.DataFrame(records, columns=runs_columns())

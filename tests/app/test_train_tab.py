@@ -220,6 +220,21 @@ ROWS = [
 ]
 
 
+def test_the_runs_table_says_a_runs_budget_beside_its_steps(tmp_path):
+    from app.train.figures import runs_table
+    from lab_models.training.jobs.store import _budget_of
+
+    run = {"run_id": "r", "family": "gpt", "state": "finished", "step": 59, "total_steps": 59}
+    flops = runs_table([{**run, "budget": {"flops": 3e12, "steps": 59}}]).iloc[0].tolist()[5]
+    minutes = runs_table([{**run, "budget": {"minutes": 0.25, "steps": 59}}]).iloc[0].tolist()[5]
+    assert (flops, minutes) == ("59 / 59 · budget 3e12 FLOPs", "59 / 59 · budget 0.25 min")
+    assert runs_table([run]).iloc[0].tolist()[5] == "59 / 59"
+    config = {"train": {"budget_minutes": 2.0}, "budget": {"minutes": 2.0, "steps": 410, "seconds_per_step": 0.3}}
+    assert _budget_of(config) == {"minutes": 2.0, "steps": 410}
+    assert _budget_of({"train": {"budget_flops": 1e12}}) == {"flops": 1e12, "steps": None}  # not yet counted
+    assert _budget_of({"train": {"steps": 50}}) is None
+
+
 def test_split_rows_keeps_the_last_row_of_each_step():
     train, val = split_rows(ROWS)
     assert [row["loss"] for row in train] == [7.0, 6.7] and [row["step"] for row in val] == [2]

@@ -135,6 +135,9 @@ class RunStore:
             "device": request.get("device") or config.get("device") or nested_value(config, "train", "device"),
             "zoo": request.get("zoo") or config.get("zoo"),
             "seed": _seed_of(request, config),
+            # the budget the run was given instead of steps (config.json "budget": {"flops": F} or {"minutes": M}),
+            # None for a run of a step count
+            "budget": _budget_of(config),
             "state": status.get("state"),
             "queue_position": status.get("queue_position"),
             "stopping": status.get("stopping", False),
@@ -295,3 +298,16 @@ def _seed_of(request: Mapping, config: Mapping) -> int:
         if isinstance(value, int) and not isinstance(value, bool):
             return value
     return 0
+
+
+def _budget_of(config: Mapping) -> dict | None:
+    """{"flops": F} or {"minutes": M} (with "steps": the steps it bought, once known) from config.json, else None."""
+    budget = config.get("budget")
+    train = config.get("train") if isinstance(config.get("train"), Mapping) else {}
+    for key, given in (("flops", train.get("budget_flops")), ("minutes", train.get("budget_minutes"))):
+        value = budget.get(key) if isinstance(budget, Mapping) else None
+        value = value if value is not None else given
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            steps = budget.get("steps") if isinstance(budget, Mapping) else None
+            return {key: float(value), "steps": steps if isinstance(steps, int) else None}
+    return None

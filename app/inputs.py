@@ -105,3 +105,21 @@ def picked_runs(run_ids, max_runs: int, purpose: api.Message, *,
         raise api.LabError("Pick at most {max_runs} runs to {together}; {n_ids} are picked.",
                            max_runs=max_runs, together=together, n_ids=len(ids))
     return ids
+
+
+def budget_number(value, name) -> float | None:
+    """A budget box's value: None when empty or 0 (no budget), else the positive number it holds.
+
+    >>> budget_number(0, "Minutes"), budget_number("", "Minutes"), budget_number("2.5", "Minutes")
+    (None, None, 2.5)
+    """
+    if value in (None, ""):
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise api.LabError("{name} must be a number, got {value!r}.", name=name, value=value) from None
+    if number != number or number < 0 or number == float("inf"):
+        raise api.LabError("{name} must be a positive number, or 0 for none; got {value!r}.", name=name,
+                           value=value)
+    return number or None

@@ -8,7 +8,8 @@ the lab home (app/scaling/figures.py).
 
 Endpoints (every event has an `api_name`):
 * `/sweep_command` and `/start_sweep`: (family, sizes, steps, preset, switch, n_experts, capacity_factor,
-  expert_every, max_minutes, device, seed) -> the equivalent command / the new sweep's id (then picked).
+  expert_every, max_minutes, device, seed, budget_flops, budget_minutes) -> the equivalent command / the new sweep's
+  id (then picked). A budget above 0 (training FLOPs or minutes per run) replaces the steps; 0 = none.
 * `/stop_sweep`: the picked sweeps -> their status line (each running or queued one is stopped).
 * `/show_sweeps`: the picked sweep ids -> (status, figure, fits, points table); `/refresh_sweeps` is the live tick
   (redrawn only when a sweep moved; then the timer, turned off while no picked sweep is queued or running);
@@ -28,8 +29,9 @@ from lab_models import api
 
 from app.display import PICKER_MIN_WIDTH, WAKE_TIMER_JS, one_event, rest_when_idle
 from app.errors import user_errors
-from app.i18n.language import current_language, text
+from app.i18n.language import current_language, text, tr
 from app.i18n.messages import translate
+from app.inputs import budget_number
 from app.inputs import picked as picked_names
 from app.scaling.figures import TABLE_COLUMNS, fits_markdown, points_table, scaling_figure, status_html, sweep_label
 from app.tab_parts import TabParts
@@ -47,10 +49,15 @@ class ScalingView:
         self.jobs = jobs
 
     def _kwargs(self, family, sizes, steps, preset, switch, n_experts, capacity_factor, expert_every, max_minutes,
-                device, seed) -> dict:
+                device, seed, budget_flops=0, budget_minutes=0) -> dict:
         if not family:
             raise api.LabError("Choose a family to sweep.")
-        return {"family": family, "sizes": sizes or "", "steps": int(steps or 0), "preset": preset or "tiny",
+        # a budget replaces the steps (the steps box keeps its number for when the budget is cleared)
+        budgets = {"budget_flops": budget_number(budget_flops, tr("scaling.budget_flops")),
+                   "budget_minutes": budget_number(budget_minutes, tr("scaling.budget_minutes"))}
+        budgets = {name: value for name, value in budgets.items() if value is not None}
+        return {"family": family, "sizes": sizes or "", "steps": None if budgets else int(steps or 0),
+                **budgets, "preset": preset or "tiny",
                 "switch": bool(switch), "n_experts": int(n_experts or 8),
                 "capacity_factor": float(capacity_factor or 0),
                 "expert_every": int(expert_every or 1), "max_minutes": float(max_minutes) if max_minutes else None,
@@ -144,6 +151,11 @@ def build(home, jobs, tab=None) -> TabParts:
                                         info=text("scaling.max_minutes_info"))
                 device = gr.Dropdown(list(api.TRAINING_DEVICES), value="auto", label=text("scaling.device"))
                 seed = gr.Number(0, precision=0, minimum=0, label=text("scaling.seed"))
+            with gr.Row():  # instead of the steps: an iso-FLOP sweep, or the same minutes for every size
+                budget_flops = gr.Number(0, minimum=0, label=text("scaling.budget_flops"),
+                                         info=text("scaling.budget_flops_info"), elem_id="scaling-budget-flops")
+                budget_minutes = gr.Number(0, minimum=0, label=text("scaling.budget_minutes"),
+                                           info=text("scaling.budget_minutes_info"), elem_id="scaling-budget-minutes")
             switch = gr.Checkbox(True, label=text("scaling.switch"),
                                  elem_id="scaling-switch")
             with gr.Row():
@@ -172,7 +184,8 @@ def build(home, jobs, tab=None) -> TabParts:
     signature = gr.State(None)
     timer = gr.Timer(REFRESH_S)
 
-    controls = [family, sizes, steps, preset, switch, n_experts, capacity, every, max_minutes, device, seed]
+    controls = [family, sizes, steps, preset, switch, n_experts, capacity, every, max_minutes, device, seed,
+                budget_flops, budget_minutes]
     outputs = [status, plot, fits, table, signature]
     gr.on([c.change for c in controls], view.command, controls, command, api_name="sweep_command",
           trigger_mode="always_last", show_progress="hidden")

@@ -55,7 +55,7 @@ from app.display import one_event
 from app.errors import readable, user_errors
 from app.i18n.language import current_language, marker, text, tr
 from app.i18n.messages import translate
-from app.inputs import picked, still_listed
+from app.inputs import budget_number, picked, still_listed
 from app.tab_parts import CorpusPicker, PageLoad, TabParts
 from app.train import export_panel, import_panel
 from app.train.addon_figures import addon_figure, addon_row_count
@@ -207,24 +207,6 @@ def weight_when_ticked(on: bool, weight):
 def leak_demo_visible(family):
     """The leak demo is shown for XLNet only (its two_stream switch)."""
     return gr.update(visible=family == LEAK_DEMO_FAMILY)
-
-
-def budget_number(value, name) -> float | None:
-    """A budget box's value: None when empty or 0 (no budget), else the positive number it holds.
-
-    >>> budget_number(0, "Minutes"), budget_number("", "Minutes"), budget_number("2.5", "Minutes")
-    (None, None, 2.5)
-    """
-    if value in (None, ""):
-        return None
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        raise api.LabError("{name} must be a number, got {value!r}.", name=name, value=value) from None
-    if number != number or number < 0 or number == float("inf"):
-        raise api.LabError("{name} must be a positive number, or 0 for none; got {value!r}.", name=name,
-                           value=value)
-    return number or None
 
 
 class TrainView:

@@ -53,9 +53,14 @@ def parse_sweep_sizes(text: str) -> list[dict]:
 
 
 def _sweep_config(jobs: RunStore, family, sizes, steps, switch, preset, corpus, seed, device, max_minutes,
-                  n_experts, capacity_factor, expert_every, out="") -> "_sweep.SweepConfig":
-    if isinstance(steps, bool) or not isinstance(steps, (int, float)) or steps != int(steps) or \
-            not 1 <= steps <= MAX_STEPS:
+                  n_experts, capacity_factor, expert_every, out="", budget_flops=None,
+                  budget_minutes=None) -> "_sweep.SweepConfig":
+    budgeted = budget_flops is not None or budget_minutes is not None
+    if budgeted and steps is not None:
+        raise LabError("Give a sweep steps or a budget (training FLOPs or minutes), not both: a budget decides each "
+                       "size's steps.")
+    if not budgeted and (isinstance(steps, bool) or not isinstance(steps, (int, float)) or steps != int(steps) or
+                         not 1 <= steps <= MAX_STEPS):
         raise LabError("Steps must be a whole number from 1 to {max_steps:,}, got {steps!r}.",
                        max_steps=MAX_STEPS, steps=steps)
     if device not in TRAINING_DEVICES:
@@ -66,7 +71,8 @@ def _sweep_config(jobs: RunStore, family, sizes, steps, switch, preset, corpus, 
         raise LabError("Unknown corpus {corpus!r}: choose one of {corpora}.",
                        corpus=corpus, corpora=', '.join(_corpora.list_corpora(home=jobs.home)))
     config = _sweep.SweepConfig(
-        family=family, sizes=tuple(size.label for size in _sweep.parse_sizes(sizes)), steps=int(steps), out=out,
+        family=family, sizes=tuple(size.label for size in _sweep.parse_sizes(sizes)),
+        steps=None if budgeted else int(steps), out=out, budget_flops=budget_flops, budget_minutes=budget_minutes,
         switch=bool(switch), preset=preset, corpus=corpus or None, seed=int(seed or 0), device=device,
         max_minutes=float(max_minutes) if max_minutes else None, n_experts=int(n_experts),
         capacity_factor=float(capacity_factor), expert_every=int(expert_every), home=str(jobs.home))
@@ -74,29 +80,33 @@ def _sweep_config(jobs: RunStore, family, sizes, steps, switch, preset, corpus, 
     return config
 
 
-def sweep_command(jobs: RunStore, family: str, sizes: str, *, steps: int, switch: bool = False, preset: str = "tiny",
-                  corpus: str | None = None, seed: int = 0, device: str = "auto", max_minutes: float | None = None,
-                  n_experts: int = 8, capacity_factor: float = 1.25, expert_every: int = 2) -> str:
+def sweep_command(jobs: RunStore, family: str, sizes: str, *, steps: int | None = None, switch: bool = False,
+                  preset: str = "tiny", corpus: str | None = None, seed: int = 0, device: str = "auto",
+                  max_minutes: float | None = None, n_experts: int = 8, capacity_factor: float = 1.25,
+                  expert_every: int = 2, budget_flops: float | None = None, budget_minutes: float | None = None) -> str:
     """The `python -m lab_models sweep ...` command `start_sweep` runs with these arguments (SWEEP_DIR for its
     folder)."""
     import shlex
 
     config = _sweep_config(jobs, family, sizes, steps, switch, preset, corpus, seed, device, max_minutes, n_experts,
-                           capacity_factor, expert_every, out="SWEEP_DIR")
+                           capacity_factor, expert_every, out="SWEEP_DIR", budget_flops=budget_flops,
+                           budget_minutes=budget_minutes)
     return shlex.join(["python", "-m", "lab_models", "sweep", *_sweep.sweep_arguments(config)])
 
 
-def start_sweep(jobs: JobManager, family: str, sizes: str, *, steps: int, switch: bool = False, preset: str = "tiny",
-                corpus: str | None = None, seed: int = 0, device: str = "auto", max_minutes: float | None = None,
-                n_experts: int = 8, capacity_factor: float = 1.25, expert_every: int = 2) -> str:
-    """Queue a scaling sweep of `family` at `sizes` ("32x1,64x2,tiny": preset names or DxL), `steps` steps per run,
-    with Switch twins when `switch`; returns its id (its folder name under <home>/sweeps/). The sizes share the
-    `preset`'s data and training settings; `max_minutes` limits each run. ValueError before anything is queued for a
-    bad family, size or setting."""
+def start_sweep(jobs: JobManager, family: str, sizes: str, *, steps: int | None = None, switch: bool = False,
+                preset: str = "tiny", corpus: str | None = None, seed: int = 0, device: str = "auto",
+                max_minutes: float | None = None, n_experts: int = 8, capacity_factor: float = 1.25,
+                expert_every: int = 2, budget_flops: float | None = None, budget_minutes: float | None = None) -> str:
+    """Queue a scaling sweep of `family` at `sizes` ("32x1,64x2,tiny": preset names or DxL), `steps` steps per run
+    (or, instead, `budget_flops` training FLOPs or `budget_minutes` minutes per run: sweep --budget-flops /
+    --budget-minutes), with Switch twins when `switch`; returns its id (its folder name under <home>/sweeps/). The
+    sizes share the `preset`'s data and training settings; `max_minutes` limits each run. ValueError before anything
+    is queued for a bad family, size or setting."""
     import sys as _sys
 
     config = _sweep_config(jobs, family, sizes, steps, switch, preset, corpus, seed, device, max_minutes, n_experts,
-                           capacity_factor, expert_every)
+                           capacity_factor, expert_every, budget_flops=budget_flops, budget_minutes=budget_minutes)
     folder = _sweep.new_sweep_dir(jobs.home, family)
     config = dataclasses.replace(config, out=str(folder))
     command = [_sys.executable, "-m", "lab_models", "sweep", *_sweep.sweep_arguments(config)]

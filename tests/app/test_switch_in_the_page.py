@@ -90,8 +90,9 @@ def test_routing_series_and_figure():
 
 
 def sweep_controls(family="gpt", sizes="16x1", steps=2, preset="tiny", switch=False, n_experts=8, capacity=1.25,
-                   every=2, max_minutes=5, device="cpu", seed=0):
-    return [family, sizes, steps, preset, switch, n_experts, capacity, every, max_minutes, device, seed]
+                   every=2, max_minutes=5, device="cpu", seed=0, budget_flops=0, budget_minutes=0):
+    return [family, sizes, steps, preset, switch, n_experts, capacity, every, max_minutes, device, seed, budget_flops,
+            budget_minutes]
 
 
 def test_scaling_tab_command_and_bad_sizes(client):
@@ -99,6 +100,12 @@ def test_scaling_tab_command_and_bad_sizes(client):
     assert command.startswith("python -m lab_models sweep --family gpt --sizes 32x1,64x2 --steps 2")
     assert "--switch --n-experts 8" in command and "--max-minutes 5.0" in command
     assert client.predict(*sweep_controls(sizes="64y2"), api_name="/sweep_command").startswith("# unknown size")
+    iso = client.predict(*sweep_controls(sizes="32x1,64x2", budget_flops=1e13), api_name="/sweep_command")
+    assert "--budget-flops 10000000000000.0" in iso and "--steps" not in iso  # the budget replaces the steps
+    timed = client.predict(*sweep_controls(budget_minutes=1.5), api_name="/sweep_command")
+    assert "--budget-minutes 1.5" in timed
+    both = client.predict(*sweep_controls(budget_flops=1e13, budget_minutes=1), api_name="/sweep_command")
+    assert both.startswith("# give a sweep one of --steps, --budget-flops or --budget-minutes")
     with pytest.raises(Exception, match="unknown size '64y2'"):
         client.predict(*sweep_controls(sizes="64y2"), api_name="/start_sweep")
 

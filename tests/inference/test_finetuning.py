@@ -254,7 +254,8 @@ def test_bad_cli_arguments_exit_2_with_one_line(lab, capsys):
                               "poetry"], cwd=REPO, env=_env(lab["home"]), capture_output=True, text=True, timeout=120)
     assert process.returncode == 2
     assert process.stderr.strip().splitlines() == [
-        "error: unknown task 'poetry': choose one of sentiment, topic, entailment, tagging, or csv with a CSV file"]
+        "error: unknown task 'poetry': choose one of sentiment, topic, entailment, tagging, scope, story_order, or csv "
+        "with a CSV file"]
     cases = [
         (["--task", "topic"], "--run is required"),
         (["--run", str(lab["home"] / "runs" / "nope"), "--task", "topic"], "no run folder at"),

@@ -113,8 +113,10 @@ def budget_number(value, name) -> float | None:
     >>> budget_number(0, "Minutes"), budget_number("", "Minutes"), budget_number("2.5", "Minutes")
     (None, None, 2.5)
     """
-    if value in (None, ""):
+    if value is None or (isinstance(value, str) and not value.strip()):
         return None
+    if isinstance(value, bool):
+        raise api.LabError("{name} must be a number, got {value!r}.", name=name, value=value)
     try:
         number = float(value)
     except (TypeError, ValueError):

@@ -159,13 +159,11 @@ def context_quality(home: Path, config: ZooConfig) -> None:
     progress = zoo_progress(api.RunStore(home), config)
     runs = {run.family: home / "runs" / run.run_id for run in progress.runs if run.state == "finished"}
     baselines = baseline_table().set_index("task")
-    print("
-context tasks of the stories language (validation stories; lab_models/text/story_tasks.py):")
+    print("\ncontext tasks of the stories language (validation stories; lab_models/text/story_tasks.py):")
     print(baselines[["unit", "validation_items", "majority", "word_identity", "bigram", "trigram", "both_sides",
                      "best_baseline", "context_task"]].round(3).to_string())
     best = {kind: baselines.loc[kind, "best_baseline"] for kind in ("reference", "agreement")}
-    print(f"
-{'family':10s} {'reference':>10s} {'x best':>7s} {'agreement':>10s}   target: reference >= "
+    print(f"\n{'family':10s} {'reference':>10s} {'x best':>7s} {'agreement':>10s}   target: reference >= "
           f"{TARGET_BLANK_RATIO:.0f}x {best['reference']:.3f}")
     for family, run_dir in runs.items():
         try:

@@ -143,20 +143,19 @@ def _balanced_per_form(items: list[WordItem]) -> list[WordItem]:
 
 
 def _pair_items(data: StoryData, story_indices, task: str) -> tuple[PairItem, ...]:
-    """The pairs of `task` drawn from the stories `story_indices` (every pair belongs to the story of its first
-    sentence: one entailment pair per sentence, one order or next-sentence pair per sentence with a successor)."""
-    stories = data.stories()
-    if task == "entailment":
-        per_story = [[PairItem(pair.premise, pair.hypothesis, pair.label)] for pair in data.pairs]
+    """The pairs of `task` drawn from the stories `story_indices` (indices into `data.stories()`; every pair belongs
+    to the story of its first sentence: one entailment pair per sentence, one order or next-sentence pair per
+    sentence with a successor)."""
+    if task == "entailment":  # data.story_ids count the stories from 0, in order: a story's id is its index
+        items = [PairItem(pair.premise, pair.hypothesis, pair.label) for pair in data.pairs]
         owners = list(data.story_ids)
     else:
         pairs = data.order_pairs() if task == "order" else data.next_sentence_pairs()
-        owners = [index for index, story in enumerate(stories) for _ in story[1:]]
+        owners = [index for index, story in enumerate(data.stories()) for _ in story[1:]]
         flag = "in_order" if task == "order" else "is_next"
-        per_story = [[PairItem(pair.first, pair.second, TASK_LABELS[task][getattr(pair, flag)])] for pair in pairs]
-    first_id = data.story_ids[0]
-    chosen = {first_id + index for index in story_indices} if task == "entailment" else set(story_indices)
-    return tuple(item for owner, items in zip(owners, per_story) if owner in chosen for item in items)
+        items = [PairItem(pair.first, pair.second, TASK_LABELS[task][getattr(pair, flag)]) for pair in pairs]
+    chosen = set(story_indices)
+    return tuple(item for owner, item in zip(owners, items) if owner in chosen)
 
 
 def _blank_items(stories, story_indices, kind: str) -> tuple[StoryBlank, ...]:

@@ -12,6 +12,8 @@
     finetuning/             a classification head on a run, fine-tuned on a labelled task (saved.py: one back
                             from its folder)
     leaderboard.py          every run on one corpus measured the same way
+    seed_intervals.py       each family's scores over its seeds: mean, 95% interval, the families not told apart
+    context_scores.py       a run's blanks and continuations on the stories language, beside its trivial baselines
 
 May import: everything below it, `training/` included (a run folder, the engine for fine-tuning).
 """

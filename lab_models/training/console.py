@@ -75,9 +75,11 @@ class TrainProgress:
     True
     >>> progress.step_line(21, 4.0, 1300.0, now=10.5)
     'step    21/100  loss 4.000  1,300 tokens/s  10 s so far, about 40 s left'
+    >>> TrainProgress(None, 0, 0.0).step_line(3, 5.0, None, now=1.0)  # a wall-time budget still timing its steps
+    'step     3/?  loss 5.000  1 s so far'
     """
 
-    def __init__(self, total_steps: int, start_step: int, started_at: float, every_s: float = 10.0):
+    def __init__(self, total_steps: int | None, start_step: int, started_at: float, every_s: float = 10.0):
         self.total_steps = total_steps
         self.start_step = start_step
         self.started_at = started_at
@@ -87,19 +89,20 @@ class TrainProgress:
     def step_line(self, step: int, loss: float, tokens_per_s: float | None, *, now: float) -> str | None:
         """The line for `step`, or None when the last line is more recent than `every_s` (the first step and the
         last always get one)."""
-        due = self.last_line_at is None or now - self.last_line_at >= self.every_s or step >= self.total_steps
+        total = self.total_steps
+        due = self.last_line_at is None or now - self.last_line_at >= self.every_s or (total and step >= total)
         if not due:
             return None
         self.last_line_at = now
-        width = len(str(self.total_steps))
-        parts = [f"step {step:>{max(width, 5)}}/{self.total_steps}", f"loss {loss:.3f}"]
+        width = len(str(total or step))
+        parts = [f"step {step:>{max(width, 5)}}/{total or '?'}", f"loss {loss:.3f}"]
         if tokens_per_s:
             parts.append(f"{tokens_per_s:,.0f} tokens/s")
         elapsed = now - self.started_at
         timing = f"{duration_text(elapsed)} so far"
         done = step - self.start_step
-        if done > 1 and step < self.total_steps:
-            timing += f", about {duration_text(elapsed / done * (self.total_steps - step))} left"
+        if done > 1 and total and step < total:
+            timing += f", about {duration_text(elapsed / done * (total - step))} left"
         parts.append(timing)
         return "  ".join(parts)
 

@@ -560,8 +560,9 @@ def _run(config: TrainConfig, source, resume: bool, world: _World, out: Path) ->
             runs.write_status(out, "running", step=trainer.step, total_steps=config.steps, message=Message("training"))
             logger.info("training %s (%d parameters) on %s for %d steps", config.family, model.num_parameters(),
                         world.device, config.steps)
-            say(f"training {config.family} ({model.num_parameters():,} parameters) on {world.device} for "
-                f"{config.steps:,} steps")
+            length = (f"the steps that fit in {config.budget_minutes:g} minutes (timing the first ones)" if minutes
+                      else f"{config.steps:,} steps")
+            say(f"training {config.family} ({model.num_parameters():,} parameters) on {world.device} for {length}")
     except TokenizingStopped as error:
         message = Message("{reason}; resumable", reason=message_of(error))
         logger.info("%s", message)
@@ -582,7 +583,8 @@ def _run(config: TrainConfig, source, resume: bool, world: _World, out: Path) ->
     last_status = 0.0
     saved_step = trainer.step if checkpoint is not None else -1
     checkpoint_after_eval = False
-    progress = TrainProgress(config.steps, trainer.step, time.monotonic())  # the lines for a person at a terminal
+    # the lines for a person at a terminal; a wall-time budget's total is unknown until its steps are timed
+    progress = TrainProgress(None if minutes is not None else config.steps, trainer.step, time.monotonic())
     try:
         for event in trainer.run(should_stop=stop):
             step = event.step

@@ -179,6 +179,25 @@ def test_a_wall_time_budget_times_its_first_steps_then_fixes_the_steps_that_fit(
     assert spent.decide(config, 5, 0.7)[0].steps == 6
 
 
+
+def test_a_run_still_timing_its_steps_shows_no_total_yet(tmp_path):
+    """While a wall-time budget times its first steps the provisional 10,000,000 steps are no one's total: the runs
+    table and the progress bar say "?" until config.json "budget" holds the steps."""
+    from lab_models.training import runs
+    from lab_models.training.jobs.store import RunStore
+
+    run_dir = tmp_path / "home" / "runs" / "gpt-tiny-20261202-000000-abcd"
+    run_dir.mkdir(parents=True)
+    runs.write_config(run_dir, {"family": "gpt", "steps": 10_000_000, "train": {"budget_minutes": 2.0}})
+    runs.write_status(run_dir, "running", step=5, total_steps=10_000_000)
+    store = RunStore(tmp_path / "home")
+    assert store.summary(run_dir.name)["total_steps"] is None
+    runs.write_config(run_dir, {"family": "gpt", "steps": 410, "train": {"budget_minutes": 2.0, "steps": 410},
+                                "budget": {"minutes": 2.0, "steps": 410}})
+    runs.write_status(run_dir, "running", step=30, total_steps=410)
+    assert store.summary(run_dir.name)["total_steps"] == 410
+
+
 @pytest.mark.slow
 def test_a_wall_time_budget_records_the_steps_it_bought_and_a_resume_keeps_them(tmp_path):
     out = tmp_path / "gpt"

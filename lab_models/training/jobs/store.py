@@ -126,6 +126,9 @@ class RunStore:
         train, last_val = self._latest_rows(self.metrics(run_id))
         last = train[-1] if train else {}
         total = status.get("total_steps") or request.get("steps") or config_steps(config)
+        timing = _budget_of(config)
+        if timing and timing.get("minutes") is not None and timing.get("steps") is None:
+            total = None  # a wall-time budget still timing its first steps: the total is not known yet
         step = max(int(status.get("step") or 0), int(last.get("step") or 0)) if (status or last) else 0
         return {
             "run_id": run_id,

@@ -15,7 +15,7 @@ stream, never the global generator).
 
 What it follows and how it deviates
 -----------------------------------
-It follows the generated languages used to test what models learn from context: agreement across "attractors"
+It follows the generated languages that test what models learn from context: agreement across "attractors"
 (Linzen, Dupoux and Goldberg 2016, "Assessing the Ability of LSTMs to Learn Syntax-Sensitive Dependencies", TACL),
 monotonicity and quantifier scope in entailment (the MED and HELP datasets of Yanaka et al. 2019), sentence order as
 in ALBERT's sentence-order prediction, and word classes that only the context tells apart. It deviates from natural
@@ -81,6 +81,7 @@ import random
 from dataclasses import dataclass, replace
 
 from lab_models.messages import LabError
+from lab_models.text.synthetic import NextSentencePair, StoryCollection  # the stories' shared methods and pairs
 
 TAGS = ("DET", "ADJ", "NOUN", "PRON", "VERB", "AUX", "NEG", "PREP", "REL", "PUNCT")
 ROLES = ("SUBJ", "MOD", "VERB", "OBJ", "PLACE", "PUNCT")
@@ -367,13 +368,6 @@ class OrderPair:
 
 
 @dataclass(frozen=True)
-class NextSentencePair:
-    first: str
-    second: str
-    is_next: bool  # True: `second` follows `first`; False: `second` comes from another story
-
-
-@dataclass(frozen=True)
 class StoryBlank:
     """A word to fill from context: `story` with its word number `position` (counted over the story's words) hidden.
 
@@ -398,34 +392,11 @@ class StoryBlank:
 
 
 @dataclass(frozen=True)
-class StoryData:
+class StoryData(StoryCollection):  # stories(), parallel_pairs(), documents(), next_sentence_pairs()
     seed: int
     examples: tuple[StoryExample, ...]
     story_ids: tuple[int, ...]  # the story each example belongs to (consecutive examples share a story)
     pairs: tuple[StoryPair, ...]
-
-    def stories(self) -> tuple[tuple[StoryExample, ...], ...]:
-        """The examples grouped into their stories, in order."""
-        grouped: list[list[StoryExample]] = []
-        previous = None
-        for story_id, example in zip(self.story_ids, self.examples):
-            if story_id != previous:
-                grouped.append([])
-                previous = story_id
-            grouped[-1].append(example)
-        return tuple(tuple(story) for story in grouped)
-
-    def parallel_pairs(self) -> tuple[tuple[str, str], ...]:
-        """(english, chinese) for every sentence."""
-        return tuple((example.english, example.chinese) for example in self.examples)
-
-    def documents(self) -> tuple[str, ...]:
-        """Each story as an English document followed by its Chinese translation as the next document."""
-        documents = []
-        for story in self.stories():
-            documents.append(" ".join(example.english for example in story))
-            documents.append("".join(example.chinese for example in story))
-        return tuple(documents)
 
     def order_pairs(self, seed: int | None = None) -> tuple[OrderPair, ...]:
         """Every two consecutive sentences of a story, half in order and half swapped (sentence-order prediction)."""
@@ -436,23 +407,6 @@ class StoryData:
                 in_order = rng.random() < 0.5
                 pairs.append(OrderPair(first.english, following.english, True) if in_order
                              else OrderPair(following.english, first.english, False))
-        return tuple(pairs)
-
-    def next_sentence_pairs(self, seed: int | None = None) -> tuple[NextSentencePair, ...]:
-        """One pair per sentence with a successor: half the true next sentence, half one from another story."""
-        rng = random.Random(f"next-sentence/{self.seed if seed is None else seed}")
-        stories = self.stories()
-        if len(stories) < 2:
-            return ()
-        pairs = []
-        for story_index, story in enumerate(stories):
-            for first, following in zip(story, story[1:]):
-                if rng.random() < 0.5:
-                    pairs.append(NextSentencePair(first.english, following.english, True))
-                else:
-                    other = rng.randrange(len(stories) - 1)
-                    other += other >= story_index  # skip the current story
-                    pairs.append(NextSentencePair(first.english, rng.choice(stories[other]).english, False))
         return tuple(pairs)
 
     def blanks(self, kind: str) -> tuple[StoryBlank, ...]:

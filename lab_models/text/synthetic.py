@@ -369,20 +369,18 @@ class NextSentencePair:
     is_next: bool  # True: `second` follows `first` in its story; False: `second` comes from another story
 
 
-@dataclass(frozen=True)
-class SyntheticData:
-    seed: int
-    examples: tuple[SyntheticExample, ...]
-    story_ids: tuple[int, ...]  # the story each example belongs to (consecutive examples share a story)
-    pairs: tuple[SyntheticPair, ...]
+class StoryCollection:
+    """What a seeded language's stories give, for a frozen dataclass with `seed`, `examples` (each with `english` and
+    `chinese`) and `story_ids` (the story each example belongs to; consecutive examples share a story): SyntheticData
+    here and StoryData (lab_models/text/stories.py)."""
 
     def parallel_pairs(self) -> tuple[tuple[str, str], ...]:
         """(english, chinese) for every sentence, e.g. ("the small cat sees a red ball .", "小猫看见一个红球。")."""
         return tuple((example.english, example.chinese) for example in self.examples)
 
-    def stories(self) -> tuple[tuple[SyntheticExample, ...], ...]:
+    def stories(self) -> tuple[tuple, ...]:
         """The examples grouped into their stories, in order."""
-        grouped: list[list[SyntheticExample]] = []
+        grouped: list[list] = []
         previous = None
         for story_id, example in zip(self.story_ids, self.examples):
             if story_id != previous:
@@ -418,6 +416,14 @@ class SyntheticData:
             documents.append(" ".join(example.english for example in story))
             documents.append("".join(example.chinese for example in story))
         return tuple(documents)
+
+
+@dataclass(frozen=True)
+class SyntheticData(StoryCollection):
+    seed: int
+    examples: tuple[SyntheticExample, ...]
+    story_ids: tuple[int, ...]  # the story each example belongs to (consecutive examples share a story)
+    pairs: tuple[SyntheticPair, ...]
 
 
 # ----------------------------------------------------------------------------------------------------- sampling

@@ -61,11 +61,17 @@ def progress_route(jobs) -> Route:
 # The page's script (in <head>): every POLL_S, only while the bar of the picked run is on screen and that run is queued
 # or running, fetch its bar and write it when it changed. The run picker's text must name the run the box shows (a run
 # being typed or just picked is Gradio's to draw). A failed fetch (the server restarting) is tried again next time.
-# When the state changes (the run ended, or left the queue), the tab's live refresh runs at once (REFRESH_NOW_ID).
+# When the state changes (the run ended, or left the queue), the tab's live refresh runs at once (REFRESH_NOW_ID);
+# it also runs once when the tab's own tick drew the end before this script saw it.
 POLL_SCRIPT = """<script>
 (() => {
   const route = %(route)s, period = %(period)d, live = %(live)s, refreshNow = %(refresh)s;
   let waiting = false;
+  const seen = new Map();  // run -> the last state this script saw, kept apart from the box Gradio may redraw
+  const clickRefresh = () => {
+    const refresh = document.getElementById(refreshNow);
+    if (refresh !== null) { refresh.click(); }
+  };
   // Write the new bar into the old one node by node (texts and attributes), replacing nodes only where the shape
   // differs: replacing the box's whole content every 2 s left the page's heap growing by about 1.5 MB a minute.
   const same = (a, b) => a.nodeType === b.nodeType && a.nodeName === b.nodeName;
@@ -101,7 +107,13 @@ POLL_SCRIPT = """<script>
     const picker = document.querySelector("#train-run input");
     if (waiting || document.hidden || !box || !picker || box.getClientRects().length === 0) { return; }
     const run = box.dataset.run;
-    if (!run || picker.value.trim() !== run || !live.includes(box.dataset.state)) { return; }
+    if (!run || picker.value.trim() !== run) { return; }
+    if (!live.includes(box.dataset.state)) {
+      // the tab's own tick drew the end first: the refresh still runs once for a run this script saw live
+      if (live.includes(seen.get(run))) { seen.set(run, box.dataset.state); clickRefresh(); }
+      return;
+    }
+    seen.set(run, box.dataset.state);
     waiting = true;
     try {
       const url = new URL(route.replace(/^\\//, ""), document.baseURI);
@@ -113,8 +125,8 @@ POLL_SCRIPT = """<script>
       if (box.labDrawn !== answer.html) { patch(box, answer.html); box.labDrawn = answer.html; }
       const changed = (answer.state || "") !== box.dataset.state;
       box.dataset.state = answer.state || "";
-      const refresh = document.getElementById(refreshNow);
-      if (changed && refresh !== null) { refresh.click(); }
+      seen.set(run, box.dataset.state);
+      if (changed) { clickRefresh(); }
     } catch (error) {
       // the server is restarting or gone: the next period tries again
     } finally {

@@ -157,40 +157,56 @@ def context_quality(home: Path, config: ZooConfig) -> None:
     reference blanks (the noun of "the NOUN" pointing to a story character) at 2x the best baseline for every masked
     LM, agreement blanks beside theirs, GPT's and GPT-2's continuations parsing 90% of the time."""
     progress = zoo_progress(api.RunStore(home), config)
-    runs = {run.family: home / "runs" / run.run_id for run in progress.runs if run.state == "finished"}
+    finished = [run for run in progress.runs if run.state == "finished"]
     baselines = baseline_table().set_index("task")
     print("\ncontext tasks of the stories language (validation stories; lab_models/text/story_tasks.py):")
     print(baselines[["unit", "validation_items", "majority", "word_identity", "bigram", "trigram", "both_sides",
                      "best_baseline", "context_task"]].round(3).to_string())
     best = {kind: baselines.loc[kind, "best_baseline"] for kind in ("reference", "agreement")}
-    print(f"\n{'family':10s} {'reference':>10s} {'x best':>7s} {'agreement':>10s}   target: reference >= "
+    print(f"\n{'run':12s} {'reference':>10s} {'x best':>7s} {'agreement':>10s}   target: reference >= "
           f"{TARGET_BLANK_RATIO:.0f}x {best['reference']:.3f}")
-    for family, run_dir in runs.items():
+    for run in finished:
+        run_dir = home / "runs" / run.run_id
         try:
             reference, agreement = blank_scores(run_dir, "reference"), blank_scores(run_dir, "agreement")
         except ValueError:
             continue  # the family does not fill a one-word blank
         ratio = reference.accuracy / best["reference"]
         verdict = "met" if ratio >= TARGET_BLANK_RATIO else f"missed by {TARGET_BLANK_RATIO - ratio:.1f}x"
-        verdict = verdict if family in MASKED_LM_FAMILIES else "(no target)"
-        print(f"{family:10s} {reference.accuracy:10.3f} {ratio:7.1f} {agreement.accuracy:10.3f}   {verdict}; "
+        verdict = verdict if run.family in MASKED_LM_FAMILIES else "(no target)"
+        print(f"{_label(run):12s} {reference.accuracy:10.3f} {ratio:7.1f} {agreement.accuracy:10.3f}   {verdict}; "
               f"most frequent fills {reference.top_answers}")
-    for family in CONTINUING_FAMILIES:
-        if family in runs:
-            scores = continuation_scores(runs[family])
-            verdict = "met" if scores.parse_rate >= TARGET_PARSE_RATE else \
-                f"missed by {TARGET_PARSE_RATE - scores.parse_rate:.2f}"
-            print(f"{family} continuations: {scores.parse_rate:.0%} of {scores.sentences} complete sentences parse "
-                  f"(target >= {TARGET_PARSE_RATE:.0%}: {verdict}); e.g. {scores.example!r}")
+    for run in finished:
+        if run.family in CONTINUING_FAMILIES:
+            continuation = continuation_scores(home / "runs" / run.run_id)
+            verdict = "met" if continuation.parse_rate >= TARGET_PARSE_RATE else \
+                f"missed by {TARGET_PARSE_RATE - continuation.parse_rate:.2f}"
+            print(f"{_label(run)} continuations: {continuation.parse_rate:.0%} of {continuation.sentences} complete "
+                  f"sentences parse (target >= {TARGET_PARSE_RATE:.0%}: {verdict}); e.g. {continuation.example!r}")
+
+
+def _label(run) -> str:
+    """A zoo run's name in the tables: its family, and its seed when the zoo has several ('bert/1')."""
+    return run.family if run.seed == 0 else f"{run.family}/{run.seed}"
+
+
+def scores(home: Path, config: ZooConfig) -> None:
+    """The quality checks of the zoo's corpus: the synthetic grammar's easy blanks, or the stories' context tasks."""
+    if config.corpus_name == "synthetic":
+        quality(home, config)
+    elif config.corpus_name == "stories":
+        context_quality(home, config)
+    else:
+        print(f"\nno quality check for the corpus {config.corpus_name!r} (synthetic and stories have one)")
 
 
 def train_zoo(args) -> None:
     home = Path(args.home) if args.home else Path(tempfile.mkdtemp(prefix="bench-zoo-"))
     config = ZooConfig(preset=args.preset, families=parse_families(args.families), steps=args.steps,
-                       device=args.device, corpus=args.corpus, budget_flops=args.budget_flops)
+                       device=args.device, corpus=args.corpus, budget_flops=args.budget_flops, seeds=args.seeds,
+                       workers=args.workers)
     if args.score_only:
-        quality(home, config)
-        context_quality(home, config)
+        scores(home, config)
         return
     print(f"zoo {config.name}: {len(config.families)} families into {home} ({load()})", flush=True)
     jobs = JobManager(home, recover=False, poll_interval_s=0.1)
@@ -203,13 +219,14 @@ def train_zoo(args) -> None:
             progress = zoo_progress(jobs, config)
             now = time.monotonic() - began
             for run in progress.runs:
+                key = (run.family, run.seed)
                 if run.state == "running":
-                    launched.setdefault(run.family, now)
-                elif run.state in ("finished", "failed", "stopped") and run.family not in ended:
-                    launched.setdefault(run.family, now)
-                    ended[run.family] = now
-                    print(f"  {len(ended):2d}/{len(progress.runs)} {run.family:9s} {run.state:8s} "
-                          f"{ended[run.family] - launched[run.family]:6.1f} s (at {now:6.1f} s)", flush=True)
+                    launched.setdefault(key, now)
+                elif run.state in ("finished", "failed", "stopped") and key not in ended:
+                    launched.setdefault(key, now)
+                    ended[key] = now
+                    print(f"  {len(ended):2d}/{len(progress.runs)} {_label(run):12s} {run.state:8s} "
+                          f"{ended[key] - launched[key]:6.1f} s (at {now:6.1f} s)", flush=True)
             if not progress.active:
                 break
             time.sleep(0.2)
@@ -225,13 +242,13 @@ def train_zoo(args) -> None:
     fast = "met" if total < TARGET_ZOO_FAST_S else "NOT met"
     print(f"\ntotal {total:.1f} s for {len(ended)} runs (target < {TARGET_ZOO_S:.0f} s: {verdict}; the faster "
           f"< {TARGET_ZOO_FAST_S:.0f} s for the tiny zoo: {fast}); first finished runs at {firsts}; {load()}")
-    print(f"{'family':10s} {'steps':>6s} {'seconds':>8s} {'val bits/byte':>14s}")
+    print(f"{'run':12s} {'steps':>6s} {'seconds':>8s} {'val bits/byte':>14s}")
     for run in zoo_progress(api.RunStore(home), config).runs:
-        seconds = ended.get(run.family, float("nan")) - launched.get(run.family, float("nan"))
+        key = (run.family, run.seed)
+        seconds = ended.get(key, float("nan")) - launched.get(key, float("nan"))
         bits = f"{run.val_bits_per_byte:.3f}" if run.val_bits_per_byte is not None else "—"
-        print(f"{run.family:10s} {run.total_steps:6d} {seconds:8.1f} {bits:>14s}")
-    quality(home, config)
-    context_quality(home, config)
+        print(f"{_label(run):12s} {run.total_steps:6d} {seconds:8.1f} {bits:>14s}")
+    scores(home, config)
     if not args.home and not args.keep:
         shutil.rmtree(home, ignore_errors=True)
 
@@ -303,6 +320,8 @@ def main() -> None:
     parser.add_argument("--device", default="auto")
     parser.add_argument("--corpus", help="the zoo's corpus (default: the preset's)")
     parser.add_argument("--budget-flops", type=float, help="equal training FLOPs for every family instead of steps")
+    parser.add_argument("--seeds", type=int, default=1, help="runs per family (seeds 0, 1, ...)")
+    parser.add_argument("--workers", type=int, help="runs at once (default: the zoo's rule, one per core at tiny)")
     parser.add_argument("--score-only", action="store_true",
                         help="score the zoo already trained in --home (no training)")
     parser.add_argument("--home", help="a fresh lab home to use (kept) instead of a temporary one")

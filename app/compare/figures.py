@@ -194,11 +194,14 @@ def format_bits(value) -> str | None:
     return f"{value:.3f}" if math.isfinite(value) else None
 
 
-def header_html(*, title: str, run_id: str, step=None, val_bits_per_byte=None, mode: str | None = None) -> str:
-    """A column's head: the family title, the run id, the step of the weights and the latest validation bits per
-    byte ("no validation yet" when the run has none)."""
+def header_html(*, title: str, run_id: str, step=None, val_bits_per_byte=None, mode: str | None = None,
+                seed=None) -> str:
+    """A column's head: the family title, the run id, the run's seed (two runs of a zoo differ by it), the step of the
+    weights and the latest validation bits per byte ("no validation yet" when the run has none)."""
     bits = format_bits(val_bits_per_byte)
     facts = []
+    if seed is not None:
+        facts.append(html.escape(tr("compare.header_seed", seed=seed)))
     if step is not None:
         facts.append(tr("compare.header_step", step=f"{int(step):,}"))
     facts.append(tr("compare.header_val_bits", bits=bits) if bits is not None
@@ -241,11 +244,11 @@ def generation_body_html(generation) -> str:
             f'<div class="cmp-text">{tokens_html(generation.tokens, generation.probs)}</div>')
 
 
-def generation_column_html(generation, *, title: str, val_bits_per_byte=None) -> str:
+def generation_column_html(generation, *, title: str, val_bits_per_byte=None, seed=None) -> str:
     """One run's column: header, then the shaded text and the footer, or a muted box saying why the family cannot
     do this mode."""
     head = header_html(title=title, run_id=generation.run_id, step=generation.step,
-                       val_bits_per_byte=val_bits_per_byte, mode=generation.mode)
+                       val_bits_per_byte=val_bits_per_byte, mode=generation.mode, seed=seed)
     attributes = (f'data-run="{html.escape(generation.run_id, quote=True)}" '
                   f'data-family="{html.escape(generation.family, quote=True)}" '
                   f'data-mode="{html.escape(generation.mode or "", quote=True)}"')
@@ -264,11 +267,11 @@ def generation_column_html(generation, *, title: str, val_bits_per_byte=None) ->
 
 
 def error_column_html(run_id: str, message: str, *, title: str = "", family: str = "", step=None,
-                      val_bits_per_byte=None) -> str:
+                      val_bits_per_byte=None, seed=None) -> str:
     """A column for a run whose generation was refused (a bad input, a run without weights): the message in red,
     in the reader's language (`message` is the backend's English)."""
     head = header_html(title=title or family or tr("compare.run_fallback"), run_id=run_id, step=step,
-                       val_bits_per_byte=val_bits_per_byte)
+                       val_bits_per_byte=val_bits_per_byte, seed=seed)
     message = translate(message)
     message = message[:1].upper() + message[1:]  # the backend's messages may start in lower case
     return (f'<div class="cmp-col" data-state="error" data-run="{html.escape(run_id, quote=True)}" '

@@ -57,13 +57,15 @@ AUTO = "auto"
 STRATEGIES = ("greedy", "sample", "beam")
 DEFAULTS = {"strategy": "greedy", "temperature": 1.0, "top_k": 0, "top_p": 1.0, "beam_size": 4, "max_new_tokens": 30,
             "seed": 0, "iterations": 10, "blank_length": 0}
-# Example prompts per mode: the first of each is in the tiny preset's synthetic corpus's own words (lower case, " ."
-# before the stop), so a run trained for a minute has a fair chance; the others are ordinary English.
+# Example prompts per mode: the first of each is in the "stories" language that the demo zoo trains on (lower case,
+# " ." before the stop; lab_models/text/stories.py), so a run of the zoo has a fair chance; the others are ordinary
+# English.
 EXAMPLE_PROMPTS = {
-    "continue": ["the beautiful horse wants", "The cat sat on the"],
-    "infill": ["the beautiful horse ___ your bone on the farm .", "The old man ___ the river."],
-    "mask_predict": ["the tutor [MASK] a red [MASK] at the market .", "She [MASK] to the market [MASK] morning."],
-    "translate": ["the beautiful horse wants your bone on the farm ."],
+    "continue": ["a doctor guards two judges . they", "The cat sat on the"],
+    "infill": ["the teachers that chase a pupil ___ the tall pen .", "The old man ___ the river."],
+    "mask_predict": ["a big dog does not [MASK] some rabbits . it [MASK] the sticks .",
+                     "She [MASK] to the market [MASK] morning."],
+    "translate": ["a big dog does not hate some rabbits ."],
 }
 RUNS_REFRESH_S = 5.0  # new runs with weights show up in the picker by themselves this often
 
@@ -196,7 +198,7 @@ class CompareView:
         except ValueError:
             bits = None
         return {"family": family, "title": title, "val_bits_per_byte": bits,
-                "step": row.get("weights_step", row.get("step"))}
+                "step": row.get("weights_step", row.get("step")), "seed": row.get("seed")}
 
     def generate(self, run_ids, prompt, mode, strategy, temperature, top_k, top_p, beam_size, max_new_tokens, seed,
                  iterations, blank_length, progress=gr.Progress()):
@@ -230,12 +232,14 @@ class CompareView:
                                       error_type=type(error).__name__, error=str(error))
             else:
                 columns.append(generation_column_html(generation, title=facts["title"] or generation.family,
-                                                      val_bits_per_byte=facts["val_bits_per_byte"]))
+                                                      val_bits_per_byte=facts["val_bits_per_byte"],
+                                                      seed=facts["seed"]))
                 details.append(self._details(generation, facts))
                 continue
             errors.append(message)
             columns.append(error_column_html(run_id, message, title=facts["title"], family=facts["family"],
-                                             step=facts["step"], val_bits_per_byte=facts["val_bits_per_byte"]))
+                                             step=facts["step"], val_bits_per_byte=facts["val_bits_per_byte"],
+                                             seed=facts["seed"]))
             details.append({"run_id": run_id, "family": facts["family"], "error": message})
         progress(1.0, desc=tr("compare.progress_done"))
         if errors and len(errors) == len(run_ids) and len(set(errors)) == 1:
@@ -248,7 +252,8 @@ class CompareView:
         return {"run_id": generation.run_id, "family": generation.family, "title": facts["title"],
                 "mode": generation.mode, "supported": generation.supported, "explanation": generation.explanation,
                 "note": generation.note, "prompt": generation.prompt,
-                "step": generation.step, "val_bits_per_byte": facts["val_bits_per_byte"], "text": generation.text,
+                "step": generation.step, "seed": facts["seed"], "val_bits_per_byte": facts["val_bits_per_byte"],
+                "text": generation.text,
                 "new_text": generation.new_text, "tokens": list(generation.tokens),
                 "probs": [round(float(p), 6) for p in generation.probs], "seconds": generation.seconds,
                 "ms_per_token": generation.ms_per_token}

@@ -1,7 +1,7 @@
 """The demo zoo on the first tab: the offer on a fresh lab home, then one progress bar for the zoo and one per run.
 
 When the lab home holds no run at all, the panel says so and offers **Train the demo zoo** (`api.DEMO_ZOO`: the
-tiny preset, the synthetic corpus, every family, GPT and GPT-2 first). The zoo trains on the app's job manager
+tiny preset, the stories language, the same training FLOPs for every family, GPT and GPT-2 first). The zoo trains on the app's job manager
 like any run (lab_models/experiments/zoo.py), so the page stays responsive; a timer redraws the bars every few
 seconds, only when something changed, and rests while the zoo is not training. **Stop the zoo** stops it cleanly (the
 running model checkpoints); **Continue the demo zoo** goes on where it stopped. The panel stays while the demo zoo

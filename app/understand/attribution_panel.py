@@ -30,7 +30,7 @@ from app.understand.run_picker import RunPicking, SectionPicker, run_choices, ru
 logger = logging.getLogger(__name__)
 
 MAX_SOURCES = 4
-EXAMPLE = "the small cat [MASK] a red ball ."
+EXAMPLE = "the cats near the dog [MASK] a ball ."  # a stories sentence: the verb agrees with "cats", not "dog"
 METHODS = ("integrated_gradients", "gradient_x_input")
 
 

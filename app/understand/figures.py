@@ -94,13 +94,20 @@ def run_label(row: dict) -> str:
     the reader's language); "checkpoint of step N" when those weights are a checkpoint behind the run's own step (a
     run still training), so that a picker's step is not read as the run's.
 
+    A run of a seed other than 0 (a zoo's second seed) says its seed after the family.
+
     >>> run_label({"run_id": "r", "family": "bert", "step": 491, "weights_step": 375})
     'r · bert · checkpoint of step 375'
+    >>> run_label({"run_id": "r", "family": "bert", "step": 20, "seed": 2})
+    'r · bert · seed 2 · step 20'
     """
     step = row.get("weights_step", row.get("step")) or 0
     behind = row.get("step") is not None and int(step) < int(row.get("step") or 0)
+    family = row.get("family") or "?"
+    if row.get("seed"):
+        family = f"{family} · {tr('compare.header_seed', seed=row['seed'])}"
     return tr("understand.run_choice_checkpoint" if behind else "understand.run_choice", run_id=row["run_id"],
-              family=row.get("family") or "?", step=f"{int(step):,}")
+              family=family, step=f"{int(step):,}")
 
 
 # ---------------------------------------------------------------------------------------------- fill-mask

@@ -33,7 +33,7 @@ logger = logging.getLogger(__name__)
 MAX_RUNS = 4
 DEFAULT_TOP_K = 5
 MAX_TOP_K = 10
-EXAMPLE = "the small cat [MASK] a red ball ."
+EXAMPLE = "the cats near the dog [MASK] a ball ."  # a stories sentence: the verb agrees with "cats", not "dog"
 
 
 class LensView(RunPicking):

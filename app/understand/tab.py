@@ -73,20 +73,22 @@ MASK = "[MASK]"
 MAX_LAYERS = 12  # the layer slider's range before a run is shown (the base preset's depth); then the run's own
 STREAMS = ("self", "content", "query", "encoder", "decoder", "cross")  # every stream name an AttentionMaps can have
 RUNS_REFRESH_S = 5.0  # new runs with weights show up in the pickers by themselves this often
-# Examples: sentences in the tiny preset's synthetic corpus's own words (lower case, " ." before the stop), which a
-# run trained for a minute has actually seen, first, so that the defaults read without [UNK]; then ordinary English
-# (the classic "apple" example), which only a run trained on English reads.
+# Examples: sentences of the "stories" language that the demo zoo trains on (lab_models/text/stories.py: lower case,
+# " ." before the stop), first, so that the defaults read without [UNK] and ask what only the context decides: which
+# character "the [MASK]" is (the judges: the verb is plural), a verb's number across a relative clause, a form that is
+# a noun in one place and a verb in another ("cook"); then ordinary English (the classic "apple" example), which only a
+# run trained on English reads.
 FILL_MASK_EXAMPLES = [
-    ["the girl eats a red [MASK] in the kitchen ."],
-    ["the [MASK] sees a ball in the [MASK] ."],
+    ["a doctor guards two judges . they find this train . the [MASK] hate the doctor ."],
+    ["the teachers that chase a pupil [MASK] the tall pen ."],
     ["I ate an [MASK] with my lunch."],
 ]
 SIMILARITY_EXAMPLES = [
-    ["the girl eats a red apple in the kitchen .", "a farmer sells my apple at the market .", "apple"],
-    ["the cook eats a cake in the kitchen .", "the cook buys a ticket at the station .", "cook"],
+    ["the cooks cook the fish in the kitchen .", "the cook cooks some drinks .", "cook"],
+    ["a doctor guards two judges .", "the judges judge the doctor .", "judges"],
     ["I ate an apple with my lunch.", "She works at Apple in the city.", "apple"],
 ]
-ATTENTION_EXAMPLES = [["the cat sees a red ball ."], ["the girl does not eat the apple ."],
+ATTENTION_EXAMPLES = [["the cats near the dog chase a ball ."], ["the cooks cook the fish in the kitchen ."],
                       ["I ate an apple with my lunch."]]
 
 

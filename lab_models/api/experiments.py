@@ -7,7 +7,7 @@ training FLOPs. The leaderboard (lab_models/inference/leaderboard.py) has one ro
 per byte, fill-mask accuracy and infill exact match on held-out text, classification accuracy per fine-tuning task,
 parameters, training tokens), filtered to one corpus; the forward-pass scores are cached in each run folder. The zoo
 (lab_models/experiments/zoo.py) is one tagged run per family on one corpus at one budget, queued on the app's job
-manager; the page's "Train the demo zoo" is `start_zoo(jobs)` with DEMO_ZOO (tiny preset, synthetic corpus, every
+manager; the page's "Train the demo zoo" is `start_zoo(jobs)` with DEMO_ZOO (tiny preset, the stories language, 1e12 training FLOPs for every
 family). A second start continues: finished runs are skipped, stopped or failed ones resumed.
 """
 from __future__ import annotations

@@ -1,16 +1,17 @@
 """The model zoo: one run of every chosen family on one corpus at one budget, in one command or one click.
 
     python -m lab_models zoo [--preset tiny|small|medium] [--families all|gpt,bert,...] [--corpus NAME_OR_PATH]
-                             [--steps N] [--seed S] [--device auto|cpu|cuda|mps] [--home DIR]
+                             [--budget-flops F | --budget-minutes M | --steps N] [--seed S] [--seeds N]
+                             [--workers N] [--device auto|cpu|cuda|mps] [--home DIR]
 
 What it is
 ----------
 A zoo is a set of ordinary runs (`<lab home>/runs/zoo-<zoo>-<family>-<time>-<hex>/`), one per family, queued on the
-job manager (lab_models/training/jobs/manager.py: one worker process per device at a time, in order) and tagged with the
-zoo's name (job.json and config.json "zoo"). The name says what the runs share: the preset, then the corpus when it is
-not the preset's own, then the step budget when it is not the zoo's table (`tiny`, `tiny-stdlib-docs`,
-`small-300steps`). Everything that reads runs (Compare, Understand, the Leaderboard) sees the zoo's runs as they finish;
-the Leaderboard can rank one zoo alone.
+job manager (lab_models/training/jobs/manager.py: worker processes in order, one or a few per device) and tagged with
+the zoo's name (job.json and config.json "zoo"). The name says what the runs share: the preset, the corpus and the
+budget (`tiny-stories-1e12flops`, `tiny-synthetic-300steps`, `small-stdlib-docs-2.5e13flops`). Everything that reads
+runs (Compare, Understand, the Leaderboard) sees the zoo's runs as they finish; the Leaderboard can rank one zoo
+alone.
 
 Calling it again continues: a family whose run finished (status "finished" and model.safetensors) is skipped, one
 that stopped or failed is resumed (from its last checkpoint when it has one), one still queued or running elsewhere is
@@ -23,21 +24,27 @@ side in Compare (a fill-mask family and a continuation family cannot: one needs 
 and T5 come next (a fill-mask and an infilling, which answer the same prompt with a blank), then the other
 Transformers, then the slower RNN-era families, CoVe last (its attentional LSTM is the slowest).
 
-Steps: the tiny table below (ZOO_STEPS["tiny"]), measured on a 2-core CPU so that each model visibly learns the
-synthetic grammar and the whole zoo of 17 trains in under 10 minutes (benchmarks/bench_zoo.py prints the times and a
-quality check). `--steps N` gives every family N steps instead (and a different zoo name). Evaluation and
-checkpoints are spaced to the run's length (EVALUATIONS_PER_RUN, CHECKPOINTS_PER_RUN) instead of the tiny preset's
-every 25 steps (40 checkpoints of 20 to 40 ms each in a 1000-step run: about 5% of its time). The tiny zoo trains at
-a vocabulary of 1024 tokens instead of the preset's 512 (ZOO_VOCAB_SIZE says why).
+Budget: equal compute. Every family of a zoo gets the same training FLOPs (ZOO_BUDGET_FLOPS: tiny 1e12), counted
+the way MFU counts them (lab_models/training/flops.py); each run trains the steps they buy at its own FLOPs per token
+(`train --budget-flops`, lab_models/training/config.py `steps_for_budget`), so a family whose step costs more takes
+fewer steps (at tiny: BERT about 1,250, GPT about 900, ELMo about 380). `--budget-flops F` gives another budget,
+`--steps N` one step count for every family and `--budget-minutes M` one wall time instead (each its own zoo name).
+With steps, evaluation and checkpoints are spaced to the run's length (EVALUATIONS_PER_RUN, CHECKPOINTS_PER_RUN).
 
-Speed: the zoo's runs take the trainer's defaults (no `--perf`; lab_models/training/performance.py): fused AdamW, and
-precision=auto, which keeps the tiny zoo in fp32 (its products are too small for bf16 autocast to pay, even on a CPU
-with native bf16) and trains `--preset small` in bf16 autocast on a CPU with AVX-512 BF16 or AMX and on CUDA.
+The tiny zoo trains on the "stories" language (ZOO_CORPUS; lab_models/text/stories.py), where a word's class, a verb's
+number and a pronoun's referent come from the context, so that its probes and blanks measure training rather than
+word identity; at a vocabulary of 1024 tokens instead of the preset's 512 (ZOO_VOCAB_SIZE says why), and with one
+recipe for every Transformer (ZOO_RECIPE: learning rate, warmup, 40% masking where the objective masks). What the
+budget buys is measured by benchmarks/bench_zoo.py and written in docs/zoo.md: at 1e12 GPT and GPT-2 write sentences
+of the language while the masked LMs are still on the unigram plateau (they fill every blank with "the"); three times
+the budget takes a BERT off it. The zoo says so rather than give the masked LMs more.
 
-Equal compute: the table's steps give each family about the same time on a CPU, not the same compute (a step costs
-each family other FLOPs). `budget_flops` (the CLI's `--budget-flops F`) gives every family the same training FLOPs
-instead: each run trains the steps F buys at its own FLOPs per token (lab_models/training/config.py
-`steps_for_budget`), at the preset's evaluation and checkpoint intervals.
+Speed: the tiny zoo runs one run per core at once, each with one thread (`ZooConfig.workers_here`; the job manager's
+`parallel`): two one-thread tiny runs on 2 cores finish in half the time of the same two in a row. The one-seed tiny
+zoo takes under 10 minutes on a 2-core CPU (docs/zoo.md has the measured time). The runs take the trainer's defaults
+(no `--perf`; lab_models/training/performance.py): fused AdamW, and precision=auto, which keeps the tiny zoo in fp32
+(its products are too small for bf16 autocast to pay) and trains `--preset small` in bf16 autocast on a CPU with
+AVX-512 BF16 or AMX and on CUDA.
 
 Deviation from a "model zoo" of published checkpoints: nothing is downloaded; every model is trained here, small,
 on one corpus.
@@ -58,7 +65,7 @@ from pathlib import Path
 from lab_models.messages import LabError, Message
 from lab_models.families import family_record
 from lab_models.home import lab_home
-from lab_models.training.jobs.files import ACTIVE_STATES
+from lab_models.training.jobs.files import ACTIVE_STATES, available_cores
 from lab_models.training.jobs.manager import JobManager
 from lab_models.training.jobs.store import RunStore
 from lab_models.models.family import TRAINED_FAMILIES
@@ -72,9 +79,9 @@ logger = logging.getLogger(__name__)
 
 ZOO_ORDER: tuple[str, ...] = ("gpt", "gpt2", "bert", "t5", "roberta", "albert", "spanbert", "electra", "xlnet",
                               "mpnet", "unilm", "mass", "glm", "elmo", "ulmfit", "cvt", "cove")
-# The zoo's runs that the Understand tab shows first (fill-mask, embeddings): the four that fill the most easy blanks
-# after the tiny budget (benchmarks/bench_zoo.py, exact / right class: BERT 29%/46%, RoBERTa 27%/48%, MPNet 27%/31%,
-# UniLM 25%/35%; ALBERT, ELECTRA's generator and XLNet fill none yet).
+# The zoo's runs that the Understand tab shows first for fill-mask: BERT and the three that changed its objective
+# (RoBERTa's dynamic masking without NSP, MPNet's permuted view of every position, UniLM's mixed masks). At the demo
+# zoo's 1e12 FLOPs none of them has left the unigram plateau on the stories yet (docs/zoo.md), and the view shows it.
 ZOO_FILL_MASK_SHOWCASE: tuple[str, ...] = ("bert", "roberta", "mpnet", "unilm")
 # What each Understand view picks by itself until the reader picks (api.view_picks): the zoo's runs that make the
 # view's point (a bidirectional encoder beside a left-to-right one, the RNN era beside both), as many as shown.
@@ -91,36 +98,27 @@ ZOO_PRESETS = ("tiny", "small", "medium")
 MAX_SEEDS = 20  # runs per family in one zoo
 DEMO_ZOO_PRESET = "tiny"
 
-# Steps per family and preset. Why these numbers (tiny, synthetic corpus, vocabulary 1024, 2-core CPU; the quality
-# checks are benchmarks/bench_zoo.py's):
-# - GPT and GPT-2 (20 to 35 ms a step) predict every next token: after 1000 steps GPT continues "the small cat" with
-#   "does not see the new worm . the cat does not see the new worm ." (validation 0.76 bits per byte).
-# - The masked-LM families (BERT, RoBERTa, ALBERT, UniLM; 13 to 15 ms a step) learn from the 15% of tokens they mask,
-#   a seventh of GPT's targets per step, and stay near the unigram loss (5.4 nats) for the first thousand steps
-#   (the zoo's BERT: MLM 5.27 nats at step 200, 4.94 at 1000, 4.83 at 2000). After its 2000 steps BERT fills the
-#   easy blanks: the determiner that opens a sentence ("[MASK] cat sees a red ball ." -> "the") and the full stop;
-#   29% of 48 unseen one-word blanks exactly, 50% with a word of the right class (nouns and verbs need far longer:
-#   a 3000-step run still fills "the small [MASK] sees" with "the"). ELECTRA and MPNet cost more per step (a
-#   generator; two streams): 1500. SpanBERT's span masking and boundary objective make it the slowest Transformer
-#   (about 39 ms): 800.
-# - T5, MASS, XLNet and GLM learn fast per step (their losses halve within 100 steps): 500 to 800.
-# - The RNN era: ELMo (two LSTM directions, about 70 ms a step) 300; ULMFiT's one run holds three stages (LM, LM
-#   fine-tuning, classifier; about 110 ms a step), 300 take its LM off the unigram plateau (5.5 -> 1.1 nats by step
-#   100); CVT (a BiLSTM tagger with four auxiliary views) 400; CoVe's attentional NMT LSTM is the slowest (about 290
-#   ms a step): 100 steps take its translation loss from 6.3 to 4.6 nats.
-# Estimated from those per-step times, the 17 runs take about 8 minutes on an idle 2-core CPU with 3 to 4 s of
-# start-up each (docs/zoo.md has the measured total).
-ZOO_STEPS: dict[str, dict[str, int]] = {
-    "tiny": {"gpt": 1000, "bert": 2000, "t5": 800, "gpt2": 1000, "roberta": 2000, "albert": 2000, "spanbert": 800,
-             "electra": 1500, "xlnet": 800, "mpnet": 1500, "unilm": 2000, "mass": 800, "glm": 500, "elmo": 300,
-             "ulmfit": 300, "cvt": 400, "cove": 100},
-    # small, on a GPU: 500 steps each. Not measured here (this machine has no GPU): a small-preset step (4 layers of
-    # 256, 16 x 128 tokens) is launch-bound on a large GPU, about 10 to 20 ms, so 17 runs of 500 steps plus CUDA
-    # start-up should stay near 5 minutes; benchmarks/bench_zoo.py --preset small --device cuda measures it.
-    "small": {family: 500 for family in ZOO_ORDER},
-    # medium has no time target: a fifth of the preset's 10000 steps per family
-    "medium": {family: 2000 for family in ZOO_ORDER},
-}
+# The training FLOPs every family of a zoo gets at each preset (the lab's own count, lab_models/training/flops.py, the
+# one MFU uses): equal compute, not equal steps, so a family whose step costs more takes fewer of them. Tiny: what
+# the 17 families spend in under 10 minutes on a 2-core CPU with two one-thread workers (`ZooConfig.workers_here`; docs/zoo.md has
+# the measured time); at 1e12 a tiny BERT takes about 1,350 steps, GPT about 900, ELMo about 380. Small and medium:
+# about what 500 and 2000 steps of GPT cost there.
+ZOO_BUDGET_FLOPS: dict[str, float] = {"tiny": 1e12, "small": 2.5e13, "medium": 2e15}
+# The corpus each preset's zoo trains on when none is given: the tiny zoo on the "stories" language, where context
+# decides (lab_models/text/stories.py); small and medium on their preset's corpus.
+ZOO_CORPUS: dict[str, str] = {"tiny": "stories"}
+# The tiny zoo's recipe, fixed before its runs and the same for every family it applies to: the tiny preset's 1e-3
+# with 5 warmup steps leaves a masked LM on the unigram plateau for the whole budget (a tiny BERT on the stories at
+# 2000 steps still answers "the" to every blank); a peak of 3e-3 after 200 warmup steps and 40% masking (Wettig et
+# al. 2023, "Should You Mask 15% in Masked Language Modeling?") take it off the plateau within the budget. The RNN
+# era keeps the preset's learning rate (its LSTMs are not what the recipe was measured on).
+ZOO_RECIPE: dict[str, dict[str, float]] = {"tiny": {"lr": 3e-3, "warmup_steps": 200, "mask_rate": 0.4}}
+# The families whose objective has a mask_rate setting (the masked token budget), which the recipe's rate replaces
+MASK_RATE_FAMILIES = ("bert", "roberta", "albert", "spanbert", "electra", "unilm")
+# Runs of a zoo that share the CPU at once (`ZooConfig.workers_here`), each with one thread: a tiny step leaves a core idle while it runs Python
+# (two one-thread tiny runs on 2 cores finish in half the time of the two in a row with two threads each; four at
+# once are no faster, measured). None: one per core, at most MAX_ZOO_WORKERS; small and medium, and any GPU, one.
+MAX_ZOO_WORKERS = 8
 # The tiny zoo's vocabulary: the tiny preset's 512 tokens spend about 330 on the Chinese half of the synthetic corpus,
 # which leaves the English words in 2 to 5 pieces ("beautiful" = b ea u ti fu l) and GPT's continuation of "the small
 # cat" half-spelled after 1000 steps ("does not watclean a beaure"); at 1024 every English word of the grammar is one
@@ -152,16 +150,19 @@ class ZooConfig:
     preset: str = DEMO_ZOO_PRESET
     families: tuple[str, ...] = ZOO_ORDER
     corpus: str | None = None  # None: the preset's corpus (synthetic for tiny)
-    steps: int | None = None  # None: ZOO_STEPS[preset]; a number: that many for every family
+    steps: int | None = None  # a number: that many for every family instead of the preset's FLOP budget
     seed: int = 0
     device: str = "auto"
-    # training FLOPs for every family instead of steps: each run trains the steps they buy (train --budget-flops)
+    # training FLOPs for every family: each run trains the steps they buy (train --budget-flops); None: the preset's
+    # (ZOO_BUDGET_FLOPS) unless steps or budget_minutes is given
     budget_flops: float | None = None
     # wall time for every family instead (train --budget-minutes): each run trains the steps that fit in it
     budget_minutes: float | None = None
     # runs per family, with the seeds seed, seed + 1, ...: a zoo of several seeds says how much a second seed moves
     # each score (the Leaderboard's intervals)
     seeds: int = 1
+    # runs that share the CPU at once (None: `workers_here`'s rule); the results do not depend on it
+    workers: int | None = None
 
     def __post_init__(self):
         if self.preset not in ZOO_PRESETS:
@@ -196,6 +197,10 @@ class ZooConfig:
                     or not math.isfinite(self.budget_flops) or self.budget_flops <= 0):
                 raise LabError("budget_flops must be a positive number of FLOPs such as 1e13, got {budget!r}.",
                                budget=self.budget_flops)
+        if self.workers is not None and (isinstance(self.workers, bool) or not isinstance(self.workers, int)
+                                         or not 1 <= self.workers <= MAX_ZOO_WORKERS):
+            raise LabError("workers must be a whole number from 1 to {most}, got {workers!r}.", most=MAX_ZOO_WORKERS,
+                           workers=self.workers)
         if self.budget_minutes is not None:
             if self.steps is not None or self.budget_flops is not None:
                 raise LabError("Give a zoo one of steps, a FLOP budget or a wall-time budget: each decides the "
@@ -206,22 +211,37 @@ class ZooConfig:
                                "got {budget!r}.", most=MAX_BUDGET_MINUTES, budget=self.budget_minutes)
 
     @property
+    def corpus_name(self) -> str:
+        """The corpus the zoo trains on: the one given, else the preset's zoo corpus (ZOO_CORPUS), else the preset's."""
+        return self.corpus or ZOO_CORPUS.get(self.preset) or PRESET_DEFAULTS[self.preset]["corpus"]
+
+    @property
+    def flops(self) -> float | None:
+        """The training FLOPs every family gets: the given budget, else the preset's (ZOO_BUDGET_FLOPS) when neither
+        steps nor minutes are given; None under steps or minutes."""
+        if self.budget_flops is not None:
+            return float(self.budget_flops)
+        if self.steps is None and self.budget_minutes is None:
+            return ZOO_BUDGET_FLOPS[self.preset]
+        return None
+
+    @property
     def name(self) -> str:
-        """'tiny'; 'tiny-stdlib-docs' on another corpus; 'tiny-300steps' with one step count for every family;
-        'tiny-3e12flops' with one FLOP budget for every family, 'tiny-2min' with one wall-time budget.
+        """The preset, the corpus, and the budget: 'tiny-stories-1e12flops' (the default tiny zoo), 'tiny-300steps'
+        with one step count for every family on the synthetic corpus, 'tiny-stories-2min' with one wall-time budget.
 
         >>> ZooConfig().name, ZooConfig(corpus="stdlib-docs", steps=300).name, ZooConfig(corpus="synthetic").name
-        ('tiny', 'tiny-stdlib-docs-300steps', 'tiny')
+        ('tiny-stories-1e12flops', 'tiny-stdlib-docs-300steps', 'tiny-synthetic-1e12flops')
         >>> ZooConfig(budget_flops=3e12).name, ZooConfig(budget_flops=2.5e13).name, ZooConfig(budget_minutes=2).name
-        ('tiny-3e12flops', 'tiny-2.5e13flops', 'tiny-2min')
+        ('tiny-stories-3e12flops', 'tiny-stories-2.5e13flops', 'tiny-stories-2min')
+        >>> ZooConfig(preset="small").name
+        'small-stdlib-docs-2.5e13flops'
         """
-        parts = [self.preset]
-        if self.corpus is not None and self.corpus != PRESET_DEFAULTS[self.preset]["corpus"]:
-            parts.append(_slug(self.corpus))
+        parts = [self.preset, _slug(self.corpus_name)]
         if self.steps is not None:
             parts.append(f"{self.steps}steps")
-        if self.budget_flops is not None:
-            parts.append(f"{self.budget_flops:.3g}".replace("e+", "e").replace("+", "") + "flops")
+        if self.flops is not None:
+            parts.append(f"{self.flops:.3g}".replace("e+", "e").replace("+", "") + "flops")
         if self.budget_minutes is not None:
             parts.append(f"{self.budget_minutes:g}".replace(".", "p") + "min")
         return "-".join(parts)
@@ -233,24 +253,54 @@ class ZooConfig:
 
     def steps_for(self, family: str) -> int | None:
         """The steps `family` trains in this zoo; None under a budget (the run finds them out when it starts)."""
-        if self.budget_flops is not None or self.budget_minutes is not None:
-            return None
-        return self.steps or ZOO_STEPS[self.preset].get(family) or PRESET_DEFAULTS[self.preset]["steps"]
+        return self.steps
+
+    @property
+    def workers_here(self) -> int:
+        """How many of the zoo's runs share the machine at once: `workers`, else one per core (at most
+        MAX_ZOO_WORKERS) for the tiny preset on a CPU, else one."""
+        if self.workers is not None:
+            return self.workers
+        if self.preset != "tiny" or select_device(self.device).type != "cpu":
+            return 1
+        return min(MAX_ZOO_WORKERS, available_cores())
+
+    def recipe_args(self, family: str) -> list[str]:
+        """The preset's zoo recipe for `family` (ZOO_RECIPE): the learning rate and warmup for a Transformer, the
+        masking rate for a family whose objective has one.
+
+        >>> ZooConfig().recipe_args("bert"), ZooConfig().recipe_args("elmo")
+        (['--lr', '0.003', '--warmup-steps', '200', '--set', 'mask_rate=0.4'], [])
+        >>> ZooConfig().recipe_args("gpt"), ZooConfig(preset="small").recipe_args("bert")
+        (['--lr', '0.003', '--warmup-steps', '200'], [])
+        """
+        recipe = ZOO_RECIPE.get(self.preset, {})
+        if not recipe or family_record(family).kind == "rnn":
+            return []
+        args = []
+        if "lr" in recipe:
+            args += ["--lr", f"{recipe['lr']:g}"]
+        if "warmup_steps" in recipe:
+            args += ["--warmup-steps", str(int(recipe["warmup_steps"]))]
+        if "mask_rate" in recipe and family in MASK_RATE_FAMILIES:
+            args += ["--set", f"mask_rate={recipe['mask_rate']:g}"]
+        return args
 
     def trainer_args(self, family: str) -> list[str]:
-        """Evaluation and checkpoint intervals spaced to the run's length (the module docstring says why), and the
-        zoo's vocabulary size where it has one (ZOO_VOCAB_SIZE). Under a FLOP budget: the budget, and the preset's
-        intervals (the steps are not known before the run counts its FLOPs)."""
+        """The budget (FLOPs or minutes) or, with steps, evaluation and checkpoint intervals spaced to the run's
+        length (the module docstring says why); the zoo's vocabulary size where it has one (ZOO_VOCAB_SIZE); the
+        recipe (`recipe_args`). Under a budget the run spaces its evaluations itself (the steps are not known before
+        it counts its FLOPs or times its steps)."""
         steps = self.steps_for(family)
         vocabulary = ZOO_VOCAB_SIZE.get(self.preset)
-        if self.budget_flops is not None:
-            budget = ["--budget-flops", repr(float(self.budget_flops))]
+        if self.flops is not None:
+            spacing = ["--budget-flops", repr(self.flops)]
         elif self.budget_minutes is not None:
-            budget = ["--budget-minutes", repr(float(self.budget_minutes))]
-        spacing = (budget if steps is None else
-                   ["--eval-every", str(max(1, steps // EVALUATIONS_PER_RUN)),
-                    "--checkpoint-every", str(max(1, steps // CHECKPOINTS_PER_RUN))])
-        return spacing + (["--vocab-size", str(vocabulary)] if vocabulary else [])
+            spacing = ["--budget-minutes", repr(float(self.budget_minutes))]
+        else:
+            spacing = ["--eval-every", str(max(1, steps // EVALUATIONS_PER_RUN)),
+                       "--checkpoint-every", str(max(1, steps // CHECKPOINTS_PER_RUN))]
+        return spacing + (["--vocab-size", str(vocabulary)] if vocabulary else []) + self.recipe_args(family)
 
 
 DEMO_ZOO = ZooConfig()
@@ -379,9 +429,9 @@ def start_zoo(jobs: JobManager, config: ZooConfig = DEMO_ZOO) -> ZooPlan:
             member = family if config.seeds == 1 else f"{family}/seed{seed}"
             row = rows.get((family, seed))
             if row is None:
-                jobs.start(family, preset=config.preset, corpus=config.corpus, steps=config.steps_for(family),
-                           seed=seed, device=config.device, extra_args=config.trainer_args(family),
-                           zoo=config.name)
+                jobs.start(family, preset=config.preset, corpus=config.corpus_name,
+                           steps=config.steps_for(family), seed=seed, device=config.device,
+                           extra_args=config.trainer_args(family), zoo=config.name, parallel=config.workers_here)
                 started.append(member)
             elif _finished(jobs, row):
                 skipped.append(member)
@@ -475,6 +525,7 @@ def watch(store: RunStore, config: ZooConfig, *, poll_s: float = POLL_INTERVAL_S
     while True:
         progress = zoo_progress(store, config)
         now = time.monotonic()
+        due = now - last_line >= line_every_s  # a line for every running run (a zoo runs several at once)
         for index, run in enumerate(progress.runs):
             if run.run_id is None:
                 continue
@@ -482,7 +533,7 @@ def watch(store: RunStore, config: ZooConfig, *, poll_s: float = POLL_INTERVAL_S
                 watched.add(run.run_id)
             if run.state == "running":
                 started_at.setdefault(run.run_id, now)
-                if now - last_line >= line_every_s:
+                if due:
                     last_line = now
                     yield progress_line(index, len(progress.runs), run, now - started_at[run.run_id],
                                         config.seeds > 1)
@@ -503,10 +554,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--preset", default=DEMO_ZOO_PRESET, help="tiny | small | medium (default tiny)")
     p.add_argument("--families", default="all", help="all, or a comma list such as gpt,bert,t5")
     p.add_argument("--corpus", help="a built-in or imported corpus name, or a path (default: the preset's)")
-    p.add_argument("--steps", type=int, help="steps for every family (default: the zoo's table per family)")
+    p.add_argument("--steps", type=int, help="steps for every family instead of the preset's FLOP budget")
     p.add_argument("--budget-flops", type=float, metavar="F",
-                   help="instead of --steps: the training FLOPs every family may spend, e.g. 1e13; each trains the "
-                        "steps they buy at its own FLOPs per token (equal compute, not equal steps)")
+                   help="the training FLOPs every family may spend, e.g. 1e13 (default: the preset's, tiny 1e12); "
+                        "each trains the steps they buy at its own FLOPs per token (equal compute, not equal steps)")
     p.add_argument("--budget-minutes", type=float, metavar="M",
                    help="instead of --steps: the minutes of wall time every family may train, e.g. 2; each trains "
                         "the steps that fit (equal time on this machine, not equal compute)")
@@ -515,6 +566,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="runs per family, with the seeds --seed, --seed + 1, ... (default 1); the Leaderboard shows "
                         "each score's mean and 95%% interval over them")
     p.add_argument("--device", default="auto", help="auto | cpu | cuda | mps")
+    p.add_argument("--workers", type=int,
+                   help="runs that share the machine at once, one thread each (default: one per core for the tiny "
+                        "preset on a CPU, else 1)")
     p.add_argument("--home", help="the lab home (default: $PRETRAINING_LAB_HOME or ~/.pretraining-lab)")
     return p
 
@@ -530,7 +584,7 @@ def _config_from_args(args, home: Path) -> ZooConfig:
         corpus = str(Path(corpus).expanduser().resolve())
     return ZooConfig(preset=args.preset, families=parse_families(args.families), corpus=corpus, steps=args.steps,
                      seed=args.seed, device=args.device, budget_flops=args.budget_flops,
-                     budget_minutes=args.budget_minutes, seeds=args.seeds)
+                     budget_minutes=args.budget_minutes, seeds=args.seeds, workers=args.workers)
 
 
 def _raise_interrupt(signum, frame):
@@ -554,10 +608,12 @@ def main(argv: list[str] | None = None, *, trainer_command: list[str] | None = N
     began = time.monotonic()
     try:
         plan = start_zoo(jobs, config)
-        corpus = config.corpus or PRESET_DEFAULTS[config.preset]["corpus"]
-        say(f"zoo {config.name}: {len(config.families)} families on {corpus} "
-             f"({config.preset} preset) in {home}: {len(plan.queued)} queued, {len(plan.skipped)} finished "
-             f"already, {len(plan.active)} running elsewhere")
+        budget = (f"{config.flops:.3g} training FLOPs each" if config.flops is not None else
+                  f"{config.budget_minutes:g} minutes each" if config.budget_minutes is not None else
+                  f"{config.steps} steps each")
+        say(f"zoo {config.name}: {len(config.families)} families on {config.corpus_name} "
+             f"({config.preset} preset, {budget}, {config.workers_here} at a time) in {home}: "
+             f"{len(plan.queued)} queued, {len(plan.skipped)} finished already, {len(plan.active)} running elsewhere")
         for line in watch(jobs, config):
             say(line)
         jobs.wait_until_idle()  # a trainer that wrote "finished" may still be exiting

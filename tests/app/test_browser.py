@@ -23,6 +23,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from lab_models import api
 from tests.support.ports import free_port
 
 REPO = Path(__file__).resolve().parents[2]
@@ -318,13 +319,15 @@ def _serve(home: Path):
 
 @pytest.fixture(scope="module")
 def zoo_app(tmp_path_factory):
-    """The app on a lab home holding four finished demo-zoo runs (30 tiny steps each, tagged `--zoo tiny` as the demo
-    zoo tags its runs), trained in parallel by the CLI."""
+    """The app on a lab home holding four finished demo-zoo runs (30 tiny steps each on the demo zoo's corpus, tagged
+    with the demo zoo's name as the zoo tags its runs), trained in parallel by the CLI."""
     home = tmp_path_factory.mktemp("browser-zoo-home")
     processes = []
+    name = api.DEMO_ZOO.name
     for family in ZOO_FAMILIES:
         command = [sys.executable, "-m", "lab_models", "train", "--family", family, "--steps", "30", "--device", "cpu",
-                   "--zoo", "tiny", "--home", str(home), "--out", str(home / "runs" / f"zoo-tiny-{family}-browser")]
+                   "--corpus", api.DEMO_ZOO.corpus_name, "--zoo", name, "--home", str(home),
+                   "--out", str(home / "runs" / f"zoo-{name}-{family}-browser")]
         processes.append(subprocess.Popen(command, cwd=REPO, env={**os.environ, "OMP_NUM_THREADS": "1"},
                                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT))
     for family, process in zip(ZOO_FAMILIES, processes):
@@ -365,7 +368,7 @@ def test_compares_first_click_answers_in_four_columns_and_a_bad_input_leaves_the
     picked = _wait_until(lambda: [chip.text for chip in browser.find_elements(
         "css selector", "#compare-runs .token")] if len(browser.find_elements(
             "css selector", "#compare-runs .token")) == 4 else None, 40, "Compare picking the zoo's four runs")
-    assert all("zoo-tiny-" in chip for chip in picked), picked
+    assert all(f"zoo-{api.DEMO_ZOO.name}-" in chip for chip in picked), picked
     assert browser.find_element("css selector", "#compare-prompt textarea").get_attribute("value")
     _click_button(browser, "Generate")
     columns = _wait_until(lambda: _compare_columns(browser) if len(_compare_columns(browser)) == 4 else None, 90,
@@ -522,4 +525,4 @@ def test_the_leaderboard_fits_and_the_switch_draws_the_answers_again_in_chinese(
     columns = _wait_until(lambda: (lambda shown: shown if len(shown) == 4 and "续写" in shown[0]["text"] else None)(
         driver.execute_script("return [...document.querySelectorAll('#compare-output .cmp-col')].map((c) => "
                               "({text: c.innerText}))")), 60, "Compare's answers drawn again in Chinese")
-    assert all("zoo-tiny-" in column["text"] for column in columns)
+    assert all(f"zoo-{api.DEMO_ZOO.name}-" in column["text"] for column in columns)

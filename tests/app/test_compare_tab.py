@@ -100,6 +100,8 @@ def test_header_shows_family_run_step_and_bits_per_byte():
     assert "GPT-2" in head and "gpt2-tiny-x" in head and "step 1,234" in head and "<b>1.235</b> bits/byte" in head
     assert "continuation" in head
     assert "no validation yet" in header_html(title="BERT", run_id="r", step=3, val_bits_per_byte=None)
+    seeded = header_html(title="BERT", run_id="r", step=3, seed=2)
+    assert "seed 2 · step 3" in seeded and "seed" not in head  # a zoo's seed beside its step; none when unknown
     assert "<i>" not in header_html(title="<i>", run_id="<i>")
     assert latest_val_bits([{"split": "val", "bits_per_byte": 2.0}, {"split": "val", "loss": 1.0}]) == 2.0
     assert latest_val_bits([{"step": 1, "loss": 3.0}]) is None

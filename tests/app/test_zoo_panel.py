@@ -79,7 +79,7 @@ def test_start_shows_the_progress_then_the_trained_zoo(jobs, monkeypatch):
     started = updates(panel.start())
     assert started["message"] == zoo_panel.TRAINING and started["stop"]["visible"] is True
     assert started["start"]["visible"] is False
-    assert "zoo tiny-6steps" in started["progress"] and started["progress"].count('class="zoo-run ') == 2
+    assert "zoo tiny-stories-6steps" in started["progress"] and started["progress"].count('class="zoo-run ') == 2
     wait_for(lambda: api.zoo_progress(jobs, SMALL_ZOO).finished == 2, what="the fake zoo to finish")
     done = updates(panel.view(started["signature"]))  # something changed: redrawn
     assert done["message"] == zoo_panel.TRAINED

@@ -17,7 +17,7 @@ import pytest
 
 from lab_models.experiments import zoo
 from lab_models.training.jobs.manager import JobManager
-from lab_models.training.jobs.files import read_json
+from lab_models.training.jobs.files import available_cores, read_json
 from tests.support.fake_zoo_trainer import FAKE_TRAINER
 from tests.support.waiting import wait_for
 
@@ -45,8 +45,7 @@ def test_the_zoo_order_holds_every_trainable_family_once_with_the_continuation_f
 
     assert sorted(zoo.ZOO_ORDER) == sorted(TRAINED_FAMILIES) and len(zoo.ZOO_ORDER) == 17
     assert zoo.ZOO_ORDER[:4] == ("gpt", "gpt2", "bert", "t5")
-    for preset in zoo.ZOO_PRESETS:
-        assert set(zoo.ZOO_STEPS[preset]) == set(zoo.ZOO_ORDER)
+    assert set(zoo.ZOO_BUDGET_FLOPS) == set(zoo.ZOO_PRESETS)
 
 
 def test_a_zoo_config_refuses_bad_values_with_a_message():
@@ -64,16 +63,44 @@ def test_a_zoo_config_refuses_bad_values_with_a_message():
 
 def test_trainer_intervals_follow_the_run_length():
     config = zoo.ZooConfig(steps=400)
-    assert config.trainer_args("gpt") == ["--eval-every", "40", "--checkpoint-every", "100", "--vocab-size", "1024"]
+    assert config.trainer_args("elmo") == ["--eval-every", "40", "--checkpoint-every", "100", "--vocab-size", "1024"]
+    assert config.trainer_args("gpt")[6:] == ["--lr", "0.003", "--warmup-steps", "200"]  # the tiny zoo's recipe
     assert "--vocab-size" not in zoo.ZooConfig(preset="small").trainer_args("gpt")
-    assert zoo.ZooConfig().steps_for("cove") == zoo.ZOO_STEPS["tiny"]["cove"]
+    assert config.name == "tiny-stories-400steps" and config.flops is None
+
+
+def test_the_default_zoo_gives_every_family_the_presets_flops_on_the_stories_language():
+    config = zoo.ZooConfig()
+    assert config.name == "tiny-stories-1e12flops" and config.corpus_name == "stories"
+    assert config.flops == zoo.ZOO_BUDGET_FLOPS["tiny"] == 1e12
+    assert {config.steps_for(family) for family in zoo.ZOO_ORDER} == {None}  # each run counts its own steps
+    for family in zoo.ZOO_ORDER:
+        args = config.trainer_args(family)
+        assert args[:4] == ["--budget-flops", "1000000000000.0", "--vocab-size", "1024"], family
+    # the recipe: the same learning rate and warmup for every Transformer, 40% masking where the objective masks
+    assert config.trainer_args("bert")[4:] == ["--lr", "0.003", "--warmup-steps", "200", "--set", "mask_rate=0.4"]
+    assert config.trainer_args("xlnet")[4:] == ["--lr", "0.003", "--warmup-steps", "200"]
+    assert config.trainer_args("cove")[4:] == []  # the RNN era keeps the preset's
+    small = zoo.ZooConfig(preset="small")
+    assert small.name == "small-stdlib-docs-2.5e13flops" and small.trainer_args("bert") == ["--budget-flops",
+                                                                                           "25000000000000.0"]
+    assert zoo.ZooConfig(corpus="synthetic").name == "tiny-synthetic-1e12flops"
+
+
+def test_the_tiny_zoo_shares_the_cpu_between_one_thread_workers():
+    assert zoo.ZooConfig(device="cpu").workers_here == min(zoo.MAX_ZOO_WORKERS, available_cores())
+    assert zoo.ZooConfig(device="cpu", workers=3).workers_here == 3
+    assert zoo.ZooConfig(preset="small", device="cpu").workers_here == 1
+    for bad in (0, 9, True, 1.5):
+        with pytest.raises(ValueError, match="workers must be a whole number from 1 to 8"):
+            zoo.ZooConfig(workers=bad)
 
 
 def test_a_flop_budget_zoo_gives_every_family_the_budget_instead_of_steps():
     config = zoo.ZooConfig(budget_flops=3e12)
-    assert config.name == "tiny-3e12flops" and config.steps_for("gpt") is None
+    assert config.name == "tiny-stories-3e12flops" and config.steps_for("gpt") is None
     # the trainer finds its steps; the preset's intervals, as the steps are not known before it counts its FLOPs
-    assert config.trainer_args("bert") == ["--budget-flops", "3000000000000.0", "--vocab-size", "1024"]
+    assert config.trainer_args("bert")[:4] == ["--budget-flops", "3000000000000.0", "--vocab-size", "1024"]
     with pytest.raises(ValueError, match="not both"):
         zoo.ZooConfig(steps=10, budget_flops=1e12)
     for bad in (0, -1e12, float("nan"), float("inf"), True, "1e12"):
@@ -83,14 +110,41 @@ def test_a_flop_budget_zoo_gives_every_family_the_budget_instead_of_steps():
 
 def test_a_wall_time_zoo_gives_every_family_the_same_minutes():
     config = zoo.ZooConfig(budget_minutes=1.5)
-    assert config.name == "tiny-1p5min" and config.steps_for("t5") is None
-    assert config.trainer_args("gpt") == ["--budget-minutes", "1.5", "--vocab-size", "1024"]
+    assert config.name == "tiny-stories-1p5min" and config.steps_for("t5") is None and config.flops is None
+    assert config.trainer_args("gpt")[:4] == ["--budget-minutes", "1.5", "--vocab-size", "1024"]
     for mixed in (dict(steps=10), dict(budget_flops=1e12)):
         with pytest.raises(ValueError, match="one of steps, a FLOP budget or a wall-time budget"):
             zoo.ZooConfig(budget_minutes=2, **mixed)
     for bad in (0, -1, float("nan"), True, "2", 1e9):
         with pytest.raises(ValueError, match="number of minutes above 0"):
             zoo.ZooConfig(budget_minutes=bad)
+
+
+def test_a_zoo_of_two_workers_runs_two_families_at_once_with_a_thread_each_and_a_plain_run_waits(tmp_path,
+                                                                                                fake_trainer):
+    jobs = JobManager(tmp_path / "home", trainer_command=fake_trainer, stop_timeout_s=5, poll_interval_s=0.05,
+                      env={"FAKE_DELAY": "0.1"})
+    try:
+        config = zoo.ZooConfig(families=("gpt", "bert", "t5"), steps=8, device="cpu", workers=2)
+        zoo.start_zoo(jobs, config)
+        plain = jobs.start("gpt", steps=3, device="cpu")  # parallel=1: it never shares the CPU
+        seen: list[set[str]] = []
+
+        def running() -> set[str]:
+            now = {row["run_id"] for row in jobs.list_runs() if jobs.status(row["run_id"])["state"] == "running"}
+            seen.append(now)
+            return now
+
+        wait_for(lambda: len(running()) == 2, what="two of the zoo's runs running at once")
+        wait_for(lambda: jobs.status(plain)["state"] == "finished", timeout=60, what="the plain run to finish")
+        assert all(len(now) <= 2 for now in seen) and not any(plain in now and len(now) > 1 for now in seen), seen
+        rows = zoo.zoo_rows(jobs, config.name)
+        threads = {read_json(jobs.runs_dir / row["run_id"] / "config.json")["threads"] for row in rows.values()}
+        assert threads == {str(max(1, available_cores() // 2))}
+        assert read_json(jobs.runs_dir / plain / "config.json")["threads"] == os.environ.get("OMP_NUM_THREADS")
+        assert {read_json(jobs.runs_dir / row["run_id"] / "job.json")["parallel"] for row in rows.values()} == {2}
+    finally:
+        jobs.close(timeout=5)
 
 
 def test_start_zoo_tags_runs_and_a_second_call_skips_the_finished_ones(manager):
@@ -200,7 +254,7 @@ def test_the_cli_prints_a_line_per_run_and_ctrl_c_stops_it_so_that_the_next_call
     assert "2 queued, 0 finished already" in lines[0]
     assert any(line.startswith("[ 1/2] GPT") and "finished" in line and "60/60" in line for line in lines)
     assert any(line.startswith("[ 2/2] BERT") and "finished" in line for line in lines)
-    assert lines[-1].startswith("zoo tiny-60steps: 2 of 2 runs finished")
+    assert lines[-1].startswith("zoo tiny-stories-60steps: 2 of 2 runs finished")
     third = subprocess.run(_cli(home, fake_trainer, "--families", "gpt,bert", "--steps", "60"), cwd=REPO, env=env,
                            capture_output=True, text=True, timeout=60)
     assert third.returncode == 0 and "0 queued, 2 finished already" in third.stdout
@@ -222,14 +276,14 @@ def test_the_real_zoo_trains_two_families_into_ordinary_runs(tmp_path):
     assert result.returncode == 0, result.stderr
     for run_dir in (home / "runs").glob("zoo-*"):
         config = json.loads((run_dir / "config.json").read_text())
-        assert config["zoo"] == "tiny-3steps" and config["train"]["zoo"] == "tiny-3steps"
+        assert config["zoo"] == "tiny-stories-3steps" and config["train"]["zoo"] == "tiny-stories-3steps"
         assert (run_dir / "model.safetensors").is_file()
-    assert len(list((home / "runs").glob("zoo-tiny-3steps-*"))) == 2
+    assert len(list((home / "runs").glob("zoo-tiny-stories-3steps-*"))) == 2
     # the Leaderboard ranks the zoo's runs alone
     from lab_models import api
 
-    frame = api.leaderboard(home, zoo="tiny-3steps", max_examples=4)
-    assert sorted(frame["family"]) == ["gpt", "t5"] and frame.attrs["settings"]["zoo"] == "tiny-3steps"
+    frame = api.leaderboard(home, zoo="tiny-stories-3steps", max_examples=4)
+    assert sorted(frame["family"]) == ["gpt", "t5"] and frame.attrs["settings"]["zoo"] == "tiny-stories-3steps"
     with pytest.raises(ValueError, match="No run of the zoo 'tiny'"):
         api.leaderboard(home, zoo="tiny")
 
@@ -243,10 +297,10 @@ def test_a_budget_zoo_trains_each_family_the_steps_the_same_flops_buy(tmp_path):
                             timeout=300)
     assert result.returncode == 0, result.stderr
     spent = {}
-    for run_dir in (home / "runs").glob("zoo-tiny-1e10flops-*"):
+    for run_dir in (home / "runs").glob("zoo-tiny-stories-1e10flops-*"):
         config = json.loads((run_dir / "config.json").read_text())
         budget = config["budget"]
-        assert config["zoo"] == "tiny-1e10flops" and budget["flops"] == 1e10
+        assert config["zoo"] == "tiny-stories-1e10flops" and budget["flops"] == 1e10
         assert budget["steps"] * budget["flops_per_step"] <= 1e10 < (budget["steps"] + 1) * budget["flops_per_step"]
         assert json.loads((run_dir / "status.json").read_text())["step"] == budget["steps"]
         spent[config["train"]["family"]] = budget["steps"]

@@ -35,7 +35,8 @@ FAKE_TRAINER = textwrap.dedent('''
     stop = []
     signal.signal(signal.SIGTERM, lambda *a: stop.append(1))
     start = json.load(open(os.path.join(out, "checkpoint", "latest.json")))["step"] if args.resume else 0
-    json.dump({"family": args.family, "preset": args.preset, "zoo": args.zoo, "resumed_from": start},
+    json.dump({"family": args.family, "preset": args.preset, "zoo": args.zoo, "resumed_from": start,
+               "threads": os.environ.get("OMP_NUM_THREADS")},
               open(os.path.join(out, "config.json"), "w"))
     for step in range(start + 1, args.steps + 1):
         if stop:

@@ -12,7 +12,9 @@ read-only part is `RunStore`, which anything may create: it starts and changes n
   (lab_models/experiments/zoo.py: `zoo=NAME` tags job.json and the trainer's config.json).
 * A supervisor thread launches queued jobs: at most `max_concurrent_per_device` run at a time on each device (cpu,
   cuda, mps; "auto" counts as the device it resolves to), in the order they were queued. A job for a free device does
-  not wait behind jobs for a busy one. Each job is a subprocess in its own session (so a signal reaches the trainer
+  not wait behind jobs for a busy one. Jobs started with `parallel=N` (the tiny zoo's) may share a device N at a
+  time when every job on it allows as much, each with its share of the cores as torch threads (OMP_NUM_THREADS).
+  Each job is a subprocess in its own session (so a signal reaches the trainer
   and everything it started, e.g. torchrun workers), with stdout and stderr appended to `<run_dir>/worker.log`.
   Training therefore never runs in the server process, and the page stays responsive.
 * `stop(run_id)`: a queued job leaves the queue ("stopped"); a running one gets SIGTERM, which makes the trainer
@@ -73,10 +75,17 @@ from lab_models.training.jobs.unwritten import UnwrittenStatuses
 from lab_models.training.jobs.files import (DEVICES, ACTIVE_STATES, TERMINAL_STATES, STATUS_FILE, JOB_FILE,
                                             CONFIG_FILE, LOG_FILE, RUN_ID_PATTERN, PACKAGE_ROOT, WORKER_NICENESS,
                                             default_trainer_command, resolve_device_key, read_json, log_tail,
-                                            signal_name, process_alive, lower_priority, Job)
+                                            signal_name, process_alive, lower_priority, threads_per_job,
+                                            MAX_PARALLEL, Job)
 from lab_models.training.jobs.store import RunStore
 
 logger = logging.getLogger(__name__)
+
+def _parallel_of(request: Mapping) -> int:
+    """job.json's "parallel" (1 when absent or not a sensible count)."""
+    value = request.get("parallel", 1)
+    return value if isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= MAX_PARALLEL else 1
+
 
 class JobManager(RunStore):
     """Queue, launch, stop and resume training runs; see the module docstring. Thread-safe."""
@@ -110,11 +119,13 @@ class JobManager(RunStore):
     def start(self, family: str, preset: str = "tiny", corpus: str | None = None, steps: int | None = None,
               seed: int = 0, device: str = "auto", objectives: Mapping[str, float] | None = None,
               settings: Mapping[str, object] | None = None, tokenizer: str | None = None,
-              extra_args: Sequence[str] = (), zoo: str | None = None) -> str:
+              extra_args: Sequence[str] = (), zoo: str | None = None, parallel: int = 1) -> str:
         """Create the run folder, write status "queued" and queue the job; return the run id. `zoo` tags the run
-        as a member of that zoo (job.json "zoo", the trainer's --zoo, run id "zoo-<zoo>-<family>-...")."""
+        as a member of that zoo (job.json "zoo", the trainer's --zoo, run id "zoo-<zoo>-<family>-..."). `parallel`
+        lets up to that many such jobs share the device at once, each with its share of the cores as threads (see
+        `_allowed_on_device`); job.json keeps it, so a resume runs the same way."""
         request = self._validated_request(family, preset, corpus, steps, seed, device, objectives, settings,
-                                          tokenizer, extra_args, zoo)
+                                          tokenizer, extra_args, zoo, parallel)
         with self._lock:
             if self._closed:
                 raise LabError("The job manager is shut down; restart the app to train.")
@@ -126,7 +137,7 @@ class JobManager(RunStore):
             self._write_status(run_dir, {"state": "queued", "step": 0, "total_steps": request["steps"],
                                          "message": Message("queued"), "pid": None})
             job = Job(run_id, run_dir, self.trainer_args(request, run_dir), resolve_device_key(request["device"]),
-                      queued_at=now)
+                      queued_at=now, parallel=request.get("parallel", 1))
             self._queue.append(job)
             logger.info("queued %s on %s", run_id, job.device_key)
             self._wake.notify_all()
@@ -227,7 +238,8 @@ class JobManager(RunStore):
             args = self.trainer_args(request, run_dir)
             if self.has_checkpoint(run_id):
                 args.append("--resume")
-            job = Job(run_id, run_dir, args, resolve_device_key(request.get("device", "auto")), queued_at=time.time())
+            job = Job(run_id, run_dir, args, resolve_device_key(request.get("device", "auto")), queued_at=time.time(),
+                      parallel=_parallel_of(request))
             self._write_status(run_dir, {"state": "queued", "message": Message("queued to resume"), "pid": None,
                                          "interrupted": False})
             self._queue.append(job)
@@ -401,16 +413,23 @@ class JobManager(RunStore):
                     logger.exception("job supervisor error")
                 self._wake.wait(self.poll_interval_s)
 
+    def _allowed_on_device(self, job: Job, running: Sequence[Job]) -> int:
+        """How many jobs may run on `job`'s device if `job` joins `running` (the jobs already there): the manager's
+        limit, or more when `job` and every running job allow sharing (`Job.parallel`, the smallest of them)."""
+        shared = min([job.parallel] + [other.parallel for other in running])
+        return max(self.max_concurrent_per_device, shared)
+
     def _launch_ready(self) -> None:
-        busy: dict[str, int] = {}
+        running: dict[str, list[Job]] = {}
         for job in self._running.values():
-            busy[job.device_key] = busy.get(job.device_key, 0) + 1
+            running.setdefault(job.device_key, []).append(job)
         for job in list(self._queue):
-            if busy.get(job.device_key, 0) >= self.max_concurrent_per_device:
+            there = running.setdefault(job.device_key, [])
+            if len(there) >= self._allowed_on_device(job, there):
                 continue
             self._queue.remove(job)
             if self._launch(job):
-                busy[job.device_key] = busy.get(job.device_key, 0) + 1
+                there.append(job)
 
     def _launch(self, job: Job) -> bool:
         command = list(job.command) if job.command is not None else self.trainer_command + job.args
@@ -420,6 +439,8 @@ class JobManager(RunStore):
         env = dict(os.environ)
         env.update(self.env)
         env["PYTHONUNBUFFERED"] = "1"
+        if job.parallel > 1:  # torch's intra-op threads: its share of the cores, so that the jobs do not contend
+            env["OMP_NUM_THREADS"] = str(threads_per_job(job.parallel))
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(PACKAGE_ROOT), env.get("PYTHONPATH", "")) if p)
         try:
             with open(job.run_dir / LOG_FILE, "ab") as log:

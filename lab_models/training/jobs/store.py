@@ -20,7 +20,7 @@ from lab_models.home import lab_home
 from lab_models.home import inside, plain_name, shown
 from lab_models.training.jobs.files import (ETA_ROWS, PRESETS, DEVICES, ACTIVE_STATES, STATUS_FILE, JOB_FILE,
                                             CONFIG_FILE, METRICS_FILE, JOB_FOLDERS, RUN_ID_PATTERN, SETTING_KEY_PATTERN,
-                                            ZOO_NAME_PATTERN, format_value, read_json, process_alive, finite_number,
+                                            ZOO_NAME_PATTERN, MAX_PARALLEL, format_value, read_json, process_alive, finite_number,
                                             nested_value, config_steps, eta_seconds)
 from lab_models.training.runs import has_checkpoint
 from lab_models.training.config import check_seed, check_steps
@@ -217,7 +217,7 @@ class RunStore:
     # ------------------------------------------------------------------ arguments
     @staticmethod
     def _validated_request(family, preset, corpus, steps, seed, device, objectives, settings, tokenizer,
-                           extra_args, zoo=None) -> dict:
+                           extra_args, zoo=None, parallel: int = 1) -> dict:
         if not isinstance(family, str) or not re.fullmatch(r"[a-z][a-z0-9_]*", family or ""):
             raise LabError("family must be a family name such as 'bert', got {family!r}.", family=family)
         if preset not in PRESETS:
@@ -264,6 +264,11 @@ class RunStore:
         request = {"family": family, "preset": preset, "corpus": corpus.strip() if corpus else None, "steps": steps,
                    "seed": int(seed), "device": device, "objectives": weights, "settings": values,
                    "tokenizer": tokenizer.strip() if tokenizer else None, "extra_args": extra}
+        if isinstance(parallel, bool) or not isinstance(parallel, int) or not 1 <= parallel <= MAX_PARALLEL:
+            raise LabError("parallel must be a whole number of jobs from 1 to {most}, got {parallel!r}.",
+                           most=MAX_PARALLEL, parallel=parallel)
+        if parallel > 1:
+            request["parallel"] = parallel
         return {**request, "zoo": zoo} if zoo else request
 
     def trainer_args(self, request: Mapping, run_dir: Path) -> list[str]:

@@ -11,7 +11,6 @@ anything is queued. The families that can train are `checks.trainable_families`.
 """
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 import torch
@@ -33,7 +32,7 @@ from lab_models.text.tokenizer_kinds import TOKENIZER_KINDS
 from lab_models.training import flops as _flops, matmul_probe as _matmul_probe, performance as _performance
 from lab_models.training import init_from as _init_from
 from lab_models.training import runs as _runs
-from lab_models.training.config import MAX_BUDGET_MINUTES, parse_model_overrides
+from lab_models.training.config import check_budget_flops, check_budget_minutes, parse_model_overrides
 from lab_models.training.device import describe_device, select_device
 from lab_models.training.jobs import files as _files
 from lab_models.training.jobs import manager as _jobs
@@ -172,14 +171,10 @@ def _budget_arguments(steps, budget_flops, budget_minutes) -> list[str]:
     if len(given) > 1:
         raise LabError("Give steps, a FLOP budget or a budget in minutes, not {given}: each decides how long the run "
                        "trains.", given=" and ".join(given))
-    for flag, value, most in (("--budget-flops", budget_flops, math.inf),
-                              ("--budget-minutes", budget_minutes, MAX_BUDGET_MINUTES)):
-        if value is None:
-            continue
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
-                or not 0 < value <= most:
-            raise LabError("{flag} must be a positive number, got {value!r}.", flag=flag, value=value)
-        return [flag, repr(float(value))]
+    if budget_flops is not None:
+        return ["--budget-flops", repr(check_budget_flops(budget_flops))]
+    if budget_minutes is not None:
+        return ["--budget-minutes", repr(check_budget_minutes(budget_minutes))]
     return []
 
 

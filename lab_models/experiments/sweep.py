@@ -70,7 +70,7 @@ from lab_models.models.family import build_model
 from lab_models.models.family import family_model_config
 from lab_models.objectives import objective_module
 from lab_models.families import RNN_FAMILIES
-from lab_models.training.config import MAX_BUDGET_MINUTES, MAX_STEPS, PRESET_DEFAULTS
+from lab_models.training.config import MAX_STEPS, PRESET_DEFAULTS, check_budget_flops, check_budget_minutes
 from lab_models.text.vocab import VocabInfo
 from lab_models.models.family import model_config_from_dict
 from lab_models.models.switch import parameter_counts
@@ -279,11 +279,6 @@ def trainer_arguments(config: SweepConfig, size: SizeSpec, variant: str) -> list
     return args
 
 
-def _positive(value, most: float = math.inf) -> bool:
-    return (not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
-            and 0 < value <= most)
-
-
 def check_config(config: SweepConfig) -> list[SizeSpec]:
     """The sizes, after checking that every (size, variant) builds a valid model (on the meta device: no memory).
     ValueError with the trainer's own message otherwise."""
@@ -307,12 +302,10 @@ def check_config(config: SweepConfig) -> list[SizeSpec]:
                                      or not 1 <= config.steps <= MAX_STEPS):
         raise LabError("--steps must be a whole number from 1 to {max_steps:,}, got {steps!r}",
                        max_steps=MAX_STEPS, steps=config.steps)
-    if config.budget_flops is not None and not _positive(config.budget_flops):
-        raise LabError("--budget-flops must be a positive number of FLOPs such as 1e13, got {value}",
-                       value=config.budget_flops)
-    if config.budget_minutes is not None and not _positive(config.budget_minutes, MAX_BUDGET_MINUTES):
-        raise LabError("--budget-minutes must be a number of minutes above 0 and at most {most:,}, such as 5, got "
-                       "{value}", most=MAX_BUDGET_MINUTES, value=config.budget_minutes)
+    if config.budget_flops is not None:
+        check_budget_flops(config.budget_flops)
+    if config.budget_minutes is not None:
+        check_budget_minutes(config.budget_minutes)
     if config.max_minutes is not None and not config.max_minutes > 0:
         raise LabError("--max-minutes must be above 0, got {max_minutes!r}", max_minutes=config.max_minutes)
     sizes = parse_sizes(",".join(config.sizes))

@@ -53,7 +53,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import math
 import re
 import signal
 import sys
@@ -70,7 +69,8 @@ from lab_models.training.jobs.manager import JobManager
 from lab_models.training.jobs.store import RunStore
 from lab_models.models.family import TRAINED_FAMILIES
 from lab_models.training.runs import MODEL_FILE
-from lab_models.training.config import MAX_BUDGET_MINUTES, MAX_STEPS, PRESET_DEFAULTS, check_seed
+from lab_models.training.config import (MAX_STEPS, PRESET_DEFAULTS, check_budget_flops, check_budget_minutes,
+                                         check_seed)
 from lab_models.training.console import OneLineParser, say, say_error
 from lab_models.text.corpus_sources import open_corpus
 from lab_models.training.device import select_device
@@ -193,10 +193,7 @@ class ZooConfig:
         if self.budget_flops is not None:
             if self.steps is not None:
                 raise LabError("Give a zoo steps or a FLOP budget, not both: the budget decides each family's steps.")
-            if (isinstance(self.budget_flops, bool) or not isinstance(self.budget_flops, (int, float))
-                    or not math.isfinite(self.budget_flops) or self.budget_flops <= 0):
-                raise LabError("budget_flops must be a positive number of FLOPs such as 1e13, got {budget!r}.",
-                               budget=self.budget_flops)
+            check_budget_flops(self.budget_flops, "budget_flops")
         if self.workers is not None and (isinstance(self.workers, bool) or not isinstance(self.workers, int)
                                          or not 1 <= self.workers <= MAX_ZOO_WORKERS):
             raise LabError("workers must be a whole number from 1 to {most}, got {workers!r}.", most=MAX_ZOO_WORKERS,
@@ -205,10 +202,7 @@ class ZooConfig:
             if self.steps is not None or self.budget_flops is not None:
                 raise LabError("Give a zoo one of steps, a FLOP budget or a wall-time budget: each decides the "
                                "steps.")
-            if (isinstance(self.budget_minutes, bool) or not isinstance(self.budget_minutes, (int, float))
-                    or not math.isfinite(self.budget_minutes) or not 0 < self.budget_minutes <= MAX_BUDGET_MINUTES):
-                raise LabError("budget_minutes must be a number of minutes above 0 and at most {most:,}, such as 2, "
-                               "got {budget!r}.", most=MAX_BUDGET_MINUTES, budget=self.budget_minutes)
+            check_budget_minutes(self.budget_minutes, "budget_minutes")
 
     @property
     def corpus_name(self) -> str:

@@ -44,7 +44,8 @@ from lab_models.home import lab_home
 from lab_models.objectives import objective_module
 from lab_models.training.performance import parse_performance_overrides
 from lab_models.text.tokenizer_kinds import MAX_VOCAB_SIZE, TOKENIZER_KINDS
-from lab_models.training.config import (MAX_BUDGET_MINUTES, MAX_SEED, MAX_STEPS, PRESET_DEFAULTS, RESUME_OVERRIDABLE, TrainConfig, parse_objectives,
+from lab_models.training.config import (MAX_SEED, MAX_STEPS, PRESET_DEFAULTS, RESUME_OVERRIDABLE, TrainConfig,
+                                        check_budget_flops, check_budget_minutes, parse_objectives,
                                         parse_model_overrides)
 from lab_models.objectives.settings import settings_with_overrides, settings_to_dict
 from lab_models.text.vocab import NUM_LAB_SENTINELS
@@ -195,15 +196,11 @@ def config_from_args(args) -> tuple[TrainConfig, CorpusSource]:
     if budget_flops is not None:
         if args.steps is not None:
             raise LabError("give --steps or --budget-flops, not both: a budget decides the steps itself")
-        if not (math.isfinite(budget_flops) and budget_flops > 0):
-            raise LabError("--budget-flops must be a positive number of FLOPs such as 1e13, got {value}",
-                           value=budget_flops)
+        check_budget_flops(budget_flops)
     if budget_minutes is not None:
         if args.steps is not None:
             raise LabError("give --steps or --budget-minutes, not both: a budget decides the steps itself")
-        if not (math.isfinite(budget_minutes) and 0 < budget_minutes <= MAX_BUDGET_MINUTES):
-            raise LabError("--budget-minutes must be a number of minutes above 0 and at most {most:,}, such as 5, "
-                           "got {value}", most=MAX_BUDGET_MINUTES, value=budget_minutes)
+        check_budget_minutes(budget_minutes)
     check_at_most("vocab_size", args.vocab_size, MAX_VOCAB_SIZE)
     check_at_most("seed", args.seed, MAX_SEED)
     check_at_least("seq_len", args.seq_len, 2)

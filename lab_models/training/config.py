@@ -152,6 +152,33 @@ MAX_BUDGET_MINUTES = 7 * 24 * 60  # a week
 CALIBRATION_STEPS = 20  # a wall-time budget times this many steps after the first (which pays for warming up)
 
 
+def check_budget_flops(value, name: str = "--budget-flops") -> float:
+    """A FLOP budget as a float; LabError naming `name` (the flag or field the value came from) unless it is a
+    positive, finite number. The one check of a FLOP budget, for train, the zoo, sweeps and the API.
+
+    >>> check_budget_flops(3e12), check_budget_flops(10 ** 13)
+    (3000000000000.0, 10000000000000.0)
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        raise LabError("{name} must be a positive number of FLOPs such as 1e13, got {value!r}.", name=name,
+                       value=value)
+    return float(value)
+
+
+def check_budget_minutes(value, name: str = "--budget-minutes") -> float:
+    """A wall-time budget in minutes as a float; LabError naming `name` unless it is above 0 and at most
+    MAX_BUDGET_MINUTES. The one check of a minutes budget, for train, the zoo, sweeps and the API.
+
+    >>> check_budget_minutes(2), check_budget_minutes(0.5)
+    (2.0, 0.5)
+    """
+    if (isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)
+            or not 0 < value <= MAX_BUDGET_MINUTES):
+        raise LabError("{name} must be a number of minutes above 0 and at most {most:,}, such as 5, got {value!r}.",
+                       name=name, most=MAX_BUDGET_MINUTES, value=value)
+    return float(value)
+
+
 def steps_for_minutes(budget_minutes: float, elapsed_s: float, step: int, seconds_per_step: float) -> int:
     """The whole steps a wall-time budget allows: `step` steps are done after `elapsed_s` seconds of training, and
     each further one takes `seconds_per_step`; at least one more step (whose evaluation ends the run), at most

@@ -114,8 +114,14 @@ def run_label(row: dict) -> str:
 
 
 def run_title(result: dict) -> str:
-    """"GPT · gpt-tiny-... · step 30" for a column head."""
+    """"GPT · gpt-tiny-... · step 30" for a column head; a run of a seed other than 0 (a zoo's second seed) says it.
+
+    >>> run_title({"title": "BERT", "run_id": "r", "step": 30, "seed": 1})
+    'BERT · r · seed 1 · step 30'
+    """
     parts = [result.get("title") or result.get("family") or "", result.get("run_id") or ""]
+    if result.get("seed"):
+        parts.append(tr("compare.header_seed", seed=result["seed"]))
     if result.get("step") is not None:
         parts.append(tr("understand.fig_step", step=f"{int(result['step']):,}"))
     return " · ".join(p for p in parts if p)

@@ -63,7 +63,7 @@ class LensView(RunPicking):
                                                    total=len(run_ids)))
             row = rows.get(run_id, {})
             result = {"run_id": run_id, "family": row.get("family") or "", "title": row.get("family") or "",
-                      "step": row.get("weights_step", row.get("step"))}
+                      "step": row.get("weights_step", row.get("step")), "seed": row.get("seed")}
             try:
                 frame = api.logit_lens(self.jobs.run_dir(run_id), str(sentence), top_k=top_k)
                 result.update(frame=frame, step=frame.attrs.get("step"))

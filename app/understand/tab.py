@@ -153,7 +153,7 @@ class UnderstandView:
         except ValueError:
             title = family
         return {"run_id": run_id, "family": family, "title": title,
-                "step": row.get("weights_step", row.get("step"))}
+                "step": row.get("weights_step", row.get("step")), "seed": row.get("seed")}
 
     # ------------------------------------------------------------------ fill-mask
     def fill_mask(self, run_ids, text, top_k=DEFAULT_TOP_K, progress=gr.Progress()):

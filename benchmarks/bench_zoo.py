@@ -40,7 +40,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from anywhere, as the other benchmarks
 
 from lab_models import api
-from lab_models.inference.context_scores import blank_scores, continuation_scores  # noqa: E402
+from lab_models.inference.context_scores import (blank_scores, continuation_scores, span_scores,  # noqa: E402
+                                                  translation_scores)
+from lab_models.text.stories import parse_sentence  # noqa: E402
 from lab_models.text import synthetic  # noqa: E402
 from lab_models.text.story_tasks import baseline_table  # noqa: E402
 from lab_models.training.jobs.manager import JobManager  # noqa: E402
@@ -51,6 +53,7 @@ TARGET_ZOO_S = 600.0
 TARGET_ZOO_FAST_S = 300.0  # the tiny zoo with the CPU's faster defaults
 TARGET_FIRST_COMPARISON_S = 180.0
 PROMPT = "the small cat"
+COMPARE_PROMPT = "a doctor guards two judges . they"  # the Compare tab's default prompt (app/compare/tab.py)
 BLANKS = 48
 BLANK_TAGS = ("NOUN", "DET", "VERB", "PUNCT")  # the easy blanks: a noun, a determiner, a verb, the final "."
 
@@ -152,7 +155,7 @@ MASKED_LM_FAMILIES = ("bert", "roberta", "albert", "spanbert", "electra", "mpnet
 CONTINUING_FAMILIES = ("gpt", "gpt2")
 
 
-def context_quality(home: Path, config: ZooConfig) -> None:
+def context_quality(home: Path, config: ZooConfig, finetune_tasks=(), workers: int = 1) -> None:
     """The zoo on the "stories" language's context tasks, beside their trivial baselines and the issue's targets:
     reference blanks (the noun of "the NOUN" pointing to a story character) at 2x the best baseline for every masked
     LM, agreement blanks beside theirs, GPT's and GPT-2's continuations parsing 90% of the time."""
@@ -183,6 +186,174 @@ def context_quality(home: Path, config: ZooConfig) -> None:
                 f"missed by {TARGET_PARSE_RATE - continuation.parse_rate:.2f}"
             print(f"{_label(run)} continuations: {continuation.parse_rate:.0%} of {continuation.sentences} complete "
                   f"sentences parse (target >= {TARGET_PARSE_RATE:.0%}: {verdict}); e.g. {continuation.example!r}")
+    span_quality(home, finished)
+    translation_quality(home, finished)
+    probe_quality(home, finished)
+    compare_quality(home, finished, COMPARE_PROMPT)
+    if finetune_tasks:
+        finetune_quality(home, finished, finetune_tasks, workers)
+
+
+TARGET_SPAN_RATIO = 2.0  # the span-infilling families fill held-out spans at 2x the best trivial baseline
+SPAN_FAMILIES = ("t5", "glm", "mass", "unilm")
+TRANSLATION_FAMILIES = ("mass", "t5", "cove")  # beat copying the source in BLEU
+TARGET_SELECTIVITY = 0.05  # every family's best probe layer beats its random-init control by this on a context task
+CONTEXT_PROBE_TASKS = ("ambiguous_tags", "antecedent", "subject_number")
+COMPARE_FAMILIES = ("gpt", "gpt2", "bert", "t5")  # the Compare tab's default columns
+
+
+def span_quality(home: Path, runs) -> None:
+    """The span-infilling families on held-out "the NOUN" spans, beside story_tasks' span baselines."""
+    baselines = baseline_table().set_index("task").loc["reference_span"]
+    best = float(baselines["best_baseline"])
+    print(f"\nspans: the two words \"the NOUN\" of held-out reference blanks, hidden whole, filled by infill "
+          f"(baselines: majority {baselines['majority']:.3f}, bigram {baselines['bigram']:.3f}, trigram "
+          f"{baselines['trigram']:.3f}, both sides {baselines['both_sides']:.3f}; target >= "
+          f"{TARGET_SPAN_RATIO:.0f}x {best:.3f})")
+    print(f"{'run':12s} {'exact':>6s} {'x best':>7s} {'noun':>6s}")
+    for run in runs:
+        if run.family not in SPAN_FAMILIES:
+            continue
+        scores = span_scores(home / "runs" / run.run_id)
+        if scores is None:
+            continue
+        ratio = scores.accuracy / best
+        verdict = "met" if ratio >= TARGET_SPAN_RATIO else f"missed by {TARGET_SPAN_RATIO - ratio:.1f}x"
+        print(f"{_label(run):12s} {scores.accuracy:6.3f} {ratio:7.1f} {scores.noun_accuracy:6.3f}   {verdict}; "
+              f"most frequent fills {scores.top_answers}")
+
+
+def translation_quality(home: Path, runs) -> None:
+    """The translating families' BLEU on held-out sentence pairs of the stories, beside copying the source."""
+    print("\ntranslation: BLEU (sacrebleu, Chinese per character) of greedy translations of 120 held-out stories "
+          "sentences, beside copying the English source (target: above it)")
+    print(f"{'run':12s} {'BLEU':>6s} {'copy':>6s} {'chrF':>6s}")
+    for run in runs:
+        if run.family not in TRANSLATION_FAMILIES:
+            continue
+        scores = translation_scores(home / "runs" / run.run_id)
+        if scores is None:
+            continue
+        verdict = "met" if scores.bleu > scores.copy_bleu else \
+            f"missed by {scores.copy_bleu - scores.bleu:.1f} BLEU"
+        english, reference, translation = scores.example
+        print(f"{_label(run):12s} {scores.bleu:6.1f} {scores.copy_bleu:6.1f} {scores.chrf:6.1f}   {verdict}; "
+              f"{english!r} -> {translation!r} (reference {reference!r})")
+
+
+def probe_quality(home: Path, runs) -> None:
+    """Every run's best probe layer on the stories' context tasks against the best layer of its random-init
+    control (the same architecture and seed, untrained)."""
+    print(f"\nprobes on the context tasks: the best layer's accuracy, the best layer of the random-init control, and "
+          f"the difference (target: >= {TARGET_SELECTIVITY} on at least one task)")
+    print(f"{'run':12s} " + " ".join(f"{task:>24s}" for task in CONTEXT_PROBE_TASKS) + "   verdict")
+    for run in runs:
+        cells, margins = [], []
+        for task in CONTEXT_PROBE_TASKS:
+            try:
+                frame = api.probe_layers(home / "runs" / run.run_id, task)
+            except ValueError as error:
+                cells.append(f"{'—':>24s}")
+                print(f"  {_label(run)} {task}: {error}")
+                continue
+            trained, control = float(frame["accuracy"].max()), float(frame["control"].max())
+            margins.append(trained - control)
+            cells.append(f"{trained:.3f} vs {control:.3f} ({trained - control:+.3f})".rjust(24))
+        best = max(margins, default=float("nan"))
+        verdict = "met" if best >= TARGET_SELECTIVITY else f"missed by {TARGET_SELECTIVITY - best:.3f}"
+        print(f"{_label(run):12s} " + " ".join(cells) + f"   {verdict}")
+
+
+def compare_quality(home: Path, runs, prompt: str) -> None:
+    """The Compare tab's default columns (GPT, GPT-2, BERT, T5 in Auto mode on its default prompt): does each column
+    read as sentences of the grammar? A column does when its answer finishes the prompt's open sentence and every
+    complete sentence of the column parses (words after the last "." are an unfinished sentence, not scored)."""
+    print(f"\nthe default Compare ({', '.join(COMPARE_FAMILIES)}, Auto mode) on {prompt!r}: every column's text "
+          "(the prompt with the answer) split into sentences, each parsed by the grammar")
+    met = 0
+    for run in runs:
+        if run.family not in COMPARE_FAMILIES or run.seed != 0:
+            continue
+        generation = api.generate(home / "runs" / run.run_id, prompt, mode="auto", max_new_tokens=24)
+        sentences = complete_sentences_of(generation.text)
+        parsed = [parse_sentence(sentence) is not None for sentence in sentences]
+        if len(sentences) <= len(complete_sentences_of(prompt)):
+            verdict = "does not finish the prompt's sentence"
+        elif all(parsed):
+            verdict, met = "reads as sentences", met + 1
+        else:
+            verdict = f"{len(parsed) - sum(parsed)} of {len(parsed)} sentences do not parse"
+        print(f"  {run.family:6s} {generation.text!r}: {verdict}")
+    print(f"  {met} of {len(COMPARE_FAMILIES)} columns read as sentences (target: all)")
+
+
+FINETUNE_TASKS = ("scope", "story_order")  # the stories' fine-tuning tasks; --finetune-tasks all adds the synthetic ones
+
+
+def finetune_quality(home: Path, runs, tasks, workers: int) -> None:
+    """Every run fine-tuned on each task (`python -m lab_models finetune`, its defaults: 200 steps, seed 0), `workers`
+    at once with one thread each; per family the mean accuracy and its 95% interval (over seeds, with two or more;
+    else Wilson's over the validation examples), beside the task's majority baseline, and whether any task is solved at
+    1.000 by every family."""
+    import json
+    from lab_models.inference.seed_intervals import mean_interval, wilson_interval
+
+    folders = {}
+    jobs = [(run, task) for task in tasks for run in runs if run.family != "cvt" or task == "tagging"]
+    pending, running = list(jobs), []
+    began = time.monotonic()
+    while pending or running:
+        while pending and len(running) < workers:
+            run, task = pending.pop(0)
+            out = home / "bench-finetunes" / f"{run.run_id}--{task}"
+            folders[(run.run_id, task)] = out
+            if (out / "result.json").exists():
+                continue
+            out.parent.mkdir(parents=True, exist_ok=True)
+            command = [sys.executable, "-m", "lab_models", "finetune", "--run", str(home / "runs" / run.run_id),
+                       "--task", task, "--out", str(out), "--home", str(home)]
+            running.append(subprocess.Popen(command, cwd=REPO, env={**os.environ, "OMP_NUM_THREADS": "1"},
+                                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        running = [process for process in running if process.poll() is None]
+        time.sleep(0.2)
+    print(f"\nfine-tuning ({len(jobs)} fine-tunings of 200 steps, {workers} at once: "
+          f"{time.monotonic() - began:.0f} s); accuracy on each task's validation split, 95% interval")
+    for task in tasks:
+        results: dict[str, list[dict]] = {}
+        for run in runs:
+            folder = folders.get((run.run_id, task))
+            result_file = folder / "result.json" if folder else None
+            if result_file and result_file.exists():
+                results.setdefault(run.family, []).append(json.loads(result_file.read_text()))
+        if not results:
+            continue
+        majority = next(iter(results.values()))[0].get("majority_baseline", float("nan"))
+        print(f"  {task} (majority baseline {majority:.3f}):")
+        perfect = []
+        for family, rows in results.items():
+            accuracies = [row["accuracy"] for row in rows]
+            mean, low, high = mean_interval(accuracies)
+            over = "seeds"
+            if len(rows) == 1:
+                low, high = wilson_interval(mean, int(rows[0].get("validation_examples") or 0))
+                over = "examples"
+            perfect.append(all(accuracy >= 1.0 for accuracy in accuracies))
+            print(f"    {family:10s} {mean:.3f} [{low:.3f}, {high:.3f}] over {over} ({len(rows)} seed"
+                  f"{'s' if len(rows) > 1 else ''})")
+        verdict = "solved at 1.000 by every family (too easy)" if all(perfect) else "not solved by every family: met"
+        print(f"    -> {verdict}")
+
+
+def complete_sentences_of(text: str) -> list[str]:
+    """The sentences of a column's text up to its last "." (the words after it are an unfinished sentence)."""
+    words = text.replace(".", " . ").split()
+    sentences, current = [], []
+    for word in words:
+        current.append(word)
+        if word == ".":
+            sentences.append(" ".join(current))
+            current = []
+    return sentences
 
 
 def _label(run) -> str:
@@ -190,12 +361,12 @@ def _label(run) -> str:
     return run.family if run.seed == 0 else f"{run.family}/{run.seed}"
 
 
-def scores(home: Path, config: ZooConfig) -> None:
+def scores(home: Path, config: ZooConfig, finetune_tasks=()) -> None:
     """The quality checks of the zoo's corpus: the synthetic grammar's easy blanks, or the stories' context tasks."""
     if config.corpus_name == "synthetic":
         quality(home, config)
     elif config.corpus_name == "stories":
-        context_quality(home, config)
+        context_quality(home, config, finetune_tasks, config.workers_here)
     else:
         print(f"\nno quality check for the corpus {config.corpus_name!r} (synthetic and stories have one)")
 
@@ -205,8 +376,9 @@ def train_zoo(args) -> None:
     config = ZooConfig(preset=args.preset, families=parse_families(args.families), steps=args.steps,
                        device=args.device, corpus=args.corpus, budget_flops=args.budget_flops, seeds=args.seeds,
                        workers=args.workers)
+    finetune_tasks = _finetune_tasks(args.finetune_tasks)
     if args.score_only:
-        scores(home, config)
+        scores(home, config, finetune_tasks)
         return
     print(f"zoo {config.name}: {len(config.families)} families into {home} ({load()})", flush=True)
     jobs = JobManager(home, recover=False, poll_interval_s=0.1)
@@ -248,9 +420,22 @@ def train_zoo(args) -> None:
         seconds = ended.get(key, float("nan")) - launched.get(key, float("nan"))
         bits = f"{run.val_bits_per_byte:.3f}" if run.val_bits_per_byte is not None else "—"
         print(f"{_label(run):12s} {run.total_steps:6d} {seconds:8.1f} {bits:>14s}")
-    scores(home, config)
+    scores(home, config, finetune_tasks)
     if not args.home and not args.keep:
         shutil.rmtree(home, ignore_errors=True)
+
+
+def _finetune_tasks(text: str) -> tuple[str, ...]:
+    if text in ("", "none"):
+        return ()
+    if text == "all":
+        return tuple(api.FINETUNE_TASKS)
+    tasks = tuple(task.strip() for task in text.split(",") if task.strip())
+    unknown = [task for task in tasks if task not in api.FINETUNE_TASKS]
+    if unknown:
+        raise SystemExit(f"unknown fine-tuning task {unknown[0]!r}: choose from {', '.join(api.FINETUNE_TASKS)}, all "
+                         "or none")
+    return tasks
 
 
 def _free_port() -> int:
@@ -322,6 +507,9 @@ def main() -> None:
     parser.add_argument("--budget-flops", type=float, help="equal training FLOPs for every family instead of steps")
     parser.add_argument("--seeds", type=int, default=1, help="runs per family (seeds 0, 1, ...)")
     parser.add_argument("--workers", type=int, help="runs at once (default: the zoo's rule, one per core at tiny)")
+    parser.add_argument("--finetune-tasks", default=",".join(FINETUNE_TASKS),
+                        help="fine-tune every run on these built-in tasks (comma-separated, 'all' or 'none'; default: "
+                             "the stories' scope and story_order)")
     parser.add_argument("--score-only", action="store_true",
                         help="score the zoo already trained in --home (no training)")
     parser.add_argument("--home", help="a fresh lab home to use (kept) instead of a temporary one")

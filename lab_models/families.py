@@ -29,11 +29,12 @@ class FamilyRecord:
 
 # objective name -> one line for the UI (the family-specific details are in objectives/<family>.py)
 OBJECTIVE_DESCRIPTIONS: dict[str, Message] = {
-    "translation": Message("translation: English -> Chinese on the synthetic corpus's sentence pairs "
-                           "(off at weight 0)"),
+    "translation": Message("translation: English -> Chinese on the corpus's own sentence pairs (synthetic or "
+                           "stories; the synthetic ones for any other corpus; off at weight 0)"),
     "forward_lm": Message("ELMo's forward LSTM language model (predicts the next token); 0.5 + 0.5 = the mean of both"),
     "backward_lm": Message("ELMo's backward LSTM language model (predicts the previous token)"),
-    "nmt": Message("CoVe's English -> Chinese translation of the synthetic sentence pairs (its only objective)"),
+    "nmt": Message("CoVe's English -> Chinese translation of the corpus's own sentence pairs (synthetic or stories; "
+                   "the synthetic ones for any other corpus; its only objective)"),
     "lm": Message("ULMFiT's AWD-LSTM language model: stage 1 on the corpus, stage 2 on the task's texts"),
     "classifier": Message("ULMFiT's stage 3: the task's classifier (concat pooling, gradual unfreezing)"),
     "labelled": Message("CVT: the primary tagger's cross-entropy on labelled sentences (odd steps)"),

@@ -34,7 +34,8 @@ With steps, evaluation and checkpoints are spaced to the run's length (EVALUATIO
 The tiny zoo trains on the "stories" language (ZOO_CORPUS; lab_models/text/stories.py), where a word's class, a verb's
 number and a pronoun's referent come from the context, so that its probes and blanks measure training rather than
 word identity; at a vocabulary of 1024 tokens instead of the preset's 512 (ZOO_VOCAB_SIZE says why), and with one
-recipe for every Transformer (ZOO_RECIPE: learning rate, warmup, 40% masking where the objective masks). What the
+recipe for every Transformer (ZOO_RECIPE: learning rate, warmup, 40% masking where the objective masks); MASS and T5
+also train translation on the corpus's own sentence pairs (ZOO_TRANSLATION_WEIGHT), as CoVe does. What the
 budget buys is measured by benchmarks/bench_zoo.py and written in docs/zoo.md: at 1e12 GPT and GPT-2 write sentences
 of the language while the masked LMs are still on the unigram plateau (they fill every blank with "the"); three times
 the budget takes a BERT off it. The zoo says so rather than give the masked LMs more.
@@ -113,6 +114,12 @@ ZOO_CORPUS: dict[str, str] = {"tiny": "stories"}
 # al. 2023, "Should You Mask 15% in Masked Language Modeling?") take it off the plateau within the budget. The RNN
 # era keeps the preset's learning rate (its LSTMs are not what the recipe was measured on).
 ZOO_RECIPE: dict[str, dict[str, float]] = {"tiny": {"lr": 3e-3, "warmup_steps": 200, "mask_rate": 0.4}}
+# The zoo's MASS and T5 also train translation (objectives/translation.py, on the zoo corpus's own sentence pairs) at
+# this weight beside their denoising objective, at every preset, so that the Compare tab's translate mode and the
+# translation benchmark compare the three translating families (CoVe trains nothing else). The translation rows are
+# part of the run's FLOPs, so they cost denoising steps: the budget stays equal.
+ZOO_TRANSLATION_WEIGHT = 1.0
+ZOO_TRANSLATING_FAMILIES = ("mass", "t5")
 # The families whose objective has a mask_rate setting (the masked token budget), which the recipe's rate replaces
 MASK_RATE_FAMILIES = ("bert", "roberta", "albert", "spanbert", "electra", "unilm")
 # Runs of a zoo that share the CPU at once (`ZooConfig.workers_here`), each with one thread: a tiny step leaves a core idle while it runs Python
@@ -261,16 +268,21 @@ class ZooConfig:
 
     def recipe_args(self, family: str) -> list[str]:
         """The preset's zoo recipe for `family` (ZOO_RECIPE): the learning rate and warmup for a Transformer, the
-        masking rate for a family whose objective has one.
+        masking rate for a family whose objective has one; and translation for MASS and T5 at every preset
+        (ZOO_TRANSLATION_WEIGHT).
 
         >>> ZooConfig().recipe_args("bert"), ZooConfig().recipe_args("elmo")
         (['--lr', '0.003', '--warmup-steps', '200', '--set', 'mask_rate=0.4'], [])
         >>> ZooConfig().recipe_args("gpt"), ZooConfig(preset="small").recipe_args("bert")
         (['--lr', '0.003', '--warmup-steps', '200'], [])
+        >>> ZooConfig(preset="small").recipe_args("t5")
+        ['--objective', 'translation=1']
         """
+        translating = (["--objective", f"translation={ZOO_TRANSLATION_WEIGHT:g}"]
+                       if family in ZOO_TRANSLATING_FAMILIES else [])
         recipe = ZOO_RECIPE.get(self.preset, {})
         if not recipe or family_record(family).kind == "rnn":
-            return []
+            return translating
         args = []
         if "lr" in recipe:
             args += ["--lr", f"{recipe['lr']:g}"]
@@ -278,7 +290,7 @@ class ZooConfig:
             args += ["--warmup-steps", str(int(recipe["warmup_steps"]))]
         if "mask_rate" in recipe and family in MASK_RATE_FAMILIES:
             args += ["--set", f"mask_rate={recipe['mask_rate']:g}"]
-        return args
+        return args + translating
 
     def trainer_args(self, family: str) -> list[str]:
         """The budget (FLOPs or minutes) or, with steps, evaluation and checkpoint intervals spaced to the run's

@@ -2,11 +2,23 @@
 
     blank_scores(run_dir, kind="reference", limit=120) -> BlankScores: top-1 fills of held-out blanks
     continuation_scores(run_dir, prompts=40) -> ContinuationScores: how often a run's continuations parse
+    span_scores(run_dir, limit=120) -> SpanScores: infills of held-out two-word spans ("the NOUN")
+    translation_scores(run_dir, limit=120) -> TranslationScores: BLEU of held-out translations, and of copying
 
 The blanks and the baselines come from lab_models/text/story_tasks.py (the validation stories of the "stories"
 corpus, which a run pretrained on it never saw). A blank is filled the way the Understand tab's fill-mask does
 (`fill_mask` with one [MASK] where the word was, the whole story around it): "reference" blanks are right when the
 top-1 piece is the hidden noun, "agreement" blanks when it is any verb or auxiliary of the subject's number.
+
+Spans: the two words "the NOUN" of the same reference blanks, hidden whole as one `___`, filled by the family's
+infill mode (T5, GLM: the model decides the span's length; MASS, UniLM: told it, the span's token count under the
+run's tokenizer, as their decoders need); right when the fill's words are exactly "the NOUN". The baselines are
+story_tasks.span_baselines (row "reference_span" of its baseline_table).
+
+Translations: the validation pairs of the zoo corpus's language (objectives/translation.py `language_pairs`: sentences
+of stories the runs never trained on), translated greedily by the family's translate mode, scored with sacrebleu's
+corpus BLEU (its "zh" tokenizer: one token per Chinese character) beside the copy-the-source baseline (the English
+sentence itself as the "translation").
 
 Continuations: the first sentence of each validation story is the prompt; the run continues it greedily (what the
 Compare tab shows by default) for `CONTINUATION_TOKENS` tokens; every complete English sentence of the continuation
@@ -19,12 +31,16 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
+from lab_models.inference.generation.context import load_decodable_run
 from lab_models.inference.generation.generate import fill_mask, generate
+from lab_models.objectives.translation import language_pairs
 from lab_models.messages import LabError
 from lab_models.text.stories import BLANK_KINDS, parse_sentence
 from lab_models.text.story_tasks import context_tasks, story_split
 
 CONTINUATION_TOKENS = 40
+TRANSLATION_TOKENS = 48  # a sentence's Chinese is at most about 30 characters
+SPAN_TOKENS = 8
 MASK = "[MASK]"
 
 
@@ -58,6 +74,68 @@ def blank_scores(run_dir, kind: str = "reference", limit: int = 120) -> BlankSco
         answers.append(slots[0][0][0].strip() if slots and slots[0] else "")
     right = sum(blank.is_right(answer) for blank, answer in zip(blanks, answers))
     return BlankScores(kind, len(blanks), right / max(len(blanks), 1), tuple(Counter(answers).most_common(3)))
+
+
+@dataclass(frozen=True)
+class SpanScores:
+    items: int
+    accuracy: float  # fills that are exactly "the NOUN"
+    noun_accuracy: float  # fills whose last word is the noun (a fill that adds or drops words still counts here)
+    top_answers: tuple[tuple[str, int], ...]
+
+
+@dataclass(frozen=True)
+class TranslationScores:
+    pairs: int
+    bleu: float  # sacrebleu corpus BLEU, 0-100, Chinese tokenized per character
+    copy_bleu: float  # the same for copying the English source
+    chrf: float
+    example: tuple[str, str, str]  # (English, reference Chinese, the run's translation) of the first pair
+
+
+def span_scores(run_dir, limit: int = 120) -> SpanScores | None:
+    """How often the run's infill of a hidden "the NOUN" (the reference blanks' two words) is exactly right; None
+    when the family has no infill mode."""
+    run = load_decodable_run(run_dir)
+    blanks = context_tasks()["reference"].validation[:limit]
+    exact = noun = 0
+    answers = []
+    for blank in blanks:
+        words = list(blank.story)
+        words[blank.position - 1:blank.position + 1] = ["___"]
+        span = f"the {blank.answer}"
+        length = (len(run.tokenizer.encode(f"x {span}", add_special_tokens=False).ids)
+                  - len(run.tokenizer.encode("x", add_special_tokens=False).ids))
+        generation = generate(run_dir, " ".join(words), mode="infill", blank_length=max(length, 1),
+                              max_new_tokens=SPAN_TOKENS)
+        if not generation.supported:
+            return None
+        fill = " ".join(generation.new_text.split())
+        answers.append(fill)
+        exact += fill == span
+        noun += fill.split()[-1:] == [blank.answer]
+    return SpanScores(len(blanks), exact / max(len(blanks), 1), noun / max(len(blanks), 1),
+                      tuple(Counter(answers).most_common(3)))
+
+
+def translation_scores(run_dir, limit: int = 120, language: str = "stories") -> TranslationScores | None:
+    """The BLEU of the run's translations of `language`'s first `limit` validation pairs, beside copying the source;
+    None when the family does not translate."""
+    import sacrebleu
+
+    pairs = language_pairs(language, "validation")[:limit]
+    hypotheses = []
+    for english, _ in pairs:
+        generation = generate(run_dir, english, mode="translate", max_new_tokens=TRANSLATION_TOKENS)
+        if not generation.supported:
+            return None
+        hypotheses.append(generation.new_text.strip())
+    references = [[chinese for _, chinese in pairs]]
+    # force: the sentences end in a spaced "." by design, which sacrebleu would otherwise warn about
+    bleu = sacrebleu.corpus_bleu(hypotheses, references, tokenize="zh", force=True).score
+    copy_bleu = sacrebleu.corpus_bleu([english for english, _ in pairs], references, tokenize="zh", force=True).score
+    chrf = sacrebleu.corpus_chrf(hypotheses, references).score
+    return TranslationScores(len(pairs), bleu, copy_bleu, chrf, (pairs[0][0], pairs[0][1], hypotheses[0]))
 
 
 def continuation_scores(run_dir, prompts: int = 40) -> ContinuationScores:

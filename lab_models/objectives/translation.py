@@ -1,4 +1,4 @@
-"""Translation for the encoder-decoder families (MASS, T5): English -> Chinese on the synthetic corpus's sentence pairs.
+"""Translation for the encoder-decoder families (MASS, T5): English -> Chinese on a built-in corpus's sentence pairs.
 
 The objective "translation" trains the same encoder-decoder as the family's denoising objective on parallel
 sentences: the encoder reads the English sentence, the decoder writes its Chinese translation left to right. MASS
@@ -62,17 +62,19 @@ Deviations, stated:
 
 Where the pairs come from (training)
 ------------------------------------
-The built-in synthetic corpus's parallel sentences (`SyntheticData.parallel_pairs()` of `synthetic_dataset(seed=0)`,
-the data `corpora.load_corpus("synthetic")` is made of), split exactly as the corpus is: by story, with
-`corpora.split_train_validation` over the English stories. The translation training pairs are the sentences of the
-corpus's training stories (~7,600), the validation pairs those of its held-out stories (~400), so the translation
-validation loss is on sentences the model never trained on in either direction (the grammar can repeat a short
-sentence in two stories; such repeats are not removed). Deterministic from the seed 0; no file is read.
+A built-in bilingual corpus's own parallel sentences (`language_pairs(language, split)`: the `parallel_pairs()` of
+`synthetic_dataset(seed=0)` or of `story_dataset(seed=0)`, the data `corpora.load_corpus("synthetic")` and
+`load_corpus("stories")` are made of), split exactly as the corpus is: by story, with `corpora.split_train_validation`
+over the English stories. The translation training pairs are the sentences of the corpus's training stories (~7,600),
+the validation pairs those of its held-out stories (~400), so the translation validation loss is on sentences the
+model never trained on in either direction (the grammar can repeat a short sentence in two stories; such repeats are
+not removed). Deterministic from the seed 0; no file is read.
 
-When the run's corpus is not the synthetic one, the translation objective still reads the synthetic pairs: config.json
-records it under "translation" (pairs, seed, counts, prefix, what the tokenizer was trained on).
+When the run's corpus is not a built-in bilingual one, the translation objective reads the synthetic pairs:
+config.json records whose pairs under "translation" ("pairs": synthetic or stories; seed, counts, prefix, what the
+tokenizer was trained on).
 
-Tokenizer coverage: the synthetic corpus holds each English story followed by its Chinese translation, so a tokenizer
+Tokenizer coverage: a bilingual corpus holds each English story followed by its Chinese translation, so a tokenizer
 trained on its training split covers the Chinese characters of the pairs. On any other corpus the tokenizer would see
 no Chinese and the targets would be [UNK] (byte-level BPE excepted), so with translation on, the tokenizer is trained
 on the corpus's training split plus the English and Chinese sides of the training pairs (`tokenizer_corpus`). For T5
@@ -119,6 +121,7 @@ from lab_models.text.vocab import VocabInfo
 from lab_models.text.tokenizer_inspect import unknown_token_id
 from lab_models.text.corpora import split_train_validation
 from lab_models.text.synthetic import synthetic_dataset
+from lab_models.text.stories import story_dataset
 from lab_models.text.corpora import Corpus
 from lab_models.text.corpora import content_fingerprint
 
@@ -126,7 +129,8 @@ OBJECTIVE = "translation"
 TRANSLATION_FAMILIES = ("mass", "t5")
 T5_TASK_PREFIX = "translate English to Chinese: "  # T5's "translate English to German: " convention
 ROW_FLAG = "translation"  # Batch.extras key: (B,) bool, True for a translation row
-SYNTHETIC_SEED = 0  # the seed of corpora.load_corpus("synthetic")
+SYNTHETIC_SEED = 0  # the seed of corpora.load_corpus("synthetic") and of load_corpus("stories")
+PAIR_LANGUAGES = ("synthetic", "stories")  # the built-in bilingual corpora, whose own pairs a run on them translates
 SPLITS = ("train", "validation")
 
 
@@ -254,19 +258,40 @@ def split_targets(batch: Batch) -> tuple[torch.Tensor, torch.Tensor | None]:
 # ------------------------------------------------------------------------------------------------------------ pairs
 
 
-@functools.lru_cache(maxsize=2)
-def synthetic_pairs(split: str) -> tuple[tuple[str, str], ...]:
-    """The (english, chinese) sentence pairs of the synthetic corpus's `split` ("train" or "validation"), split by
-    story exactly as `corpora.load_corpus("synthetic")` splits its documents."""
+@functools.lru_cache(maxsize=4)
+def language_pairs(language: str, split: str) -> tuple[tuple[str, str], ...]:
+    """The (english, chinese) sentence pairs of the built-in bilingual corpus `language` ("synthetic" or "stories"),
+    of its `split` ("train" or "validation"), split by story exactly as `corpora.load_corpus(language)` splits its
+    documents."""
     if split not in SPLITS:
         raise LabError("split must be one of {splits}, got {split!r}", splits=', '.join(SPLITS), split=split)
-
-    stories = synthetic_dataset(seed=SYNTHETIC_SEED).stories()
+    if language not in PAIR_LANGUAGES:
+        raise LabError("no sentence pairs for {language!r}: the pairs come from {languages}", language=language,
+                       languages=", ".join(PAIR_LANGUAGES))
+    data = (synthetic_dataset(seed=SYNTHETIC_SEED) if language == "synthetic" else story_dataset(seed=SYNTHETIC_SEED))
+    stories = data.stories()
     english_stories = [" ".join(example.english for example in story) for story in stories]
     train, validation = split_train_validation(english_stories)
     chosen = set(train if split == "train" else validation)
     return tuple((example.english, example.chinese) for text, story in zip(english_stories, stories)
                  if text in chosen for example in story)
+
+
+def synthetic_pairs(split: str) -> tuple[tuple[str, str], ...]:
+    """The synthetic corpus's sentence pairs of `split` (`language_pairs("synthetic", split)`)."""
+    return language_pairs("synthetic", split)
+
+
+def pairs_language(corpus) -> str:
+    """Whose sentence pairs a run on `corpus` translates: the corpus's own when it is a built-in bilingual corpus
+    ("synthetic", "stories"), else the synthetic corpus's."""
+    name = getattr(corpus, "name", None)
+    return name if getattr(corpus, "source", None) == "builtin" and name in PAIR_LANGUAGES else "synthetic"
+
+
+def holds_its_pairs(corpus) -> bool:
+    """Whether `corpus` is a built-in bilingual corpus, whose text already holds both sides of its pairs."""
+    return getattr(corpus, "source", None) == "builtin" and getattr(corpus, "name", None) in PAIR_LANGUAGES
 
 
 def is_synthetic_corpus(corpus) -> bool:
@@ -281,7 +306,7 @@ def tokenizer_corpus(corpus, family: str):
     extra: list[str] = []
     if task_prefix(family):
         extra.append(task_prefix(family).strip())
-    if not is_synthetic_corpus(corpus):
+    if not holds_its_pairs(corpus):
         extra += [text for pair in synthetic_pairs("train") for text in pair]
     if not extra:
         return corpus
@@ -293,7 +318,7 @@ def tokenizer_corpus(corpus, family: str):
 def tokenizer_texts_note(corpus, family: str) -> Joined:
     """What config.json says the tokenizer was trained on."""
     parts = [Message("the corpus's training split")]
-    if not is_synthetic_corpus(corpus):
+    if not holds_its_pairs(corpus):
         parts.append(Message("both sides of the synthetic training pairs"))
     if task_prefix(family):
         parts.append(Message("the T5 task prefix"))
@@ -309,13 +334,16 @@ class TranslationPairs:
 
     def __init__(self, family: str, tokenizer, vocab: VocabInfo, max_len: int,
                  train_pairs: Sequence[tuple[str, str]] | None = None,
-                 validation_pairs: Sequence[tuple[str, str]] | None = None, settings=None):
+                 validation_pairs: Sequence[tuple[str, str]] | None = None, settings=None,
+                 language: str = "synthetic"):
         self.family = _check_family(family)
+        self.language = language
         self.vocab = vocab
         self.max_len = max_len
         self.start_id = decoder_start_id(self.family, settings, vocab)  # settings: the family's (None: defaults)
-        train_pairs = synthetic_pairs("train") if train_pairs is None else tuple(train_pairs)
-        validation_pairs = synthetic_pairs("validation") if validation_pairs is None else tuple(validation_pairs)
+        train_pairs = language_pairs(language, "train") if train_pairs is None else tuple(train_pairs)
+        validation_pairs = (language_pairs(language, "validation") if validation_pairs is None
+                            else tuple(validation_pairs))
         if not train_pairs:
             raise LabError("translation needs at least one training pair")
         if not validation_pairs:
@@ -349,7 +377,7 @@ class TranslationPairs:
 
     def facts(self) -> dict:
         """What config.json records about the pairs (beside the weight and the tokenizer note)."""
-        return {"pairs": "synthetic", "synthetic_seed": SYNTHETIC_SEED, "train_pairs": len(self.train),
+        return {"pairs": self.language, "synthetic_seed": SYNTHETIC_SEED, "train_pairs": len(self.train),
                 "validation_pairs": len(self.validation_pairs), "task_prefix": task_prefix(self.family),
                 "max_len": self.max_len, "unknown_target_fraction": round(self.unknown_target_fraction, 6),
                 "truncated_fraction": round(self.truncated_fraction, 6)}

@@ -29,6 +29,8 @@ The tasks (lab_models/text/stories.py defines every label):
     antecedent       word       FIRST SECOND                            pronouns and "the NOUN" references
     subject_number   word       SG PL                                   the words of a modifier (attractor)
     reference        blank      the noun of a "the NOUN" reference      scored exactly
+    reference_span   span       the two words "the NOUN" of the same    scored exactly (the span-infilling families;
+                                references, hidden whole                a row of baseline_table, not a task of its own)
     agreement        blank      the verb after a modifier               any verb of the subject's number is right
     entailment       pair       entailment contradiction neutral        one per sentence
     order            pair       in order / swapped                      two consecutive sentences of a story
@@ -276,12 +278,54 @@ def _side_words(item: PairItem) -> list[str]:
     return [f"1:{word}" for word in item.first.split()] + [f"2:{word}" for word in item.second.split()]
 
 
+def _span_key(blank: StoryBlank, before: int, after: int) -> tuple[str, ...]:
+    """The words around the two-word span "the NOUN" of a reference blank (the noun at blank.position)."""
+    words = ("<s>",) * before + blank.story + ("</s>",) * after
+    start, end = blank.position - 1 + before, blank.position + 1 + before  # the span is words[start:end]
+    return words[start - before:start] + words[end:end + after]
+
+
+def span_baselines(task: ContextTask) -> dict[str, float]:
+    """The n-gram answers to the two-word span "the NOUN" of every reference blank, hidden whole (what the
+    span-infilling families fill): the most frequent span (majority; word identity alike: nothing of the span is
+    shown), and the most frequent span after the previous word (bigram), the previous two (trigram), or between the
+    previous and the next word (both sides), each backing off to the bigram's answer, then to the majority's. Every
+    span starts with "the", so a span is right when its noun is.
+
+    >>> scores = span_baselines(context_tasks()["reference"])
+    >>> {name: round(value, 3) for name, value in sorted(scores.items())}
+    {'bigram': 0.042, 'both_sides': 0.071, 'majority': 0.024, 'trigram': 0.281, 'word_identity': 0.024}
+    """
+    def right(item: StoryBlank, guess: str) -> bool:
+        return item.is_right(guess)
+
+    unigram = _most_frequent(Counter(blank.answer for blank in task.train))
+    scores = {"majority": _accuracy([unigram] * len(task.validation), task.validation, right)}
+    scores["word_identity"] = scores["majority"]
+    backoff: dict[tuple, Counter] = defaultdict(Counter)
+    for blank in task.train:
+        backoff[_span_key(blank, 1, 0)][blank.answer] += 1
+    for name, before, after in (("bigram", 1, 0), ("trigram", 2, 0), ("both_sides", 1, 1)):
+        table: dict[tuple, Counter] = defaultdict(Counter)
+        for blank in task.train:
+            table[_span_key(blank, before, after)][blank.answer] += 1
+        guesses = []
+        for blank in task.validation:
+            key, shorter = _span_key(blank, before, after), _span_key(blank, 1, 0)
+            guesses.append(_most_frequent(table[key]) if key in table else
+                           _most_frequent(backoff[shorter]) if shorter in backoff else unigram)
+        scores[name] = _accuracy(guesses, task.validation, right)
+    return scores
+
+
 BASELINES = ("majority", "word_identity", "bigram", "trigram", "both_sides")
+SPAN_TASK = "reference_span"  # baseline_table's row for the span "the NOUN" of the reference blanks
 
 
 def baseline_table(seed: int = STORIES_SEED, n_sentences: int = STORIES_SENTENCES) -> pd.DataFrame:
-    """One row per context task: unit, validation items, each trivial baseline's accuracy (NaN where it does not
-    apply), the best of them, and whether the task counts as a context task (word identity <= CONTEXT_THRESHOLD)."""
+    """One row per context task (and SPAN_TASK, the reference blanks' two-word spans, after "reference"): unit,
+    validation items, each trivial baseline's accuracy (NaN where it does not apply), the best of them, and whether
+    the task counts as a context task (word identity <= CONTEXT_THRESHOLD)."""
     rows = []
     for name, task in context_tasks(seed, n_sentences).items():
         baselines = {"word": word_baselines, "blank": blank_baselines, "pair": pair_baselines}[task.unit](task)
@@ -290,4 +334,9 @@ def baseline_table(seed: int = STORIES_SEED, n_sentences: int = STORIES_SENTENCE
                      **{baseline: baselines.get(baseline, float("nan")) for baseline in BASELINES},
                      "best_baseline": max(baselines.values()),
                      "context_task": baselines["word_identity"] <= CONTEXT_THRESHOLD})
+        if name == "reference":
+            spans = span_baselines(task)
+            rows.append({"task": SPAN_TASK, "unit": "span", "train_items": len(task.train),
+                         "validation_items": len(task.validation), **spans, "best_baseline": max(spans.values()),
+                         "context_task": spans["word_identity"] <= CONTEXT_THRESHOLD})
     return pd.DataFrame(rows)

@@ -96,7 +96,7 @@ from lab_models.home import atomic_write_text
 from lab_models.objectives.translation import TRANSLATION_FAMILIES
 from lab_models.models.rnn.common import DataContext
 from lab_models.objectives.translation import TranslationPairs
-from lab_models.objectives.translation import tokenizer_texts_note
+from lab_models.objectives.translation import pairs_language, tokenizer_texts_note
 from lab_models.models.family import MAIN_OBJECTIVE
 from lab_models.models.family import build_model
 from lab_models.objectives.addons import attach
@@ -352,7 +352,7 @@ def _translation_weight(config: TrainConfig) -> float:
     return float(config.objectives.get("translation", 0.0))
 
 
-def _family_batch_source(module, config: TrainConfig, tokenizer, info, settings, shards, model_config):
+def _family_batch_source(module, config: TrainConfig, source, tokenizer, info, settings, shards, model_config):
     """The RNN families' own batch source (`batch_source(context)` in lab_models/models/rnn/<family>.py), or None."""
     if not hasattr(module, "batch_source"):
         return None
@@ -361,7 +361,7 @@ def _family_batch_source(module, config: TrainConfig, tokenizer, info, settings,
         tokenizer=tokenizer, vocab=info, settings=settings, train_stream=TokenStream(shards.train()),
         validation_stream=TokenStream(shards.validation()), seq_len=config.seq_len,
         batch_size=config.batch_size, eval_batches=config.eval_batches, steps=config.steps,
-        max_positions=model_config.max_positions)
+        max_positions=model_config.max_positions, pairs_language=pairs_language(source))
     return module.batch_source(context)
 
 
@@ -374,15 +374,17 @@ def _addon_corpus(source) -> Corpus:
     return Corpus(source.name, source.source, sample.train, source.validation_documents(), sample.fingerprint)
 
 
-def _translation_pairs(config: TrainConfig, tokenizer, info, max_positions: int):
-    """The synthetic sentence pairs, tokenized, when the run trains translation (MASS, T5); else None. A pair is cut
+def _translation_pairs(config: TrainConfig, source, tokenizer, info, max_positions: int):
+    """The sentence pairs, tokenized, when the run trains translation (MASS, T5); else None: the corpus's own pairs
+    for a built-in bilingual corpus (synthetic, stories), else the synthetic corpus's. A pair is cut
     to the model's max_positions on each side (not to seq_len: T5's task prefix alone is ~25 tokens of a small
     vocabulary)."""
     if _translation_weight(config) <= 0:
         return None
 
     pairs = TranslationPairs(config.family, tokenizer, info, max_len=max_positions,
-                             settings=settings_from_dict(config.family, config.settings))
+                             settings=settings_from_dict(config.family, config.settings),
+                             language=pairs_language(source))
     if pairs.unknown_target_fraction > 0.01:
         logger.warning("%.1f%% of the Chinese target tokens are unknown to the tokenizer", 100 *
                        pairs.unknown_target_fraction)
@@ -503,8 +505,8 @@ def _run(config: TrainConfig, source, resume: bool, world: _World, out: Path) ->
                                                **config.model)
         if config.init_from:
             check_sentinels(config.family, settings, config.seq_len, info)
-        pairs = _translation_pairs(config, tokenizer, info, model_config.max_positions)
-        batches = _family_batch_source(module, config, tokenizer, info, settings, shards, model_config) or \
+        pairs = _translation_pairs(config, source, tokenizer, info, model_config.max_positions)
+        batches = _family_batch_source(module, config, source, tokenizer, info, settings, shards, model_config) or \
             PackedBatches(shards.train(), shards.validation(), seq_len=config.seq_len, batch_size=config.batch_size,
                           objective=module, batch_config=BatchConfig(settings, info),
                           eval_batches=config.eval_batches, translation=pairs,

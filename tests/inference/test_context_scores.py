@@ -48,3 +48,47 @@ def test_continuations_are_scored_sentence_by_sentence_by_the_grammar(monkeypatc
     scores = context_scores.continuation_scores("run", prompts=3)
     assert (scores.prompts, scores.sentences, scores.parse_rate) == (3, 6, 0.5)
     assert scores.example == continuation
+
+
+def _word_tokenizer_run():
+    """A stand-in run whose tokenizer splits on spaces (one token per word)."""
+    class Tokenizer:
+        def encode(self, text, add_special_tokens=False):
+            return SimpleNamespace(ids=list(range(len(text.split()))))
+    return SimpleNamespace(tokenizer=Tokenizer())
+
+
+def test_spans_are_right_only_when_the_fill_is_exactly_the_hidden_the_noun(monkeypatch):
+    blanks = {" ".join(list(b.story[:b.position - 1]) + ["___"] + list(b.story[b.position + 1:])): b
+              for b in context_tasks()["reference"].validation[:20]}
+    asked = []
+
+    def generate(run_dir, prompt, mode, blank_length, max_new_tokens):
+        blank = blanks[prompt]
+        asked.append((mode, blank_length))
+        fill = f" the {blank.answer}" if len(asked) % 2 else f" a {blank.answer} ."
+        return SimpleNamespace(supported=True, new_text=fill)
+    monkeypatch.setattr(context_scores, "load_decodable_run", lambda run_dir: _word_tokenizer_run())
+    monkeypatch.setattr(context_scores, "generate", generate)
+    scores = context_scores.span_scores("run", limit=20)
+    assert (scores.items, scores.accuracy, scores.noun_accuracy) == (20, 0.5, 0.5)  # "a NOUN ." ends with "."
+    assert set(asked) == {("infill", 2)}  # the span's token count: two words
+
+    monkeypatch.setattr(context_scores, "generate", lambda *a, **k: SimpleNamespace(supported=False, new_text=""))
+    assert context_scores.span_scores("run", limit=20) is None  # a family without infill
+
+
+def test_translations_are_scored_with_bleu_beside_copying_the_source(monkeypatch):
+    from lab_models.objectives.translation import language_pairs
+    chinese = dict(language_pairs("stories", "validation"))
+    monkeypatch.setattr(context_scores, "generate", lambda run_dir, english, mode, max_new_tokens:
+                        SimpleNamespace(supported=True, new_text=chinese[english]))
+    perfect = context_scores.translation_scores("run", limit=10)
+    assert perfect.pairs == 10 and perfect.bleu == pytest.approx(100.0) and perfect.copy_bleu < 1.0
+    assert perfect.example[1] == perfect.example[2]
+
+    monkeypatch.setattr(context_scores, "generate", lambda run_dir, english, mode, max_new_tokens:
+                        SimpleNamespace(supported=True, new_text="。"))
+    assert context_scores.translation_scores("run", limit=10).bleu < 5.0
+    monkeypatch.setattr(context_scores, "generate", lambda *a, **k: SimpleNamespace(supported=False, new_text=""))
+    assert context_scores.translation_scores("run", limit=10) is None

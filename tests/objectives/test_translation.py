@@ -165,6 +165,27 @@ def test_pairs_follow_the_synthetic_corpus_split():
         translation.synthetic_pairs("test")
 
 
+def test_a_bilingual_corpus_translates_its_own_pairs_split_as_it_is():
+    stories = load_corpus("stories")
+    assert translation.pairs_language(stories) == "stories" and translation.holds_its_pairs(stories)
+    assert translation.pairs_language(load_corpus("synthetic")) == "synthetic"
+    english = ("Some English prose only.",)
+    other = Corpus("stories", "path", english, (), content_fingerprint(english, ()))  # a user's file named so
+    assert translation.pairs_language(other) == "synthetic" and not translation.holds_its_pairs(other)
+    assert translation.tokenizer_corpus(stories, "mass") is stories  # it holds both sides already
+    train, validation = translation.language_pairs("stories", "train"), translation.language_pairs("stories",
+                                                                                                     "validation")
+    assert len(train) + len(validation) == 8000 and len(validation) > 100
+    assert len(set(train) - set(translation.synthetic_pairs("train"))) > len(train) // 2  # another language
+    train_text, validation_text = " ".join(stories.train), " ".join(stories.validation)
+    assert all(en in train_text and zh in train_text for en, zh in train[:200])
+    assert all(en in validation_text and zh in validation_text for en, zh in validation[:50])
+    pairs = translation.TranslationPairs("mass", word_tokenizer(), VOCAB.info, max_len=32, language="stories")
+    assert pairs.facts()["pairs"] == "stories" and pairs.facts()["validation_pairs"] == len(validation)
+    with pytest.raises(ValueError, match="no sentence pairs for 'notes'"):
+        translation.language_pairs("notes", "train")
+
+
 def test_tokenizer_texts_include_the_chinese_side_when_the_corpus_lacks_it():
     synthetic = load_corpus("synthetic")
     assert translation.tokenizer_corpus(synthetic, "mass") is synthetic  # it holds both sides already

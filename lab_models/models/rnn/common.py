@@ -59,6 +59,7 @@ class DataContext:
     eval_batches: int
     steps: int  # the run's total steps (ULMFiT's stages are fractions of it)
     max_positions: int
+    pairs_language: str = "synthetic"  # whose sentence pairs a translating family reads (translation.pairs_language)
 
 
 class RNNFamilyModel(nn.Module):

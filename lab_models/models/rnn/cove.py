@@ -9,9 +9,10 @@ The MT-LSTM (§3): a 2-layer bidirectional LSTM encoder reads the English senten
     h~_t    = tanh(W_2 [H^T alpha_t ; h_t^dec] + b_2)     (the attentional state)
     p(w_t | X, w_1..w_(t-1)) = softmax(W_out h~_t + b_out)
 
-Trained here on the lab's synthetic English -> Chinese sentence pairs (the same pairs as MASS's and T5's
-`translation` objective: lab_models/objectives/translation.py, `synthetic_pairs` and `build_example`), whatever the
-run's --corpus (which only adds to the tokenizer's training text). The one objective is `nmt`.
+Trained here on English -> Chinese sentence pairs, the same as MASS's and T5's `translation` objective
+(lab_models/objectives/translation.py, `language_pairs` and `build_example`): a built-in bilingual corpus's own
+pairs ("synthetic" or "stories"), and the synthetic corpus's for any other --corpus (which then only adds to the
+tokenizer's training text). The one objective is `nmt`.
 
 CoVe(w) = MT-LSTM(w): the top encoder layer's outputs. Downstream models read [GloVe(w); CoVe(w)] (eq. 6);
 `CoVe.representations(ids)` returns [input embedding; CoVe(w)] (B, n, E + 2h), or CoVe(w) alone with
@@ -70,9 +71,9 @@ class Settings:
 
 def tokenizer_corpus(corpus, settings):
     """The run's tokenizer must know the Chinese side: the corpus plus both sides of the training pairs (unless the
-    corpus is the synthetic one, which holds them). Returns `corpus` itself when nothing is added."""
+    corpus is a built-in bilingual one, which holds them). Returns `corpus` itself when nothing is added."""
 
-    if translation.is_synthetic_corpus(corpus):
+    if translation.holds_its_pairs(corpus):
         return corpus
     train = tuple(corpus.train) + tuple(text for pair in translation.synthetic_pairs("train") for text in pair)
     return Corpus(corpus.name, corpus.source, train, corpus.validation, content_fingerprint(train, corpus.validation))
@@ -87,8 +88,9 @@ class PairBatches:
         self.batch_size = context.batch_size
         self.eval_batches = context.eval_batches
         self.max_len = context.max_positions
-        self.train = self._encode(context.tokenizer, translation.synthetic_pairs("train"))
-        self.validation = self._encode(context.tokenizer, translation.synthetic_pairs("validation")) or self.train
+        pairs = context.pairs_language
+        self.train = self._encode(context.tokenizer, translation.language_pairs(pairs, "train"))
+        self.validation = self._encode(context.tokenizer, translation.language_pairs(pairs, "validation")) or self.train
         self.validation_note = ""
 
     @staticmethod

@@ -46,14 +46,16 @@ from lab_models.text.stories import parse_sentence  # noqa: E402
 from lab_models.text import synthetic  # noqa: E402
 from lab_models.text.story_tasks import baseline_table  # noqa: E402
 from lab_models.training.jobs.manager import JobManager  # noqa: E402
-from lab_models.experiments.zoo import ZooConfig, parse_families, start_zoo, stop_zoo, zoo_progress  # noqa: E402
+from lab_models.experiments.zoo import (ZOO_ORDER, ZooConfig, parse_families, start_zoo, stop_zoo,  # noqa: E402
+                                        zoo_progress)
 
 REPO = Path(__file__).resolve().parent.parent
 TARGET_ZOO_S = 600.0
 TARGET_ZOO_FAST_S = 300.0  # the tiny zoo with the CPU's faster defaults
 TARGET_FIRST_COMPARISON_S = 180.0
 PROMPT = "the small cat"
-COMPARE_PROMPT = "a doctor guards two judges . they"  # the Compare tab's default prompt (app/compare/tab.py)
+# the Compare tab's DEFAULT_PROMPT (app/compare/tab.py)
+COMPARE_PROMPT = "a doctor guards two judges . they [MASK] the doctor ."
 BLANKS = 48
 BLANK_TAGS = ("NOUN", "DET", "VERB", "PUNCT")  # the easy blanks: a noun, a determiner, a verb, the final "."
 
@@ -155,6 +157,53 @@ MASKED_LM_FAMILIES = ("bert", "roberta", "albert", "spanbert", "electra", "mpnet
 CONTINUING_FAMILIES = ("gpt", "gpt2")
 
 
+class Tally:
+    """Every score of the zoo per (metric, family), one value per seed, and the examples a hit rate is over. `report`
+    prints each metric per family as the mean and its 95% interval (Student's t over the seeds with two or more,
+    widened to Wilson's over the examples for a hit rate; Wilson's alone with one seed), the target the issue sets on
+    it, and whether the mean meets it."""
+
+    def __init__(self):
+        self.values: dict[str, dict[str, list[float]]] = {}
+        self.examples: dict[str, int] = {}
+        self.targets: dict[str, tuple[float, tuple[str, ...], str]] = {}
+
+    def add(self, metric: str, family: str, value: float, examples: int | None = None) -> None:
+        self.values.setdefault(metric, {}).setdefault(family, []).append(float(value))
+        if examples:
+            self.examples[metric] = examples
+
+    def target(self, metric: str, threshold: float, families: tuple[str, ...], text: str) -> None:
+        self.targets[metric] = (threshold, families, text)
+
+    def interval(self, metric: str, values: list[float]) -> tuple[float, float, float, str]:
+        from lab_models.inference.seed_intervals import mean_interval, wilson_interval
+        mean, low, high = mean_interval(values)
+        examples = self.examples.get(metric)
+        over = "seeds" if len(values) > 1 else "—"
+        if examples:
+            wide = wilson_interval(mean, examples)
+            if len(values) == 1 or wide[0] < low or wide[1] > high:
+                low, high = (wide if len(values) == 1 else (min(low, wide[0]), max(high, wide[1])))
+                over = "examples" if len(values) == 1 else "seeds and examples"
+        return mean, low, high, over
+
+    def report(self) -> None:
+        if not self.values:
+            return
+        print("\nsummary over seeds: each score's mean per family, its 95% interval (over what), and the target")
+        for metric, by_family in self.values.items():
+            threshold, families, text = self.targets.get(metric, (None, (), ""))
+            print(f"  {metric}" + (f" (target: {text})" if text else ""))
+            for family, values in by_family.items():
+                mean, low, high, over = self.interval(metric, values)
+                bounds = f"[{low:.3f}, {high:.3f}] over {over}" if low == low else "(one seed)"
+                verdict = ""
+                if threshold is not None and family in families:
+                    verdict = "met" if mean >= threshold else f"missed by {threshold - mean:.3f}"
+                print(f"    {family:10s} {mean:8.3f} {bounds:34s} n={len(values)}  {verdict}")
+
+
 def context_quality(home: Path, config: ZooConfig, finetune_tasks=(), workers: int = 1) -> None:
     """The zoo on the "stories" language's context tasks, beside their trivial baselines and the issue's targets:
     reference blanks (the noun of "the NOUN" pointing to a story character) at 2x the best baseline for every masked
@@ -166,6 +215,10 @@ def context_quality(home: Path, config: ZooConfig, finetune_tasks=(), workers: i
     print(baselines[["unit", "validation_items", "majority", "word_identity", "bigram", "trigram", "both_sides",
                      "best_baseline", "context_task"]].round(3).to_string())
     best = {kind: baselines.loc[kind, "best_baseline"] for kind in ("reference", "agreement")}
+    tally = Tally()
+    tally.target("reference blanks", TARGET_BLANK_RATIO * best["reference"], MASKED_LM_FAMILIES,
+                 f">= {TARGET_BLANK_RATIO:.0f}x the best baseline {best['reference']:.3f}, every masked LM")
+    tally.target("continuations that parse", TARGET_PARSE_RATE, CONTINUING_FAMILIES, f">= {TARGET_PARSE_RATE}")
     print(f"\n{'run':12s} {'reference':>10s} {'x best':>7s} {'agreement':>10s}   target: reference >= "
           f"{TARGET_BLANK_RATIO:.0f}x {best['reference']:.3f}")
     for run in finished:
@@ -174,6 +227,8 @@ def context_quality(home: Path, config: ZooConfig, finetune_tasks=(), workers: i
             reference, agreement = blank_scores(run_dir, "reference"), blank_scores(run_dir, "agreement")
         except ValueError:
             continue  # the family does not fill a one-word blank
+        tally.add("reference blanks", run.family, reference.accuracy, reference.items)
+        tally.add("agreement blanks", run.family, agreement.accuracy, agreement.items)
         ratio = reference.accuracy / best["reference"]
         verdict = "met" if ratio >= TARGET_BLANK_RATIO else f"missed by {TARGET_BLANK_RATIO - ratio:.1f}x"
         verdict = verdict if run.family in MASKED_LM_FAMILIES else "(no target)"
@@ -182,16 +237,18 @@ def context_quality(home: Path, config: ZooConfig, finetune_tasks=(), workers: i
     for run in finished:
         if run.family in CONTINUING_FAMILIES:
             continuation = continuation_scores(home / "runs" / run.run_id)
+            tally.add("continuations that parse", run.family, continuation.parse_rate, continuation.sentences)
             verdict = "met" if continuation.parse_rate >= TARGET_PARSE_RATE else \
                 f"missed by {TARGET_PARSE_RATE - continuation.parse_rate:.2f}"
             print(f"{_label(run)} continuations: {continuation.parse_rate:.0%} of {continuation.sentences} complete "
                   f"sentences parse (target >= {TARGET_PARSE_RATE:.0%}: {verdict}); e.g. {continuation.example!r}")
-    span_quality(home, finished)
-    translation_quality(home, finished)
-    probe_quality(home, finished)
+    span_quality(home, finished, tally)
+    translation_quality(home, finished, tally)
+    probe_quality(home, finished, tally)
     compare_quality(home, finished, COMPARE_PROMPT)
     if finetune_tasks:
-        finetune_quality(home, finished, finetune_tasks, workers)
+        finetune_quality(home, finished, finetune_tasks, workers, tally)
+    tally.report()
 
 
 TARGET_SPAN_RATIO = 2.0  # the span-infilling families fill held-out spans at 2x the best trivial baseline
@@ -202,7 +259,7 @@ CONTEXT_PROBE_TASKS = ("ambiguous_tags", "antecedent", "subject_number")
 COMPARE_FAMILIES = ("gpt", "gpt2", "bert", "t5")  # the Compare tab's default columns
 
 
-def span_quality(home: Path, runs) -> None:
+def span_quality(home: Path, runs, tally: Tally) -> None:
     """The span-infilling families on held-out "the NOUN" spans, beside story_tasks' span baselines."""
     baselines = baseline_table().set_index("task").loc["reference_span"]
     best = float(baselines["best_baseline"])
@@ -210,6 +267,8 @@ def span_quality(home: Path, runs) -> None:
           f"(baselines: majority {baselines['majority']:.3f}, bigram {baselines['bigram']:.3f}, trigram "
           f"{baselines['trigram']:.3f}, both sides {baselines['both_sides']:.3f}; target >= "
           f"{TARGET_SPAN_RATIO:.0f}x {best:.3f})")
+    tally.target("spans", TARGET_SPAN_RATIO * best, SPAN_FAMILIES, f">= {TARGET_SPAN_RATIO:.0f}x the best baseline "
+                 f"{best:.3f}")
     print(f"{'run':12s} {'exact':>6s} {'x best':>7s} {'noun':>6s}")
     for run in runs:
         if run.family not in SPAN_FAMILIES:
@@ -217,16 +276,18 @@ def span_quality(home: Path, runs) -> None:
         scores = span_scores(home / "runs" / run.run_id)
         if scores is None:
             continue
+        tally.add("spans", run.family, scores.accuracy, scores.items)
         ratio = scores.accuracy / best
         verdict = "met" if ratio >= TARGET_SPAN_RATIO else f"missed by {TARGET_SPAN_RATIO - ratio:.1f}x"
         print(f"{_label(run):12s} {scores.accuracy:6.3f} {ratio:7.1f} {scores.noun_accuracy:6.3f}   {verdict}; "
               f"most frequent fills {scores.top_answers}")
 
 
-def translation_quality(home: Path, runs) -> None:
+def translation_quality(home: Path, runs, tally: Tally) -> None:
     """The translating families' BLEU on held-out sentence pairs of the stories, beside copying the source."""
     print("\ntranslation: BLEU (sacrebleu, Chinese per character) of greedy translations of 120 held-out stories "
           "sentences, beside copying the English source (target: above it)")
+    tally.target("BLEU minus copying the source", 1e-9, TRANSLATION_FAMILIES, "> 0")
     print(f"{'run':12s} {'BLEU':>6s} {'copy':>6s} {'chrF':>6s}")
     for run in runs:
         if run.family not in TRANSLATION_FAMILIES:
@@ -234,6 +295,7 @@ def translation_quality(home: Path, runs) -> None:
         scores = translation_scores(home / "runs" / run.run_id)
         if scores is None:
             continue
+        tally.add("BLEU minus copying the source", run.family, scores.bleu - scores.copy_bleu)
         verdict = "met" if scores.bleu > scores.copy_bleu else \
             f"missed by {scores.copy_bleu - scores.bleu:.1f} BLEU"
         english, reference, translation = scores.example
@@ -241,11 +303,13 @@ def translation_quality(home: Path, runs) -> None:
               f"{english!r} -> {translation!r} (reference {reference!r})")
 
 
-def probe_quality(home: Path, runs) -> None:
+def probe_quality(home: Path, runs, tally: Tally) -> None:
     """Every run's best probe layer on the stories' context tasks against the best layer of its random-init
     control (the same architecture and seed, untrained)."""
     print(f"\nprobes on the context tasks: the best layer's accuracy, the best layer of the random-init control, and "
           f"the difference (target: >= {TARGET_SELECTIVITY} on at least one task)")
+    tally.target("best probe over its control", TARGET_SELECTIVITY, tuple(ZOO_ORDER),
+                 f">= {TARGET_SELECTIVITY} on the best of the three tasks, every family")
     print(f"{'run':12s} " + " ".join(f"{task:>24s}" for task in CONTEXT_PROBE_TASKS) + "   verdict")
     for run in runs:
         cells, margins = [], []
@@ -260,6 +324,7 @@ def probe_quality(home: Path, runs) -> None:
             margins.append(trained - control)
             cells.append(f"{trained:.3f} vs {control:.3f} ({trained - control:+.3f})".rjust(24))
         best = max(margins, default=float("nan"))
+        tally.add("best probe over its control", run.family, best)
         verdict = "met" if best >= TARGET_SELECTIVITY else f"missed by {TARGET_SELECTIVITY - best:.3f}"
         print(f"{_label(run):12s} " + " ".join(cells) + f"   {verdict}")
 
@@ -290,7 +355,7 @@ def compare_quality(home: Path, runs, prompt: str) -> None:
 FINETUNE_TASKS = ("scope", "story_order")  # the stories' fine-tuning tasks; --finetune-tasks all adds the synthetic ones
 
 
-def finetune_quality(home: Path, runs, tasks, workers: int) -> None:
+def finetune_quality(home: Path, runs, tasks, workers: int, tally: Tally) -> None:
     """Every run fine-tuned on each task (`python -m lab_models finetune`, its defaults: 200 steps, seed 0), `workers`
     at once with one thread each; per family the mean accuracy and its 95% interval (over seeds, with two or more;
     else Wilson's over the validation examples), beside the task's majority baseline, and whether any task is solved at
@@ -332,6 +397,8 @@ def finetune_quality(home: Path, runs, tasks, workers: int) -> None:
         perfect = []
         for family, rows in results.items():
             accuracies = [row["accuracy"] for row in rows]
+            for row in rows:
+                tally.add(f"fine-tuned {task}", family, row["accuracy"], int(row.get("validation_examples") or 0))
             mean, low, high = mean_interval(accuracies)
             over = "seeds"
             if len(rows) == 1:

@@ -67,6 +67,11 @@ EXAMPLE_PROMPTS = {
                      "She [MASK] to the market [MASK] morning."],
     "translate": ["a big dog does not hate some rabbits ."],
 }
+# The prompt the tab opens with, for Auto mode: one blank in the middle of a sentence of the stories language, so that
+# every family of the default columns can answer with a sentence (GPT and GPT-2 continue the text before the blank and
+# say so; BERT fills the one [MASK] slot from both sides; T5 infills a span there), and the answer shows agreement: the
+# verb after "they" must be plural.
+DEFAULT_PROMPT = "a doctor guards two judges . they [MASK] the doctor ."
 RUNS_REFRESH_S = 5.0  # new runs with weights show up in the picker by themselves this often
 
 
@@ -323,7 +328,7 @@ def build(home, jobs=None, tab=None) -> TabParts:
         refresh = gr.Button(text("compare.refresh_runs"), size="sm", scale=0, min_width=140)
     with gr.Row():
         with gr.Column(scale=3, min_width=360):
-            prompt = gr.Textbox(EXAMPLE_PROMPTS["continue"][0], label=text("compare.prompt_label"), lines=2,
+            prompt = gr.Textbox(DEFAULT_PROMPT, label=text("compare.prompt_label"), lines=2,
                                 elem_id="compare-prompt", info=text("compare.prompt_info"))
             mode = gr.Radio(mode_choices(), value=AUTO, label=text("compare.mode_label"),
                             info=text("compare.mode_info"))

@@ -376,8 +376,9 @@ def test_compares_first_click_answers_in_four_columns_and_a_bad_input_leaves_the
     assert [c["family"] for c in columns] == list(ZOO_FAMILIES)
     assert [c["state"] for c in columns] == ["ok"] * 4, columns  # every family answers the default prompt
     assert [c["mode"] for c in columns] == ["continue", "continue", "mask_predict", "infill"]
-    assert [bool(c["note"]) for c in columns] == [False, False, True, True]  # BERT and T5: "a blank was added"
-    assert "BERT fills blanks" in columns[2]["note"]
+    # the default prompt has a blank mid-sentence: GPT and GPT-2 continue the text before it and say so
+    assert [bool(c["note"]) for c in columns] == [True, True, False, False]
+    assert "GPT reads left to right" in columns[0]["note"]
     browser.save_screenshot(str(ARTIFACTS / "browser-compare-four-columns.png"))
 
     # a bad input: the toast says what to do; the four answers stay, with no "Error" badge on the outputs

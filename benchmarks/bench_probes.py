@@ -157,15 +157,17 @@ def main() -> int:
           f"threads {args.threads}; tasks {', '.join(tasks)}")
     results: dict[str, dict] = {}
     total_cold = total_cpu = 0.0
+    # the cache file of the first task's language (the synthetic grammar's or the stories')
+    cache_file = probing.features_file(probing.PROBE_TASKS[tasks[0]][1])
     for family, run_dir in runs:
-        (run_dir / probing.FEATURES_FILE).unlink(missing_ok=True)
+        (run_dir / cache_file).unlink(missing_ok=True)
         started, cpu = time.perf_counter(), time.process_time()
         api.probe_layers(run_dir, tasks[0])
         cold_seconds, cold_cpu = time.perf_counter() - started, time.process_time() - cpu
         total_cold += cold_seconds
         total_cpu += cold_cpu
         results[family] = {"run": run_dir.name, "cold_seconds": cold_seconds, "cold_cpu_seconds": cold_cpu,
-                           "cache_bytes": (run_dir / probing.FEATURES_FILE).stat().st_size}
+                           "cache_bytes": (run_dir / cache_file).stat().st_size}
         warm, warm_cpu = [], []
         for task in tasks:
             started, cpu = time.perf_counter(), time.process_time()

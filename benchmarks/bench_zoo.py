@@ -4,20 +4,35 @@ accuracy is printed beside the most-frequent-word baseline); a first side-by-sid
 `python app.py` on a fresh lab home; on a GPU, `--preset small` for every family in under 10 minutes.
 
     python benchmarks/bench_zoo.py [--preset tiny] [--families all|gpt,bert,...] [--steps N | --budget-flops F]
-                                   [--corpus stories] [--home DIR [--score-only]]
+                                   [--corpus stories] [--seeds N] [--workers N] [--finetune-tasks scope,story_order]
+                                   [--home DIR [--score-only]]
     python benchmarks/bench_zoo.py --time-to-first-comparison [--port 7899]
 
-Default mode: trains the zoo into a fresh temporary lab home (or --home) through the job manager, exactly as
-`python -m lab_models zoo` does, and prints the total time, the time until the first one, two and three runs had
-finished, each run's time (from launch to exit, tokenizer training and the Python start-up included), and a quality
-check: GPT's greedy continuation of "the small cat", and for every family that can fill a blank its accuracy on 48
-easy blanks of held-out synthetic sentences: one word masked (a noun after its adjective or determiner, a
-determiner, a verb after its subject, the final "."), scored twice, as the exact word and as the word's class (any
-noun for a noun, ...). The grammar's lexicon decides the classes (lab_models/text/synthetic.py). Then the context
-tasks of the "stories" language (lab_models/text/story_tasks.py) with their trivial baselines, every family's fills of
-held-out reference and agreement blanks against the target (a masked LM at 2x the best baseline), and the share of
-GPT's and GPT-2's continuations that parse (target 90%): lab_models/inference/context_scores.py. The load average
-(`os.getloadavg`) before and after is printed: timings on a busy machine are pessimistic.
+Default mode: trains the zoo into a fresh temporary lab home (or --home) through the job manager, exactly as `python -m
+lab_models zoo` does, and prints the total time, the time until the first one, two and three runs had finished, each
+run's time (from launch to exit, tokenizer training and the Python start-up included), and the quality checks of the
+zoo's corpus. On the synthetic grammar (`--corpus synthetic`): GPT's greedy continuation of "the small cat", and for
+every family that can fill a blank its accuracy on 48 easy blanks of held-out synthetic sentences: one word masked (a
+noun after its adjective or determiner, a determiner, a verb after its subject, the final "."), scored twice, as the
+exact word and as the word's class (any noun for a noun, ...); the grammar's lexicon decides the classes
+(lab_models/text/synthetic.py). On the "stories" language (the tiny zoo's): the context tasks of the language
+(lab_models/text/story_tasks.py) with their trivial baselines, and every score that the issue of a fair zoo sets a
+target on (lab_models/inference/context_scores.py scores a run):
+
+    reference blanks   every masked LM fills held-out "the NOUN" nouns at 2x the best trivial baseline
+    continuations      GPT's and GPT-2's complete sentences parse under the grammar 90% of the time
+    spans              T5, GLM, MASS, UniLM infill the whole "the NOUN" at 2x the best span baseline
+    translation        MASS, T5, CoVe beat copying the source in BLEU on held-out sentence pairs
+    probes             every family's best layer beats the best layer of its random-init control by 0.05 on one of
+                       the three context probes (ambiguous_tags, antecedent, subject_number)
+    default Compare    GPT, GPT-2, BERT and T5 in Auto mode on the Compare tab's prompt answer with sentences
+    fine-tuning        every run fine-tuned on scope and story_order (200 steps, `--finetune-tasks`), each family's
+                       accuracy with its interval; no task solved at 1.000 by every family
+
+and ends with a summary over seeds: each score's mean per family, its 95% interval (Student's t over the seeds,
+widened to Wilson's over the examples for a hit rate; Wilson's alone with one seed) and the target's verdict ("met" or
+"missed by"). The load average (`os.getloadavg`) before and after is printed: timings on a busy machine are
+pessimistic.
 
 --time-to-first-comparison: starts `python app.py` on a fresh lab home, clicks "Train the demo zoo" through
 gradio_client (`/zoo_start`), and reports when the Compare tab could show two finished runs side by side: the first

@@ -23,6 +23,7 @@ from app.display import redrawn_on_language_switch
 from app.errors import user_errors
 from app.i18n.language import text, tr
 from app.inputs import picked_runs, whole_number
+from app.understand.figures import run_title
 from app.understand.attribution_figures import attribution_table, chips_html
 from app.understand.export import FigureFiles
 from app.understand.run_picker import RunPicking, SectionPicker, run_choices, runs_picker
@@ -78,6 +79,7 @@ class AttributionView(RunPicking):
         steps = whole_number(steps, tr("probing.steps_label"), api.ATTRIBUTION_DEFAULT_STEPS, 2,
                              api.ATTRIBUTION_MAX_STEPS)
         target = str(target).strip() if isinstance(target, str) else ""
+        seeds = {row["run_id"]: row.get("seed") for row in api.runs_with_weights(self.jobs)}  # a fine-tuning: none
         results = []
         for index, source in enumerate(sources):
             progress(index / len(sources), desc=tr("probing.progress_attributions", run_id=source, index=index + 1,
@@ -86,7 +88,8 @@ class AttributionView(RunPicking):
             try:
                 attribution = api.explain_prediction(self.jobs.run_dir(source), str(sentence), method, steps,
                                                      baseline=baseline, target=target or None)
-                result.update(attribution=attribution, title=f"{attribution.family} · {source}")
+                result.update(attribution=attribution, title=run_title(
+                    {"title": attribution.family, "run_id": source, "seed": seeds.get(source)}))
             except ValueError as error:
                 result["error"] = api.as_message(api.message_of(error))  # a library's text: said to be English
             except Exception as error:  # noqa: BLE001 - one broken run must not hide the others' answers

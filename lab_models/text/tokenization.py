@@ -24,7 +24,10 @@ Decisions and deviations from the papers, stated once here:
 * `unigram` prunes its seed vocabulary faster than SentencePiece (keeps 50% of the pieces per EM round instead of
   75%): half the training time, about 1.5% more tokens per text.
 * `unigram` uses the `tokenizers` unigram trainer, not SentencePiece itself: no character-coverage cut-off (every
-  character seen in training is kept) and no byte fallback, so unseen characters become `<unk>`.
+  character seen in training is kept) and no byte fallback, so unseen characters become `<unk>`. That trainer seeds
+  its vocabulary only with substrings of at least two distinct words, which on a small lexicon leaves frequent words
+  spelled letter by letter ("▁ t w o"); it also reads every distinct word once doubled (`unigram_seed_text`), so
+  that every word can become a piece, as SentencePiece's seeding allows.
 * No kind adds framing tokens when encoding (no `[CLS] ... [SEP]` post-processor): the objectives insert their own
   special tokens. Special tokens come first in every vocabulary, with ids in the order `special_tokens(kind)` lists
   them.
@@ -76,6 +79,7 @@ from lab_models.home import atomic_write_json, atomic_write_text, lab_home
 
 from lab_models.text.tokenizer_kinds import (TOKENIZER_KINDS, SPECIAL_TOKENS, END_OF_WORD_SUFFIX, CONTINUATION_PREFIX,
                                              METASPACE, UNIGRAM_SHRINKING_FACTOR, CACHE_FORMAT_VERSION,
+                                             UNIGRAM_PIPELINE_VERSION,
                                              ProgressCallback, check_kind, check_vocab_size, check_texts,
                                              resolve_options, report_progress, pre_tokens)
 from lab_models.text.tokenizer_inspect import model_json, tokenizer_kind
@@ -240,8 +244,28 @@ def _retrain_unigram_larger(
     return trimmed, trimmed.get_vocab_size()
 
 
+def unigram_seed_text(tokenizer: Tokenizer, corpus: list[str]) -> str:
+    """One more training text for the unigram trainer: every distinct word of `corpus` once, doubled ("twotwo").
+
+    The `tokenizers` unigram trainer seeds its vocabulary only with substrings found in at least two distinct
+    pre-tokenized words, so on a small lexicon a word that is no part of another word ("two", "near", "station" in
+    the stories) never becomes a piece and is spelled letter by letter. Doubled, every word is in two distinct words
+    (itself and its double); a double occurs once, so its own pieces do not survive the EM rounds, and it adds no
+    character to the alphabet.
+
+    >>> tok = _empty_tokenizer("unigram", False)
+    >>> unigram_seed_text(tok, ["two cats", "two dogs"])
+    'catscats dogsdogs twotwo'
+    """
+    words = {piece.removeprefix(METASPACE) for text in corpus for piece in pre_tokens(tokenizer, text)}
+    return " ".join(word + word for word in sorted(words) if word)
+
+
 def _fit(tokenizer: Tokenizer, corpus: list[str], kind: str, vocab_size: int) -> Tokenizer:
-    """Run the `tokenizers` trainer; its errors (bare `Exception`s) come back as `ValueError`s with advice."""
+    """Run the `tokenizers` trainer; its errors (bare `Exception`s) come back as `ValueError`s with advice. The unigram
+    trainer also reads `unigram_seed_text`."""
+    if kind == "unigram":
+        corpus = [*corpus, unigram_seed_text(tokenizer, corpus)]
     try:
         tokenizer.train_from_iterator(corpus, _trainer(kind, vocab_size), length=len(corpus))
     except Exception as error:
@@ -331,6 +355,8 @@ def tokenizer_cache_key(kind: str, vocab_size: int, *, corpus_fingerprint: str, 
         "vocab_size": check_vocab_size(vocab_size),
         "options": sorted(resolve_options(options).items()),
     }
+    if kind == "unigram":  # the unigram pipeline changed on its own (unigram_seed_text): the other kinds' keys stand
+        identity["unigram_version"] = UNIGRAM_PIPELINE_VERSION
     return hashlib.sha256(json.dumps(identity, sort_keys=True).encode("utf-8")).hexdigest()[:24]
 
 

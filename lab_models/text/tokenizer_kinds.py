@@ -40,6 +40,7 @@ METASPACE = "\u2581"  # "▁", SentencePiece's visible space.
 # (2.2 s -> 1.1 s at vocabulary 2000, benchmarks/bench_tokenizers.py) for ~1.5% more tokens on the same text.
 UNIGRAM_SHRINKING_FACTOR = 0.5
 CACHE_FORMAT_VERSION = 2  # Bump when the pipeline of any kind changes, so old cached tokenizers are not reused.
+UNIGRAM_PIPELINE_VERSION = 2  # the same for the unigram pipeline alone (2: its trainer reads unigram_seed_text)
 TOKENIZER_OPTIONS: dict[str, bool] = {"lowercase": False}  # option name -> default
 
 ProgressCallback = Callable[[float, str], None]

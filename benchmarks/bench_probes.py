@@ -60,19 +60,21 @@ def summary(frame) -> dict:
 
 def joint_against_separate(run_dir: Path, task: str) -> tuple[float, float, float]:
     """(CPU seconds one by one, CPU seconds jointly, the largest accuracy difference) for one run's probes."""
-    features = probing.probe_features(run_dir)
+    features = probing.probe_features(run_dir, 0, None, probing.PROBE_TASKS[task][1])
     labels, held_out = probing.probe_labels(features, task, 0)
     unit = "words" if probing.PROBE_TASKS[task][0] == "word" else "sentences"
     every = [item[unit] for item in features.model] + [item[unit] for item in features.control]
     classes = len(probing.task_labels(task))
-    train = [x[~held_out] for x in every]
-    validation = [x[held_out] for x in every]
+    labelled = labels >= 0  # a stories task labels some of the words only
+    training, validating = labelled & ~held_out, labelled & held_out
+    train = [x[training] for x in every]
+    validation = [x[validating] for x in every]
     started = time.process_time()
-    separate = [probing.layer_accuracies([t], labels[~held_out], [v], labels[held_out], classes)[0]
+    separate = [probing.layer_accuracies([t], labels[training], [v], labels[validating], classes)[0]
                 for t, v in zip(train, validation)]
     one_by_one = time.process_time() - started
     started = time.process_time()
-    joint = probing.layer_accuracies(train, labels[~held_out], validation, labels[held_out], classes)
+    joint = probing.layer_accuracies(train, labels[training], validation, labels[validating], classes)
     together = time.process_time() - started
     return one_by_one, together, max(abs(a - b) for a, b in zip(separate, joint))
 

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Iterable
 
 from lab_models.messages import LabError, Message, messages_restored
-from lab_models.text.tokenizer_kinds import TOKENIZER_KINDS
+from lab_models.text.tokenizer_kinds import TOKENIZER_KINDS, UNIGRAM_PIPELINE_VERSION
 from tokenizers import Tokenizer
 
 from lab_models.text.corpora import Corpus
@@ -198,7 +198,11 @@ _FIT_RECORD_VERSION = 1
 
 
 def _fit_record_path(home, fingerprint: str, kind: str, vocab_size: int) -> Path:
-    key = hashlib.sha256(json.dumps([_FIT_RECORD_VERSION, fingerprint, kind, int(vocab_size)]).encode()).hexdigest()
+    # the unigram pipeline's version is part of the key, so that a record never points at a unigram tokenizer the
+    # code would no longer train (tokenizer_cache_key changes with it too)
+    versions = [UNIGRAM_PIPELINE_VERSION] if kind == "unigram" else []
+    key = hashlib.sha256(json.dumps([_FIT_RECORD_VERSION, fingerprint, kind, int(vocab_size), *versions]).encode()
+                         ).hexdigest()
     return lab_home(home) / "tokenizers" / "_fits" / f"{key[:32]}.json"
 
 

@@ -490,3 +490,13 @@ def test_merge_replay_follows_fuse_unk_of_loaded_tokenizers():
     for text in ["hello ΩΩworld", "heΩΩΩllo Ω", "ΩhΩ"]:
         replayed = [piece for pieces in merge_replay(tokenizer, text, merge_count(tokenizer)) for piece in pieces]
         assert replayed == tokenizer.encode(text).tokens
+
+
+def test_unigram_learns_a_frequent_word_that_is_no_part_of_another_word():
+    # the tokenizers trainer alone seeds only substrings of two distinct words: "two" and "station" would be spelled
+    # letter by letter however often they occur
+    corpus = ["two judges watch a tourist near the station ."] * 300 + ["the judge sees two cats ."] * 200
+    tokenizer = train_tokenizer("unigram", corpus, 45)  # about the most this corpus supports
+    assert tokenizer.encode("two judges near the station").tokens == ["▁two", "▁judges", "▁near", "▁the",
+                                                                        "▁station"]
+    assert not {token for token in tokenizer.get_vocab() if "twotwo" in token}  # the doubles are seeds only

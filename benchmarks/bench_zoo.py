@@ -201,6 +201,7 @@ class Tally:
             if len(values) == 1 or wide[0] < low or wide[1] > high:
                 low, high = (wide if len(values) == 1 else (min(low, wide[0]), max(high, wide[1])))
                 over = "examples" if len(values) == 1 else "seeds and examples"
+            low, high = max(low, 0.0), min(high, 1.0)  # a hit rate's interval stays inside [0, 1]
         return mean, low, high, over
 
     def report(self) -> None:
@@ -346,8 +347,9 @@ def probe_quality(home: Path, runs, tally: Tally) -> None:
 
 def compare_quality(home: Path, runs, prompt: str) -> None:
     """The Compare tab's default columns (GPT, GPT-2, BERT, T5 in Auto mode on its default prompt): does each column
-    read as sentences of the grammar? A column does when its answer finishes the prompt's open sentence and every
-    complete sentence of the column parses (words after the last "." are an unfinished sentence, not scored)."""
+    read as sentences of the grammar? A column does when it holds the sentences the prompt asks for
+    (`sentences_asked_for`) and every complete sentence of it parses (words after the last "." are an unfinished
+    sentence, not scored)."""
     print(f"\nthe default Compare ({', '.join(COMPARE_FAMILIES)}, Auto mode) on {prompt!r}: every column's text "
           "(the prompt with the answer) split into sentences, each parsed by the grammar")
     met = 0
@@ -357,7 +359,7 @@ def compare_quality(home: Path, runs, prompt: str) -> None:
         generation = api.generate(home / "runs" / run.run_id, prompt, mode="auto", max_new_tokens=24)
         sentences = complete_sentences_of(generation.text)
         parsed = [parse_sentence(sentence) is not None for sentence in sentences]
-        if len(sentences) <= len(complete_sentences_of(prompt)):
+        if len(sentences) < sentences_asked_for(prompt):
             verdict = "does not finish the prompt's sentence"
         elif all(parsed):
             verdict, met = "reads as sentences", met + 1
@@ -424,6 +426,18 @@ def finetune_quality(home: Path, runs, tasks, workers: int, tally: Tally) -> Non
                   f"{'s' if len(rows) > 1 else ''})")
         verdict = "solved at 1.000 by every family (too easy)" if all(perfect) else "not solved by every family: met"
         print(f"    -> {verdict}")
+
+
+def sentences_asked_for(prompt: str) -> int:
+    """How many complete sentences a column that answers `prompt` must hold: the prompt's own (a blank is filled in
+    its sentence), and one more when the prompt ends inside a sentence (the answer finishes it).
+
+    >>> sentences_asked_for("a doctor guards two judges . they"), sentences_asked_for("the cat [MASK] a ball .")
+    (2, 1)
+    """
+    words = prompt.replace(".", " . ").split()
+    open_tail = bool(words) and words[-1] != "."
+    return len(complete_sentences_of(prompt)) + open_tail
 
 
 def complete_sentences_of(text: str) -> list[str]:

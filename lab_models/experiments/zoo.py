@@ -27,19 +27,19 @@ Transformers, then the slower RNN-era families, CoVe last (its attentional LSTM 
 Budget: equal compute. Every family of a zoo gets the same training FLOPs (ZOO_BUDGET_FLOPS: tiny 1e12), counted
 the way MFU counts them (lab_models/training/flops.py); each run trains the steps they buy at its own FLOPs per token
 (`train --budget-flops`, lab_models/training/config.py `steps_for_budget`), so a family whose step costs more takes
-fewer steps (at tiny: BERT about 1,250, GPT about 900, ELMo about 380). `--budget-flops F` gives another budget,
-`--steps N` one step count for every family and `--budget-minutes M` one wall time instead (each its own zoo name).
+fewer steps (at tiny, with 32-token rows: BERT about 2,700, GPT about 1,900, ELMo about 380). `--budget-flops F`
+gives another budget, `--steps N` one step count for every family and `--budget-minutes M` one wall time instead (each its own zoo name).
 With steps, evaluation and checkpoints are spaced to the run's length (EVALUATIONS_PER_RUN, CHECKPOINTS_PER_RUN).
 
 The tiny zoo trains on the "stories" language (ZOO_CORPUS; lab_models/text/stories.py), where a word's class, a verb's
 number and a pronoun's referent come from the context, so that its probes and blanks measure training rather than
 word identity; at a vocabulary of 1024 tokens instead of the preset's 512 (ZOO_VOCAB_SIZE says why), and with one
 recipe for every Transformer (ZOO_RECIPE: learning rate, warmup, rows of 32 tokens, 40% masking where the objective
-masks); MASS and T5
-also train translation on the corpus's own sentence pairs (ZOO_TRANSLATION_WEIGHT), as CoVe does. What the
-budget buys is measured by benchmarks/bench_zoo.py and written in docs/zoo.md: at 1e12 GPT and GPT-2 write sentences
-of the language while the masked LMs are still on the unigram plateau (they fill every blank with "the"); three times
-the budget takes a BERT off it. The zoo says so rather than give the masked LMs more.
+masks); MASS and T5 also train translation on the corpus's own sentence pairs (ZOO_TRANSLATION_WEIGHT), as CoVe does.
+What the budget buys is measured by benchmarks/bench_zoo.py and written in docs/zoo.md: at 1e12 GPT and GPT-2 write
+sentences of the language, MPNet (and BERT with one seed of three) fills the blanks only the story decides at twice
+the best trivial baseline, the other masked LMs have only just left the unigram plateau, and the span fillers have
+not; the zoo says so rather than give some families more.
 
 Speed: the tiny zoo runs one run per core at once, each with one thread (`ZooConfig.workers_here`; the job manager's
 `parallel`): two one-thread tiny runs on 2 cores finish in half the time of the same two in a row. The one-seed tiny
@@ -104,8 +104,8 @@ DEMO_ZOO_PRESET = "tiny"
 # The training FLOPs every family of a zoo gets at each preset (the lab's own count, lab_models/training/flops.py, the
 # one MFU uses): equal compute, not equal steps, so a family whose step costs more takes fewer of them. Tiny: what
 # the 17 families spend in under 10 minutes on a 2-core CPU with two one-thread workers (`ZooConfig.workers_here`; docs/zoo.md has
-# the measured time); at 1e12 a tiny BERT takes about 1,350 steps, GPT about 900, ELMo about 380. Small and medium:
-# about what 500 and 2000 steps of GPT cost there.
+# the measured time); at 1e12 a tiny BERT takes about 2,700 steps of 32-token rows, GPT about 1,900, ELMo about 380.
+# Small and medium: about what 500 and 2000 steps of GPT cost there.
 ZOO_BUDGET_FLOPS: dict[str, float] = {"tiny": 1e12, "small": 2.5e13, "medium": 2e15}
 # The corpus each preset's zoo trains on when none is given: the tiny zoo on the "stories" language, where context
 # decides (lab_models/text/stories.py); small and medium on their preset's corpus.

@@ -64,7 +64,7 @@ def test_a_zoo_config_refuses_bad_values_with_a_message():
 def test_trainer_intervals_follow_the_run_length():
     config = zoo.ZooConfig(steps=400)
     assert config.trainer_args("elmo") == ["--eval-every", "40", "--checkpoint-every", "100", "--vocab-size", "1024"]
-    assert config.trainer_args("gpt")[6:] == ["--lr", "0.003", "--warmup-steps", "200"]  # the tiny zoo's recipe
+    assert config.trainer_args("gpt")[6:] == ["--lr", "0.003", "--warmup-steps", "200", "--seq-len", "32"]  # the recipe
     assert "--vocab-size" not in zoo.ZooConfig(preset="small").trainer_args("gpt")
     assert config.name == "tiny-stories-400steps" and config.flops is None
 
@@ -77,9 +77,12 @@ def test_the_default_zoo_gives_every_family_the_presets_flops_on_the_stories_lan
     for family in zoo.ZOO_ORDER:
         args = config.trainer_args(family)
         assert args[:4] == ["--budget-flops", "1000000000000.0", "--vocab-size", "1024"], family
-    # the recipe: the same learning rate and warmup for every Transformer, 40% masking where the objective masks
-    assert config.trainer_args("bert")[4:] == ["--lr", "0.003", "--warmup-steps", "200", "--set", "mask_rate=0.4"]
-    assert config.trainer_args("xlnet")[4:] == ["--lr", "0.003", "--warmup-steps", "200"]
+    # the recipe: the same learning rate, warmup and row length for every Transformer, 40% masking where the
+    # objective masks, translation for MASS and T5
+    recipe = ["--lr", "0.003", "--warmup-steps", "200", "--seq-len", "32"]
+    assert config.trainer_args("bert")[4:] == recipe + ["--set", "mask_rate=0.4"]
+    assert config.trainer_args("xlnet")[4:] == recipe
+    assert config.trainer_args("t5")[4:] == recipe + ["--objective", "translation=1"]
     assert config.trainer_args("cove")[4:] == []  # the RNN era keeps the preset's
     small = zoo.ZooConfig(preset="small")
     assert small.name == "small-stdlib-docs-2.5e13flops" and small.trainer_args("bert") == ["--budget-flops",

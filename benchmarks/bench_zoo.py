@@ -286,17 +286,21 @@ def span_quality(home: Path, runs, tally: Tally) -> None:
     tally.target("spans", TARGET_SPAN_RATIO * best, SPAN_FAMILIES, f">= {TARGET_SPAN_RATIO:.0f}x the best baseline "
                  f"{best:.3f}")
     print(f"{'run':12s} {'exact':>6s} {'x best':>7s} {'noun':>6s}")
-    for run in runs:
-        if run.family not in SPAN_FAMILIES:
-            continue
-        scores = span_scores(home / "runs" / run.run_id)
-        if scores is None:
-            continue
+    for run, scores in _scored(home, runs, SPAN_FAMILIES, span_scores):
         tally.add("spans", run.family, scores.accuracy, scores.items)
         ratio = scores.accuracy / best
         verdict = "met" if ratio >= TARGET_SPAN_RATIO else f"missed by {TARGET_SPAN_RATIO - ratio:.1f}x"
         print(f"{_label(run):12s} {scores.accuracy:6.3f} {ratio:7.1f} {scores.noun_accuracy:6.3f}   {verdict}; "
               f"most frequent fills {scores.top_answers}")
+
+
+def _scored(home: Path, runs, families, score):
+    """(run, score(run folder)) for the runs of `families` whose score is not None (a family that cannot)."""
+    for run in runs:
+        if run.family in families:
+            scores = score(home / "runs" / run.run_id)
+            if scores is not None:
+                yield run, scores
 
 
 def translation_quality(home: Path, runs, tally: Tally) -> None:
@@ -305,12 +309,7 @@ def translation_quality(home: Path, runs, tally: Tally) -> None:
           "sentences, beside copying the English source (target: above it)")
     tally.target("BLEU minus copying the source", 1e-9, TRANSLATION_FAMILIES, "> 0")
     print(f"{'run':12s} {'BLEU':>6s} {'copy':>6s} {'chrF':>6s}")
-    for run in runs:
-        if run.family not in TRANSLATION_FAMILIES:
-            continue
-        scores = translation_scores(home / "runs" / run.run_id)
-        if scores is None:
-            continue
+    for run, scores in _scored(home, runs, TRANSLATION_FAMILIES, translation_scores):
         tally.add("BLEU minus copying the source", run.family, scores.bleu - scores.copy_bleu)
         verdict = "met" if scores.bleu > scores.copy_bleu else \
             f"missed by {scores.copy_bleu - scores.bleu:.1f} BLEU"

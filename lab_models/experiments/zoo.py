@@ -83,8 +83,8 @@ ZOO_ORDER: tuple[str, ...] = ("gpt", "gpt2", "bert", "t5", "roberta", "albert", 
                               "mpnet", "unilm", "mass", "glm", "elmo", "ulmfit", "cvt", "cove")
 # The zoo's runs that the Understand tab shows first for fill-mask: BERT and the three that changed its objective
 # (RoBERTa's dynamic masking without NSP, MPNet's permuted view of every position, UniLM's mixed masks). At the demo
-# zoo's 1e12 FLOPs BERT and MPNet fill the stories' reference blanks at more than twice the best trivial baseline,
-# RoBERTa and UniLM have left the unigram plateau without getting them right yet (docs/zoo.md): the view shows both.
+# zoo's 1e12 FLOPs MPNet (and BERT with one seed of three) fills the stories' reference blanks at more than twice the
+# best trivial baseline, RoBERTa and UniLM have only just left the unigram plateau (docs/zoo.md): the view shows both.
 ZOO_FILL_MASK_SHOWCASE: tuple[str, ...] = ("bert", "roberta", "mpnet", "unilm")
 # What each Understand view picks by itself until the reader picks (api.view_picks): the zoo's runs that make the
 # view's point (a bidirectional encoder beside a left-to-right one, the RNN era beside both), as many as shown.
@@ -116,8 +116,8 @@ ZOO_CORPUS: dict[str, str] = {"tiny": "stories"}
 # 2023, "Should You Mask 15% in Masked Language Modeling?") and rows of 32 tokens instead of 64 take it off the
 # plateau within 1e12 FLOPs. The row length is what decides it (measured at 1e12, docs/zoo.md): at 64 tokens no
 # learning rate, schedule, batch size, dropout or norm placement tried gets a BERT off the plateau, while at 32 it
-# fills 15% of the reference blanks (3x the best trivial baseline) and GPT's continuations parse 96% of the time
-# instead of 63%. A story is 20 to 40 words, so a 32-token row still holds most of one. The RNN era keeps the
+# fills 15% of the reference blanks (3x the best trivial baseline) and GPT's continuations parse 96% to 100% of the
+# time instead of 63%. A story is 20 to 40 words, so a 32-token row still holds most of one. The RNN era keeps the
 # preset's settings (its LSTMs are not what the recipe was measured on).
 ZOO_RECIPE: dict[str, dict[str, float]] = {"tiny": {"lr": 3e-3, "warmup_steps": 200, "mask_rate": 0.4, "seq_len": 32}}
 # The zoo's MASS and T5 also train translation (objectives/translation.py, on the zoo corpus's own sentence pairs) at
@@ -274,8 +274,8 @@ class ZooConfig:
 
     def recipe_args(self, family: str) -> list[str]:
         """The preset's zoo recipe for `family` (ZOO_RECIPE): the learning rate, warmup and row length for a
-        Transformer, the masking rate for a family whose objective has one; and translation for MASS and T5 at every preset
-        (ZOO_TRANSLATION_WEIGHT).
+        Transformer, the masking rate for a family whose objective has one; and translation for MASS and T5 at every
+        preset (ZOO_TRANSLATION_WEIGHT).
 
         >>> ZooConfig().recipe_args("bert"), ZooConfig().recipe_args("elmo")
         (['--lr', '0.003', '--warmup-steps', '200', '--seq-len', '32', '--set', 'mask_rate=0.4'], [])

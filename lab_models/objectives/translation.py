@@ -282,20 +282,15 @@ def synthetic_pairs(split: str) -> tuple[tuple[str, str], ...]:
     return language_pairs("synthetic", split)
 
 
-def pairs_language(corpus) -> str:
-    """Whose sentence pairs a run on `corpus` translates: the corpus's own when it is a built-in bilingual corpus
-    ("synthetic", "stories"), else the synthetic corpus's."""
-    name = getattr(corpus, "name", None)
-    return name if getattr(corpus, "source", None) == "builtin" and name in PAIR_LANGUAGES else "synthetic"
-
-
 def holds_its_pairs(corpus) -> bool:
     """Whether `corpus` is a built-in bilingual corpus, whose text already holds both sides of its pairs."""
     return getattr(corpus, "source", None) == "builtin" and getattr(corpus, "name", None) in PAIR_LANGUAGES
 
 
-def is_synthetic_corpus(corpus) -> bool:
-    return getattr(corpus, "name", None) == "synthetic" and getattr(corpus, "source", None) == "builtin"
+def pairs_language(corpus) -> str:
+    """Whose sentence pairs a run on `corpus` translates: the corpus's own when it is a built-in bilingual corpus
+    ("synthetic", "stories"), else the synthetic corpus's."""
+    return corpus.name if holds_its_pairs(corpus) else "synthetic"
 
 
 def tokenizer_corpus(corpus, family: str):

@@ -176,6 +176,11 @@ class ZooConfig:
     seeds: int = 1
     # runs that share the CPU at once (None: `workers_here`'s rule); the results do not depend on it
     workers: int | None = None
+    # a variant of the zoo's recipe (a claim's arm, lab_models/experiments/claims.py): a slug that ends the zoo's
+    # name ("tiny-stories-1e12flops-bert-no-nsp") and the trainer arguments it adds after the recipe's (a later
+    # --set, --objective or --model of the same key wins); None: the zoo itself
+    variant: str | None = None
+    variant_args: tuple[str, ...] = ()
 
     def __post_init__(self):
         if self.preset not in ZOO_PRESETS:
@@ -211,6 +216,15 @@ class ZooConfig:
                                          or not 1 <= self.workers <= MAX_ZOO_WORKERS):
             raise LabError("workers must be a whole number from 1 to {most}, got {workers!r}.", most=MAX_ZOO_WORKERS,
                            workers=self.workers)
+        if self.variant is not None and (not isinstance(self.variant, str)
+                                         or not re.fullmatch(r"[a-z0-9]+(-[a-z0-9.]+)*", self.variant)):
+            raise LabError("A zoo variant is a lower-case slug such as 'bert-no-nsp', got {variant!r}.",
+                           variant=self.variant)
+        if isinstance(self.variant_args, str) or not all(isinstance(arg, str) for arg in self.variant_args):
+            raise LabError("variant_args must be a tuple of trainer arguments such as ('--set', 'nsp=false').")
+        if self.variant_args and self.variant is None:
+            raise LabError("A zoo with variant_args needs a variant name, so that its runs are not taken for the "
+                           "zoo's own.")
         if self.budget_minutes is not None:
             if self.steps is not None or self.budget_flops is not None:
                 raise LabError("Give a zoo one of steps, a FLOP budget or a wall-time budget: each decides the "
@@ -241,8 +255,8 @@ class ZooConfig:
         ('tiny-stories-1e12flops', 'tiny-stdlib-docs-300steps', 'tiny-synthetic-1e12flops')
         >>> ZooConfig(budget_flops=3e12).name, ZooConfig(budget_flops=2.5e13).name, ZooConfig(budget_minutes=2).name
         ('tiny-stories-3e12flops', 'tiny-stories-2.5e13flops', 'tiny-stories-2min')
-        >>> ZooConfig(preset="small").name
-        'small-stdlib-docs-2.5e13flops'
+        >>> ZooConfig(preset="small").name, ZooConfig(variant="bert-no-nsp", variant_args=("--set", "nsp=false")).name
+        ('small-stdlib-docs-2.5e13flops', 'tiny-stories-1e12flops-bert-no-nsp')
         """
         parts = [self.preset, _slug(self.corpus_name)]
         if self.steps is not None:
@@ -251,6 +265,8 @@ class ZooConfig:
             parts.append(f"{self.flops:.3g}".replace("e+", "e").replace("+", "") + "flops")
         if self.budget_minutes is not None:
             parts.append(f"{self.budget_minutes:g}".replace(".", "p") + "min")
+        if self.variant is not None:
+            parts.append(self.variant)
         return "-".join(parts)
 
     @property
@@ -314,7 +330,8 @@ class ZooConfig:
         else:
             spacing = ["--eval-every", str(max(1, steps // EVALUATIONS_PER_RUN)),
                        "--checkpoint-every", str(max(1, steps // CHECKPOINTS_PER_RUN))]
-        return spacing + (["--vocab-size", str(vocabulary)] if vocabulary else []) + self.recipe_args(family)
+        return (spacing + (["--vocab-size", str(vocabulary)] if vocabulary else []) + self.recipe_args(family)
+                + list(self.variant_args))
 
 
 DEMO_ZOO = ZooConfig()

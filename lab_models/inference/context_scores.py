@@ -2,6 +2,9 @@
 
     blank_scores(run_dir, kind="reference", limit=120) -> BlankScores: top-1 fills of held-out blanks
     continuation_scores(run_dir, prompts=40) -> ContinuationScores: how often a run's continuations parse
+    next_sentence_scores(run_dir, prompts=60) -> HitScores: how often the sentence a run writes after a story's opening
+        parses (every family that writes: left to right, or by mask-predict into a blank after the prompt)
+    span_blank_scores(run_dir, limit=120) -> HitScores: "the NOUN" hidden as two [MASK]s, both filled right
     span_scores(run_dir, limit=120) -> SpanScores: infills of held-out two-word spans ("the NOUN")
     translation_scores(run_dir, limit=120) -> TranslationScores: BLEU of held-out translations, and of copying
 
@@ -41,6 +44,8 @@ from lab_models.text.story_tasks import context_tasks, story_split
 CONTINUATION_TOKENS = 40
 TRANSLATION_TOKENS = 48  # a sentence's Chinese is at most about 30 characters
 SPAN_TOKENS = 8
+BLANK_LIMIT = 120  # held-out blanks scored
+SENTENCE_BLANK_TOKENS = 8  # a sentence of the stories is 4 to 8 words, one token each at the zoo's vocabulary
 MASK = "[MASK]"
 
 
@@ -50,6 +55,17 @@ class BlankScores:
     items: int
     accuracy: float
     top_answers: tuple[tuple[str, int], ...]  # the most frequent top-1 fills: one answer for all is a plateau
+    hits: tuple[int, ...] = ()  # 1 where the fill of that blank was right, in the blanks' order
+
+
+@dataclass(frozen=True)
+class HitScores:
+    """A hit rate over held-out items, with each item's hit (the claims' bootstrap over examples reads them)."""
+
+    items: int
+    accuracy: float
+    hits: tuple[int, ...]
+    example: str = ""
 
 
 @dataclass(frozen=True)
@@ -60,7 +76,7 @@ class ContinuationScores:
     example: str  # the first prompt's continuation
 
 
-def blank_scores(run_dir, kind: str = "reference", limit: int = 120) -> BlankScores:
+def blank_scores(run_dir, kind: str = "reference", limit: int = BLANK_LIMIT) -> BlankScores:
     """The top-1 accuracy of the run's fills of the first `limit` validation blanks of `kind`.
     LabError for an unknown kind; ValueError (fill_mask's refusal) when the family cannot fill a blank."""
     if kind not in BLANK_KINDS:
@@ -72,8 +88,49 @@ def blank_scores(run_dir, kind: str = "reference", limit: int = 120) -> BlankSco
         words[blank.position] = MASK
         slots = fill_mask(run_dir, " ".join(words), top_k=1)
         answers.append(slots[0][0][0].strip() if slots and slots[0] else "")
-    right = sum(blank.is_right(answer) for blank, answer in zip(blanks, answers))
-    return BlankScores(kind, len(blanks), right / max(len(blanks), 1), tuple(Counter(answers).most_common(3)))
+    hits = tuple(int(blank.is_right(answer)) for blank, answer in zip(blanks, answers))
+    return BlankScores(kind, len(blanks), sum(hits) / max(len(blanks), 1), tuple(Counter(answers).most_common(3)),
+                       hits)
+
+
+def span_blank_scores(run_dir, limit: int = BLANK_LIMIT) -> HitScores:
+    """The reference blanks' two words "the NOUN" hidden as two [MASK]s, filled at once (top-1 of each slot, as the
+    Understand tab's fill-mask fills several blanks); a hit when both words are right. Every family with a fill-mask
+    answers it, so a span masker (SpanBERT) and a token masker (BERT) are scored alike. ValueError (fill_mask's
+    refusal) when the family cannot fill a blank."""
+    blanks = context_tasks()["reference"].validation[:limit]
+    hits = []
+    example = ""
+    for blank in blanks:
+        words = list(blank.story)
+        words[blank.position - 1:blank.position + 1] = [MASK, MASK]
+        slots = fill_mask(run_dir, " ".join(words), top_k=1)
+        fill = [slot[0][0].strip() if slot else "" for slot in slots]
+        example = example or " ".join(fill)
+        hits.append(int(fill == ["the", blank.answer]))
+    return HitScores(len(blanks), sum(hits) / max(len(blanks), 1), tuple(hits), example)
+
+
+def next_sentence_scores(run_dir, prompts: int = 60) -> HitScores:
+    """How often the first complete sentence a run writes after a validation story's opening sentence parses under
+    the grammar (agreement included). A left-to-right family continues the prompt greedily; a masked LM, which
+    cannot continue a text, fills a blank of `SENTENCE_BLANK_TOKENS` tokens after it by mask-predict (the Compare
+    tab's way of letting BERT write). A continuation without a complete sentence is a miss."""
+    data, _, validation = story_split()
+    stories = data.stories()
+    hits = []
+    example = ""
+    for index in validation[:prompts]:
+        prompt = stories[index][0].english
+        try:
+            text = generate(run_dir, prompt, max_new_tokens=CONTINUATION_TOKENS // 2).new_text
+        except LabError:  # a masked LM: it writes into a blank
+            text = generate(run_dir, f"{prompt} ___", blank_length=SENTENCE_BLANK_TOKENS,
+                            max_new_tokens=SENTENCE_BLANK_TOKENS).new_text
+        sentences = complete_sentences(text.replace(".", " . "))  # a decoded "cats." ends a sentence too
+        example = example or text.strip()
+        hits.append(int(bool(sentences) and parse_sentence(sentences[0]) is not None))
+    return HitScores(len(hits), sum(hits) / max(len(hits), 1), tuple(hits), example)
 
 
 @dataclass(frozen=True)

@@ -352,7 +352,7 @@ def fill_mask(run_dir, text: str, top_k: int = 5) -> list[list[tuple[str, float]
         try:
             logits = fill_mask_logits(ctx, ids, slots, framed.segments)  # (N, V)
         except UnsupportedMode as reason:
-            raise LabError("{reason} Use another run.", reason=reason) from None
+            raise LabError("{reason} Use another run.", reason=reason) from reason  # the cause says "refused"
         probs = torch.softmax(logits.float(), dim=-1)  # (N, V): the model's own distribution, as the papers report
         ranked = probs.masked_fill(ctx.banned, -1.0)  # special tokens are never proposed
         top = torch.topk(ranked, min(top_k, int((~ctx.banned).sum())), dim=-1)

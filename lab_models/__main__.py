@@ -4,6 +4,7 @@
     python -m lab_models tokenize ...    a corpus into token shards ahead of a run (lab_models/training/corpus_tokens.py)
     python -m lab_models zoo ...         one run of every chosen family on one corpus (lab_models/experiments/zoo.py)
     python -m lab_models sweep ...       one family at several sizes, with a power law (lab_models/experiments/sweep.py)
+    python -m lab_models claims ...      the survey's claims tested, with verdicts (lab_models/experiments/claims.py)
     python -m lab_models finetune ...    fine-tune a run on a labelled task (lab_models/inference/finetuning/run.py)
     python -m lab_models import-hf ...   a Hugging Face checkpoint folder becomes a run (lab_models/interop/cli.py)
     python -m lab_models export-hf ...   a run becomes a folder transformers loads (lab_models/interop/cli.py)
@@ -30,6 +31,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "tokenize": ("lab_models.training.corpus_tokens", "main", "tokenize a corpus into token shards ahead of a run"),
     "zoo": ("lab_models.experiments.zoo", "main", "one run of every chosen family on one corpus at one budget"),
     "sweep": ("lab_models.experiments.sweep", "main", "one family at several sizes, and the power law of its loss"),
+    "claims": ("lab_models.experiments.claims", "main", "the survey's claims, each tested at equal FLOPs with a verdict"),
     "finetune": ("lab_models.inference.finetuning.run", "main", "fine-tune a pretrained run on a labelled task"),
     "import-hf": ("lab_models.interop.cli", "import_main", "a local Hugging Face checkpoint folder becomes a run"),
     "export-hf": ("lab_models.interop.cli", "export_main", "a run becomes a folder that from_pretrained loads"),

@@ -18,6 +18,7 @@ This file is the face: it imports the public names of the area modules and lists
 - `finetuning`: fine-tuning runs on built-in or CSV tasks, their status and leaderboard.
 - `checkpoints`: Hugging Face import and export, the Hugging Face cache.
 - `experiments`: scaling sweeps, the leaderboard, the model zoo.
+- `claims`: the survey's claims, each tested at equal FLOPs over seeds, with a verdict and its interval.
 - `checks`: the bounds of a request's numbers, the families that can train, and what a refusal is made of.
 
 The app calls each name as `api.X` at call time, so a test may replace a name on this face; an area module that uses
@@ -70,6 +71,11 @@ from lab_models.api.experiments import (
     leaderboard_corpora, leaderboard_csv, ZooConfig, ZooProgress, ZooRun, ZooPlan, DEMO_ZOO, ZOO_ORDER, start_zoo,
     stop_zoo, zoo_progress, list_zoos, fill_mask_picks, view_picks, seed_summary, trained_seeds, MAX_ZOO_SEEDS,
 )
+from lab_models.api.claims import (
+    Claim, ClaimArm, ClaimResult, ClaimsSetup, ClaimVerdict, CLAIM_METRICS, CLAIM_VERDICTS, CLAIM_VERDICT_TEXT, claims,
+    claim_records, claim_results, claim, compare_arms, start_claims, stop_claims, claim_result, claims_results, claim_progress, claim_curves, claims_table,
+    claims_markdown, claims_score_jobs,
+)
 from lab_models.api.checks import (
     LabError, Message, Joined, message_of, as_message, MAX_STEPS, MAX_SEED, MAX_VOCAB_SIZE, MAX_SWEEP_D_MODEL,
     MAX_SWEEP_LAYERS, TRAINABLE_FAMILIES, trainable_families,
@@ -119,6 +125,10 @@ __all__ = [
     "leaderboard", "leaderboard_corpora", "leaderboard_csv", "ZooConfig", "ZooProgress", "ZooRun", "ZooPlan",
     "DEMO_ZOO", "ZOO_ORDER", "start_zoo", "stop_zoo", "zoo_progress", "list_zoos", "fill_mask_picks", "view_picks",
     "seed_summary", "trained_seeds", "MAX_ZOO_SEEDS",
+    # claims
+    "Claim", "ClaimArm", "ClaimResult", "ClaimsSetup", "ClaimVerdict", "CLAIM_METRICS", "CLAIM_VERDICTS",
+    "CLAIM_VERDICT_TEXT", "claims", "claim_records", "claim_results", "claim", "compare_arms", "start_claims", "stop_claims", "claim_result", "claims_results", "claim_progress",
+    "claim_curves", "claims_table", "claims_markdown", "claims_score_jobs",
     # checks
     "LabError", "Message", "Joined", "message_of", "as_message", "MAX_STEPS", "MAX_SEED", "MAX_VOCAB_SIZE",
     "MAX_SWEEP_D_MODEL", "MAX_SWEEP_LAYERS", "TRAINABLE_FAMILIES",

@@ -3,7 +3,7 @@ one tab per view that works.
 
 `build_app(home)` returns the `gr.Blocks`; `app.py` launches it. Tabs: Mask Explorer (drawn on load; above it the
 demo zoo panel, app/explorer/zoo_panel.py, shown on a lab home without runs), Train, Scaling (size sweeps,
-app/scaling/tab.py), Compare, Understand, Leaderboard, Tokenizer Lab, Corpora, each built by its package's `tab`
+app/scaling/tab.py), Compare, Understand, Leaderboard, Claims, Tokenizer Lab, Corpora, each built by its package's `tab`
 module. Every tab hands the page the same shape (app/tab_parts.py `TabParts`): its page-load events, registered here
 (those that draw what the server writes run again after the language switch), its routes and scripts, and the
 corpus pickers that follow the Corpora tab's imports. The app's one training `JobManager` is created here and kept as
@@ -24,6 +24,7 @@ from starlette.middleware import Middleware
 
 from lab_models import api
 
+from app.claims import tab as claims_tab
 from app.compare import tab as compare_tab
 from app.corpora import tab as corpora_tab
 from app.display import LANGUAGE_SWITCH_SUFFIX, element_id, follow_tabs, tabs_holding
@@ -195,13 +196,15 @@ def build_app(home=None, jobs=None, *, corpus_root=None) -> gr.Blocks:
                     understand = understand_tab.build(home, jobs, understand_page)
                 with gr.Tab(text("header.tab_leaderboard"), id="leaderboard") as leaderboard_page:
                     leaderboard = leaderboard_tab.build(home, jobs, leaderboard_page)
+                with gr.Tab(text("header.tab_claims"), id="claims") as claims_page:
+                    claims = claims_tab.build(home, jobs, claims_page)
                 with gr.Tab(text("header.tab_tokenizer_lab"), id="tokenizer-lab") as tokenizer_page:
                     tokenizer = tokenizer_tab.build(home, corpus_choices, tokenizer_page)
                 with gr.Tab(text("header.tab_corpora"), id="corpora") as corpora_page:
                     corpora = corpora_tab.build(home, corpus_choices, root=corpus_root, tokenize_jobs=tokenize_jobs,
                                                 tab=corpora_page)
             # in page order, the Mask Explorer's figures before the zoo panel above them: the order of their loads
-            tabs = (explorer, zoo, train, scaling, compare, understand, leaderboard, tokenizer, corpora)
+            tabs = (explorer, zoo, train, scaling, compare, understand, leaderboard, claims, tokenizer, corpora)
             wire_tabs(demo, tabs)
             language_loaded = demo.load(None, None, language, js=LANGUAGE_ON_LOAD_JS, api_name="language_on_load")
             redraw_after_language_switch(demo, language_switched)

@@ -38,7 +38,7 @@ def test_every_timer_sits_in_a_tab_and_only_the_first_tab_ticks_when_the_page_op
     timers = timers_by_tab(page)
     assert "" not in timers  # no timer outside every tab: each one belongs to a view
     assert set(timers) == {"mask-explorer", "train", "scaling", "compare", "understand",
-                           "understand/understand-finetune", "leaderboard", "corpora"}
+                           "understand/understand-finetune", "leaderboard", "claims", "corpora"}
     active = {path: [timer.active for timer in found] for path, found in timers.items()}
     assert active.pop("mask-explorer") == [True]  # the demo zoo's progress, on the tab the page opens on
     assert all(not any(flags) for flags in active.values()), active

@@ -1,0 +1,1 @@
+"""The Claims tab: the survey's claims tested at equal FLOPs, with verdicts (tab.py, figures.py)."""

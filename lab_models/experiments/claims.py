@@ -85,6 +85,7 @@ HOLDS, REVERSED, NOT_RESOLVED = "holds", "reversed", "not resolved"
 VERDICT_TEXT = {HOLDS: "holds here", REVERSED: "reversed here", NOT_RESOLVED: "not resolved at this budget"}
 Z_80 = 0.8416212335729143  # the normal quantile of 80% power
 BOOTSTRAP_RESAMPLES = 2000
+MAX_SEEDS_ESTIMATE = 1000  # "seeds needed" beyond this is reported as more than the lab would ever run
 SCORES_FILE = "claim_scores.json"
 CLAIMS_DIR = "claims"  # under the lab home: results/<setup>/ (tables), finetunes/, and the app's scoring jobs
 SCORES_VERSION = 1  # raise when a scorer changes: older cached scores are then computed again
@@ -444,10 +445,23 @@ def compare_arms(baseline: list[float], challenger: list[float], *, higher_is_be
         word = NOT_RESOLVED
     smallest = (critical + Z_80) * se if se else 0.0
     seeds_needed = None
-    seeds_now = min(len(base), len(chal))
-    if se and difference and over in ("seeds", "seeds and examples"):
-        seeds_needed = max(2, math.ceil(seeds_now * ((Z_95 + Z_80) * se / abs(difference)) ** 2))
+    if word == NOT_RESOLVED and se and difference and over in ("seeds", "seeds and examples"):
+        seeds_needed = seeds_to_resolve(difference, se, min(len(base), len(chal)))
     return Verdict(difference, low, high, over, word, smallest, seeds_needed)
+
+
+def seeds_to_resolve(difference: float, standard_error: float, seeds_now: int) -> int | None:
+    """The fewest seeds per arm at which an effect of `difference` would be resolved 80% of the time: the standard
+    error shrinks as one over the root of the seeds, and with n seeds per arm the interval takes t(2n - 2). None
+    beyond MAX_SEEDS_ESTIMATE.
+
+    >>> seeds_to_resolve(0.1, 0.05, 3)  # (t(4) + 0.84) x 0.05 = 0.18 > 0.1; at 7 seeds (2.18 + 0.84) x 0.033 = 0.099
+    7
+    """
+    for seeds in range(seeds_now + 1, MAX_SEEDS_ESTIMATE + 1):
+        if (t_quantile(2 * seeds - 2) + Z_80) * standard_error * math.sqrt(seeds_now / seeds) <= abs(difference):
+            return seeds
+    return None
 
 
 # ---------------------------------------------------------------------------------------------- scoring runs

@@ -89,7 +89,16 @@ def test_the_interval_is_welchs_over_seeds_and_the_detectable_effect_and_seeds_n
     assert verdict.high - verdict.difference == pytest.approx(2.776 * se, rel=1e-3)
     assert verdict.word == claims.NOT_RESOLVED
     assert verdict.smallest_detectable == pytest.approx((2.776 + claims.Z_80) * se, rel=1e-3)
-    assert verdict.seeds_needed == pytest.approx(3 * ((1.959964 + claims.Z_80) * se / 0.1) ** 2, abs=1)
+    # the fewest seeds n at which (t(2n - 2) + 0.84) x se x sqrt(3 / n) falls to 0.1
+    needed = verdict.seeds_needed
+    assert (claims.t_quantile(2 * needed - 2) + claims.Z_80) * se * (3 / needed) ** 0.5 <= 0.1
+    assert (claims.t_quantile(2 * needed - 4) + claims.Z_80) * se * (3 / (needed - 1)) ** 0.5 > 0.1
+    assert better_resolved_needs_nothing()
+
+
+def better_resolved_needs_nothing() -> bool:
+    """A claim already resolved asks for no more seeds."""
+    return claims.compare_arms([0.30, 0.32, 0.31], [0.60, 0.61, 0.62]).seeds_needed is None
 
 
 def test_with_one_seed_the_interval_is_a_bootstrap_over_the_held_out_items():

@@ -26,7 +26,7 @@ VERDICT_COLORS = {"holds": "#15803d", "reversed": "#b91c1c", "not resolved": "#a
 VERDICT_KEYS = {"holds": "verdict_holds", "reversed": "verdict_reversed", "not resolved": "verdict_not_resolved"}
 STATE_COLORS = {"finished": "#16a34a", "running": "#2563eb", "queued": "#94a3b8", "failed": "#dc2626",
                 "stopped": "#d97706", "not started": "#cbd5e1"}
-FIGURE_HEIGHT = 380
+FIGURE_HEIGHT = 420
 
 
 def zh() -> bool:
@@ -130,18 +130,19 @@ def progress_html(claim, progress: dict, score_jobs) -> str:
         for run in progress.get(arm.key, ()):
             color = STATE_COLORS.get(run.state, "#94a3b8")
             rows.append(
-                f'<div class="zoo-run"><span class="zoo-family">{html.escape(arm_label(arm))} · '
+                f'<div class="zoo-run claim-run" title="{html.escape(arm_label(arm))}"><span class="zoo-family">'
+                f'{html.escape(arm.key)} · '
                 f'{html.escape(tr("claims.seed", seed=run.seed))}</span>'
                 f'<span class="zoo-state" style="color:{color}">{html.escape(state_word(run.state))}</span>'
                 f'<div class="train-bar zoo-bar" role="progressbar" aria-valuemin="0" '
                 f'aria-valuemax="{run.total_steps}" aria-valuenow="{run.step}"><div class="train-bar-fill" '
                 f'style="width:{run.fraction * 100:.1f}%;background:{color}"></div></div>'
-                f'<span class="zoo-steps">{run.step:,} / {run.total_steps:,}</span><span></span></div>')
+                f'<span class="zoo-steps">{run.step:,} / {run.total_steps:,}</span></div>')
     job = next((job for job in score_jobs if claim.key in job["claims"]), None)
     scoring = ""
     if job is not None:
         scoring = (f'<div class="claim-scoring">{html.escape(tr("claims.scoring_job", state=state_word(job["state"] or ""), step=job["step"] or 0, total=job["total_steps"] or 0))}</div>')
-    return f'<div class="zoo-progress" id="claim-progress"><div class="zoo-runs">{"".join(rows)}</div>{scoring}</div>'
+    return f'<div class="zoo-progress" id="claim-progress"><div class="claim-runs">{"".join(rows)}</div>{scoring}</div>'
 
 
 def claim_figure(result, curves, metrics) -> go.Figure:
@@ -150,21 +151,21 @@ def claim_figure(result, curves, metrics) -> go.Figure:
     values = [[value for value in arm.values if not math.isnan(value)] for arm in result.arms]
     if not any(values) and (curves is None or curves.empty):
         return empty_figure(tr("claims.no_runs"), FIGURE_HEIGHT)
-    figure = make_subplots(rows=1, cols=2, column_widths=[0.4, 0.6], horizontal_spacing=0.12,
-                           subplot_titles=(metric_label(metrics[claim.metric]), tr("claims.curves_title")))
+    figure = make_subplots(rows=1, cols=2, column_widths=[0.35, 0.65], horizontal_spacing=0.1,
+                           subplot_titles=(tr("claims.seeds_title"), tr("claims.curves_title")))
     for index, (arm, arm_values) in enumerate(zip(claim.arms, values)):
         label = arm_label(arm)
         color = ARM_COLORS[index]
         seeds = [seed for seed, value in zip(result.arms[index].seeds, result.arms[index].values)
                  if not math.isnan(value)]
-        figure.add_trace(go.Scatter(x=[label] * len(arm_values), y=arm_values, mode="markers",
+        figure.add_trace(go.Scatter(x=[arm.key] * len(arm_values), y=arm_values, mode="markers",
                                     marker=dict(color=color, size=10, opacity=0.7), name=label,
                                     text=[tr("claims.seed", seed=seed) for seed in seeds],
                                     hovertemplate="%{text}: %{y:.4g}<extra></extra>", legendgroup=arm.key),
                          row=1, col=1)
         if arm_values:
             mean = sum(arm_values) / len(arm_values)
-            figure.add_trace(go.Scatter(x=[label], y=[mean], mode="markers", showlegend=False,
+            figure.add_trace(go.Scatter(x=[arm.key], y=[mean], mode="markers", showlegend=False,
                                         marker=dict(color=color, size=18, symbol="line-ew-open", line_width=3),
                                         hovertemplate=f"{html.escape(tr('claims.mean'))}: %{{y:.4g}}<extra></extra>"),
                              row=1, col=1)
@@ -181,6 +182,7 @@ def claim_figure(result, curves, metrics) -> go.Figure:
     if verdict is not None:
         title += " · " + tr("claims.difference_value", difference=number(verdict.difference),
                             low=number(verdict.low), high=number(verdict.high), over=verdict.interval_over)
+    figure.update_yaxes(title_text=claim.metric, row=1, col=1)
     figure.update_xaxes(title_text=tr("claims.axis_flops"), row=1, col=2)
     figure.update_yaxes(title_text=tr("claims.axis_bits_per_byte"), row=1, col=2)
     figure.update_layout(title=dict(text=html.escape(title), font_size=14), height=FIGURE_HEIGHT,

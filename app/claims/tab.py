@@ -35,6 +35,8 @@ CLAIM_PRESETS = ("tiny", "small", "medium")
 DEFAULT_CLAIM = "electra-per-flop"
 REFRESH_S = 3.0
 OUTPUTS = 6  # cards, card, progress, figure, table, signature
+# the verdicts table fits the page's width: the statement and the paper's figure wrap
+TABLE_COLUMN_WIDTHS = ["4%", "26%", "17%", "9%", "7%", "7%", "11%", "8%", "11%"]
 
 
 def _seeds(value) -> int:
@@ -150,13 +152,13 @@ def build(home, jobs, tab=None) -> TabParts:
         stop = gr.Button(text("claims.stop"), variant="stop", elem_id="claims-stop", scale=1)
     status = gr.Markdown("", elem_id="claims-status")
     with gr.Row():
-        with gr.Column(scale=2, min_width=380):
+        with gr.Column(scale=3, min_width=420):
             detail = gr.HTML("", elem_id="claims-detail-view")
+        with gr.Column(scale=2, min_width=360):
             progress = gr.HTML("", elem_id="claims-progress-view")
-        with gr.Column(scale=3, min_width=440):
-            plot = gr.Plot(label=text("claims.plot"), elem_id="claims-plot")
+    plot = gr.Plot(label=text("claims.plot"), elem_id="claims-plot")
     table = gr.Dataframe(headers=table_headers(), interactive=False, wrap=True, label=text("claims.table"),
-                         elem_id="claims-table")
+                         elem_id="claims-table", column_widths=TABLE_COLUMN_WIDTHS)
     signature = gr.State(None)
     timer = gr.Timer(REFRESH_S, active=False)
 

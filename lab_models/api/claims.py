@@ -136,7 +136,8 @@ def claim_result(jobs: RunStore, name, setup: ClaimsSetup = ClaimsSetup()) -> Cl
 
 def claims_results(jobs: RunStore, setup: ClaimsSetup = ClaimsSetup()) -> list[ClaimResult]:
     """Every claim's result, in order."""
-    return [_claims.claim_result(jobs, record, setup) for record in _claims.CLAIMS]
+    store = _claims.listed(jobs)  # the lab home's runs read once for all claims
+    return [_claims.claim_result(store, record, setup) for record in _claims.CLAIMS]
 
 
 def claim_progress(jobs: RunStore, name, setup: ClaimsSetup = ClaimsSetup()) -> dict:
@@ -154,8 +155,9 @@ def claim_curves(jobs: RunStore, name, setup: ClaimsSetup = ClaimsSetup()) -> pd
     step: step x the run's FLOPs per step), val_bits_per_byte."""
     rows = []
     record = claim(name)
+    store = _claims.listed(jobs)
     for arm in record.arms:
-        for run in _claims.arm_runs(jobs, setup, arm):
+        for run in _claims.arm_runs(store, setup, arm):
             if run.run_id is None:
                 continue
             budget = _claims.read_json(jobs.run_dir(run.run_id) / "config.json").get("budget") or {}

@@ -32,7 +32,7 @@ def test_a_fresh_lab_shows_a_card_per_claim_not_run_and_the_picked_claims_facts(
     assert cards.count('class="claim-card"') == len(api.claim_records()) and cards.count("not run yet") == len(api.claim_records())
     assert "Replaced-token detection learns more per FLOP" in detail and "79.9 (ELECTRA-Small)" in detail
     assert "1e+12 training FLOPs per run, 3 seeds per arm" in detail
-    assert progress.count('class="zoo-run"') == 6 and progress.count("not started") == 6  # 2 arms x 3 seeds
+    assert progress.count('class="zoo-run claim-run"') == 6 and progress.count("not started") == 6  # 2 arms x 3 seeds
     assert figure.layout.annotations and "No run of this claim yet" in figure.layout.annotations[0].text
     assert len(table["value"]) == len(api.claim_records()) and table["headers"][-2] == "verdict"
     assert signature[0] == "electra-per-flop"

@@ -1,7 +1,7 @@
 """The survey's claims, tested: each claim a record (two arms that differ in the toggle it is about, one FLOP budget,
 a metric), its runs trained like the zoo's, and a verdict computed from them with its 95% interval.
 
-    python -m lab_models claims [--claims all|1,6,electra-rtd] [--preset tiny|small] [--seeds N]
+    python -m lab_models claims [--claims all|1,7,span-masking] [--preset tiny|small] [--seeds N]
                                 [--budget-flops F] [--device auto|cpu|cuda|mps] [--workers N] [--home DIR] [--list]
 
 Papers: the claims come from the survey of pretraining this lab follows (Qiu et al. 2020, "Pre-trained Models for
@@ -911,7 +911,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--device", default="auto", help="auto | cpu | cuda | mps")
     p.add_argument("--workers", type=int, help="runs (and fine-tunings) at once (default: the zoo's rule)")
     p.add_argument("--home", help="the lab home (default: $PRETRAINING_LAB_HOME or ~/.pretraining-lab)")
-    p.add_argument("--out", help="where claims.csv and claims.md go (default: <home>/claims/<setup>/)")
+    p.add_argument("--out", help="where claims.csv and claims.md go (default: <home>/claims/results/<setup>/)")
     p.add_argument("--list", action="store_true", help="list the claims and exit")
     p.add_argument("--score-only", action="store_true",
                    help="train nothing: score the arms' finished runs and write the tables (the app's scoring job)")

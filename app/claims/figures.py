@@ -50,6 +50,15 @@ def verdict_word(word: str | None) -> str:
     return tr(f"claims.{VERDICT_KEYS[word]}") if word in VERDICT_KEYS else tr("claims.verdict_not_run")
 
 
+OVER_KEYS = {"seeds": "over_seeds", "examples": "over_examples", "seeds and examples": "over_seeds_examples",
+             "exact": "over_exact", "none": "over_none"}
+
+
+def over_words(over: str) -> str:
+    """What an interval is over, in the reader's words."""
+    return tr(f"claims.{OVER_KEYS[over]}") if over in OVER_KEYS else over
+
+
 def number(value, digits: int = 3) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "–"
@@ -104,7 +113,7 @@ def detail_html(result, metrics, budget_flops: float) -> str:
         rows.append((tr("claims.means"), f"{number(baseline.mean)} → {number(challenger.mean)}"))
         rows.append((tr("claims.difference"),
                      tr("claims.difference_value", difference=number(verdict.difference), low=number(verdict.low),
-                        high=number(verdict.high), over=verdict.interval_over)))
+                        high=number(verdict.high), over=over_words(verdict.interval_over))))
         rows.append((tr("claims.detectable"), number(verdict.smallest_detectable)))
         if verdict.seeds_needed:
             minutes = result.more_run_minutes
@@ -181,7 +190,8 @@ def claim_figure(result, curves, metrics) -> go.Figure:
     title = verdict_word(verdict.word if verdict else None)
     if verdict is not None:
         title += " · " + tr("claims.difference_value", difference=number(verdict.difference),
-                            low=number(verdict.low), high=number(verdict.high), over=verdict.interval_over)
+                            low=number(verdict.low), high=number(verdict.high),
+                            over=over_words(verdict.interval_over))
     figure.update_yaxes(title_text=claim.metric, row=1, col=1)
     figure.update_xaxes(title_text=tr("claims.axis_flops"), row=1, col=2)
     figure.update_yaxes(title_text=tr("claims.axis_bits_per_byte"), row=1, col=2)

@@ -99,8 +99,11 @@ class ClaimsView:
         return self._draw(setup, record, results, progress, jobs)
 
     def opened(self, claim_key, preset, seeds, signature):
-        """Opening the tab: `show_if_changed`, and the timer awake (its first tick puts it to sleep when idle)."""
-        return (*self.show_if_changed(claim_key, preset, seeds, signature), rest_when_idle(True))
+        """Opening the tab: the picker's claims in the reader's language and `show_if_changed` (the page itself turns
+        the tab's timer on while the tab is shown: app/display.py `follow_tabs`)."""
+        picker = gr.update(choices=[claim_choice(record) for record in api.claim_records()],
+                           value=api.claim(claim_key or DEFAULT_CLAIM).key)
+        return (picker, *self.show_if_changed(claim_key, preset, seeds, signature), rest_when_idle(True))
 
     def tick(self, claim_key, preset, seeds, signature):
         """The timer: redraw only when something moved; asleep once nothing of the claim is queued or running."""
@@ -179,6 +182,6 @@ def build(home, jobs, tab=None) -> TabParts:
                queue=False)
     if tab is not None:
         # drawn in English when the page was built: drawn again in the reader's language, and the timer woken
-        tab.select(user_errors(view.opened), [*inputs, signature], [*outputs, timer], api_name="claims_on_select",
+        tab.select(user_errors(view.opened), [*inputs, signature], [picker, *outputs, timer], api_name="claims_on_select",
                    show_progress="hidden")
     return TabParts()

@@ -79,3 +79,12 @@ def test_the_verdict_words_and_the_table_are_in_the_readers_language(monkeypatch
     assert figures.verdict_word("holds") == "此处成立"
     assert figures.statement(api.claim("7")).startswith("替换词检测")
     assert figures.table_headers()[1] == "论断"
+
+
+def test_opening_the_tab_gives_the_picker_its_claims_in_the_readers_language(jobs, monkeypatch):
+    monkeypatch.setattr(figures, "current_language", lambda: "zh")
+    monkeypatch.setattr("app.i18n.language.current_language", lambda: "zh")
+    picker, *drawn, _ = ClaimsView(jobs).opened("7", "tiny", 3, None)
+    assert dict((key, label) for label, key in picker["choices"])["electra-per-flop"].startswith("7. 替换词检测")
+    assert picker["value"] == "electra-per-flop"
+    assert drawn[0].count("尚未运行") == len(api.claim_records()) and "替换词检测" in drawn[0]  # the cards, in Chinese

@@ -13,6 +13,10 @@ budget (`tiny-stories-1e12flops`, `tiny-synthetic-300steps`, `small-stdlib-docs-
 runs (Compare, Understand, the Leaderboard) sees the zoo's runs as they finish; the Leaderboard can rank one zoo
 alone.
 
+A variant (`ZooConfig.variant` and `variant_args`) is a zoo whose runs add a few trainer arguments after the recipe's
+(`--set nsp=false`, `--model ffn=switch`), named after it (`tiny-stories-1e12flops-bert-no-nsp`): the arms of the
+claims (lab_models/experiments/claims.py) are variants, or the zoo itself where an arm adds nothing.
+
 Calling it again continues: a family whose run finished (status "finished" and model.safetensors) is skipped, one
 that stopped or failed is resumed (from its last checkpoint when it has one), one still queued or running elsewhere is
 waited for, and a missing one is started. Ctrl-C (or SIGTERM) stops the running trainer cleanly (it finishes its

@@ -120,8 +120,12 @@ class ClaimsView:
     def start(self, claim_key, preset, seeds) -> str:
         record = api.claim(claim_key or DEFAULT_CLAIM)
         setup = self.setup(preset, seeds)
+        runs = [run for arm_runs in api.claim_progress(self.jobs, record.key, setup).values() for run in arm_runs]
+        to_train = sum(run.state != "finished" for run in runs)
         job_id = api.start_claims(self.jobs, [record.key], preset=setup.preset, seeds=setup.seeds)
-        return tr("claims.started_one", claim=record.number, job=job_id)
+        if not to_train:
+            return tr("claims.started_scoring_only", claim=record.number, runs=len(runs), job=job_id)
+        return tr("claims.started_one", claim=record.number, runs=to_train, job=job_id)
 
     def start_all(self, claim_key, preset, seeds) -> str:
         setup = self.setup(preset, seeds)

@@ -41,7 +41,7 @@ def test_a_fresh_lab_shows_a_card_per_claim_not_run_and_the_picked_claims_facts(
 def test_run_queues_the_claims_arm_runs_then_its_scoring_job_and_the_bars_follow(jobs):
     view = ClaimsView(jobs)
     said = view.start("7", "tiny", 1)
-    assert said.startswith("Claim 7 queued")
+    assert said.startswith("Claim 7 queued: 2 arm runs to train")
     scoring = api.claims_score_jobs(jobs)
     assert len(scoring) == 1 and scoring[0]["claims"] == ["electra-per-flop"]
     runs = {row["family"]: row for row in jobs.list_runs()}
@@ -55,7 +55,7 @@ def test_run_queues_the_claims_arm_runs_then_its_scoring_job_and_the_bars_follow
     _, _, progress, _, _, _ = view.show("7", "tiny", 1)
     assert progress.count("finished") >= 2 and "scoring:" in progress
     # a second Run reuses the finished runs: only a new scoring job is queued
-    view.start("7", "tiny", 1)
+    assert view.start("7", "tiny", 1).startswith("Claim 7: its 2 runs are trained already")
     assert len(jobs.list_runs()) == 2 and len(api.claims_score_jobs(jobs)) == 2
 
 

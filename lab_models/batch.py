@@ -22,6 +22,20 @@ import torch
 from lab_models.messages import LabError
 
 IGNORE_INDEX = -100
+# extras key the training engine adds on the host: (N,) long, the flat indices of the positions of `targets` that carry
+# a target (row-major), so a loss gathers them with an index instead of a boolean mask, whose size a GPU would have to
+# send back to the host before the step can go on (losses.sparse_token_loss's `rows`). A batch joined or cut from
+# such batches must compute it again (`target_rows`)
+TARGET_ROWS = "target_rows"
+
+
+def target_rows(targets: torch.Tensor) -> torch.Tensor:
+    """The flat indices of the positions of `targets` that carry a target.
+
+    >>> target_rows(torch.tensor([[-100, 5, -100], [7, -100, 9]])).tolist()
+    [1, 3, 5]
+    """
+    return (targets.reshape(-1) != IGNORE_INDEX).nonzero().squeeze(1)
 
 
 @dataclass
@@ -51,7 +65,7 @@ class Batch:
     decoder_input_ids: torch.Tensor | None = None  # (B, S)
     decoder_position_ids: torch.Tensor | None = None  # (B, S)
     query_slots: torch.Tensor | None = None  # (B, Q); padded rows point at slot 0 and carry no target
-    extras: dict[str, torch.Tensor] = field(default_factory=dict)  # (B, ...) each
+    extras: dict[str, torch.Tensor] = field(default_factory=dict)  # (B, ...) each; the engine's TARGET_ROWS (N,)
     # the add-on objectives' own data (objectives/addons.py: contrastive sentences, back-translation's monolingual
     # sentences), not rows of this batch: collate never fills it, `to` moves it
     addons: dict[str, torch.Tensor] = field(default_factory=dict)
@@ -63,8 +77,9 @@ class Batch:
             value = getattr(self, f.name)
             if isinstance(value, torch.Tensor):
                 mapped[f.name] = fn(value)
-            elif isinstance(value, dict):
-                mapped[f.name] = {k: fn(v) for k, v in value.items()}
+            elif isinstance(value, dict):  # an attention mask prepared on the host (nn/attention.py) moves whole
+                mapped[f.name] = {k: fn(v) if isinstance(v, torch.Tensor) else v.map_tensors(fn)
+                                  for k, v in value.items()}
             else:
                 mapped[f.name] = value
         return Batch(**mapped)

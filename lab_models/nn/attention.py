@@ -80,6 +80,36 @@ class AttentionMask:
         B, _, Tq, Tk = self.allowed.shape
         return B, Tq, Tk
 
+    def map_tensors(self, fn) -> "AttentionMask":
+        """The same mask with `fn` applied to its tensors (`Batch.to` and `Batch.pin_memory` move a mask prepared on
+        the host with them). A FlexAttention block mask is device-specific and is dropped: the backbone builds it
+        again where it runs."""
+        return dataclasses.replace(self, allowed=fn(self.allowed),
+                                   empty_rows=None if self.empty_rows is None else fn(self.empty_rows),
+                                   bias=None if self.bias is None else fn(self.bias), block_mask=None)
+
+
+# the streams whose mask reaches `prepare_mask` unchanged (Backbone.forward, encode, decode), so the engine may prepare
+# them on the host (`prepare_batch_masks`); the others (XLNet's content and query) are cut or joined first
+HOST_PREPARED_STREAMS = ("self", "encoder", "decoder", "cross")
+
+
+def prepare_batch_masks(attention: dict) -> dict:
+    """`attention` (stream -> (B, Tq, Tk) bool) with the streams of HOST_PREPARED_STREAMS prepared by `prepare_mask`.
+
+    The training engine calls it on the host, before the batch moves to its device: `prepare_mask` reads the mask back
+    once (does some row attend nothing? is it the causal pattern?), which on a GPU is a wait for the device in every
+    forward pass; on host tensors it waits for nothing, and in the prefetch thread it overlaps the device's step.
+
+    >>> causal = torch.ones(1, 3, 3).tril().bool()
+    >>> prepared = prepare_batch_masks({"self": causal, "query": causal})
+    >>> prepared["self"].pattern, type(prepared["query"]).__name__
+    ('causal', 'Tensor')
+    """
+    return {name: prepare_mask(mask) if name in HOST_PREPARED_STREAMS and isinstance(mask, torch.Tensor)
+            and mask.dtype == torch.bool and mask.dim() == 3 and mask.shape[-1] > 0 else mask
+            for name, mask in attention.items()}
+
 
 def prepare_mask(mask: torch.Tensor | AttentionMask, n_queries: int | None = None,
                  n_keys: int | None = None, batch_size: int | None = None, flex: bool = False) -> AttentionMask:
@@ -88,6 +118,9 @@ def prepare_mask(mask: torch.Tensor | AttentionMask, n_queries: int | None = Non
     flex: also build FlexAttention's block mask, for the masks that SDPA cannot skip (not "full", not "causal")."""
     if isinstance(mask, AttentionMask):
         _check_mask_shape(mask.shape, n_queries, n_keys, batch_size)
+        if flex and mask.block_mask is None and mask.pattern is None and mask.bias is None:
+            # prepared on the host (prepare_batch_masks): its block mask is built here, on the mask's device
+            return dataclasses.replace(mask, block_mask=flex_block_mask(mask.allowed[:, 0]))
         return mask
     if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool or mask.dim() != 3:
         got = (Message("a {dtype} tensor of shape {shape}", dtype=mask.dtype, shape=tuple(mask.shape))

@@ -83,7 +83,11 @@ from lab_models.nn.relative_position import RelativePositionBias, shared_rows
 
 
 def _value_range(t: torch.Tensor) -> tuple[int, int]:
-    """(min, max) of an integer tensor, read back in one device sync."""
+    """(min, max) of an integer tensor, read back in one device sync. While `torch.compile` traces, (0, -1): an empty
+    range that passes every check, as a read-back would break the graph (the engine's batches come from the lab's own
+    builders, and the engine's first eager pass, which counts the FLOPs, has checked them)."""
+    if torch.compiler.is_compiling():
+        return 0, -1
     lo, hi = torch.stack(torch.aminmax(t)).tolist()
     return lo, hi
 
@@ -262,6 +266,11 @@ class Backbone(nn.Module):
         # FlexAttention block masks instead of SDPA's dense boolean masks (a CUDA fast path set by
         # lab_models/training/performance.py; not part of the config: it changes no number the model computes)
         self.flex_attention = False
+        # the value ranges of ids and positions are checked in every call (one read-back each, which on a GPU waits for
+        # the device) until the training engine has seen its batch builder's first batch pass them; it then sets this
+        self.trust_input_values = False
+        # the vocabulary projection and its loss in chunks of rows (nn/vocab_loss.py; performance setting vocab_loss)
+        self.chunked_vocab_loss = False
         H, E = config.d_model, config.embedding_width
         self.pad_id: int | None = None  # [PAD] (FamilyModel sets it): Switch layers give padding no capacity
         self.embeddings = Embeddings(config)
@@ -488,13 +497,22 @@ class Backbone(nn.Module):
         shape hidden.shape[:-1] (e.g. targets != IGNORE_INDEX) or a 1-D tensor of indices into the flattened rows
         hidden.reshape(-1, H). The result is then (N, V), in row-major order of the selected rows.
         """
+        return F.linear(self.lm_inputs(hidden, positions), self.output_weight, self.lm_bias)  # (..., V)
+
+    def lm_inputs(self, hidden: torch.Tensor, positions: torch.Tensor | None = None) -> torch.Tensor:
+        """What the vocabulary projection multiplies: the rows at `positions` (as `lm_logits`), through the LM
+        transform (BERT's dense + GELU + LayerNorm, ALBERT's H -> E) and T5's output scale. (..., E) or (N, E)."""
         if positions is not None:
             hidden = self._gather_rows(hidden, positions)  # (N, H)
         x = hidden if self.lm_transform is None else self.lm_transform(hidden)  # (..., E)
         if self.output_scale is not None:
             x = x * self.output_scale  # T5: d_model^-0.5 before the tied projection
-        weight = self.embeddings.token.weight if self.lm_out is None else self.lm_out.weight  # (V, E)
-        return F.linear(x, weight, self.lm_bias)  # (..., V)
+        return x
+
+    @property
+    def output_weight(self) -> torch.Tensor:
+        """The (V, E) output matrix: the token embedding when tied (the default), else its own."""
+        return self.embeddings.token.weight if self.lm_out is None else self.lm_out.weight
 
     def num_parameters(self, exclude_embeddings: bool = False) -> int:
         """The number of distinct parameters (a shared block or a tied matrix counts once). With exclude_embeddings,
@@ -539,6 +557,11 @@ class Backbone(nn.Module):
         segment_ids = self._check_segments(segment_ids, B, T)
         return self.embeddings(token_vectors, position_ids, segment_ids)  # (B, T, H)
 
+    def _input_range(self, values: torch.Tensor) -> tuple[int, int]:
+        """(min, max) of ids or positions to check, or an empty range that passes every check once the engine trusts
+        its batches (trust_input_values)."""
+        return (0, -1) if self.trust_input_values else _value_range(values)
+
     def _check_ids(self, name: str, ids: torch.Tensor) -> tuple[int, int]:
         if not isinstance(ids, torch.Tensor) or ids.dim() != 2 or ids.dtype != torch.long:
             got = (Message("{dtype} of shape {shape}", dtype=ids.dtype, shape=tuple(ids.shape))
@@ -550,7 +573,7 @@ class Backbone(nn.Module):
         if T > self.config.max_positions:
             raise LabError("{name} has length {T} but the model has {max_positions} positions",
                            name=name, T=T, max_positions=self.config.max_positions)
-        lo, hi = _value_range(ids)
+        lo, hi = self._input_range(ids)
         if lo < 0 or hi >= self.config.vocab_size:
             raise LabError("{name} holds ids in [{lo}, {hi}] but the vocabulary has {vocab_size} ids",
                            name=name, lo=lo, hi=hi, vocab_size=self.config.vocab_size)
@@ -570,7 +593,7 @@ class Backbone(nn.Module):
             raise LabError("position_ids must have shape {want} (n_position_rows={rows}), "
                            "got {position_ids_shape}",
                            want=want, rows=rows, position_ids_shape=tuple(position_ids.shape))
-        lo, hi = _value_range(position_ids)
+        lo, hi = self._input_range(position_ids)
         if lo < 0 or hi >= self.config.max_positions:
             raise LabError("position ids lie in [{lo}, {hi}] but the model has {max_positions} "
                            "positions (0..{last_position})",
@@ -587,7 +610,7 @@ class Backbone(nn.Module):
         if not isinstance(segment_ids, torch.Tensor) or segment_ids.dtype != torch.long \
                 or tuple(segment_ids.shape) != (B, T):
             raise LabError("segment_ids must be a long tensor of shape {expected_shape}", expected_shape=(B, T))
-        lo, hi = _value_range(segment_ids)
+        lo, hi = self._input_range(segment_ids)
         if lo < 0 or (self.config.n_segments and hi >= self.config.n_segments):
             limit = (Message("the model has {n_segments} segments", n_segments=self.config.n_segments)
                      if self.config.n_segments else Message("must be >= 0"))
@@ -595,7 +618,10 @@ class Backbone(nn.Module):
         return segment_ids
 
     @staticmethod
-    def _check_mask(name: str, mask: torch.Tensor, B: int, Tq: int, Tk: int) -> torch.Tensor:
+    def _check_mask(name: str, mask: torch.Tensor | AttentionMask, B: int, Tq: int,
+                    Tk: int) -> torch.Tensor | AttentionMask:
+        if isinstance(mask, AttentionMask) and tuple(mask.shape) == (B, Tq, Tk):
+            return mask  # prepared on the host by the engine (prepare_batch_masks)
         if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool or tuple(mask.shape) != (B, Tq, Tk):
             got = (repr(mask) if not isinstance(mask, torch.Tensor)
                    else Message("{dtype} of shape {shape}", dtype=mask.dtype, shape=tuple(mask.shape)))
@@ -614,8 +640,7 @@ class Backbone(nn.Module):
                            lo=lo, hi=hi, last_position=T - 1)
         return query_slots
 
-    @staticmethod
-    def _gather_rows(hidden: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+    def _gather_rows(self, hidden: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         """The rows of hidden (..., H) picked by a bool mask (...) or flat indices (N,) -> (N, H)."""
         if not isinstance(positions, torch.Tensor):
             raise LabError("positions must be a bool mask or a 1-D long tensor of row indices")
@@ -630,7 +655,7 @@ class Backbone(nn.Module):
             raise LabError("positions must be a bool mask or a 1-D long tensor, got {positions_dtype} "
                            "of shape {positions_shape}",
                            positions_dtype=positions.dtype, positions_shape=tuple(positions.shape))
-        lo, hi = _value_range(positions) if positions.numel() else (0, -1)
+        lo, hi = self._input_range(positions) if positions.numel() else (0, -1)
         if lo < 0 or hi >= flat.shape[0]:
             raise LabError("position indices must lie in [0, {n_rows}) (rows of the flattened hidden states)",
                            n_rows=flat.shape[0])

@@ -134,6 +134,8 @@ class SpanBoundaryHead(nn.Module):
                     or idx.shape != relative_position.shape:
                 raise LabError("{name} must be a ({B}, N) long tensor, the same shape as relative_position",
                                name=name, B=B)
+            if torch.compiler.is_compiling():
+                continue  # the values are read back only eagerly: a read-back would cut the compiled graph
             used = idx[has_target]  # the rows that carry a target
             if used.numel() and (int(used.min()) < lo or int(used.max()) > hi):
                 raise LabError("{name} must lie in [{lo}, {hi}] where there is a target, got values in "

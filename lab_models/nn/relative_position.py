@@ -90,7 +90,10 @@ class RelativePositionBias(nn.Module):
 
 def shared_rows(positions: torch.Tensor) -> torch.Tensor:
     """positions (B, T) -> (1, T) when every row holds the same positions (the bias is then computed once and
-    broadcast), else unchanged. One device read-back."""
+    broadcast), else unchanged. One device read-back, which `torch.compile` would break the graph on: while it traces,
+    the rows are kept as they are (the bias is then computed per row: the same values, B times the memory)."""
+    if torch.compiler.is_compiling():
+        return positions
     if positions.shape[0] > 1 and bool((positions == positions[:1]).all()):
         return positions[:1]  # (1, T)
     return positions

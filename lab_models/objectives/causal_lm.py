@@ -23,7 +23,7 @@ import torch
 
 from lab_models.messages import LabError, Message
 from lab_models.objectives import masks
-from lab_models.batch import IGNORE_INDEX, Batch, Example, collate
+from lab_models.batch import IGNORE_INDEX, TARGET_ROWS, Batch, Example, collate
 from lab_models.objectives.common import BatchConfig
 from lab_models.objectives.losses import LossOutput, combine, run_backbone, sparse_token_loss
 
@@ -68,5 +68,6 @@ def loss(model, batch: Batch) -> LossOutput:
     """clm: cross-entropy of the next-token logits against `targets` (row i predicts token i+1), projected to the
     vocabulary only at rows with a target (padding and each row's last position have none)."""
     hidden = run_backbone(model.backbone, batch)  # (B, T, H)
-    clm, target_ids, target_nll, _ = sparse_token_loss(model.backbone, hidden, batch.targets)
+    clm, target_ids, target_nll, _ = sparse_token_loss(model.backbone, hidden, batch.targets,
+                                                       rows=batch.extras.get(TARGET_ROWS))
     return combine(model.objective_weights, {"clm": clm}, target_ids, target_nll)

@@ -188,7 +188,8 @@ def loss(model, batch: Batch) -> LossOutput:
     with torch.set_grad_enabled(torch.is_grad_enabled() and weights["mlm"] > 0):
         generator_hidden = run_backbone(generator, batch)  # (B, T, H_g)
         mlm, target_ids, target_nll, generator_logits = sparse_token_loss(generator, generator_hidden,
-                                                                          batch.targets, positions=masked)
+                                                                          batch.targets, positions=masked,
+                                                                          keep_logits=True)
     parts = {}
     if weights["mlm"] > 0:
         parts["mlm"] = mlm

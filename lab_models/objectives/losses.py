@@ -26,7 +26,8 @@ import torch
 import torch.nn.functional as F
 
 from lab_models.messages import LabError
-from lab_models.batch import IGNORE_INDEX, Batch
+from lab_models.batch import IGNORE_INDEX, TARGET_ROWS, Batch
+from lab_models.nn.vocab_loss import chunked_vocab_loss
 
 
 @dataclass
@@ -51,18 +52,28 @@ def run_backbone(backbone, batch: Batch, input_ids: torch.Tensor | None = None) 
 
 
 def sparse_token_loss(backbone, hidden: torch.Tensor, targets: torch.Tensor,
-                      positions: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor,
-                                                                      torch.Tensor]:
+                      positions: torch.Tensor | None = None, keep_logits: bool = False,
+                      rows: torch.Tensor | None = None
+                      ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
     """Cross-entropy of the vocabulary logits against `targets`, computed only at the rows that carry a target.
 
     hidden (B, T, H); targets (B, T) long with IGNORE_INDEX where there is no loss; positions (B, T) bool, the rows to
     project (default: targets != IGNORE_INDEX). Returns (mean loss with graph, target_ids (N,), target_nll (N,)
-    detached, logits (N, V)), rows in row-major order.
+    detached, logits (N, V)), rows in row-major order. A backbone set to `chunked_vocab_loss` (performance setting
+    vocab_loss=chunked) never keeps the logits and returns None for them, unless `keep_logits` (ELECTRA samples from
+    its generator's). `rows`: the same default positions as flat indices, found on the host by the training engine
+    (batch.extras[TARGET_ROWS]), so that no boolean index makes a GPU report its size to the host.
     """
     if positions is None:
-        positions = targets != IGNORE_INDEX  # (B, T)
+        positions = targets != IGNORE_INDEX if rows is None else rows  # (B, T) bool or (N,) long
+        target_ids = targets[positions] if rows is None else targets.reshape(-1).index_select(0, rows)  # (N,)
+    else:
+        target_ids = targets[positions]  # (N,)
+    if getattr(backbone, "chunked_vocab_loss", False) and not keep_logits:
+        mean, nll = chunked_vocab_loss(backbone.lm_inputs(hidden, positions), backbone.output_weight,
+                                       backbone.lm_bias, target_ids)
+        return mean, target_ids, nll, None
     logits = backbone.lm_logits(hidden, positions)  # (N, V): only the rows with a target reach the vocabulary
-    target_ids = targets[positions]  # (N,)
     nll = F.cross_entropy(logits.float(), target_ids, reduction="none")  # (N,)
     return masked_mean(nll), target_ids, nll.detach(), logits
 
@@ -141,7 +152,8 @@ def token_and_sentence_parts(model, batch: Batch, token_objective: str, sentence
     parts: dict[str, torch.Tensor] = {}
     target_ids, target_nll = empty_targets(hidden.device)
     if weights[token_objective] > 0:
-        parts[token_objective], target_ids, target_nll, _ = sparse_token_loss(model.backbone, hidden, batch.targets)
+        parts[token_objective], target_ids, target_nll, _ = sparse_token_loss(
+            model.backbone, hidden, batch.targets, rows=batch.extras.get(TARGET_ROWS))
     if sentence is not None:
         name, key = sentence
         if weights.get(name, 0.0) > 0:

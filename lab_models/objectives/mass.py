@@ -68,7 +68,7 @@ from dataclasses import dataclass
 import torch
 
 from lab_models.messages import LabError, Message
-from lab_models.batch import Batch, Example, collate
+from lab_models.batch import TARGET_ROWS, Batch, Example, collate
 from lab_models.objectives import translation
 from lab_models.objectives.common import BatchConfig, CorruptionRates
 from lab_models.text.vocab import VocabInfo
@@ -239,7 +239,10 @@ def sequence_to_sequence_loss(model, batch: Batch, objective: str) -> LossOutput
     parts: dict[str, torch.Tensor] = {}
     target_ids, target_nll = empty_targets(hidden.device)
     if weights[objective] > 0:
-        parts[objective], target_ids, target_nll, _ = sparse_token_loss(model.backbone, hidden, denoising_targets)
+        # without translation rows the denoising targets are batch.targets, whose rows the engine found on the host
+        rows = batch.extras.get(TARGET_ROWS) if translation_targets is None else None
+        parts[objective], target_ids, target_nll, _ = sparse_token_loss(model.backbone, hidden, denoising_targets,
+                                                                        rows=rows)
     if wants_translation and translation_targets is not None:
         parts[translation.OBJECTIVE], ids, nll, _ = sparse_token_loss(model.backbone, hidden, translation_targets)
         if objective not in parts:

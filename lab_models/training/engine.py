@@ -30,6 +30,14 @@ step k (weights and AdamW state, bit-exact through safetensors) repeats steps k+
 in bf16 alike (within one precision: a run resumed in another precision goes on from the same weights but rounds differently). On
 CUDA, non-deterministic kernels make resumes close rather than identical.
 
+Reading back. A step on a GPU runs ahead of the host until the host needs a value from the device; each such read
+empties the device's queue. So the engine builds every batch with `host_ready` (on the host, in the prefetch thread
+on CUDA): the attention masks are prepared there (their pattern and empty rows are read from host memory) and the
+rows that carry a target are found there as indices (batch.py's TARGET_ROWS); the backbones check the value ranges
+of ids and positions on the first batch and trust the batch builder after it, until the run ends. An eager GPT or
+BERT step then reads nothing back before the loss is logged; `compile_scope=model` (performance.py) compiles the
+whole forward pass and loss as one graph for the families listed there.
+
 Distributed. With `torch.distributed` initialised and world size > 1, the model is wrapped in
 DistributedDataParallel (through a small module whose forward calls `model.loss`, so DDP's hooks run).
 `find_unused_parameters` is the caller's choice (train.py probes one batch: True only if some trainable parameter
@@ -62,6 +70,7 @@ MAX_SKIPPED_IN_A_ROW such steps in a row fail the run as above.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import logging
 import math
@@ -74,13 +83,15 @@ import torch.distributed as dist
 from torch import nn
 
 from lab_models.messages import LabError, Message
-from lab_models.batch import Batch
+from lab_models.batch import TARGET_ROWS, Batch, target_rows
+from lab_models.nn.attention import prepare_batch_masks
+from lab_models.nn.backbone import Backbone
 from lab_models.objectives.losses import LossOutput
 from lab_models.home import lab_home
 from lab_models.training.flops import Peak, device_peak, mfu, training_flops_per_token
 from lab_models.training.matmul_probe import MatmulPeaks, cached_matmul_peaks
-from lab_models.training.performance import (PerformanceConfig, Prefetcher, autocast_context, prepare_model,
-                                             warm_up)
+from lab_models.training.performance import (PerformanceConfig, Prefetcher, autocast_context, compile_forward,
+                                             prepare_model, warm_up)
 from lab_models.training.faults import poisoned_loss
 
 logger = logging.getLogger(__name__)
@@ -250,6 +261,14 @@ class StopEvent:
 Event = StepEvent | EvalEvent | StopEvent
 
 
+def host_ready(batch: Batch) -> Batch:
+    """`batch` (on the host) with what a step would otherwise read back from its device found here, where reading
+    waits for nothing: the attention masks prepared (nn/attention.py's prepare_batch_masks) and the rows that carry a
+    target as indices (batch.py's TARGET_ROWS). The engine builds every training batch this way."""
+    return dataclasses.replace(batch, attention=prepare_batch_masks(batch.attention),
+                               extras={**batch.extras, TARGET_ROWS: target_rows(batch.targets)})
+
+
 class _LossForward(nn.Module):
     """Routes DDP's forward to `model.loss`, so that DistributedDataParallel's hooks see the computation."""
 
@@ -339,6 +358,8 @@ class Trainer:
                                            betas=tuple(config.betas), eps=config.eps,
                                            **({"fused": True} if fused else {}))
         self.forward = _LossForward(model)
+        self._step_forward: Callable | None = None  # the compiled forward of compile_scope="model"
+        self._inputs_trusted = False
         if _distributed(world_size):
             from torch.nn.parallel import DistributedDataParallel
 
@@ -393,7 +414,8 @@ class Trainer:
         parts = (self.config.seed, "batch", step, self.rank) + ((("micro", micro),) if micro else ())
         generator = generator_for(*parts)
         batch_at = getattr(self.batches, "train_batch_at", None)
-        return batch_at(step, generator) if callable(batch_at) else self.batches.train_batch(generator)
+        batch = batch_at(step, generator) if callable(batch_at) else self.batches.train_batch(generator)
+        return host_ready(batch)
 
     def _batch(self, step: int, micro: int) -> Batch:
         if self._prefetcher is None:
@@ -438,8 +460,10 @@ class Trainer:
         done = prepare_model(self.model, self.performance, self.device)
         if done:
             logger.info("performance settings applied: %s", done)
+        if self.performance.compile and self.performance.compile_scope == "model":
+            self._step_forward = compile_forward(self.forward)
         if self.performance.compile:
-            self.compile_s = warm_up(self.model, probe, self._autocast_context())
+            self.compile_s = warm_up(self.model, probe, self._autocast_context(), self._step_forward)
             logger.info("compiled in %.1f s (warm-up pass, not counted in the step times)", self.compile_s)
         if self.performance.uses_prefetch(self.device):
             self._prefetcher = Prefetcher(self._build_batch, pin=self.device.type == "cuda")
@@ -470,7 +494,7 @@ class Trainer:
             sync = micro == accum - 1 or not isinstance(self.forward, nn.parallel.DistributedDataParallel)
             with (contextlib.nullcontext() if sync else self.forward.no_sync()):
                 with self._autocast_context():
-                    out = self.forward(batch)
+                    out = (self._step_forward or self.forward)(batch)
                 # test-only fault injection (lab_models/training/faults.py); else a no-op
                 out.total = poisoned_loss(out.total, step)
                 (out.total / accum if accum > 1 else out.total).backward()
@@ -488,7 +512,17 @@ class Trainer:
         if not self.last_step_skipped:
             self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
+        if not self._inputs_trusted:
+            # the batch builder's first batch passed the backbones' range checks: later batches come from the same
+            # builder and vocabulary, so the checks' read-backs (waits for a GPU) stop
+            self._trust_inputs(True)
         return out, grad_norm, tokens * self.world_size, lr
+
+    def _trust_inputs(self, trusted: bool) -> None:
+        self._inputs_trusted = trusted
+        for module in self.model.modules():
+            if isinstance(module, Backbone):
+                module.trust_input_values = trusted
 
     # -------------------------------------------------------------------------------- reductions
     def _all_reduce(self, values: torch.Tensor, op=None) -> torch.Tensor:
@@ -620,6 +654,7 @@ class Trainer:
         try:
             yield from self._loop(should_stop, interval)
         finally:
+            self._trust_inputs(False)  # the model may next read inputs from elsewhere (generation, fine-tuning)
             if self._prefetcher is not None:
                 self._prefetcher.close()
                 self._prefetcher = None

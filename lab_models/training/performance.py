@@ -9,8 +9,10 @@ resolved to on the device (the precision that ran and why) in config.json "perfo
 | --- | --- | --- |
 | `precision` | bf16 autocast on CUDA and on a CPU with native bf16 (confirmed by a matmul probe), fp32 elsewhere | matmuls and attention in bf16 with fp32 weights and optimizer state (Micikevicius et al. 2018's mixed precision, without loss scaling: bf16 has fp32's range) |
 | `fused_adamw` | on for CUDA and the CPU | torch's fused AdamW kernel: one pass over every parameter instead of a loop of a dozen elementwise ops per tensor (on a CPU the loop was a quarter of a `small` step) |
-| `compile` | off | `torch.compile` of every Transformer block (inductor); compile time is measured before step 1 and reported apart from the step time (`compile_s` in the first metrics row) |
+| `compile` | off | `torch.compile` (inductor); compile time is measured before step 1 and reported apart from the step time (`compile_s` in the first metrics row) |
+| `compile_scope` | `blocks` | with `compile`: `blocks` compiles every Transformer block apart; `model` compiles the whole training forward pass (embeddings, masks, blocks, the vocabulary projection and the loss) as one graph. ten of the thirteen Transformer families trace without a graph break; ELECTRA breaks where it seeds and draws its generator's samples, XLNet and MPNet where their two streams' joined mask is read back (tests/training/test_compiled_step.py) |
 | `attention` | `sdpa` | `flex`: FlexAttention with a block mask built once per batch from the family's boolean mask (skips fully masked tiles of the structured masks: UniLM's seq2seq prefix, GLM's Part A/B, MASS's decoder); CUDA and `compile` only, as FlexAttention has no CPU backward. Streams with a relative position bias (T5, MPNet) or XLNet's relative attention keep their own path |
+| `vocab_loss` | `plain` | `chunked`: the vocabulary projection and its cross-entropy a chunk of rows at a time, with the gradient computed in the forward pass (nn/vocab_loss.py, after Liger-Kernel's fused linear cross-entropy), so the (N, V) logits are never kept: GPT-2's 16 x 1024 rows over 50,257 words are 3.3 GB of fp32 logits. ELECTRA's generator keeps its logits (it samples from them) |
 | `grad_accum` | 1 | K micro-batches per optimizer step: the effective batch is K x batch_size (the paper batch sizes on one GPU) |
 | `activation_checkpointing` | off | recompute each block's activations in the backward pass instead of keeping them (for `base` on small GPUs; about a third more compute) |
 | `prefetch` | on for CUDA | build and pin the next step's batch in a background thread while the device computes the current one |
@@ -71,6 +73,10 @@ logger = logging.getLogger(__name__)
 PRECISIONS = ("auto", "bf16", "fp32")
 FUSED_ADAMW_DEVICES = ("cuda", "cpu")  # where fused_adamw=auto turns it on (measured: bench_train_speed.py)
 ATTENTION_BACKENDS = ("sdpa", "flex")
+COMPILE_SCOPES = ("blocks", "model")
+VOCAB_LOSSES = ("plain", "chunked")
+# the backend of compile=true; the tests trace with "aot_eager" (the same graphs, without inductor's minute of C++ build)
+COMPILE_BACKEND = "inductor"
 # auto picks bf16 on a native-bf16 CPU only where the probe's bf16 matmul is at least this much faster than fp32's:
 # a margin over the probe's noise, and over autocast's own cost (a bf16 copy of every weight for each step)
 MIN_BF16_SPEEDUP = 1.2
@@ -149,8 +155,10 @@ def choose_precision(requested: str, device: torch.device, peaks: Callable[[], M
 class PerformanceConfig:
     precision: str = "auto"  # "auto" = bf16 autocast on CUDA and on a CPU with native bf16, fp32 elsewhere
     fused_adamw: bool | None = None  # None = on for CUDA and the CPU (torch >= 2.4 has a CPU kernel)
-    compile: bool = False  # torch.compile of each block; off until measured on a GPU (see the module docstring)
+    compile: bool = False  # torch.compile; off until measured on a GPU (see the module docstring)
+    compile_scope: str = "blocks"  # "blocks": each Transformer block apart; "model": the whole forward pass and loss
     attention: str = "sdpa"  # "flex" = FlexAttention block masks (CUDA + compile)
+    vocab_loss: str = "plain"  # "chunked" = projection + cross-entropy in chunks of rows (nn/vocab_loss.py)
     grad_accum: int = 1  # micro-batches per optimizer step
     activation_checkpointing: bool = False
     prefetch: bool | None = None  # None = on for CUDA (a background thread would compete for a CPU's cores)
@@ -159,6 +167,12 @@ class PerformanceConfig:
         if self.precision not in PRECISIONS:
             raise LabError("unknown precision {precision!r}: choose one of {precisions}",
                            precision=self.precision, precisions=', '.join(PRECISIONS))
+        if self.compile_scope not in COMPILE_SCOPES:
+            raise LabError("unknown compile scope {scope!r}: choose one of {scopes}",
+                           scope=self.compile_scope, scopes=', '.join(COMPILE_SCOPES))
+        if self.vocab_loss not in VOCAB_LOSSES:
+            raise LabError("unknown vocab_loss {vocab_loss!r}: choose one of {choices}",
+                           vocab_loss=self.vocab_loss, choices=', '.join(VOCAB_LOSSES))
         if self.attention not in ATTENTION_BACKENDS:
             raise LabError("unknown attention backend {attention!r}: choose one of "
                            "{attention_backends}",
@@ -293,7 +307,7 @@ def compile_blocks(model: nn.Module) -> int:
     the number of blocks compiled."""
     blocks = _blocks(model)
     for block in blocks:
-        block.compile()
+        block.compile(backend=COMPILE_BACKEND)
     return len(blocks)
 
 
@@ -308,6 +322,14 @@ def set_attention_backend(model: nn.Module, backend: str) -> None:
             module.flex_attention = backend == "flex"
 
 
+def set_chunked_vocab_loss(model: nn.Module, chunked: bool) -> int:
+    """Every backbone of `model` computes its vocabulary loss in chunks (or not); returns how many backbones."""
+    backbones = [module for module in model.modules() if isinstance(module, Backbone)]
+    for backbone in backbones:
+        backbone.chunked_vocab_loss = chunked
+    return len(backbones)
+
+
 def prepare_model(model: nn.Module, config: PerformanceConfig, device: torch.device) -> dict:
     """Apply the settings that change the model (activation checkpointing, attention backend, compile); returns
     what was done, for the run's log."""
@@ -318,19 +340,42 @@ def prepare_model(model: nn.Module, config: PerformanceConfig, device: torch.dev
     if config.attention != "sdpa":
         set_attention_backend(model, config.attention)
         done["attention"] = config.attention
-    if config.compile:
+    if config.vocab_loss != "plain":
+        done["chunked_vocab_loss"] = set_chunked_vocab_loss(model, True)
+    if config.compile and config.compile_scope == "blocks":
         done["compiled_blocks"] = compile_blocks(model)
+    elif config.compile:
+        done["compiled"] = "the whole forward pass and loss"  # the engine compiles its forward (compile_forward)
     return done
 
 
-def warm_up(model: nn.Module, batch, autocast) -> float:
-    """One forward and backward pass of `batch` to trigger compilation, with the RNG restored and the gradients
-    dropped (the run's trajectory does not change). Returns its wall time in seconds."""
+# dynamo's settings for the whole-model graph: the gather of the rows that carry a target (a boolean index, whose size
+# only the data knows) stays in the graph as a size-unknown operator instead of breaking it
+WHOLE_MODEL_DYNAMO = dict(capture_dynamic_output_shape_ops=True, capture_scalar_outputs=True)
+
+
+def compile_forward(forward: nn.Module) -> Callable:
+    """`forward(batch) -> LossOutput` compiled whole (compile_scope="model"), called under WHOLE_MODEL_DYNAMO. The
+    batch's masks must be prepared on the host (nn/attention.py's prepare_batch_masks, as the engine does), or their
+    read-back breaks the graph."""
+    compiled = torch.compile(forward, backend=COMPILE_BACKEND)
+
+    def run(batch):
+        with torch._dynamo.config.patch(**WHOLE_MODEL_DYNAMO):
+            return compiled(batch)
+
+    return run
+
+
+def warm_up(model: nn.Module, batch, autocast, forward: Callable | None = None) -> float:
+    """One forward and backward pass of `batch` (through `forward`, default `model.loss`) to trigger compilation, with
+    the RNG restored and the gradients dropped (the run's trajectory does not change). Returns its wall time in
+    seconds."""
     started = time.perf_counter()
     devices = [batch.input_ids.device] if batch.input_ids.is_cuda else []
     with torch.random.fork_rng(devices=devices):
         with autocast:
-            out = model.loss(batch)
+            out = (forward or model.loss)(batch)
         out.total.backward()
     model.zero_grad(set_to_none=True)
     if batch.input_ids.is_cuda:

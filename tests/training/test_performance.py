@@ -15,6 +15,7 @@ import random
 import pytest
 import torch
 
+from lab_models.batch import TARGET_ROWS, target_rows
 from lab_models.training.batches import PackedBatches
 from lab_models.training.engine import EngineConfig, StepEvent, Trainer, count_tokens
 from lab_models.training.flops import analytic_flops_per_token, mfu, peak_flops, training_flops_per_token
@@ -172,7 +173,9 @@ def test_gradient_accumulation_equals_the_big_batch():
     big = micro[0]._map_tensors(lambda t: t)  # a copy whose fields are replaced below
     for name in ("input_ids", "position_ids", "targets"):
         setattr(big, name, torch.cat([getattr(b, name) for b in micro]))
-    big.attention = {k: torch.cat([b.attention[k] for b in micro]) for k in micro[0].attention}
+    # the engine prepares its masks on the host (nn/attention.py): the big batch joins the masks themselves
+    big.attention = {k: torch.cat([b.attention[k].allowed[:, 0] for b in micro]) for k in micro[0].attention}
+    big.extras = {**big.extras, TARGET_ROWS: target_rows(big.targets)}  # the rows of the joined batch
     reference = model("gpt", vocab(), dropout=0.0)
     reference.loss(big).total.backward()
     seen = {}

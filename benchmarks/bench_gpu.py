@@ -1,8 +1,9 @@
 """Benchmark: the lab's GPU path at real size, against Hugging Face transformers in the same run, with MFU.
 
 Run on a CUDA machine: `pip install -r benchmarks/requirements-bench.txt && python benchmarks/bench_gpu.py`
-(`--compile` compiles both sides; `--only gpt2,bert` picks rows; `--smoke` runs tiny sizes on any device, to check
-that the script works, and says its numbers mean nothing).
+(`--compile` compiles both sides: the lab's blocks, or its whole step with `--perf compile_scope=model`; `--perf
+KEY=VALUE` passes any other setting to the lab's side; `--only gpt2,bert` picks rows; `--smoke` runs tiny sizes on any
+device, to check that the script works, and says its numbers mean nothing).
 
 Rows (ours through the lab's own `engine.Trainer`, so its bf16 autocast, fused AdamW, prefetching and MFU accounting
 are what is timed; HF through a plain loop with the same autocast, fused AdamW, gradient clipping and batches):
@@ -137,7 +138,8 @@ def hf_inputs(name: str, batch, vocab) -> dict:
     return {"input_ids": batch.input_ids, "decoder_input_ids": batch.decoder_input_ids, "labels": batch.targets}
 
 
-def run_worker(row: str, side: str, steps: int, warmup: int, compile_: bool, smoke: bool) -> dict:
+def run_worker(row: str, side: str, steps: int, warmup: int, compile_: bool, smoke: bool,
+               perf_overrides: dict | None = None) -> dict:
     import torch
 
     from lab_models.training.device import select_device
@@ -151,7 +153,7 @@ def run_worker(row: str, side: str, steps: int, warmup: int, compile_: bool, smo
     device = select_device("auto")
     vocab = vocab_info(vocab_size)
     batches = packed_batches(family, vocab, seq_len, batch_size)
-    perf = PerformanceConfig(compile=compile_)
+    perf = PerformanceConfig(**{"compile": compile_, **(perf_overrides or {})})
     precision = perf.resolved_precision(device)
     peak = device_peak_flops(device, precision)
     if device.type == "cuda":
@@ -241,7 +243,7 @@ def _hf_step(model, name, batch, vocab, perf, device, optimizer) -> None:
 def measure(row: str, side: str, args) -> dict:
     command = [sys.executable, str(Path(__file__).resolve()), "--worker", f"{row}:{side}", "--steps",
                str(args.steps), "--warmup", str(args.warmup)] + (["--compile"] if args.compile else []) + (
-        ["--smoke"] if args.smoke else [])
+        ["--smoke"] if args.smoke else []) + [item for setting in args.perf for item in ("--perf", setting)]
     done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
     if done.returncode != 0:
         return {"row": row, "side": side, "error": done.stderr.strip().splitlines()[-1] if done.stderr.strip()
@@ -260,12 +262,18 @@ def main(argv=None) -> int:
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--compile", action="store_true", help="torch.compile both sides (compile time reported apart)")
     p.add_argument("--smoke", action="store_true", help="tiny sizes on any device: checks the script, not the speed")
+    p.add_argument("--perf", action="append", default=[], metavar="KEY=VALUE",
+                   help="a performance setting of the lab's side, as `train --perf` (e.g. compile_scope=model)")
+    p.add_argument("--ours-only", action="store_true", help="skip transformers' side (a setting's own effect)")
     p.add_argument("--json", type=Path, help="also write every measurement to this file")
     p.add_argument("--worker", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.worker:
         row, side = args.worker.split(":")
-        print(json.dumps(run_worker(row, side, args.steps, args.warmup, args.compile, args.smoke)))
+        from lab_models.training.performance import parse_performance_overrides
+
+        print(json.dumps(run_worker(row, side, args.steps, args.warmup, args.compile, args.smoke,
+                                    parse_performance_overrides(args.perf))))
         return 0
     rows = [r.strip() for r in args.only.split(",") if r.strip()]
     unknown = [r for r in rows if r not in ROWS]
@@ -276,11 +284,12 @@ def main(argv=None) -> int:
 
     print(f"torch {torch.__version__}, transformers {transformers.__version__}, "
           f"device {torch.cuda.get_device_name() if torch.cuda.is_available() else 'cpu (no CUDA)'}, "
-          f"compile {'on' if args.compile else 'off'}, {args.warmup} warmup + {args.steps} timed steps"
+          f"compile {'on' if args.compile else 'off'}, lab settings {args.perf or 'default'}, "
+          f"{args.warmup} warmup + {args.steps} timed steps"
           + ("  [SMOKE: tiny sizes, the numbers mean nothing]" if args.smoke else ""))
     results = {}
     for row in rows:
-        sides = ["ours"] + (["hf"] if ROWS[row][4] else [])
+        sides = ["ours"] + (["hf"] if ROWS[row][4] and not args.ours_only else [])
         for side in sides:
             results[(row, side)] = result = measure(row, side, args)
             if "error" in result:

@@ -99,6 +99,7 @@ def losses(family: str, perf: PerformanceConfig, steps: int = 4) -> tuple[list[f
     return [event.loss for event in trainer.run() if isinstance(event, StepEvent)], trainer
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("family", ("gpt2", "bert", "t5"))
 def test_the_whole_model_compiled_trains_exactly_as_eager(family, monkeypatch):
     monkeypatch.setattr(performance, "COMPILE_BACKEND", "aot_eager")
@@ -119,6 +120,7 @@ def test_compile_scope_is_checked_and_parsed():
     assert PerformanceConfig.from_dict({"compile": True}).compile_scope == "blocks"  # older runs' config.json
 
 
+@pytest.mark.slow
 def test_the_range_checks_stop_after_the_first_batch_and_come_back_after_the_run():
     info = vocab()
     trainer = Trainer(model("bert", info), batches("bert", info),

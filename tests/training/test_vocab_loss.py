@@ -92,6 +92,7 @@ def test_every_family_computes_the_same_loss_and_gradients_in_chunks(family, mon
         assert torch.allclose(plain_grads[name], chunked_grads[name], atol=1e-5), name
 
 
+@pytest.mark.slow
 def test_a_run_trains_the_same_with_the_setting():
     def losses(perf):
         info = vocab()

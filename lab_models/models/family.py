@@ -181,7 +181,7 @@ from lab_models.objectives import objective_module
 from lab_models.objectives.addons import (check_names as check_addon_names, check_weights as check_addon_weights,
                                           family_addons)
 from lab_models.text.vocab import VocabInfo
-from lab_models.objectives.losses import LossOutput, output_matrix, run_backbone
+from lab_models.objectives.losses import LossOutput, run_backbone
 from lab_models.families import RNN_FAMILIES
 from lab_models.models.rnn.config import RNNConfig, rnn_preset_config
 from lab_models.models.rnn import build_rnn_model
@@ -454,7 +454,7 @@ class SpanBoundaryPredictionHead(nn.Module):
     def logits(self, backbone: Backbone, y: torch.Tensor) -> torch.Tensor:
         """y (..., H) -> (..., V) through the backbone's output matrix (tied to the token embedding)."""
         x = y if self.to_embedding is None else self.to_embedding(y)  # (..., E)
-        return F.linear(x, output_matrix(backbone), self.bias)
+        return F.linear(x, backbone.output_weight, self.bias)
 
 
 class ReplacedTokenDetectionHead(nn.Module):

@@ -64,10 +64,10 @@ def sparse_token_loss(backbone, hidden: torch.Tensor, targets: torch.Tensor,
     its generator's). `rows`: the same default positions as flat indices, found on the host by the training engine
     (batch.extras[TARGET_ROWS]), so that no boolean index makes a GPU report its size to the host.
     """
-    if positions is None:
-        positions = targets != IGNORE_INDEX if rows is None else rows  # (B, T) bool or (N,) long
-        target_ids = targets[positions] if rows is None else targets.reshape(-1).index_select(0, rows)  # (N,)
+    if positions is None and rows is not None:
+        positions, target_ids = rows, targets.reshape(-1).index_select(0, rows)  # (N,) long, (N,)
     else:
+        positions = targets != IGNORE_INDEX if positions is None else positions  # (B, T) bool
         target_ids = targets[positions]  # (N,)
     if getattr(backbone, "chunked_vocab_loss", False) and not keep_logits:
         mean, nll = chunked_vocab_loss(backbone.lm_inputs(hidden, positions), backbone.output_weight,
@@ -133,11 +133,6 @@ def content_seed(*tensors: torch.Tensor, salt: str = "") -> int:
         digest.update(t.detach().to("cpu", torch.int64).contiguous().numpy().tobytes())
         digest.update(str(tuple(t.shape)).encode())
     return int.from_bytes(digest.digest(), "little") & (2**63 - 1)
-
-
-def output_matrix(backbone) -> torch.Tensor:
-    """The backbone's (V, E) output matrix: the token embedding when tied (the default), else its own."""
-    return backbone.embeddings.token.weight if backbone.lm_out is None else backbone.lm_out.weight
 
 
 def token_and_sentence_parts(model, batch: Batch, token_objective: str, sentence: tuple[str, str] | None = None

@@ -19,7 +19,6 @@ transformers = pytest.importorskip("transformers")
 
 from lab_models import api  # noqa: E402
 from lab_models.models.family import build_model  # noqa: E402
-from lab_models.objectives.losses import output_matrix  # noqa: E402
 from lab_models.objectives import objective_module  # noqa: E402
 from lab_models.text.vocab import prepare_tokenizer  # noqa: E402
 from lab_models.text.tokenization import load_tokenizer_file  # noqa: E402
@@ -127,7 +126,7 @@ def test_spanbert_from_bert_gets_a_new_boundary_head_initialised_as_the_released
     for norm in (head.boundary.ln1, head.boundary.ln2):
         assert torch.equal(norm.weight, torch.ones_like(norm.weight)) and float(norm.bias.abs().max()) == 0.0
     assert float(head.bias.abs().max()) == 0.0  # the SBO output bias starts at zero
-    assert torch.equal(output_matrix(model.backbone), bert["backbone.embeddings.token.weight"])  # tied, BERT's rows
+    assert torch.equal(model.backbone.output_weight, bert["backbone.embeddings.token.weight"])  # tied, BERT's rows
 
 
 @pytest.mark.slow  # trains through the CLI
